@@ -1,0 +1,86 @@
+#include "command.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace molaccel::cli {
+
+namespace {
+std::vector<Command>& command_table() {
+  static std::vector<Command> table;
+  return table;
+}
+std::vector<DemoStep>& demo_table() {
+  static std::vector<DemoStep> table;
+  return table;
+}
+}  // namespace
+
+bool register_command(Command command) {
+  command_table().push_back(std::move(command));
+  return true;
+}
+
+const std::vector<Command>& commands() {
+  auto& t = command_table();
+  std::stable_sort(t.begin(), t.end(), [](const Command& a, const Command& b) {
+    if (a.group != b.group) return a.group < b.group;
+    return a.order < b.order;
+  });
+  return t;
+}
+
+bool register_demo(DemoStep step) {
+  demo_table().push_back(std::move(step));
+  return true;
+}
+
+const std::vector<DemoStep>& demo_steps() {
+  auto& t = demo_table();
+  std::stable_sort(t.begin(), t.end(), [](const DemoStep& a, const DemoStep& b) { return a.order < b.order; });
+  return t;
+}
+
+void CommonOptions::add_device_options(CLI::App& app) {
+  app.add_option("--device", device,
+                 "Where to run: auto (GPU if present, else CPU), cpu, gpu (all GPUs) or gpu:0,2")
+      ->default_val("auto")
+      ->check([](const std::string& v) -> std::string {
+        try {
+          DeviceSpec::parse(v);
+          return {};
+        } catch (const InputError& e) {
+          return e.detail();
+        }
+      });
+  app.add_option("--threads", threads, "CPU threads (0 = all cores)")->default_val(0)->check(CLI::NonNegativeNumber);
+}
+
+Resources CommonOptions::make_resources() const {
+  Resources::Options o;
+  o.device = DeviceSpec::parse(device);
+  o.cpu_threads = threads;
+  o.show_progress = !quiet;
+  return Resources::create(o);
+}
+
+std::filesystem::path find_data_dir() {
+  namespace fs = std::filesystem;
+  if (const char* d = std::getenv("MOLACCEL_DATA_DIR"); d && *d) return d;
+  std::error_code ec;
+  // Next to the executable's install prefix, then the source tree it was built from.
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path installed = exe.parent_path().parent_path() / "share" / "molaccel" / "data";
+    if (fs::is_directory(installed, ec)) return installed;
+  }
+#ifdef MOLACCEL_SOURCE_DIR
+  if (fs::is_directory(fs::path(MOLACCEL_SOURCE_DIR) / "data", ec)) return fs::path(MOLACCEL_SOURCE_DIR) / "data";
+#endif
+#ifdef MOLACCEL_INSTALL_DATADIR
+  if (fs::is_directory(MOLACCEL_INSTALL_DATADIR, ec)) return MOLACCEL_INSTALL_DATADIR;
+#endif
+  return "data";
+}
+
+}  // namespace molaccel::cli

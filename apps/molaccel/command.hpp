@@ -1,0 +1,83 @@
+// The CLI is a table over the library: each subcommand registers a name, a one-line purpose, an
+// example, and a function that declares its typed options on a CLI11 sub-app and returns the
+// action to run. Files apps/molaccel/cmd_*.cpp register themselves at start-up:
+//
+//   static const bool registered = molaccel::cli::register_command({
+//       .group = "lingo", .name = "search", .purpose = "...", .example = "molaccel lingo search q.smi db.smi -k 10",
+//       .setup = [](CLI::App& app, molaccel::cli::CommonOptions& common) -> molaccel::cli::Action {
+//         auto opts = std::make_shared<MyOptions>();
+//         app.add_option("QUERIES", opts->queries)->required()->check(CLI::ExistingFile);
+//         common.add_device_options(app);   // --device, --threads
+//         return [opts](molaccel::cli::RunContext& ctx) { ...; return 0; };
+//       }});
+//
+// group "" makes a top-level command (`molaccel info`); otherwise `molaccel <group> <name>`.
+// A demo step registers with register_demo(); `molaccel demo` runs every step in order.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "molaccel/runtime.hpp"
+
+namespace molaccel::cli {
+
+// Options every compute subcommand shares; filled by CLI11 before the action runs.
+struct CommonOptions {
+  std::string device = "auto";
+  int threads = 0;
+  bool quiet = false;
+  int verbosity = 0;
+  std::string json_path;  // --json FILE ('-' = stdout)
+
+  // Adds --device and --threads to a subcommand.
+  void add_device_options(CLI::App& app);
+  // Resolves --device/--threads into Resources (errors for unavailable devices).
+  Resources make_resources() const;
+};
+
+// What an action gets when it runs.
+struct RunContext {
+  CommonOptions& common;
+  nlohmann::json& report;  // filled by the action; written when --json is given
+  Resources resources() const { return common.make_resources(); }
+};
+
+using Action = std::function<int(RunContext&)>;
+
+struct Command {
+  std::string group;    // "" for top-level, else "lingo", "align", "orbital", "linalg"
+  std::string name;
+  std::string purpose;  // one line
+  std::string example;  // one command line
+  std::function<Action(CLI::App&, CommonOptions&)> setup;
+  int order = 100;      // position within its group in --help
+};
+
+bool register_command(Command command);
+const std::vector<Command>& commands();
+
+struct DemoContext {
+  Resources resources;
+  std::filesystem::path data_dir;    // the bundled data/ folder
+  std::filesystem::path output_dir;  // where the demo writes its files
+  nlohmann::json& report;
+};
+struct DemoStep {
+  std::string name;  // engine name
+  int order = 100;
+  std::function<void(DemoContext&)> run;  // prints a short report to stdout
+};
+bool register_demo(DemoStep step);
+const std::vector<DemoStep>& demo_steps();
+
+// Finds the bundled data/ folder: $MOLACCEL_DATA_DIR, the source tree, or the install prefix.
+std::filesystem::path find_data_dir();
+
+}  // namespace molaccel::cli

@@ -1,0 +1,19 @@
+// The narrow, CUDA-free interface between the runtime's host code and its CUDA translation unit
+// (cuda/cuda_support.cu, or no_cuda.cpp in a CPU-only build).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "molaccel/runtime.hpp"
+
+namespace molaccel::detail {
+
+// Enumerates usable GPUs; on none, `reason` says why.
+std::vector<GpuInfo> query_gpus(std::string& reason);
+// Makes `device` current on the calling thread (GPU worker start-up).
+void bind_thread_to_device(int device);
+// Drops per-thread CUDA state on worker exit (no-op without CUDA).
+void release_thread_device() noexcept;
+
+}  // namespace molaccel::detail

@@ -1,0 +1,17 @@
+// CPU-only build: no GPU is ever reported, and binding a GPU worker is a build error at run time.
+#include "runtime/device_hooks.hpp"
+
+namespace molaccel::detail {
+
+std::vector<GpuInfo> query_gpus(std::string& reason) {
+  reason = "this build of molaccel has no CUDA support";
+  return {};
+}
+
+void bind_thread_to_device(int) {
+  MOLACCEL_THROW(NotCompiled, "CUDA backend (this build of molaccel has no CUDA support)");
+}
+
+void release_thread_device() noexcept {}
+
+}  // namespace molaccel::detail

@@ -1,0 +1,263 @@
+// Build and machine information, device selection and Resources.
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "molaccel/runtime.hpp"
+#include "runtime/device_hooks.hpp"
+
+#ifndef MOLACCEL_VERSION_STRING
+#define MOLACCEL_VERSION_STRING "unknown"
+#endif
+
+namespace molaccel {
+
+const BuildInfo& build_info() {
+  static const BuildInfo info = [] {
+    BuildInfo b;
+    b.version = MOLACCEL_VERSION_STRING;
+#ifdef MOLACCEL_HAVE_CUDA
+    b.cuda = true;
+    b.cuda_version = MOLACCEL_CUDA_VERSION_STRING;
+    b.cuda_archs = MOLACCEL_CUDA_ARCHS;
+#endif
+#if defined(__clang__)
+    b.compiler = fmt::format("clang {}.{}.{}", __clang_major__, __clang_minor__, __clang_patchlevel__);
+#elif defined(__GNUC__)
+    b.compiler = fmt::format("gcc {}.{}.{}", __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__);
+#else
+    b.compiler = "unknown";
+#endif
+#ifdef NDEBUG
+    b.build_type = "optimised";
+#else
+    b.build_type = "debug";
+#endif
+    return b;
+  }();
+  return info;
+}
+
+std::string_view to_string(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::scalar: return "scalar";
+    case SimdLevel::sse4: return "sse4";
+    case SimdLevel::avx2: return "avx2";
+    case SimdLevel::avx512: return "avx512";
+  }
+  return "?";
+}
+
+namespace {
+SimdLevel detect_simd() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+    return SimdLevel::avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2"))
+    return SimdLevel::avx2;
+  if (__builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("popcnt")) return SimdLevel::sse4;
+#endif
+  return SimdLevel::scalar;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) {
+        auto s = line.substr(colon + 1);
+        s.erase(0, s.find_first_not_of(" \t"));
+        return s;
+      }
+    }
+  }
+  return "unknown CPU";
+}
+}  // namespace
+
+const CpuInfo& cpu_info() {
+  static const CpuInfo info = [] {
+    CpuInfo c;
+    c.model = cpu_model();
+    c.logical_cores = std::max(1u, std::thread::hardware_concurrency());
+    c.simd = detect_simd();
+    if (const char* env = std::getenv("MOLACCEL_SIMD")) {
+      std::string_view want = env;
+      for (auto level : {SimdLevel::scalar, SimdLevel::sse4, SimdLevel::avx2, SimdLevel::avx512})
+        if (want == to_string(level) && level < c.simd) c.simd = level;
+    }
+    return c;
+  }();
+  return info;
+}
+
+namespace {
+std::mutex gpu_mutex;
+std::string gpu_reason;
+}  // namespace
+
+std::vector<GpuInfo> gpu_list() {
+  std::lock_guard lock(gpu_mutex);
+  std::string reason;
+  auto gpus = detail::query_gpus(reason);
+  gpu_reason = reason;
+  return gpus;
+}
+
+std::string gpu_absence_reason() {
+  auto gpus = gpu_list();
+  std::lock_guard lock(gpu_mutex);
+  return gpus.empty() ? gpu_reason : std::string();
+}
+
+std::string GpuInfo::arch() const { return fmt::format("sm_{}{}", cc_major, cc_minor); }
+
+// ---- DeviceSpec ---------------------------------------------------------------------------------
+DeviceSpec DeviceSpec::parse(std::string_view text) {
+  DeviceSpec spec;
+  auto bad = [&](const std::string& why) {
+    throw InputError("--device", 0,
+                     fmt::format("'{}' {}; expected auto, cpu, gpu or gpu:N[,M...]", text, why),
+                     __FILE__, __LINE__);
+  };
+  if (text == "auto") return spec;
+  if (text == "cpu") {
+    spec.kind = Kind::cpu;
+    return spec;
+  }
+  if (text == "gpu" || text == "cuda") {
+    spec.kind = Kind::gpu;
+    return spec;
+  }
+  std::string_view list;
+  if (text.rfind("gpu:", 0) == 0)
+    list = text.substr(4);
+  else if (text.rfind("cuda:", 0) == 0)
+    list = text.substr(5);
+  else
+    bad("is not a device");
+  spec.kind = Kind::gpu;
+  if (list.empty()) bad("names no GPU");
+  while (!list.empty()) {
+    auto comma = list.find(',');
+    auto item = list.substr(0, comma);
+    int id = -1;
+    auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), id);
+    if (ec != std::errc() || ptr != item.data() + item.size() || id < 0) bad("has a bad GPU index");
+    if (std::find(spec.gpu_ids.begin(), spec.gpu_ids.end(), id) != spec.gpu_ids.end())
+      bad("names a GPU twice");
+    spec.gpu_ids.push_back(id);
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+    if (list.empty()) bad("ends with a comma");
+  }
+  return spec;
+}
+
+std::string DeviceSpec::to_string() const {
+  switch (kind) {
+    case Kind::automatic: return "auto";
+    case Kind::cpu: return "cpu";
+    case Kind::gpu: {
+      if (gpu_ids.empty()) return "gpu";
+      std::string s = "gpu:";
+      for (std::size_t i = 0; i < gpu_ids.size(); ++i) s += (i ? "," : "") + std::to_string(gpu_ids[i]);
+      return s;
+    }
+  }
+  return "?";
+}
+
+// ---- WorkerInfo / Resources ---------------------------------------------------------------------
+std::string WorkerInfo::name() const {
+  return kind == Kind::gpu ? fmt::format("gpu:{}", device) : std::string("cpu");
+}
+
+Resources Resources::create(const Options& options) {
+  Resources r;
+  r.show_progress_ = options.show_progress;
+  r.cpu_worker_with_gpus_ = options.cpu_worker_with_gpus;
+  r.cpu_threads_ = options.cpu_threads > 0 ? options.cpu_threads : cpu_info().logical_cores;
+  const auto& spec = options.device;
+  if (spec.kind != DeviceSpec::Kind::cpu) {
+    std::string reason;
+    auto gpus = detail::query_gpus(reason);
+    if (spec.kind == DeviceSpec::Kind::gpu) {
+      if (!build_info().cuda)
+        MOLACCEL_THROW(NotCompiled, "--device " + spec.to_string() +
+                                        ": this build of molaccel has no CUDA support (rebuild with the cuda preset)");
+      if (gpus.empty())
+        MOLACCEL_THROW(DeviceUnavailable, "--device " + spec.to_string() + ": no GPU available (" + reason + ")");
+      if (spec.gpu_ids.empty()) {
+        for (auto& g : gpus) r.gpus_.push_back(g.index);
+      } else {
+        for (int id : spec.gpu_ids) {
+          if (id >= static_cast<int>(gpus.size()))
+            MOLACCEL_THROW(DeviceUnavailable, fmt::format("--device {}: GPU {} does not exist (this machine has {} GPU{})",
+                                                          spec.to_string(), id, gpus.size(), gpus.size() == 1 ? "" : "s"));
+          r.gpus_.push_back(id);
+        }
+      }
+    } else {  // automatic
+      if (gpus.empty())
+        log_info("--device auto: running on the CPU ({})", reason);
+      else
+        for (auto& g : gpus) r.gpus_.push_back(g.index);
+    }
+  }
+  std::vector<WorkerInfo> workers;
+  for (int g : r.gpus_) {
+    WorkerInfo w;
+    w.kind = WorkerInfo::Kind::gpu;
+    w.device = g;
+    w.index = static_cast<int>(workers.size());
+    w.cpu_threads = 1;
+    workers.push_back(w);
+  }
+  if (r.uses_cpu()) {
+    WorkerInfo w;
+    w.kind = WorkerInfo::Kind::cpu;
+    w.index = static_cast<int>(workers.size());
+    // GPU feeder threads take a core each; the CPU worker gets the rest.
+    w.cpu_threads = std::max(1, r.cpu_threads_ - static_cast<int>(r.gpus_.size()));
+    workers.push_back(w);
+  }
+  r.pool_ = std::make_shared<WorkerPool>(std::move(workers));
+  return r;
+}
+
+Resources Resources::cpu(int threads) {
+  Options o;
+  o.device.kind = DeviceSpec::Kind::cpu;
+  o.cpu_threads = threads;
+  return create(o);
+}
+
+std::string Resources::describe() const {
+  std::string s;
+  if (!gpus_.empty()) {
+    auto all = gpu_list();
+    for (std::size_t i = 0; i < gpus_.size(); ++i) {
+      std::string name = "GPU";
+      for (auto& g : all)
+        if (g.index == gpus_[i]) name = g.name;
+      s += fmt::format("{}gpu:{} ({})", i ? ", " : "", gpus_[i], name);
+    }
+  }
+  if (uses_cpu()) s += fmt::format("{}cpu ({} threads)", s.empty() ? "" : " + ", cpu_threads_);
+  return s;
+}
+
+WorkerPool& Resources::pool() const {
+  MOLACCEL_EXPECTS(pool_ != nullptr, "Resources used before Resources::create()");
+  return *pool_;
+}
+
+}  // namespace molaccel

@@ -1,0 +1,44 @@
+// Line-by-line reading of text inputs, plain or gzip-compressed (detected from the content),
+// with the line number kept for error messages. Shared by every engine's parsers.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "molaccel/runtime.hpp"
+
+namespace molaccel::io {
+
+class LineReader {
+ public:
+  // Opens `path` ("-" = stdin); throws InputError when it cannot be opened.
+  explicit LineReader(const std::filesystem::path& path);
+  // Reads from memory (fuzz targets, tests); `name` is used in error messages.
+  LineReader(std::string_view name, std::string_view content);
+  ~LineReader();
+  LineReader(const LineReader&) = delete;
+  LineReader& operator=(const LineReader&) = delete;
+
+  // Next line without its '\n' (and '\r'); false at end of input. The view stays valid until
+  // the next call.
+  bool next(std::string_view& line);
+  std::size_t line_number() const noexcept { return line_no_; }  // of the last line returned
+  const std::string& name() const noexcept { return name_; }
+  // Throws InputError naming this input and the current line.
+  [[noreturn]] void fail(const std::string& message) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string name_;
+  std::string line_;
+  std::size_t line_no_ = 0;
+};
+
+// Whole file into memory (plain or gzip). Throws InputError when it cannot be read.
+std::string read_all(const std::filesystem::path& path);
+
+}  // namespace molaccel::io

@@ -1,0 +1,78 @@
+#include "testing/testing.hpp"
+
+namespace molaccel {
+namespace {
+
+TEST(DeviceSpec, ParsesEveryForm) {
+  EXPECT_EQ(DeviceSpec::parse("auto").kind, DeviceSpec::Kind::automatic);
+  EXPECT_EQ(DeviceSpec::parse("cpu").kind, DeviceSpec::Kind::cpu);
+  auto all = DeviceSpec::parse("gpu");
+  EXPECT_EQ(all.kind, DeviceSpec::Kind::gpu);
+  EXPECT_TRUE(all.gpu_ids.empty());
+  auto some = DeviceSpec::parse("gpu:0,2");
+  EXPECT_EQ(some.kind, DeviceSpec::Kind::gpu);
+  EXPECT_EQ(some.gpu_ids, (std::vector<int>{0, 2}));
+  EXPECT_EQ(some.to_string(), "gpu:0,2");
+  EXPECT_EQ(DeviceSpec::parse("gpu:3").gpu_ids, std::vector<int>{3});
+}
+
+TEST(DeviceSpec, RejectsMalformedSpecs) {
+  for (const char* bad : {"", "GPU", "gpu:", "gpu:a", "gpu:1,", "gpu:-1", "gpu:1,1", "tpu", "gpu:1;2", "cpu:0"}) {
+    EXPECT_THROW(DeviceSpec::parse(bad), InputError) << bad;
+  }
+  try {
+    DeviceSpec::parse("gpu:x");
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--device"), std::string::npos);
+  }
+}
+
+TEST(Devices, CpuInfoIsSane) {
+  const auto& c = cpu_info();
+  EXPECT_GE(c.logical_cores, 1);
+  EXPECT_FALSE(c.model.empty());
+  EXPECT_FALSE(to_string(c.simd).empty());
+}
+
+TEST(Devices, CpuResources) {
+  auto r = Resources::cpu(2);
+  EXPECT_FALSE(r.uses_gpu());
+  EXPECT_TRUE(r.uses_cpu());
+  EXPECT_EQ(r.cpu_threads(), 2);
+  ASSERT_EQ(r.pool().workers().size(), 1u);
+  EXPECT_EQ(r.pool().workers()[0].kind, WorkerInfo::Kind::cpu);
+  EXPECT_EQ(r.describe(), "cpu (2 threads)");
+}
+
+TEST(Devices, GpuRequestWithoutGpuIsAnErrorNeverASilentCpuRun) {
+  if (testing::gpu_available()) GTEST_SKIP() << "this machine has a GPU";
+  Resources::Options o;
+  o.device = DeviceSpec::parse("gpu");
+  if (build_info().cuda)
+    EXPECT_THROW(Resources::create(o), DeviceUnavailable);
+  else
+    EXPECT_THROW(Resources::create(o), NotCompiled);
+  EXPECT_FALSE(gpu_absence_reason().empty());
+}
+
+TEST(Devices, AutoFallsBackToCpuWithoutGpu) {
+  if (testing::gpu_available()) GTEST_SKIP() << "this machine has a GPU";
+  Resources::Options o;
+  auto r = Resources::create(o);
+  EXPECT_FALSE(r.uses_gpu());
+  EXPECT_TRUE(r.uses_cpu());
+}
+
+TEST(Devices, BuildInfo) {
+  const auto& b = build_info();
+  EXPECT_FALSE(b.version.empty());
+#ifdef MOLACCEL_HAVE_CUDA
+  EXPECT_TRUE(b.cuda);
+  EXPECT_FALSE(b.cuda_archs.empty());
+#else
+  EXPECT_FALSE(b.cuda);
+#endif
+}
+
+}  // namespace
+}  // namespace molaccel
