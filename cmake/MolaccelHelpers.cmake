@@ -16,7 +16,7 @@ function(molaccel_add_test)
     $<$<BOOL:${MOLACCEL_WITH_CUDA}>:MOLACCEL_HAVE_CUDA=1>)
   gtest_discover_tests(${T_NAME}
     PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT}
-               SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]"
+               SKIP_REGULAR_EXPRESSION "  SKIPPED "
     DISCOVERY_TIMEOUT 120)
 endfunction()
 

@@ -1,6 +1,8 @@
 // Runtime pieces that need a GPU: buffers, streams, events, JIT load + launch, GPU workers.
 #include <atomic>
+#include <chrono>
 #include <numeric>
+#include <thread>
 
 #include "runtime/cuda/cuda_support.hpp"
 #include "testing/testing.hpp"
@@ -83,9 +85,12 @@ TEST(GpuRuntime, GpuWorkersRunTilesAndFailedTilesMoveToTheCpu) {
   auto r = Resources::create(o);
   ASSERT_TRUE(r.uses_gpu());
   std::atomic<int> gpu_tiles{0}, cpu_tiles{0};
+  std::vector<std::atomic<int>> done_on_gpu(32);
   JobOptions options;
-  options.inject_fault = [](const WorkerInfo& w, std::size_t tile, int) { return w.kind == WorkerInfo::Kind::gpu && tile == 3; };
-  auto stats = run_tiles(r, 32, [&](WorkerContext& ctx, std::size_t) {
+  // Every fourth tile fails on a GPU worker (as an out-of-memory tile would); the CPU worker is
+  // slowed down so that the GPU certainly meets some of them first.
+  options.inject_fault = [](const WorkerInfo& w, std::size_t tile, int) { return w.kind == WorkerInfo::Kind::gpu && tile % 4 == 3; };
+  auto stats = run_tiles(r, 32, [&](WorkerContext& ctx, std::size_t tile) {
     if (ctx.worker().kind == WorkerInfo::Kind::gpu) {
       int device = -1;
       MOLACCEL_CUDA_TRY(cudaGetDevice(&device));
@@ -94,14 +99,17 @@ TEST(GpuRuntime, GpuWorkersRunTilesAndFailedTilesMoveToTheCpu) {
       iota_kernel<<<1, 256>>>(256, buf.data());
       MOLACCEL_CUDA_CHECK_LAUNCH("iota_kernel");
       MOLACCEL_CUDA_TRY(cudaDeviceSynchronize());
+      done_on_gpu[tile] = 1;
       gpu_tiles++;
     } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
       cpu_tiles++;
     }
   }, options);
   EXPECT_EQ(gpu_tiles + cpu_tiles, 32);
   EXPECT_GE(stats.retries, 1u);
   EXPECT_GE(cpu_tiles.load(), 1);
+  for (std::size_t t = 3; t < 32; t += 4) EXPECT_EQ(done_on_gpu[t].load(), 0) << "tile " << t;
 }
 
 }  // namespace
