@@ -73,7 +73,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    const int rc = app.exit(e);  // prints help, version or the usage error
+    return rc == 0 ? 0 : 2;
   }
 
   molaccel::set_log_level(common.verbosity >= 2   ? molaccel::LogLevel::debug
