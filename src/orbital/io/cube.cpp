@@ -1,0 +1,179 @@
+// Gaussian cube files: reading (plain or gzip; single field or multi-orbital) and atomic writing.
+// A negative point count on an axis line means the axis is in angstrom (converted to bohr here).
+#include <cstdio>
+
+#include "molaccel/orbital.hpp"
+#include "orbital/io/parse_util.hpp"
+#include "runtime/text_input.hpp"
+
+namespace molaccel::orbital {
+
+using io_util::parse_double;
+using io_util::parse_long;
+using io_util::split;
+
+namespace {
+
+Cube parse_cube(io::LineReader& in) {
+  Cube cube;
+  std::string_view line;
+  if (!in.next(line)) in.fail("empty cube file");
+  cube.comment1 = std::string(line);
+  if (!in.next(line)) in.fail("truncated cube header");
+  cube.comment2 = std::string(line);
+  auto numbers = [&](std::size_t at_least, const char* what) {
+    std::string_view l;
+    if (!in.next(l)) in.fail(fmt::format("truncated cube header: missing {}", what));
+    const auto fields = split(l);
+    if (fields.size() < at_least) in.fail(fmt::format("{} line needs {} numbers", what, at_least));
+    std::vector<double> out;
+    for (std::size_t i = 0; i < at_least; ++i) {
+      double v = 0;
+      if (!parse_double(fields[i], v)) in.fail(fmt::format("bad number '{}' in {} line", fields[i], what));
+      out.push_back(v);
+    }
+    return out;
+  };
+  const auto head = numbers(4, "atom count and origin");
+  if (std::abs(head[0]) > 1e6) in.fail("bad atom count");
+  const long n_atoms_signed = static_cast<long>(head[0]);
+  if (head[0] != static_cast<double>(n_atoms_signed) || std::abs(n_atoms_signed) > 1000000)
+    in.fail("bad atom count");
+  const std::size_t n_atoms = static_cast<std::size_t>(std::abs(n_atoms_signed));
+  for (int d = 0; d < 3; ++d) cube.grid.origin[d] = head[1 + d];
+  bool angstrom = false;
+  for (int axis = 0; axis < 3; ++axis) {
+    const auto v = numbers(4, "axis");
+    if (std::abs(v[0]) > 1e5) in.fail("bad point count on axis line");
+    const long n = static_cast<long>(v[0]);
+    if (v[0] != static_cast<double>(n) || n == 0 || std::abs(n) > 100000) in.fail("bad point count on axis line");
+    if (n < 0) angstrom = true;
+    cube.grid.counts[axis] = static_cast<std::size_t>(std::abs(n));
+    for (int d = 0; d < 3; ++d) cube.grid.axes[axis][d] = v[1 + d];
+  }
+  if (angstrom) {
+    for (int d = 0; d < 3; ++d) cube.grid.origin[d] /= bohr_in_angstrom;
+    for (auto& axis : cube.grid.axes)
+      for (double& x : axis) x /= bohr_in_angstrom;
+  }
+  for (std::size_t a = 0; a < n_atoms; ++a) {
+    const auto v = numbers(5, "atom");
+    Atom atom;
+    if (!(v[0] >= 0 && v[0] <= 200)) in.fail("bad atomic number on atom line");
+    atom.atomic_number = static_cast<int>(v[0]);
+    atom.charge = v[1];
+    for (int d = 0; d < 3; ++d) atom.position[d] = v[2 + d] / (angstrom ? bohr_in_angstrom : 1.0);
+    cube.atoms.push_back(atom);
+  }
+  std::vector<double> pending;  // numbers already read from the line after the header
+  if (n_atoms_signed < 0) {
+    if (!in.next(line)) in.fail("truncated: missing orbital list");
+    const auto fields = split(line);
+    long count = 0;
+    if (fields.empty() || !parse_long(fields[0], count) || count < 1 || count > 100000) in.fail("bad orbital count");
+    std::size_t have = fields.size() - 1;
+    for (std::size_t i = 1; i < fields.size() && cube.orbital_ids.size() < static_cast<std::size_t>(count); ++i) {
+      long id = 0;
+      if (!parse_long(fields[i], id)) in.fail("bad orbital number");
+      cube.orbital_ids.push_back(static_cast<int>(id));
+    }
+    while (cube.orbital_ids.size() < static_cast<std::size_t>(count)) {
+      if (!in.next(line)) in.fail("truncated orbital list");
+      for (auto field : split(line)) {
+        long id = 0;
+        if (!parse_long(field, id)) in.fail("bad orbital number");
+        cube.orbital_ids.push_back(static_cast<int>(id));
+      }
+    }
+    (void)have;
+  }
+  const std::size_t fields_per_point = std::max<std::size_t>(1, cube.orbital_ids.size());
+  const std::size_t total = cube.grid.point_count() * fields_per_point;
+  if (total > 2'000'000'000) in.fail("cube too large");
+  cube.values.reserve(total);
+  while (cube.values.size() < total && in.next(line)) {
+    for (auto field : split(line)) {
+      double v = 0;
+      if (!parse_double(field, v)) in.fail(fmt::format("bad value '{}'", field));
+      if (cube.values.size() >= total) in.fail("more values than the grid holds");
+      cube.values.push_back(v);
+    }
+  }
+  if (cube.values.size() != total)
+    in.fail(fmt::format("truncated: {} of {} values", cube.values.size(), total));
+  return cube;
+}
+
+}  // namespace
+
+Cube read_cube(const std::filesystem::path& path) {
+  io::LineReader in(path);
+  return parse_cube(in);
+}
+
+Cube read_cube_text(std::string_view name, std::string_view content) {
+  io::LineReader in(name, content);
+  return parse_cube(in);
+}
+
+namespace {
+
+void write_header(std::FILE* f, const Wavefunction& wfn, const GridSpec& grid, std::string_view title,
+                  std::string_view description, bool multi) {
+  std::fprintf(f, "%.*s\n%.*s\n", static_cast<int>(title.size()), title.data(),
+               static_cast<int>(description.size()), description.data());
+  const long n_atoms = static_cast<long>(wfn.atoms.size());
+  std::fprintf(f, "%5ld %12.6f %12.6f %12.6f\n", multi ? -n_atoms : n_atoms, grid.origin[0], grid.origin[1],
+               grid.origin[2]);
+  for (int a = 0; a < 3; ++a)
+    std::fprintf(f, "%5zu %12.6f %12.6f %12.6f\n", grid.counts[a], grid.axes[a][0], grid.axes[a][1],
+                 grid.axes[a][2]);
+  for (const Atom& atom : wfn.atoms)
+    std::fprintf(f, "%5d %12.6f %12.6f %12.6f %12.6f\n", atom.atomic_number, atom.charge, atom.position[0],
+                 atom.position[1], atom.position[2]);
+}
+
+}  // namespace
+
+void write_cube(const std::filesystem::path& path, const Wavefunction& wfn, const GridSpec& grid,
+                const float* values, std::string_view title, std::string_view description) {
+  write_file_atomically(path, [&](std::FILE* f) {
+    write_header(f, wfn, grid, title, description, false);
+    const std::size_t nz = grid.counts[2];
+    const std::size_t rows = grid.counts[0] * grid.counts[1];
+    for (std::size_t row = 0; row < rows; ++row) {
+      const float* v = values + row * nz;
+      for (std::size_t k = 0; k < nz; ++k)
+        std::fprintf(f, (k % 6 == 5 || k + 1 == nz) ? " %12.5E\n" : " %12.5E", static_cast<double>(v[k]));
+    }
+  });
+}
+
+void write_multi_orbital_cube(const std::filesystem::path& path, const Wavefunction& wfn, const GridSpec& grid,
+                              const std::vector<float>& values, const std::vector<int>& orbital_numbers,
+                              std::string_view title) {
+  const std::size_t n_points = grid.point_count();
+  const std::size_t n_orb = orbital_numbers.size();
+  MOLACCEL_EXPECTS(values.size() == n_points * n_orb, "multi-orbital cube: value count mismatch");
+  write_file_atomically(path, [&](std::FILE* f) {
+    write_header(f, wfn, grid, title, "MO coefficients", true);
+    std::fprintf(f, "%5zu", n_orb);
+    for (std::size_t o = 0; o < n_orb; ++o)
+      std::fprintf(f, (o % 9 == 8 && o + 1 < n_orb) ? " %5d\n" : " %5d", orbital_numbers[o]);
+    std::fprintf(f, "\n");
+    const std::size_t nz = grid.counts[2];
+    const std::size_t rows = grid.counts[0] * grid.counts[1];
+    for (std::size_t row = 0; row < rows; ++row) {
+      std::size_t written = 0;
+      const std::size_t per_row = nz * n_orb;
+      for (std::size_t k = 0; k < nz; ++k)
+        for (std::size_t o = 0; o < n_orb; ++o) {
+          const double v = values[o * n_points + row * nz + k];
+          ++written;
+          std::fprintf(f, (written % 6 == 0 || written == per_row) ? " %12.5E\n" : " %12.5E", v);
+        }
+    }
+  });
+}
+
+}  // namespace molaccel::orbital

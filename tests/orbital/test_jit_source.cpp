@@ -1,0 +1,49 @@
+// The JIT generator: its source compiles with NVRTC (no GPU needed), folds the basis in, and
+// gives atoms with the same basis the same element type.
+#include "orbital/jit_source.hpp"
+#include "orbital/packed_basis.hpp"
+#include "orbital_test_util.hpp"
+
+namespace molaccel::orbital {
+namespace {
+
+TEST(OrbitalJitSource, ElementTypesAndConstants) {
+  const auto wfn = read_molden(test::bundled("h2o_631gs.molden"));
+  const auto basis = detail::pack_basis(wfn, 1e-9);
+  const auto jit = detail::generate_jit_source(basis);
+  EXPECT_EQ(jit.type_count, 2);  // O and H (both H atoms share one type)
+  ASSERT_EQ(jit.atom_type.size(), 3u);
+  EXPECT_EQ(jit.atom_type[1], jit.atom_type[2]);
+  EXPECT_NE(jit.atom_type[0], jit.atom_type[1]);
+  EXPECT_NE(jit.source.find("eval_type_1"), std::string::npos);
+  // Primitive loops unrolled into one exponential per primitive of each type: O has 15
+  // primitives (s6, s3, p3, s1, p1, d1), H has 4 (s3, s1).
+  std::size_t exponentials = 0;
+  for (auto at = jit.source.find("* r2)"); at != std::string::npos; at = jit.source.find("* r2)", at + 1)) ++exponentials;
+  EXPECT_EQ(exponentials, 19u);
+}
+
+TEST(OrbitalJitSource, CompilesWithNvrtcForEveryShellType) {
+  MOLACCEL_REQUIRE_NVRTC();
+  for (std::uint32_t seed : {3u, 8u}) {
+    const auto wfn = test::random_wavefunction(seed, 4, 1);
+    const auto jit = detail::generate_jit_source(detail::pack_basis(wfn, 1e-9));
+    JitRequest request;
+    request.source = jit.source;
+    request.program_name = "orbital_jit_test.cu";
+    request.kernel_names = {jit.kernel_name};
+    request.arch = "sm_90";
+    const JitProgram program = default_jit_cache().compile(request);
+    EXPECT_FALSE(program.cubin.empty());
+  }
+  const auto n2 = read_molden(test::bundled("n2_ccpvtz.molden"));  // d and f shells, pure
+  const auto jit = detail::generate_jit_source(detail::pack_basis(n2, 1e-9));
+  JitRequest request;
+  request.source = jit.source;
+  request.kernel_names = {jit.kernel_name};
+  request.arch = "sm_90";
+  EXPECT_FALSE(default_jit_cache().compile(request).cubin.empty());
+}
+
+}  // namespace
+}  // namespace molaccel::orbital
