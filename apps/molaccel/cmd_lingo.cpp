@@ -1,0 +1,344 @@
+// `molaccel lingo ...`: LINGO similarity matrix, top-k search, threshold neighbours, clustering;
+// and the lingo step of `molaccel demo`.
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <optional>
+
+#include "command.hpp"
+#include "molaccel/lingo.hpp"
+
+namespace molaccel::cli {
+namespace {
+
+namespace lg = molaccel::lingo;
+
+const char* kConventions =
+    "\n\nConventions:\n"
+    "  Input: .smi or .smi.gz (SMILES, whitespace, optional name; names default to line numbers), or\n"
+    "  CSV with --smiles-column NAME|INDEX (a header line; a name/id/title column gives the names).\n"
+    "  SMILES are used as given (no canonicalisation). A line that cannot be a SMILES (control\n"
+    "  bytes, non-ASCII, unbalanced brackets or parentheses) stops the run with FILE:LINE and no\n"
+    "  output, or is skipped and counted with --skip-invalid.\n"
+    "  Preprocessing (default, the SIML paper's): ring-closure digits -> 0, digits after + - H [\n"
+    "  kept, %nn -> %0. --digits all: every digit -> 0 (CDK). --halogens: Cl -> L, Br -> R.\n"
+    "  Metrics: tanimoto (multiset, default), vidal (CDK LingoSimilarity), set (distinct Lingos);\n"
+    "  fp32 from exact integer counts, bit-identical on every backend. A molecule with no Lingos\n"
+    "  (shorter than q) has similarity 0 to everything, itself included.";
+
+struct LingoInputOptions {
+  int q = 4;
+  std::string metric = "tanimoto";
+  std::string digits = "paper";
+  bool halogens = false;
+  std::string smiles_column;
+  std::string delimiter = ",";
+  bool skip_invalid = false;
+  std::string backend = "auto";
+
+  lg::LingoOptions lingo() const {
+    lg::LingoOptions o;
+    o.q = q;
+    o.preprocessing.digits = digits == "all" ? lg::DigitMode::all : lg::DigitMode::paper;
+    o.preprocessing.halogens = halogens;
+    return o;
+  }
+  lg::ComputeOptions compute() const {
+    lg::ComputeOptions o;
+    o.metric = lg::parse_metric(metric);
+    o.backend = backend == "reference" ? lg::Backend::reference
+                : backend == "cpu"     ? lg::Backend::cpu
+                : backend == "cuda"    ? lg::Backend::cuda
+                                       : lg::Backend::automatic;
+    return o;
+  }
+};
+
+void add_lingo_options(CLI::App& app, LingoInputOptions& o, CommonOptions& common) {
+  app.add_option("--q", o.q, "Lingo length, 1..8")->default_val(4)->check(CLI::Range(lg::kMinQ, lg::kMaxQ));
+  app.add_option("--metric", o.metric, "tanimoto, vidal or set")
+      ->default_val("tanimoto")
+      ->check(CLI::IsMember({"tanimoto", "vidal", "set"}));
+  app.add_option("--digits", o.digits, "paper (SIML/OpenEye rule) or all (every digit -> 0)")
+      ->default_val("paper")
+      ->check(CLI::IsMember({"paper", "all"}));
+  app.add_flag("--halogens", o.halogens, "Replace Cl by L and Br by R before cutting Lingos");
+  app.add_option("--smiles-column", o.smiles_column,
+                 "Read CSV input: the SMILES column's name or 1-based index");
+  app.add_option("--delimiter", o.delimiter, "CSV field delimiter (one character)")
+      ->default_val(",")
+      ->check(
+          [](const std::string& v) { return v.size() == 1 ? std::string() : std::string("one character"); });
+  app.add_flag("--skip-invalid", o.skip_invalid, "Skip (and count) invalid SMILES lines instead of failing");
+  app.add_option("--backend", o.backend, "auto (from --device), reference (the oracle), cpu or cuda")
+      ->default_val("auto")
+      ->check(CLI::IsMember({"auto", "reference", "cpu", "cuda"}));
+  common.add_device_options(app);
+  app.footer(app.get_footer() + kConventions);
+}
+
+lg::MoleculeSet load(const std::string& path, const LingoInputOptions& o, nlohmann::json& report,
+                     const char* role) {
+  lg::ReadOptions read;
+  read.smiles_column = o.smiles_column;
+  read.csv_delimiter = o.delimiter.empty() ? ',' : o.delimiter[0];
+  read.skip_invalid = o.skip_invalid;
+  lg::ReadStats stats;
+  auto set = lg::read_molecules(path, o.lingo(), read, &stats);
+  report[role] = {{"path", path}, {"molecules", stats.molecules}, {"skipped_invalid", stats.skipped_invalid}};
+  if (stats.skipped_invalid > 0)
+    log_warn("{}: skipped {} invalid line(s), the first at line {}", path, stats.skipped_invalid,
+             stats.first_skipped_line);
+  return set;
+}
+
+void report_run(nlohmann::json& report, const lg::RunInfo& info) {
+  report["backend"] = info.backend;
+  report["pairs"] = info.pairs;
+  report["pairs_skipped_by_length_bound"] = info.pairs_skipped;
+  report["seconds"] = info.seconds;
+  report["tiles"] = info.job.tiles;
+  report["tile_retries"] = info.job.retries;
+}
+
+std::string format_similarity(float s) {
+  return fmt::format("{}", s);
+}
+
+// ---- matrix ----
+struct MatrixOptions {
+  LingoInputOptions input;
+  std::string queries, db, output;
+};
+
+int run_matrix(RunContext& ctx, const MatrixOptions& o) {
+  const auto format = o.output.ends_with(".npy") ? lg::MatrixFormat::npy
+                      : o.output.ends_with(".tsv")
+                          ? lg::MatrixFormat::tsv
+                          : throw InputError("-o", 0, "the output must end in .npy or .tsv");
+  auto resources = ctx.resources();
+  auto queries = load(o.queries, o.input, ctx.report, "queries");
+  std::optional<lg::MoleculeSet> db;
+  if (!o.db.empty()) db = load(o.db, o.input, ctx.report, "database");
+  lg::RunInfo info;
+  lg::write_similarity_matrix(resources, queries, db ? &*db : nullptr, o.output, format, o.input.compute(),
+                              &info);
+  report_run(ctx.report, info);
+  ctx.report["output"] = o.output;
+  if (!ctx.common.quiet)
+    std::printf("%zu x %zu %s matrix -> %s (%s, %.2f s)\n", queries.size(), db ? db->size() : queries.size(),
+                o.input.metric.c_str(), o.output.c_str(), info.backend.c_str(), info.seconds);
+  return 0;
+}
+
+const bool matrix_registered = register_command({
+    .group = "lingo",
+    .name = "matrix",
+    .purpose = "Dense LINGO similarity matrix (.npy float32 or .tsv), streamed to disk",
+    .example = "molaccel lingo matrix mols.smi -o sim.npy",
+    .setup = [](CLI::App& app, CommonOptions& common) -> Action {
+      auto o = std::make_shared<MatrixOptions>();
+      app.add_option("QUERIES", o->queries, "Query molecules (.smi, .smi.gz, CSV)")
+          ->required()
+          ->check(CLI::ExistingFile);
+      app.add_option("DB", o->db,
+                     "Database molecules; omitted: QUERIES against themselves (one triangle computed)")
+          ->check(CLI::ExistingFile);
+      app.add_option("-o,--output", o->output, "OUT.npy (float32, row-major, queries x db) or OUT.tsv")
+          ->required();
+      add_lingo_options(app, o->input, common);
+      return [o](RunContext& ctx) { return run_matrix(ctx, *o); };
+    },
+    .order = 1,
+});
+
+// ---- search ----
+struct SearchOptions {
+  LingoInputOptions input;
+  std::string queries, db, output;
+  std::size_t k = 10;
+};
+
+void write_hits(const std::string& path, const lg::MoleculeSet& queries, const lg::MoleculeSet& db,
+                const std::vector<lg::Hit>& hits, std::size_t per_query) {
+  write_file_atomically(path, [&](std::FILE* f) {
+    std::fputs("query\ttarget\tsimilarity\trank\n", f);
+    fmt::memory_buffer text;
+    for (std::size_t i = 0; i < hits.size(); ++i) {
+      const auto& h = hits[i];
+      fmt::format_to(std::back_inserter(text), "{}\t{}\t{}\t{}\n", queries.names[h.query], db.names[h.target],
+                     format_similarity(h.similarity), per_query ? i % per_query + 1 : 0);
+      if (text.size() > (1 << 20)) {
+        std::fwrite(text.data(), 1, text.size(), f);
+        text.clear();
+      }
+    }
+    std::fwrite(text.data(), 1, text.size(), f);
+  });
+}
+
+int run_search(RunContext& ctx, const SearchOptions& o) {
+  auto resources = ctx.resources();
+  auto queries = load(o.queries, o.input, ctx.report, "queries");
+  auto db = load(o.db, o.input, ctx.report, "database");
+  lg::RunInfo info;
+  const auto hits = lg::search(resources, queries, db, o.k, o.input.compute(), &info);
+  write_hits(o.output, queries, db, hits, std::min(o.k, db.size()));
+  report_run(ctx.report, info);
+  ctx.report["k"] = o.k;
+  ctx.report["hits"] = hits.size();
+  ctx.report["output"] = o.output;
+  if (!ctx.common.quiet)
+    std::printf("top-%zu of %zu queries against %zu molecules -> %s (%s, %.2f s)\n", o.k, queries.size(),
+                db.size(), o.output.c_str(), info.backend.c_str(), info.seconds);
+  return 0;
+}
+
+const bool search_registered = register_command({
+    .group = "lingo",
+    .name = "search",
+    .purpose = "Top-k most similar database molecules per query (ties: lower database index)",
+    .example = "molaccel lingo search queries.smi db.smi.gz -k 10 -o hits.tsv",
+    .setup = [](CLI::App& app, CommonOptions& common) -> Action {
+      auto o = std::make_shared<SearchOptions>();
+      app.add_option("QUERIES", o->queries, "Query molecules")->required()->check(CLI::ExistingFile);
+      app.add_option("DB", o->db, "Database molecules")->required()->check(CLI::ExistingFile);
+      app.add_option("-k", o->k, "Hits per query")->default_val(10)->check(CLI::Range(1, 1 << 20));
+      app.add_option("-o,--output", o->output, "TSV: query, target, similarity, rank")->required();
+      add_lingo_options(app, o->input, common);
+      return [o](RunContext& ctx) { return run_search(ctx, *o); };
+    },
+    .order = 2,
+});
+
+// ---- neighbors ----
+struct NeighborOptions {
+  LingoInputOptions input;
+  std::string db, output;
+  float threshold = 0.7f;
+};
+
+int run_neighbors(RunContext& ctx, const NeighborOptions& o) {
+  auto resources = ctx.resources();
+  auto db = load(o.db, o.input, ctx.report, "database");
+  lg::RunInfo info;
+  const auto pairs = lg::neighbors(resources, db, o.threshold, o.input.compute(), &info);
+  write_hits(o.output, db, db, pairs, 0);
+  report_run(ctx.report, info);
+  ctx.report["threshold"] = o.threshold;
+  ctx.report["neighbor_pairs"] = pairs.size();
+  ctx.report["output"] = o.output;
+  if (!ctx.common.quiet)
+    std::printf("%zu pairs with similarity >= %g among %zu molecules -> %s (%s, %.2f s)\n", pairs.size(),
+                o.threshold, db.size(), o.output.c_str(), info.backend.c_str(), info.seconds);
+  return 0;
+}
+
+const bool neighbors_registered = register_command({
+    .group = "lingo",
+    .name = "neighbors",
+    .purpose = "All pairs i<j with similarity >= threshold (sparse output, length bound prunes pairs)",
+    .example = "molaccel lingo neighbors db.smi --threshold 0.8 -o pairs.tsv",
+    .setup = [](CLI::App& app, CommonOptions& common) -> Action {
+      auto o = std::make_shared<NeighborOptions>();
+      app.add_option("DB", o->db, "Molecules")->required()->check(CLI::ExistingFile);
+      app.add_option("--threshold", o->threshold, "Minimum similarity, in [0, 1]")
+          ->default_val(0.7)
+          ->check(CLI::Range(0.0, 1.0));
+      app.add_option("-o,--output", o->output, "TSV: query, target, similarity (rank column 0)")->required();
+      add_lingo_options(app, o->input, common);
+      return [o](RunContext& ctx) { return run_neighbors(ctx, *o); };
+    },
+    .order = 3,
+});
+
+// ---- cluster ----
+void write_clusters(const std::string& path, const lg::MoleculeSet& db, const lg::Clustering& c) {
+  std::vector<bool> is_centroid(db.size(), false);
+  for (auto m : c.centroids) is_centroid[m] = true;
+  write_file_atomically(path, [&](std::FILE* f) {
+    std::fputs("molecule\tcluster\tis_centroid\n", f);
+    for (std::size_t i = 0; i < db.size(); ++i)
+      fmt::print(f, "{}\t{}\t{}\n", db.names[i], c.cluster_of[i], is_centroid[i] ? 1 : 0);
+  });
+}
+
+int run_cluster(RunContext& ctx, const NeighborOptions& o) {
+  auto resources = ctx.resources();
+  auto db = load(o.db, o.input, ctx.report, "database");
+  lg::RunInfo info;
+  const auto clustering = lg::cluster(resources, db, o.threshold, o.input.compute(), &info);
+  write_clusters(o.output, db, clustering);
+  report_run(ctx.report, info);
+  ctx.report["threshold"] = o.threshold;
+  ctx.report["clusters"] = clustering.centroids.size();
+  ctx.report["neighbor_pairs"] = clustering.pairs;
+  ctx.report["output"] = o.output;
+  if (!ctx.common.quiet)
+    std::printf("%zu clusters of %zu molecules at similarity >= %g -> %s (%s, %.2f s)\n",
+                clustering.centroids.size(), db.size(), o.threshold, o.output.c_str(), info.backend.c_str(),
+                info.seconds);
+  return 0;
+}
+
+const bool cluster_registered = register_command({
+    .group = "lingo",
+    .name = "cluster",
+    .purpose = "Taylor-Butina clustering at a similarity threshold (no N^2 memory)",
+    .example = "molaccel lingo cluster db.smi --threshold 0.7 -o clusters.tsv",
+    .setup = [](CLI::App& app, CommonOptions& common) -> Action {
+      auto o = std::make_shared<NeighborOptions>();
+      app.add_option("DB", o->db, "Molecules")->required()->check(CLI::ExistingFile);
+      app.add_option("--threshold", o->threshold, "Neighbour similarity, in [0, 1]")
+          ->default_val(0.7)
+          ->check(CLI::Range(0.0, 1.0));
+      app.add_option("-o,--output", o->output, "TSV: molecule, cluster (0-based), is_centroid")->required();
+      add_lingo_options(app, o->input, common);
+      return [o](RunContext& ctx) { return run_cluster(ctx, *o); };
+    },
+    .order = 4,
+});
+
+// ---- demo: a similarity search on the bundled ZINC set ----
+void run_demo_step(DemoContext& dc) {
+  const auto input = dc.data_dir / "lingo" / "demo4096.smi";
+  lg::LingoOptions lingo;
+  auto db = lg::read_molecules(input, lingo);
+  // Queries: the first five lines of the same file; each one's top hit is itself (similarity 1).
+  std::ifstream in(input);
+  std::string line, head;
+  for (int i = 0; i < 5 && std::getline(in, line); ++i) head += line + "\n";
+  auto queries = lg::parse_molecules(input.string(), head, lingo);
+  const std::size_t k = 5;
+  lg::RunInfo info;
+  const auto hits = lg::search(dc.resources, queries, db, k, {}, &info);
+  const auto out_dir = dc.output_dir / "lingo";
+  std::filesystem::create_directories(out_dir);
+  write_hits((out_dir / "search_hits.tsv").string(), queries, db, hits, k);
+  std::printf("LINGO search (q=4, multiset Tanimoto): %zu queries x %zu ZINC molecules, top %zu, on %s\n",
+              queries.size(), db.size(), k, info.backend.c_str());
+  for (std::size_t q = 0; q < queries.size(); ++q) {
+    std::printf("  %-14s", queries.names[q].c_str());
+    for (std::size_t r = 1; r < k; ++r) {  // rank 1 is the query itself
+      const auto& h = hits[q * k + r];
+      std::printf(" %s %.3f", db.names[h.target].c_str(), h.similarity);
+    }
+    std::printf("\n");
+  }
+  lg::RunInfo cinfo;
+  const auto clusters = lg::cluster(dc.resources, db, 0.7f, {}, &cinfo);
+  std::printf("Butina clustering at 0.7: %zu clusters from %zu neighbour pairs (%s)\n",
+              clusters.centroids.size(), clusters.pairs, cinfo.backend.c_str());
+  std::printf("hits written to %s\n", (out_dir / "search_hits.tsv").string().c_str());
+  dc.report["backend"] = info.backend;
+  dc.report["queries"] = queries.size();
+  dc.report["database"] = db.size();
+  dc.report["self_hit_similarity"] = hits.empty() ? 0.0f : hits.front().similarity;
+  dc.report["clusters_at_0.7"] = clusters.centroids.size();
+  dc.report["output"] = (out_dir / "search_hits.tsv").string();
+}
+
+const bool demo_registered = register_demo({.name = "lingo", .order = 10, .run = run_demo_step});
+
+}  // namespace
+}  // namespace molaccel::cli

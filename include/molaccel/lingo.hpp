@@ -1,0 +1,174 @@
+// LINGO chemical similarity (the SIML algorithm and its GPU successors): SMILES strings are cut
+// into overlapping substrings of length q ("Lingos"); a molecule is the multiset of its Lingos and
+// two molecules are compared by a multiset similarity. CUDA-free public API.
+//
+// Conventions (see docs/lingo.md):
+//  * SMILES are used as given (no canonicalisation): the same molecule written two ways is two
+//    different strings.
+//  * Every similarity is computed in IEEE fp32 from exact integer counts with one expression shared
+//    by all fast backends, so reference, cpu and cuda results are bit-identical.
+//  * A molecule with no Lingos (SMILES shorter than q) has similarity 0 to everything, itself
+//    included (the union is empty, and we report "no evidence" rather than 0/0).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "molaccel/runtime.hpp"
+
+namespace molaccel::lingo {
+
+// ---- preprocessing and Lingos -----------------------------------------------------------------
+enum class DigitMode {
+  paper,  // SIML/OpenEye: ring-closure digits -> '0'; digits after + - H [ kept; %nn -> %0
+  all,    // CDK: every digit -> '0'
+};
+struct Preprocessing {
+  DigitMode digits = DigitMode::paper;
+  bool halogens = false;  // Cl -> L, Br -> R (Vidal's original LINGO)
+};
+
+enum class Metric {
+  tanimoto,  // multiset Tanimoto: sum(min) / (|A| + |B| - sum(min)); the SIML metric
+  vidal,     // CDK LingoSimilarity: mean over distinct Lingos of 1 - |a-b|/(a+b)
+  set,       // Tanimoto on distinct Lingos
+};
+
+constexpr int kMinQ = 1;
+constexpr int kMaxQ = 8;
+constexpr std::size_t kMaxSmilesLength = std::size_t{1} << 20;  // keeps every count exact in fp32
+
+struct LingoOptions {
+  int q = 4;
+  Preprocessing preprocessing;
+};
+
+// The preprocessed string whose Lingos are counted (input: one SMILES, no whitespace).
+std::string preprocess(std::string_view smiles, const Preprocessing& preprocessing);
+
+// Whether `smiles` can be a SMILES string: printable ASCII, brackets [] not nested and closed,
+// parentheses balanced and not inside brackets. Returns an empty string when it can, else why not.
+std::string smiles_problem(std::string_view smiles);
+
+// Packs q characters big-endian (first character in the highest byte): sorting keys sorts the
+// Lingos lexicographically. Fits 32 bits for q <= 4, 64 bits for q <= 8.
+std::uint64_t pack_lingo(std::string_view lingo);
+std::string unpack_lingo(std::uint64_t key, int q);
+
+// A set of molecules as q-Lingo multisets, in compressed sparse rows: molecule i owns entries
+// [offsets[i], offsets[i+1]) of keys and counts (keys sorted ascending, unique). Keys live in
+// keys32 when q <= 4 and in keys64 when q > 4 (the other vector is empty).
+struct MoleculeSet {
+  int q = 4;
+  Preprocessing preprocessing;
+  std::vector<std::string> names;
+  std::vector<std::uint64_t> offsets{0};
+  std::vector<std::uint32_t> keys32;
+  std::vector<std::uint64_t> keys64;
+  std::vector<std::uint32_t> counts;
+  std::vector<std::uint32_t> magnitudes;  // number of Lingos = max(0, length - q + 1)
+
+  std::size_t size() const { return magnitudes.size(); }
+  std::size_t distinct(std::size_t i) const { return offsets[i + 1] - offsets[i]; }
+  bool wide_keys() const { return q > 4; }
+  std::uint64_t key(std::size_t entry) const { return wide_keys() ? keys64[entry] : keys32[entry]; }
+  std::size_t total_entries() const { return counts.size(); }
+  // Appends one molecule from its preprocessed string.
+  void add(std::string name, std::string_view preprocessed);
+};
+
+// Builds a set from SMILES strings (names default to "1", "2", ...). Throws InputError naming
+// `origin` and the 1-based index for an invalid SMILES.
+MoleculeSet make_molecules(const std::vector<std::string>& smiles, const LingoOptions& options,
+                           std::vector<std::string> names = {}, std::string_view origin = "<input>");
+
+// ---- input ------------------------------------------------------------------------------------
+struct ReadOptions {
+  std::string smiles_column;  // CSV: column name or 1-based index; empty = .smi format
+  char csv_delimiter = ',';
+  bool skip_invalid = false;  // count and skip invalid lines instead of failing
+};
+struct ReadStats {
+  std::size_t lines = 0;
+  std::size_t molecules = 0;
+  std::size_t skipped_invalid = 0;
+  std::size_t first_skipped_line = 0;  // 0 = none
+};
+// .smi / .smi.gz: "SMILES[whitespace name]" per line; blank lines ignored; names default to the
+// line number. CSV (options.smiles_column set): a header line, then one record per line.
+MoleculeSet read_molecules(const std::filesystem::path& path, const LingoOptions& lingo,
+                           const ReadOptions& read = {}, ReadStats* stats = nullptr);
+MoleculeSet parse_molecules(std::string_view name, std::string_view content, const LingoOptions& lingo,
+                            const ReadOptions& read = {}, ReadStats* stats = nullptr);
+
+// ---- similarity -------------------------------------------------------------------------------
+enum class Backend { automatic, reference, cpu, cuda };  // automatic: what Resources selects
+std::string_view to_string(Metric metric);
+std::string_view to_string(Backend backend);
+Metric parse_metric(std::string_view text);  // throws InputError("--metric", ...)
+
+struct ComputeOptions {
+  Metric metric = Metric::tanimoto;
+  Backend backend = Backend::automatic;
+  std::size_t tile_rows = 0;     // queries per tile (0 = chosen by the backend)
+  std::size_t tile_columns = 0;  // database molecules per tile (0 = chosen by the backend)
+  JobOptions job;                // progress callback, cancellation, fault injection
+};
+
+// What ran, for logs, --json and benchmarks.
+struct RunInfo {
+  std::string backend;            // "reference", "cpu/avx2", "cuda:0"...
+  std::size_t pairs = 0;          // similarities evaluated
+  std::size_t pairs_skipped = 0;  // pairs excluded by the length bound
+  double seconds = 0;             // whole call
+  double prepare_seconds = 0;     // of which: encoding and index building (once per call)
+  JobStats job;
+};
+
+// One pair, by the reference merge (the oracle; also handy for spot checks).
+float similarity(const MoleculeSet& a, std::size_t i, const MoleculeSet& b, std::size_t j, Metric metric);
+
+// Dense queries x database matrix in memory, row-major. db == nullptr: queries against themselves
+// (one triangle computed, mirrored).
+std::vector<float> similarity_matrix(const Resources& resources, const MoleculeSet& queries,
+                                     const MoleculeSet* db, const ComputeOptions& options,
+                                     RunInfo* info = nullptr);
+
+enum class MatrixFormat { npy, tsv };
+// Streams the matrix to `path` (.npy float32 row-major, or TSV query/target/similarity), tile by
+// tile, so it may exceed memory. Atomic: no file on failure.
+void write_similarity_matrix(const Resources& resources, const MoleculeSet& queries, const MoleculeSet* db,
+                             const std::filesystem::path& path, MatrixFormat format,
+                             const ComputeOptions& options, RunInfo* info = nullptr);
+
+struct Hit {
+  std::uint32_t query = 0;
+  std::uint32_t target = 0;
+  float similarity = 0;
+};
+// Top-k database hits per query: sorted by similarity descending, ties by lower database index.
+// Result: queries.size() rows of min(k, db.size()) hits, flattened (row r at [r*k', (r+1)*k')).
+std::vector<Hit> search(const Resources& resources, const MoleculeSet& queries, const MoleculeSet& db,
+                        std::size_t k, const ComputeOptions& options, RunInfo* info = nullptr);
+
+// Every pair i < j of `db` with similarity >= threshold, sorted by (query, target); the
+// hit's query is i and target j. The length bound min/max >= threshold skips pairs early.
+std::vector<Hit> neighbors(const Resources& resources, const MoleculeSet& db, float threshold,
+                           const ComputeOptions& options, RunInfo* info = nullptr);
+
+// Taylor-Butina clustering on the threshold neighbour graph (sparse: no N^2 memory): molecules are
+// visited by decreasing neighbour count (ties: lower index); each one not yet assigned becomes a
+// centroid and takes its unassigned neighbours (the classic Butina / RDKit order).
+struct Clustering {
+  std::vector<std::uint32_t> cluster_of;  // per molecule, 0-based cluster id (by creation order)
+  std::vector<std::uint32_t> centroids;   // per cluster, the centroid molecule
+  std::size_t pairs = 0;                  // neighbour pairs used
+};
+Clustering cluster(const Resources& resources, const MoleculeSet& db, float threshold,
+                   const ComputeOptions& options, RunInfo* info = nullptr);
+
+}  // namespace molaccel::lingo

@@ -1,0 +1,755 @@
+// CUDA backend, in CUB-style layers:
+//   GpuJob (public to the front file) -> pass planning (rows per pass, query groups, kernel choice
+//   by device and group size) -> kernels (one block = one query group x a slice of the database)
+//   -> block/warp pieces (shared-memory hash table, bit-sliced counters, radix select).
+//
+// Tanimoto and set metrics use feature expansion: a Lingo of count c becomes c distinct features,
+// so the multiset intersection is the number of shared features. A block holds the features of up
+// to 32 queries in a shared-memory hash table whose value is a 32-bit mask of the queries holding
+// the feature; each thread streams one database molecule's features, looks each up, and adds the
+// mask into bit-sliced counters (plane b holds bit b of all 32 counts). The table size depends on
+// the queries only, never on the vocabulary, so a large or diverse vocabulary has no cliff.
+// Vidal (per-Lingo fractions) and queries too large for a table use a per-pair merge kernel.
+//
+// Two variants of the hashed kernel: the default reads the database in CSR order (verified on an
+// H100); MOLACCEL_LINGO_GPU_KERNEL=interleaved selects an experimental one that sorts each window of
+// 256 molecules by length, interleaves each warp's features for coalesced loads, extracts four
+// counts at a time from the bit planes and stages results in shared memory (not yet measured).
+#include <cub/block/block_scan.cuh>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string_view>
+
+#include "lingo/bitslice.hpp"
+#include "lingo/cuda/cuda_backend.hpp"
+#include "lingo/interleaved_layout.hpp"
+#include "lingo/similarity_math.hpp"
+#include "runtime/cuda/cuda_support.hpp"
+
+namespace molaccel::lingo::cuda_backend {
+namespace {
+
+constexpr std::uint32_t kEmptySlot = 0xffffffffu;
+constexpr int kBlock = 256;
+constexpr std::uint32_t kQueriesPerGroup = 32;
+constexpr std::uint32_t kSmallTableSlots = 4096;   // 32 KiB table: groups of <= 2048 features
+constexpr std::uint32_t kLargeTableSlots = 16384;  // 128 KiB table: one query of <= 8192 features
+
+struct DeviceHit {
+  std::uint32_t query, target;
+  float similarity;
+};
+static_assert(sizeof(DeviceHit) == sizeof(Hit), "device and host hits share a layout");
+
+struct QueryGroup {
+  std::uint32_t first_row;  // row within the pass
+  std::uint32_t count;      // <= 32
+};
+
+// ---- block pieces --------------------------------------------------------------------------------
+// Table entry: x = feature (kEmptySlot when free), y = mask of the group's queries holding it.
+__device__ __forceinline__ std::uint32_t slot_of(std::uint32_t feature, int log2_slots) {
+  return (feature * 2654435761u) >> (32 - log2_slots);
+}
+
+__device__ void table_insert(uint2* table, int log2_slots, std::uint32_t feature, std::uint32_t bit) {
+  const std::uint32_t wrap = (1u << log2_slots) - 1;
+  for (std::uint32_t s = slot_of(feature, log2_slots);; s = (s + 1) & wrap) {
+    const std::uint32_t prev = atomicCAS(&table[s].x, kEmptySlot, feature);
+    if (prev == kEmptySlot || prev == feature) {
+      atomicOr(&table[s].y, bit);
+      return;
+    }
+  }
+}
+
+__device__ __forceinline__ std::uint32_t table_lookup(const uint2* table, int log2_slots,
+                                                      std::uint32_t feature) {
+  const std::uint32_t wrap = (1u << log2_slots) - 1;
+  for (std::uint32_t s = slot_of(feature, log2_slots);; s = (s + 1) & wrap) {
+    const uint2 e = table[s];
+    if (e.x == feature) return e.y;
+    if (e.x == kEmptySlot) return 0;
+  }
+}
+
+// ---- kernels -------------------------------------------------------------------------------------
+// Verified variant (default): the database read in CSR order, one thread per molecule; the
+// table as two arrays (keys, masks). 60 G LINGOs/s at 32,768^2 on an H100 (bench/lingo).
+__device__ void csr_table_insert(std::uint32_t* keys, std::uint32_t* masks, int log2_slots,
+                                 std::uint32_t feature, std::uint32_t bit) {
+  const std::uint32_t wrap = (1u << log2_slots) - 1;
+  for (std::uint32_t s = slot_of(feature, log2_slots);; s = (s + 1) & wrap) {
+    const std::uint32_t prev = atomicCAS(&keys[s], kEmptySlot, feature);
+    if (prev == kEmptySlot || prev == feature) {
+      atomicOr(&masks[s], bit);
+      return;
+    }
+  }
+}
+
+__device__ __forceinline__ std::uint32_t csr_table_lookup(const std::uint32_t* keys,
+                                                          const std::uint32_t* masks, int log2_slots,
+                                                          std::uint32_t feature) {
+  const std::uint32_t wrap = (1u << log2_slots) - 1;
+  for (std::uint32_t s = slot_of(feature, log2_slots);; s = (s + 1) & wrap) {
+    const std::uint32_t k = keys[s];
+    if (k == feature) return masks[s];
+    if (k == kEmptySlot) return 0;
+  }
+}
+
+template <int Planes>
+__global__ void __launch_bounds__(kBlock)
+    hashed_similarity_csr_kernel(const QueryGroup* groups, const std::uint64_t* q_offsets,
+                                 const std::uint32_t* q_features, const std::uint32_t* q_sizes,
+                                 const std::uint64_t* db_offsets, const std::uint32_t* db_features,
+                                 const std::uint32_t* db_sizes, std::uint32_t n_cols, int log2_slots,
+                                 float* out, std::size_t ld) {
+  extern __shared__ std::uint32_t csr_table[];
+  const std::uint32_t slots = 1u << log2_slots;
+  std::uint32_t* keys = csr_table;
+  std::uint32_t* masks = csr_table + slots;
+  __shared__ std::uint32_t sizes[kQueriesPerGroup];
+  const QueryGroup group = groups[blockIdx.x];
+  for (std::uint32_t s = threadIdx.x; s < slots; s += blockDim.x) {
+    keys[s] = kEmptySlot;
+    masks[s] = 0;
+  }
+  if (threadIdx.x < group.count) sizes[threadIdx.x] = q_sizes[group.first_row + threadIdx.x];
+  __syncthreads();
+  {
+    const std::uint64_t begin = q_offsets[group.first_row];
+    const std::uint64_t end = q_offsets[group.first_row + group.count];
+    std::uint32_t q = 0;
+    for (std::uint64_t f = begin + threadIdx.x; f < end; f += blockDim.x) {
+      while (q_offsets[group.first_row + q + 1] <= f) ++q;  // which query owns feature f
+      csr_table_insert(keys, masks, log2_slots, q_features[f], 1u << q);
+    }
+  }
+  __syncthreads();
+
+  for (std::uint32_t col = blockIdx.y * blockDim.x + threadIdx.x; col < n_cols;
+       col += gridDim.y * blockDim.x) {
+    std::uint32_t planes[Planes];
+#pragma unroll
+    for (int b = 0; b < Planes; ++b) planes[b] = 0;
+    const std::uint64_t end = db_offsets[col + 1];
+    for (std::uint64_t f = db_offsets[col]; f < end; ++f) {
+      std::uint32_t carry = csr_table_lookup(keys, masks, log2_slots, __ldg(&db_features[f]));
+      // Bit-sliced add of one to every query whose bit is set.
+#pragma unroll
+      for (int b = 0; b < Planes; ++b) {
+        if (!carry) break;
+        const std::uint32_t next = planes[b] & carry;
+        planes[b] ^= carry;
+        carry = next;
+      }
+    }
+    const std::uint32_t db_size = db_sizes[col];
+    for (std::uint32_t q = 0; q < group.count; ++q) {
+      std::uint32_t shared = 0;
+#pragma unroll
+      for (int b = 0; b < Planes; ++b) shared |= ((planes[b] >> q) & 1u) << b;
+      out[(group.first_row + q) * ld + col] = detail::ratio_similarity(shared, sizes[q], db_size);
+    }
+  }
+}
+
+// Experimental variant (MOLACCEL_LINGO_GPU_KERNEL=interleaved; not yet measured on a GPU).
+// The database slice, as the hashed kernel reads it: windows of kBlock molecules (slice order);
+// inside a window, molecules sorted by feature count (longest first) so a warp's 32 lanes loop
+// about as long; each warp's features interleaved ([k][32]) so a load is one coalesced line.
+struct InterleavedSlice {
+  const std::uint64_t* warp_base;  // per 32 sorted positions: first interleaved element
+  const std::uint32_t* length;     // per sorted position: features
+  const std::uint32_t* size;       // per sorted position: magnitude (or distinct count)
+  const std::uint16_t* column;     // per sorted position: column within its window
+  const std::uint32_t* features;   // interleaved
+};
+
+// One block: query group blockIdx.x against windows blockIdx.y, +gridDim.y, ... The block's
+// shared memory: the hash table, then a 32 x kBlock tile of results written out row by row.
+template <int Planes>
+__global__ void __launch_bounds__(kBlock)
+    hashed_similarity_interleaved_kernel(const QueryGroup* groups, const std::uint64_t* q_offsets,
+                                         const std::uint32_t* q_features, const std::uint32_t* q_sizes,
+                                         InterleavedSlice db, std::uint32_t n_cols, int log2_slots,
+                                         float* out, std::size_t ld) {
+  extern __shared__ uint2 table[];
+  const std::uint32_t slots = 1u << log2_slots;
+  float* tile = reinterpret_cast<float*>(table + slots);  // [kQueriesPerGroup][kBlock]
+  __shared__ std::uint32_t sizes[kQueriesPerGroup];
+  const QueryGroup group = groups[blockIdx.x];
+  for (std::uint32_t s = threadIdx.x; s < slots; s += blockDim.x) table[s] = make_uint2(kEmptySlot, 0u);
+  if (threadIdx.x < group.count) sizes[threadIdx.x] = q_sizes[group.first_row + threadIdx.x];
+  __syncthreads();
+  {
+    const std::uint64_t begin = q_offsets[group.first_row];
+    const std::uint64_t end = q_offsets[group.first_row + group.count];
+    std::uint32_t q = 0;
+    for (std::uint64_t f = begin + threadIdx.x; f < end; f += blockDim.x) {
+      while (q_offsets[group.first_row + q + 1] <= f) ++q;  // which query owns feature f
+      table_insert(table, log2_slots, q_features[f], 1u << q);
+    }
+  }
+  __syncthreads();
+
+  const std::uint32_t lane = threadIdx.x & 31u;
+  const std::uint32_t n_windows = (n_cols + kBlock - 1) / kBlock;
+  for (std::uint32_t w = blockIdx.y; w < n_windows; w += gridDim.y) {
+    const std::uint32_t pos = w * kBlock + threadIdx.x;
+    const bool valid = pos < n_cols;
+    const std::uint32_t length = valid ? db.length[pos] : 0;
+    const std::uint32_t* feature = db.features + (valid ? db.warp_base[pos / 32] : 0) + lane;
+    std::uint32_t planes[Planes];
+#pragma unroll
+    for (int b = 0; b < Planes; ++b) planes[b] = 0;
+    for (std::uint32_t k = 0; k < length; ++k)
+      detail::bitslice_add(planes, table_lookup(table, log2_slots, __ldg(feature + 32 * k)));
+    if (valid) {
+      const std::uint32_t column = db.column[pos];
+      const std::uint32_t db_size = db.size[pos];
+      if (length < 256) {
+        // Counts fit a byte: gather four queries' counts at once from the planes.
+        for (std::uint32_t q4 = 0; q4 < group.count; q4 += 4) {
+          const std::uint32_t packed = detail::bitslice_bytes4(planes, q4);
+#pragma unroll
+          for (std::uint32_t i = 0; i < 4; ++i)
+            if (q4 + i < group.count)
+              tile[(q4 + i) * kBlock + column] =
+                  detail::ratio_similarity((packed >> (8 * i)) & 0xffu, sizes[q4 + i], db_size);
+        }
+      } else {
+        for (std::uint32_t q = 0; q < group.count; ++q) {
+          tile[q * kBlock + column] =
+              detail::ratio_similarity(detail::bitslice_count(planes, q), sizes[q], db_size);
+        }
+      }
+    }
+    __syncthreads();
+    if (valid)
+      for (std::uint32_t q = 0; q < group.count; ++q)
+        out[(group.first_row + q) * ld + pos] = tile[q * kBlock + threadIdx.x];
+    __syncthreads();
+  }
+}
+
+// Per pair: the sorted-merge of (id, count) lists. Vidal, and rows whose queries are too large
+// for a shared-memory table. Rows listed in `rows` (all rows when rows == nullptr).
+__global__ void merge_similarity_kernel(const std::uint32_t* rows, std::uint32_t n_rows, Metric metric,
+                                        const std::uint64_t* q_offsets, const std::uint32_t* q_ids,
+                                        const std::uint32_t* q_counts, const std::uint32_t* q_magnitudes,
+                                        const std::uint32_t* q_distinct, const std::uint64_t* db_offsets,
+                                        const std::uint32_t* db_ids, const std::uint32_t* db_counts,
+                                        const std::uint32_t* db_magnitudes, const std::uint32_t* db_distinct,
+                                        std::uint32_t n_cols, float* out, std::size_t ld) {
+  const std::uint32_t col = blockIdx.x * blockDim.x + threadIdx.x;
+  const std::uint32_t r = blockIdx.y;
+  if (col >= n_cols || r >= n_rows) return;
+  const std::uint32_t row = rows ? rows[r] : r;
+  std::uint64_t i = q_offsets[row], ie = q_offsets[row + 1];
+  std::uint64_t j = db_offsets[col], je = db_offsets[col + 1];
+  std::uint32_t intersection = 0, shared_distinct = 0;
+  std::uint64_t fixed_sum = 0;
+  while (i < ie && j < je) {
+    const std::uint32_t a = q_ids[i], b = __ldg(&db_ids[j]);
+    if (a == b) {
+      const std::uint32_t ca = q_counts[i], cb = __ldg(&db_counts[j]);
+      intersection += min(ca, cb);
+      shared_distinct += 1;
+      if (metric == Metric::vidal) fixed_sum += detail::vidal_term(ca, cb);
+      ++i;
+      ++j;
+    } else if (a < b) {
+      ++i;
+    } else {
+      ++j;
+    }
+  }
+  float s;
+  if (metric == Metric::tanimoto)
+    s = detail::ratio_similarity(intersection, q_magnitudes[row], db_magnitudes[col]);
+  else if (metric == Metric::set)
+    s = detail::ratio_similarity(shared_distinct, q_distinct[row], db_distinct[col]);
+  else
+    s = detail::vidal_similarity(fixed_sum, shared_distinct, q_distinct[row], db_distinct[col]);
+  out[row * ld + col] = s;
+}
+
+// Top-k of each row by radix select on the float bit patterns (non-negative floats order like
+// their bits): three passes of 11/11/10 bits find the k-th largest value T exactly; every value
+// > T is taken, then values == T in column order until k (ties go to the lower database index).
+__global__ void __launch_bounds__(kBlock)
+    select_top_k_kernel(const float* sims, std::size_t ld, std::uint32_t n_cols, std::uint32_t take,
+                        std::uint32_t row0, std::uint32_t col0, DeviceHit* out) {
+  using Scan = cub::BlockScan<std::uint32_t, kBlock>;
+  __shared__ typename Scan::TempStorage scan_storage;
+  __shared__ std::uint32_t hist[2048];
+  __shared__ std::uint32_t s_digit, s_above, s_greater_slot;
+  const std::uint32_t row = blockIdx.x;
+  const auto* x = reinterpret_cast<const std::uint32_t*>(sims + row * ld);
+  DeviceHit* row_out = out + static_cast<std::size_t>(row) * take;
+  std::uint32_t prefix = 0, prefix_mask = 0, remaining = take;
+  const int shifts[3] = {21, 10, 0};
+  const int widths[3] = {11, 11, 10};
+  for (int pass = 0; pass < 3; ++pass) {
+    const std::uint32_t bins = 1u << widths[pass];
+    const std::uint32_t digit_mask = bins - 1;
+    for (std::uint32_t b = threadIdx.x; b < 2048; b += blockDim.x) hist[b] = 0;
+    __syncthreads();
+    for (std::uint32_t i = threadIdx.x; i < n_cols; i += blockDim.x) {
+      const std::uint32_t v = x[i];
+      if ((v & prefix_mask) == prefix) atomicAdd(&hist[(v >> shifts[pass]) & digit_mask], 1u);
+    }
+    __syncthreads();
+    // Thread t owns 8 bins counted from the top; an exclusive scan gives the count above them.
+    const int per_thread = 2048 / kBlock;
+    const int top = static_cast<int>(bins) - 1 - static_cast<int>(threadIdx.x) * per_thread;
+    std::uint32_t local = 0;
+    for (int k = 0; k < per_thread; ++k)
+      if (top - k >= 0) local += hist[top - k];
+    std::uint32_t above = 0;
+    Scan(scan_storage).ExclusiveSum(local, above);
+    for (int k = 0; k < per_thread; ++k) {
+      const int bin = top - k;
+      if (bin < 0) break;
+      if (above < remaining && above + hist[bin] >= remaining) {
+        s_digit = static_cast<std::uint32_t>(bin);
+        s_above = above;
+      }
+      above += hist[bin];
+    }
+    __syncthreads();
+    remaining -= s_above;
+    prefix |= s_digit << shifts[pass];
+    prefix_mask |= digit_mask << shifts[pass];
+    __syncthreads();
+  }
+  const std::uint32_t threshold = prefix;
+  const std::uint32_t greater = take - remaining;
+  if (threadIdx.x == 0) s_greater_slot = 0;
+  __syncthreads();
+  for (std::uint32_t i = threadIdx.x; i < n_cols; i += blockDim.x) {
+    const std::uint32_t v = x[i];
+    if (v > threshold) {
+      const std::uint32_t slot = atomicAdd(&s_greater_slot, 1u);
+      row_out[slot] = {row0 + row, col0 + i, __uint_as_float(v)};
+    }
+  }
+  std::uint32_t base = 0;
+  for (std::uint32_t start = 0; start < n_cols && base < remaining; start += blockDim.x) {
+    const std::uint32_t i = start + threadIdx.x;
+    const std::uint32_t flag = (i < n_cols && x[i] == threshold) ? 1u : 0u;
+    std::uint32_t pos = 0, total = 0;
+    Scan(scan_storage).ExclusiveSum(flag, pos, total);
+    if (flag && base + pos < remaining)
+      row_out[greater + base + pos] = {row0 + row, col0 + i, __uint_as_float(threshold)};
+    base += total;
+    __syncthreads();
+  }
+}
+
+__global__ void select_threshold_kernel(const float* sims, std::size_t ld, std::uint32_t n_rows,
+                                        std::uint32_t n_cols, float threshold, bool upper_only,
+                                        std::uint32_t row0, std::uint32_t col0, DeviceHit* out,
+                                        unsigned long long capacity, unsigned long long* count) {
+  const std::size_t total = static_cast<std::size_t>(n_rows) * n_cols;
+  for (std::size_t e = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const std::uint32_t r = static_cast<std::uint32_t>(e / n_cols),
+                        c = static_cast<std::uint32_t>(e % n_cols);
+    const float s = sims[r * ld + c];
+    if (!(s >= threshold)) continue;
+    if (upper_only && col0 + c <= row0 + r) continue;
+    const unsigned long long slot = atomicAdd(count, 1ull);
+    if (slot < capacity) out[slot] = {row0 + r, col0 + c, s};
+  }
+}
+
+// ---- host side -----------------------------------------------------------------------------------
+template <class T>
+void upload_range(cuda::DeviceBuffer<T>& buffer, const T* data, std::size_t n, cudaStream_t stream) {
+  buffer.resize(std::max<std::size_t>(n, 1));
+  if (n) buffer.copy_from_host(data, n, stream);
+}
+
+// A contiguous range of molecules (a CSR slice, offsets rebased to 0) on the device.
+struct DeviceSlice {
+  std::size_t begin = 0, end = 0;
+  bool valid = false;
+  cuda::DeviceBuffer<std::uint64_t> feature_offsets, offsets;
+  cuda::DeviceBuffer<std::uint32_t> features, feature_sizes, ids, counts, magnitudes, distinct;
+  std::uint32_t max_features = 0;
+  // Database slices only: the hashed kernel's interleaved layout (see InterleavedSlice).
+  cuda::DeviceBuffer<std::uint64_t> warp_base;
+  cuda::DeviceBuffer<std::uint32_t> lengths, sizes_sorted, interleaved;
+  cuda::DeviceBuffer<std::uint16_t> columns;
+
+  InterleavedSlice interleaved_view() const {
+    return {warp_base.data(), lengths.data(), sizes_sorted.data(), columns.data(), interleaved.data()};
+  }
+
+  void load_interleaved(const detail::FeatureSet& fs, std::size_t b, std::size_t e, cudaStream_t stream) {
+    const auto layout = detail::build_interleaved_layout(fs, b, e, kBlock, kEmptySlot);
+    upload_range(warp_base, layout.warp_base.data(), layout.warp_base.size(), stream);
+    upload_range(lengths, layout.length.data(), layout.length.size(), stream);
+    upload_range(sizes_sorted, layout.size.data(), layout.size.size(), stream);
+    upload_range(columns, layout.column.data(), layout.column.size(), stream);
+    upload_range(interleaved, layout.features.data(), layout.features.size(), stream);
+    MOLACCEL_CUDA_TRY(cudaStreamSynchronize(stream));
+  }
+
+  void load(const detail::FeatureSet* fs, const detail::EncodedSet& es, std::size_t b, std::size_t e,
+            cudaStream_t stream) {
+    valid = false;
+    begin = b;
+    end = e;
+    const std::size_t n = e - b;
+    std::vector<std::uint64_t> rebased(n + 1);
+    max_features = 0;
+    if (fs) {
+      for (std::size_t i = 0; i <= n; ++i) rebased[i] = fs->offsets[b + i] - fs->offsets[b];
+      for (std::size_t i = 0; i < n; ++i)
+        max_features =
+            std::max<std::uint32_t>(max_features, static_cast<std::uint32_t>(rebased[i + 1] - rebased[i]));
+      upload_range(feature_offsets, rebased.data(), n + 1, stream);
+      upload_range(features, fs->features.data() + fs->offsets[b], fs->offsets[e] - fs->offsets[b], stream);
+      upload_range(feature_sizes, fs->sizes.data() + b, n, stream);
+      MOLACCEL_CUDA_TRY(cudaStreamSynchronize(stream));  // `rebased` is reused below
+    }
+    for (std::size_t i = 0; i <= n; ++i) rebased[i] = es.offsets[b + i] - es.offsets[b];
+    upload_range(offsets, rebased.data(), n + 1, stream);
+    upload_range(ids, es.ids.data() + es.offsets[b], es.offsets[e] - es.offsets[b], stream);
+    upload_range(counts, es.counts.data() + es.offsets[b], es.offsets[e] - es.offsets[b], stream);
+    upload_range(magnitudes, es.magnitudes.data() + b, n, stream);
+    upload_range(distinct, es.distinct.data() + b, n, stream);
+    MOLACCEL_CUDA_TRY(cudaStreamSynchronize(stream));
+    valid = true;
+  }
+};
+
+// Per worker (one per GPU), kept for the whole job by the scheduler's ctx.local<>().
+struct WorkerState {
+  cuda::Stream stream;
+  DeviceSlice db, queries;
+  cuda::DeviceBuffer<float> sims;
+  cuda::DeviceBuffer<QueryGroup> groups;
+  cuda::DeviceBuffer<std::uint32_t> fallback_rows;
+  cuda::DeviceBuffer<DeviceHit> hits;
+  cuda::DeviceBuffer<unsigned long long> hit_count;
+  bool attributes_set = false;
+};
+
+// Dynamic shared memory of the hashed kernel: the table and the 32 x kBlock result tile.
+std::size_t shared_bytes(std::uint32_t slots) {
+  return slots * sizeof(uint2) + kQueriesPerGroup * kBlock * sizeof(float);
+}
+
+int log2_of(std::uint32_t x) {
+  int l = 0;
+  while ((1u << l) < x) ++l;
+  return l;
+}
+
+}  // namespace
+
+bool interleaved_kernel_requested() {
+  const char* v = std::getenv("MOLACCEL_LINGO_GPU_KERNEL");
+  return v && std::string_view(v) == "interleaved";
+}
+
+// Dynamic shared memory of the verified CSR kernel: keys and masks.
+std::size_t csr_shared_bytes(std::uint32_t slots) {
+  return 2ull * slots * sizeof(std::uint32_t);
+}
+
+struct GpuJob::Impl {
+  const detail::Encoding& encoding;
+  Metric metric;
+  bool use_features;
+  bool interleaved = interleaved_kernel_requested();
+  detail::FeatureSet db_features, query_features;  // query_features empty when self
+
+  Impl(const detail::Encoding& e, Metric m) : encoding(e), metric(m), use_features(m != Metric::vidal) {
+    if (use_features) {
+      const auto bases = detail::feature_bases(e);
+      const bool distinct_only = m == Metric::set;
+      db_features = detail::expand_features(e.database, e.max_count, bases, distinct_only);
+      if (!e.self) query_features = detail::expand_features(e.queries, e.max_count, bases, distinct_only);
+    }
+  }
+  const detail::FeatureSet& qfs() const { return encoding.self ? db_features : query_features; }
+
+  WorkerState& state(WorkerContext& ctx) const {
+    auto& s = ctx.local<WorkerState>();
+    if (!s.attributes_set) {
+      MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_csr_kernel<11>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(csr_shared_bytes(kLargeTableSlots))));
+      MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_csr_kernel<21>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(csr_shared_bytes(kLargeTableSlots))));
+      MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_interleaved_kernel<11>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(shared_bytes(kLargeTableSlots))));
+      MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_interleaved_kernel<21>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(shared_bytes(kLargeTableSlots))));
+      s.attributes_set = true;
+    }
+    return s;
+  }
+
+  void ensure_db(WorkerState& s, std::size_t b, std::size_t e) const {
+    if (s.db.valid && s.db.begin == b && s.db.end == e) return;
+    s.db.load(use_features ? &db_features : nullptr, encoding.database, b, e, s.stream);
+    if (use_features && interleaved) {
+      s.db.valid = false;
+      s.db.load_interleaved(db_features, b, e, s.stream);
+      s.db.valid = true;
+    }
+  }
+
+  // Similarities of rows [r0, r1) x the loaded database slice into s.sims (ld = slice width).
+  void compute(WorkerState& s, std::size_t r0, std::size_t r1) const {
+    const std::size_t rows = r1 - r0, cols = s.db.end - s.db.begin;
+    cudaStream_t stream = s.stream;
+    s.queries.load(use_features ? &qfs() : nullptr, encoding.query_set(), r0, r1, stream);
+    s.sims.resize(std::max<std::size_t>(rows * cols, 1));
+    if (rows == 0 || cols == 0) return;
+    std::vector<std::uint32_t> fallback;
+    if (use_features) {
+      // Plan the groups: up to 32 consecutive queries, total features within half the table.
+      const auto& fs = qfs();
+      std::vector<QueryGroup> small, large;
+      for (std::size_t r = r0; r < r1;) {
+        const std::uint64_t first = fs.offsets[r + 1] - fs.offsets[r];
+        if (first > kLargeTableSlots / 2) {
+          fallback.push_back(static_cast<std::uint32_t>(r - r0));
+          ++r;
+          continue;
+        }
+        if (first > kSmallTableSlots / 2) {
+          large.push_back({static_cast<std::uint32_t>(r - r0), 1});
+          ++r;
+          continue;
+        }
+        QueryGroup g{static_cast<std::uint32_t>(r - r0), 0};
+        std::uint64_t total = 0;
+        while (r < r1 && g.count < kQueriesPerGroup) {
+          const std::uint64_t f = fs.offsets[r + 1] - fs.offsets[r];
+          if (total + f > kSmallTableSlots / 2) break;
+          total += f;
+          ++g.count;
+          ++r;
+        }
+        small.push_back(g);
+      }
+      const bool wide = s.db.max_features >= 2048;
+      // Each block reuses its table over ~8 windows of database molecules (amortises the build).
+      const unsigned splits =
+          static_cast<unsigned>(std::min<std::size_t>((cols + 8 * kBlock - 1) / (8 * kBlock), 65535));
+      const InterleavedSlice view = s.db.interleaved_view();
+      std::vector<QueryGroup> all(small);
+      all.insert(all.end(), large.begin(), large.end());
+      upload_range(s.groups, all.data(), all.size(), stream);
+      auto launch = [&](std::size_t first_group, std::size_t n_groups, std::uint32_t slots) {
+        if (n_groups == 0) return;
+        const dim3 grid(static_cast<unsigned>(n_groups), splits);
+        const int log2_slots = log2_of(slots);
+        const QueryGroup* g = s.groups.data() + first_group;
+        const auto n = static_cast<std::uint32_t>(cols);
+        if (interleaved) {
+          const std::size_t shared = shared_bytes(slots);
+          if (wide)
+            hashed_similarity_interleaved_kernel<21><<<grid, kBlock, shared, stream>>>(
+                g, s.queries.feature_offsets.data(), s.queries.features.data(),
+                s.queries.feature_sizes.data(), view, n, log2_slots, s.sims.data(), cols);
+          else
+            hashed_similarity_interleaved_kernel<11><<<grid, kBlock, shared, stream>>>(
+                g, s.queries.feature_offsets.data(), s.queries.features.data(),
+                s.queries.feature_sizes.data(), view, n, log2_slots, s.sims.data(), cols);
+        } else {
+          // The CSR kernel walks columns in blockDim strides: one split per 256 columns.
+          const dim3 csr_grid(
+              static_cast<unsigned>(n_groups),
+              static_cast<unsigned>(std::min<std::size_t>((cols + 8 * kBlock - 1) / (8 * kBlock), 65535)));
+          const std::size_t shared = csr_shared_bytes(slots);
+          if (wide)
+            hashed_similarity_csr_kernel<21><<<csr_grid, kBlock, shared, stream>>>(
+                g, s.queries.feature_offsets.data(), s.queries.features.data(),
+                s.queries.feature_sizes.data(), s.db.feature_offsets.data(), s.db.features.data(),
+                s.db.feature_sizes.data(), n, log2_slots, s.sims.data(), cols);
+          else
+            hashed_similarity_csr_kernel<11><<<csr_grid, kBlock, shared, stream>>>(
+                g, s.queries.feature_offsets.data(), s.queries.features.data(),
+                s.queries.feature_sizes.data(), s.db.feature_offsets.data(), s.db.features.data(),
+                s.db.feature_sizes.data(), n, log2_slots, s.sims.data(), cols);
+        }
+        MOLACCEL_CUDA_CHECK_LAUNCH("lingo hashed_similarity kernel");
+      };
+      // grid.x is limited to 2^31-1 groups, far beyond any pass.
+      launch(0, small.size(), kSmallTableSlots);
+      launch(small.size(), large.size(), kLargeTableSlots);
+    } else {
+      fallback.resize(rows);
+      for (std::size_t r = 0; r < rows; ++r) fallback[r] = static_cast<std::uint32_t>(r);
+    }
+    if (!fallback.empty()) {
+      upload_range(s.fallback_rows, fallback.data(), fallback.size(), stream);
+      for (std::size_t done = 0; done < fallback.size(); done += 65535) {
+        const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(65535, fallback.size() - done));
+        const dim3 grid(static_cast<unsigned>((cols + kBlock - 1) / kBlock), n);
+        merge_similarity_kernel<<<grid, kBlock, 0, stream>>>(
+            s.fallback_rows.data() + done, n, metric, s.queries.offsets.data(), s.queries.ids.data(),
+            s.queries.counts.data(), s.queries.magnitudes.data(), s.queries.distinct.data(),
+            s.db.offsets.data(), s.db.ids.data(), s.db.counts.data(), s.db.magnitudes.data(),
+            s.db.distinct.data(), static_cast<std::uint32_t>(cols), s.sims.data(), cols);
+        MOLACCEL_CUDA_CHECK_LAUNCH("lingo merge_similarity_kernel");
+      }
+    }
+  }
+
+  // Runs `body(r0, r1)` over the rect's rows in passes that fit the dense budget; out of memory
+  // halves the pass and retries (shrink, never drop).
+  template <class Body>
+  void in_passes(WorkerContext& ctx, const Rect& rect, Body&& body) const {
+    WorkerState& s = state(ctx);
+    std::size_t pass = std::max<std::size_t>(
+        1, std::min(rect.rows(), budget(ctx.worker().device) / std::max<std::size_t>(rect.cols(), 1)));
+    std::size_t r = rect.row_begin;
+    while (r < rect.row_end) {
+      const std::size_t r1 = std::min(rect.row_end, r + pass);
+      try {
+        ensure_db(s, rect.col_begin, rect.col_end);
+        body(s, r, r1);
+        r = r1;
+      } catch (const CudaError& e) {
+        if (!e.is_out_of_memory() || pass == 1) throw;
+        cudaGetLastError();  // clear the sticky-free OOM status
+        s.sims.reset();
+        s.hits.reset();
+        pass /= 2;
+        log_warn("lingo: GPU {} out of memory, retrying with {} rows per pass", ctx.worker().device, pass);
+      }
+    }
+  }
+
+  std::size_t budget(int device) const {
+    std::size_t free_bytes = 0, total = 0;
+    {
+      cuda::DeviceGuard guard(device);
+      if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) free_bytes = std::size_t{1} << 30;
+    }
+    // A quarter of free memory for the dense pass, at most 1 GiB of floats.
+    return std::max<std::size_t>(1 << 20,
+                                 std::min<std::size_t>(free_bytes / 4, std::size_t{1} << 30) / sizeof(float));
+  }
+};
+
+GpuJob::GpuJob(const detail::Encoding& encoding, Metric metric)
+    : impl_(std::make_unique<Impl>(encoding, metric)) {}
+GpuJob::~GpuJob() = default;
+
+std::size_t GpuJob::dense_budget(int device) const {
+  return impl_->budget(device);
+}
+
+std::string GpuJob::kernel_name() const {
+  return impl_->use_features ? (impl_->interleaved ? "hashed-interleaved" : "hashed") : "merge";
+}
+
+double GpuJob::time_kernels(int device, const Rect& rect) const {
+  WorkerInfo info;
+  info.kind = WorkerInfo::Kind::gpu;
+  info.device = device;
+  WorkerContext ctx(info);
+  cuda::DeviceGuard guard(device);
+  WorkerState& s = impl_->state(ctx);
+  impl_->ensure_db(s, rect.col_begin, rect.col_end);
+  cuda::Event start, stop;
+  start.record(s.stream);
+  impl_->in_passes(ctx, rect,
+                   [&](WorkerState& st, std::size_t r0, std::size_t r1) { impl_->compute(st, r0, r1); });
+  stop.record(s.stream);
+  stop.synchronize();
+  return stop.elapsed_ms_since(start) / 1000.0;
+}
+
+void GpuJob::dense(WorkerContext& ctx, const Rect& rect, float* out, std::size_t ld) const {
+  impl_->in_passes(ctx, rect, [&](WorkerState& s, std::size_t r0, std::size_t r1) {
+    impl_->compute(s, r0, r1);
+    const std::size_t cols = rect.cols();
+    if (r1 > r0 && cols > 0)
+      MOLACCEL_CUDA_TRY(cudaMemcpy2DAsync(out + (r0 - rect.row_begin) * ld, ld * sizeof(float), s.sims.data(),
+                                          cols * sizeof(float), cols * sizeof(float), r1 - r0,
+                                          cudaMemcpyDeviceToHost, s.stream));
+    s.stream.synchronize();
+  });
+}
+
+std::vector<Hit> GpuJob::top_k(WorkerContext& ctx, const Rect& rect, std::size_t k) const {
+  std::vector<Hit> result;
+  const std::size_t take = std::min(k, rect.cols());
+  if (take == 0) return result;
+  result.reserve(rect.rows() * take);
+  impl_->in_passes(ctx, rect, [&](WorkerState& s, std::size_t r0, std::size_t r1) {
+    impl_->compute(s, r0, r1);
+    const std::size_t rows = r1 - r0;
+    s.hits.resize(rows * take);
+    select_top_k_kernel<<<static_cast<unsigned>(rows), kBlock, 0, s.stream>>>(
+        s.sims.data(), rect.cols(), static_cast<std::uint32_t>(rect.cols()), static_cast<std::uint32_t>(take),
+        static_cast<std::uint32_t>(r0), static_cast<std::uint32_t>(rect.col_begin), s.hits.data());
+    MOLACCEL_CUDA_CHECK_LAUNCH("lingo select_top_k_kernel");
+    const std::size_t before = result.size();
+    result.resize(before + rows * take);
+    MOLACCEL_CUDA_TRY(cudaMemcpyAsync(result.data() + before, s.hits.data(), rows * take * sizeof(DeviceHit),
+                                      cudaMemcpyDeviceToHost, s.stream));
+    s.stream.synchronize();
+  });
+  return result;
+}
+
+std::vector<Hit> GpuJob::threshold(WorkerContext& ctx, const Rect& rect, float threshold, bool self) const {
+  std::vector<Hit> result;
+  impl_->in_passes(ctx, rect, [&](WorkerState& s, std::size_t r0, std::size_t r1) {
+    impl_->compute(s, r0, r1);
+    const std::size_t rows = r1 - r0, cols = rect.cols();
+    if (rows == 0 || cols == 0) return;
+    s.hit_count.resize(1);
+    std::size_t capacity = std::max<std::size_t>(s.hits.size(), 1 << 16);
+    for (;;) {
+      s.hits.resize(capacity);
+      s.hit_count.fill_zero(s.stream);
+      const unsigned blocks =
+          static_cast<unsigned>(std::min<std::size_t>((rows * cols + kBlock - 1) / kBlock, 8192));
+      select_threshold_kernel<<<blocks, kBlock, 0, s.stream>>>(
+          s.sims.data(), cols, static_cast<std::uint32_t>(rows), static_cast<std::uint32_t>(cols), threshold,
+          self, static_cast<std::uint32_t>(r0), static_cast<std::uint32_t>(rect.col_begin), s.hits.data(),
+          capacity, s.hit_count.data());
+      MOLACCEL_CUDA_CHECK_LAUNCH("lingo select_threshold_kernel");
+      unsigned long long count = 0;
+      MOLACCEL_CUDA_TRY(
+          cudaMemcpyAsync(&count, s.hit_count.data(), sizeof(count), cudaMemcpyDeviceToHost, s.stream));
+      s.stream.synchronize();
+      if (count > capacity) {  // too many pairs for the buffer: grow and select again
+        capacity = static_cast<std::size_t>(count);
+        continue;
+      }
+      const std::size_t before = result.size();
+      result.resize(before + count);
+      if (count)
+        MOLACCEL_CUDA_TRY(cudaMemcpyAsync(result.data() + before, s.hits.data(), count * sizeof(DeviceHit),
+                                          cudaMemcpyDeviceToHost, s.stream));
+      s.stream.synchronize();
+      break;
+    }
+  });
+  return result;
+}
+
+}  // namespace molaccel::lingo::cuda_backend

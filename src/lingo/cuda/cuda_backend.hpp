@@ -1,0 +1,50 @@
+// CUDA backend interface (CUDA-free, included by the front file only when MOLACCEL_HAVE_CUDA).
+// A GpuJob holds the host-side feature sets of one job; its tile methods run on a GPU worker of
+// the scheduler (device current), upload what the tile needs (the database block is cached per
+// worker) and bring back only results: dense blocks, top-k lists or threshold pairs.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lingo/encoding.hpp"
+
+namespace molaccel::lingo::cuda_backend {
+
+struct Rect {
+  std::size_t row_begin = 0, row_end = 0;  // queries
+  std::size_t col_begin = 0, col_end = 0;  // database molecules
+  std::size_t rows() const { return row_end - row_begin; }
+  std::size_t cols() const { return col_end - col_begin; }
+};
+
+class GpuJob {
+ public:
+  GpuJob(const detail::Encoding& encoding, Metric metric);
+  ~GpuJob();
+  GpuJob(const GpuJob&) = delete;
+  GpuJob& operator=(const GpuJob&) = delete;
+
+  // Row-major rect of similarities into host memory (ld floats per row).
+  void dense(WorkerContext& ctx, const Rect& rect, float* out, std::size_t ld) const;
+  // Per row of the rect: its best min(k, cols) hits (any order), selected on the GPU.
+  std::vector<Hit> top_k(WorkerContext& ctx, const Rect& rect, std::size_t k) const;
+  // Every (row, col) of the rect with similarity >= threshold (self: only col > row).
+  std::vector<Hit> threshold(WorkerContext& ctx, const Rect& rect, float threshold, bool self) const;
+
+  // Largest number of dense elements one launch should produce on `device` (memory-bounded).
+  std::size_t dense_budget(int device) const;
+  std::string kernel_name() const;  // which kernel family the metric uses
+
+  // Benchmarks: computes the rect with results left in device memory; seconds by CUDA events
+  // (query uploads between passes included, the database upload not).
+  double time_kernels(int device, const Rect& rect) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace molaccel::lingo::cuda_backend

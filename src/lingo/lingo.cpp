@@ -1,0 +1,631 @@
+// Front file: turns a request (matrix, search, neighbours, clusters) into tiles for the runtime's
+// scheduler and hands each tile to the backend of the worker that runs it: the reference, the CPU
+// inverted-index kernel, or the CUDA kernels. Results are merged here, on the host.
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <optional>
+
+#include "lingo/cpu/cpu_backend.hpp"
+#include "lingo/cuda/cuda_backend.hpp"
+#include "lingo/encoding.hpp"
+#include "lingo/reference/reference.hpp"
+#include "molaccel/lingo.hpp"
+
+namespace molaccel::lingo {
+
+float similarity(const MoleculeSet& a, std::size_t i, const MoleculeSet& b, std::size_t j, Metric metric) {
+  MOLACCEL_EXPECTS(i < a.size() && j < b.size(), "molecule index out of range");
+  MOLACCEL_EXPECTS(a.q == b.q, "both molecules must use the same q");
+  return reference::pair_similarity(a, i, b, j, metric);
+}
+
+namespace {
+
+using cuda_backend::Rect;
+
+enum class Engine { reference, cpu, cuda };
+
+// Orders hits the way every result is reported: similarity descending, then lower target.
+bool better(const Hit& a, const Hit& b) {
+  if (a.similarity != b.similarity) return a.similarity > b.similarity;
+  return a.target < b.target;
+}
+
+// A grid of rects over queries x database; `upper` keeps only tiles touching the upper triangle
+// (self jobs with square tiles).
+struct Grid {
+  std::size_t rows = 0, cols = 0, tile_rows = 1, tile_cols = 1;
+  bool upper = false;
+  std::vector<std::pair<std::size_t, std::size_t>> tiles;  // (row block, column block)
+
+  Grid(std::size_t n_rows, std::size_t n_cols, std::size_t tr, std::size_t tc, bool upper_only)
+      : rows(n_rows),
+        cols(n_cols),
+        tile_rows(std::max<std::size_t>(1, tr)),
+        tile_cols(std::max<std::size_t>(1, tc)),
+        upper(upper_only) {
+    const std::size_t nrb = (rows + tile_rows - 1) / tile_rows;
+    const std::size_t ncb = (cols + tile_cols - 1) / tile_cols;
+    for (std::size_t r = 0; r < nrb; ++r)
+      for (std::size_t c = 0; c < ncb; ++c) {
+        if (upper && std::min(cols, (c + 1) * tile_cols) <= r * tile_rows) continue;  // below
+        tiles.emplace_back(r, c);
+      }
+  }
+  Rect rect(std::size_t t) const {
+    const auto [r, c] = tiles[t];
+    return {r * tile_rows, std::min(rows, (r + 1) * tile_rows), c * tile_cols,
+            std::min(cols, (c + 1) * tile_cols)};
+  }
+};
+
+std::size_t round_up(std::size_t x, std::size_t m) {
+  return (x + m - 1) / m * m;
+}
+
+class Job {
+ public:
+  Job(const Resources& resources, const MoleculeSet& queries, const MoleculeSet* db,
+      const ComputeOptions& options, bool need_sorted_cpu)
+      : queries_(queries),
+        db_(db ? *db : queries),
+        self_(db == nullptr),
+        options_(options),
+        resources_(pick_resources(resources, options.backend)) {
+    if (db && db->q != queries.q)
+      throw InputError("--q", 0, fmt::format("queries use q={} but the database q={}", queries.q, db->q));
+    if (db_.size() > 0xfffffffful || queries.size() > 0xfffffffful)
+      throw InputError("<input>", 0, "more than 2^32-1 molecules");
+    const double t0 = now_seconds();
+    engine_ = resolve_engine();
+    if (engine_ != Engine::reference) {
+      encoding_ = detail::encode(queries_, self_ ? nullptr : &db_, resources_.cpu_threads());
+      if (resources_.uses_cpu()) {
+        chunk_ = options.tile_columns > 0 && options.tile_columns < cpu::kDefaultChunk ? options.tile_columns
+                                                                                       : cpu::kDefaultChunk;
+        cpu_dense_ =
+            cpu::build_database(encoding_.database, options.metric, false, chunk_, resources_.cpu_threads());
+        if (need_sorted_cpu)
+          cpu_sorted_ =
+              cpu::build_database(encoding_.database, options.metric, true, chunk_, resources_.cpu_threads());
+        cpu::select_score_chunk(&cpu_variant_);
+      }
+#ifdef MOLACCEL_HAVE_CUDA
+      if (engine_ == Engine::cuda) gpu_ = std::make_unique<cuda_backend::GpuJob>(encoding_, options.metric);
+#endif
+    }
+    prepare_seconds_ = now_seconds() - t0;
+  }
+
+  const Resources& resources() const {
+    return resources_;
+  }
+  bool gpu() const {
+    return engine_ == Engine::cuda;
+  }
+  bool self() const {
+    return self_;
+  }
+  std::size_t chunk() const {
+    return chunk_;
+  }
+  const MoleculeSet& queries() const {
+    return queries_;
+  }
+  const MoleculeSet& db() const {
+    return db_;
+  }
+
+  std::string backend_name() const {
+    switch (engine_) {
+      case Engine::reference:
+        return "reference";
+      case Engine::cpu:
+        return "cpu/" + cpu_variant_;
+      case Engine::cuda: {
+        std::string s = "cuda:";
+        for (std::size_t i = 0; i < resources_.gpus().size(); ++i)
+          s += (i ? "," : "") + std::to_string(resources_.gpus()[i]);
+#ifdef MOLACCEL_HAVE_CUDA
+        s += "/" + gpu_->kernel_name();
+#endif
+        if (resources_.uses_cpu()) s += "+cpu/" + cpu_variant_;
+        return s;
+      }
+    }
+    return "?";
+  }
+
+  // Tile shapes. Columns of CPU-reachable grids are multiples of the CPU chunk.
+  std::size_t default_tile_cols(std::size_t fallback) const {
+    if (options_.tile_columns) return round_up(options_.tile_columns, std::max<std::size_t>(chunk_, 1));
+    return fallback;
+  }
+  // Database molecules per GPU column tile: the slice (CSR ids, counts, expanded features and
+  // their interleaved copy, ~16 bytes per Lingo plus offsets) may use a quarter of the smallest
+  // free GPU memory, so a database larger than the GPU streams through in slices.
+  std::size_t gpu_column_cap() const {
+    if (engine_ != Engine::cuda) return std::numeric_limits<std::size_t>::max();
+    std::size_t free_bytes = std::numeric_limits<std::size_t>::max();
+    for (const auto& g : gpu_list())
+      if (std::find(resources_.gpus().begin(), resources_.gpus().end(), g.index) != resources_.gpus().end())
+        free_bytes = std::min(free_bytes, g.free_memory);
+    if (free_bytes == std::numeric_limits<std::size_t>::max() || db_.size() == 0)
+      return std::numeric_limits<std::size_t>::max();
+    double lingos = 0;
+    for (auto m : db_.magnitudes) lingos += m;
+    const double per_molecule = 16.0 * lingos / static_cast<double>(db_.size()) + 48.0;
+    const auto cap = static_cast<std::size_t>(static_cast<double>(free_bytes / 4) / per_molecule);
+    return std::max(chunk_, cap / chunk_ * chunk_);
+  }
+
+  std::size_t dense_budget() const {
+#ifdef MOLACCEL_HAVE_CUDA
+    if (gpu_) return gpu_->dense_budget(resources_.gpus().front());
+#endif
+    return std::size_t{1} << 22;  // CPU: 16 MiB of floats per tile
+  }
+
+  // Runs `fn(rect, ctx)` for every tile of the grid through the scheduler.
+  JobStats run(const Grid& grid, const std::string& name,
+               const std::function<void(WorkerContext&, const Rect&)>& fn) const {
+    JobOptions job = options_.job;
+    job.name = name;
+    return run_tiles(
+        resources_, grid.tiles.size(), [&](WorkerContext& ctx, std::size_t t) { fn(ctx, grid.rect(t)); },
+        job);
+  }
+
+  // ---- per-tile operations, dispatched on the worker kind ----
+  void dense(WorkerContext& ctx, const Rect& rect, float* out, std::size_t ld) const {
+    if (engine_ == Engine::reference) {
+      for (std::size_t r = rect.row_begin; r < rect.row_end; ++r)
+        for (std::size_t c = rect.col_begin; c < rect.col_end; ++c)
+          out[(r - rect.row_begin) * ld + (c - rect.col_begin)] =
+              reference::pair_similarity(queries_, r, db_, c, options_.metric);
+      return;
+    }
+#ifdef MOLACCEL_HAVE_CUDA
+    if (ctx.worker().kind == WorkerInfo::Kind::gpu) return gpu_->dense(ctx, rect, out, ld);
+#endif
+    dense_cpu(ctx, rect, out, ld);
+  }
+
+  std::vector<Hit> top_k(WorkerContext& ctx, const Rect& rect, std::size_t k) const {
+#ifdef MOLACCEL_HAVE_CUDA
+    if (engine_ == Engine::cuda && ctx.worker().kind == WorkerInfo::Kind::gpu)
+      return gpu_->top_k(ctx, rect, k);
+#endif
+    std::vector<Hit> hits;
+    std::mutex mutex;
+    const int threads = engine_ == Engine::reference ? 1 : ctx.worker().cpu_threads;
+    parallel_for(rect.rows(), threads, 1, [&](std::size_t b, std::size_t e) {
+      std::vector<float> row(rect.cols());
+      std::vector<Hit> local;
+      for (std::size_t r = rect.row_begin + b; r < rect.row_begin + e; ++r) {
+        Rect one{r, r + 1, rect.col_begin, rect.col_end};
+        dense_serial(one, row.data(), rect.cols());
+        select_top_k(row.data(), one, k, local);
+      }
+      std::lock_guard<std::mutex> lock(mutex);
+      hits.insert(hits.end(), local.begin(), local.end());
+    });
+    return hits;
+  }
+
+  std::vector<Hit> threshold(WorkerContext& ctx, const Rect& rect, float t, RunInfo& info,
+                             std::mutex& info_mutex) const {
+#ifdef MOLACCEL_HAVE_CUDA
+    if (engine_ == Engine::cuda && ctx.worker().kind == WorkerInfo::Kind::gpu) {
+      auto hits = gpu_->threshold(ctx, rect, t, self_);
+      std::lock_guard<std::mutex> lock(info_mutex);
+      info.pairs += rect.rows() * rect.cols();
+      return hits;
+    }
+#endif
+    if (engine_ != Engine::reference && cpu_sorted_ && rect.col_begin == 0 && rect.col_end == db_.size()) {
+      auto result = cpu::score_threshold(*cpu_sorted_, encoding_.query_set(), options_.metric, t, self_,
+                                         rect.row_begin, rect.row_end, ctx.worker().cpu_threads);
+      std::lock_guard<std::mutex> lock(info_mutex);
+      info.pairs += result.evaluated;
+      info.pairs_skipped += result.skipped;
+      return std::move(result.hits);
+    }
+    std::vector<float> block(rect.rows() * rect.cols());
+    dense(ctx, rect, block.data(), rect.cols());
+    std::vector<Hit> hits;
+    for (std::size_t r = rect.row_begin; r < rect.row_end; ++r)
+      for (std::size_t c = rect.col_begin; c < rect.col_end; ++c) {
+        if (self_ && c <= r) continue;
+        const float s = block[(r - rect.row_begin) * rect.cols() + (c - rect.col_begin)];
+        if (s >= t) hits.push_back({static_cast<std::uint32_t>(r), static_cast<std::uint32_t>(c), s});
+      }
+    std::lock_guard<std::mutex> lock(info_mutex);
+    info.pairs += rect.rows() * rect.cols();
+    return hits;
+  }
+
+  void fill_info(RunInfo* info, const JobStats& stats, double t0) const {
+    if (!info) return;
+    info->backend = backend_name();
+    info->job = stats;
+    info->seconds = now_seconds() - t0;
+    info->prepare_seconds = prepare_seconds_;
+  }
+  double prepare_seconds() const {
+    return prepare_seconds_;
+  }
+
+ private:
+  static Resources pick_resources(const Resources& resources, Backend backend) {
+    if (backend == Backend::reference) return Resources::cpu(1);
+    if (backend == Backend::cpu && resources.uses_gpu()) return Resources::cpu(resources.cpu_threads());
+    return resources;
+  }
+
+  Engine resolve_engine() const {
+    switch (options_.backend) {
+      case Backend::reference:
+        return Engine::reference;
+      case Backend::cpu:
+        return Engine::cpu;
+      case Backend::cuda:
+#ifndef MOLACCEL_HAVE_CUDA
+        throw NotCompiled("the CUDA LINGO backend (this build has no CUDA)", __FILE__, __LINE__);
+#else
+        if (!resources_.uses_gpu())
+          throw DeviceUnavailable("the cuda backend needs a GPU in the resources (--device gpu)", __FILE__,
+                                  __LINE__);
+        return Engine::cuda;
+#endif
+      case Backend::automatic:
+        break;
+    }
+#ifdef MOLACCEL_HAVE_CUDA
+    if (resources_.uses_gpu()) return Engine::cuda;
+#endif
+    return Engine::cpu;
+  }
+
+  // Rect on the CPU, single-threaded (the caller parallelises over rows).
+  void dense_serial(const Rect& rect, float* out, std::size_t ld) const {
+    if (engine_ == Engine::reference) {
+      for (std::size_t r = rect.row_begin; r < rect.row_end; ++r)
+        for (std::size_t c = rect.col_begin; c < rect.col_end; ++c)
+          out[(r - rect.row_begin) * ld + (c - rect.col_begin)] =
+              reference::pair_similarity(queries_, r, db_, c, options_.metric);
+      return;
+    }
+    cpu_rect(rect, out, ld, 1);
+  }
+
+  void dense_cpu(WorkerContext& ctx, const Rect& rect, float* out, std::size_t ld) const {
+    cpu_rect(rect, out, ld, ctx.worker().cpu_threads);
+  }
+
+  // Column ranges start on a chunk boundary (grids guarantee it); the last chunk may be partial.
+  void cpu_rect(const Rect& rect, float* out, std::size_t ld, int threads) const {
+    MOLACCEL_EXPECTS(cpu_dense_.has_value(), "CPU database not prepared");
+    MOLACCEL_EXPECTS(rect.col_begin % chunk_ == 0, "tile columns must start on a CPU chunk");
+    const std::size_t c0 = rect.col_begin / chunk_;
+    const std::size_t c1 = (rect.col_end + chunk_ - 1) / chunk_;
+    if (rect.col_end == std::min(db_.size(), c1 * chunk_)) {
+      cpu::score_dense(*cpu_dense_, encoding_.query_set(), options_.metric, rect.row_begin, rect.row_end, c0,
+                       c1, out, ld, threads);
+      return;
+    }
+    // The rect ends inside a chunk: score whole chunks into a scratch block, then copy.
+    const std::size_t wide = std::min(db_.size(), c1 * chunk_) - rect.col_begin;
+    std::vector<float> scratch(rect.rows() * wide);
+    cpu::score_dense(*cpu_dense_, encoding_.query_set(), options_.metric, rect.row_begin, rect.row_end, c0,
+                     c1, scratch.data(), wide, threads);
+    for (std::size_t r = 0; r < rect.rows(); ++r)
+      std::copy_n(scratch.data() + r * wide, rect.cols(), out + r * ld);
+  }
+
+  // Best min(k, cols) of one row (positions are global database indices). A heap of the k best
+  // with the worst on top; columns arrive in index order, so an equal similarity never displaces
+  // a kept one (ties go to the lower index) and only a strictly better one enters.
+  static void select_top_k(const float* row, const Rect& rect, std::size_t k, std::vector<Hit>& out) {
+    const std::size_t n = rect.cols();
+    const std::size_t take = std::min(k, n);
+    if (take == 0) return;
+    const auto query = static_cast<std::uint32_t>(rect.row_begin);
+    const std::size_t first = out.size();
+    for (std::size_t c = 0; c < n; ++c) {
+      const Hit h{query, static_cast<std::uint32_t>(rect.col_begin + c), row[c]};
+      if (out.size() - first < take) {
+        out.push_back(h);
+        std::push_heap(out.begin() + first, out.end(), better);
+      } else if (h.similarity > out[first].similarity) {
+        std::pop_heap(out.begin() + first, out.end(), better);
+        out.back() = h;
+        std::push_heap(out.begin() + first, out.end(), better);
+      }
+    }
+  }
+
+  const MoleculeSet& queries_;
+  const MoleculeSet& db_;
+  bool self_;
+  ComputeOptions options_;
+  Resources resources_;
+  Engine engine_ = Engine::cpu;
+  detail::Encoding encoding_;
+  std::size_t chunk_ = cpu::kDefaultChunk;
+  std::optional<cpu::CpuDatabase> cpu_dense_, cpu_sorted_;
+  std::string cpu_variant_ = "scalar";
+  double prepare_seconds_ = 0;
+#ifdef MOLACCEL_HAVE_CUDA
+  std::unique_ptr<cuda_backend::GpuJob> gpu_;
+#endif
+};
+
+// Tile shape for dense jobs: square for self jobs (so mirroring covers the other triangle).
+Grid dense_grid(const Job& job, const ComputeOptions& options, bool whole_rows) {
+  const std::size_t nq = job.queries().size(), nd = job.db().size();
+  const std::size_t budget = job.dense_budget();
+  if (job.self() && !whole_rows) {
+    std::size_t side = options.tile_columns ? job.default_tile_cols(0) : (job.gpu() ? 8192 : 4096);
+    side = round_up(side, job.chunk());
+    return Grid(nq, nd, side, side, true);
+  }
+  std::size_t cols =
+      whole_rows ? std::max<std::size_t>(nd, 1) : job.default_tile_cols(std::max<std::size_t>(nd, 1));
+  if (!whole_rows) cols = std::min(cols, job.gpu_column_cap());
+  std::size_t rows = options.tile_rows ? options.tile_rows : std::max<std::size_t>(1, budget / cols);
+  if (!options.tile_rows && job.gpu()) rows = std::max<std::size_t>(32, rows / 32 * 32);
+  return Grid(nq, nd, rows, cols, false);
+}
+
+// ---- .npy header -------------------------------------------------------------------------------
+std::string npy_header(std::size_t rows, std::size_t cols) {
+  std::string dict =
+      fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}), }}", rows, cols);
+  std::string header = std::string("\x93NUMPY\x01\x00", 8);
+  std::size_t total = header.size() + 2 + dict.size() + 1;
+  const std::size_t padded = round_up(total, 64);
+  dict.append(padded - total, ' ');
+  dict += '\n';
+  const auto len = static_cast<std::uint16_t>(dict.size());
+  header += static_cast<char>(len & 0xff);
+  header += static_cast<char>(len >> 8);
+  return header + dict;
+}
+
+void write_at(std::FILE* f, std::uint64_t offset, const void* data, std::size_t bytes) {
+  if (bytes == 0) return;
+  if (fseeko(f, static_cast<off_t>(offset), SEEK_SET) != 0 || std::fwrite(data, 1, bytes, f) != bytes)
+    throw Error("cannot write the matrix file (disk full?)", __FILE__, __LINE__);
+}
+
+}  // namespace
+
+// ---- matrix -------------------------------------------------------------------------------------
+std::vector<float> similarity_matrix(const Resources& resources, const MoleculeSet& queries,
+                                     const MoleculeSet* db, const ComputeOptions& options, RunInfo* info) {
+  const double t0 = now_seconds();
+  Job job(resources, queries, db, options, false);
+  const std::size_t nq = job.queries().size(), nd = job.db().size();
+  std::vector<float> out(nq * nd);
+  const Grid grid = dense_grid(job, options, false);
+  std::size_t pairs = 0;
+  std::mutex mutex;
+  const JobStats stats = job.run(grid, "lingo matrix", [&](WorkerContext& ctx, const Rect& rect) {
+    // Straight into the result (tiles never overlap); the mirror reads what was just written.
+    float* corner = out.data() + rect.row_begin * nd + rect.col_begin;
+    job.dense(ctx, rect, corner, nd);
+    if (job.self() && rect.col_begin != rect.row_begin)  // mirror into the lower triangle
+      for (std::size_t r = 0; r < rect.rows(); ++r)
+        for (std::size_t c = 0; c < rect.cols(); ++c)
+          out[(rect.col_begin + c) * nd + rect.row_begin + r] = corner[r * nd + c];
+    std::lock_guard<std::mutex> lock(mutex);
+    pairs += rect.rows() * rect.cols();
+  });
+  if (info) info->pairs = pairs;
+  job.fill_info(info, stats, t0);
+  return out;
+}
+
+void write_similarity_matrix(const Resources& resources, const MoleculeSet& queries, const MoleculeSet* db,
+                             const std::filesystem::path& path, MatrixFormat format,
+                             const ComputeOptions& options, RunInfo* info) {
+  const double t0 = now_seconds();
+  Job job(resources, queries, db, options, false);
+  const std::size_t nq = job.queries().size(), nd = job.db().size();
+  std::size_t pairs = 0;
+  JobStats stats;
+  if (format == MatrixFormat::npy) {
+    const std::string header = npy_header(nq, nd);
+    const Grid grid = dense_grid(job, options, false);
+    write_file_atomically(path, [&](std::FILE* f) {
+      write_at(f, 0, header.data(), header.size());
+      const std::uint64_t total = header.size() + std::uint64_t{4} * nq * nd;
+      if (nq * nd > 0) write_at(f, total - 1, "\0", 1);  // size the file up front (sparse)
+      std::mutex mutex;
+      stats = job.run(grid, "lingo matrix", [&](WorkerContext& ctx, const Rect& rect) {
+        std::vector<float> block(rect.rows() * rect.cols());
+        job.dense(ctx, rect, block.data(), rect.cols());
+        std::vector<float> column;
+        std::lock_guard<std::mutex> lock(mutex);
+        for (std::size_t r = 0; r < rect.rows(); ++r)
+          write_at(f, header.size() + 4 * ((rect.row_begin + r) * nd + rect.col_begin),
+                   block.data() + r * rect.cols(), 4 * rect.cols());
+        if (job.self() && rect.col_begin != rect.row_begin) {
+          column.resize(rect.rows());
+          for (std::size_t c = 0; c < rect.cols(); ++c) {
+            for (std::size_t r = 0; r < rect.rows(); ++r) column[r] = block[r * rect.cols() + c];
+            write_at(f, header.size() + 4 * ((rect.col_begin + c) * nd + rect.row_begin), column.data(),
+                     4 * rect.rows());
+          }
+        }
+        pairs += rect.rows() * rect.cols();
+      });
+    });
+  } else {
+    // TSV is written in row order: tiles are row blocks; finished blocks wait for their turn.
+    const Grid grid = dense_grid(job, options, true);
+    write_file_atomically(path, [&](std::FILE* f) {
+      std::fputs("query\ttarget\tsimilarity\n", f);
+      std::mutex mutex;
+      std::map<std::size_t, std::string> pending;
+      std::size_t next = 0;
+      stats = job.run(grid, "lingo matrix", [&](WorkerContext& ctx, const Rect& rect) {
+        std::vector<float> block(rect.rows() * rect.cols());
+        job.dense(ctx, rect, block.data(), rect.cols());
+        fmt::memory_buffer text;
+        for (std::size_t r = 0; r < rect.rows(); ++r)
+          for (std::size_t c = 0; c < rect.cols(); ++c)
+            fmt::format_to(std::back_inserter(text), "{}\t{}\t{}\n", job.queries().names[rect.row_begin + r],
+                           job.db().names[rect.col_begin + c], block[r * rect.cols() + c]);
+        std::lock_guard<std::mutex> lock(mutex);
+        pairs += rect.rows() * rect.cols();
+        pending.emplace(rect.row_begin, std::string(text.data(), text.size()));
+        while (!pending.empty() && pending.begin()->first == next) {
+          const std::string& s = pending.begin()->second;
+          if (std::fwrite(s.data(), 1, s.size(), f) != s.size())
+            throw Error("cannot write the matrix file (disk full?)", __FILE__, __LINE__);
+          next = std::min(nq, next + grid.tile_rows);
+          pending.erase(pending.begin());
+        }
+      });
+    });
+  }
+  if (info) info->pairs = pairs;
+  job.fill_info(info, stats, t0);
+}
+
+// ---- search -------------------------------------------------------------------------------------
+std::vector<Hit> search(const Resources& resources, const MoleculeSet& queries, const MoleculeSet& db,
+                        std::size_t k, const ComputeOptions& options, RunInfo* info) {
+  if (k == 0) throw InputError("-k", 0, "k must be at least 1");
+  const double t0 = now_seconds();
+  Job job(resources, queries, &db, options, false);
+  const std::size_t nq = queries.size(), nd = db.size();
+  const std::size_t take = std::min(k, nd);
+  Grid grid = job.gpu() ? dense_grid(job, options, false)
+                        : Grid(nq, nd, options.tile_rows ? options.tile_rows : 64,
+                               job.default_tile_cols(std::max<std::size_t>(nd, 1)), false);
+  std::vector<std::vector<Hit>> per_tile(grid.tiles.size());
+  std::vector<Hit> result(nq * take);
+  // One column block: a tile's hits are final, sorted and placed by the worker that made them.
+  const bool single_block = grid.tile_cols >= nd;
+  std::size_t pairs = 0;
+  std::mutex mutex;
+  JobStats stats = job.run(grid, "lingo search", [&](WorkerContext& ctx, const Rect& rect) {
+    // Find the tile's index from its rect (tiles are row-major over the grid).
+    const std::size_t t = (rect.row_begin / grid.tile_rows) * ((nd + grid.tile_cols - 1) / grid.tile_cols) +
+                          rect.col_begin / grid.tile_cols;
+    auto hits = job.top_k(ctx, rect, k);
+    if (single_block) {
+      if (hits.size() != rect.rows() * take)
+        throw Error("search: a tile returned too few hits", __FILE__, __LINE__);
+      std::sort(hits.begin(), hits.end(), [](const Hit& a, const Hit& b) {
+        return a.query != b.query ? a.query < b.query : better(a, b);
+      });
+      std::copy(hits.begin(), hits.end(), result.begin() + rect.row_begin * take);
+      hits.clear();
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    per_tile[t] = std::move(hits);
+    pairs += rect.rows() * rect.cols();
+  });
+  if (single_block) {
+    if (info) info->pairs = pairs;
+    job.fill_info(info, stats, t0);
+    return result;
+  }
+  // Merge the column blocks of every query: sort candidates, keep the best `take`.
+  std::vector<std::vector<Hit>> per_query(nq);
+  for (auto& hits : per_tile) {
+    for (const Hit& h : hits) per_query[h.query].push_back(h);
+    std::vector<Hit>().swap(hits);
+  }
+  parallel_for(nq, job.resources().cpu_threads(), 256, [&](std::size_t b, std::size_t e) {
+    for (std::size_t q = b; q < e; ++q) {
+      auto& hits = per_query[q];
+      std::sort(hits.begin(), hits.end(), better);
+      if (hits.size() < take) throw Error("search lost hits: backend returned too few", __FILE__, __LINE__);
+      std::copy_n(hits.begin(), take, result.begin() + q * take);
+      std::vector<Hit>().swap(hits);
+    }
+  });
+  if (info) info->pairs = pairs;
+  job.fill_info(info, stats, t0);
+  return result;
+}
+
+// ---- neighbours and clusters ----------------------------------------------------------------------
+std::vector<Hit> neighbors(const Resources& resources, const MoleculeSet& db, float threshold,
+                           const ComputeOptions& options, RunInfo* info) {
+  if (!(threshold >= 0.0f && threshold <= 1.0f))
+    throw InputError("--threshold", 0, fmt::format("threshold must be in [0, 1], got {}", threshold));
+  const double t0 = now_seconds();
+  Job job(resources, db, nullptr, options, true);
+  const std::size_t n = db.size();
+  Grid grid =
+      job.gpu() ? dense_grid(job, options, false)
+                : Grid(n, n, options.tile_rows ? options.tile_rows : 256, std::max<std::size_t>(n, 1), false);
+  std::vector<Hit> hits;
+  std::mutex mutex, info_mutex;
+  RunInfo local;
+  JobStats stats = job.run(grid, "lingo neighbors", [&](WorkerContext& ctx, const Rect& rect) {
+    auto tile_hits = job.threshold(ctx, rect, threshold, local, info_mutex);
+    std::lock_guard<std::mutex> lock(mutex);
+    hits.insert(hits.end(), tile_hits.begin(), tile_hits.end());
+  });
+  std::sort(hits.begin(), hits.end(), [](const Hit& a, const Hit& b) {
+    return a.query != b.query ? a.query < b.query : a.target < b.target;
+  });
+  if (info) {
+    info->pairs = local.pairs;
+    info->pairs_skipped = local.pairs_skipped;
+  }
+  job.fill_info(info, stats, t0);
+  return hits;
+}
+
+Clustering cluster(const Resources& resources, const MoleculeSet& db, float threshold,
+                   const ComputeOptions& options, RunInfo* info) {
+  const auto pairs = neighbors(resources, db, threshold, options, info);
+  const std::size_t n = db.size();
+  // Symmetric adjacency in CSR form: memory proportional to the neighbour pairs, not N^2.
+  std::vector<std::uint64_t> offsets(n + 1, 0);
+  for (const Hit& h : pairs) {
+    ++offsets[h.query + 1];
+    ++offsets[h.target + 1];
+  }
+  for (std::size_t i = 0; i < n; ++i) offsets[i + 1] += offsets[i];
+  std::vector<std::uint32_t> adjacency(offsets[n]);
+  std::vector<std::uint64_t> fill(offsets.begin(), offsets.end() - 1);
+  for (const Hit& h : pairs) {
+    adjacency[fill[h.query]++] = h.target;
+    adjacency[fill[h.target]++] = h.query;
+  }
+  // Butina: molecules in order of decreasing neighbour count (ties: lower index); each one still
+  // unassigned founds a cluster and takes its unassigned neighbours.
+  std::vector<std::uint32_t> order(n);
+  std::iota(order.begin(), order.end(), 0u);
+  std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return offsets[a + 1] - offsets[a] > offsets[b + 1] - offsets[b];
+  });
+  constexpr std::uint32_t unassigned = 0xffffffffu;
+  Clustering result;
+  result.cluster_of.assign(n, unassigned);
+  result.pairs = pairs.size();
+  for (std::uint32_t m : order) {
+    if (result.cluster_of[m] != unassigned) continue;
+    const auto id = static_cast<std::uint32_t>(result.centroids.size());
+    result.centroids.push_back(m);
+    result.cluster_of[m] = id;
+    for (std::uint64_t e = offsets[m]; e < offsets[m + 1]; ++e)
+      if (result.cluster_of[adjacency[e]] == unassigned) result.cluster_of[adjacency[e]] = id;
+  }
+  return result;
+}
+
+}  // namespace molaccel::lingo

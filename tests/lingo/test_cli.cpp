@@ -1,0 +1,62 @@
+// The `molaccel lingo` commands end to end: outputs, exit codes, no partial file on bad input.
+#include <cstdlib>
+
+#include "lingo_test_util.hpp"
+
+namespace molaccel::lingo {
+namespace {
+
+using molaccel::testing::read_file;
+using molaccel::testing::TempDir;
+using molaccel::testing::write_file;
+
+int run_cli(const std::string& args) {
+  const std::string command = std::string(MOLACCEL_CLI_PATH) + " " + args + " > /dev/null 2>&1";
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(LingoCli, SearchWritesRankedHits) {
+  TempDir dir;
+  write_file(dir / "q.smi", "c1ccccc1O phenol\nCCCCO butanol\n");
+  write_file(dir / "db.smi", "CCCCO e\nc1ccccc1O p\nCCCO pr\nc1ccccc1N an\n");
+  ASSERT_EQ(run_cli(fmt::format("lingo search {} {} -k 2 --device cpu -o {}", (dir / "q.smi").string(),
+                                (dir / "db.smi").string(), (dir / "hits.tsv").string())),
+            0);
+  const std::string hits = read_file(dir / "hits.tsv");
+  EXPECT_EQ(hits.substr(0, hits.find('\n')), "query\ttarget\tsimilarity\trank");
+  EXPECT_NE(hits.find("phenol\tp\t1\t1\n"), std::string::npos) << hits;
+  EXPECT_NE(hits.find("butanol\te\t1\t1\n"), std::string::npos) << hits;
+}
+
+TEST(LingoCli, InvalidInputFailsWithoutOutput) {
+  TempDir dir;
+  write_file(dir / "bad.smi", "CCO\nCC(C\n");
+  const auto out = dir / "m.npy";
+  EXPECT_EQ(run_cli(fmt::format("lingo matrix {} -o {}", (dir / "bad.smi").string(), out.string())), 1);
+  EXPECT_FALSE(std::filesystem::exists(out));
+  EXPECT_EQ(
+      run_cli(fmt::format("lingo matrix {} -o {} --skip-invalid", (dir / "bad.smi").string(), out.string())),
+      0);
+  EXPECT_TRUE(std::filesystem::exists(out));
+  EXPECT_NE(
+      run_cli(fmt::format("lingo matrix {} -o {}", (dir / "bad.smi").string(), (dir / "m.csv").string())), 0);
+}
+
+TEST(LingoCli, ClusterAndNeighborsFromCsv) {
+  TempDir dir;
+  write_file(dir / "m.csv", "name,smiles\na,CCCCCCO\nb,CCCCCCN\nc,c1ccccc1\nd,CCCCCCO\n");
+  ASSERT_EQ(run_cli(fmt::format("lingo cluster {} --smiles-column smiles --threshold 0.9 --device cpu -o {}",
+                                (dir / "m.csv").string(), (dir / "c.tsv").string())),
+            0);
+  const std::string clusters = read_file(dir / "c.tsv");
+  EXPECT_NE(clusters.find("a\t0\t1\n"), std::string::npos) << clusters;  // a and d identical: cluster 0
+  EXPECT_NE(clusters.find("d\t0\t0\n"), std::string::npos) << clusters;
+  ASSERT_EQ(run_cli(fmt::format("lingo neighbors {} --smiles-column 2 --threshold 0.5 -o {}",
+                                (dir / "m.csv").string(), (dir / "n.tsv").string())),
+            0);
+  EXPECT_NE(read_file(dir / "n.tsv").find("a\td\t1\t0\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace molaccel::lingo

@@ -1,0 +1,187 @@
+// Preprocessing, SMILES validation and the .smi / CSV readers (tier 1: hand-checked cases).
+#include <zlib.h>
+
+#include "lingo_test_util.hpp"
+
+namespace molaccel::lingo {
+namespace {
+
+using molaccel::testing::TempDir;
+using molaccel::testing::write_file;
+
+TEST(LingoPreprocess, PaperRuleRingClosuresBecomeZero) {
+  const Preprocessing paper;
+  EXPECT_EQ(preprocess("c1ccccc1", paper), "c0ccccc0");
+  EXPECT_EQ(preprocess("C1CC2CC1C2", paper), "C0CC0CC0C0");
+  EXPECT_EQ(preprocess("c1cc[nH]c1", paper), "c0cc[nH]c0");
+  EXPECT_EQ(preprocess("C12C3=C4C5=C1[Fe]23456789", paper), "C00C0=C0C0=C0[Fe]00000000");
+}
+
+TEST(LingoPreprocess, PaperRuleKeepsChargesHydrogensIsotopes) {
+  const Preprocessing paper;
+  EXPECT_EQ(preprocess("[NH3+]CC(=O)[O-]", paper), "[NH3+]CC(=O)[O-]");
+  EXPECT_EQ(preprocess("[13CH4]", paper), "[13CH4]");
+  EXPECT_EQ(preprocess("N[Co+3](N)N", paper), "N[Co+3](N)N");
+  EXPECT_EQ(preprocess("[Fe++]1CC1", paper), "[Fe++]0CC0");
+  EXPECT_EQ(preprocess("[O-2]", paper), "[O-2]");
+}
+
+TEST(LingoPreprocess, PercentRingClosures) {
+  const Preprocessing paper;
+  EXPECT_EQ(preprocess("C%12CC%12", paper), "C%0CC%0");
+  EXPECT_EQ(preprocess("C9%10CC%10", paper), "C0%0CC%0");
+  EXPECT_EQ(preprocess("C%1", paper), "C%0");  // truncated %n: still one ring-closure digit
+  EXPECT_EQ(preprocess("C%", paper), "C%");
+}
+
+TEST(LingoPreprocess, DigitsAllAndHalogens) {
+  Preprocessing all;
+  all.digits = DigitMode::all;
+  EXPECT_EQ(preprocess("[13CH4]", all), "[00CH0]");
+  EXPECT_EQ(preprocess("C%12CC%12", all), "C%00CC%00");
+  Preprocessing hal;
+  hal.halogens = true;
+  EXPECT_EQ(preprocess("ClC(Br)Cl", hal), "LC(R)L");
+  EXPECT_EQ(preprocess("Clc1ccccc1", hal), "Lc0ccccc0");
+  EXPECT_EQ(preprocess("[Br-]", hal), "[R-]");
+}
+
+TEST(LingoPreprocess, RealNciCasesKeepNoTwoDigitRingClosure) {
+  const auto smiles = testing::real_smiles("nci_first5k.smi", 5000);
+  ASSERT_GT(smiles.size(), 3000u);
+  int percent = 0;
+  for (const auto& s : smiles) {
+    const auto p = preprocess(s, {});
+    ASSERT_EQ(p.find("%1"), std::string::npos) << s;
+    percent += p.find("%0") != std::string::npos;
+  }
+  EXPECT_GE(percent, 3);  // lines 2021, 3087, 3400 use %nn
+}
+
+TEST(LingoSmilesCheck, AcceptsAndRejects) {
+  EXPECT_EQ(smiles_problem("CC(=O)[O-]"), "");
+  EXPECT_NE(smiles_problem(""), "");
+  EXPECT_NE(smiles_problem("CC(C"), "");
+  EXPECT_NE(smiles_problem("CC)C"), "");
+  EXPECT_NE(smiles_problem("C[NH+"), "");
+  EXPECT_NE(smiles_problem("C[N[H]]"), "");
+  EXPECT_NE(smiles_problem("C[N(H)]"), "");
+  EXPECT_NE(smiles_problem("C\x01"), "");
+  EXPECT_NE(smiles_problem("C\xc3\xa9"), "");
+}
+
+TEST(LingoLingos, MultisetOfPackedKeys) {
+  MoleculeSet set;
+  set.q = 2;
+  set.add("m", "CCCC");
+  ASSERT_EQ(set.size(), 1u);
+  EXPECT_EQ(set.magnitudes[0], 3u);
+  ASSERT_EQ(set.distinct(0), 1u);
+  EXPECT_EQ(set.keys32[0], pack_lingo("CC"));
+  EXPECT_EQ(set.counts[0], 3u);
+  EXPECT_EQ(unpack_lingo(pack_lingo("c1cc"), 4), "c1cc");
+  MoleculeSet wide;
+  wide.q = 8;
+  wide.add("w", "CCOCCOCCO");  // 2 Lingos of length 8
+  EXPECT_TRUE(wide.keys32.empty());
+  ASSERT_EQ(wide.keys64.size(), 2u);
+  EXPECT_EQ(wide.keys64[0], pack_lingo("CCOCCOCC"));
+  MoleculeSet tiny;
+  tiny.q = 4;
+  tiny.add("t", "CC");
+  EXPECT_EQ(tiny.magnitudes[0], 0u);
+  EXPECT_EQ(tiny.distinct(0), 0u);
+}
+
+TEST(LingoReader, SmiNamesAndLineNumbers) {
+  const auto set = parse_molecules("x.smi", "CCO ethanol\n\nc1ccccc1\tbenzene ring\nCC\n", {});
+  ASSERT_EQ(set.size(), 3u);
+  EXPECT_EQ(set.names[0], "ethanol");
+  EXPECT_EQ(set.names[1], "benzene ring");
+  EXPECT_EQ(set.names[2], "4");  // line number
+}
+
+TEST(LingoReader, InvalidLineNamesFileAndLine) {
+  try {
+    parse_molecules("bad.smi", "CCO a\nCC(C b\nCC c\n", {});
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.path(), "bad.smi");
+    EXPECT_EQ(e.line(), 2u);
+  }
+  try {
+    parse_molecules("bad.smi", "CCO\nC\x01O\n", {});
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.line(), 2u);
+  }
+}
+
+TEST(LingoReader, SkipInvalidCounts) {
+  ReadOptions read;
+  read.skip_invalid = true;
+  ReadStats stats;
+  const auto set = parse_molecules("bad.smi", "CCO\nCC(C\nC\xff\nCCN\n[NH4+\n", {}, read, &stats);
+  EXPECT_EQ(set.size(), 2u);
+  EXPECT_EQ(stats.skipped_invalid, 3u);
+  EXPECT_EQ(stats.first_skipped_line, 2u);
+  EXPECT_EQ(set.names[1], "4");
+}
+
+TEST(LingoReader, CsvByNameAndIndex) {
+  ReadOptions read;
+  read.smiles_column = "smiles";
+  const std::string csv = "id,smiles,activity\nm1,CCO,1.0\n\"m,2\",\"c1ccccc1\",2\n";
+  auto set = parse_molecules("x.csv", csv, {}, read);
+  ASSERT_EQ(set.size(), 2u);
+  EXPECT_EQ(set.names[0], "m1");
+  EXPECT_EQ(set.names[1], "m,2");
+  EXPECT_EQ(set.magnitudes[1], 5u);
+  read.smiles_column = "2";
+  set = parse_molecules("x.csv", csv, {}, read);
+  EXPECT_EQ(set.size(), 2u);
+  read.smiles_column = "nope";
+  EXPECT_THROW(parse_molecules("x.csv", csv, {}, read), InputError);
+  read.smiles_column = "smiles";
+  try {
+    parse_molecules("x.csv", "id,smiles\na,CC(\n", {}, read);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.line(), 2u);
+  }
+}
+
+TEST(LingoReader, GzipAndPlainFilesGiveTheSameSet) {
+  TempDir dir;
+  const std::string text = "CCO a\nc1ccccc1 b\nCC(=O)[O-] c\n";
+  write_file(dir / "m.smi", text);
+  gzFile gz = gzopen((dir / "m.smi.gz").c_str(), "wb");
+  ASSERT_NE(gz, nullptr);
+  gzwrite(gz, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(gz);
+  const auto plain = read_molecules(dir / "m.smi", {});
+  const auto packed = read_molecules(dir / "m.smi.gz", {});
+  EXPECT_EQ(plain.names, packed.names);
+  EXPECT_EQ(plain.keys32, packed.keys32);
+  EXPECT_EQ(plain.counts, packed.counts);
+  EXPECT_THROW(read_molecules(dir / "missing.smi", {}), InputError);
+}
+
+TEST(LingoReader, QOutOfRangeIsAnInputError) {
+  LingoOptions o;
+  o.q = 9;
+  EXPECT_THROW(parse_molecules("x", "CCO\n", o), InputError);
+  o.q = 0;
+  EXPECT_THROW(make_molecules({"CCO"}, o), InputError);
+}
+
+TEST(LingoReader, BundledDemoSetStatistics) {
+  const auto set = read_molecules(molaccel::testing::data_dir() / "lingo" / "demo4096.smi", {});
+  ASSERT_EQ(set.size(), 4096u);
+  double distinct = 0;
+  for (std::size_t i = 0; i < set.size(); ++i) distinct += static_cast<double>(set.distinct(i));
+  EXPECT_NEAR(distinct / 4096, 29.3, 0.5);  // the SIML paper's Table 1: 29.31 distinct Lingos
+}
+
+}  // namespace
+}  // namespace molaccel::lingo
