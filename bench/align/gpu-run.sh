@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# GPU check of the align engine: configure and build (Release, CUDA, align only), run the GPU
+# tests, run the benchmarks, print a short table last. Run from the repository root.
+#   bench/align/gpu-run.sh [--quick]
+set -euo pipefail
+quick=""
+[[ "${1:-}" == "--quick" ]] && quick="--quick"
+build=build-gpu-align
+mkdir -p "$build"
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOLACCEL_CUDA=ON -DMOLACCEL_ENGINES=align \
+  -DMOLACCEL_BUILD_FUZZ=OFF >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
+cmake --build "$build" -j16 --target test_align_gpu test_align_cpu bench_align_search molaccel_cli 2>&1 | tail -3
+nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader || true
+
+status=0
+ctest --test-dir "$build" -L gpu -R Align --output-on-failure --timeout 500 2>&1 | tail -15 || status=1
+
+export MOLACCEL_BENCH_JSON="$PWD/$build/bench_align.jsonl"
+rm -f "$MOLACCEL_BENCH_JSON"
+"$build/bench/align/bench_align_search" $quick 2>&1 | tee "$build/bench_align.txt" || status=1
+if [[ -z "$quick" ]]; then  # the other strip heights, GPU rows only
+  for rows in 32 16; do
+    MOLACCEL_ALIGN_STRIP_ROWS=$rows "$build/bench/align/bench_align_search" --gpu-only --repeats 2 2>&1 |
+      grep "^align/" | tee -a "$build/bench_align.txt" || status=1
+  done
+fi
+
+# Instruction mix of the inter-task kernel (R = 32 instance, SASS), for instructions-per-cell notes.
+lib=$(find "$build" -name libmolaccel.a | head -1)
+cuobjdump=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
+if [[ -x "$cuobjdump" && -n "$lib" ]]; then
+  "$cuobjdump" -sass "$lib" 2>/dev/null |
+    awk '/Function : /{f = ($0 ~ /inter_task_kernelILi32E/)} f' |
+    grep -oE '/\*[0-9a-f]{4}\*/ +[A-Z][A-Z0-9_.]*' | awk '{print $2}' | sort | uniq -c | sort -rn | head -14 || true
+  "$cuobjdump" -res-usage "$lib" 2>/dev/null | grep -A1 -E "inter_task|intra_task" | grep -oE "Function [^:]*|REG:[0-9]+|SHARED:[0-9]+" | paste - - - || true
+fi
+
+echo "== align GPU summary =="
+grep -E "^align/|^[[:space:]]*align/" "$build/bench_align.txt" || cat "$build/bench_align.txt"
+exit $status

@@ -1,0 +1,185 @@
+// GPU Smith-Waterman pieces (CUB-style layering, bottom two layers):
+//  - cell updates (one DP cell, packed 16x2 with Hopper DPX instructions, or exact 32-bit),
+//  - the inter-task agent: one thread = two subjects in the two 16-bit halves of each register,
+//    a strip of R query rows in registers, boundary row of each strip in global memory;
+//  - the intra-task agent: one warp = one subject, each lane R query rows, anti-diagonal wavefront
+//    across lanes (values passed by shuffle), exact 32-bit.
+// Recurrences as in reference/gotoh.cpp; a gap of length k costs open + (k-1)*extend.
+#pragma once
+
+#include <cstdint>
+
+namespace molaccel::align::gpu {
+
+constexpr int kWarp = 32;
+constexpr int kMatrixDim = 32;  // padded alphabet (row/column 31 = padding)
+
+__device__ __forceinline__ unsigned pack16x2(int value) {
+  return (static_cast<unsigned>(value) & 0xffffu) * 0x10001u;
+}
+
+// One cell of two independent DP matrices (low and high halfwords). `sub` holds both
+// substitution scores. E (gap in the query) runs along the subject, F down the query. T = H - open
+// is kept beside H because both gap recurrences need it: one subtraction serves E and F.
+// DPX: __viaddmax_s16x2(a, b, c) = max(a + b, c) per halfword; *_relu also clamps at 0.
+__device__ __forceinline__ void cell16x2(unsigned& h_left_then_h, unsigned& t_left_then_t, unsigned& e,
+                                         unsigned& f, unsigned& t_up, unsigned& diagonal, unsigned sub,
+                                         unsigned minus_open, unsigned minus_extend, unsigned& best) {
+  e = __viaddmax_s16x2(e, minus_extend, t_left_then_t);  // max(E - extend, H_left - open)
+  f = __viaddmax_s16x2(f, minus_extend, t_up);           // max(F - extend, H_up - open)
+  const unsigned h = __viaddmax_s16x2_relu(diagonal, sub, __vmaxs2(e, f));
+  diagonal = h_left_then_h;
+  h_left_then_h = h;
+  t_left_then_t = __vadd2(h, minus_open);
+  t_up = t_left_then_t;
+  best = __vimax_s16x2_relu(best, h);
+}
+
+__device__ __forceinline__ void cell32(int& h_left_then_h, int& t_left_then_t, int& e, int& f, int& t_up,
+                                       int& diagonal, int sub, int open, int extend, int& best) {
+  e = __viaddmax_s32(e, -extend, t_left_then_t);
+  f = __viaddmax_s32(f, -extend, t_up);
+  const int h = __viaddmax_s32_relu(diagonal, sub, max(e, f));
+  diagonal = h_left_then_h;
+  h_left_then_h = h;
+  t_left_then_t = h - open;
+  t_up = t_left_then_t;
+  best = max(best, h);
+}
+
+// Inter-task agent. Subject layout: per warp w, quad c (4 columns), lane l: uint2 with the 4
+// residues of subject A (x) and B (y) of pair 32w+l. boundary: per warp, column j, lane: (H, F) of
+// the last row of the previous strip. profile: int16 [32 letters][m_pad] (row 31 = padding).
+// Blocks run in reverse order so the longest subjects (last warps) start first.
+template <int R>
+__global__ void __launch_bounds__(128)
+    inter_task_kernel(const uint2* __restrict__ subjects, const unsigned long long* __restrict__ warp_base,
+                      const unsigned* __restrict__ warp_quads, uint2* __restrict__ boundary, int warps,
+                      const short* __restrict__ profile, int m_pad, int open, int extend,
+                      unsigned* __restrict__ best_out) {
+  constexpr int kRowStride = R + 8;  // int16 per letter row in shared memory: +16 B spreads banks
+  __shared__ __align__(16) short strip[kMatrixDim * kRowStride];
+  const int warps_per_block = blockDim.x / kWarp;
+  const int warp = (gridDim.x - 1 - blockIdx.x) * warps_per_block + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  const bool active = warp < warps;
+  const unsigned quads = active ? warp_quads[warp] : 0;
+  const unsigned long long base = active ? warp_base[warp] : 0;
+  const uint2* my_subjects = subjects + base + lane;
+  uint2* my_boundary = boundary + base * 4 + lane;
+  const unsigned minus_open = pack16x2(-open), minus_extend = pack16x2(-extend);
+  unsigned best = 0;
+
+  for (int row0 = 0; row0 < m_pad; row0 += R) {
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < kMatrixDim * R / 2; idx += blockDim.x) {
+      const int letter = idx / (R / 2), k = idx % (R / 2);
+      reinterpret_cast<unsigned*>(strip)[letter * (kRowStride / 2) + k] =
+          reinterpret_cast<const unsigned*>(profile + static_cast<size_t>(letter) * m_pad + row0)[k];
+    }
+    __syncthreads();
+    if (!active) continue;
+    const bool first_strip = row0 == 0, last_strip = row0 + R >= m_pad;
+    unsigned h[R], t[R], e[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) h[r] = 0, t[r] = minus_open, e[r] = minus_open;
+    unsigned diagonal_top = 0;  // H of the row above the strip, previous column
+    for (unsigned c = 0; c < quads; ++c) {
+      const uint2 residues = my_subjects[static_cast<size_t>(c) * kWarp];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const unsigned a = (residues.x >> (8 * k)) & 0xffu, b = (residues.y >> (8 * k)) & 0xffu;
+        const size_t column = static_cast<size_t>(c) * 4 + k;
+        uint2 above = first_strip ? make_uint2(0u, minus_open) : my_boundary[column * kWarp];
+        unsigned t_up = __vadd2(above.x, minus_open), f = above.y, diagonal = diagonal_top;
+        diagonal_top = above.x;
+        const uint4* pa = reinterpret_cast<const uint4*>(strip + a * kRowStride);
+        const uint4* pb = reinterpret_cast<const uint4*>(strip + b * kRowStride);
+#pragma unroll
+        for (int v = 0; v < R / 8; ++v) {
+          const uint4 wa = pa[v], wb = pb[v];
+          const unsigned la[4] = {wa.x, wa.y, wa.z, wa.w}, lb[4] = {wb.x, wb.y, wb.z, wb.w};
+#pragma unroll
+          for (int w = 0; w < 4; ++w) {
+            const int r = v * 8 + 2 * w;
+            cell16x2(h[r], t[r], e[r], f, t_up, diagonal, __byte_perm(la[w], lb[w], 0x5410), minus_open,
+                     minus_extend, best);
+            cell16x2(h[r + 1], t[r + 1], e[r + 1], f, t_up, diagonal, __byte_perm(la[w], lb[w], 0x7632),
+                     minus_open, minus_extend, best);
+          }
+        }
+        if (!last_strip) my_boundary[column * kWarp] = make_uint2(h[R - 1], f);
+      }
+    }
+  }
+  if (active) best_out[static_cast<size_t>(warp) * kWarp + lane] = best;
+}
+
+// Intra-task agent: one warp per job (subject), exact 32-bit. Lane l holds query rows
+// [pass*32R + l*R, +R); at step t it works on column t - l, taking the row above from lane l-1
+// (shuffle) or, for lane 0, from the boundary row of the previous pass. matrix: int [32][32]
+// with row 31 = padding (query rows past the end).
+template <int R>
+__global__ void __launch_bounds__(128)
+    intra_task_kernel(const unsigned char* __restrict__ residues,
+                      const unsigned long long* __restrict__ job_offset,
+                      const unsigned* __restrict__ job_length,
+                      const unsigned long long* __restrict__ job_scratch, int2* __restrict__ scratch,
+                      int jobs, const unsigned char* __restrict__ query, int m,
+                      const int* __restrict__ matrix, int open, int extend, int* __restrict__ best_out) {
+  __shared__ int transposed[kMatrixDim * kMatrixDim];  // [subject letter][query letter]
+  for (int i = threadIdx.x; i < kMatrixDim * kMatrixDim; i += blockDim.x)
+    transposed[(i % kMatrixDim) * kMatrixDim + i / kMatrixDim] = matrix[i];
+  __syncthreads();
+  const int job = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (job >= jobs) return;
+  const unsigned char* subject = residues + job_offset[job];
+  const int n = static_cast<int>(job_length[job]);
+  int2* row_below = scratch + job_scratch[job];
+  constexpr int kMinusInfinity = -(1 << 28);
+  int best = 0;
+  const int rows_per_pass = kWarp * R;
+  for (int row0 = 0; row0 < m; row0 += rows_per_pass) {
+    const bool first_pass = row0 == 0, last_pass = row0 + rows_per_pass >= m;
+    unsigned char q[R];
+    int h[R], t[R], e[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int row = row0 + lane * R + r;
+      q[r] = row < m ? query[row] : static_cast<unsigned char>(kMatrixDim - 1);
+      h[r] = 0;
+      t[r] = -open;
+      e[r] = kMinusInfinity;
+    }
+    int in_h = 0, in_f = kMinusInfinity, previous_in_h = 0;
+    for (int step = 0; step < n + kWarp - 1; ++step) {
+      const int column = step - lane;
+      if (lane == 0) {
+        if (column < n) {
+          const int2 above = first_pass ? make_int2(0, kMinusInfinity) : row_below[column];
+          in_h = above.x;
+          in_f = above.y;
+        }
+      }
+      int out_h = 0, out_f = kMinusInfinity;
+      if (column >= 0 && column < n) {
+        const int* scores = transposed + subject[column] * kMatrixDim;
+        int t_up = in_h - open, f = in_f, diagonal = previous_in_h;
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+          cell32(h[r], t[r], e[r], f, t_up, diagonal, scores[q[r]], open, extend, best);
+        out_h = h[R - 1];
+        out_f = f;
+        previous_in_h = in_h;
+        if (lane == kWarp - 1 && !last_pass) row_below[column] = make_int2(out_h, out_f);
+      }
+      in_h = __shfl_up_sync(0xffffffffu, out_h, 1);
+      in_f = __shfl_up_sync(0xffffffffu, out_f, 1);
+    }
+  }
+  best = __reduce_max_sync(0xffffffffu, best);
+  if (lane == 0) best_out[job] = best;
+}
+
+}  // namespace molaccel::align::gpu

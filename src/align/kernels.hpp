@@ -1,0 +1,67 @@
+// Internal interface between the front file (search.cpp) and the backends: each backend scores
+// one query set against a batch of database subjects (a contiguous range of the length-sorted
+// order). The reference backend is reference_score() in the public header.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "molaccel/align.hpp"
+
+namespace molaccel::align::detail {
+
+// Subjects [0, count): subject i is residues[offsets[i], offsets[i+1]) (absolute offsets).
+struct SubjectBatch {
+  const std::uint8_t* residues = nullptr;
+  const std::uint64_t* offsets = nullptr;
+  std::size_t count = 0;
+  std::span<const std::uint8_t> subject(std::size_t i) const {
+    return {residues + offsets[i], static_cast<std::size_t>(offsets[i + 1] - offsets[i])};
+  }
+  std::uint64_t residue_count() const { return count ? offsets[count] - offsets[0] : 0; }
+};
+
+struct KernelCounters {
+  std::string kernel;
+  std::uint64_t rescored = 0;
+  double device_seconds = 0;
+};
+
+// Saturation threshold of 16-bit lanes: a lane whose running maximum reaches it may have
+// overflowed (each cell exceeds its predecessors by at most the matrix maximum), so its pair is
+// rescored in 32 bits. Shared by the CPU and GPU kernels so both flag the same pairs.
+inline int saturation_threshold16(const Scoring& scoring) {
+  return 32767 - std::max(1, scoring.matrix.max_score());
+}
+inline int saturation_threshold8(const Scoring& scoring) {
+  return 127 - std::max(1, scoring.matrix.max_score());
+}
+// 8-bit lanes are exact below their threshold only when gap values (>= -open - extend) and
+// substitution scores cannot wrap, and useful only when the threshold leaves room.
+inline bool eight_bit_lanes_apply(const Scoring& scoring) {
+  return scoring.gap_open + scoring.gap_extend <= 127 && scoring.matrix.max_score() <= 63 &&
+         scoring.matrix.min_score() >= -127;
+}
+// Score of the padding residue that fills short lanes: low enough that a padded cell can never
+// beat the real cells it derives from, high enough to stay far from 16-bit wrap-around.
+inline constexpr int kPaddingScore = -1024;
+
+namespace cpu {
+// Scores of one query against every subject of the batch (multi-threaded, vectorised).
+void score_batch(std::span<const std::uint8_t> query, const SubjectBatch& batch, const Scoring& scoring,
+                 int threads, int* scores, KernelCounters& counters);
+}  // namespace cpu
+
+namespace cuda {
+// Scores of every query against every subject of the batch on `device`; scores[q][i].
+// Throws NotCompiled in a CPU-only build.
+// Device buffers are kept per worker across tiles through ctx.local().
+void score_batch(WorkerContext& ctx, const std::vector<std::span<const std::uint8_t>>& queries,
+                 const SubjectBatch& batch, const Scoring& scoring, std::vector<int*>& scores,
+                 KernelCounters& counters);
+}  // namespace cuda
+
+}  // namespace molaccel::align::detail

@@ -1,0 +1,255 @@
+// Front file: turns a search into tiles of the length-sorted database for run_tiles (GPU workers
+// take large tiles, CPU workers smaller ones), then selects top hits, traces them back and adds
+// Karlin-Altschul statistics. No CUDA header here: the GPU path is behind kernels.hpp.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <mutex>
+#include <set>
+
+#include "align/kernels.hpp"
+#include "molaccel/align.hpp"
+
+namespace molaccel::align {
+namespace {
+
+Backend resolve_backend(const Resources& resources, Backend requested) {
+  if (requested == Backend::automatic) return resources.uses_gpu() ? Backend::cuda : Backend::cpu;
+  if (requested == Backend::cuda) {
+#ifndef MOLACCEL_HAVE_CUDA
+    MOLACCEL_THROW(NotCompiled, "the CUDA backend of align (this build has no CUDA)");
+#endif
+    if (!resources.uses_gpu())
+      throw DeviceUnavailable("backend cuda needs GPU resources (--device gpu)", __FILE__, __LINE__);
+  }
+  return requested;
+}
+
+// Tiles are contiguous ranges of the sorted order holding about `target` residues each.
+std::vector<std::size_t> tile_boundaries(const Database& db, std::uint64_t target) {
+  std::vector<std::size_t> bounds{0};
+  const auto* off = db.offsets();
+  std::uint64_t start = off[0];
+  for (std::size_t i = 0; i < db.size(); ++i) {
+    if (off[i + 1] - start >= target) {
+      bounds.push_back(i + 1);
+      start = off[i + 1];
+    }
+  }
+  if (bounds.back() != db.size()) bounds.push_back(db.size());
+  return bounds;
+}
+
+}  // namespace
+
+bool hit_before(const Hit& a, const Hit& b) noexcept {
+  if (a.score != b.score) return a.score > b.score;
+  return a.subject < b.subject;
+}
+
+std::vector<std::vector<int>> score_database_batch(const Resources& resources, const SequenceSet& queries,
+                                                   const Database& database, const Scoring& scoring,
+                                                   Backend backend, ScoreStats* stats) {
+  scoring.validate();
+  const double started = now_seconds();
+  const Backend chosen = resolve_backend(resources, backend);
+  std::vector<std::vector<int>> scores(queries.size(), std::vector<int>(database.size(), 0));
+  std::vector<std::span<const std::uint8_t>> query_views;
+  std::uint64_t query_residues = 0;
+  for (std::size_t q = 0; q < queries.size(); ++q) {
+    query_views.push_back(queries.sequence(q));
+    query_residues += query_views.back().size();
+  }
+  if (database.size() == 0 || queries.size() == 0) return scores;
+
+  // GPU tiles are large (each uploads its slice once for all queries); CPU tiles are small, for
+  // balance and progress. With GPUs, a few tiles per GPU let fast devices take more.
+  const std::uint64_t total = database.residues();
+  std::uint64_t target = 0;
+  if (chosen == Backend::cuda) {
+    const std::uint64_t per_gpu = total / (2 * std::max<std::size_t>(1, resources.gpus().size())) + 1;
+    target = std::clamp<std::uint64_t>(per_gpu, std::uint64_t{1} << 20, std::uint64_t{64} << 20);
+  } else {
+    target =
+        std::max<std::uint64_t>(std::uint64_t{1} << 16, std::min<std::uint64_t>(total / 16 + 1, 4u << 20));
+  }
+  const auto bounds = tile_boundaries(database, target);
+  const std::size_t tiles = bounds.size() - 1;
+
+  std::mutex counters_mutex;
+  std::set<std::string> kernels;
+  std::atomic<std::uint64_t> rescored{0};
+  double device_seconds = 0;
+  JobOptions job;
+  job.name = "align: scoring";
+  run_tiles(
+      resources, tiles,
+      [&](WorkerContext& ctx, std::size_t tile) {
+        const std::size_t begin = bounds[tile], end = bounds[tile + 1];
+        const Database slice = database.slice(begin, end);
+        detail::SubjectBatch batch{slice.residue_data(), slice.offsets(), slice.size()};
+        detail::KernelCounters counters;
+        if (chosen == Backend::reference) {
+          counters.kernel = "reference/gotoh32";
+          for (std::size_t q = 0; q < queries.size(); ++q)
+            parallel_for(batch.count, ctx.worker().cpu_threads, 16, [&](std::size_t b, std::size_t e) {
+              for (std::size_t i = b; i < e; ++i)
+                scores[q][begin + i] = reference_score(query_views[q], batch.subject(i), scoring);
+            });
+        } else if (ctx.worker().kind == WorkerInfo::Kind::gpu) {
+          std::vector<int*> outputs(queries.size());
+          for (std::size_t q = 0; q < queries.size(); ++q) outputs[q] = scores[q].data() + begin;
+          detail::cuda::score_batch(ctx, query_views, batch, scoring, outputs, counters);
+        } else {
+          for (std::size_t q = 0; q < queries.size(); ++q)
+            detail::cpu::score_batch(query_views[q], batch, scoring, ctx.worker().cpu_threads,
+                                     scores[q].data() + begin, counters);
+        }
+        rescored += counters.rescored;
+        std::lock_guard lock(counters_mutex);
+        kernels.insert(counters.kernel);
+        device_seconds += counters.device_seconds;
+      },
+      job);
+
+  if (stats) {
+    stats->kernel = fmt::format("{}", fmt::join(kernels, "+"));
+    stats->cells = query_residues * database.residues();
+    stats->rescored = rescored.load();
+    stats->seconds = now_seconds() - started;
+    stats->device_seconds = device_seconds;
+  }
+  return scores;
+}
+
+std::vector<int> score_database(const Resources& resources, std::span<const std::uint8_t> query,
+                                const Database& database, const Scoring& scoring, Backend backend,
+                                ScoreStats* stats) {
+  SequenceSet one;
+  one.add("query", query);
+  return std::move(score_database_batch(resources, one, database, scoring, backend, stats).front());
+}
+
+SearchResult search(const Resources& resources, const SequenceSet& queries, const Database& database,
+                    const SearchOptions& options) {
+  options.scoring.validate();
+  if (options.top_k < 1)
+    throw InputError("-k", 0, fmt::format("{} is not a positive number of hits", options.top_k));
+  SearchResult result;
+  if (options.evalues) {
+    if (options.scoring.matrix.builtin)
+      result.statistics = published_gapped_parameters(options.scoring.matrix.name, options.scoring.gap_open,
+                                                      options.scoring.gap_extend);
+    if (!result.statistics)
+      throw InputError(
+          options.scoring.matrix.builtin ? "--gap-open/--gap-extend" : "--matrix", 0,
+          fmt::format("no published Karlin-Altschul parameters for {} with gap open {} / extend {} "
+                      "(our convention: a gap of length k costs open + (k-1)*extend); choose "
+                      "supported gap costs or add --no-evalue",
+                      options.scoring.matrix.name, options.scoring.gap_open, options.scoring.gap_extend));
+  }
+  // Queries go in batches whose score matrix stays under ~256 MB; each batch moves the database
+  // to the devices once.
+  result.hits.resize(queries.size());
+  const std::size_t k = static_cast<std::size_t>(options.top_k);
+  const std::size_t batch_size = std::max<std::size_t>(
+      1, (std::size_t{256} << 20) / (sizeof(int) * std::max<std::size_t>(1, database.size())));
+  for (std::size_t first = 0; first < queries.size(); first += batch_size) {
+    const std::size_t last = std::min(queries.size(), first + batch_size);
+    SequenceSet batch;
+    for (std::size_t q = first; q < last; ++q) batch.add(queries.ids[q], queries.sequence(q));
+    ScoreStats stats;
+    const auto scores =
+        score_database_batch(resources, batch, database, options.scoring, options.backend, &stats);
+    result.stats.kernel = stats.kernel;
+    result.stats.cells += stats.cells;
+    result.stats.rescored += stats.rescored;
+    result.stats.seconds += stats.seconds;
+    result.stats.device_seconds += stats.device_seconds;
+    for (std::size_t q = first; q < last; ++q) {
+      std::vector<Hit> candidates;
+      for (std::size_t i = 0; i < database.size(); ++i)
+        if (scores[q - first][i] > 0) {
+          Hit hit;
+          hit.query = static_cast<std::uint32_t>(q);
+          hit.subject = database.original_index(i);
+          hit.score = scores[q - first][i];
+          candidates.push_back(hit);
+        }
+      const std::size_t keep = std::min(k, candidates.size());
+      std::partial_sort(candidates.begin(), candidates.begin() + keep, candidates.end(), hit_before);
+      candidates.resize(keep);
+      result.hits[q] = std::move(candidates);
+    }
+  }
+
+  // Sorted position of each reported subject, for traceback.
+  std::vector<std::uint32_t> sorted_of_original;
+  std::vector<Hit*> all;
+  for (auto& list : result.hits)
+    for (auto& hit : list) all.push_back(&hit);
+  if (options.traceback && !all.empty()) {
+    sorted_of_original.assign(database.total_sequences(), 0);
+    for (std::size_t i = 0; i < database.size(); ++i)
+      sorted_of_original[database.original_index(i)] = static_cast<std::uint32_t>(i);
+    parallel_for(all.size(), resources.cpu_threads(), 1, [&](std::size_t b, std::size_t e) {
+      for (std::size_t h = b; h < e; ++h) {
+        Hit& hit = *all[h];
+        hit.alignment = align_pair(queries.sequence(hit.query),
+                                   database.sequence(sorted_of_original[hit.subject]), options.scoring);
+        if (hit.alignment.score != hit.score)
+          throw Error(fmt::format("traceback score {} differs from search score {} (query {}, subject {})",
+                                  hit.alignment.score, hit.score, queries.ids[hit.query],
+                                  database.id_of_original(hit.subject)));
+      }
+    });
+  }
+  for (Hit* hit : all) {
+    if (result.statistics) {
+      hit->bitscore = bit_score(*result.statistics, hit->score);
+      hit->evalue = e_value(*result.statistics, hit->score, queries.sequence(hit->query).size(),
+                            database.total_residues(), database.total_sequences());
+    } else {
+      hit->bitscore = hit->evalue = std::nan("");
+    }
+  }
+  return result;
+}
+
+std::vector<std::vector<Hit>> merge_top_hits(const std::vector<std::vector<std::vector<Hit>>>& shards,
+                                             int top_k) {
+  std::vector<std::vector<Hit>> merged;
+  for (const auto& shard : shards) {
+    if (merged.size() < shard.size()) merged.resize(shard.size());
+    for (std::size_t q = 0; q < shard.size(); ++q)
+      merged[q].insert(merged[q].end(), shard[q].begin(), shard[q].end());
+  }
+  for (auto& list : merged) {
+    std::sort(list.begin(), list.end(), hit_before);
+    if (list.size() > static_cast<std::size_t>(top_k)) list.resize(top_k);
+  }
+  return merged;
+}
+
+void write_hits_tsv(const std::filesystem::path& path, const SequenceSet& queries, const Database& database,
+                    const SearchResult& result) {
+  write_file_atomically(path, [&](std::FILE* f) {
+    fmt::print(f, "query\tsubject\tscore\tbitscore\tevalue\tqstart\tqend\tsstart\tsend\tidentity\talnlen\n");
+    for (const auto& list : result.hits)
+      for (const auto& hit : list) {
+        const bool stats = !std::isnan(hit.bitscore);
+        const bool aligned = hit.alignment.length > 0;
+        fmt::print(f, "{}\t{}\t{}\t{}\t{}\t", queries.ids[hit.query], database.id_of_original(hit.subject),
+                   hit.score, stats ? fmt::format("{:.1f}", hit.bitscore) : "NA",
+                   stats ? fmt::format("{:.2g}", hit.evalue) : "NA");
+        if (aligned)
+          fmt::print(f, "{}\t{}\t{}\t{}\t{:.2f}\t{}\n", hit.alignment.query_start, hit.alignment.query_end,
+                     hit.alignment.subject_start, hit.alignment.subject_end,
+                     100.0 * hit.alignment.identities / hit.alignment.length, hit.alignment.length);
+        else
+          fmt::print(f, "NA\tNA\tNA\tNA\tNA\tNA\n");
+      }
+  });
+}
+
+}  // namespace molaccel::align

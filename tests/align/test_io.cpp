@@ -1,0 +1,115 @@
+// FASTA parsing (errors name file, line, record and position), databases (makedb round trip,
+// sorting, shards) and the hits TSV.
+#include <zlib.h>
+
+#include "align/align_test_util.hpp"
+#include "testing/testing.hpp"
+
+namespace molaccel::align {
+namespace {
+
+using molaccel::testing::TempDir;
+
+TEST(AlignFasta, ParsesIdsAndMultiLineRecords) {
+  const auto set = parse_fasta("x.fa", ">sp|P1|A first protein\nACDE\nfgh\n\n>P2\nW*xuO\n");
+  ASSERT_EQ(set.size(), 2u);
+  EXPECT_EQ(set.ids[0], "sp|P1|A");
+  EXPECT_EQ(set.ids[1], "P2");
+  EXPECT_EQ(set.sequence(0).size(), 7u);
+  EXPECT_EQ(set.sequence(1).size(), 5u);
+  EXPECT_EQ(set.sequence(0)[4], encode_residue('F'));
+}
+
+TEST(AlignFasta, BadLetterNamesFileLineRecordAndPosition) {
+  try {
+    parse_fasta("q.fa", ">a\nACD\n>b desc\nAC\nDJK\n");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.path(), "q.fa");
+    EXPECT_EQ(e.line(), 5u);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("record 'b'"), std::string::npos) << what;
+    EXPECT_NE(what.find("residue 4"), std::string::npos) << what;
+    EXPECT_NE(what.find("'J'"), std::string::npos) << what;
+  }
+  EXPECT_THROW(parse_fasta("e.fa", ""), InputError);
+  EXPECT_THROW(parse_fasta("e.fa", "ACD\n"), InputError);         // no header
+  EXPECT_THROW(parse_fasta("e.fa", ">a\n>b\nAC\n"), InputError);  // empty record
+  EXPECT_THROW(parse_fasta("e.fa", ">\nAC\n"), InputError);       // no id
+  EXPECT_THROW(parse_fasta("e.fa", ">a\nA\x01\n"), InputError);
+}
+
+TEST(AlignFasta, ReadsGzipFiles) {
+  TempDir dir;
+  const std::string text = ">a\nACDEFGHIKL\n>b\nMNPQ\n";
+  const auto path = dir / "x.fa.gz";
+  gzFile f = gzopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(f);
+  const auto set = read_fasta(path);
+  ASSERT_EQ(set.size(), 2u);
+  EXPECT_EQ(set.sequence(0).size(), 10u);
+  EXPECT_THROW(read_fasta(dir / "missing.fa"), InputError);
+}
+
+TEST(AlignDatabase, SortedByLengthThenInputOrder) {
+  const auto db = Database::from_sequences(testing::make_set({"AAAA", "C", "DD", "EE", "F"}));
+  ASSERT_EQ(db.size(), 5u);
+  const std::vector<std::uint32_t> expected = {1, 4, 2, 3, 0};
+  for (std::size_t i = 0; i < db.size(); ++i) EXPECT_EQ(db.original_index(i), expected[i]);
+  EXPECT_EQ(db.residues(), 10u);
+  EXPECT_EQ(db.max_length(), 4u);
+  EXPECT_EQ(db.id_of_original(3), "s3");
+}
+
+TEST(AlignDatabase, MakedbRoundTripAndDamageDetection) {
+  TempDir dir;
+  std::mt19937 rng(7);
+  std::vector<std::string> seqs;
+  for (int i = 0; i < 50; ++i) seqs.push_back(testing::random_protein(rng, 1 + rng() % 80));
+  const auto db = Database::from_sequences(testing::make_set(seqs));
+  db.write(dir / "db");
+  const auto back = Database::open(dir / "db");
+  ASSERT_EQ(back.size(), db.size());
+  EXPECT_EQ(back.total_residues(), db.total_residues());
+  for (std::size_t i = 0; i < db.size(); ++i) {
+    EXPECT_EQ(back.original_index(i), db.original_index(i));
+    const auto a = db.sequence(i), b = back.sequence(i);
+    EXPECT_TRUE(std::equal(a.begin(), a.end(), b.begin(), b.end()));
+  }
+  EXPECT_EQ(Database::load(dir / "db").size(), db.size());
+  // Damage: truncated residues, wrong order file, missing metadata.
+  const auto residues = molaccel::testing::read_file(dir / "db" / "residues.bin");
+  molaccel::testing::write_file(dir / "db" / "residues.bin", residues.substr(1));
+  EXPECT_THROW(Database::open(dir / "db"), InputError);
+  molaccel::testing::write_file(dir / "db" / "residues.bin", residues);
+  std::string bad = residues;
+  bad[0] = 40;
+  molaccel::testing::write_file(dir / "db" / "residues.bin", bad);
+  EXPECT_THROW(Database::open(dir / "db"), InputError);
+  std::filesystem::remove(dir / "db" / "molaccel-align.json");
+  EXPECT_THROW(Database::open(dir / "db"), InputError);
+}
+
+TEST(AlignDatabase, ShardsCoverEverythingOnce) {
+  std::mt19937 rng(11);
+  std::vector<std::string> seqs;
+  for (int i = 0; i < 97; ++i) seqs.push_back(testing::random_protein(rng, 1 + rng() % 200));
+  const auto db = Database::from_sequences(testing::make_set(seqs));
+  for (int ranks : {1, 2, 3, 7}) {
+    std::vector<int> seen(db.size(), 0);
+    std::uint64_t residues = 0;
+    for (int r = 0; r < ranks; ++r) {
+      const auto shard = db.shard(r, ranks);
+      EXPECT_EQ(shard.total_residues(), db.total_residues());
+      residues += shard.residues();
+      for (std::size_t i = 0; i < shard.size(); ++i) ++seen[shard.original_index(i)];
+    }
+    EXPECT_EQ(residues, db.residues());
+    for (int s : seen) EXPECT_EQ(s, 1);
+  }
+}
+
+}  // namespace
+}  // namespace molaccel::align
