@@ -1,0 +1,237 @@
+// linalg benchmarks: the paper's BLAS-1 example as one generated kernel vs four separate
+// kernels, the paper's BLAS-2 example vs cuBLAS separate calls, and fp64 BiCGStab on 2-D
+// Poisson (time per iteration, graph vs stream launches) against the memory-bandwidth floor.
+// ViennaCL's BiCGStab runs in bench_linalg_viennacl (same table format) when it is installed.
+//
+//   bench_linalg [--quick] [--cpu]
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "common/harness.hpp"
+#include "linalg/backend.hpp"
+#include "molaccel/linalg.hpp"
+
+namespace molaccel::bench {
+// bench_linalg_gpu.cu (CUDA builds only)
+double measured_copy_bandwidth(int device);  // bytes/s, read + write
+void blas2_cublas_baseline(int device, std::size_t n, const std::string& device_name);
+}  // namespace molaccel::bench
+
+namespace {
+
+using namespace molaccel;
+using namespace molaccel::linalg;
+using molaccel::bench::measure;
+using molaccel::bench::print_row;
+
+MOLACCEL_EW_MODIFIER(F, "1/(1+X)");
+MOLACCEL_EW_MODIFIER(G, "X*X");
+
+void wait(const placement& where) {
+#ifdef MOLACCEL_HAVE_CUDA
+  if (where.on_gpu()) gpu::synchronize(where.device);
+#else
+  (void)where;
+#endif
+}
+
+// x += (alpha + beta) * x - (y - F(G(z))): fused, and as the paper's reference (three BLAS-1
+// calls and one element-wise kernel, with a temporary).
+void bench_blas1(const placement& where, const std::string& device, double copy_bw, bool quick) {
+  symbolic_vector<double, 0> x;
+  gpu_symbolic_scalar<double, 1> alpha;
+  gpu_symbolic_scalar<double, 2> beta;
+  symbolic_vector<double, 3> y;
+  symbolic_vector<double, 4> z;
+  custom_operation fused(x += (alpha + beta) * x - (y - F(G(z))));
+  // The paper's reference: one element-wise kernel and three BLAS-1 calls, with a temporary:
+  // t = F(G(z)); t = y - t; x += (alpha + beta) * x; x -= t.
+  symbolic_vector<double, 0> t;
+  symbolic_vector<double, 1> u;
+  gpu_symbolic_scalar<double, 1> s1;
+  gpu_symbolic_scalar<double, 2> s2;
+  custom_operation k_modify(t = F(G(u)));
+  custom_operation k_axpy_neg(t = u - t);
+  custom_operation k_scale(t += (s1 + s2) * t);
+  custom_operation k_sub(t = t - u);
+  const std::size_t max_n = where.on_gpu() ? (quick ? 10000000 : 100000000) : 10000000;
+  for (std::size_t n = 1000; n <= max_n; n *= 10) {
+    vector<double> vx(where, n), vy(where, n), vz(where, n), tmp(where, n);
+    scalar<double> a(where, 0.25), b(where, 0.5);
+    const int reps = n <= 100000 ? 200 : n <= 10000000 ? 20 : 5;
+    auto tf = measure(
+        [&] {
+          for (int i = 0; i < reps; ++i) fused(vx, a, b, vy, vz);
+          wait(where);
+        },
+        1, 5);
+    tf.median_s /= reps;
+    tf.min_s /= reps;
+    tf.max_s /= reps;
+    const double bytes = 4.0 * 8.0 * double(n);  // read x, y, z; write x
+    print_row({.benchmark = "linalg/blas1-paper/fused",
+               .device = device,
+               .size = fmt::format("n={:.0e}", double(n)),
+               .timing = tf,
+               .work = bytes,
+               .work_unit = "B",
+               .bytes = bytes,
+               .limit = copy_bw,
+               .limit_name = "measured copy bandwidth",
+               .note = fmt::format("{:.1f}% of copy bw, 1 kernel", 100.0 * bytes / tf.median_s / copy_bw)});
+    auto tu = measure(
+        [&] {
+          for (int i = 0; i < reps; ++i) {
+            k_modify(tmp, vz);
+            k_axpy_neg(tmp, vy);
+            k_scale(vx, a, b);
+            k_sub(vx, tmp);
+          }
+          wait(where);
+        },
+        1, 5);
+    tu.median_s /= reps;
+    tu.min_s /= reps;
+    tu.max_s /= reps;
+    print_row(
+        {.benchmark = "linalg/blas1-paper/separate",
+         .device = device,
+         .size = fmt::format("n={:.0e}", double(n)),
+         .timing = tu,
+         .work = bytes,
+         .work_unit = "B",
+         .bytes = 10.0 * 8.0 * double(n),
+         .limit = copy_bw,
+         .limit_name = "measured copy bandwidth",
+         .note = fmt::format("4 kernels + temporary; fused is {:.2f}x faster", tu.median_s / tf.median_s)});
+  }
+}
+
+void bench_blas2(const placement& where, const std::string& device, bool quick) {
+  symbolic_vector<double, 0> x;
+  symbolic_matrix<double, 1> a;
+  symbolic_vector<double, 2> y;
+  symbolic_vector<double, 3> z;
+  custom_operation op(x = prod(a, inner_prod(y, y + z) * y + z));
+  for (std::size_t n : {100, 300, 1000, 3000, 10000}) {
+    if (quick && n > 3000) break;
+    if (!where.on_gpu() && n > 3000) break;
+    matrix<double> m(where, n, n);
+    std::vector<double> hm(n * n, 1.0 / double(n));
+    m.copy_from_host(hm);
+    vector<double> vx(where, n), vy(where, n), vz(where, n);
+    vy.copy_from_host(std::vector<double>(n, 0.5));
+    vz.copy_from_host(std::vector<double>(n, 0.25));
+    const int reps = n <= 1000 ? 200 : 20;
+    auto t = measure(
+        [&] {
+          for (int i = 0; i < reps; ++i) op(vx, m, vy, vz);
+          wait(where);
+        },
+        1, 5);
+    t.median_s /= reps;
+    t.min_s /= reps;
+    t.max_s /= reps;
+    print_row({.benchmark = "linalg/blas2-paper/generated",
+               .device = device,
+               .size = fmt::format("{}x{}", n, n),
+               .timing = t,
+               .work = 8.0 * double(n) * double(n),
+               .work_unit = "B",
+               .bytes = 8.0 * double(n) * double(n),
+               .note = fmt::format("{} kernels", op.kernels_per_run())});
+#ifdef MOLACCEL_HAVE_CUDA
+    if (where.on_gpu()) molaccel::bench::blas2_cublas_baseline(where.device, n, device);
+#endif
+  }
+}
+
+void bench_bicgstab(const Resources& resources, const std::string& device, double copy_bw, bool quick) {
+  // Minimal traffic of one iteration per row: two CSR products (5 values, 5 column indices,
+  // a row pointer, the input and output vector: 80 B) and 20 vector reads/writes of the
+  // fused vector updates and inner products (160 B).
+  const double bytes_per_row = 2 * 80.0 + 160.0;
+  for (std::size_t grid : {32, 100, 317, 1000, 3163}) {
+    const std::size_t n = grid * grid;
+    if (quick && n > 2000000) break;
+    if (!resources.uses_gpu() && n > 200000) break;
+    const auto a = poisson_2d(grid);
+    const auto b = multiply(a, std::vector<double>(n, 1.0));
+    for (auto mode : {launch_mode::graph, launch_mode::stream, launch_mode::persistent}) {
+      if (!resources.uses_gpu() && mode != launch_mode::graph) continue;
+      if (mode == launch_mode::persistent && n > 1100000)
+        continue;  // one block per SM: for latency-bound sizes
+      solver_options o;
+      o.solver = solver_kind::bicgstab;
+      o.tolerance = 0;  // fixed iteration count: the iteration stops only on the cap or a breakdown
+      o.max_iterations = n <= 100000 ? 400 : 100;
+      o.launch = mode;
+      std::vector<double> per_iteration;
+      solver_result last;
+      try {
+        for (int rep = 0; rep < 3; ++rep) {
+          last = solve(resources, a, b, o);
+          per_iteration.push_back(last.seconds_per_iteration);
+        }
+      } catch (const std::exception& e) {
+        std::printf("linalg/bicgstab-poisson n=%zu: launch mode %d failed: %s\n", n, int(mode), e.what());
+        continue;
+      }
+      std::sort(per_iteration.begin(), per_iteration.end());
+      molaccel::bench::Timing t;
+      t.median_s = per_iteration[1];
+      t.min_s = per_iteration[0];
+      t.max_s = per_iteration[2];
+      t.repeats = 3;
+      const double floor_s = bytes_per_row * double(n) / copy_bw;
+      print_row(
+          {.benchmark = fmt::format("linalg/bicgstab-poisson/fp64/{}",
+                                    resources.uses_gpu() ? (mode == launch_mode::graph    ? "graph"
+                                                            : mode == launch_mode::stream ? "stream"
+                                                                                          : "persistent")
+                                                         : "cpu"),
+           .device = device,
+           .size = fmt::format("n={}", n),
+           .timing = t,
+           .work = bytes_per_row * double(n),
+           .work_unit = "B",
+           .bytes = bytes_per_row * double(n),
+           .limit = copy_bw,
+           .limit_name = "measured copy bandwidth",
+           .note = fmt::format("{:.2f} us/iter, floor {:.2f} us ({:.2f}x), {} iters, {} kernels/iter, {}",
+                               t.median_s * 1e6, floor_s * 1e6, t.median_s / floor_s, last.iterations,
+                               last.kernels_per_iteration, last.backend)});
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false, cpu_only = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0)
+      quick = true;
+    else if (std::strcmp(argv[i], "--cpu") == 0)
+      cpu_only = true;
+  }
+  Resources::Options ro;
+  ro.device = DeviceSpec::parse(cpu_only ? "cpu" : "auto");
+  const Resources resources = Resources::create(ro);
+  const placement where = placement_of(resources);
+  std::string device = cpu_info().model;
+  double copy_bw = 20e9;  // CPU: a nominal stream bandwidth; GPU: measured below
+  molaccel::bench::print_header();
+#ifdef MOLACCEL_HAVE_CUDA
+  if (where.on_gpu()) {
+    device = gpu_list().at(static_cast<std::size_t>(where.device)).name;
+    copy_bw = molaccel::bench::measured_copy_bandwidth(where.device);
+  }
+#endif
+  if (!where.on_gpu()) std::printf("(CPU: rows are compared with a nominal 20 GB/s)\n");
+  bench_blas1(where, device, copy_bw, quick);
+  bench_blas2(where, device, quick);
+  bench_bicgstab(resources, device, copy_bw, quick);
+  return 0;
+}

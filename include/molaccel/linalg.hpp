@@ -1,0 +1,566 @@
+// molaccel linalg: a run-time generator of fused linear-algebra kernels (after ViennaCL's
+// generator, Tillet, Rupp & Selberherr) and the Krylov solvers built from it.
+//
+//   using namespace molaccel::linalg;
+//   symbolic_vector<double, 0> sx;  symbolic_vector<double, 1> sy;  symbolic_vector<double, 2> sz;
+//   custom_operation add(sx = sy + sz);           // kernel "vec0_eq_vec1_plus_vec2"
+//   add(x, y, z);                                  // x, y, z: linalg::vector<double>
+//
+// Containers live where their Resources say: on the first selected GPU, or in host memory (CPU
+// workers and CPU-only builds), so every operation and solver also runs on the CPU. The same
+// expression tree is turned into CUDA source (compiled with NVRTC at run time) or evaluated by the
+// CPU backend in one fused, threaded, vectorised loop. This header is CUDA-free.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "molaccel/runtime.hpp"
+
+namespace molaccel::linalg {
+
+// ---------------------------------------------------------------------------------------------
+// Element types and placement.
+// ---------------------------------------------------------------------------------------------
+enum class value_type : std::uint8_t { f32, f64, i32 };
+std::string_view to_string(value_type type);
+std::size_t size_of(value_type type);
+
+template <class T>
+constexpr value_type value_type_of() {
+  if constexpr (std::is_same_v<T, float>)
+    return value_type::f32;
+  else if constexpr (std::is_same_v<T, double>)
+    return value_type::f64;
+  else {
+    static_assert(std::is_same_v<T, std::int32_t>, "linalg supports float, double (and int32 indices)");
+    return value_type::i32;
+  }
+}
+
+// Where a container's memory lives: GPU `device` (>= 0) or host memory (-1). Host containers
+// remember how many threads the CPU backend may use on them (0 = all cores).
+struct placement {
+  int device = -1;
+  int cpu_threads = 0;
+  bool on_gpu() const { return device >= 0; }
+  bool operator==(const placement& o) const { return device == o.device; }
+  std::string describe() const;
+};
+// The first GPU of `resources`, or the host when it uses no GPU.
+placement placement_of(const Resources& resources);
+
+namespace detail {
+struct storage;  // host or device bytes (src/linalg/containers.cpp)
+
+// Untyped array: the one owner of memory behind every container. Views (a vector element used
+// as a scalar) share the storage with an offset.
+class array {
+ public:
+  array() = default;
+  array(const placement& where, value_type type, std::size_t count);  // zero-filled
+  std::size_t size() const { return count_; }
+  value_type type() const { return type_; }
+  const placement& where() const;
+  void* data() const;  // device or host address of element 0
+  void upload(const void* host, std::size_t count, std::size_t first = 0);
+  void download(void* host, std::size_t count, std::size_t first = 0) const;  // synchronises
+  array view(std::size_t first, std::size_t count) const;
+  bool empty_handle() const { return !storage_; }
+
+ private:
+  std::shared_ptr<storage> storage_;
+  std::size_t offset_ = 0, count_ = 0;
+  value_type type_ = value_type::f64;
+};
+}  // namespace detail
+
+template <class T>
+class scalar;
+
+// A dense vector of n elements of T.
+template <class T>
+class vector {
+ public:
+  vector() = default;
+  vector(const Resources& resources, std::size_t n) : vector(placement_of(resources), n) {}
+  vector(const placement& where, std::size_t n) : data_(where, value_type_of<T>(), n) {}
+  vector(const Resources& resources, std::span<const T> values) : vector(resources, values.size()) {
+    copy_from_host(values);
+  }
+  std::size_t size() const { return data_.size(); }
+  const placement& where() const { return data_.where(); }
+  void copy_from_host(std::span<const T> values) {
+    MOLACCEL_EXPECTS(values.size() == size(), "vector::copy_from_host: size mismatch");
+    data_.upload(values.data(), values.size());
+  }
+  std::vector<T> to_host() const {
+    std::vector<T> out(size());
+    data_.download(out.data(), out.size());
+    return out;
+  }
+  // Element i as a device scalar (shares memory): lets solvers keep per-iteration scalars in
+  // one array that is copied to the host once per batch of iterations.
+  scalar<T> element(std::size_t i) const;
+  const detail::array& raw() const { return data_; }
+
+ private:
+  detail::array data_;
+};
+
+// A scalar: either a host value (passed to kernels by value) or a value in device memory
+// (passed by address, so it can be produced and consumed on the GPU without a host round trip).
+template <class T>
+class scalar {
+ public:
+  scalar(T host_value = T(0)) : host_value_(host_value) {}  // host value
+  scalar(const Resources& resources, T value) : scalar(placement_of(resources), value) {}
+  scalar(const placement& where, T value) : data_(where, value_type_of<T>(), 1) { set(value); }
+  bool on_host() const { return data_.empty_handle(); }
+  T value() const {
+    if (on_host()) return host_value_;
+    T v;
+    data_.download(&v, 1);
+    return v;
+  }
+  void set(T v) {
+    if (on_host())
+      host_value_ = v;
+    else
+      data_.upload(&v, 1);
+  }
+  const detail::array& raw() const { return data_; }
+  static scalar view(const detail::array& a) {
+    scalar s;
+    s.data_ = a;
+    return s;
+  }
+
+ private:
+  T host_value_ = T(0);
+  detail::array data_;
+};
+
+template <class T>
+scalar<T> vector<T>::element(std::size_t i) const {
+  MOLACCEL_EXPECTS(i < size(), "vector::element: index out of range");
+  return scalar<T>::view(data_.view(i, 1));
+}
+
+// Dense row-major matrix whose rows are padded to a multiple of 32 elements (aligned,
+// coalesced row access on the GPU and whole SIMD vectors on the CPU).
+template <class T>
+class matrix {
+ public:
+  matrix() = default;
+  matrix(const Resources& resources, std::size_t rows, std::size_t cols)
+      : matrix(placement_of(resources), rows, cols) {}
+  matrix(const placement& where, std::size_t rows, std::size_t cols)
+      : rows_(rows), cols_(cols), ld_(padded(cols)), data_(where, value_type_of<T>(), rows * padded(cols)) {}
+  std::size_t rows() const { return rows_; }
+  std::size_t cols() const { return cols_; }
+  std::size_t leading_dimension() const { return ld_; }
+  const placement& where() const { return data_.where(); }
+  // `values` is row-major rows x cols (unpadded).
+  void copy_from_host(std::span<const T> values) {
+    MOLACCEL_EXPECTS(values.size() == rows_ * cols_, "matrix::copy_from_host: size mismatch");
+    std::vector<T> padded_rows(rows_ * ld_, T(0));
+    for (std::size_t r = 0; r < rows_; ++r)
+      for (std::size_t c = 0; c < cols_; ++c) padded_rows[r * ld_ + c] = values[r * cols_ + c];
+    data_.upload(padded_rows.data(), padded_rows.size());
+  }
+  std::vector<T> to_host() const {  // row-major rows x cols
+    std::vector<T> padded_rows(rows_ * ld_), out(rows_ * cols_);
+    data_.download(padded_rows.data(), padded_rows.size());
+    for (std::size_t r = 0; r < rows_; ++r)
+      for (std::size_t c = 0; c < cols_; ++c) out[r * cols_ + c] = padded_rows[r * ld_ + c];
+    return out;
+  }
+  const detail::array& raw() const { return data_; }
+  static std::size_t padded(std::size_t cols) { return (cols + 31) / 32 * 32; }
+
+ private:
+  std::size_t rows_ = 0, cols_ = 0, ld_ = 0;
+  detail::array data_;
+};
+
+// Compressed sparse rows on the host: the exchange format of the I/O functions.
+template <class T>
+struct host_csr {
+  std::size_t rows = 0, cols = 0;
+  std::vector<std::int32_t> row_ptr{0};  // rows + 1 entries
+  std::vector<std::int32_t> col_idx;     // sorted within each row, no duplicates
+  std::vector<T> values;
+  std::size_t nnz() const { return values.size(); }
+};
+
+// Sparse matrix (CSR, 32-bit indices) in device or host memory.
+template <class T>
+class csr_matrix {
+ public:
+  csr_matrix() = default;
+  template <class U>
+  csr_matrix(const Resources& resources, const host_csr<U>& a) : csr_matrix(placement_of(resources), a) {}
+  template <class U>
+  csr_matrix(const placement& where, const host_csr<U>& a)
+      : rows_(a.rows),
+        cols_(a.cols),
+        row_ptr_(where, value_type::i32, a.row_ptr.size()),
+        col_idx_(where, value_type::i32, a.col_idx.size()),
+        values_(where, value_type_of<T>(), a.values.size()) {
+    MOLACCEL_EXPECTS(a.row_ptr.size() == a.rows + 1 && a.col_idx.size() == a.values.size(),
+                     "csr_matrix: inconsistent host_csr");
+    std::vector<T> converted(a.values.begin(), a.values.end());
+    row_ptr_.upload(a.row_ptr.data(), a.row_ptr.size());
+    col_idx_.upload(a.col_idx.data(), a.col_idx.size());
+    values_.upload(converted.data(), converted.size());
+  }
+  std::size_t rows() const { return rows_; }
+  std::size_t cols() const { return cols_; }
+  std::size_t nnz() const { return values_.size(); }
+  const placement& where() const { return values_.where(); }
+  const detail::array& row_ptr() const { return row_ptr_; }
+  const detail::array& col_idx() const { return col_idx_; }
+  const detail::array& values() const { return values_; }
+
+ private:
+  std::size_t rows_ = 0, cols_ = 0;
+  detail::array row_ptr_, col_idx_, values_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Symbolic expressions. An expression is an immutable tree; leaves are numbered operands that
+// are bound to containers when the operation runs (the paper's symbolic_vector<T, i>).
+// ---------------------------------------------------------------------------------------------
+enum class node_kind : std::uint8_t {
+  vector,
+  dense_matrix,
+  csr_matrix,
+  host_scalar,
+  device_scalar,
+  constant,
+  placeholder,
+  negate,
+  add,
+  subtract,
+  multiply,
+  divide,
+  element_product,
+  element_division,
+  function,         // unary: exp log sqrt abs sin cos tanh nonzero (1 if x != 0)
+  binary_function,  // max min pow safe_div (0 when the divisor is 0) greater (1 if a > b)
+  modifier,         // children: argument, body (an expression in `placeholder` X)
+  inner_product,
+  norm_2,
+  matrix_product,
+  temporary  // a materialised operand (index into the plan's temporaries), made by the planner
+};
+enum class shape : std::uint8_t { scalar, vector, matrix };
+
+struct expression_node {
+  node_kind kind = node_kind::constant;
+  value_type type = value_type::f64;
+  linalg::shape shape = linalg::shape::scalar;
+  int index = -1;       // operand number for leaves
+  double constant = 0;  // node_kind::constant
+  std::string name;     // function / modifier name
+  std::vector<std::shared_ptr<const expression_node>> children;
+};
+using node_ptr = std::shared_ptr<const expression_node>;
+
+class statement;
+
+class expression {
+ public:
+  explicit expression(node_ptr node) : node_(std::move(node)) {}
+  const node_ptr& node() const { return node_; }
+  std::string to_string() const;  // infix form, e.g. "vec1 + 2 * vec2"
+
+ private:
+  node_ptr node_;
+};
+
+enum class assign_op : std::uint8_t { assign, add_assign, subtract_assign };
+
+class statement {
+ public:
+  statement(node_ptr target, assign_op op, node_ptr value);
+  const node_ptr& target() const { return target_; }
+  assign_op op() const { return op_; }
+  const node_ptr& value() const { return value_; }
+
+ private:
+  node_ptr target_;
+  assign_op op_;
+  node_ptr value_;
+};
+
+namespace detail {
+node_ptr leaf(node_kind kind, value_type type, int index);
+}
+
+// An assignable symbolic operand (vector or device scalar): `sx = expr` makes a statement.
+class assignable : public expression {
+ public:
+  using expression::expression;
+  statement operator=(const expression& value) const { return {node(), assign_op::assign, value.node()}; }
+  statement operator=(const assignable& value) const { return {node(), assign_op::assign, value.node()}; }
+  statement operator+=(const expression& value) const {
+    return {node(), assign_op::add_assign, value.node()};
+  }
+  statement operator-=(const expression& value) const {
+    return {node(), assign_op::subtract_assign, value.node()};
+  }
+};
+
+template <class T, int I>
+struct symbolic_vector : assignable {
+  symbolic_vector() : assignable(detail::leaf(node_kind::vector, value_type_of<T>(), I)) {}
+  using assignable::operator=;
+  statement operator=(const symbolic_vector& value) const {
+    return {node(), assign_op::assign, value.node()};
+  }
+};
+template <class T, int I>
+struct symbolic_matrix : expression {
+  symbolic_matrix() : expression(detail::leaf(node_kind::dense_matrix, value_type_of<T>(), I)) {}
+};
+template <class T, int I>
+struct symbolic_csr_matrix : expression {
+  symbolic_csr_matrix() : expression(detail::leaf(node_kind::csr_matrix, value_type_of<T>(), I)) {}
+};
+// A scalar passed by value from the host (a T, or a host scalar<T>).
+template <class T, int I>
+struct cpu_symbolic_scalar : expression {
+  cpu_symbolic_scalar() : expression(detail::leaf(node_kind::host_scalar, value_type_of<T>(), I)) {}
+};
+// A scalar in device memory (scalar<T> created with Resources); may be assigned to.
+template <class T, int I>
+struct gpu_symbolic_scalar : assignable {
+  gpu_symbolic_scalar() : assignable(detail::leaf(node_kind::device_scalar, value_type_of<T>(), I)) {}
+  using assignable::operator=;
+  statement operator=(const gpu_symbolic_scalar& value) const {
+    return {node(), assign_op::assign, value.node()};
+  }
+};
+
+// Arithmetic. Scalars broadcast over vectors; vector * vector is an error (use element_prod).
+expression operator+(const expression& a, const expression& b);
+expression operator-(const expression& a, const expression& b);
+expression operator*(const expression& a, const expression& b);
+expression operator/(const expression& a, const expression& b);
+expression operator-(const expression& a);
+expression operator+(const expression& a, double b);
+expression operator+(double a, const expression& b);
+expression operator-(const expression& a, double b);
+expression operator-(double a, const expression& b);
+expression operator*(const expression& a, double b);
+expression operator*(double a, const expression& b);
+expression operator/(const expression& a, double b);
+expression operator/(double a, const expression& b);
+expression element_prod(const expression& a, const expression& b);
+expression element_div(const expression& a, const expression& b);
+expression exp(const expression& a);
+expression log(const expression& a);
+expression sqrt(const expression& a);
+expression abs(const expression& a);
+expression sin(const expression& a);
+expression cos(const expression& a);
+expression tanh(const expression& a);
+expression nonzero(const expression& a);  // 1 where a != 0, else 0
+expression max(const expression& a, const expression& b);
+expression min(const expression& a, const expression& b);
+expression pow(const expression& a, const expression& b);
+expression safe_div(const expression& a, const expression& b);  // a / b, or 0 where b == 0
+expression greater(const expression& a, const expression& b);   // 1 where a > b, else 0
+expression inner_prod(const expression& a, const expression& b);
+expression norm_2(const expression& a);
+expression prod(const expression& matrix, const expression& vector);
+
+// An element-wise modifier from an expression in X (the paper's VIENNACL_EW_MODIFIER):
+// numbers, X, + - * /, parentheses and the functions above, e.g. "1/(1+X)" or "max(X, 0)".
+class elementwise_modifier {
+ public:
+  elementwise_modifier(std::string name, std::string body);  // throws InputError on bad text
+  expression operator()(const expression& argument) const;
+  const std::string& name() const { return name_; }
+  const std::string& body() const { return body_; }
+
+ private:
+  std::string name_, body_;
+};
+#define MOLACCEL_EW_MODIFIER(NAME, BODY) const ::molaccel::linalg::elementwise_modifier NAME(#NAME, BODY)
+
+// ---------------------------------------------------------------------------------------------
+// custom_operation: one or several simultaneous statements compiled into fused kernels.
+// ---------------------------------------------------------------------------------------------
+// A run-time operand of an operation, converted implicitly from the containers.
+struct argument {
+  enum class kind : std::uint8_t { vector, dense_matrix, csr_matrix, host_value, device_scalar };
+  kind what = kind::host_value;
+  value_type type = value_type::f64;
+  double host_value = 0;
+  const detail::array* data = nullptr;  // vector / scalar storage, matrix values
+  const detail::array* row_ptr = nullptr;
+  const detail::array* col_idx = nullptr;
+  std::size_t rows = 0, cols = 0, ld = 0;
+
+  argument(float v) : what(kind::host_value), type(value_type::f32), host_value(v) {}
+  argument(double v) : what(kind::host_value), type(value_type::f64), host_value(v) {}
+  template <class T>
+  argument(const vector<T>& v)
+      : what(kind::vector), type(value_type_of<T>()), data(&v.raw()), rows(v.size()), cols(1) {}
+  template <class T>
+  argument(const scalar<T>& s)
+      : what(s.on_host() ? kind::host_value : kind::device_scalar),
+        type(value_type_of<T>()),
+        host_value(s.on_host() ? double(s.value()) : 0.0),
+        data(s.on_host() ? nullptr : &s.raw()) {}
+  template <class T>
+  argument(const matrix<T>& m)
+      : what(kind::dense_matrix),
+        type(value_type_of<T>()),
+        data(&m.raw()),
+        rows(m.rows()),
+        cols(m.cols()),
+        ld(m.leading_dimension()) {}
+  template <class T>
+  argument(const csr_matrix<T>& m)
+      : what(kind::csr_matrix),
+        type(value_type_of<T>()),
+        data(&m.values()),
+        row_ptr(&m.row_ptr()),
+        col_idx(&m.col_idx()),
+        rows(m.rows()),
+        cols(m.cols()) {}
+};
+
+struct operation_plan;  // analysed statements (src/linalg/plan.hpp)
+
+class custom_operation {
+ public:
+  explicit custom_operation(statement s) : custom_operation(std::vector<statement>{std::move(s)}) {}
+  // Several statements with simultaneous semantics: every right-hand side sees the values from
+  // before the operation (the plane rotation `sx = sx + sy, sy = -sx + sy` uses the old x).
+  template <class... More>
+  custom_operation(statement first, statement second, More... more)
+      : custom_operation(std::vector<statement>{std::move(first), std::move(second), std::move(more)...}) {}
+  explicit custom_operation(std::vector<statement> statements);
+  ~custom_operation();
+  custom_operation(custom_operation&&) noexcept;
+  custom_operation& operator=(custom_operation&&) noexcept;
+
+  // Runs on the operands' device (all operands must share it); asynchronous on a GPU (ordered
+  // with every other linalg operation on that device; to_host() synchronises).
+  template <class... Args>
+  void operator()(const Args&... args) {
+    run({argument(args)...});
+  }
+  void run(const std::vector<argument>& args);
+
+  const std::string& name() const;  // e.g. "vec0_eq_vec1_plus_vec2"
+  std::string cuda_source() const;  // the generated CUDA translation unit
+  std::vector<std::string> kernel_names() const;
+  int kernels_per_run() const;           // launches per run on a GPU
+  std::string last_cpu_variant() const;  // "avx2" etc: which CPU build ran last
+  const operation_plan& plan() const;
+
+ private:
+  std::unique_ptr<operation_plan> plan_;
+  struct state;
+  std::shared_ptr<state> state_;
+};
+
+// The plain loop-per-operation oracle: evaluates the statements on host doubles, one loop per
+// tree node. Operands: vectors/scalars as `values` (scalars one element), matrices dense
+// row-major (rows x cols) or CSR. Used by the tests; shares no code with the fast paths.
+struct reference_operand {
+  std::vector<double> values;
+  std::size_t rows = 0, cols = 0;
+  const host_csr<double>* csr = nullptr;
+};
+void reference_execute(const std::vector<statement>& statements, std::vector<reference_operand>& operands);
+
+// ---------------------------------------------------------------------------------------------
+// Matrix Market I/O and test systems.
+// ---------------------------------------------------------------------------------------------
+// Reads a coordinate or array file (real, integer or pattern; general or symmetric) into CSR
+// (symmetric entries mirrored, duplicates summed). Errors: InputError with the line number.
+host_csr<double> read_matrix_market(const std::filesystem::path& path);
+host_csr<double> parse_matrix_market(std::string_view name, std::string_view content);
+// A vector: an n x 1 (or 1 x n) array or coordinate file.
+std::vector<double> read_matrix_market_vector(const std::filesystem::path& path);
+// Writes x as an n x 1 real array (atomically: no partial file on failure).
+void write_matrix_market_vector(const std::filesystem::path& path, std::span<const double> x,
+                                std::string_view comment = {});
+// The seed's benchmark matrix: 2-D Poisson, linear elements on an N x N grid of right triangles,
+// i.e. the 5-point stencil (4 on the diagonal, -1 for each grid neighbour); n = N * N.
+host_csr<double> poisson_2d(std::size_t grid_size);
+// y = A x on the host in double precision (for residual checks).
+std::vector<double> multiply(const host_csr<double>& a, std::span<const double> x);
+
+// ---------------------------------------------------------------------------------------------
+// Krylov solvers.
+// ---------------------------------------------------------------------------------------------
+enum class solver_kind { cg, bicgstab };
+enum class preconditioner { none, jacobi };
+enum class precision { fp32, fp64 };
+// stream: one launch per generated kernel, host check every iteration. graph: a CUDA graph of
+// `batch` iterations replayed per host check (no launch overhead); the iterations after
+// convergence in a batch are masked no-ops. persistent: the batch as one generated kernel
+// (cooperative launch, one block per SM, grid-wide barriers between the stages): one launch per
+// batch (new; not yet measured on a GPU). automatic: graph on a GPU.
+enum class launch_mode { automatic, stream, graph, persistent };
+
+struct solver_options {
+  solver_kind solver = solver_kind::bicgstab;
+  preconditioner precond = preconditioner::none;
+  linalg::precision precision = linalg::precision::fp64;
+  double tolerance = 1e-8;  // stop when ||r|| / ||b|| <= tolerance
+  int max_iterations = 1000;
+  launch_mode launch = launch_mode::automatic;
+  int batch = 0;  // iterations per host check; 0 = automatic
+  // BiCGStab: evaluate each matrix product inside the inner-product pass and again in its
+  // consumer (6 kernels per iteration instead of 8, more bytes; for latency-bound sizes):
+  // -1 automatic (currently never), 0 never, 1 always.
+  int products_in_reductions = -1;
+};
+
+enum class solver_status {
+  converged,
+  max_iterations,
+  breakdown_rho,
+  breakdown_omega,
+  breakdown_alpha,
+  zero_rhs
+};
+std::string_view to_string(solver_status status);
+std::string_view to_string(solver_kind kind);
+
+struct solver_result {
+  std::vector<double> x;
+  solver_status status = solver_status::max_iterations;
+  int iterations = 0;
+  double relative_residual = 0;          // ||r|| / ||b|| of the recurrence at the end
+  std::vector<double> residual_history;  // ||r_k|| / ||b||, k = 0 .. iterations
+  double seconds = 0;                    // iteration loop only (no set-up, no compilation)
+  double seconds_per_iteration = 0;
+  int kernels_per_iteration = 0;  // GPU launches per iteration (0 on the CPU)
+  int host_checks = 0;            // host synchronisations in the loop
+  std::string backend;            // e.g. "gpu:0 graph x8" or "cpu/avx2 (16 threads)"
+};
+
+// Solves A x = b from x = 0 (A square). Runs as one tile of the scheduler, so a failing GPU
+// hands the solve to a CPU worker when the resources have one.
+solver_result solve(const Resources& resources, const host_csr<double>& a, std::span<const double> b,
+                    const solver_options& options);
+
+}  // namespace molaccel::linalg

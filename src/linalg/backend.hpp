@@ -1,0 +1,89 @@
+// The backends behind custom_operation and the containers. CUDA-free: the GPU functions are
+// defined in cuda/*.cu and exist only when MOLACCEL_HAVE_CUDA is defined; callers guard them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "linalg/plan.hpp"
+#include "molaccel/linalg.hpp"
+
+namespace molaccel::linalg {
+
+// CPU: one fused, threaded, vectorised loop per stage. Returns the SIMD variant that ran.
+std::string cpu_execute(const operation_plan& plan, const std::vector<argument>& args,
+                        const bound_shapes& shapes);
+
+// CUDA source of every stage of `plan`; `group` threads cooperate on one row of a product.
+std::string generate_cuda_source(const operation_plan& plan, int group);
+// One recorded operation of a persistent sequence: its kernel parameters (8-byte words, in the
+// generator's order, without n_rows) followed by n_rows of each stage.
+struct sequence_step {
+  const operation_plan* plan = nullptr;
+  std::vector<std::uint64_t> words;
+};
+// One kernel that runs every stage of every step, separated by grid-wide barriers.
+std::string generate_sequence_source(const std::vector<sequence_step>& steps, int group, value_type type,
+                                     const std::string& kernel_name);
+// Threads per row for a stage with products: 32 for dense rows, fewer for short CSR rows.
+int group_size_for(const plan_stage& stage, double csr_average_row_nnz);
+
+// Every operation the solvers generate (tests compile them with NVRTC without a GPU).
+std::vector<const operation_plan*> solver_plans(value_type type, bool jacobi);
+
+namespace gpu {
+struct operation_state;  // compiled programs and workspace of one operation on one device
+
+void* allocate(int device, std::size_t bytes);  // zero-filled
+void release(int device, void* ptr) noexcept;
+void upload(int device, void* dst, const void* src, std::size_t bytes);
+void download(int device, void* dst, const void* src, std::size_t bytes);  // waits for queued work
+void synchronize(int device);
+
+void execute(const operation_plan& plan, const std::vector<argument>& args, const bound_shapes& shapes,
+             std::shared_ptr<operation_state>& state);
+int launches(const operation_plan& plan);
+
+// While alive on this thread, GPU operations compile and allocate but launch nothing (so a
+// solver can prepare every kernel before capturing its iteration in a CUDA graph).
+class prepare_only_scope {
+ public:
+  prepare_only_scope();
+  ~prepare_only_scope();
+};
+
+// A CUDA graph recorded from the linalg operations that `record` issues on `device`.
+class captured_work {
+ public:
+  captured_work(int device, const std::function<void()>& record);
+  ~captured_work();
+  captured_work(const captured_work&) = delete;
+  captured_work& operator=(const captured_work&) = delete;
+  void launch();
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+// The operations that `record` issues, generated as one persistent kernel (cooperative launch,
+// one block per SM, grid-wide barriers between stages): one launch for all of them.
+class persistent_work {
+ public:
+  persistent_work(int device, const std::function<void()>& record);
+  ~persistent_work();
+  persistent_work(const persistent_work&) = delete;
+  persistent_work& operator=(const persistent_work&) = delete;
+  void launch();
+  int blocks() const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+}  // namespace gpu
+
+}  // namespace molaccel::linalg

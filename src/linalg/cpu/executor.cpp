@@ -1,0 +1,317 @@
+// CPU backend: compiles each stage of a plan into a chunk_program and runs it over chunks of
+// rows on the CPU threads. Reductions are summed per chunk and then in chunk order, so results
+// do not depend on the thread count.
+#include <cmath>
+#include <cstring>
+#include <functional>
+
+#include "linalg/backend.hpp"
+#include "linalg/cpu/program.hpp"
+#include "linalg/expression_util.hpp"
+
+namespace molaccel::linalg {
+
+namespace {
+
+const cpu::chunk_kernels& selected_kernels() {
+  static const cpu::chunk_kernels k = [] {
+    switch (cpu_info().simd) {
+      case SimdLevel::avx512:
+        return cpu::isa_avx512::kernels();
+      case SimdLevel::avx2:
+        return cpu::isa_avx2::kernels();
+      default:
+        return cpu::isa_scalar::kernels();
+    }
+  }();
+  return k;
+}
+
+template <class T>
+cpu::chunk_function<T> chunk_function_for() {
+  if constexpr (std::is_same_v<T, float>)
+    return selected_kernels().f32;
+  else
+    return selected_kernels().f64;
+}
+
+template <class T>
+class cpu_runner {
+ public:
+  cpu_runner(const operation_plan& plan, const std::vector<argument>& args, const bound_shapes& shapes)
+      : plan_(plan),
+        args_(args),
+        shapes_(shapes),
+        results_(plan.reductions.size(), 0.0),
+        temporaries_(plan.temporaries.size()) {
+    threads_ = shapes.where.cpu_threads;
+  }
+
+  void run() {
+    for (std::size_t s = 0; s < plan_.stages.size(); ++s) run_stage(plan_.stages[s], shapes_.stage_rows[s]);
+  }
+
+ private:
+  // ---- scalar sub-expressions: evaluated once per stage, in T ----
+  T scalar_value(const node_ptr& n, const T* x = nullptr) {
+    switch (n->kind) {
+      case node_kind::constant:
+        return T(n->constant);
+      case node_kind::host_scalar:
+        return T(args_[n->index].host_value);
+      case node_kind::device_scalar:
+        return *static_cast<const T*>(args_[n->index].data->data());
+      case node_kind::placeholder:
+        return *x;
+      case node_kind::inner_product:
+        return T(results_[plan_.slot_of(n)]);
+      case node_kind::norm_2:
+        return T(std::sqrt(results_[plan_.slot_of(n)]));
+      case node_kind::negate:
+        return -scalar_value(n->children[0], x);
+      case node_kind::modifier: {
+        const T a = scalar_value(n->children[0], x);
+        return scalar_value(n->children[1], &a);
+      }
+      case node_kind::function: {
+        const T a = scalar_value(n->children[0], x);
+        const std::string& f = n->name;
+        if (f == "exp") return std::exp(a);
+        if (f == "log") return std::log(a);
+        if (f == "sqrt") return std::sqrt(a);
+        if (f == "abs") return std::fabs(a);
+        if (f == "sin") return std::sin(a);
+        if (f == "cos") return std::cos(a);
+        if (f == "tanh") return std::tanh(a);
+        return a != T(0) ? T(1) : T(0);  // nonzero
+      }
+      default:
+        break;
+    }
+    const T a = scalar_value(n->children[0], x), b = scalar_value(n->children[1], x);
+    switch (n->kind) {
+      case node_kind::add:
+        return a + b;
+      case node_kind::subtract:
+        return a - b;
+      case node_kind::multiply:
+      case node_kind::element_product:
+        return a * b;
+      case node_kind::divide:
+      case node_kind::element_division:
+        return a / b;
+      default:
+        break;
+    }
+    const std::string& f = n->name;
+    if (f == "max") return std::max(a, b);
+    if (f == "min") return std::min(a, b);
+    if (f == "pow") return std::pow(a, b);
+    if (f == "safe_div") return b == T(0) ? T(0) : a / b;
+    return a > b ? T(1) : T(0);  // greater
+  }
+
+  // ---- vector sub-expressions: compiled to instructions ----
+  int emit(cpu::chunk_program<T>& p, cpu::instruction ins) {
+    ins.dst = p.registers++;
+    p.code.push_back(ins);
+    return ins.dst;
+  }
+
+  // Address of a vector operand of a product: a leaf, or the expression materialised first.
+  const T* vector_address(const node_ptr& n, std::vector<std::vector<T>>& keep) {
+    if (n->kind == node_kind::vector) return static_cast<const T*>(args_[n->index].data->data());
+    if (n->kind == node_kind::temporary) return temporaries_[n->index].data();
+    const std::size_t len = vector_length(plan_, n, args_);
+    keep.emplace_back(len);
+    cpu::chunk_program<T> p;
+    const int reg = compile(p, n, nullptr, keep);
+    p.stores.push_back({reg, keep.back().data(), len});
+    run_program(p, len, 0);
+    return keep.back().data();
+  }
+
+  int compile(cpu::chunk_program<T>& p, const node_ptr& n, const int* x, std::vector<std::vector<T>>& keep) {
+    if (n->shape == shape::scalar) {
+      cpu::instruction ins;
+      ins.op = cpu::opcode::broadcast;
+      ins.imm = double(scalar_value(n));
+      return emit(p, ins);
+    }
+    cpu::instruction ins;
+    switch (n->kind) {
+      case node_kind::vector:
+        ins.op = cpu::opcode::load;
+        ins.ptr = args_[n->index].data->data();
+        ins.length = args_[n->index].rows;
+        return emit(p, ins);
+      case node_kind::temporary:
+        ins.op = cpu::opcode::load;
+        ins.ptr = temporaries_[n->index].data();
+        ins.length = temporaries_[n->index].size();
+        return emit(p, ins);
+      case node_kind::placeholder:
+        return *x;
+      case node_kind::modifier: {
+        const int arg = compile(p, n->children[0], x, keep);
+        return compile(p, n->children[1], &arg, keep);
+      }
+      case node_kind::matrix_product: {
+        const auto& m = args_[n->children[0]->index];
+        const T* v = vector_address(n->children[1], keep);
+        if (m.what == argument::kind::csr_matrix) {
+          ins.op = cpu::opcode::csr_dot;
+          ins.ptr = m.row_ptr->data();
+          ins.ptr2 = m.col_idx->data();
+          ins.ptr3 = m.data->data();
+          ins.ptr4 = v;
+        } else {
+          ins.op = cpu::opcode::dense_dot;
+          ins.ptr = m.data->data();
+          ins.ptr2 = v;
+          ins.ld = m.ld;
+          ins.cols = m.cols;
+        }
+        ins.length = m.rows;
+        return emit(p, ins);
+      }
+      case node_kind::negate:
+      case node_kind::function: {
+        ins.a = compile(p, n->children[0], x, keep);
+        if (n->kind == node_kind::negate)
+          ins.op = cpu::opcode::negate;
+        else
+          ins.op = unary_opcode(n->name);
+        return emit(p, ins);
+      }
+      default:
+        break;
+    }
+    ins.a = compile(p, n->children[0], x, keep);
+    ins.b = compile(p, n->children[1], x, keep);
+    switch (n->kind) {
+      case node_kind::add:
+        ins.op = cpu::opcode::add;
+        break;
+      case node_kind::subtract:
+        ins.op = cpu::opcode::subtract;
+        break;
+      case node_kind::multiply:
+      case node_kind::element_product:
+        ins.op = cpu::opcode::multiply;
+        break;
+      case node_kind::divide:
+      case node_kind::element_division:
+        ins.op = cpu::opcode::divide;
+        break;
+      default:
+        ins.op = binary_opcode(n->name);
+        break;
+    }
+    return emit(p, ins);
+  }
+
+  static cpu::opcode unary_opcode(const std::string& f) {
+    if (f == "exp") return cpu::opcode::exp;
+    if (f == "log") return cpu::opcode::log;
+    if (f == "sqrt") return cpu::opcode::sqrt;
+    if (f == "abs") return cpu::opcode::abs;
+    if (f == "sin") return cpu::opcode::sin;
+    if (f == "cos") return cpu::opcode::cos;
+    if (f == "tanh") return cpu::opcode::tanh;
+    return cpu::opcode::nonzero;
+  }
+  static cpu::opcode binary_opcode(const std::string& f) {
+    if (f == "max") return cpu::opcode::max;
+    if (f == "min") return cpu::opcode::min;
+    if (f == "pow") return cpu::opcode::pow;
+    if (f == "safe_div") return cpu::opcode::safe_div;
+    return cpu::opcode::greater;
+  }
+
+  // Runs a program over `rows` rows; returns per-slot sums in chunk order.
+  std::vector<double> run_program(const cpu::chunk_program<T>& p, std::size_t rows, std::size_t slots) {
+    const std::size_t n_chunks = (rows + cpu::chunk_rows - 1) / cpu::chunk_rows;
+    std::vector<double> partials(n_chunks * std::max<std::size_t>(slots, 1), 0.0);
+    const auto fn = chunk_function_for<T>();
+    const std::size_t width = std::max<std::size_t>(slots, 1);
+    auto body = [&](std::size_t c0, std::size_t c1) {
+      thread_local std::vector<T> registers;
+      registers.resize(std::max(1, p.registers) * cpu::batch);
+      for (std::size_t c = c0; c < c1; ++c)
+        fn(p, c * cpu::chunk_rows, std::min(rows, (c + 1) * cpu::chunk_rows), partials.data() + c * width,
+           registers.data());
+    };
+    // parallel_for starts its threads per call (tens of microseconds): below 8 chunks (65,536
+    // rows) one thread finishes sooner.
+    if (n_chunks < 8)
+      body(0, n_chunks);
+    else
+      parallel_for(n_chunks, threads_, 1, body);
+    std::vector<double> sums(slots, 0.0);
+    for (std::size_t c = 0; c < n_chunks; ++c)
+      for (std::size_t s = 0; s < slots; ++s) sums[s] += partials[c * width + s];
+    return sums;
+  }
+
+  void run_stage(const plan_stage& st, std::size_t rows) {
+    cpu::chunk_program<T> p;
+    std::vector<std::vector<T>> keep;  // materialised product operands of this stage
+    if (st.what == plan_stage::kind::reduction) {
+      for (int slot : st.reductions) {
+        const auto& node = plan_.reductions[slot].node;
+        typename cpu::chunk_program<T>::reduction r;
+        r.a = compile(p, node->children[0], nullptr, keep);
+        r.b = node->kind == node_kind::norm_2 ? r.a : compile(p, node->children[1], nullptr, keep);
+        r.length = shapes_.reduction_length[slot];
+        r.slot = slot;
+        p.reductions.push_back(r);
+      }
+      // Slots are global; partial sums are kept for every slot, filled only for this stage's.
+      const auto sums = run_program(p, rows, plan_.reductions.size());
+      for (int slot : st.reductions) results_[slot] = sums[slot];
+      return;
+    }
+    if (st.what == plan_stage::kind::temporaries) {
+      for (int t : st.temporaries) temporaries_[t].assign(shapes_.temporary_length[t], T(0));
+      for (int t : st.temporaries) {
+        const int reg = compile(p, plan_.temporaries[t].operand, nullptr, keep);
+        p.stores.push_back({reg, temporaries_[t].data(), temporaries_[t].size()});
+      }
+      run_program(p, rows, 0);
+      return;
+    }
+    // Final stage: scalar targets from the values before the operation, then every vector
+    // right-hand side of a batch into registers before the first store.
+    std::vector<T> scalar_results;
+    for (auto& a : st.scalar_assignments) scalar_results.push_back(scalar_value(a.value));
+    for (auto& a : st.vector_assignments) {
+      const int reg = compile(p, a.value, nullptr, keep);
+      p.stores.push_back(
+          {reg, static_cast<T*>(args_[a.target->index].data->data()), args_[a.target->index].rows});
+    }
+    if (!p.stores.empty()) run_program(p, rows, 0);
+    for (std::size_t k = 0; k < st.scalar_assignments.size(); ++k)
+      *static_cast<T*>(args_[st.scalar_assignments[k].target->index].data->data()) = scalar_results[k];
+  }
+
+  const operation_plan& plan_;
+  const std::vector<argument>& args_;
+  const bound_shapes& shapes_;
+  std::vector<double> results_;              // reduction values (norms squared until read)
+  std::vector<std::vector<T>> temporaries_;  // materialised operands of the temporaries stage
+  int threads_ = 0;
+};
+
+}  // namespace
+
+std::string cpu_execute(const operation_plan& plan, const std::vector<argument>& args,
+                        const bound_shapes& shapes) {
+  if (plan.type == value_type::f32)
+    cpu_runner<float>(plan, args, shapes).run();
+  else
+    cpu_runner<double>(plan, args, shapes).run();
+  return selected_kernels().isa;
+}
+
+}  // namespace molaccel::linalg

@@ -1,0 +1,466 @@
+// CUDA source generator: one kernel per plan stage, written to be read (named after the
+// expression, one line per token). Plain C++ with no CUDA dependency, so CPU-only builds and
+// CI can generate and NVRTC-compile every kernel.
+//
+// Kernel parameters are all 8 bytes wide (pointers, long long, double: host scalars arrive as
+// double and are converted to T), so the launcher marshals them without knowing T.
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "linalg/backend.hpp"
+#include "linalg/expression_util.hpp"
+
+namespace molaccel::linalg {
+
+namespace {
+
+bool is_reduction(const node_ptr& n) {
+  return n->kind == node_kind::inner_product || n->kind == node_kind::norm_2;
+}
+
+std::string literal(double v, value_type t) {
+  std::string s = fmt::format("{:.17g}", v);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return t == value_type::f32 ? "T(" + s + "f)" : "T(" + s + ")";
+}
+
+class generator {
+ public:
+  generator(const operation_plan& plan, int group) : plan_(plan), group_(group) {}
+
+  std::string source() {
+    std::ostringstream out;
+    out << "// molaccel linalg: generated kernels for\n";
+    for (auto& s : plan_.statements) out << "//   " << statement_to_string(s) << "\n";
+    out << "// (MOLACCEL_DUMP_KERNELS=dir writes this file; regenerated at run time.)\n";
+    out << preamble(plan_.type, group_, false);
+    out << definitions();
+    return out.str();
+  }
+
+  // Modifiers and stages of this plan: kernels, or (persistent) device functions named
+  // prefix + kernel name, called by a driver kernel.
+  std::string definitions() {
+    std::ostringstream out;
+    collect_modifiers();
+    for (auto& [name, def] : modifier_defs_) out << def << "\n";
+    for (std::size_t s = 0; s < plan_.stages.size(); ++s) out << kernel(plan_.stages[s]) << "\n";
+    return out.str();
+  }
+
+  void make_device_functions(std::string prefix) {
+    device_functions_ = true;
+    prefix_ = std::move(prefix);
+  }
+
+  // One 8-byte kernel parameter.
+  struct word {
+    std::string type, name;
+  };
+
+  // Parameter list shared by every stage of the operation (n_rows last).
+  std::vector<word> parameter_words() const {
+    std::vector<word> p;
+    for (std::size_t i = 0; i < plan_.operands.size(); ++i) {
+      const auto& op = plan_.operands[i];
+      switch (op.kind) {
+        case node_kind::vector:
+          p.push_back({op.written ? "T*" : "const T*", fmt::format("vec{}", i)});
+          p.push_back({"long long", fmt::format("size_vec{}", i)});
+          break;
+        case node_kind::dense_matrix:
+          p.push_back({"const T*", fmt::format("mat{}", i)});
+          for (auto n : {"rows_mat", "cols_mat", "ld_mat"})
+            p.push_back({"long long", fmt::format("{}{}", n, i)});
+          break;
+        case node_kind::csr_matrix:
+          p.push_back({"const int*", fmt::format("csr{}_row", i)});
+          p.push_back({"const int*", fmt::format("csr{}_col", i)});
+          p.push_back({"const T*", fmt::format("csr{}_val", i)});
+          p.push_back({"long long", fmt::format("rows_csr{}", i)});
+          p.push_back({"long long", fmt::format("cols_csr{}", i)});
+          break;
+        case node_kind::host_scalar:
+          p.push_back({"double", fmt::format("scal{}_arg", i)});
+          break;
+        case node_kind::device_scalar:
+          p.push_back({"T*", fmt::format("gscal{}", i)});
+          break;
+        default:
+          break;
+      }
+    }
+    for (std::size_t t = 0; t < plan_.temporaries.size(); ++t) {
+      p.push_back({"T*", fmt::format("tmp{}", t)});
+      p.push_back({"long long", fmt::format("size_tmp{}", t)});
+    }
+    for (std::size_t r = 0; r < plan_.reductions.size(); ++r) {
+      p.push_back({"long long", fmt::format("len_red{}", r)});
+      p.push_back({"long long", fmt::format("parts_red{}", r)});
+    }
+    p.push_back({"T*", "partials"});
+    p.push_back({"long long", "partial_stride"});
+    p.push_back({"long long", "n_rows"});
+    return p;
+  }
+
+  static std::string preamble(value_type type, int group, bool persistent) {
+    std::string out;
+    out += fmt::format("typedef {} T;\n", type == value_type::f64 ? "double" : "float");
+    out += fmt::format("#define GROUP {}  // threads that share one row of a matrix product\n", group);
+    // In one persistent kernel a stage reads what earlier stages wrote: no restrict (which
+    // would allow the non-coherent read-only cache path).
+    out += persistent ? "#define RESTRICT\n\n" : "#define RESTRICT __restrict__\n\n";
+    out += helpers();
+    return out;
+  }
+
+ private:
+  static std::string helpers() {
+    return R"(#define FULL_MASK 0xffffffffu
+__device__ __forceinline__ T safe_div(T a, T b) { return b == T(0) ? T(0) : a / b; }
+__device__ __forceinline__ T greater(T a, T b) { return a > b ? T(1) : T(0); }
+__device__ __forceinline__ T nonzero(T a) { return a != T(0) ? T(1) : T(0); }
+
+// Sum over the G consecutive lanes that share a row (mask: those lanes).
+template <int G>
+__device__ __forceinline__ T group_sum(T v, unsigned mask) {
+  for (int offset = G / 2; offset > 0; offset >>= 1) v += __shfl_down_sync(mask, v, offset, G);
+  return v;
+}
+
+// Sum over the block; every thread gets the total. `scratch` holds one value per warp.
+__device__ __forceinline__ T block_sum(T v, T* scratch) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(FULL_MASK, v, offset);
+  __syncthreads();  // scratch may still be read by a previous call
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
+  __syncthreads();
+  T total = T(0);
+  for (int w = 0; w < (int)(blockDim.x / 32); ++w) total += scratch[w];
+  return total;
+}
+
+// The final summation of an inner product: the partial sums of the blocks of an earlier
+// kernel, added up by every block of the consuming kernel (no extra launch).
+__device__ __forceinline__ T sum_partials(const T* RESTRICT partials, long long count, T* scratch) {
+  T v = T(0);
+  for (long long i = threadIdx.x; i < count; i += blockDim.x) v += partials[i];
+  return block_sum(v, scratch);
+}
+
+)";
+  }
+
+  void collect_modifiers() {
+    std::function<void(const node_ptr&)> walk = [&](const node_ptr& n) {
+      if (n->kind == node_kind::modifier && !modifier_names_.count(n.get())) {
+        const std::string key = structural_key(n->children[1]);
+        auto it = modifier_by_body_.find(key);
+        std::string fn;
+        if (it != modifier_by_body_.end()) {
+          fn = it->second;
+        } else {
+          fn = prefix_ + "modifier_" + n->name;  // prefixed: never clashes with the kernel's own names
+          while (modifier_defs_.count(fn)) fn += "_";
+          modifier_by_body_[key] = fn;
+          modifier_defs_[fn] = fmt::format(
+              "// element-wise modifier {}(X)\n__device__ __forceinline__ T {}(T X) {{ return {}; }}\n",
+              n->name, fn, code(n->children[1], "row"));
+        }
+        modifier_names_[n.get()] = fn;
+      }
+      for (auto& c : n->children) walk(c);
+    };
+    for (auto& s : plan_.stages) {
+      for (auto& a : s.vector_assignments) walk(a.value);
+      for (auto& a : s.scalar_assignments) walk(a.value);
+    }
+    for (auto& t : plan_.temporaries) walk(t.operand);
+    for (auto& r : plan_.reductions) walk(r.node);
+  }
+
+  std::string parameters() const {
+    std::string s;
+    bool first = true;
+    for (const auto& w : parameter_words()) {
+      s += (first ? "    " : ",\n    ") + w.type + (w.type.back() == '*' ? " RESTRICT " : " ") + w.name;
+      first = false;
+    }
+    return s;
+  }
+
+  // Element expression at index `at` (a row, or a column inside a product).
+  std::string code(const node_ptr& n, const std::string& at) {
+    auto bin = [&](const char* op) {
+      return "(" + code(n->children[0], at) + " " + op + " " + code(n->children[1], at) + ")";
+    };
+    switch (n->kind) {
+      case node_kind::vector:
+        return fmt::format("vec{}[{}]", n->index, at);
+      case node_kind::temporary:
+        return fmt::format("tmp{}[{}]", n->index, at);
+      case node_kind::host_scalar:
+        return fmt::format("scal{}", n->index);
+      case node_kind::device_scalar:
+        return fmt::format("gscal{}_value", n->index);
+      case node_kind::constant:
+        return literal(n->constant, n->type);
+      case node_kind::placeholder:
+        return "X";
+      case node_kind::negate:
+        return "(-" + code(n->children[0], at) + ")";
+      case node_kind::add:
+        return bin("+");
+      case node_kind::subtract:
+        return bin("-");
+      case node_kind::multiply:
+      case node_kind::element_product:
+        return bin("*");
+      case node_kind::divide:
+      case node_kind::element_division:
+        return bin("/");
+      case node_kind::function:
+        if (n->name == "abs") return "fabs(" + code(n->children[0], at) + ")";
+        return n->name + "(" + code(n->children[0], at) + ")";
+      case node_kind::binary_function: {
+        std::string f = n->name == "max" ? "fmax" : n->name == "min" ? "fmin" : n->name;
+        return f + "(" + code(n->children[0], at) + ", " + code(n->children[1], at) + ")";
+      }
+      case node_kind::modifier:
+        return modifier_names_.at(n.get()) + "(" + code(n->children[0], at) + ")";
+      case node_kind::inner_product:
+      case node_kind::norm_2:
+        return fmt::format("red{}", plan_.slot_of(n));
+      case node_kind::matrix_product:
+        return products_.at(structural_key(n));
+      default:
+        break;
+    }
+    throw Error("linalg codegen: unexpected node", __FILE__, __LINE__);
+  }
+
+  // Products evaluated in this stage (outside reductions consumed from partials).
+  void collect_stage_products(const node_ptr& n, int stage_level, std::vector<node_ptr>& out) {
+    if (is_reduction(n) && plan_.reductions[plan_.slot_of(n)].level < stage_level) return;
+    if (n->kind == node_kind::matrix_product) {
+      const std::string key = structural_key(n);
+      if (!products_.count(key)) {
+        products_[key] = fmt::format("prod{}", products_.size());
+        out.push_back(n);
+      }
+      return;  // operands of products contain no products (the planner checks)
+    }
+    for (auto& c : n->children) collect_stage_products(c, stage_level, out);
+  }
+
+  std::string product_code(const node_ptr& n) {
+    const std::string name = products_.at(structural_key(n));
+    const auto& m = n->children[0];
+    std::ostringstream o;
+    o << "    T " << name << " = T(0);  // row of " << infix(n) << "\n";
+    if (m->kind == node_kind::dense_matrix) {
+      o << fmt::format(
+          "    if (row < rows_mat{0}) {{\n      const T* RESTRICT a_row = mat{0} + row * ld_mat{0};\n"
+          "      for (long long j = lane; j < cols_mat{0}; j += G) {1} += a_row[j] * {2};\n    }}\n",
+          m->index, name, code(n->children[1], "j"));
+    } else {
+      o << fmt::format(
+          "    if (row < rows_csr{0}) {{\n      const int end = csr{0}_row[row + 1];\n"
+          "      for (int k = csr{0}_row[row] + lane; k < end; k += G) {{\n"
+          "        const int j = csr{0}_col[k];\n        {1} += csr{0}_val[k] * {2};\n      }}\n    }}\n",
+          m->index, name, code(n->children[1], "j"));
+    }
+    o << "    if (G > 1) " << name << " = group_sum<G>(" << name << ", mask);\n";
+    return o.str();
+  }
+
+  std::string kernel(const plan_stage& st) {
+    products_.clear();
+    std::vector<node_ptr> products;
+    for (int slot : st.reductions)
+      for (auto& c : plan_.reductions[slot].node->children) collect_stage_products(c, st.level, products);
+    for (int t : st.temporaries) collect_stage_products(plan_.temporaries[t].operand, st.level, products);
+    for (auto& a : st.vector_assignments) collect_stage_products(a.value, st.level, products);
+    const bool grouped = !products.empty();
+
+    std::ostringstream o;
+    const char* role =
+        st.what == plan_stage::kind::reduction     ? "inner products, first pass (partial sums per block)"
+        : st.what == plan_stage::kind::temporaries ? "operands of products that read written vectors"
+                                                   : "the assignments";
+    o << "// " << st.kernel_name << ": " << role << "\n";
+    if (device_functions_)
+      o << "__device__ __noinline__ void " << prefix_ << st.kernel_name << "(\n" << parameters() << ")\n{\n";
+    else
+      o << "extern \"C\" __global__ void __launch_bounds__(256) " << st.kernel_name << "(\n"
+        << parameters() << ")\n{\n";
+    o << "  constexpr int G = " << (grouped ? "GROUP" : "1") << ";\n";
+    if (!st.consumed.empty() || !st.reductions.empty()) o << "  __shared__ T scratch[32];  // block sums\n";
+    // Host and device scalars.
+    for (std::size_t i = 0; i < plan_.operands.size(); ++i) {
+      if (plan_.operands[i].kind == node_kind::host_scalar)
+        o << fmt::format("  const T scal{0} = T(scal{0}_arg);\n", i);
+      if (plan_.operands[i].kind == node_kind::device_scalar && !plan_.operands[i].written)
+        o << fmt::format("  const T gscal{0}_value = *gscal{0};\n", i);
+    }
+    // Fused final summation of inner products from earlier kernels.
+    for (int slot : st.consumed) {
+      const auto& r = plan_.reductions[slot];
+      o << fmt::format(
+          "  const T red{0} = {1}sum_partials(partials + {0} * partial_stride, parts_red{0}, scratch){2};  "
+          "// {3}\n",
+          slot, r.node->kind == node_kind::norm_2 ? "sqrt(" : "",
+          r.node->kind == node_kind::norm_2 ? ")" : "", infix(r.node));
+    }
+    for (int slot : st.reductions) o << fmt::format("  T acc{} = T(0);\n", slot);
+    o << "  const int lane = threadIdx.x % G;\n";
+    o << "  const unsigned mask = G == 32 ? FULL_MASK : (((1u << G) - 1u) << (threadIdx.x % 32 / G * G));\n";
+    o << "  (void)lane; (void)mask;\n";
+    o << "  const long long step = (long long)gridDim.x * blockDim.x / G;\n";
+    o << "  for (long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / G; row < n_rows; row "
+         "+= step) {\n";
+    for (auto& p : products) o << product_code(p);
+    o << "    if (lane == 0) {\n";
+    for (int slot : st.reductions) {
+      const auto& r = plan_.reductions[slot].node;
+      const std::string a = code(r->children[0], "row");
+      const std::string b = r->kind == node_kind::norm_2 ? "" : code(r->children[1], "row");
+      if (r->kind == node_kind::norm_2)
+        o << fmt::format("      if (row < len_red{0}) {{ const T e = {1}; acc{0} += e * e; }}\n", slot, a);
+      else
+        o << fmt::format("      if (row < len_red{0}) acc{0} += {1} * {2};\n", slot, a, b);
+    }
+    for (int t : st.temporaries)
+      o << fmt::format("      if (row < size_tmp{0}) tmp{0}[row] = {1};\n", t,
+                       code(plan_.temporaries[t].operand, "row"));
+    // Every right-hand side before any store: simultaneous assignment.
+    int k = 0;
+    for (auto& a : st.vector_assignments) {
+      const int target = a.target->index;
+      o << fmt::format("      const bool in{0} = row < size_vec{1};\n", k, target);
+      o << fmt::format("      const T value{0} = !in{0} ? T(0) :", k);
+      if (a.value->shape == shape::scalar) {
+        o << " " << code(a.value, "row");
+      } else {
+        for (auto& tk : tokens_of(a.value))
+          o << "\n          " << (tk.negative ? "- " : "+ ") << code(tk.term, "row");
+      }
+      o << ";\n";
+      ++k;
+    }
+    k = 0;
+    for (auto& a : st.vector_assignments) {
+      o << fmt::format("      if (in{0}) vec{1}[row] = value{0};\n", k, a.target->index);
+      ++k;
+    }
+    o << "    }\n  }\n";
+    for (int slot : st.reductions)
+      o << fmt::format(
+          "  {{\n    const T total = block_sum(acc{0}, scratch);\n"
+          "    if (threadIdx.x == 0) partials[{0} * partial_stride + blockIdx.x] = total;\n  }}\n",
+          slot);
+    if (!st.scalar_assignments.empty()) {
+      o << "  if (blockIdx.x == 0 && threadIdx.x == 0) {\n";
+      for (auto& a : st.scalar_assignments)
+        o << fmt::format("    *gscal{} = {};\n", a.target->index, code(a.value, "0"));
+      o << "  }\n";
+    }
+    o << "}\n";
+    return o.str();
+  }
+
+  const operation_plan& plan_;
+  int group_;
+  bool device_functions_ = false;
+  std::string prefix_;
+  std::map<std::string, std::string> products_;  // structural key -> register name
+  std::map<const expression_node*, std::string> modifier_names_;
+  std::map<std::string, std::string> modifier_by_body_, modifier_defs_;
+};
+
+}  // namespace
+
+std::string generate_cuda_source(const operation_plan& plan, int group) {
+  return generator(plan, group).source();
+}
+
+std::string generate_sequence_source(const std::vector<sequence_step>& steps, int group, value_type type,
+                                     const std::string& kernel_name) {
+  std::ostringstream out;
+  out << "// molaccel linalg: a sequence of " << steps.size() << " operations as one persistent kernel;\n"
+      << "// stages are separated by grid-wide barriers (cooperative launch: every block resident).\n";
+  out << generator::preamble(type, group, true);
+  out << R"(// Sense-reversing grid barrier: bar[0] counts arrivals, bar[1] is the generation.
+__device__ __forceinline__ void grid_barrier(unsigned int* bar) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    volatile unsigned int* generation = bar + 1;
+    const unsigned int seen = *generation;
+    __threadfence();  // this block's writes before the arrival
+    if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+      atomicExch(bar, 0u);
+      __threadfence();
+      atomicAdd(bar + 1, 1u);
+    } else {
+      while (*generation == seen) __nanosleep(20);
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+)";
+  std::map<const operation_plan*, int> index;
+  std::vector<std::unique_ptr<generator>> gens;
+  for (const auto& st : steps) {
+    if (index.count(st.plan)) continue;
+    const int k = static_cast<int>(gens.size());
+    index[st.plan] = k;
+    gens.push_back(std::make_unique<generator>(*st.plan, group));
+    gens.back()->make_device_functions(fmt::format("op{}_", k));
+    out << "// operation " << k << ": " << st.plan->name << "\n" << gens.back()->definitions();
+  }
+  out << "extern \"C\" __global__ void __launch_bounds__(256) " << kernel_name
+      << "(const unsigned long long* words, unsigned int* bar)\n{\n";
+  std::size_t base = 0;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const auto& st = steps[i];
+    const int k = index.at(st.plan);
+    const auto params = gens[k]->parameter_words();
+    out << "  // " << st.plan->name << "\n";
+    for (std::size_t s = 0; s < st.plan->stages.size(); ++s) {
+      out << "  op" << k << "_" << st.plan->stages[s].kernel_name << "(";
+      for (std::size_t j = 0; j + 1 < params.size(); ++j) {
+        const auto& w = params[j];
+        const std::string at = fmt::format("words[{}]", base + j);
+        if (w.type == "double")
+          out << "__longlong_as_double((long long)" << at << ")";
+        else if (w.type == "long long")
+          out << "(long long)" << at;
+        else
+          out << "(" << w.type << ")" << at;
+        out << ", ";
+      }
+      out << "(long long)words[" << base + params.size() - 1 + s << "]);\n";
+      if (!(i + 1 == steps.size() && s + 1 == st.plan->stages.size())) out << "  grid_barrier(bar);\n";
+    }
+    base += params.size() - 1 + st.plan->stages.size();
+  }
+  out << "}\n";
+  return out.str();
+}
+
+int group_size_for(const plan_stage& stage, double csr_average_row_nnz) {
+  if (stage.has_dense_product) return 32;
+  if (!stage.has_csr_product) return 1;
+  // About two nonzeros per thread: short rows (the 5-point stencil) use few lanes per row.
+  if (csr_average_row_nnz <= 4) return 2;
+  if (csr_average_row_nnz <= 8) return 4;
+  if (csr_average_row_nnz <= 16) return 8;
+  if (csr_average_row_nnz <= 32) return 16;
+  return 32;
+}
+
+}  // namespace molaccel::linalg

@@ -1,0 +1,415 @@
+// CUDA backend of the generator: device memory of the containers, NVRTC compilation of the
+// generated source through the runtime's JIT cache, launch geometry per device (dispatch ->
+// stage kernels -> warp/group pieces inside the generated code) and CUDA graph capture.
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+
+#include "linalg/backend.hpp"
+#include "runtime/cuda/cuda_support.hpp"
+
+namespace molaccel::linalg::gpu {
+
+namespace {
+
+// One in-order stream per device for all linalg work: operations are ordered with each other
+// and with container copies, and a solver's iteration can be captured from it.
+cudaStream_t engine_stream(int device) {
+  static std::mutex mutex;
+  static std::map<int, cudaStream_t> streams;  // never destroyed: lives as long as the context
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = streams.find(device);
+  if (it != streams.end()) return it->second;
+  cuda::DeviceGuard guard(device);
+  cudaStream_t s = nullptr;
+  MOLACCEL_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  streams[device] = s;
+  return s;
+}
+
+thread_local int prepare_only_depth = 0;
+
+// Set while a persistent sequence is being recorded on this thread: operations append their
+// parameters instead of launching.
+struct sequence_recorder {
+  int device = -1;
+  int blocks = 0;
+  int group = 0;  // of the operations with products (one GROUP per generated unit)
+  value_type type = value_type::f64;
+  std::vector<sequence_step> steps;
+};
+thread_local sequence_recorder* recording = nullptr;
+
+// Launch tuning picked per device (the dispatch layer).
+struct tuning {
+  int block = 256;             // threads per block (the generated kernels' launch bound)
+  int reduction_blocks = 264;  // blocks of a reduction stage = partial sums per inner product
+  int max_blocks = 1056;       // grid-stride cap for the other stages
+  std::string arch = "sm_90";
+};
+
+const tuning& tuning_for(int device) {
+  static std::mutex mutex;
+  static std::map<int, tuning> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(device);
+  if (it != cache.end()) return it->second;
+  cudaDeviceProp prop{};
+  MOLACCEL_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
+  tuning t;
+  // Two blocks per SM keep every SM busy in the first pass while the consumer's prologue adds
+  // only 2 x SMs partial sums per block; 8 resident blocks of 256 threads per SM fill
+  // Hopper/Ampere in the other stages. (Untried: 4 per SM for more loads in flight at n >= 1e6.)
+  t.reduction_blocks = 2 * prop.multiProcessorCount;
+  t.max_blocks = std::max(1, prop.maxThreadsPerMultiProcessor / t.block) * prop.multiProcessorCount;
+  t.arch = fmt::format("sm_{}{}", prop.major, prop.minor);
+  return cache.emplace(device, t).first->second;
+}
+
+}  // namespace
+
+struct operation_state {
+  int device = -1;
+  struct compiled {
+    cuda::LoadedProgram program;
+    std::vector<cudaKernel_t> kernels;  // one per stage
+  };
+  std::map<int, compiled> by_group;  // generated source differs by group size
+  cuda::DeviceBuffer<char> partials;
+  std::vector<cuda::DeviceBuffer<char>> temporaries;
+};
+
+prepare_only_scope::prepare_only_scope() {
+  ++prepare_only_depth;
+}
+prepare_only_scope::~prepare_only_scope() {
+  --prepare_only_depth;
+}
+
+void* allocate(int device, std::size_t bytes) {
+  cuda::DeviceGuard guard(device);
+  void* p = nullptr;
+  MOLACCEL_CUDA_TRY(cudaMalloc(&p, std::max<std::size_t>(bytes, 1)));
+  MOLACCEL_CUDA_TRY(cudaMemsetAsync(p, 0, bytes, engine_stream(device)));
+  return p;
+}
+
+void release(int device, void* ptr) noexcept {
+  if (!ptr) return;
+  int previous = -1;
+  cudaGetDevice(&previous);
+  cudaSetDevice(device);
+  MOLACCEL_CUDA_TRY_NOTHROW(cudaFree(ptr));
+  if (previous >= 0) cudaSetDevice(previous);
+}
+
+void upload(int device, void* dst, const void* src, std::size_t bytes) {
+  cuda::DeviceGuard guard(device);
+  const cudaStream_t s = engine_stream(device);
+  MOLACCEL_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
+  MOLACCEL_CUDA_TRY(cudaStreamSynchronize(s));  // the host buffer may go away after return
+}
+
+void download(int device, void* dst, const void* src, std::size_t bytes) {
+  cuda::DeviceGuard guard(device);
+  const cudaStream_t s = engine_stream(device);
+  MOLACCEL_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
+  MOLACCEL_CUDA_TRY(cudaStreamSynchronize(s));
+}
+
+void synchronize(int device) {
+  cuda::DeviceGuard guard(device);
+  MOLACCEL_CUDA_TRY(cudaStreamSynchronize(engine_stream(device)));
+}
+
+int launches(const operation_plan& plan) {
+  return static_cast<int>(plan.stages.size());
+}
+
+namespace {
+
+operation_state::compiled& compile_for(const operation_plan& plan, operation_state& state, int group,
+                                       const tuning& tune) {
+  auto it = state.by_group.find(group);
+  if (it != state.by_group.end()) return it->second;
+  JitRequest request;
+  request.source = generate_cuda_source(plan, group);
+  request.program_name = plan.name.substr(0, 60) + ".cu";
+  for (auto& st : plan.stages) request.kernel_names.push_back(st.kernel_name);
+  request.arch = tune.arch;
+  if (auto dir = kernel_dump_dir()) {
+    std::filesystem::create_directories(*dir);
+    std::ofstream(*dir / fmt::format("{}_g{}.cu", plan.name, group)) << request.source;
+  }
+  const JitProgram program = default_jit_cache().compile(request);
+  operation_state::compiled c;
+  c.program = cuda::LoadedProgram(program);
+  for (auto& st : plan.stages) c.kernels.push_back(c.program.kernel(st.kernel_name));
+  return state.by_group.emplace(group, std::move(c)).first->second;
+}
+
+// Kernel parameters, all 8 bytes wide, in the order of the generator's parameter list.
+class parameter_list {
+ public:
+  void pointer(const void* p) { push(&p); }
+  void integer(long long v) { push(&v); }
+  void real(double v) { push(&v); }
+  std::vector<void*> addresses() {
+    std::vector<void*> out;
+    for (auto& w : words_) out.push_back(&w);
+    return out;
+  }
+  std::size_t size() const { return words_.size(); }
+  std::uint64_t& at(std::size_t i) { return words_[i]; }
+
+ private:
+  template <class V>
+  void push(const V* v) {
+    static_assert(sizeof(V) == 8);
+    std::uint64_t w;
+    std::memcpy(&w, v, 8);
+    words_.push_back(w);
+  }
+  std::vector<std::uint64_t> words_;
+};
+
+}  // namespace
+
+void execute(const operation_plan& plan, const std::vector<argument>& args, const bound_shapes& shapes,
+             std::shared_ptr<operation_state>& state) {
+  const int device = shapes.where.device;
+  cuda::DeviceGuard guard(device);
+  if (!state || state->device != device) {
+    state = std::make_shared<operation_state>();
+    state->device = device;
+  }
+  const tuning& tune = tuning_for(device);
+  bool dense = false, csr = false;
+  for (auto& st : plan.stages) {
+    dense = dense || st.has_dense_product;
+    csr = csr || st.has_csr_product;
+  }
+  plan_stage probe;
+  probe.has_dense_product = dense;
+  probe.has_csr_product = csr;
+  const int group = group_size_for(probe, shapes.csr_average_row_nnz);
+  if (recording) {
+    if (recording->device != device)
+      throw Error("linalg: a persistent sequence spans two devices", __FILE__, __LINE__);
+    if (group > 1 && recording->group > 1 && group != recording->group)
+      throw Error("linalg: operations with different product group sizes in one persistent sequence",
+                  __FILE__, __LINE__);
+    if (group > 1) recording->group = group;
+    recording->type = plan.type;
+  }
+  auto& compiled = compile_for(plan, *state, group, tune);
+
+  // Workspace: partial sums (slot-major, reduction_blocks per slot) and temporaries. Sized
+  // once for the operands' shapes; a graph replays with the same addresses.
+  const std::size_t elem = size_of(plan.type);
+  const std::size_t stride = static_cast<std::size_t>(tune.reduction_blocks);
+  const std::size_t partial_bytes = std::max<std::size_t>(1, plan.reductions.size()) * stride * elem;
+  if (state->partials.size() < partial_bytes) state->partials.resize(partial_bytes);
+  state->temporaries.resize(plan.temporaries.size());
+  for (std::size_t t = 0; t < plan.temporaries.size(); ++t)
+    if (state->temporaries[t].size() < std::max<std::size_t>(1, shapes.temporary_length[t] * elem))
+      state->temporaries[t].resize(std::max<std::size_t>(1, shapes.temporary_length[t] * elem));
+
+  // Geometry per stage: G threads per row in stages with products.
+  std::vector<int> stage_group(plan.stages.size()), stage_blocks(plan.stages.size());
+  std::vector<long long> parts(plan.reductions.size(), 0);
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    const auto& st = plan.stages[s];
+    const bool grouped = st.has_dense_product || st.has_csr_product;
+    stage_group[s] = grouped ? group : 1;
+    const std::size_t rows_per_block = static_cast<std::size_t>(tune.block / stage_group[s]);
+    const std::size_t wanted = (shapes.stage_rows[s] + rows_per_block - 1) / rows_per_block;
+    const int cap = st.what == plan_stage::kind::reduction ? tune.reduction_blocks : tune.max_blocks;
+    stage_blocks[s] = static_cast<int>(std::clamp<std::size_t>(wanted, 1, static_cast<std::size_t>(cap)));
+    if (recording) stage_blocks[s] = recording->blocks;  // every stage runs on the persistent grid
+    for (int slot : st.reductions) parts[slot] = stage_blocks[s];
+  }
+  if (prepare_only_depth > 0) return;
+
+  parameter_list p;
+  for (std::size_t i = 0; i < plan.operands.size(); ++i) {
+    const auto& a = args[i];
+    switch (plan.operands[i].kind) {
+      case node_kind::vector:
+        p.pointer(a.data->data());
+        p.integer(static_cast<long long>(a.rows));
+        break;
+      case node_kind::dense_matrix:
+        p.pointer(a.data->data());
+        p.integer(static_cast<long long>(a.rows));
+        p.integer(static_cast<long long>(a.cols));
+        p.integer(static_cast<long long>(a.ld));
+        break;
+      case node_kind::csr_matrix:
+        p.pointer(a.row_ptr->data());
+        p.pointer(a.col_idx->data());
+        p.pointer(a.data->data());
+        p.integer(static_cast<long long>(a.rows));
+        p.integer(static_cast<long long>(a.cols));
+        break;
+      case node_kind::host_scalar:
+        p.real(a.host_value);
+        break;
+      case node_kind::device_scalar:
+        p.pointer(a.data->data());
+        break;
+      default:
+        break;
+    }
+  }
+  for (std::size_t t = 0; t < plan.temporaries.size(); ++t) {
+    p.pointer(state->temporaries[t].data());
+    p.integer(static_cast<long long>(shapes.temporary_length[t]));
+  }
+  for (std::size_t r = 0; r < plan.reductions.size(); ++r) {
+    p.integer(static_cast<long long>(shapes.reduction_length[r]));
+    p.integer(parts[r]);
+  }
+  p.pointer(state->partials.data());
+  p.integer(static_cast<long long>(stride));
+  if (recording) {
+    sequence_step step;
+    step.plan = &plan;
+    for (std::size_t i = 0; i < p.size(); ++i) step.words.push_back(p.at(i));
+    for (std::size_t s = 0; s < plan.stages.size(); ++s) step.words.push_back(shapes.stage_rows[s]);
+    recording->steps.push_back(std::move(step));
+    return;
+  }
+  const std::size_t rows_index = p.size();
+  p.integer(0);  // n_rows, set per stage
+
+  const cudaStream_t stream = engine_stream(device);
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    const long long rows = static_cast<long long>(shapes.stage_rows[s]);
+    std::memcpy(&p.at(rows_index), &rows, 8);
+    auto addresses = p.addresses();
+    // The parameter list is only known at run time, so the launch goes through
+    // cudaLaunchKernel with an argument array (cuda::launch takes a fixed C++ argument pack).
+    MOLACCEL_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(compiled.kernels[s]),
+                                       dim3(stage_blocks[s]), dim3(tune.block), addresses.data(), 0, stream));
+    cuda::check_launch(plan.stages[s].kernel_name.c_str(), __FILE__, __LINE__);
+  }
+}
+
+struct captured_work::impl {
+  int device = -1;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ~impl() {
+    if (exec) MOLACCEL_CUDA_TRY_NOTHROW(cudaGraphExecDestroy(exec));
+    if (graph) MOLACCEL_CUDA_TRY_NOTHROW(cudaGraphDestroy(graph));
+  }
+};
+
+captured_work::captured_work(int device, const std::function<void()>& record)
+    : impl_(std::make_unique<impl>()) {
+  cuda::DeviceGuard guard(device);
+  impl_->device = device;
+  const cudaStream_t s = engine_stream(device);
+  MOLACCEL_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  try {
+    record();
+  } catch (...) {
+    cudaGraph_t broken = nullptr;
+    cudaStreamEndCapture(s, &broken);
+    if (broken) cudaGraphDestroy(broken);
+    throw;
+  }
+  MOLACCEL_CUDA_TRY(cudaStreamEndCapture(s, &impl_->graph));
+  MOLACCEL_CUDA_TRY(cudaGraphInstantiate(&impl_->exec, impl_->graph, 0));
+}
+
+captured_work::~captured_work() = default;
+
+void captured_work::launch() {
+  cuda::DeviceGuard guard(impl_->device);
+  MOLACCEL_CUDA_TRY(cudaGraphLaunch(impl_->exec, engine_stream(impl_->device)));
+}
+
+struct persistent_work::impl {
+  int device = -1;
+  int blocks = 0;
+  cuda::LoadedProgram program;
+  cudaKernel_t kernel = nullptr;
+  cuda::DeviceBuffer<unsigned long long> words;
+  cuda::DeviceBuffer<unsigned int> barrier;
+};
+
+persistent_work::persistent_work(int device, const std::function<void()>& record)
+    : impl_(std::make_unique<impl>()) {
+  cuda::DeviceGuard guard(device);
+  const tuning& tune = tuning_for(device);
+  cudaDeviceProp prop{};
+  MOLACCEL_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
+  sequence_recorder rec;
+  rec.device = device;
+  // One block of 256 threads per SM: always co-resident (checked below), and the cheapest
+  // barrier; latency-bound sizes gain nothing from more blocks.
+  rec.blocks = std::min(prop.multiProcessorCount, tune.reduction_blocks);
+  recording = &rec;
+  try {
+    record();
+  } catch (...) {
+    recording = nullptr;
+    throw;
+  }
+  recording = nullptr;
+  if (rec.steps.empty()) throw Error("linalg: empty persistent sequence", __FILE__, __LINE__);
+  impl_->device = device;
+  impl_->blocks = rec.blocks;
+  JitRequest request;
+  request.source = generate_sequence_source(rec.steps, std::max(1, rec.group), rec.type, "linalg_sequence");
+  request.program_name = "linalg_sequence.cu";
+  request.kernel_names = {"linalg_sequence"};
+  request.arch = tune.arch;
+  if (auto dir = kernel_dump_dir()) {
+    std::filesystem::create_directories(*dir);
+    std::ofstream(*dir / fmt::format("linalg_sequence_{}.cu", hash_hex(request.source).substr(0, 8)))
+        << request.source;
+  }
+  impl_->program = cuda::LoadedProgram(default_jit_cache().compile(request));
+  impl_->kernel = impl_->program.kernel("linalg_sequence");
+  int resident = 0;
+  MOLACCEL_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &resident, reinterpret_cast<const void*>(impl_->kernel), tune.block, 0));
+  if (resident < 1)
+    throw Error("linalg: the persistent kernel cannot keep a block on every SM", __FILE__, __LINE__);
+  std::vector<unsigned long long> all;
+  for (auto& st : rec.steps) all.insert(all.end(), st.words.begin(), st.words.end());
+  impl_->words.upload(all, engine_stream(device));
+  impl_->barrier.resize(2);
+  impl_->barrier.fill_zero(engine_stream(device));
+  MOLACCEL_CUDA_TRY(cudaStreamSynchronize(engine_stream(device)));
+}
+
+persistent_work::~persistent_work() = default;
+
+int persistent_work::blocks() const {
+  return impl_->blocks;
+}
+
+void persistent_work::launch() {
+  cuda::DeviceGuard guard(impl_->device);
+  const unsigned long long* words = impl_->words.data();
+  unsigned int* bar = impl_->barrier.data();
+  void* params[] = {&words, &bar};
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(impl_->blocks);
+  config.blockDim = dim3(256);
+  config.stream = engine_stream(impl_->device);
+  cudaLaunchAttribute cooperative{};
+  cooperative.id = cudaLaunchAttributeCooperative;  // every block resident, or the launch fails
+  cooperative.val.cooperative = 1;
+  config.attrs = &cooperative;
+  config.numAttrs = 1;
+  MOLACCEL_CUDA_TRY(cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(impl_->kernel), params));
+  cuda::check_launch("linalg_sequence", __FILE__, __LINE__);
+}
+
+}  // namespace molaccel::linalg::gpu

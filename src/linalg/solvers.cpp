@@ -1,0 +1,432 @@
+// CG and BiCGStab written once over the generator: the same operations run on a GPU (fused
+// kernels, optionally replayed as a CUDA graph) or on the CPU backend.
+//
+// Every scalar of an iteration lives in device memory, in a small history array with one slot
+// per iteration of a batch (iteration j reads slot j, writes slot j+1), so a batch of
+// iterations runs without a host round trip and the host reads all slots with one copy. An
+// `active` flag in each slot masks the step sizes once the residual is small enough or the
+// recurrence breaks down (rho = 0, omega = 0, (p, Ap) = 0), so iterations after the stop inside
+// a batch change nothing and no division by zero ever produces NaN (safe_div gives 0).
+#include <algorithm>
+#include <cmath>
+
+#include "linalg/backend.hpp"
+#include "molaccel/linalg.hpp"
+
+namespace molaccel::linalg {
+
+std::string_view to_string(solver_status s) {
+  switch (s) {
+    case solver_status::converged:
+      return "converged";
+    case solver_status::max_iterations:
+      return "iteration limit";
+    case solver_status::breakdown_rho:
+      return "breakdown (rho = 0)";
+    case solver_status::breakdown_omega:
+      return "breakdown (omega = 0)";
+    case solver_status::breakdown_alpha:
+      return "breakdown ((p, Ap) = 0)";
+    case solver_status::zero_rhs:
+      return "zero right-hand side";
+  }
+  return "?";
+}
+
+std::string_view to_string(solver_kind k) {
+  return k == solver_kind::cg ? "cg" : "bicgstab";
+}
+
+namespace {
+
+// Slot layout of the history array: field * slots + slot.
+enum field { f_rho = 0, f_alpha = 1, f_omega = 2, f_rr = 3, f_active = 4, n_fields = 5 };
+
+template <class T>
+struct slot_view {
+  const vector<T>& history;
+  std::size_t slots;
+  scalar<T> at(field f, std::size_t slot) const { return history.element(std::size_t(f) * slots + slot); }
+};
+
+// The operations of both solvers, built once per element type and preconditioner.
+template <class T>
+struct krylov_operations {
+  // Operand numbers are per operation (the paper's symbolic_vector<T, i>).
+  symbolic_vector<T, 0> v0;
+  symbolic_vector<T, 1> v1;
+  symbolic_vector<T, 2> v2;
+  symbolic_vector<T, 3> v3;
+  symbolic_vector<T, 4> v4;
+  symbolic_csr_matrix<T, 1> a1;
+
+  explicit krylov_operations(bool jacobi) : jacobi_(jacobi) {
+    // ---- BiCGStab (right preconditioned: M = diag(A)^-1) ----
+    {  // v = A M p
+      symbolic_vector<T, 3> d;
+      bicg_v = std::make_unique<custom_operation>(v0 = prod(a1, precond(v2, d)));
+    }
+    {  // alpha = rho / (r0, v); s = r - alpha v
+      gpu_symbolic_scalar<T, 4> rho;
+      gpu_symbolic_scalar<T, 5> active;
+      gpu_symbolic_scalar<T, 6> alpha_next;
+      auto alpha = active * safe_div(rho, inner_prod(v3, v2));
+      bicg_s = std::make_unique<custom_operation>(v0 = v1 - alpha * v2, alpha_next = alpha);
+    }
+    {  // t = A M s
+      symbolic_vector<T, 3> d;
+      bicg_t = std::make_unique<custom_operation>(v0 = prod(a1, precond(v2, d)));
+    }
+    {  // omega = (t, s) / (t, t); x += alpha M p + omega M s; r = s - omega t
+      gpu_symbolic_scalar<T, 5> alpha;
+      gpu_symbolic_scalar<T, 6> active;
+      gpu_symbolic_scalar<T, 7> omega_next;
+      symbolic_vector<T, 8> d;
+      auto omega = active * safe_div(inner_prod(v3, v2), inner_prod(v3, v3));
+      bicg_x = std::make_unique<custom_operation>(v0 = v0 + alpha * precond(v4, d) + omega * precond(v2, d),
+                                                  v1 = v2 - omega * v3, omega_next = omega);
+    }
+    // Latency-bound sizes: each product is evaluated inside the inner-product pass and again in
+    // the update that consumes it, so an iteration is 6 kernels instead of 8 (t is never stored).
+    {  // v = A M p; alpha = rho / (r0, A M p); s = r - alpha A M p
+      symbolic_vector<T, 5> r0;
+      gpu_symbolic_scalar<T, 6> rho;
+      gpu_symbolic_scalar<T, 7> active;
+      gpu_symbolic_scalar<T, 8> alpha_next;
+      symbolic_vector<T, 9> d;
+      auto ap = prod(a1, precond(v4, d));
+      auto alpha = active * safe_div(rho, inner_prod(r0, ap));
+      bicg_vs = std::make_unique<custom_operation>(v0 = ap, v2 = v3 - alpha * ap, alpha_next = alpha);
+    }
+    {  // omega = (A M s, s) / (A M s, A M s); x += alpha M p + omega M s; r = s - omega A M s
+      gpu_symbolic_scalar<T, 5> alpha;
+      gpu_symbolic_scalar<T, 6> active;
+      gpu_symbolic_scalar<T, 7> omega_next;
+      symbolic_vector<T, 8> d;
+      auto as = prod(a1, precond(v3, d));
+      auto omega = active * safe_div(inner_prod(as, v3), inner_prod(as, as));
+      bicg_tx = std::make_unique<custom_operation>(v0 = v0 + alpha * precond(v4, d) + omega * precond(v3, d),
+                                                   v2 = v3 - omega * as, omega_next = omega);
+    }
+    {  // rho' = (r0, r); p = r + (rho'/rho)(alpha/omega)(p - omega v); convergence flag
+      gpu_symbolic_scalar<T, 4> rho;
+      gpu_symbolic_scalar<T, 5> alpha;
+      gpu_symbolic_scalar<T, 6> omega;
+      gpu_symbolic_scalar<T, 7> active;
+      gpu_symbolic_scalar<T, 8> rho_next;
+      gpu_symbolic_scalar<T, 9> rr_next;
+      gpu_symbolic_scalar<T, 10> active_next;
+      cpu_symbolic_scalar<T, 11> threshold;
+      auto rho_new = inner_prod(v2, v1);
+      auto rr = inner_prod(v1, v1);
+      bicg_p = std::make_unique<custom_operation>(
+          v0 = v1 + safe_div(rho_new, rho) * safe_div(alpha, omega) * (v0 - omega * v3), rho_next = rho_new,
+          rr_next = rr,
+          active_next = active * greater(rr, threshold) * nonzero(rho_new) * nonzero(omega) * nonzero(alpha));
+    }
+    {  // r = r0 = p = b; rho = rr = (b, b)
+      gpu_symbolic_scalar<T, 4> rho;
+      gpu_symbolic_scalar<T, 5> rr;
+      gpu_symbolic_scalar<T, 6> active;
+      cpu_symbolic_scalar<T, 7> threshold;
+      auto bb = inner_prod(v3, v3);
+      bicg_init = std::make_unique<custom_operation>(v0 = v3, v1 = v3, v2 = v3, rho = bb, rr = bb,
+                                                     active = greater(bb, threshold));
+    }
+    // ---- CG (preconditioned with M = diag(A)^-1) ----
+    cg_q = std::make_unique<custom_operation>(v0 = prod(a1, v2));
+    {  // alpha = (r, z) / (p, q); x += alpha p; r -= alpha q
+      gpu_symbolic_scalar<T, 4> rz;
+      gpu_symbolic_scalar<T, 5> active;
+      gpu_symbolic_scalar<T, 6> alpha_next;
+      auto alpha = active * safe_div(rz, inner_prod(v2, v3));
+      cg_x =
+          std::make_unique<custom_operation>(v0 = v0 + alpha * v2, v1 = v1 - alpha * v3, alpha_next = alpha);
+    }
+    {  // z = M r; rz' = (r, z); p = z + (rz'/rz) p
+      gpu_symbolic_scalar<T, 2> rz;
+      gpu_symbolic_scalar<T, 3> alpha;
+      gpu_symbolic_scalar<T, 4> active;
+      gpu_symbolic_scalar<T, 5> rz_next;
+      gpu_symbolic_scalar<T, 6> rr_next;
+      gpu_symbolic_scalar<T, 7> active_next;
+      cpu_symbolic_scalar<T, 8> threshold;
+      symbolic_vector<T, 9> d;
+      auto z = precond(v1, d);
+      auto rz_new = inner_prod(v1, z);
+      auto rr = inner_prod(v1, v1);
+      cg_p = std::make_unique<custom_operation>(
+          v0 = z + safe_div(rz_new, rz) * v0, rz_next = rz_new, rr_next = rr,
+          active_next = active * greater(rr, threshold) * nonzero(alpha) * nonzero(rz_new));
+    }
+    {  // r = b; p = M b; rz = (b, M b); rr = (b, b)
+      symbolic_vector<T, 2> b;
+      gpu_symbolic_scalar<T, 3> rz;
+      gpu_symbolic_scalar<T, 4> rr;
+      gpu_symbolic_scalar<T, 5> active;
+      cpu_symbolic_scalar<T, 6> threshold;
+      symbolic_vector<T, 7> d;
+      auto bb = inner_prod(b, b);
+      cg_init =
+          std::make_unique<custom_operation>(v0 = b, v1 = precond(b, d), rz = inner_prod(b, precond(b, d)),
+                                             rr = bb, active = greater(bb, threshold));
+    }
+    {  // carry the last slot of a batch into slot 0 (5 fields)
+      gpu_symbolic_scalar<T, 0> d0;
+      gpu_symbolic_scalar<T, 1> d1;
+      gpu_symbolic_scalar<T, 2> d2;
+      gpu_symbolic_scalar<T, 3> d3;
+      gpu_symbolic_scalar<T, 4> d4;
+      gpu_symbolic_scalar<T, 5> s0;
+      gpu_symbolic_scalar<T, 6> s1;
+      gpu_symbolic_scalar<T, 7> s2;
+      gpu_symbolic_scalar<T, 8> s3;
+      gpu_symbolic_scalar<T, 9> s4;
+      carry = std::make_unique<custom_operation>(d0 = s0, d1 = s1, d2 = s2, d3 = s3, d4 = s4);
+    }
+  }
+
+  expression precond(const expression& v, const expression& d) const {
+    return jacobi_ ? element_prod(d, v) : v;
+  }
+
+  std::unique_ptr<custom_operation> bicg_v, bicg_s, bicg_t, bicg_x, bicg_p, bicg_init, bicg_vs, bicg_tx;
+  std::unique_ptr<custom_operation> cg_q, cg_x, cg_p, cg_init, carry;
+
+ private:
+  bool jacobi_;
+};
+
+template <class T>
+const krylov_operations<T>& operations_for(bool jacobi) {
+  static const krylov_operations<T> plain(false), preconditioned(true);
+  return jacobi ? preconditioned : plain;
+}
+
+template <class T>
+solver_result solve_on(const placement& where, const host_csr<double>& host_a, std::span<const double> host_b,
+                       const solver_options& options, bool show_progress) {
+  const bool jacobi = options.precond == preconditioner::jacobi;
+  const bool cg = options.solver == solver_kind::cg;
+  const auto& ops = operations_for<T>(jacobi);
+  const std::size_t n = host_a.rows;
+
+  solver_result result;
+  double bb = 0;
+  for (double v : host_b) bb += v * v;
+  if (bb == 0) {
+    result.x.assign(n, 0.0);
+    result.status = solver_status::zero_rhs;
+    result.residual_history = {0.0};
+    return result;
+  }
+  const double threshold = options.tolerance * options.tolerance * bb;
+
+  // Device data, uploaded once.
+  csr_matrix<T> a(where, host_a);
+  std::vector<T> b_t(host_b.begin(), host_b.end()), d_t(n, T(1));
+  for (std::size_t r = 0; r < n; ++r)
+    for (auto k = host_a.row_ptr[r]; k < host_a.row_ptr[r + 1]; ++k)
+      if (static_cast<std::size_t>(host_a.col_idx[k]) == r && host_a.values[k] != 0)
+        d_t[r] = T(1.0 / host_a.values[k]);
+  vector<T> b(where, n), d(where, n), x(where, n), r(where, n), r0(where, n), p(where, n), v(where, n),
+      s(where, n), t(where, n);
+  b.copy_from_host(b_t);
+  d.copy_from_host(d_t);
+
+  const bool gpu = where.on_gpu();
+  const bool fuse_products = options.products_in_reductions < 0 ? false : options.products_in_reductions > 0;
+  const bool persistent = gpu && options.launch == launch_mode::persistent;
+  const bool graph = gpu && !persistent && options.launch != launch_mode::stream;
+  const int batch = std::max(1, options.batch > 0 ? options.batch : persistent ? 16 : gpu ? 8 : 1);
+  const std::size_t slots = std::size_t(batch) + 1;
+  vector<T> history(where, n_fields * slots);
+  const slot_view<T> sv{history, slots};
+  const T thr = T(threshold);
+
+  // Initialisation into slot 0.
+  if (cg && jacobi)
+    (*ops.cg_init)(r, p, b, sv.at(f_rho, 0), sv.at(f_rr, 0), sv.at(f_active, 0), thr, d);
+  else if (cg)
+    (*ops.cg_init)(r, p, b, sv.at(f_rho, 0), sv.at(f_rr, 0), sv.at(f_active, 0), thr);
+  else
+    (*ops.bicg_init)(r, r0, p, b, sv.at(f_rho, 0), sv.at(f_rr, 0), sv.at(f_active, 0), thr);
+
+  auto iteration = [&](std::size_t j) {
+    auto cur = [&](field f) { return sv.at(f, j); };
+    auto next = [&](field f) { return sv.at(f, j + 1); };
+    if (cg) {
+      (*ops.cg_q)(v, a, p);
+      (*ops.cg_x)(x, r, p, v, cur(f_rho), cur(f_active), next(f_alpha));
+      if (jacobi)
+        (*ops.cg_p)(p, r, cur(f_rho), next(f_alpha), cur(f_active), next(f_rho), next(f_rr), next(f_active),
+                    thr, d);
+      else
+        (*ops.cg_p)(p, r, cur(f_rho), next(f_alpha), cur(f_active), next(f_rho), next(f_rr), next(f_active),
+                    thr);
+    } else {
+      if (fuse_products) {
+        if (jacobi) {
+          (*ops.bicg_vs)(v, a, s, r, p, r0, cur(f_rho), cur(f_active), next(f_alpha), d);
+          (*ops.bicg_tx)(x, a, r, s, p, next(f_alpha), cur(f_active), next(f_omega), d);
+        } else {
+          (*ops.bicg_vs)(v, a, s, r, p, r0, cur(f_rho), cur(f_active), next(f_alpha));
+          (*ops.bicg_tx)(x, a, r, s, p, next(f_alpha), cur(f_active), next(f_omega));
+        }
+        (*ops.bicg_p)(p, r, r0, v, cur(f_rho), next(f_alpha), next(f_omega), cur(f_active), next(f_rho),
+                      next(f_rr), next(f_active), thr);
+        return;
+      }
+      if (jacobi)
+        (*ops.bicg_v)(v, a, p, d);
+      else
+        (*ops.bicg_v)(v, a, p);
+      (*ops.bicg_s)(s, r, v, r0, cur(f_rho), cur(f_active), next(f_alpha));
+      if (jacobi)
+        (*ops.bicg_t)(t, a, s, d);
+      else
+        (*ops.bicg_t)(t, a, s);
+      if (jacobi)
+        (*ops.bicg_x)(x, r, s, t, p, next(f_alpha), cur(f_active), next(f_omega), d);
+      else
+        (*ops.bicg_x)(x, r, s, t, p, next(f_alpha), cur(f_active), next(f_omega));
+      (*ops.bicg_p)(p, r, r0, v, cur(f_rho), next(f_alpha), next(f_omega), cur(f_active), next(f_rho),
+                    next(f_rr), next(f_active), thr);
+    }
+  };
+  auto record_batch = [&](int iterations) {
+    for (int j = 0; j < iterations; ++j) iteration(std::size_t(j));
+    const std::size_t last = std::size_t(iterations);
+    (*ops.carry)(sv.at(f_rho, 0), sv.at(f_alpha, 0), sv.at(f_omega, 0), sv.at(f_rr, 0), sv.at(f_active, 0),
+                 sv.at(f_rho, last), sv.at(f_alpha, last), sv.at(f_omega, last), sv.at(f_rr, last),
+                 sv.at(f_active, last));
+  };
+
+  std::vector<T> h = history.to_host();
+  result.residual_history.push_back(std::sqrt(std::max(0.0, double(h[f_rr * slots])) / bb));
+  bool active = h[f_active * slots] != T(0);
+  result.status = active ? solver_status::max_iterations : solver_status::converged;
+
+#ifdef MOLACCEL_HAVE_CUDA
+  // Kernels are compiled and workspaces allocated before capturing and before the clock starts.
+  std::unique_ptr<gpu::captured_work> captured;
+  std::unique_ptr<gpu::persistent_work> fused_batch;
+  if (gpu && active) {
+    {
+      gpu::prepare_only_scope prepare;
+      record_batch(batch);
+    }
+    if (graph) captured = std::make_unique<gpu::captured_work>(where.device, [&] { record_batch(batch); });
+    if (persistent)
+      fused_batch = std::make_unique<gpu::persistent_work>(where.device, [&] { record_batch(batch); });
+  }
+#endif
+
+  std::unique_ptr<ProgressBar> progress;
+  if (show_progress)
+    progress = std::make_unique<ProgressBar>("solve", std::size_t(options.max_iterations), "iterations");
+  const double start = now_seconds();
+  while (active && result.iterations < options.max_iterations) {
+    const int todo = std::min(batch, options.max_iterations - result.iterations);
+#ifdef MOLACCEL_HAVE_CUDA
+    if (captured && todo == batch)
+      captured->launch();
+    else if (fused_batch && todo == batch)
+      fused_batch->launch();
+    else
+      record_batch(todo);
+#else
+    record_batch(todo);
+#endif
+    h = history.to_host();
+    ++result.host_checks;
+    for (int j = 0; j < todo && active; ++j) {
+      ++result.iterations;
+      const double rr = std::max(0.0, double(h[f_rr * slots + j + 1]));
+      result.residual_history.push_back(std::sqrt(rr / bb));
+      if (h[f_active * slots + j + 1] == T(0)) {
+        active = false;
+        if (rr <= threshold)
+          result.status = solver_status::converged;
+        else if (h[f_alpha * slots + j + 1] == T(0))
+          result.status = cg ? solver_status::breakdown_alpha : solver_status::breakdown_rho;
+        else if (!cg && h[f_omega * slots + j + 1] == T(0))
+          result.status = solver_status::breakdown_omega;
+        else
+          result.status = solver_status::breakdown_rho;
+      }
+    }
+    if (progress) progress->set(std::size_t(result.iterations));
+  }
+  if (progress) progress->finish();
+  result.seconds = now_seconds() - start;
+  result.seconds_per_iteration = result.iterations ? result.seconds / result.iterations : 0;
+  result.relative_residual = result.residual_history.back();
+  const auto x_host = x.to_host();
+  result.x.assign(x_host.begin(), x_host.end());
+  if (gpu) {
+    result.kernels_per_iteration =
+        cg ? ops.cg_q->kernels_per_run() + ops.cg_x->kernels_per_run() + ops.cg_p->kernels_per_run()
+        : fuse_products
+            ? ops.bicg_vs->kernels_per_run() + ops.bicg_tx->kernels_per_run() + ops.bicg_p->kernels_per_run()
+            : ops.bicg_v->kernels_per_run() + ops.bicg_s->kernels_per_run() + ops.bicg_t->kernels_per_run() +
+                  ops.bicg_x->kernels_per_run() + ops.bicg_p->kernels_per_run();
+    result.backend = fmt::format("{} {} x{}", where.describe(),
+                                 persistent ? "persistent"
+                                 : graph    ? "graph"
+                                            : "stream",
+                                 batch);
+  } else {
+    result.backend =
+        fmt::format("cpu/{} ({} threads)", cg ? ops.cg_x->last_cpu_variant() : ops.bicg_x->last_cpu_variant(),
+                    where.cpu_threads);
+  }
+  return result;
+}
+
+}  // namespace
+
+std::vector<const operation_plan*> solver_plans(value_type type, bool jacobi) {
+  std::vector<const operation_plan*> out;
+  auto collect = [&](const auto& ops) {
+    for (const auto* op :
+         {&ops.bicg_init, &ops.bicg_v, &ops.bicg_s, &ops.bicg_t, &ops.bicg_x, &ops.bicg_vs, &ops.bicg_tx,
+          &ops.bicg_p, &ops.cg_init, &ops.cg_q, &ops.cg_x, &ops.cg_p, &ops.carry})
+      out.push_back(&(*op)->plan());
+  };
+  if (type == value_type::f32)
+    collect(operations_for<float>(jacobi));
+  else
+    collect(operations_for<double>(jacobi));
+  return out;
+}
+
+solver_result solve(const Resources& resources, const host_csr<double>& a, std::span<const double> b,
+                    const solver_options& options) {
+  if (a.rows != a.cols)
+    throw Error(fmt::format("solve: the matrix is {} x {}, not square", a.rows, a.cols), __FILE__, __LINE__);
+  if (b.size() != a.rows)
+    throw Error(
+        fmt::format("solve: right-hand side of length {} for a {} x {} matrix", b.size(), a.rows, a.cols),
+        __FILE__, __LINE__);
+  MOLACCEL_EXPECTS(options.tolerance >= 0 && options.max_iterations >= 0,
+                   "solve: bad tolerance or iteration cap");
+  solver_result result;
+  JobOptions job;
+  job.name = "solve";
+  job.progress_bar = false;
+  run_tiles(
+      resources, 1,
+      [&](WorkerContext& ctx, std::size_t) {
+        placement where;
+        if (ctx.worker().kind == WorkerInfo::Kind::gpu) where.device = ctx.worker().device;
+        where.cpu_threads = ctx.worker().kind == WorkerInfo::Kind::cpu ? ctx.worker().cpu_threads : 0;
+        const bool progress = resources.show_progress();
+        result = options.precision == precision::fp32 ? solve_on<float>(where, a, b, options, progress)
+                                                      : solve_on<double>(where, a, b, options, progress);
+      },
+      job);
+  return result;
+}
+
+}  // namespace molaccel::linalg
