@@ -23,8 +23,8 @@ summary=()
 note() { summary+=("$1"); }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /' || echo "gpu: nvidia-smi not found"
-# Debian packages carried for benchmark baselines (unpacked into .deps/ by the engines' scripts).
-if [ -d .deps ]; then export CMAKE_PREFIX_PATH="$PWD/.deps/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"; fi
+# Baselines (parasail, gau2grid, ViennaCL) and large inputs travel as unpacked Debian packages
+# and files under .deps/<engine>/ (git-ignored); each engine's bench/CMakeLists.txt looks there.
 
 t0=$(date +%s)
 if ! cmake --preset cuda -DMOLACCEL_ENGINES="$engines" -DMOLACCEL_BUILD_FUZZ=OFF >"$logdir/configure.log" 2>&1; then
@@ -58,11 +58,16 @@ if [ $bench -eq 1 ]; then
   echo "== bench_runtime"; ./$build/bench/runtime/bench_runtime | tee "$logdir/bench-runtime.txt" || rc_bench=1
   IFS=';' read -r -a list <<<"$engines"
   for e in "${list[@]}"; do
-    script=bench/$e/gpu-bench.sh
-    if [ -x "$script" ]; then
-      echo "== $e benchmarks"
-      args=(--build-dir "$build"); [ $quick -eq 1 ] && args+=(--quick)
-      "$script" "${args[@]}" 2>&1 | tee "$logdir/bench-$e.txt" || { rc_bench=1; note "$e benchmarks: FAILED"; }
+    script=bench/$e/gpu-run.sh
+    if [ -f "$script" ]; then
+      echo "== $e: GPU tests, benchmarks, table"
+      args=(); [ $quick -eq 1 ] && args+=(--quick)
+      if MOLACCEL_GPU_BUILD_DIR="$build" bash "$script" "${args[@]}" >"$logdir/bench-$e.txt" 2>&1; then
+        note "$e benchmarks: OK"
+      else
+        rc_bench=1; note "$e benchmarks: FAILED (see $logdir/bench-$e.txt)"
+      fi
+      tail -25 "$logdir/bench-$e.txt"
     fi
   done
 fi
