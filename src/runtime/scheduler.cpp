@@ -227,6 +227,69 @@ JobStats run_tiles(const Resources& resources, std::size_t n_tiles, const TileFu
   return stats;
 }
 
+namespace {
+// Threads for parallel_for, started once and kept: starting threads per call costs tens of
+// microseconds, which small CPU kernels (a solver iteration, one tile) cannot afford.
+class HelperThreads {
+ public:
+  static HelperThreads& instance() {
+    static HelperThreads pool;
+    return pool;
+  }
+  // Runs `task` on up to `count` helper threads; returns how many will run it.
+  std::size_t launch(std::size_t count, const std::function<void()>& task, std::atomic<std::size_t>& pending) {
+    std::lock_guard lock(mutex_);
+    grow(count);
+    for (std::size_t i = 0; i < count; ++i) queue_.push_back({&task, &pending});
+    cv_.notify_all();
+    return count;
+  }
+  static bool on_helper_thread() { return current_is_helper; }
+  void wait_done(std::atomic<std::size_t>& pending) {
+    std::unique_lock lock(mutex_);
+    done_cv_.wait(lock, [&] { return pending.load() == 0; });
+  }
+
+ private:
+  struct Job {
+    const std::function<void()>* task;
+    std::atomic<std::size_t>* pending;
+  };
+  ~HelperThreads() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  void grow(std::size_t count) {
+    while (threads_.size() < count) threads_.emplace_back([this] { loop(); });
+  }
+  void loop() {
+    current_is_helper = true;
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_ && queue_.empty()) return;
+      Job job = queue_.front();
+      queue_.pop_front();
+      lock.unlock();
+      (*job.task)();
+      lock.lock();
+      if (--*job.pending == 0) done_cv_.notify_all();
+    }
+  }
+  static thread_local bool current_is_helper;
+  std::mutex mutex_;
+  std::condition_variable cv_, done_cv_;
+  std::deque<Job> queue_;
+  std::vector<std::thread> threads_;
+  bool stopping_ = false;
+};
+thread_local bool HelperThreads::current_is_helper = false;
+}  // namespace
+
 void parallel_for(std::size_t n, int threads, std::size_t chunk,
                   const std::function<void(std::size_t, std::size_t)>& fn) {
   if (n == 0) return;
@@ -234,7 +297,8 @@ void parallel_for(std::size_t n, int threads, std::size_t chunk,
   const std::size_t chunks = (n + chunk - 1) / chunk;
   std::size_t t = threads > 0 ? static_cast<std::size_t>(threads) : static_cast<std::size_t>(cpu_info().logical_cores);
   t = std::min(t, chunks);
-  if (t <= 1) {
+  // Nested calls run inline: a helper waiting for other helpers could deadlock the pool.
+  if (t <= 1 || HelperThreads::on_helper_thread()) {
     fn(0, n);
     return;
   }
@@ -242,7 +306,7 @@ void parallel_for(std::size_t n, int threads, std::size_t chunk,
   std::atomic<bool> failed{false};
   std::exception_ptr error;
   std::mutex error_mutex;
-  auto body = [&] {
+  const std::function<void()> body = [&] {
     for (;;) {
       if (failed.load(std::memory_order_relaxed)) return;
       const std::size_t c = next.fetch_add(1, std::memory_order_relaxed);
@@ -256,11 +320,11 @@ void parallel_for(std::size_t n, int threads, std::size_t chunk,
       }
     }
   };
-  std::vector<std::thread> pool;
-  pool.reserve(t - 1);
-  for (std::size_t i = 0; i + 1 < t; ++i) pool.emplace_back(body);
+  auto& helpers = HelperThreads::instance();
+  std::atomic<std::size_t> pending{t - 1};
+  helpers.launch(t - 1, body, pending);
   body();
-  for (auto& th : pool) th.join();
+  helpers.wait_done(pending);
   if (error) std::rethrow_exception(error);
 }
 

@@ -166,6 +166,21 @@ TEST(ParallelFor, CoversRangeOnceAndPropagatesErrors) {
   parallel_for(0, 2, 1, [](std::size_t, std::size_t) { FAIL(); });
 }
 
+TEST(ParallelFor, NestedAndConcurrentCallsComplete) {
+  std::atomic<long> total{0};
+  auto work = [&] {
+    parallel_for(64, 4, 1, [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i)
+        parallel_for(10, 4, 1, [&](std::size_t b2, std::size_t e2) { total += static_cast<long>(e2 - b2); });
+    });
+  };
+  std::thread a(work), b(work);
+  work();
+  a.join();
+  b.join();
+  EXPECT_EQ(total.load(), 3 * 64 * 10);
+}
+
 TEST(TileRange, SplitsWithRemainder) {
   TileRange r{10, 4};
   EXPECT_EQ(r.count(), 3u);

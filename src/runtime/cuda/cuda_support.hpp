@@ -240,6 +240,14 @@ void launch(cudaKernel_t kernel, dim3 grid, dim3 block, std::size_t shared_bytes
   check_launch("JIT kernel", __FILE__, __LINE__);
 }
 
+// Launches a JIT kernel whose parameter list is only known at run time (generated code):
+// `args` holds one pointer per parameter, in order.
+inline void launch_raw(cudaKernel_t kernel, dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream,
+                       void** args) {
+  MOLACCEL_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, args, shared_bytes, stream));
+  check_launch("JIT kernel", __FILE__, __LINE__);
+}
+
 // Number of GPUs visible (0 when the driver is missing); never throws.
 int device_count_nothrow();
 
