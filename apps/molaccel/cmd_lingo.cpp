@@ -109,6 +109,7 @@ std::string format_similarity(float s) {
 struct MatrixOptions {
   LingoInputOptions input;
   std::string queries, db, output;
+  std::string output_type = "fp32";
 };
 
 int run_matrix(RunContext& ctx, const MatrixOptions& o) {
@@ -121,10 +122,12 @@ int run_matrix(RunContext& ctx, const MatrixOptions& o) {
   std::optional<lg::MoleculeSet> db;
   if (!o.db.empty()) db = load(o.db, o.input, ctx.report, "database");
   lg::RunInfo info;
+  const auto type = lg::parse_output_type(o.output_type);
   lg::write_similarity_matrix(resources, queries, db ? &*db : nullptr, o.output, format, o.input.compute(),
-                              &info);
+                              &info, type);
   report_run(ctx.report, info);
   ctx.report["output"] = o.output;
+  ctx.report["output_type"] = o.output_type;
   if (!ctx.common.quiet)
     std::printf("%zu x %zu %s matrix -> %s (%s, %.2f s)\n", queries.size(), db ? db->size() : queries.size(),
                 o.input.metric.c_str(), o.output.c_str(), info.backend.c_str(), info.seconds);
@@ -144,8 +147,13 @@ const bool matrix_registered = register_command({
       app.add_option("DB", o->db,
                      "Database molecules; omitted: QUERIES against themselves (one triangle computed)")
           ->check(CLI::ExistingFile);
-      app.add_option("-o,--output", o->output, "OUT.npy (float32, row-major, queries x db) or OUT.tsv")
+      app.add_option("-o,--output", o->output, "OUT.npy (row-major, queries x db) or OUT.tsv")
           ->required();
+      app.add_option("--output-type", o->output_type,
+                     ".npy element type: fp32 (exact, bit-identical on every backend), fp16 (nearest IEEE "
+                     "half) or u8 (rint(255 s)); fp16/u8 are quantised and cross PCIe in fewer bytes")
+          ->default_val("fp32")
+          ->check(CLI::IsMember({"fp32", "fp16", "u8"}));
       add_lingo_options(app, o->input, common);
       return [o](RunContext& ctx) { return run_matrix(ctx, *o); };
     },

@@ -4,6 +4,7 @@
 // and the CUDA kernels (results in device memory; and the full matrix landing in host memory).
 // Usage: bench_lingo_allpairs [--quick] [--data DIR]
 #include <cstdlib>
+#include <filesystem>
 #include <cstring>
 
 #include "bench_data.hpp"
@@ -70,17 +71,50 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
   const auto& g = gpus.front();
   const auto encoding = detail::encode(set, nullptr);
   const cuda_backend::Rect all{0, n, 0, n};
-  // Both hashed-kernel variants: the default (CSR database) and the experimental interleaved one.
-  for (const bool interleaved : {false, true}) {
-    if (interleaved) setenv("MOLACCEL_LINGO_GPU_KERNEL", "interleaved", 1);
+  // The hashed-kernel variants: the default (csr-ilp), the previous CSR kernel, the interleaved one.
+  for (const char* variant : {"", "csr", "interleaved"}) {
+    if (*variant) setenv("MOLACCEL_LINGO_GPU_KERNEL", variant, 1);
     const cuda_backend::GpuJob job(encoding, Metric::tanimoto);
     unsetenv("MOLACCEL_LINGO_GPU_KERNEL");
     const auto kernel = mb::measure_with([&] { return job.time_kernels(g.index, all); }, 2, quick ? 3 : 7);
     // Limit: every similarity is one 4-byte store; HBM3 bandwidth of the H100 (3.35 TB/s) caps it.
-    mb::print_row({interleaved ? "lingo/allpairs/cuda/kernel-interleaved" : "lingo/allpairs/cuda/kernel",
+    mb::print_row({*variant ? fmt::format("lingo/allpairs/cuda/kernel-{}", variant) : "lingo/allpairs/cuda/kernel",
                    g.name, size, kernel, static_cast<double>(n) * n, "LINGOs", 4.0 * n * n, 3.35e12 / 4,
                    "fp32 store bandwidth (3.35 TB/s)",
                    "full matrix, results in device memory (CUDA events)"});
+  }
+  // The full matrix into host memory through the pipeline (compute of pass i+1, the D2H copy of
+  // pass i into pinned staging, and the host copy of pass i-1 overlapped), per element type; the
+  // destination is ordinary (pageable, already touched) memory, the database upload excluded.
+  {
+    const cuda_backend::GpuJob job(encoding, Metric::tanimoto);
+    if (n >= 32768) {
+      // The pipeline's two ceilings alone (128 MiB copies), and fp32 with fewer helper threads.
+      const auto rates = cuda_backend::measure_copy_rates(g.index, std::size_t{1} << 27);
+      std::printf("lingo copy ceilings: D2H into pinned %.1f GB/s; host copy pinned -> pageable %.1f GB/s\n",
+                  rates.d2h_pinned_gbs, rates.host_copy_gbs);
+      for (const char* threads : {"4", "8"}) {
+        setenv("MOLACCEL_LINGO_DRAIN_THREADS", threads, 1);
+        std::vector<std::uint8_t> host(4 * n * n, 1);
+        const auto t = mb::measure_with(
+            [&] { return job.time_to_host(g.index, all, OutputType::fp32, host.data()); }, 1, quick ? 3 : 5);
+        unsetenv("MOLACCEL_LINGO_DRAIN_THREADS");
+        mb::print_row({fmt::format("lingo/allpairs/cuda/to-host-fp32-{}threads", threads), g.name, size, t,
+                       static_cast<double>(n) * n, "LINGOs", 4.0 * n * n, 55e9 / 4, "PCIe D2H 55 GB/s",
+                       fmt::format("pipelined, {} host-copy threads (default 16)", threads)});
+      }
+    }
+    for (const auto type : {OutputType::fp32, OutputType::fp16, OutputType::u8}) {
+      const double elem = static_cast<double>(element_bytes(type));
+      std::vector<std::uint8_t> host(static_cast<std::size_t>(elem) * n * n, 1);
+      const auto t = mb::measure_with([&] { return job.time_to_host(g.index, all, type, host.data()); }, 1,
+                                      quick ? 3 : 5);
+      mb::print_row({fmt::format("lingo/allpairs/cuda/to-host-{}", to_string(type)), g.name, size, t,
+                     static_cast<double>(n) * n, "LINGOs", elem * n * n, 55e9 / elem, "PCIe D2H 55 GB/s",
+                     fmt::format("pipelined, {:.2f} GB at {:.1f} GB/s{}", elem * n * n / 1e9,
+                                 elem * n * n / t.median_s / 1e9,
+                                 type == OutputType::fp32 ? "" : " (quantised on the GPU)")});
+    }
   }
   Resources::Options ro;
   ro.device = DeviceSpec::parse("gpu:" + std::to_string(g.index));
@@ -90,7 +124,21 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
   // Limit: the matrix crossing PCIe (55 GB/s measured device-to-host into pinned memory).
   mb::print_row({"lingo/allpairs/cuda/to-host", g.name, size, e2e, static_cast<double>(n) * n, "LINGOs",
                  4.0 * n * n, 55e9 / 4, "PCIe D2H 55 GB/s",
-                 "paper's Table 3 setting: molecules in, full matrix in host memory"});
+                 "paper's Table 3 setting: molecules in (encoding included), new std::vector result"});
+  // The .npy file written from the GPU (page cache; the disk may be the limit).
+  if (n >= 8192) {
+    const auto file = std::filesystem::temp_directory_path() / fmt::format("lingo-bench-{}.npy", n);
+    for (const auto type : {OutputType::fp32, OutputType::fp16, OutputType::u8}) {
+      const double elem = static_cast<double>(element_bytes(type));
+      const auto w = mb::measure(
+          [&] { write_similarity_matrix(gpu, set, nullptr, file, MatrixFormat::npy, on(Backend::cuda), nullptr, type); },
+          0, 1);
+      std::filesystem::remove(file);
+      mb::print_row({fmt::format("lingo/allpairs/cuda/npy-{}", to_string(type)), g.name, size, w,
+                     static_cast<double>(n) * n, "LINGOs", elem * n * n, 55e9 / elem, "PCIe D2H 55 GB/s",
+                     fmt::format("molecules in, {:.2f} GB .npy file written (page cache)", elem * n * n / 1e9)});
+    }
+  }
 #endif
 }
 

@@ -139,11 +139,19 @@ std::vector<float> similarity_matrix(const Resources& resources, const MoleculeS
                                      RunInfo* info = nullptr);
 
 enum class MatrixFormat { npy, tsv };
-// Streams the matrix to `path` (.npy float32 row-major, or TSV query/target/similarity), tile by
-// tile, so it may exceed memory. Atomic: no file on failure.
+// Element type of a .npy matrix. fp32 is the exact (bit-identical) result; fp16 and u8 are
+// quantised copies made from it: fp16 = the IEEE half nearest the fp32 value (ties to even),
+// u8 = rint(255 * s) (ties to even), i.e. s within 1/510. The same on every backend.
+enum class OutputType { fp32, fp16, u8 };
+std::string_view to_string(OutputType type);
+OutputType parse_output_type(std::string_view text);  // throws InputError("--output-type", ...)
+std::size_t element_bytes(OutputType type);
+// Streams the matrix to `path` (.npy row-major in `type`, or TSV query/target/similarity, fp32
+// only), tile by tile, so it may exceed memory. Atomic: no file on failure.
 void write_similarity_matrix(const Resources& resources, const MoleculeSet& queries, const MoleculeSet* db,
                              const std::filesystem::path& path, MatrixFormat format,
-                             const ComputeOptions& options, RunInfo* info = nullptr);
+                             const ComputeOptions& options, RunInfo* info = nullptr,
+                             OutputType type = OutputType::fp32);
 
 struct Hit {
   std::uint32_t query = 0;

@@ -2,17 +2,22 @@
 // scheduler and hands each tile to the backend of the worker that runs it: the reference, the CPU
 // inverted-index kernel, or the CUDA kernels. Results are merged here, on the host.
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <numeric>
 #include <optional>
 
+#include <unistd.h>
+
 #include "lingo/cpu/cpu_backend.hpp"
 #include "lingo/cuda/cuda_backend.hpp"
 #include "lingo/encoding.hpp"
 #include "lingo/reference/reference.hpp"
+#include "lingo/similarity_math.hpp"
 #include "molaccel/lingo.hpp"
 
 namespace molaccel::lingo {
@@ -23,9 +28,49 @@ float similarity(const MoleculeSet& a, std::size_t i, const MoleculeSet& b, std:
   return reference::pair_similarity(a, i, b, j, metric);
 }
 
+std::string_view to_string(OutputType type) {
+  switch (type) {
+    case OutputType::fp32:
+      return "fp32";
+    case OutputType::fp16:
+      return "fp16";
+    case OutputType::u8:
+      return "u8";
+  }
+  return "?";
+}
+
+OutputType parse_output_type(std::string_view text) {
+  if (text == "fp32") return OutputType::fp32;
+  if (text == "fp16") return OutputType::fp16;
+  if (text == "u8") return OutputType::u8;
+  throw InputError("--output-type", 0, fmt::format("unknown output type '{}' (fp32, fp16 or u8)", text));
+}
+
+std::size_t element_bytes(OutputType type) {
+  return type == OutputType::fp32 ? 4 : type == OutputType::fp16 ? 2 : 1;
+}
+
 namespace {
 
 using cuda_backend::Rect;
+using RowSink = cuda_backend::GpuJob::RowSink;
+
+// fp32 similarities as the bytes of `type` (the quantisations of similarity_math.hpp).
+std::vector<std::uint8_t> convert_block(const std::vector<float>& block, OutputType type) {
+  std::vector<std::uint8_t> bytes(block.size() * element_bytes(type));
+  if (type == OutputType::fp32) {
+    if (!block.empty()) std::memcpy(bytes.data(), block.data(), bytes.size());
+  } else if (type == OutputType::fp16) {
+    for (std::size_t i = 0; i < block.size(); ++i) {
+      const std::uint16_t h = detail::float_to_half_bits(block[i]);
+      std::memcpy(bytes.data() + 2 * i, &h, 2);
+    }
+  } else {
+    for (std::size_t i = 0; i < block.size(); ++i) bytes[i] = detail::similarity_to_u8(block[i]);
+  }
+  return bytes;
+}
 
 enum class Engine { reference, cpu, cuda };
 
@@ -193,6 +238,18 @@ class Job {
     if (ctx.worker().kind == WorkerInfo::Kind::gpu) return gpu_->dense(ctx, rect, out, ld);
 #endif
     dense_cpu(ctx, rect, out, ld);
+  }
+
+  // The rect as `type`, handed to `sink` in row blocks (GPU: pipelined, see GpuJob::dense_stream).
+  void dense_stream(WorkerContext& ctx, const Rect& rect, OutputType type, const RowSink& sink) const {
+#ifdef MOLACCEL_HAVE_CUDA
+    if (engine_ == Engine::cuda && ctx.worker().kind == WorkerInfo::Kind::gpu)
+      return gpu_->dense_stream(ctx, rect, type, sink);
+#endif
+    std::vector<float> block(rect.rows() * rect.cols());
+    dense(ctx, rect, block.data(), rect.cols());
+    const auto bytes = convert_block(block, type);
+    if (rect.rows() > 0) sink(0, rect.rows(), bytes.data());
   }
 
   std::vector<Hit> top_k(WorkerContext& ctx, const Rect& rect, std::size_t k) const {
@@ -365,11 +422,13 @@ class Job {
 #endif
 };
 
-// Tile shape for dense jobs: square for self jobs (so mirroring covers the other triangle).
-Grid dense_grid(const Job& job, const ComputeOptions& options, bool whole_rows) {
+// Tile shape for dense jobs: square for self jobs (so mirroring covers the other triangle), unless
+// `allow_upper` is false: full matrices on the GPU are computed whole (computing is several times
+// faster than PCIe, and contiguous row blocks avoid the host-side transpose of the mirror).
+Grid dense_grid(const Job& job, const ComputeOptions& options, bool whole_rows, bool allow_upper = true) {
   const std::size_t nq = job.queries().size(), nd = job.db().size();
   const std::size_t budget = job.dense_budget();
-  if (job.self() && !whole_rows) {
+  if (job.self() && !whole_rows && allow_upper) {
     std::size_t side = options.tile_columns ? job.default_tile_cols(0) : (job.gpu() ? 8192 : 4096);
     side = round_up(side, job.chunk());
     return Grid(nq, nd, side, side, true);
@@ -383,9 +442,10 @@ Grid dense_grid(const Job& job, const ComputeOptions& options, bool whole_rows) 
 }
 
 // ---- .npy header -------------------------------------------------------------------------------
-std::string npy_header(std::size_t rows, std::size_t cols) {
+std::string npy_header(std::size_t rows, std::size_t cols, OutputType type) {
+  const char* descr = type == OutputType::fp32 ? "<f4" : type == OutputType::fp16 ? "<f2" : "|u1";
   std::string dict =
-      fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}), }}", rows, cols);
+      fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}, {}), }}", descr, rows, cols);
   std::string header = std::string("\x93NUMPY\x01\x00", 8);
   std::size_t total = header.size() + 2 + dict.size() + 1;
   const std::size_t padded = round_up(total, 64);
@@ -397,10 +457,17 @@ std::string npy_header(std::size_t rows, std::size_t cols) {
   return header + dict;
 }
 
-void write_at(std::FILE* f, std::uint64_t offset, const void* data, std::size_t bytes) {
-  if (bytes == 0) return;
-  if (fseeko(f, static_cast<off_t>(offset), SEEK_SET) != 0 || std::fwrite(data, 1, bytes, f) != bytes)
-    throw Error("cannot write the matrix file (disk full?)", __FILE__, __LINE__);
+// Positioned write on the file descriptor: thread-safe, so tiles are written as they arrive.
+void write_at(int fd, std::uint64_t offset, const void* data, std::size_t bytes) {
+  const auto* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::pwrite(fd, p, bytes, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error("cannot write the matrix file (disk full?)", __FILE__, __LINE__);
+    p += n;
+    offset += static_cast<std::uint64_t>(n);
+    bytes -= static_cast<std::size_t>(n);
+  }
 }
 
 }  // namespace
@@ -412,14 +479,14 @@ std::vector<float> similarity_matrix(const Resources& resources, const MoleculeS
   Job job(resources, queries, db, options, false);
   const std::size_t nq = job.queries().size(), nd = job.db().size();
   std::vector<float> out(nq * nd);
-  const Grid grid = dense_grid(job, options, false);
+  const Grid grid = dense_grid(job, options, false, !job.gpu());
   std::size_t pairs = 0;
   std::mutex mutex;
   const JobStats stats = job.run(grid, "lingo matrix", [&](WorkerContext& ctx, const Rect& rect) {
     // Straight into the result (tiles never overlap); the mirror reads what was just written.
     float* corner = out.data() + rect.row_begin * nd + rect.col_begin;
     job.dense(ctx, rect, corner, nd);
-    if (job.self() && rect.col_begin != rect.row_begin)  // mirror into the lower triangle
+    if (grid.upper && rect.col_begin != rect.row_begin)  // mirror into the lower triangle
       for (std::size_t r = 0; r < rect.rows(); ++r)
         for (std::size_t c = 0; c < rect.cols(); ++c)
           out[(rect.col_begin + c) * nd + rect.row_begin + r] = corner[r * nd + c];
@@ -433,36 +500,54 @@ std::vector<float> similarity_matrix(const Resources& resources, const MoleculeS
 
 void write_similarity_matrix(const Resources& resources, const MoleculeSet& queries, const MoleculeSet* db,
                              const std::filesystem::path& path, MatrixFormat format,
-                             const ComputeOptions& options, RunInfo* info) {
+                             const ComputeOptions& options, RunInfo* info, OutputType type) {
+  if (format == MatrixFormat::tsv && type != OutputType::fp32)
+    throw InputError("--output-type", 0, "fp16 and u8 are for .npy output; TSV prints fp32 similarities");
   const double t0 = now_seconds();
   Job job(resources, queries, db, options, false);
   const std::size_t nq = job.queries().size(), nd = job.db().size();
   std::size_t pairs = 0;
   JobStats stats;
   if (format == MatrixFormat::npy) {
-    const std::string header = npy_header(nq, nd);
-    const Grid grid = dense_grid(job, options, false);
+    const std::string header = npy_header(nq, nd, type);
+    const std::size_t elem = element_bytes(type);
+    const Grid grid = dense_grid(job, options, false, !job.gpu());
     write_file_atomically(path, [&](std::FILE* f) {
-      write_at(f, 0, header.data(), header.size());
-      const std::uint64_t total = header.size() + std::uint64_t{4} * nq * nd;
-      if (nq * nd > 0) write_at(f, total - 1, "\0", 1);  // size the file up front (sparse)
+      if (std::fwrite(header.data(), 1, header.size(), f) != header.size() || std::fflush(f) != 0)
+        throw Error("cannot write the matrix file (disk full?)", __FILE__, __LINE__);
+      const int fd = fileno(f);
+      const std::uint64_t total = header.size() + std::uint64_t{elem} * nq * nd;
+      if (nq * nd > 0) write_at(fd, total - 1, "\0", 1);  // size the file up front (sparse)
+      auto offset = [&](std::size_t row, std::size_t col) {
+        return header.size() + std::uint64_t{elem} * (std::uint64_t{row} * nd + col);
+      };
       std::mutex mutex;
       stats = job.run(grid, "lingo matrix", [&](WorkerContext& ctx, const Rect& rect) {
-        std::vector<float> block(rect.rows() * rect.cols());
-        job.dense(ctx, rect, block.data(), rect.cols());
-        std::vector<float> column;
-        std::lock_guard<std::mutex> lock(mutex);
-        for (std::size_t r = 0; r < rect.rows(); ++r)
-          write_at(f, header.size() + 4 * ((rect.row_begin + r) * nd + rect.col_begin),
-                   block.data() + r * rect.cols(), 4 * rect.cols());
-        if (job.self() && rect.col_begin != rect.row_begin) {
-          column.resize(rect.rows());
+        // Row blocks go to the file as they arrive (from the GPU pipeline's helper threads).
+        const RowSink sink = [&](std::size_t row, std::size_t rows, const std::uint8_t* data) {
+          const std::size_t row_bytes = elem * rect.cols();
+          if (rect.cols() == nd) {
+            write_at(fd, offset(rect.row_begin + row, 0), data, rows * row_bytes);
+          } else {
+            for (std::size_t r = 0; r < rows; ++r)
+              write_at(fd, offset(rect.row_begin + row + r, rect.col_begin), data + r * row_bytes, row_bytes);
+          }
+        };
+        if (!grid.upper || rect.col_begin == rect.row_begin) {
+          job.dense_stream(ctx, rect, type, sink);
+        } else {  // an upper tile off the diagonal: write it and its mirror
+          std::vector<float> block(rect.rows() * rect.cols());
+          job.dense(ctx, rect, block.data(), rect.cols());
+          const auto bytes = convert_block(block, type);
+          sink(0, rect.rows(), bytes.data());
+          std::vector<std::uint8_t> column(rect.rows() * elem);
           for (std::size_t c = 0; c < rect.cols(); ++c) {
-            for (std::size_t r = 0; r < rect.rows(); ++r) column[r] = block[r * rect.cols() + c];
-            write_at(f, header.size() + 4 * ((rect.col_begin + c) * nd + rect.row_begin), column.data(),
-                     4 * rect.rows());
+            for (std::size_t r = 0; r < rect.rows(); ++r)
+              std::memcpy(column.data() + r * elem, bytes.data() + (r * rect.cols() + c) * elem, elem);
+            write_at(fd, offset(rect.col_begin + c, rect.row_begin), column.data(), column.size());
           }
         }
+        std::lock_guard<std::mutex> lock(mutex);
         pairs += rect.rows() * rect.cols();
       });
     });

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #if defined(__CUDACC__)
 #define MOLACCEL_LINGO_HD __host__ __device__ __forceinline__
@@ -42,6 +43,47 @@ MOLACCEL_LINGO_HD float vidal_similarity(std::uint64_t fixed_sum, std::uint32_t 
   if (union_size == 0) return 0.0f;
   const double mean = static_cast<double>(fixed_sum) / 4294967296.0 / static_cast<double>(union_size);
   return static_cast<float>(mean);
+}
+
+// fp32 -> IEEE binary16, round to nearest, ties to even (subnormals, overflow to inf, NaN kept
+// quiet). Integer operations only, so host and device give the same bits.
+MOLACCEL_LINGO_HD std::uint16_t float_to_half_bits(float value) {
+#if defined(__CUDA_ARCH__)
+  std::uint32_t x = __float_as_uint(value);
+#else
+  std::uint32_t x;
+  static_assert(sizeof(x) == sizeof(value), "float is 32 bits");
+  std::memcpy(&x, &value, sizeof(x));
+#endif
+  const std::uint16_t sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
+  x &= 0x7fffffffu;
+  if (x >= 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7c00u | (x > 0x7f800000u ? 0x200u : 0u));
+  if (x >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds past 65504
+  if (x < 0x38800000u) {                                                     // half subnormal (or 0)
+    if (x <= 0x33000000u) return sign;                                        // <= 2^-25: ties to 0
+    const std::uint32_t mantissa = (x & 0x7fffffu) | 0x800000u;
+    const std::uint32_t shift = 126u - (x >> 23);  // 14..24
+    std::uint32_t r = mantissa >> shift;
+    const std::uint32_t rest = mantissa & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    if (rest > half || (rest == half && (r & 1u))) ++r;
+    return static_cast<std::uint16_t>(sign | r);
+  }
+  std::uint32_t h = (x - 0x38000000u) >> 13;
+  const std::uint32_t rest = x & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
+  return static_cast<std::uint16_t>(sign | h);
+}
+
+// rint(255 s) for s in [0, 1]: one correctly rounded product, then round half to even (no
+// contraction possible: the rounding is not an addition).
+MOLACCEL_LINGO_HD std::uint8_t similarity_to_u8(float s) {
+  const float scaled = s * 255.0f;
+  const float clamped = scaled < 0.0f ? 0.0f : (scaled > 255.0f ? 255.0f : scaled);
+#if defined(__CUDA_ARCH__)
+  return static_cast<std::uint8_t>(__float2uint_rn(clamped));
+#else
+  return static_cast<std::uint8_t>(__builtin_rintf(clamped));
+#endif
 }
 
 }  // namespace molaccel::lingo::detail

@@ -43,6 +43,29 @@ TEST(LingoCli, InvalidInputFailsWithoutOutput) {
       run_cli(fmt::format("lingo matrix {} -o {}", (dir / "bad.smi").string(), (dir / "m.csv").string())), 0);
 }
 
+TEST(LingoCli, MatrixOutputTypes) {
+  TempDir dir;
+  write_file(dir / "m.smi", "c1ccccc1O phenol\nCCCCO butanol\nCCCO propanol\n");
+  const auto in = (dir / "m.smi").string();
+  ASSERT_EQ(run_cli(fmt::format("lingo matrix {} --device cpu --output-type u8 -o {}", in,
+                                (dir / "m.npy").string())),
+            0);
+  const std::string npy = read_file(dir / "m.npy");
+  EXPECT_NE(npy.find("'descr': '|u1'"), std::string::npos);
+  ASSERT_EQ(npy.size(), 128u + 9u);
+  EXPECT_EQ(static_cast<unsigned char>(npy[128]), 255u);  // phenol against itself
+  EXPECT_EQ(run_cli(fmt::format("lingo matrix {} --device cpu --output-type fp16 -o {}", in,
+                                (dir / "h.npy").string())),
+            0);
+  EXPECT_NE(read_file(dir / "h.npy").find("'descr': '<f2'"), std::string::npos);
+  // TSV prints fp32 only; an unknown type is rejected.
+  EXPECT_NE(run_cli(fmt::format("lingo matrix {} --device cpu --output-type u8 -o {}", in,
+                                (dir / "m.tsv").string())),
+            0);
+  EXPECT_FALSE(std::filesystem::exists(dir / "m.tsv"));
+  EXPECT_NE(run_cli(fmt::format("lingo matrix {} --output-type fp64 -o {}", in, (dir / "x.npy").string())), 0);
+}
+
 TEST(LingoCli, ClusterAndNeighborsFromCsv) {
   TempDir dir;
   write_file(dir / "m.csv", "name,smiles\na,CCCCCCO\nb,CCCCCCN\nc,c1ccccc1\nd,CCCCCCO\n");

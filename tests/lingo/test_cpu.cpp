@@ -1,6 +1,8 @@
 // The CPU backend against the reference (bit-identical), plus the operations' plumbing: tiles,
 // triangles, files, retries, clustering.
+#include <cmath>
 #include <cstring>
+#include <random>
 
 #include "backend_checks.hpp"
 
@@ -139,6 +141,39 @@ TEST(LingoCpu, MatrixFilesNpyAndTsv) {
     }
     EXPECT_EQ(i, expected.size());
   }
+}
+
+TEST(LingoCpu, NpyOutputTypes) {
+  check_npy_types(cpu_subject(), 16, 64);  // upper-triangle tiles with mirrors
+  check_npy_types(cpu_subject());
+}
+
+TEST(LingoQuantise, HalfMatchesTheCompilersConversion) {
+  std::vector<float> values = {0.0f, 1.0f, 0.5f, 1.0f / 3, 2.0f / 3, 1e-8f, 2.98023224e-8f, 2.98023259e-8f,
+                               5.96046448e-8f, 6.1035156e-5f, 6.1e-5f, 65504.0f, 65519.0f, 65520.0f, 1e6f,
+                               -0.25f, -1e-7f};
+  std::mt19937 rng(5);
+  for (int i = 0; i < 200000; ++i) {
+    const std::uint32_t num = rng() % 4000, den = 1 + rng() % 4000;
+    values.push_back(static_cast<float>(std::min(num, den)) / static_cast<float>(den));
+    std::uint32_t bits = rng();
+    float f;
+    std::memcpy(&f, &bits, 4);
+    if (std::isfinite(f)) values.push_back(f);
+  }
+  for (float v : values) {
+#if defined(__FLT16_MAX__)
+    const _Float16 h = static_cast<_Float16>(v);
+    std::uint16_t want;
+    std::memcpy(&want, &h, 2);
+    ASSERT_EQ(detail::float_to_half_bits(v), want) << v;
+#endif
+    if (v >= 0.0f && v <= 1.0f)
+      ASSERT_EQ(detail::similarity_to_u8(v), static_cast<std::uint8_t>(std::nearbyint(255.0f * v))) << v;
+  }
+  EXPECT_EQ(detail::similarity_to_u8(0.5f), 128);  // 127.5 ties to even
+  EXPECT_EQ(parse_output_type("fp16"), OutputType::fp16);
+  EXPECT_THROW(parse_output_type("fp64"), InputError);
 }
 
 TEST(LingoCpu, FailedJobLeavesNoFile) {

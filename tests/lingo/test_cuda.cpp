@@ -104,6 +104,29 @@ TEST(LingoCuda, ClusterMatchesCpu) {
   EXPECT_EQ(cpu.centroids, gpu.centroids);
 }
 
+// The pipelined copy to the host (two result buffers, pinned staging, helper threads) with tiny
+// passes, so every pass boundary and buffer reuse is exercised; and .npy in every element type.
+class LingoCudaPipeline : public ::testing::Test {
+ protected:
+  void SetUp() override { setenv("MOLACCEL_LINGO_GPU_PASS_ELEMENTS", "5000", 1); }
+  void TearDown() override { unsetenv("MOLACCEL_LINGO_GPU_PASS_ELEMENTS"); }
+};
+
+TEST_F(LingoCudaPipeline, ManySmallPassesStayBitIdentical) {
+  MOLACCEL_REQUIRE_GPU();
+  check_random_matrices(gpu_subject());
+  check_random_matrices(gpu_subject(), 13, 64);
+  check_real_self_matrix(gpu_subject(), "nci_first5k.smi", 1500, 4, Metric::tanimoto);
+  check_real_self_matrix(gpu_subject(), "demo4096.smi", 1029, 4, Metric::vidal, 256);
+  check_npy_types(gpu_subject());
+  check_npy_types(gpu_subject(), 40, 96);
+}
+
+TEST(LingoCuda, NpyOutputTypes) {
+  MOLACCEL_REQUIRE_GPU();
+  check_npy_types(gpu_subject());
+}
+
 // The experimental interleaved kernel (opt-in through MOLACCEL_LINGO_GPU_KERNEL) is held to the
 // same bit-identity as the default one.
 class LingoCudaInterleaved : public ::testing::Test {
@@ -137,6 +160,73 @@ TEST_F(LingoCudaInterleaved, LargeQueriesWideCountersSearchNeighbors) {
         std::string(to_string(metric)));
   check_search(gpu_subject(), 10, Metric::tanimoto);
   check_neighbors(gpu_subject(), make_molecules(real_smiles("demo4096.smi", 700), {}), 0.5f,
+                  Metric::tanimoto);
+}
+
+}  // namespace
+}  // namespace molaccel::lingo
+
+namespace molaccel::lingo {
+namespace {
+
+using namespace molaccel::lingo::testing;
+
+// The default kernel is csr-ilp (every LingoCuda test runs it); these cases aim at its two count
+// extractions. The previous CSR kernel (MOLACCEL_LINGO_GPU_KERNEL=csr) is held to the same checks.
+TEST(LingoCuda, CsrIlpExtractionPaths) {
+  MOLACCEL_REQUIRE_GPU();
+  std::vector<std::string> smiles = real_smiles("demo4096.smi", 300);
+  std::string long_one, mid_one;
+  for (int i = 0; i < 700; ++i) long_one += "CCCC";  // >= 2048 features: wide planes
+  for (int i = 0; i < 90; ++i) mid_one += "C(=O)N";  // >= 256 features: the generic extraction
+  smiles.push_back(long_one);
+  smiles.push_back(mid_one);
+  smiles.push_back("C");
+  const auto set = make_molecules(smiles, {});
+  Resources::Options o;
+  o.device = DeviceSpec::parse("gpu");
+  const auto gpu = Resources::create(o);
+  for (auto metric : {Metric::tanimoto, Metric::set})
+    expect_bit_identical(reference_matrix(set, nullptr, metric),
+                         similarity_matrix(gpu, set, nullptr, with(Backend::cuda, metric)), set.size(),
+                         std::string(to_string(metric)));
+}
+
+class LingoCudaCsr : public ::testing::Test {
+ protected:
+  void SetUp() override { setenv("MOLACCEL_LINGO_GPU_KERNEL", "csr", 1); }
+  void TearDown() override { unsetenv("MOLACCEL_LINGO_GPU_KERNEL"); }
+};
+
+Subject gpu_subject_ilp() {
+  Resources::Options o;
+  o.device = DeviceSpec::parse("gpu");
+  return {Resources::create(o), Backend::cuda};
+}
+
+TEST_F(LingoCudaCsr, RandomRealLargeAndSearch) {
+  MOLACCEL_REQUIRE_GPU();
+  check_random_matrices(gpu_subject_ilp());
+  check_random_matrices(gpu_subject_ilp(), 13, 64);
+  for (auto metric : {Metric::tanimoto, Metric::set}) {
+    check_real_self_matrix(gpu_subject_ilp(), "nci_first5k.smi", 1500, 4, metric);
+    check_real_self_matrix(gpu_subject_ilp(), "demo4096.smi", 1029, 8, metric, 256);
+  }
+  std::vector<std::string> smiles = real_smiles("demo4096.smi", 300);
+  std::string long_one, mid_one;
+  for (int i = 0; i < 700; ++i) long_one += "CCCC";   // >= 2048 features: wide planes
+  for (int i = 0; i < 90; ++i) mid_one += "C(=O)N";   // >= 256 features: the generic extraction
+  smiles.push_back(long_one);
+  smiles.push_back(mid_one);
+  smiles.push_back("C");
+  const auto set = make_molecules(smiles, {});
+  for (auto metric : {Metric::tanimoto, Metric::set})
+    expect_bit_identical(
+        reference_matrix(set, nullptr, metric),
+        similarity_matrix(gpu_subject_ilp().resources, set, nullptr, with(Backend::cuda, metric)), set.size(),
+        std::string(to_string(metric)));
+  check_search(gpu_subject_ilp(), 10, Metric::tanimoto);
+  check_neighbors(gpu_subject_ilp(), make_molecules(real_smiles("demo4096.smi", 700), {}), 0.5f,
                   Metric::tanimoto);
 }
 

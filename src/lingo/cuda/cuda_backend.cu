@@ -11,15 +11,18 @@
 // the queries only, never on the vocabulary, so a large or diverse vocabulary has no cliff.
 // Vidal (per-Lingo fractions) and queries too large for a table use a per-pair merge kernel.
 //
-// Two variants of the hashed kernel: the default reads the database in CSR order (verified on an
-// H100); MOLACCEL_LINGO_GPU_KERNEL=interleaved selects an experimental one that sorts each window of
-// 256 molecules by length, interleaves each warp's features for coalesced loads, extracts four
-// counts at a time from the bit planes and stages results in shared memory (not yet measured).
+// Three variants of the hashed kernel: the default (csr-ilp) reads the database in CSR order with
+// four feature loads in flight per thread (verified on an H100, 93 G LINGOs/s at 32,768^2);
+// MOLACCEL_LINGO_GPU_KERNEL=csr selects the previous CSR kernel (55 G/s, the baseline) and
+// MOLACCEL_LINGO_GPU_KERNEL=interleaved an experimental one that sorts each window of 256
+// molecules by length, interleaves each warp's features, extracts four counts at a time from the
+// bit planes and stages results in shared memory (42 G/s: slower).
 #include <cub/block/block_scan.cuh>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <mutex>
 #include <string_view>
 
@@ -77,8 +80,8 @@ __device__ __forceinline__ std::uint32_t table_lookup(const uint2* table, int lo
 }
 
 // ---- kernels -------------------------------------------------------------------------------------
-// Verified variant (default): the database read in CSR order, one thread per molecule; the
-// table as two arrays (keys, masks). 60 G LINGOs/s at 32,768^2 on an H100 (bench/lingo).
+// Baseline variant (MOLACCEL_LINGO_GPU_KERNEL=csr): the database read in CSR order, one thread per
+// molecule; the table as two arrays (keys, masks). 55-60 G LINGOs/s at 32,768^2 on an H100.
 __device__ void csr_table_insert(std::uint32_t* keys, std::uint32_t* masks, int log2_slots,
                                  std::uint32_t feature, std::uint32_t bit) {
   const std::uint32_t wrap = (1u << log2_slots) - 1;
@@ -159,7 +162,74 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
-// Experimental variant (MOLACCEL_LINGO_GPU_KERNEL=interleaved; not yet measured on a GPU).
+// Default variant (csr-ilp; verified on an H100): the CSR kernel with four independent
+// feature loads in flight per thread (memory-level parallelism for the uncoalesced CSR reads) and
+// four counts at a time out of the bit planes when the molecule has < 256 features.
+template <int Planes>
+__global__ void __launch_bounds__(kBlock)
+    hashed_similarity_csr_ilp_kernel(const QueryGroup* groups, const std::uint64_t* q_offsets,
+                                     const std::uint32_t* q_features, const std::uint32_t* q_sizes,
+                                     const std::uint64_t* db_offsets, const std::uint32_t* db_features,
+                                     const std::uint32_t* db_sizes, std::uint32_t n_cols, int log2_slots,
+                                     float* out, std::size_t ld) {
+  extern __shared__ std::uint32_t csr_table[];
+  const std::uint32_t slots = 1u << log2_slots;
+  std::uint32_t* keys = csr_table;
+  std::uint32_t* masks = csr_table + slots;
+  __shared__ std::uint32_t sizes[kQueriesPerGroup];
+  const QueryGroup group = groups[blockIdx.x];
+  for (std::uint32_t s = threadIdx.x; s < slots; s += blockDim.x) {
+    keys[s] = kEmptySlot;
+    masks[s] = 0;
+  }
+  if (threadIdx.x < group.count) sizes[threadIdx.x] = q_sizes[group.first_row + threadIdx.x];
+  __syncthreads();
+  {
+    const std::uint64_t begin = q_offsets[group.first_row];
+    const std::uint64_t end = q_offsets[group.first_row + group.count];
+    std::uint32_t q = 0;
+    for (std::uint64_t f = begin + threadIdx.x; f < end; f += blockDim.x) {
+      while (q_offsets[group.first_row + q + 1] <= f) ++q;
+      csr_table_insert(keys, masks, log2_slots, q_features[f], 1u << q);
+    }
+  }
+  __syncthreads();
+
+  for (std::uint32_t col = blockIdx.y * blockDim.x + threadIdx.x; col < n_cols;
+       col += gridDim.y * blockDim.x) {
+    std::uint32_t planes[Planes];
+#pragma unroll
+    for (int b = 0; b < Planes; ++b) planes[b] = 0;
+    const std::uint64_t begin = db_offsets[col], end = db_offsets[col + 1];
+    std::uint64_t f = begin;
+    for (; f + 4 <= end; f += 4) {
+      std::uint32_t v[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) v[u] = __ldg(&db_features[f + u]);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) detail::bitslice_add(planes, csr_table_lookup(keys, masks, log2_slots, v[u]));
+    }
+    for (; f < end; ++f)
+      detail::bitslice_add(planes, csr_table_lookup(keys, masks, log2_slots, __ldg(&db_features[f])));
+    const std::uint32_t db_size = db_sizes[col];
+    if (end - begin < 256) {
+      for (std::uint32_t q4 = 0; q4 < group.count; q4 += 4) {
+        const std::uint32_t packed = detail::bitslice_bytes4(planes, q4);
+#pragma unroll
+        for (std::uint32_t i = 0; i < 4; ++i)
+          if (q4 + i < group.count)
+            out[(group.first_row + q4 + i) * ld + col] =
+                detail::ratio_similarity((packed >> (8 * i)) & 0xffu, sizes[q4 + i], db_size);
+      }
+    } else {
+      for (std::uint32_t q = 0; q < group.count; ++q)
+        out[(group.first_row + q) * ld + col] =
+            detail::ratio_similarity(detail::bitslice_count(planes, q), sizes[q], db_size);
+    }
+  }
+}
+
+// Experimental variant (MOLACCEL_LINGO_GPU_KERNEL=interleaved; measured slower than the default).
 // The database slice, as the hashed kernel reads it: windows of kBlock molecules (slice order);
 // inside a window, molecules sorted by feature count (longest first) so a warp's 32 lanes loop
 // about as long; each warp's features interleaved ([k][32]) so a load is one coalesced line.
@@ -370,6 +440,17 @@ __global__ void select_threshold_kernel(const float* sims, std::size_t ld, std::
   }
 }
 
+// fp32 similarities -> fp16 bits (type 1) or u8 (type 2), the quantisations of similarity_math.hpp.
+__global__ void convert_kernel(const float* in, std::size_t n, std::uint8_t* out, int type) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    if (type == 1)
+      reinterpret_cast<std::uint16_t*>(out)[i] = detail::float_to_half_bits(in[i]);
+    else
+      out[i] = detail::similarity_to_u8(in[i]);
+  }
+}
+
 // ---- host side -----------------------------------------------------------------------------------
 template <class T>
 void upload_range(cuda::DeviceBuffer<T>& buffer, const T* data, std::size_t n, cudaStream_t stream) {
@@ -442,7 +523,85 @@ struct WorkerState {
   cuda::DeviceBuffer<DeviceHit> hits;
   cuda::DeviceBuffer<unsigned long long> hit_count;
   bool attributes_set = false;
+  // dense_stream's pipeline: a copy stream, two result buffers (and their fp16/u8 copies) used in
+  // turn, events ordering compute -> copy -> reuse.
+  cuda::Stream copy_stream;
+  cuda::DeviceBuffer<float> pipe_sims[2];
+  cuda::DeviceBuffer<std::uint8_t> pipe_packed[2];
+  cuda::Event computed[2]{cuda::Event(false), cuda::Event(false)};
+  cuda::Event copied[2]{cuda::Event(false), cuda::Event(false)};
 };
+
+// Pinned staging buffers, kept for the life of the process (page-locking is slow: a fresh pair per
+// call would cost more than the copy of a small matrix). Never freed: no teardown-order issues.
+struct StagingPool {
+  std::mutex mutex;
+  std::vector<cuda::PinnedBuffer<std::uint8_t>> free;
+};
+StagingPool& staging_pool() {
+  static auto* pool = new StagingPool;
+  return *pool;
+}
+class StagingLease {
+ public:
+  explicit StagingLease(std::size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(staging_pool().mutex);
+      auto& f = staging_pool().free;
+      for (auto& b : buffers_)
+        if (!f.empty()) {
+          b = std::move(f.back());
+          f.pop_back();
+        }
+    }
+    for (auto& b : buffers_) b.resize(std::max<std::size_t>(bytes, 1));
+  }
+  ~StagingLease() {
+    std::lock_guard<std::mutex> lock(staging_pool().mutex);
+    for (auto& b : buffers_)
+      if (b.data()) staging_pool().free.push_back(std::move(b));
+  }
+  StagingLease(const StagingLease&) = delete;
+  StagingLease& operator=(const StagingLease&) = delete;
+  std::uint8_t* buffer(int i) { return buffers_[i].data(); }
+
+ private:
+  cuda::PinnedBuffer<std::uint8_t> buffers_[2];
+};
+
+// Elements per pipelined pass (128 MiB of fp32 by default); tests make it small to force many
+// passes.
+std::size_t pass_elements() {
+  if (const char* v = std::getenv("MOLACCEL_LINGO_GPU_PASS_ELEMENTS"); v && *v) {
+    const long long n = std::atoll(v);
+    if (n > 0) return static_cast<std::size_t>(n);
+  }
+  return std::size_t{1} << 25;
+}
+
+// Copies `rows` rows of `row_bytes` from contiguous `src` to `dst` (stride `ld_bytes`) with a few
+// threads: one thread cannot keep up with PCIe.
+void parallel_rows_copy(std::uint8_t* dst, std::size_t ld_bytes, const std::uint8_t* src, std::size_t rows,
+                        std::size_t row_bytes) {
+  int threads = std::max(1, std::min(16, cpu_info().logical_cores));
+  if (const char* v = std::getenv("MOLACCEL_LINGO_DRAIN_THREADS"); v && std::atoi(v) > 0) threads = std::atoi(v);
+  if (ld_bytes == row_bytes) {
+    const std::size_t total = rows * row_bytes;
+    const std::size_t piece = std::max<std::size_t>(std::size_t{1} << 20, (total + threads - 1) / threads);
+    const std::size_t pieces = (total + piece - 1) / piece;
+    parallel_for(pieces, threads, 1, [&](std::size_t b, std::size_t e) {
+      for (std::size_t p = b; p < e; ++p) {
+        const std::size_t off = p * piece;
+        std::memcpy(dst + off, src + off, std::min(piece, total - off));
+      }
+    });
+    return;
+  }
+  parallel_for(rows, threads, std::max<std::size_t>(1, (std::size_t{1} << 20) / std::max<std::size_t>(row_bytes, 1)),
+               [&](std::size_t b, std::size_t e) {
+                 for (std::size_t r = b; r < e; ++r) std::memcpy(dst + r * ld_bytes, src + r * row_bytes, row_bytes);
+               });
+}
 
 // Dynamic shared memory of the hashed kernel: the table and the 32 x kBlock result tile.
 std::size_t shared_bytes(std::uint32_t slots) {
@@ -461,6 +620,12 @@ bool interleaved_kernel_requested() {
   const char* v = std::getenv("MOLACCEL_LINGO_GPU_KERNEL");
   return v && std::string_view(v) == "interleaved";
 }
+// The default is the csr-ilp kernel (93 vs 55 G LINGOs/s at 32,768^2 on an H100, same tests);
+// MOLACCEL_LINGO_GPU_KERNEL=csr selects the previous CSR kernel, kept as the baseline.
+bool csr_ilp_kernel_requested() {
+  const char* v = std::getenv("MOLACCEL_LINGO_GPU_KERNEL");
+  return !v || (std::string_view(v) != "csr" && std::string_view(v) != "interleaved");
+}
 
 // Dynamic shared memory of the verified CSR kernel: keys and masks.
 std::size_t csr_shared_bytes(std::uint32_t slots) {
@@ -472,6 +637,7 @@ struct GpuJob::Impl {
   Metric metric;
   bool use_features;
   bool interleaved = interleaved_kernel_requested();
+  bool csr_ilp = csr_ilp_kernel_requested();
   detail::FeatureSet db_features, query_features;  // query_features empty when self
 
   Impl(const detail::Encoding& e, Metric m) : encoding(e), metric(m), use_features(m != Metric::vidal) {
@@ -491,6 +657,12 @@ struct GpuJob::Impl {
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(csr_shared_bytes(kLargeTableSlots))));
       MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_csr_kernel<21>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(csr_shared_bytes(kLargeTableSlots))));
+      MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_csr_ilp_kernel<11>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(csr_shared_bytes(kLargeTableSlots))));
+      MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_csr_ilp_kernel<21>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(csr_shared_bytes(kLargeTableSlots))));
       MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_interleaved_kernel<11>,
@@ -550,15 +722,22 @@ struct GpuJob::Impl {
         small.push_back(g);
       }
       const bool wide = s.db.max_features >= 2048;
-      // Each block reuses its table over ~8 windows of database molecules (amortises the build).
-      const unsigned splits =
-          static_cast<unsigned>(std::min<std::size_t>((cols + 8 * kBlock - 1) / (8 * kBlock), 65535));
+      // Each block reuses its table over up to 8 windows of kBlock database molecules (amortises
+      // the build); fewer when the pass has few query groups, so the launch still fills the GPU
+      // (at least 4,096 blocks: the pipelined passes of dense_stream are ~1,024 rows).
+      auto splits_for = [&](std::size_t n_groups) {
+        const std::size_t windows = (cols + kBlock - 1) / kBlock;
+        std::size_t per_block = 8;
+        while (per_block > 1 && n_groups * ((windows + per_block - 1) / per_block) < 4096) per_block /= 2;
+        return static_cast<unsigned>(std::min<std::size_t>((windows + per_block - 1) / per_block, 65535));
+      };
       const InterleavedSlice view = s.db.interleaved_view();
       std::vector<QueryGroup> all(small);
       all.insert(all.end(), large.begin(), large.end());
       upload_range(s.groups, all.data(), all.size(), stream);
       auto launch = [&](std::size_t first_group, std::size_t n_groups, std::uint32_t slots) {
         if (n_groups == 0) return;
+        const unsigned splits = splits_for(n_groups);
         const dim3 grid(static_cast<unsigned>(n_groups), splits);
         const int log2_slots = log2_of(slots);
         const QueryGroup* g = s.groups.data() + first_group;
@@ -574,12 +753,20 @@ struct GpuJob::Impl {
                 g, s.queries.feature_offsets.data(), s.queries.features.data(),
                 s.queries.feature_sizes.data(), view, n, log2_slots, s.sims.data(), cols);
         } else {
-          // The CSR kernel walks columns in blockDim strides: one split per 256 columns.
-          const dim3 csr_grid(
-              static_cast<unsigned>(n_groups),
-              static_cast<unsigned>(std::min<std::size_t>((cols + 8 * kBlock - 1) / (8 * kBlock), 65535)));
+          // The CSR kernels walk columns in blockDim strides: windows of 256 columns.
+          const dim3 csr_grid(static_cast<unsigned>(n_groups), splits);
           const std::size_t shared = csr_shared_bytes(slots);
-          if (wide)
+          if (csr_ilp && wide)
+            hashed_similarity_csr_ilp_kernel<21><<<csr_grid, kBlock, shared, stream>>>(
+                g, s.queries.feature_offsets.data(), s.queries.features.data(),
+                s.queries.feature_sizes.data(), s.db.feature_offsets.data(), s.db.features.data(),
+                s.db.feature_sizes.data(), n, log2_slots, s.sims.data(), cols);
+          else if (csr_ilp)
+            hashed_similarity_csr_ilp_kernel<11><<<csr_grid, kBlock, shared, stream>>>(
+                g, s.queries.feature_offsets.data(), s.queries.features.data(),
+                s.queries.feature_sizes.data(), s.db.feature_offsets.data(), s.db.features.data(),
+                s.db.feature_sizes.data(), n, log2_slots, s.sims.data(), cols);
+          else if (wide)
             hashed_similarity_csr_kernel<21><<<csr_grid, kBlock, shared, stream>>>(
                 g, s.queries.feature_offsets.data(), s.queries.features.data(),
                 s.queries.feature_sizes.data(), s.db.feature_offsets.data(), s.db.features.data(),
@@ -639,6 +826,74 @@ struct GpuJob::Impl {
     }
   }
 
+  // The pipeline of dense_stream (see the header): pass i computes into result buffer i % 2 on
+  // the compute stream, is converted there (fp16/u8), copied by the copy stream into pinned
+  // staging buffer i % 2, and handed to the sink by a helper thread, while pass i + 1 computes.
+  void stream_passes(WorkerContext& ctx, const Rect& rect, OutputType type,
+                     const GpuJob::RowSink& sink) const {
+    WorkerState& s = state(ctx);
+    const int device = ctx.worker().device;
+    ensure_db(s, rect.col_begin, rect.col_end);
+    const std::size_t cols = rect.cols();
+    const std::size_t elem = element_bytes(type);
+    // Same staging bytes per pass for every type: fp16/u8 passes have 2x/4x the rows.
+    std::size_t pass = std::max<std::size_t>(1, pass_elements() * (4 / elem) / cols);
+    if (pass >= 32) pass = pass / 32 * 32;  // whole query groups
+    pass = std::min({pass, rect.rows(), std::max<std::size_t>(1, budget(device) / cols)});
+    StagingLease staging(pass * cols * elem);
+    std::future<void> drains[2];
+    try {
+      std::size_t i = 0;
+      for (std::size_t r = rect.row_begin; r < rect.row_end; r += pass, ++i) {
+        const std::size_t r1 = std::min(rect.row_end, r + pass);
+        const int slot = static_cast<int>(i & 1);
+        const std::size_t n = (r1 - r) * cols;
+        // Result buffer `slot` was last read by the copy of pass i - 2.
+        if (i >= 2) MOLACCEL_CUDA_TRY(cudaStreamWaitEvent(s.stream, s.copied[slot].get(), 0));
+        std::swap(s.sims, s.pipe_sims[slot]);
+        try {
+          compute(s, r, r1);
+        } catch (...) {
+          std::swap(s.sims, s.pipe_sims[slot]);
+          throw;
+        }
+        std::swap(s.sims, s.pipe_sims[slot]);
+        const std::uint8_t* source = reinterpret_cast<const std::uint8_t*>(s.pipe_sims[slot].data());
+        if (type != OutputType::fp32) {
+          s.pipe_packed[slot].resize(n * elem);
+          const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>((n + kBlock - 1) / kBlock, 4096));
+          convert_kernel<<<blocks, kBlock, 0, s.stream>>>(s.pipe_sims[slot].data(), n, s.pipe_packed[slot].data(),
+                                                          type == OutputType::fp16 ? 1 : 2);
+          MOLACCEL_CUDA_CHECK_LAUNCH("lingo convert_kernel");
+          source = s.pipe_packed[slot].data();
+        }
+        s.computed[slot].record(s.stream);
+        if (drains[slot].valid()) drains[slot].get();  // staging buffer `slot` handed off
+        MOLACCEL_CUDA_TRY(cudaStreamWaitEvent(s.copy_stream, s.computed[slot].get(), 0));
+        MOLACCEL_CUDA_TRY(
+            cudaMemcpyAsync(staging.buffer(slot), source, n * elem, cudaMemcpyDeviceToHost, s.copy_stream));
+        s.copied[slot].record(s.copy_stream);
+        drains[slot] = std::async(std::launch::async, [&s, &staging, &sink, slot, device,
+                                                       row = r - rect.row_begin, rows = r1 - r] {
+          cuda::DeviceGuard guard(device);
+          s.copied[slot].synchronize();
+          sink(row, rows, staging.buffer(slot));
+        });
+      }
+      for (auto& d : drains)
+        if (d.valid()) d.get();
+    } catch (...) {
+      for (auto& d : drains)
+        if (d.valid()) try {
+            d.get();
+          } catch (...) {
+          }
+      cudaStreamSynchronize(s.copy_stream);
+      cudaStreamSynchronize(s.stream);
+      throw;
+    }
+  }
+
   std::size_t budget(int device) const {
     std::size_t free_bytes = 0, total = 0;
     {
@@ -660,7 +915,9 @@ std::size_t GpuJob::dense_budget(int device) const {
 }
 
 std::string GpuJob::kernel_name() const {
-  return impl_->use_features ? (impl_->interleaved ? "hashed-interleaved" : "hashed") : "merge";
+  return impl_->use_features
+             ? (impl_->interleaved ? "hashed-interleaved" : impl_->csr_ilp ? "hashed" : "hashed-csr")
+             : "merge";
 }
 
 double GpuJob::time_kernels(int device, const Rect& rect) const {
@@ -681,15 +938,62 @@ double GpuJob::time_kernels(int device, const Rect& rect) const {
 }
 
 void GpuJob::dense(WorkerContext& ctx, const Rect& rect, float* out, std::size_t ld) const {
+  const std::size_t row_bytes = rect.cols() * sizeof(float);
+  dense_stream(ctx, rect, OutputType::fp32, [&](std::size_t row, std::size_t rows, const std::uint8_t* data) {
+    parallel_rows_copy(reinterpret_cast<std::uint8_t*>(out + row * ld), ld * sizeof(float), data, rows, row_bytes);
+  });
+}
+
+void GpuJob::dense_stream(WorkerContext& ctx, const Rect& rect, OutputType type, const RowSink& sink) const {
+  if (rect.rows() == 0 || rect.cols() == 0) return;
+  try {
+    impl_->stream_passes(ctx, rect, type, sink);
+    return;
+  } catch (const CudaError& e) {
+    if (!e.is_out_of_memory()) throw;
+    cudaGetLastError();
+    WorkerState& s = impl_->state(ctx);
+    for (auto& b : s.pipe_sims) b.reset();
+    for (auto& b : s.pipe_packed) b.reset();
+    log_warn("lingo: GPU {} out of memory in the pipelined copy, falling back to plain passes",
+             ctx.worker().device);
+  }
+  // Plain passes (shrinking on out-of-memory): compute, convert, copy, hand off; no overlap.
+  const std::size_t elem = element_bytes(type);
   impl_->in_passes(ctx, rect, [&](WorkerState& s, std::size_t r0, std::size_t r1) {
     impl_->compute(s, r0, r1);
-    const std::size_t cols = rect.cols();
-    if (r1 > r0 && cols > 0)
-      MOLACCEL_CUDA_TRY(cudaMemcpy2DAsync(out + (r0 - rect.row_begin) * ld, ld * sizeof(float), s.sims.data(),
-                                          cols * sizeof(float), cols * sizeof(float), r1 - r0,
-                                          cudaMemcpyDeviceToHost, s.stream));
+    const std::size_t n = (r1 - r0) * rect.cols();
+    std::vector<std::uint8_t> host(n * elem);
+    const std::uint8_t* source = reinterpret_cast<const std::uint8_t*>(s.sims.data());
+    if (type != OutputType::fp32) {
+      s.pipe_packed[0].resize(n * elem);
+      const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>((n + kBlock - 1) / kBlock, 4096));
+      convert_kernel<<<blocks, kBlock, 0, s.stream>>>(s.sims.data(), n, s.pipe_packed[0].data(),
+                                                      type == OutputType::fp16 ? 1 : 2);
+      MOLACCEL_CUDA_CHECK_LAUNCH("lingo convert_kernel");
+      source = s.pipe_packed[0].data();
+    }
+    if (n) MOLACCEL_CUDA_TRY(cudaMemcpyAsync(host.data(), source, n * elem, cudaMemcpyDeviceToHost, s.stream));
     s.stream.synchronize();
+    sink(r0 - rect.row_begin, r1 - r0, host.data());
   });
+}
+
+double GpuJob::time_to_host(int device, const Rect& rect, OutputType type, void* out) const {
+  WorkerInfo info;
+  info.kind = WorkerInfo::Kind::gpu;
+  info.device = device;
+  WorkerContext ctx(info);
+  cuda::DeviceGuard guard(device);
+  WorkerState& s = impl_->state(ctx);
+  impl_->ensure_db(s, rect.col_begin, rect.col_end);
+  const std::size_t row_bytes = rect.cols() * element_bytes(type);
+  auto* dst = static_cast<std::uint8_t*>(out);
+  const double t0 = now_seconds();
+  dense_stream(ctx, rect, type, [&](std::size_t row, std::size_t rows, const std::uint8_t* data) {
+    parallel_rows_copy(dst + row * row_bytes, row_bytes, data, rows, row_bytes);
+  });
+  return now_seconds() - t0;
 }
 
 std::vector<Hit> GpuJob::top_k(WorkerContext& ctx, const Rect& rect, std::size_t k) const {
@@ -750,6 +1054,32 @@ std::vector<Hit> GpuJob::threshold(WorkerContext& ctx, const Rect& rect, float t
     }
   });
   return result;
+}
+
+CopyRates measure_copy_rates(int device, std::size_t bytes) {
+  cuda::DeviceGuard guard(device);
+  cuda::Stream stream;
+  cuda::DeviceBuffer<std::uint8_t> source(bytes);
+  source.fill_zero(stream);
+  StagingLease staging(bytes);
+  CopyRates rates;
+  constexpr int kCopies = 8;
+  MOLACCEL_CUDA_TRY(cudaMemcpyAsync(staging.buffer(0), source.data(), bytes, cudaMemcpyDeviceToHost, stream));
+  cuda::Event start, stop;
+  start.record(stream);
+  for (int i = 0; i < kCopies; ++i)
+    MOLACCEL_CUDA_TRY(
+        cudaMemcpyAsync(staging.buffer(i & 1), source.data(), bytes, cudaMemcpyDeviceToHost, stream));
+  stop.record(stream);
+  stop.synchronize();
+  rates.d2h_pinned_gbs = kCopies * static_cast<double>(bytes) / (stop.elapsed_ms_since(start) * 1e-3) / 1e9;
+  std::vector<std::uint8_t> host(bytes * 4, 1);
+  parallel_rows_copy(host.data(), bytes, staging.buffer(0), 1, bytes);  // warm
+  const double t0 = now_seconds();
+  for (int i = 0; i < kCopies; ++i)
+    parallel_rows_copy(host.data() + (i & 3) * bytes, bytes, staging.buffer(i & 1), 1, bytes);
+  rates.host_copy_gbs = kCopies * static_cast<double>(bytes) / (now_seconds() - t0) / 1e9;
+  return rates;
 }
 
 }  // namespace molaccel::lingo::cuda_backend

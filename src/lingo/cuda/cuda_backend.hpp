@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +31,14 @@ class GpuJob {
 
   // Row-major rect of similarities into host memory (ld floats per row).
   void dense(WorkerContext& ctx, const Rect& rect, float* out, std::size_t ld) const;
+  // Receives rows [row, row + rows) of the rect (relative to rect.row_begin), contiguous, each of
+  // rect.cols() elements of the output type. Called from helper threads, at most two at a time,
+  // never twice for the same rows; the data is valid only during the call.
+  using RowSink = std::function<void(std::size_t row, std::size_t rows, const std::uint8_t* data)>;
+  // The rect in passes of rows: compute of pass i+1 and the device-to-host copy of pass i (into
+  // pinned staging buffers, a copy stream) and the host-side hand-off of pass i-1 to `sink` all
+  // overlap. fp16 and u8 are converted on the GPU, so only their bytes cross PCIe.
+  void dense_stream(WorkerContext& ctx, const Rect& rect, OutputType type, const RowSink& sink) const;
   // Per row of the rect: its best min(k, cols) hits (any order), selected on the GPU.
   std::vector<Hit> top_k(WorkerContext& ctx, const Rect& rect, std::size_t k) const;
   // Every (row, col) of the rect with similarity >= threshold (self: only col > row).
@@ -41,10 +51,22 @@ class GpuJob {
   // Benchmarks: computes the rect with results left in device memory; seconds by CUDA events
   // (query uploads between passes included, the database upload not).
   double time_kernels(int device, const Rect& rect) const;
+  // Benchmarks: wall seconds of dense_stream of the rect into host memory `out` (rect.rows() x
+  // rect.cols() elements of `type`, row-major), database upload excluded.
+  double time_to_host(int device, const Rect& rect, OutputType type, void* out) const;
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Benchmarks: the two ceilings of dense_stream, measured alone: device-to-host copies of `bytes`
+// into pinned memory (GB/s, CUDA events, 8 copies), and the multi-threaded host copy from pinned
+// into ordinary touched memory (GB/s, the helper threads' copy).
+struct CopyRates {
+  double d2h_pinned_gbs = 0;
+  double host_copy_gbs = 0;
+};
+CopyRates measure_copy_rates(int device, std::size_t bytes);
 
 }  // namespace molaccel::lingo::cuda_backend
