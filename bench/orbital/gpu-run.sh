@@ -5,14 +5,16 @@
 set -uo pipefail
 quick=""
 [[ "${1:-}" == "--quick" ]] && quick="--quick"
-build=build-gpu-orbital
+build="${MOLACCEL_GPU_BUILD_DIR:-build-gpu-orbital}"
 log=$(mktemp -d)
 status_line() { printf '%-34s %s\n' "$1" "$2"; }
 
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOLACCEL_CUDA=ON -DMOLACCEL_ENGINES=orbital \
-  -DMOLACCEL_BUILD_FUZZ=OFF > "$log/configure.txt" 2>&1 || { tail -30 "$log/configure.txt"; exit 1; }
-cmake --build "$build" -j16 --target molaccel_cli test_orbital_io test_orbital_reference test_orbital_cpu \
-  test_orbital_jit_source test_orbital_cuda test_orbital_cli bench_orbital_c60 > "$log/build.txt" 2>&1 || { grep -E "error" -A5 "$log/build.txt" | head -60; exit 1; }
+if [[ -z "${MOLACCEL_GPU_BUILD_DIR:-}" ]]; then  # scripts/gpu-check.sh builds everything once
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOLACCEL_CUDA=ON -DMOLACCEL_ENGINES=orbital \
+    -DMOLACCEL_BUILD_FUZZ=OFF > "$log/configure.txt" 2>&1 || { tail -30 "$log/configure.txt"; exit 1; }
+  cmake --build "$build" -j16 --target molaccel_cli test_orbital_io test_orbital_reference test_orbital_cpu \
+    test_orbital_jit_source test_orbital_cuda test_orbital_cli bench_orbital_c60 > "$log/build.txt" 2>&1 || { grep -E "error" -A5 "$log/build.txt" | head -60; exit 1; }
+fi
 
 ctest --test-dir "$build" -L gpu -R Orbital --output-on-failure > "$log/gpu-tests.txt" 2>&1
 gpu_rc=$?
@@ -30,6 +32,6 @@ echo "== orbital on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/n
 status_line "gpu tests" "$(grep -E 'tests passed' "$log/gpu-tests.txt" || echo 'failed (rc '$gpu_rc')')"
 status_line "cpu tests" "$(grep -E 'tests passed' "$log/cpu-tests.txt" || echo 'failed (rc '$cpu_rc')')"
 grep -E "^orbital/" "$log/bench.txt" | cut -c1-160
-grep -E "JIT speed-up" "$log/bench.txt"
+grep -E "JIT speed-up|sparse density path" "$log/bench.txt"
 grep -E "^HOMO|^density of" "$log/demo.txt"
 [[ $gpu_rc -eq 0 && $cpu_rc -eq 0 ]]

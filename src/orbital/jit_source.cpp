@@ -84,8 +84,12 @@ void emit_type_function(std::string& src, const PackedBasis& basis, std::size_t 
 
 }  // namespace
 
-JitSource generate_jit_source(const PackedBasis& basis) {
+JitSource generate_jit_source(const PackedBasis& basis, bool split_coordinates, bool brick_layout,
+                              bool brick3d_layout) {
   JitSource out;
+  out.split_coordinates = split_coordinates;
+  out.brick_layout = brick_layout && kJitPointsPerThread == 1;
+  out.brick3d_layout = brick3d_layout && kJitPointsPerThread == 1 && !out.brick_layout;
   std::map<std::string, int> types;
   std::vector<std::size_t> representative;
   out.atom_type.resize(basis.atom_count());
@@ -103,6 +107,7 @@ JitSource generate_jit_source(const PackedBasis& basis) {
       "  double origin[3];\n"
       "  double axes[3][3];\n"
       "  int ny, nz, plane_begin, components;\n"
+      "  int planes;  // planes of this launch (bounds of 3-D bricks)\n"
       "};\n"
       "__device__ __forceinline__ float ex2_approx(float x) {\n"
       "  float y;\n"
@@ -117,28 +122,45 @@ JitSource generate_jit_source(const PackedBasis& basis) {
   src += fmt::format(
       "#define POINTS_PER_THREAD {}\n"
       "extern \"C\" __global__ void __launch_bounds__(128) molaccel_orbital_jit(\n"
-      "    const double* __restrict__ atom_xyz, const int2* __restrict__ atom_type_base, int atoms,\n"
+      "    const double* __restrict__ atom_xyz, const float* __restrict__ atom_split,\n"
+      "    const int2* __restrict__ atom_type_base, int atoms,\n"
       "    const float* __restrict__ coefficients, OrbitalGridArgs g, float* __restrict__ out) {{\n"
       "  extern __shared__ float c[];\n"
       "  for (int i = threadIdx.x; i < g.components; i += blockDim.x) c[i] = coefficients[i];\n"
       "  __syncthreads();\n"
-      "  const int k0 = (blockIdx.x * blockDim.x + threadIdx.x) * POINTS_PER_THREAD;\n"
-      "  if (k0 >= g.nz) return;\n"
-      "  const int j = blockIdx.y, i = g.plane_begin + blockIdx.z;\n"
+      "{}"
       "  double p[3];\n"
       "  for (int d = 0; d < 3; ++d) p[d] = g.origin[d] + i * g.axes[0][d] + j * g.axes[1][d] + k0 * g.axes[2][d];\n"
-      "{}"
+      "{}{}"
       "  float v[POINTS_PER_THREAD];\n"
       "#pragma unroll\n"
       "  for (int q = 0; q < POINTS_PER_THREAD; ++q) v[q] = 0.0f;\n"
       "  for (int a = 0; a < atoms; ++a) {{\n"
-      "    const float dx0 = (float)(p[0] - atom_xyz[3 * a]);\n"
-      "    const float dy0 = (float)(p[1] - atom_xyz[3 * a + 1]);\n"
-      "    const float dz0 = (float)(p[2] - atom_xyz[3 * a + 2]);\n"
+      "{}"
       "    const int2 tb = atom_type_base[a];\n"
       "    switch (tb.x) {{\n",
       kJitPointsPerThread,
-      kJitPointsPerThread > 1 ? "  const float sx = (float)g.axes[2][0], sy = (float)g.axes[2][1], sz = (float)g.axes[2][2];\n" : "");
+      out.brick_layout ? "  const int k0 = blockIdx.x * 8 + (threadIdx.x & 7);\n"
+                         "  const int j = blockIdx.y * 16 + (threadIdx.x >> 3), i = g.plane_begin + blockIdx.z;\n"
+                         "  if (k0 >= g.nz || j >= g.ny) return;\n"
+      : out.brick3d_layout ? "  const int w = threadIdx.x >> 5;  // warp: 2 planes x 4 rows x 4 columns\n"
+                             "  const int k0 = blockIdx.x * 8 + (w & 1) * 4 + (threadIdx.x & 3);\n"
+                             "  const int j = blockIdx.y * 8 + (w >> 1) * 4 + ((threadIdx.x >> 2) & 3);\n"
+                             "  const int il = blockIdx.z * 2 + ((threadIdx.x >> 4) & 1), i = g.plane_begin + il;\n"
+                             "  if (k0 >= g.nz || j >= g.ny || il >= g.planes) return;\n"
+                           : "  const int k0 = (blockIdx.x * blockDim.x + threadIdx.x) * POINTS_PER_THREAD;\n"
+                         "  if (k0 >= g.nz) return;\n"
+                         "  const int j = blockIdx.y, i = g.plane_begin + blockIdx.z;\n",
+      kJitPointsPerThread > 1 ? "  const float sx = (float)g.axes[2][0], sy = (float)g.axes[2][1], sz = (float)g.axes[2][2];\n" : "",
+      split_coordinates ? "  float ph[3], pl[3];\n"
+                          "  for (int d = 0; d < 3; ++d) { ph[d] = (float)p[d]; pl[d] = (float)(p[d] - (double)ph[d]); }\n"
+                        : "",
+      split_coordinates ? "    const float dx0 = (ph[0] - atom_split[6 * a]) + (pl[0] - atom_split[6 * a + 3]);\n"
+                          "    const float dy0 = (ph[1] - atom_split[6 * a + 1]) + (pl[1] - atom_split[6 * a + 4]);\n"
+                          "    const float dz0 = (ph[2] - atom_split[6 * a + 2]) + (pl[2] - atom_split[6 * a + 5]);\n"
+                        : "    const float dx0 = (float)(p[0] - atom_xyz[3 * a]);\n"
+                          "    const float dy0 = (float)(p[1] - atom_xyz[3 * a + 1]);\n"
+                          "    const float dz0 = (float)(p[2] - atom_xyz[3 * a + 2]);\n");
   const char* step = kJitPointsPerThread > 1 ? "          const float dx = dx0 + q * sx, dy = dy0 + q * sy, dz = dz0 + q * sz;\n"
                                               : "          const float dx = dx0, dy = dy0, dz = dz0;\n";
   for (int t = 0; t < out.type_count; ++t)
@@ -154,7 +176,7 @@ JitSource generate_jit_source(const PackedBasis& basis) {
   src +=
       "    }\n"
       "  }\n"
-      "  float* dst = out + ((size_t)blockIdx.z * g.ny + j) * g.nz;\n"
+      "  float* dst = out + ((size_t)(i - g.plane_begin) * g.ny + j) * g.nz;\n"
       "#pragma unroll\n"
       "  for (int q = 0; q < POINTS_PER_THREAD; ++q)\n"
       "    if (k0 + q < g.nz) dst[k0 + q] = v[q];\n"

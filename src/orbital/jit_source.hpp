@@ -17,8 +17,23 @@ struct JitSource {
   std::vector<int> atom_type;  // element type index per atom
   int type_count = 0;
   int points_per_thread = 1;  // consecutive grid points along the fastest axis per thread
+  bool split_coordinates = false;
+  bool brick_layout = false;
+  bool brick3d_layout = false;
 };
 
-JitSource generate_jit_source(const PackedBasis& basis);
+// split_coordinates (opt-in; measured slower on an H100, see orbital_cuda.cu): the atom offsets
+// are formed in fp32 from hi/lo splits of the point and atom coordinates, (p_hi - a_hi) + (p_lo - a_lo), instead of a double subtraction and a double-to-
+// float conversion per atom and point (conversions run at 1/4 of the fp64 rate on an H100); the
+// result has the same ~2^-24 relative error as (float)(p - a). The kernel takes both the double
+// coordinates and the splits (6 floats per atom: hi x y z, lo x y z) and reads one of them.
+// brick_layout (the CUDA backend's default, see jit_brick_layout in orbital_cuda.cu): a block of 128 threads covers 16 rows x 8 columns of a plane (a warp
+// 4 x 8 points, 0.3 x 0.6 A at VMD's spacing) instead of 128 consecutive columns, so the threads
+// of a warp are closer together and diverge less at the shell screening branches; launch with
+// blocks (ceil(nz / 8), ceil(ny / 16), planes). Needs one point per thread.
+// brick3d_layout (opt-in): a block covers 2 planes x 8 rows x 8 columns, a warp 2 x 4 x 4 points;
+// launch with blocks (ceil(nz / 8), ceil(ny / 8), ceil(planes / 2)) and OrbitalGridArgs::planes set.
+JitSource generate_jit_source(const PackedBasis& basis, bool split_coordinates = false, bool brick_layout = false,
+                              bool brick3d_layout = false);
 
 }  // namespace molaccel::orbital::detail

@@ -37,12 +37,21 @@ TEST(OrbitalJitSource, CompilesWithNvrtcForEveryShellType) {
     EXPECT_FALSE(program.cubin.empty());
   }
   const auto n2 = read_molden(test::bundled("n2_ccpvtz.molden"));  // d and f shells, pure
-  const auto jit = detail::generate_jit_source(detail::pack_basis(n2, 1e-9));
-  JitRequest request;
-  request.source = jit.source;
-  request.kernel_names = {jit.kernel_name};
-  request.arch = "sm_90";
-  EXPECT_FALSE(default_jit_cache().compile(request).cubin.empty());
+  // Default and the opt-in variants (fp32 coordinate splits, brick thread layout).
+  for (const bool split : {false, true}) {
+    for (const int layout : {0, 1, 2}) {  // row, brick, brick3d
+      const bool brick = layout == 1;
+      const auto jit = detail::generate_jit_source(detail::pack_basis(n2, 1e-9), split, brick, layout == 2);
+      EXPECT_EQ(jit.source.find("2 planes x 4 rows") != std::string::npos, layout == 2);
+      EXPECT_EQ(jit.source.find("atom_split[6 * a]") != std::string::npos, split);
+      EXPECT_EQ(jit.source.find("threadIdx.x >> 3") != std::string::npos, brick);
+      JitRequest request;
+      request.source = jit.source;
+      request.kernel_names = {jit.kernel_name};
+      request.arch = "sm_90";
+      EXPECT_FALSE(default_jit_cache().compile(request).cubin.empty()) << split << brick;
+    }
+  }
 }
 
 }  // namespace

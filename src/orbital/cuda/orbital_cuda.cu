@@ -3,10 +3,15 @@
 //    coefficients staged in shared memory, loops over atoms/shells/primitives with screening;
 //  * JIT kernel: source from generate_jit_source() (basis folded in), compiled by NVRTC through
 //    the runtime's JitCache and launched with cuda::launch;
-//  * many orbitals / densities: basis values once per point into a (components x points) matrix,
-//    then a register-tiled contraction with the coefficient matrix, fused with the density sum.
+//  * many orbitals / densities: sparse (default) = per brick of 128 points, the shells that
+//    survive screening somewhere in the brick, their basis values in shared memory and a
+//    register-tiled contraction with the gathered coefficient rows, fused with the density sum;
+//    dense (MOLACCEL_ORBITAL_MATRIX=dense) = the whole (components x points) basis matrix, then
+//    the same contraction over all components.
 #include <algorithm>
 #include <cfloat>
+#include <cstdlib>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -23,6 +28,7 @@ struct OrbitalGridArgs {
   double origin[3];
   double axes[3][3];
   int ny, nz, plane_begin, components;
+  int planes;  // planes of this launch (JIT 3-D bricks)
 };
 
 OrbitalGridArgs grid_args(const GridSpec& grid, std::size_t plane_begin, int components) {
@@ -225,8 +231,9 @@ constexpr int kTileP = 128, kTileK = 8;
 template <int R>
 __global__ void __launch_bounds__(256) contract_kernel(const float* __restrict__ b, std::size_t pitch,
                                                        const float* __restrict__ ct, int components_padded,
-                                                       int orbitals_padded, const float* __restrict__ weights,
-                                                       int points, float* __restrict__ out, std::size_t out_pitch) {
+                                                       int orbitals_padded, int orbitals,
+                                                       const float* __restrict__ weights, int points,
+                                                       float* __restrict__ out, std::size_t out_pitch) {
   constexpr int kTileO = 16 * R;
   __shared__ __align__(16) float bs[kTileK][kTileP];
   __shared__ __align__(16) float cs[kTileK][kTileO];
@@ -280,8 +287,8 @@ __global__ void __launch_bounds__(256) contract_kernel(const float* __restrict__
       for (int r = 0; r < R; ++r)
 #pragma unroll
         for (int q = 0; q < 8; ++q) {
-          const int p = p0 + tx + 16 * q;
-          if (p < points) out[static_cast<std::size_t>(o0 + ty + 16 * r) * out_pitch + p] = acc[r][q];
+          const int p = p0 + tx + 16 * q, o = o0 + ty + 16 * r;
+          if (p < points && o < orbitals) out[static_cast<std::size_t>(o) * out_pitch + p] = acc[r][q];
         }
     }
   }
@@ -295,6 +302,253 @@ __global__ void __launch_bounds__(256) contract_kernel(const float* __restrict__
 // Orbitals per thread of the contraction: 4 (tiles of 64) for few orbitals, 12 (tiles of 192,
 // e.g. C60's 180 occupied orbitals in one pass over the basis matrix) for many.
 inline int contraction_width(std::size_t orbitals) { return orbitals <= 64 ? 4 : 12; }
+
+// ---------------------------------------------------------------------------------------------
+// Sparse (screened) basis-matrix path for many orbitals and densities. One block of 256 threads
+// per brick of 128 grid points (4x4x8, 2x8x8 or 1x8x16 planes x rows x columns). The block first
+// lists the shells that can be non-zero anywhere in the brick (distance from the brick's bounding
+// sphere to the atom against the shell's screening radius, conservative by 1e-3 bohr, so a shell
+// left out is one that the per-point test would have zeroed at every point of the brick), then
+// walks that list in chunks of at most kSparseK Cartesian components: basis values of the chunk
+// into shared memory (same per-point screening and arithmetic as basis_values_kernel), the
+// matching rows of the coefficient matrix gathered into shared memory, and the same register-tiled
+// contraction (and fused density) as contract_kernel. The values are those of the dense path up
+// to the order of the fp32 sums (terms that are exactly zero are skipped). For C60 6-31G* on
+// the 0.075 A grid a brick needs on the order of 100 of the 900 components.
+// ---------------------------------------------------------------------------------------------
+constexpr int kBrickPoints = 128, kSparseK = 32, kSparseThreads = 256;
+
+struct BrickShape {
+  int bx, by, bz;          // brick extent in planes, rows, columns (product kBrickPoints)
+  int nbx, nby, nbz;       // bricks along each axis
+};
+
+inline BrickShape brick_shape(std::size_t planes, std::size_t ny, std::size_t nz) {
+  BrickShape b{};
+  if (planes >= 4) b = {4, 4, 8, 0, 0, 0};
+  else if (planes >= 2) b = {2, 8, 8, 0, 0, 0};
+  else b = {1, 8, 16, 0, 0, 0};
+  b.nbx = static_cast<int>((planes + b.bx - 1) / b.bx);
+  b.nby = static_cast<int>((ny + b.by - 1) / b.by);
+  b.nbz = static_cast<int>((nz + b.bz - 1) / b.bz);
+  return b;
+}
+
+__host__ __device__ inline int cartesian_components(int l) { return (l + 1) * (l + 2) / 2; }
+
+// Dynamic shared memory of the sparse kernel (ints): active shells, their component counts and
+// offsets, chunk starts, component indices of the active shells.
+inline std::size_t sparse_dynamic_bytes(const BasisView& b) {
+  return sizeof(int) * (4 * static_cast<std::size_t>(b.shell_count) + 3 + static_cast<std::size_t>(b.components));
+}
+
+template <int R, int MinBlocks>
+__global__ void __launch_bounds__(kSparseThreads, MinBlocks)
+    sparse_contract_kernel(BasisView basis, const int* __restrict__ shell_atom, OrbitalGridArgs g, int planes,
+                           BrickShape shape, const float* __restrict__ ct, int orbitals_padded, int orbitals,
+                           const float* __restrict__ weights, float* __restrict__ out, std::size_t out_pitch) {
+  constexpr int kTileO = 16 * R;
+  __shared__ __align__(16) float bs[kSparseK][kBrickPoints];
+  __shared__ __align__(16) float cs[kSparseK][kTileO];
+  __shared__ float rho[kBrickPoints];
+  __shared__ int warp_count[kSparseThreads / 32];
+  __shared__ int n_active_s, n_chunks_s;
+  extern __shared__ int dyn[];
+  int* active = dyn;                                  // shell_count
+  int* active_nc = active + basis.shell_count;        // shell_count
+  int* comp_off = active_nc + basis.shell_count;      // shell_count + 1 (component offset of active shell j)
+  int* chunk_begin = comp_off + basis.shell_count + 1;  // shell_count + 1
+  int* comp_all = chunk_begin + basis.shell_count + 1;  // components
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int brick = blockIdx.x;
+  const int bk = brick % shape.nbz, bj = (brick / shape.nbz) % shape.nby, bi = brick / (shape.nbz * shape.nby);
+  const int i0 = bi * shape.bx, j0 = bj * shape.by, k0 = bk * shape.bz;  // i0 relative to g.plane_begin
+
+  // Bounding sphere of the brick (all of its points, in range or not).
+  double center[3];
+  {
+    const double ci = g.plane_begin + i0 + 0.5 * (shape.bx - 1), cj = j0 + 0.5 * (shape.by - 1),
+                 ck = k0 + 0.5 * (shape.bz - 1);
+    for (int d = 0; d < 3; ++d) center[d] = g.origin[d] + ci * g.axes[0][d] + cj * g.axes[1][d] + ck * g.axes[2][d];
+  }
+  double radius = 0.0;
+  {
+    const int ext[3] = {shape.bx - 1, shape.by - 1, shape.bz - 1};
+    for (int e = 0; e < 3; ++e)
+      radius += 0.5 * ext[e] * sqrt(g.axes[e][0] * g.axes[e][0] + g.axes[e][1] * g.axes[e][1] + g.axes[e][2] * g.axes[e][2]);
+  }
+
+  // Ordered list of the shells that may be non-zero in the brick (ballot + warp offsets).
+  if (tid == 0) n_active_s = 0;
+  __syncthreads();
+  for (int base = 0; base < basis.shell_count; base += kSparseThreads) {
+    const int s = base + tid;
+    bool flag = false;
+    if (s < basis.shell_count) {
+      const int a = shell_atom[s];
+      const double dx = center[0] - basis.atom_xyz[3 * a], dy = center[1] - basis.atom_xyz[3 * a + 1],
+                   dz = center[2] - basis.atom_xyz[3 * a + 2];
+      const double gap = fmax(0.0, sqrt(dx * dx + dy * dy + dz * dz) - radius - 1e-3);
+      flag = gap * gap < static_cast<double>(basis.shell_cut[s]);
+    }
+    const unsigned mask = __ballot_sync(0xffffffffu, flag);
+    if (lane == 0) warp_count[warp] = __popc(mask);
+    __syncthreads();
+    int offset = n_active_s;
+    for (int w = 0; w < warp; ++w) offset += warp_count[w];
+    if (flag) {
+      const int j = offset + __popc(mask & ((1u << lane) - 1u));
+      active[j] = s;
+      active_nc[j] = cartesian_components(basis.shells[s].x);
+    }
+    __syncthreads();
+    if (tid == 0) {
+      int total = 0;
+      for (int w = 0; w < kSparseThreads / 32; ++w) total += warp_count[w];
+      n_active_s += total;
+    }
+    __syncthreads();
+  }
+  // Chunks of whole shells with at most kSparseK components (serial over the short list).
+  if (tid == 0) {
+    const int n = n_active_s;
+    int chunks = 0, cur = 0, off = 0;
+    chunk_begin[0] = 0;
+    for (int j = 0; j < n; ++j) {
+      if (cur + active_nc[j] > kSparseK) {
+        chunk_begin[++chunks] = j;
+        cur = 0;
+      }
+      comp_off[j] = off;
+      cur += active_nc[j];
+      off += active_nc[j];
+    }
+    comp_off[n] = off;
+    if (n > 0) chunk_begin[++chunks] = n;
+    n_chunks_s = chunks;
+  }
+  __syncthreads();
+  const int n_active = n_active_s, n_chunks = n_chunks_s;
+  for (int j = tid; j < n_active; j += kSparseThreads) {
+    const int first = basis.shells[active[j]].w;
+    for (int c = 0; c < active_nc[j]; ++c) comp_all[comp_off[j] + c] = first + c;
+  }
+
+  // This thread's point for the basis values (two threads per point, alternate shells).
+  const int p = tid % kBrickPoints, half = tid / kBrickPoints;
+  const int pi = p / (shape.by * shape.bz), pj = (p / shape.bz) % shape.by, pk = p % shape.bz;
+  const bool valid = i0 + pi < planes && j0 + pj < g.ny && k0 + pk < g.nz;
+  double pos[3];
+  grid_point(g, g.plane_begin + i0 + pi, j0 + pj, k0 + pk, pos);
+
+  const int tx = tid % 16, ty = tid / 16;
+  if (weights)
+    for (int i = tid; i < kBrickPoints; i += kSparseThreads) rho[i] = 0.0f;
+  __syncthreads();
+  for (int o0 = 0; o0 < orbitals_padded; o0 += kTileO) {
+    float acc[R][8];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int q = 0; q < 8; ++q) acc[r][q] = 0.0f;
+    for (int ch = 0; ch < n_chunks; ++ch) {
+      const int js = chunk_begin[ch], je = chunk_begin[ch + 1];
+      const int cb = comp_off[js], nk = comp_off[je] - cb;
+      __syncthreads();  // comp_all written / previous chunk consumed
+      for (int j = js + half; j < je; j += kSparseThreads / kBrickPoints) {
+        const int s = active[j];
+        const int4 shell = basis.shells[s];
+        const int a = shell_atom[s];
+        const float x = static_cast<float>(pos[0] - basis.atom_xyz[3 * a]);
+        const float y = static_cast<float>(pos[1] - basis.atom_xyz[3 * a + 1]);
+        const float z = static_cast<float>(pos[2] - basis.atom_xyz[3 * a + 2]);
+        const float r2 = x * x + y * y + z * z;
+        float radial = 0.0f;
+        if (valid && r2 < basis.shell_cut[s]) {
+          for (int q = 0; q < shell.z; ++q) {
+            const float4 prim = basis.primitives[shell.y + q];
+            if (r2 < prim.z) radial += prim.y * ex2_approx(prim.x * r2);
+          }
+        }
+        store_monomials(shell.x, radial, x, y, z, &bs[comp_off[j] - cb][p], kBrickPoints);
+      }
+      for (int i = tid; i < nk * (kTileO / 4); i += kSparseThreads) {
+        const int kk = i / (kTileO / 4), oo = (i % (kTileO / 4)) * 4;
+        *reinterpret_cast<float4*>(&cs[kk][oo]) = *reinterpret_cast<const float4*>(
+            &ct[static_cast<std::size_t>(comp_all[cb + kk]) * orbitals_padded + o0 + oo]);
+      }
+      __syncthreads();
+#pragma unroll 4
+      for (int kk = 0; kk < nk; ++kk) {
+        float bv[8], cv[R];
+#pragma unroll
+        for (int q = 0; q < 8; ++q) bv[q] = bs[kk][tx + 16 * q];
+#pragma unroll
+        for (int r = 0; r < R; ++r) cv[r] = cs[kk][ty + 16 * r];
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+          for (int q = 0; q < 8; ++q) acc[r][q] = fmaf(cv[r], bv[q], acc[r][q]);
+      }
+    }
+    // Output point index of brick point pp (or -1 outside the grid/tile).
+    auto out_index = [&](int pp) -> long long {
+      const int qi = i0 + pp / (shape.by * shape.bz), qj = j0 + (pp / shape.bz) % shape.by, qk = k0 + pp % shape.bz;
+      if (qi >= planes || qj >= g.ny || qk >= g.nz) return -1;
+      return (static_cast<long long>(qi) * g.ny + qj) * g.nz + qk;
+    };
+    if (weights) {
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int r = 0; r < R; ++r) sum += weights[o0 + ty + 16 * r] * acc[r][q] * acc[r][q];
+        atomicAdd(&rho[tx + 16 * q], sum);
+      }
+    } else {
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const long long idx = out_index(tx + 16 * q);
+        if (idx < 0) continue;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const int o = o0 + ty + 16 * r;
+          if (o < orbitals) out[static_cast<std::size_t>(o) * out_pitch + static_cast<std::size_t>(idx)] = acc[r][q];
+        }
+      }
+    }
+    if (weights && o0 + kTileO >= orbitals_padded) {
+      __syncthreads();
+      for (int i = tid; i < kBrickPoints; i += kSparseThreads) {
+        const long long idx = out_index(i);
+        if (idx >= 0) out[idx] = rho[i];
+      }
+    }
+  }
+}
+
+// JIT kernel forms atom offsets in double with a conversion per atom and point (default) or from
+// fp32 hi/lo coordinate splits (MOLACCEL_ORBITAL_JIT_COORDS=split; see generate_jit_source).
+// Measured on an H100 (C60 6-31G*, 172^3, 2026-11-22): double 0.627 ms, split 0.691 ms, so the
+// conversions are not what bounds the kernel and double stays the default.
+inline bool jit_split_coordinates() {
+  const char* v = std::getenv("MOLACCEL_ORBITAL_JIT_COORDS");
+  return v && std::string(v) == "split";
+}
+
+// JIT thread layout (MOLACCEL_ORBITAL_JIT_LAYOUT): "brick" (default: a block covers 16 rows x 8
+// columns, a warp 4 x 8 points), "row" (128 consecutive columns per block) or "brick3d" (2 planes
+// x 8 x 8, a warp 2 x 4 x 4). H100, C60 6-31G*, 172^3, 2026-11-22: row 0.625 ms, brick 0.537 ms:
+// the warps of a compact brick diverge less at the shell screening branches.
+inline bool jit_brick_layout() {
+  const char* v = std::getenv("MOLACCEL_ORBITAL_JIT_LAYOUT");
+  return !(v && (std::string(v) == "row" || std::string(v) == "brick3d"));
+}
+inline bool jit_brick3d_layout() {
+  const char* v = std::getenv("MOLACCEL_ORBITAL_JIT_LAYOUT");
+  return v && std::string(v) == "brick3d";
+}
 
 // ---------------------------------------------------------------------------------------------
 // Per-worker device state: the basis, coefficients and (for JIT) the loaded program, uploaded
@@ -312,17 +566,22 @@ struct DeviceState {
   cuda::DeviceBuffer<float> coefficients_t;   // components_padded x orbitals_padded
   cuda::DeviceBuffer<float> weights;          // orbitals_padded
   cuda::DeviceBuffer<int2> atom_type_base;
+  cuda::DeviceBuffer<float> atom_split;       // JIT: hi x y z, lo x y z per atom
+  cuda::DeviceBuffer<int> shell_atom;         // atom of each shell (sparse matrix path)
   cuda::DeviceBuffer<float> basis_matrix;
   cuda::DeviceBuffer<float> result;
   std::unique_ptr<cuda::Stream> stream;
   std::unique_ptr<cuda::LoadedProgram> program;
   cudaKernel_t jit_kernel = nullptr;
   int jit_points_per_thread = 1;
+  bool jit_brick_layout_used = false;
+  bool jit_brick3d_layout_used = false;
   BasisView view{};
   int components_padded = 0, orbitals_padded = 0;
   std::size_t chunk_points = 0;  // basis-matrix columns per step (shrinks on out-of-memory)
 
-  void init(const GpuJob& job, int dev, bool want_jit) {
+  void init(const GpuJob& job, int dev, bool want_jit, bool jit_split = jit_split_coordinates(),
+            bool jit_brick = jit_brick_layout(), bool jit_brick3d = jit_brick3d_layout()) {
     device = dev;
     const auto& basis = *job.basis;
     stream = std::make_unique<cuda::Stream>();
@@ -358,13 +617,31 @@ struct DeviceState {
       std::vector<float> w(static_cast<std::size_t>(orbitals_padded), 0.0f);
       if (job.weights) std::copy(job.weights, job.weights + job.orbitals, w.begin());
       weights.upload(w, *stream);
+      std::vector<int> sa(basis.shells.size());
+      for (std::size_t a = 0; a < basis.atom_count(); ++a)
+        for (int sh = basis.atom_first_shell[a]; sh < basis.atom_first_shell[a + 1]; ++sh)
+          sa[static_cast<std::size_t>(sh)] = static_cast<int>(a);
+      shell_atom.upload(sa, *stream);
       // Basis matrix: at most ~512 MiB or a quarter of free memory.
       std::size_t free_bytes = 0, total = 0;
       MOLACCEL_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total));
       const std::size_t budget = std::min<std::size_t>(512u << 20, free_bytes / 4);
       chunk_points = std::max<std::size_t>(kTileP, budget / (sizeof(float) * components_padded) / kTileP * kTileP);
     } else if (want_jit) {
-      const auto source = detail::generate_jit_source(basis);
+      const auto source = detail::generate_jit_source(basis, jit_split, jit_brick, jit_brick3d);
+      jit_brick_layout_used = source.brick_layout;
+      jit_brick3d_layout_used = source.brick3d_layout;
+      std::vector<float> split;
+      for (std::size_t a = 0; a < basis.atom_count(); ++a) {
+        float hi[3], lo[3];
+        for (int d = 0; d < 3; ++d) {
+          const double x = basis.atom_xyz[3 * a + static_cast<std::size_t>(d)];
+          hi[d] = static_cast<float>(x);
+          lo[d] = static_cast<float>(x - static_cast<double>(hi[d]));
+        }
+        split.insert(split.end(), {hi[0], hi[1], hi[2], lo[0], lo[1], lo[2]});
+      }
+      atom_split.upload(split, *stream);
       std::vector<int2> tb;
       for (std::size_t a = 0; a < basis.atom_count(); ++a) {
         const int first = basis.atom_first_shell[a];
@@ -405,7 +682,8 @@ void check_shared_fits(std::size_t bytes, int device) {
 void launch_orbital(DeviceState& st, const GpuJob& job, std::size_t o, std::size_t p0, std::size_t planes,
                     float* dst) {
   const GridSpec& grid = *job.grid;
-  const OrbitalGridArgs g = grid_args(grid, p0, job.basis->components);
+  OrbitalGridArgs g = grid_args(grid, p0, job.basis->components);
+  g.planes = static_cast<int>(planes);
   const dim3 block(kPointsPerBlock);
   const dim3 blocks(static_cast<unsigned>((grid.counts[2] + kPointsPerBlock - 1) / kPointsPerBlock),
                     static_cast<unsigned>(grid.counts[1]), static_cast<unsigned>(planes));
@@ -413,9 +691,16 @@ void launch_orbital(DeviceState& st, const GpuJob& job, std::size_t o, std::size
   if (st.jit_kernel) {
     const std::size_t shared = sizeof(float) * job.basis->components;
     const std::size_t per_block = static_cast<std::size_t>(kPointsPerBlock) * st.jit_points_per_thread;
-    const dim3 jit_blocks(static_cast<unsigned>((grid.counts[2] + per_block - 1) / per_block),
-                          static_cast<unsigned>(grid.counts[1]), static_cast<unsigned>(planes));
-    cuda::launch(st.jit_kernel, jit_blocks, block, shared, *st.stream, st.atom_xyz.data(), st.atom_type_base.data(),
+    const dim3 jit_blocks = st.jit_brick3d_layout_used
+                                ? dim3(static_cast<unsigned>((grid.counts[2] + 7) / 8),
+                                       static_cast<unsigned>((grid.counts[1] + 7) / 8), static_cast<unsigned>((planes + 1) / 2))
+                            : st.jit_brick_layout_used
+                                ? dim3(static_cast<unsigned>((grid.counts[2] + 7) / 8),
+                                       static_cast<unsigned>((grid.counts[1] + 15) / 16), static_cast<unsigned>(planes))
+                                : dim3(static_cast<unsigned>((grid.counts[2] + per_block - 1) / per_block),
+                                       static_cast<unsigned>(grid.counts[1]), static_cast<unsigned>(planes));
+    cuda::launch(st.jit_kernel, jit_blocks, block, shared, *st.stream, st.atom_xyz.data(), st.atom_split.data(),
+                 st.atom_type_base.data(),
                  st.view.atoms, coef, g, dst);
   } else {
     const std::size_t shared = st.generic_shared_bytes();
@@ -451,15 +736,50 @@ void launch_matrix(DeviceState& st, const GpuJob& job, std::size_t first, std::s
     const float* weights = job.weights ? st.weights.data() : nullptr;
     if (contraction_width(job.orbitals) == 4)
       contract_kernel<4><<<blocks, 256, 0, *st.stream>>>(st.basis_matrix.data(), pitch, st.coefficients_t.data(),
-                                                          st.components_padded, st.orbitals_padded, weights,
+                                                          st.components_padded, st.orbitals_padded,
+                                                          static_cast<int>(job.orbitals), weights,
                                                           static_cast<int>(n), dst + done, dst_pitch);
     else
       contract_kernel<12><<<blocks, 256, 0, *st.stream>>>(st.basis_matrix.data(), pitch, st.coefficients_t.data(),
-                                                           st.components_padded, st.orbitals_padded, weights,
+                                                           st.components_padded, st.orbitals_padded,
+                                                          static_cast<int>(job.orbitals), weights,
                                                            static_cast<int>(n), dst + done, dst_pitch);
     MOLACCEL_CUDA_CHECK_LAUNCH("contract_kernel");
     done += n;
   }
+}
+
+// Which basis-matrix path runs many orbitals and densities: "sparse" (default: per-brick shell
+// lists, fused) or "dense" (whole basis matrix, then the contraction), from MOLACCEL_ORBITAL_MATRIX.
+bool sparse_matrix_path() {
+  const char* v = std::getenv("MOLACCEL_ORBITAL_MATRIX");
+  return !(v && std::string(v) == "dense");
+}
+
+// Sparse path over planes [p0, p0 + planes) of the grid into dst (density: dst[p]; orbitals:
+// dst[o * dst_pitch + p], p relative to the first plane).
+void launch_sparse(DeviceState& st, const GpuJob& job, std::size_t p0, std::size_t planes, float* dst,
+                   std::size_t dst_pitch, int min_blocks = 1) {
+  const GridSpec& grid = *job.grid;
+  const OrbitalGridArgs g = grid_args(grid, p0, job.basis->components);
+  const BrickShape shape = brick_shape(planes, grid.counts[1], grid.counts[2]);
+  const std::size_t bricks = static_cast<std::size_t>(shape.nbx) * shape.nby * shape.nbz;
+  const std::size_t dynamic = sparse_dynamic_bytes(st.view);
+  const float* weights = job.weights ? st.weights.data() : nullptr;
+  const int orbitals = static_cast<int>(job.orbitals);
+  auto run = [&](auto kernel, int r) {
+    cudaFuncAttributes attr{};
+    MOLACCEL_CUDA_TRY(cudaFuncGetAttributes(&attr, kernel));
+    check_shared_fits(attr.sharedSizeBytes + dynamic, st.device);
+    MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dynamic)));
+    kernel<<<static_cast<unsigned>(bricks), kSparseThreads, dynamic, *st.stream>>>(
+        st.view, st.shell_atom.data(), g, static_cast<int>(planes), shape, st.coefficients_t.data(), st.orbitals_padded,
+        orbitals, weights, dst, dst_pitch);
+    MOLACCEL_CUDA_CHECK_LAUNCH(r == 4 ? "sparse_contract_kernel<4>" : "sparse_contract_kernel<12>");
+  };
+  if (contraction_width(job.orbitals) == 4) run(sparse_contract_kernel<4, 1>, 4);
+  else if (min_blocks == 2) run(sparse_contract_kernel<12, 2>, 12);
+  else run(sparse_contract_kernel<12, 1>, 12);
 }
 
 int current_device() {
@@ -486,7 +806,9 @@ std::string evaluate_planes(WorkerContext& ctx, const GpuJob& job, std::size_t p
       const std::size_t points = planes * plane_points;
       const std::size_t outputs = job.weights ? 1 : job.orbitals;
       st.result.resize(points * outputs);
-      if (matrix_path) {
+      if (matrix_path && sparse_matrix_path()) {
+        launch_sparse(st, job, p, planes, st.result.data(), points);
+      } else if (matrix_path) {
         launch_matrix(st, job, p * plane_points, points, st.result.data(), points);
       } else {
         for (std::size_t o = 0; o < job.orbitals; ++o) launch_orbital(st, job, o, p, planes, st.result.data() + o * points);
@@ -507,7 +829,10 @@ std::string evaluate_planes(WorkerContext& ctx, const GpuJob& job, std::size_t p
       log_warn("orbital: out of GPU memory on {}, retrying with {} plane(s) per launch", ctx.worker().name(), step);
     }
   }
-  if (matrix_path) return job.weights ? "cuda/basis-matrix+density" : "cuda/basis-matrix";
+  if (matrix_path) {
+    const char* kind = sparse_matrix_path() ? "cuda/sparse-basis-matrix" : "cuda/basis-matrix";
+    return job.weights ? std::string(kind) + "+density" : std::string(kind);
+  }
   return st.jit_kernel ? "cuda/jit" : "cuda/generic";
 }
 
@@ -515,17 +840,24 @@ double time_kernel(int device, const GpuJob& job, const std::string& kind, int r
   cuda::DeviceGuard guard(device);
   DeviceState st;
   GpuJob local = job;
-  local.jit = kind == "jit";
-  st.init(local, device, local.jit);
+  // "jit" = the default JIT kernel; "jit-split" / "jit-brick" = the opt-in variants.
+  local.jit = kind == "jit" || kind == "jit-split" || kind == "jit-brick" || kind == "jit-brick3d" || kind == "jit-row";
+  const bool variant = kind.rfind("jit-", 0) == 0;
+  st.init(local, device, local.jit, variant ? kind == "jit-split" : jit_split_coordinates(),
+          variant ? kind == "jit-brick" : jit_brick_layout(), variant ? kind == "jit-brick3d" : jit_brick3d_layout());
   const GridSpec& grid = *job.grid;
   const std::size_t n_points = grid.point_count();
-  MOLACCEL_EXPECTS(kind != "density" || st.chunk_points > 0, "density timing needs a job with weights");
+  const bool density = kind.rfind("density", 0) == 0;  // "density", "density-dense", "density-sparse"
+  const bool sparse = kind == "density-sparse" || kind == "density-sparse2" || (kind == "density" && sparse_matrix_path());
+  const int min_blocks = kind == "density-sparse2" ? 2 : 1;  // register cap for two blocks per SM (variant)
+  MOLACCEL_EXPECTS(!density || st.chunk_points > 0, "density timing needs a job with weights");
   st.result.resize(n_points);
   std::vector<float> times;
   for (int r = 0; r < repeats + 1; ++r) {  // first run warms up (JIT load, caches)
     cuda::Event start, stop;
     start.record(*st.stream);
-    if (kind == "density") launch_matrix(st, local, 0, n_points, st.result.data(), n_points);
+    if (density && sparse) launch_sparse(st, local, 0, grid.counts[0], st.result.data(), n_points, min_blocks);
+    else if (density) launch_matrix(st, local, 0, n_points, st.result.data(), n_points);
     else launch_orbital(st, local, 0, 0, grid.counts[0], st.result.data());
     stop.record(*st.stream);
     stop.synchronize();
