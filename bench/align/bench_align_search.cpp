@@ -3,6 +3,9 @@
 // (486,000 sequences, ~177 M residues, see synthetic_database.hpp), with and without loading (upload
 // and layout); CPU: all cores on a 5,000-sequence database of the same distribution, in the same run.
 //   bench_align_search [--quick] [--sequences N] [--cpu-sequences N] [--repeats N] [--gpu-only]
+//                      [--variant INTER:ROWS[:MIN_BLOCKS]]...
+// Each --variant (e.g. base:64, pf:64:3) times the GPU search again on the same database with
+// MOLACCEL_ALIGN_INTER / _STRIP_ROWS / _MIN_BLOCKS set, so kernel variants are compared side by side.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +22,7 @@ int main(int argc, char** argv) try {
   bool quick = false, cpu_row = true;
   std::size_t sequences = 486000, cpu_sequences = 5000;
   int repeats = 3;
+  std::vector<std::string> variants;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick")
@@ -31,6 +35,8 @@ int main(int argc, char** argv) try {
       repeats = std::stoi(argv[++i]);
     else if (a == "--gpu-only")
       cpu_row = false;
+    else if (a == "--variant" && i + 1 < argc)
+      variants.push_back(argv[++i]);
     else {
       fmt::print(stderr,
                  "usage: {} [--quick] [--sequences N] [--cpu-sequences N] [--repeats N] [--gpu-only]\n",
@@ -38,9 +44,9 @@ int main(int argc, char** argv) try {
       return 2;
     }
   }
-  if (quick)
-    sequences = std::min<std::size_t>(sequences, 48600),
-    cpu_sequences = std::min<std::size_t>(cpu_sequences, 1000), repeats = 1;
+  // --quick keeps the whole 486k database (a smaller one fills less than one wave of the GPU and
+  // measures the tail, not the kernel) but times one repeat and a small CPU row.
+  if (quick) cpu_sequences = std::min<std::size_t>(cpu_sequences, 1000), repeats = 1;
   const std::filesystem::path source = MOLACCEL_SOURCE_DIR;
   const auto queries = al::read_fasta(source / "data" / "align" / "queries20.fasta");
   std::uint64_t query_residues = 0;
@@ -58,6 +64,7 @@ int main(int argc, char** argv) try {
     o.device = molaccel::DeviceSpec::parse("gpu:0");
     const auto resources = molaccel::Resources::create(o);
     const double cells = static_cast<double>(query_residues) * static_cast<double>(db.residues());
+    const auto run_gpu = [&] {
     al::ScoreStats stats;
     std::vector<double> device_times;
     const auto timing = mb::measure(
@@ -68,8 +75,9 @@ int main(int argc, char** argv) try {
         1, repeats);
     std::sort(device_times.begin(), device_times.end());
     const auto& g = gpus[0];
-    // Issue-rate limit: the inner loop spends 6 instructions (SASS, counted by gpu-run.sh) per
-    // packed cell pair, i.e. 3 per cell; 4 schedulers x 32 lanes per SM issue one each per clock.
+    // Issue-rate limit: the default (qp) inner loop spends ~6.1 instructions (SASS, counted by
+    // gpu-run.sh) per packed cell pair, i.e. ~3 per cell; 4 schedulers x 32 lanes per SM issue one
+    // each per clock.
     const double issue_limit = g.sm_count * 128.0 * g.clock_khz * 1e3 / 3.0;
     mb::Row row;
     row.benchmark = "align/search20/cuda (with upload+layout)";
@@ -81,8 +89,10 @@ int main(int argc, char** argv) try {
     row.limit = issue_limit;
     row.limit_name = "issue rate at 3 instr/cell";
     const char* strip = std::getenv("MOLACCEL_ALIGN_STRIP_ROWS");
-    row.note =
-        stats.kernel + fmt::format(", strip rows {}, rescored {}", strip ? strip : "64", stats.rescored);
+    const char* min_blocks = std::getenv("MOLACCEL_ALIGN_MIN_BLOCKS");
+    row.note = stats.kernel + fmt::format(", strip rows {}{}, rescored {}", strip ? strip : "default",
+                                          min_blocks ? fmt::format(", min blocks {}", min_blocks) : "",
+                                          stats.rescored);
     mb::print_row(row);
     mb::Timing kernels;
     kernels.repeats = static_cast<int>(device_times.size());
@@ -93,6 +103,20 @@ int main(int argc, char** argv) try {
     row.timing = kernels;
     row.note = fmt::format("db build {:.2f} s (not timed)", build_seconds);
     mb::print_row(row);
+    };
+    if (variants.empty()) run_gpu();
+    for (const auto& spec : variants) {  // INTER:ROWS[:MIN_BLOCKS]
+      const auto first = spec.find(':');
+      const auto second = first == std::string::npos ? first : spec.find(':', first + 1);
+      setenv("MOLACCEL_ALIGN_INTER", spec.substr(0, first).c_str(), 1);
+      if (first != std::string::npos)
+        setenv("MOLACCEL_ALIGN_STRIP_ROWS", spec.substr(first + 1, second - first - 1).c_str(), 1);
+      if (second != std::string::npos)
+        setenv("MOLACCEL_ALIGN_MIN_BLOCKS", spec.substr(second + 1).c_str(), 1);
+      else
+        unsetenv("MOLACCEL_ALIGN_MIN_BLOCKS");
+      run_gpu();
+    }
   } else {
     fmt::print("no GPU ({}): GPU rows skipped\n", molaccel::gpu_absence_reason());
   }

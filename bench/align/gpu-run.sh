@@ -2,14 +2,18 @@
 # GPU check of the align engine: configure and build (Release, CUDA, align only), run the GPU
 # tests, run the benchmarks, print a short table last. Run from the repository root.
 #   bench/align/gpu-run.sh [--quick]
+# MOLACCEL_ALIGN_BENCH_VARIANTS="base:64 pf:64:3 ..." times those inter-task variants side by side
+# (one database build; see bench_align_search --variant).
 set -euo pipefail
 quick=""
 [[ "${1:-}" == "--quick" ]] && quick="--quick"
-build=build-gpu-align
-mkdir -p "$build"
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOLACCEL_CUDA=ON -DMOLACCEL_ENGINES=align \
-  -DMOLACCEL_BUILD_FUZZ=OFF >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
-cmake --build "$build" -j16 --target test_align_gpu test_align_cpu bench_align_search molaccel_cli 2>&1 | tail -3
+build="${MOLACCEL_GPU_BUILD_DIR:-build-gpu-align}"
+if [[ -z "${MOLACCEL_GPU_BUILD_DIR:-}" ]]; then  # scripts/gpu-check.sh builds everything once
+  mkdir -p "$build"
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOLACCEL_CUDA=ON -DMOLACCEL_ENGINES=align \
+    -DMOLACCEL_BUILD_FUZZ=OFF >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
+  cmake --build "$build" -j16 --target test_align_gpu test_align_cpu bench_align_search molaccel_cli 2>&1 | tail -3
+fi
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader || true
 
 status=0
@@ -17,7 +21,9 @@ ctest --test-dir "$build" -L gpu -R Align --output-on-failure --timeout 500 2>&1
 
 export MOLACCEL_BENCH_JSON="$PWD/$build/bench_align.jsonl"
 rm -f "$MOLACCEL_BENCH_JSON"
-"$build/bench/align/bench_align_search" $quick 2>&1 | tee "$build/bench_align.txt" || status=1
+variant_args=()
+for v in ${MOLACCEL_ALIGN_BENCH_VARIANTS:-}; do variant_args+=(--variant "$v"); done
+"$build/bench/align/bench_align_search" $quick "${variant_args[@]}" 2>&1 | tee "$build/bench_align.txt" || status=1
 if [[ -z "$quick" ]]; then  # the other strip heights, GPU rows only
   for rows in 32 16; do
     MOLACCEL_ALIGN_STRIP_ROWS=$rows "$build/bench/align/bench_align_search" --gpu-only --repeats 2 2>&1 |
@@ -25,13 +31,17 @@ if [[ -z "$quick" ]]; then  # the other strip heights, GPU rows only
   done
 fi
 
-# Instruction mix of the inter-task kernel (R = 32 instance, SASS), for instructions-per-cell notes.
+# Instruction mix of the inter-task kernels (SASS), for instructions-per-cell notes: the default
+# R = 64 instance and the prefetching R = 64 / 3-blocks instance (MOLACCEL_ALIGN_SASS_KERNELS overrides).
 lib=$(find "$build" -name libmolaccel.a | head -1)
 cuobjdump=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
 if [[ -x "$cuobjdump" && -n "$lib" ]]; then
-  "$cuobjdump" -sass "$lib" 2>/dev/null |
-    awk '/Function : /{f = ($0 ~ /inter_task_kernelILi32E/)} f' |
-    grep -oE '/\*[0-9a-f]{4}\*/ +[A-Z][A-Z0-9_.]*' | awk '{print $2}' | sort | uniq -c | sort -rn | head -14 || true
+  for kernel in ${MOLACCEL_ALIGN_SASS_KERNELS:-inter_task_kernelILi64EEEv inter_task_kernel_pfILi64ELi3EEEv}; do
+    echo "SASS instruction mix of $kernel:"
+    "$cuobjdump" -sass "$lib" 2>/dev/null |
+      awk -v k="$kernel" '/Function : /{f = index($0, k) > 0} f' |
+      grep -oE '/\*[0-9a-f]{4}\*/ +[A-Z][A-Z0-9_.]*' | awk '{print $2}' | sort | uniq -c | sort -rn | head -16 || true
+  done
   "$cuobjdump" -res-usage "$lib" 2>/dev/null | grep -A1 -E "inter_task|intra_task" | grep -oE "Function [^:]*|REG:[0-9]+|SHARED:[0-9]+" | paste - - - || true
 fi
 

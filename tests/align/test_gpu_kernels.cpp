@@ -75,6 +75,75 @@ TEST(AlignGpu, StripAndThresholdTunings) {
   unsetenv("MOLACCEL_ALIGN_LONG_THRESHOLD");
 }
 
+// Every instantiated inter-task variant (MOLACCEL_ALIGN_INTER=pf|qp with each (R, min blocks) pair,
+// and the older kernel, base) against the reference on all matrices with several gap settings, overflow
+// rescoring included.
+TEST(AlignGpu, InterVariantsAllMatricesAndGaps) {
+  MOLACCEL_REQUIRE_GPU();
+  struct Variant {
+    const char *inter, *rows, *min_blocks;
+  };
+  const Variant variants[] = {{"base", "64", "2"}, {"pf", "64", "2"}, {"pf", "64", "3"}, {"pf", "48", "2"},
+                              {"pf", "48", "3"},   {"pf", "32", "3"}, {"pf", "32", "4"}, {"pf", "16", "4"},
+                              {"qp", "64", "2"},   {"qp", "48", "2"}, {"qp", "48", "3"}, {"qp", "32", "3"},
+                              {"qp", "32", "4"},   {"qp", "16", "4"}};
+  std::mt19937 rng(77);
+  const std::vector<std::pair<int, int>> gaps = {{11, 1}, {10, 2}, {5, 5}, {1, 1},
+                                                 {15, 3}, {14, 2}, {8, 1}, {12, 3}};
+  std::vector<std::string> db_letters;
+  for (int i = 0; i < 260; ++i) {
+    const auto s = random_protein(rng, 1 + rng() % 600);
+    db_letters.push_back(i % 3 == 0 ? mutate(rng, s, 0.2) : s);
+  }
+  db_letters.push_back(std::string(1200, 'W'));  // 13,200 with BLOSUM62: deep in 16 bits
+  const auto db = Database::from_sequences(make_set(db_letters));
+  const auto queries = make_set({random_protein(rng, 1), random_protein(rng, 70), mutate(rng, db_letters[5], 0.1),
+                                 random_protein(rng, 211), std::string(1300, 'W')});
+  for (const auto& v : variants) {
+    setenv("MOLACCEL_ALIGN_INTER", v.inter, 1);
+    setenv("MOLACCEL_ALIGN_STRIP_ROWS", v.rows, 1);
+    setenv("MOLACCEL_ALIGN_MIN_BLOCKS", v.min_blocks, 1);
+    int round = 0;
+    for (const auto& name : builtin_matrix_names()) {
+      Scoring scoring;
+      scoring.matrix = builtin_matrix(name);
+      std::tie(scoring.gap_open, scoring.gap_extend) = gaps[round++];
+      SCOPED_TRACE(fmt::format("inter {}, rows {}, min blocks {}, {} {}/{}", v.inter, v.rows, v.min_blocks,
+                               name, scoring.gap_open, scoring.gap_extend));
+      ScoreStats stats;
+      expect_gpu_equals_reference(queries, db, scoring, &stats);
+      if (std::string(v.inter) != "base")
+        EXPECT_NE(stats.kernel.find(std::string("-") + v.inter), std::string::npos) << stats.kernel;
+    }
+  }
+  // Past 16 bits: the x10 matrix pushes scores over 32,767, which must be rescored exactly.
+  const auto b62 = builtin_matrix("BLOSUM62");
+  std::string text = " ";
+  for (int b = 0; b < 24; ++b) text += fmt::format(" {}", kAlphabet[b]);
+  text += "\n";
+  for (int a = 0; a < 24; ++a) {
+    text += kAlphabet[a];
+    for (int b = 0; b < 24; ++b) text += fmt::format(" {}", 10 * b62.at(a, b));
+    text += "\n";
+  }
+  Scoring x10;
+  x10.matrix = parse_matrix("blosum62x10", text);
+  x10.gap_open = 60;
+  x10.gap_extend = 5;
+  for (const auto& v : variants) {
+    setenv("MOLACCEL_ALIGN_INTER", v.inter, 1);
+    setenv("MOLACCEL_ALIGN_STRIP_ROWS", v.rows, 1);
+    setenv("MOLACCEL_ALIGN_MIN_BLOCKS", v.min_blocks, 1);
+    SCOPED_TRACE(fmt::format("x10: inter {}, rows {}, min blocks {}", v.inter, v.rows, v.min_blocks));
+    ScoreStats stats;
+    expect_gpu_equals_reference(queries, db, x10, &stats);
+    EXPECT_GE(stats.rescored, 1u);
+  }
+  unsetenv("MOLACCEL_ALIGN_INTER");
+  unsetenv("MOLACCEL_ALIGN_STRIP_ROWS");
+  unsetenv("MOLACCEL_ALIGN_MIN_BLOCKS");
+}
+
 TEST(AlignGpu, OverflowPastSixteenBitsIsRescored) {
   MOLACCEL_REQUIRE_GPU();
   const auto b62 = builtin_matrix("BLOSUM62");

@@ -1,7 +1,8 @@
 // GPU Smith-Waterman pieces (CUB-style layering, bottom two layers):
 //  - cell updates (one DP cell, packed 16x2 with Hopper DPX instructions, or exact 32-bit),
-//  - the inter-task agent: one thread = two subjects in the two 16-bit halves of each register,
-//    a strip of R query rows in registers, boundary row of each strip in global memory;
+//  - the inter-task agents: one thread = two subjects (inter_task_kernel, _pf) or two queries
+//    (inter_task_kernel_qp, the default) in the two 16-bit halves of each register, a strip of R
+//    query rows in registers, boundary row of each strip in global memory;
 //  - the intra-task agent: one warp = one subject, each lane R query rows, anti-diagonal wavefront
 //    across lanes (values passed by shuffle), exact 32-bit.
 // Recurrences as in reference/gotoh.cpp; a gap of length k costs open + (k-1)*extend.
@@ -109,6 +110,180 @@ __global__ void __launch_bounds__(128)
           }
         }
         if (!last_strip) my_boundary[column * kWarp] = make_uint2(h[R - 1], f);
+      }
+    }
+  }
+  if (active) best_out[static_cast<size_t>(warp) * kWarp + lane] = best;
+}
+
+// Inter-task agent, variant "pf" (opt-in: MOLACCEL_ALIGN_INTER=pf). Same layout, recurrences and
+// results as inter_task_kernel, with three changes aimed at latency and registers:
+//  - E for the next column is formed at the end of each cell from T = H - open, which the F chain
+//    needs anyway, so T is no longer kept per row (R registers fewer);
+//  - the next quad's residues and boundary values are loaded one quad ahead (software pipelining:
+//    the global-memory latency overlaps 4 columns of compute instead of being exposed per column);
+//  - MinBlocks in __launch_bounds__ caps registers so that more warps share an SM.
+template <int R, int MinBlocks>
+__global__ void __launch_bounds__(128, MinBlocks)
+    inter_task_kernel_pf(const uint2* __restrict__ subjects, const unsigned long long* __restrict__ warp_base,
+                         const unsigned* __restrict__ warp_quads, uint2* __restrict__ boundary, int warps,
+                         const short* __restrict__ profile, int m_pad, int open, int extend,
+                         unsigned* __restrict__ best_out) {
+  constexpr int kRowStride = R + 8;
+  __shared__ __align__(16) short strip[kMatrixDim * kRowStride];
+  const int warps_per_block = blockDim.x / kWarp;
+  const int warp = (gridDim.x - 1 - blockIdx.x) * warps_per_block + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  const bool active = warp < warps;
+  const unsigned quads = active ? warp_quads[warp] : 0;
+  const unsigned long long base = active ? warp_base[warp] : 0;
+  const uint2* my_subjects = subjects + base + lane;
+  uint2* my_boundary = boundary + base * 4 + lane;
+  const unsigned minus_open = pack16x2(-open), minus_extend = pack16x2(-extend);
+  unsigned best = 0;
+
+  for (int row0 = 0; row0 < m_pad; row0 += R) {
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < kMatrixDim * R / 2; idx += blockDim.x) {
+      const int letter = idx / (R / 2), k = idx % (R / 2);
+      reinterpret_cast<unsigned*>(strip)[letter * (kRowStride / 2) + k] =
+          reinterpret_cast<const unsigned*>(profile + static_cast<size_t>(letter) * m_pad + row0)[k];
+    }
+    __syncthreads();
+    if (!active || quads == 0) continue;
+    const bool first_strip = row0 == 0, last_strip = row0 + R >= m_pad;
+    unsigned h[R], e[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) h[r] = 0, e[r] = minus_open;
+    unsigned diagonal_top = 0;
+    uint2 next_residues = my_subjects[0];
+    uint2 next_above[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      next_above[k] = first_strip ? make_uint2(0u, minus_open) : my_boundary[static_cast<size_t>(k) * kWarp];
+    for (unsigned c = 0; c < quads; ++c) {
+      const uint2 residues = next_residues;
+      uint2 above_quad[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) above_quad[k] = next_above[k];
+      if (c + 1 < quads) {
+        next_residues = my_subjects[static_cast<size_t>(c + 1) * kWarp];
+        if (!first_strip) {
+#pragma unroll
+          for (int k = 0; k < 4; ++k) next_above[k] = my_boundary[(static_cast<size_t>(c + 1) * 4 + k) * kWarp];
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const unsigned a = (residues.x >> (8 * k)) & 0xffu, b = (residues.y >> (8 * k)) & 0xffu;
+        const uint2 above = above_quad[k];
+        unsigned t_up = __vadd2(above.x, minus_open), f = above.y, diagonal = diagonal_top;
+        diagonal_top = above.x;
+        const uint4* pa = reinterpret_cast<const uint4*>(strip + a * kRowStride);
+        const uint4* pb = reinterpret_cast<const uint4*>(strip + b * kRowStride);
+#pragma unroll
+        for (int v = 0; v < R / 8; ++v) {
+          const uint4 wa = pa[v], wb = pb[v];
+          const unsigned la[4] = {wa.x, wa.y, wa.z, wa.w}, lb[4] = {wb.x, wb.y, wb.z, wb.w};
+#pragma unroll
+          for (int w = 0; w < 8; ++w) {
+            const int r = v * 8 + w;
+            const unsigned sub = __byte_perm(la[w / 2], lb[w / 2], (w % 2) ? 0x7632 : 0x5410);
+            f = __viaddmax_s16x2(f, minus_extend, t_up);  // F of this cell
+            const unsigned hv = __viaddmax_s16x2_relu(diagonal, sub, __vmaxs2(e[r], f));
+            diagonal = h[r];
+            h[r] = hv;
+            t_up = __vadd2(hv, minus_open);
+            e[r] = __viaddmax_s16x2(e[r], minus_extend, t_up);  // E of the next column
+            best = __vimax_s16x2_relu(best, hv);
+          }
+        }
+        if (!last_strip) my_boundary[(static_cast<size_t>(c) * 4 + k) * kWarp] = make_uint2(h[R - 1], f);
+      }
+    }
+  }
+  if (active) best_out[static_cast<size_t>(warp) * kWarp + lane] = best;
+}
+
+// Inter-task agent, variant "qp" (opt-in: MOLACCEL_ALIGN_INTER=qp): one subject per thread and two
+// queries in the two 16-bit halves (low = first query of the pair, high = second). The query
+// profile then holds both queries' scores for a letter in one word, so one 16-byte shared-memory
+// load serves 4 rows and no byte permute is needed per cell. Otherwise as inter_task_kernel_pf.
+// Subject layout: per warp w, quad c, lane l: one word with the 4 residues of subject 32w+l.
+// profile: uint32 [32 letters][m_pad] (row 31 = padding).
+template <int R, int MinBlocks>
+__global__ void __launch_bounds__(128, MinBlocks)
+    inter_task_kernel_qp(const unsigned* __restrict__ subjects, const unsigned long long* __restrict__ warp_base,
+                         const unsigned* __restrict__ warp_quads, uint2* __restrict__ boundary, int warps,
+                         const unsigned* __restrict__ profile, int m_pad, int open, int extend,
+                         unsigned* __restrict__ best_out) {
+  constexpr int kRowStride = R + 4;  // words per letter row in shared memory: +16 B spreads banks
+  __shared__ __align__(16) unsigned strip[kMatrixDim * kRowStride];
+  const int warps_per_block = blockDim.x / kWarp;
+  const int warp = (gridDim.x - 1 - blockIdx.x) * warps_per_block + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  const bool active = warp < warps;
+  const unsigned quads = active ? warp_quads[warp] : 0;
+  const unsigned long long base = active ? warp_base[warp] : 0;
+  const unsigned* my_subjects = subjects + base + lane;
+  uint2* my_boundary = boundary + base * 4 + lane;
+  const unsigned minus_open = pack16x2(-open), minus_extend = pack16x2(-extend);
+  unsigned best = 0;
+
+  for (int row0 = 0; row0 < m_pad; row0 += R) {
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < kMatrixDim * R; idx += blockDim.x) {
+      const int letter = idx / R, k = idx % R;
+      strip[letter * kRowStride + k] = profile[static_cast<size_t>(letter) * m_pad + row0 + k];
+    }
+    __syncthreads();
+    if (!active || quads == 0) continue;
+    const bool first_strip = row0 == 0, last_strip = row0 + R >= m_pad;
+    unsigned h[R], e[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) h[r] = 0, e[r] = minus_open;
+    unsigned diagonal_top = 0;
+    unsigned next_residues = my_subjects[0];
+    uint2 next_above[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      next_above[k] = first_strip ? make_uint2(0u, minus_open) : my_boundary[static_cast<size_t>(k) * kWarp];
+    for (unsigned c = 0; c < quads; ++c) {
+      const unsigned residues = next_residues;
+      uint2 above_quad[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) above_quad[k] = next_above[k];
+      if (c + 1 < quads) {
+        next_residues = my_subjects[static_cast<size_t>(c + 1) * kWarp];
+        if (!first_strip) {
+#pragma unroll
+          for (int k = 0; k < 4; ++k) next_above[k] = my_boundary[(static_cast<size_t>(c + 1) * 4 + k) * kWarp];
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const unsigned a = (residues >> (8 * k)) & 0xffu;
+        const uint2 above = above_quad[k];
+        unsigned t_up = __vadd2(above.x, minus_open), f = above.y, diagonal = diagonal_top;
+        diagonal_top = above.x;
+        const uint4* pa = reinterpret_cast<const uint4*>(strip + a * kRowStride);
+#pragma unroll
+        for (int v = 0; v < R / 4; ++v) {
+          const uint4 wa = pa[v];
+          const unsigned la[4] = {wa.x, wa.y, wa.z, wa.w};
+#pragma unroll
+          for (int w = 0; w < 4; ++w) {
+            const int r = v * 4 + w;
+            f = __viaddmax_s16x2(f, minus_extend, t_up);
+            const unsigned hv = __viaddmax_s16x2_relu(diagonal, la[w], __vmaxs2(e[r], f));
+            diagonal = h[r];
+            h[r] = hv;
+            t_up = __vadd2(hv, minus_open);
+            e[r] = __viaddmax_s16x2(e[r], minus_extend, t_up);
+            best = __vimax_s16x2_relu(best, hv);
+          }
+        }
+        if (!last_strip) my_boundary[(static_cast<size_t>(c) * 4 + k) * kWarp] = make_uint2(h[R - 1], f);
       }
     }
   }
