@@ -4,7 +4,10 @@
 // ViennaCL's BiCGStab runs in bench_linalg_viennacl (same table format) when it is installed.
 //
 //   bench_linalg [--quick] [--cpu]
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -57,12 +60,25 @@ void bench_blas1(const placement& where, const std::string& device, double copy_
   custom_operation k_sub(t = t - u);
   const std::size_t max_n = where.on_gpu() ? (quick ? 10000000 : 100000000) : 10000000;
   for (std::size_t n = 1000; n <= max_n; n *= 10) {
-    vector<double> vx(where, n), vy(where, n), vz(where, n), tmp(where, n);
+    // Consecutive calls rotate over enough sets of x, y, z (24n bytes each) to exceed 150 MB, so
+    // at n = 1e5..1e6 the operands do not stay in the 50 MB L2 between calls (the copy-bandwidth
+    // comparison assumes DRAM traffic). Launch-bound sizes use the same sets.
+    const std::size_t sets = std::clamp<std::size_t>((150000000 + 24 * n - 1) / (24 * n), 1, 8);
+    std::vector<vector<double>> xs, ys, zs;
+    for (std::size_t k = 0; k < sets; ++k) {
+      xs.emplace_back(where, n);
+      ys.emplace_back(where, n);
+      zs.emplace_back(where, n);
+    }
+    vector<double> tmp(where, n);
     scalar<double> a(where, 0.25), b(where, 0.5);
     const int reps = n <= 100000 ? 200 : n <= 10000000 ? 20 : 5;
     auto tf = measure(
         [&] {
-          for (int i = 0; i < reps; ++i) fused(vx, a, b, vy, vz);
+          for (int i = 0; i < reps; ++i) {
+            const std::size_t k = std::size_t(i) % sets;
+            fused(xs[k], a, b, ys[k], zs[k]);
+          }
           wait(where);
         },
         1, 5);
@@ -79,14 +95,16 @@ void bench_blas1(const placement& where, const std::string& device, double copy_
                .bytes = bytes,
                .limit = copy_bw,
                .limit_name = "measured copy bandwidth",
-               .note = fmt::format("{:.1f}% of copy bw, 1 kernel", 100.0 * bytes / tf.median_s / copy_bw)});
+               .note = fmt::format("{:.1f}% of copy bw, 1 kernel, {} operand sets rotated",
+                                   100.0 * bytes / tf.median_s / copy_bw, sets)});
     auto tu = measure(
         [&] {
           for (int i = 0; i < reps; ++i) {
-            k_modify(tmp, vz);
-            k_axpy_neg(tmp, vy);
-            k_scale(vx, a, b);
-            k_sub(vx, tmp);
+            const std::size_t k = std::size_t(i) % sets;
+            k_modify(tmp, zs[k]);
+            k_axpy_neg(tmp, ys[k]);
+            k_scale(xs[k], a, b);
+            k_sub(xs[k], tmp);
           }
           wait(where);
         },
@@ -147,22 +165,40 @@ void bench_blas2(const placement& where, const std::string& device, bool quick) 
   }
 }
 
-void bench_bicgstab(const Resources& resources, const std::string& device, double copy_bw, bool quick) {
+struct bicgstab_selection {
+  std::size_t min_n = 0, max_n = 0;  // 0: no bound
+  bool graph = true, stream = true, persistent = true;
+  // Persistent geometries "BLOCKSxTHREADS" (0x0 = one block of 256 per SM), compared side by side.
+  std::vector<std::pair<int, int>> persistent_geometries = {{0, 0}};
+};
+
+void bench_bicgstab(const Resources& resources, const std::string& device, double copy_bw, bool quick,
+                    const bicgstab_selection& sel) {
   // Minimal traffic of one iteration per row: two CSR products (5 values, 5 column indices,
   // a row pointer, the input and output vector: 80 B) and 20 vector reads/writes of the
   // fused vector updates and inner products (160 B).
   const double bytes_per_row = 2 * 80.0 + 160.0;
   for (std::size_t grid : {32, 100, 317, 1000, 3163}) {
     const std::size_t n = grid * grid;
-    if (quick && n > 2000000) break;
+    if (sel.max_n ? n > sel.max_n : quick && n > 2000000) break;
+    if (n < sel.min_n) continue;
     if (!resources.uses_gpu() && n > 200000) break;
     const auto a = poisson_2d(grid);
     const auto b = multiply(a, std::vector<double>(n, 1.0));
-    for (auto mode : {launch_mode::graph, launch_mode::stream, launch_mode::persistent}) {
+    std::vector<std::pair<launch_mode, std::pair<int, int>>> runs;
+    if (sel.graph) runs.push_back({launch_mode::graph, {0, 0}});
+    if (sel.stream) runs.push_back({launch_mode::stream, {0, 0}});
+    if (sel.persistent)
+      for (auto g : sel.persistent_geometries) runs.push_back({launch_mode::persistent, g});
+    for (auto [mode, geometry] : runs) {
       if (!resources.uses_gpu() && mode != launch_mode::graph) continue;
       if (mode == launch_mode::persistent && n > 1100000)
         continue;  // one block per SM: for latency-bound sizes
+      if (mode == launch_mode::persistent && geometry.first > 0 && geometry.first < 16 && n > 200000)
+        continue;  // a few blocks: only for small systems
       solver_options o;
+      o.persistent_blocks = geometry.first;
+      o.persistent_threads = geometry.second;
       o.solver = solver_kind::bicgstab;
       o.tolerance = 0;  // fixed iteration count: the iteration stops only on the cap or a breakdown
       o.max_iterations = n <= 100000 ? 400 : 100;
@@ -209,12 +245,47 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false, cpu_only = false;
+  bool quick = false, cpu_only = false, bicgstab_only = false;
+  bicgstab_selection sel;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0)
+    const std::string arg = argv[i];
+    auto value = [&](const char* prefix) -> const char* {
+      return arg.rfind(prefix, 0) == 0 ? argv[i] + std::strlen(prefix) : nullptr;
+    };
+    if (arg == "--quick") {
       quick = true;
-    else if (std::strcmp(argv[i], "--cpu") == 0)
+    } else if (arg == "--cpu") {
       cpu_only = true;
+    } else if (arg == "--bicgstab-only") {
+      bicgstab_only = true;
+    } else if (auto v = value("--min-n=")) {
+      sel.min_n = std::size_t(std::atof(v));
+    } else if (auto v = value("--max-n=")) {
+      sel.max_n = std::size_t(std::atof(v));
+    } else if (auto v = value("--modes=")) {  // e.g. graph,persistent
+      const std::string m = v;
+      sel.graph = m.find("graph") != std::string::npos;
+      sel.stream = m.find("stream") != std::string::npos;
+      sel.persistent = m.find("persistent") != std::string::npos;
+    } else if (auto v = value("--persistent=")) {  // e.g. 0x0,1x1024,4x1024
+      sel.persistent_geometries.clear();
+      std::string list = v;
+      std::size_t pos = 0;
+      while (pos < list.size()) {
+        const std::size_t end = std::min(list.find(',', pos), list.size());
+        const std::string item = list.substr(pos, end - pos);
+        const std::size_t x = item.find('x');
+        if (x != std::string::npos)
+          sel.persistent_geometries.push_back(
+              {std::atoi(item.substr(0, x).c_str()), std::atoi(item.c_str() + x + 1)});
+        pos = end + 1;
+      }
+    } else {
+      std::fprintf(stderr,
+                   "usage: bench_linalg [--quick] [--cpu] [--bicgstab-only] [--min-n=N] [--max-n=N] "
+                   "[--modes=graph,stream,persistent] [--persistent=BxT,...]\n");
+      return 1;
+    }
   }
   Resources::Options ro;
   ro.device = DeviceSpec::parse(cpu_only ? "cpu" : "auto");
@@ -230,8 +301,10 @@ int main(int argc, char** argv) {
   }
 #endif
   if (!where.on_gpu()) std::printf("(CPU: rows are compared with a nominal 20 GB/s)\n");
-  bench_blas1(where, device, copy_bw, quick);
-  bench_blas2(where, device, quick);
-  bench_bicgstab(resources, device, copy_bw, quick);
+  if (!bicgstab_only) {
+    bench_blas1(where, device, copy_bw, quick);
+    bench_blas2(where, device, quick);
+  }
+  bench_bicgstab(resources, device, copy_bw, quick, sel);
   return 0;
 }

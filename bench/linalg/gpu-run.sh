@@ -7,17 +7,19 @@ set -uo pipefail
 quick=""
 if [[ "${1:-}" == "--quick" ]]; then quick="--quick"; fi
 cd "$(dirname "$0")/../.."
-build=build-gpu-linalg
+build="${MOLACCEL_GPU_BUILD_DIR:-build-gpu-linalg}"
 log=$(mktemp -d)/linalg
 status=0
 
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOLACCEL_CUDA=ON -DMOLACCEL_ENGINES=linalg \
-  -DMOLACCEL_BUILD_FUZZ=OFF > "$log.configure" 2>&1 || { cat "$log.configure"; exit 1; }
-cmake --build "$build" -j16 --target test_linalg test_linalg_gpu bench_linalg molaccel_cli > "$log.build" 2>&1 ||
-  { tail -50 "$log.build"; exit 1; }
-if grep -q "bench_linalg_viennacl" "$build/build.ninja"; then
-  cmake --build "$build" -j16 --target bench_linalg_viennacl > "$log.viennacl" 2>&1 ||
-    { echo "(ViennaCL baseline failed to build)"; tail -20 "$log.viennacl"; }
+if [[ -z "${MOLACCEL_GPU_BUILD_DIR:-}" ]]; then  # scripts/gpu-check.sh builds everything once
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOLACCEL_CUDA=ON -DMOLACCEL_ENGINES=linalg \
+    -DMOLACCEL_BUILD_FUZZ=OFF > "$log.configure" 2>&1 || { cat "$log.configure"; exit 1; }
+  cmake --build "$build" -j16 --target test_linalg test_linalg_gpu bench_linalg molaccel_cli > "$log.build" 2>&1 ||
+    { tail -50 "$log.build"; exit 1; }
+  if grep -q "bench_linalg_viennacl" "$build/build.ninja"; then
+    cmake --build "$build" -j16 --target bench_linalg_viennacl > "$log.viennacl" 2>&1 ||
+      { echo "(ViennaCL baseline failed to build)"; tail -20 "$log.viennacl"; }
+  fi
 fi
 
 echo "== linalg GPU tests =="

@@ -532,6 +532,11 @@ struct solver_options {
   // consumer (6 kernels per iteration instead of 8, more bytes; for latency-bound sizes):
   // -1 automatic (currently never), 0 never, 1 always.
   int products_in_reductions = -1;
+  // Persistent launch geometry: blocks of the cooperative grid (0 = one per SM) and threads per
+  // block (0 = 256; 256, 512 or 1024). One block needs no grid barrier (stages are separated by
+  // __syncthreads); measured on an H100 it is still not faster than the graph mode (docs/linalg.md).
+  int persistent_blocks = 0;
+  int persistent_threads = 0;
 };
 
 enum class solver_status {

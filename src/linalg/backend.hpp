@@ -26,10 +26,12 @@ struct sequence_step {
   std::vector<std::uint64_t> words;
 };
 // One kernel that runs every stage of every step, separated by grid-wide barriers.
+// `threads` is the block size of the driver kernel (its launch bound).
 std::string generate_sequence_source(const std::vector<sequence_step>& steps, int group, value_type type,
-                                     const std::string& kernel_name);
+                                     const std::string& kernel_name, int threads = 256);
 // Threads per row for a stage with products: 32 for dense rows, fewer for short CSR rows.
-int group_size_for(const plan_stage& stage, double csr_average_row_nnz);
+// rows: of the product's output (0: unknown, counted as small).
+int group_size_for(const plan_stage& stage, double csr_average_row_nnz, std::size_t rows = 0);
 
 // Every operation the solvers generate (tests compile them with NVRTC without a GPU).
 std::vector<const operation_plan*> solver_plans(value_type type, bool jacobi);
@@ -73,12 +75,14 @@ class captured_work {
 // one block per SM, grid-wide barriers between stages): one launch for all of them.
 class persistent_work {
  public:
-  persistent_work(int device, const std::function<void()>& record);
+  // blocks = 0: one per SM; threads = 0: 256.
+  persistent_work(int device, const std::function<void()>& record, int blocks = 0, int threads = 0);
   ~persistent_work();
   persistent_work(const persistent_work&) = delete;
   persistent_work& operator=(const persistent_work&) = delete;
   void launch();
   int blocks() const;
+  int threads() const;
 
  private:
   struct impl;

@@ -318,7 +318,8 @@ solver_result solve_on(const placement& where, const host_csr<double>& host_a, s
     }
     if (graph) captured = std::make_unique<gpu::captured_work>(where.device, [&] { record_batch(batch); });
     if (persistent)
-      fused_batch = std::make_unique<gpu::persistent_work>(where.device, [&] { record_batch(batch); });
+      fused_batch = std::make_unique<gpu::persistent_work>(
+          where.device, [&] { record_batch(batch); }, options.persistent_blocks, options.persistent_threads);
   }
 #endif
 
@@ -371,11 +372,16 @@ solver_result solve_on(const placement& where, const host_csr<double>& host_a, s
             ? ops.bicg_vs->kernels_per_run() + ops.bicg_tx->kernels_per_run() + ops.bicg_p->kernels_per_run()
             : ops.bicg_v->kernels_per_run() + ops.bicg_s->kernels_per_run() + ops.bicg_t->kernels_per_run() +
                   ops.bicg_x->kernels_per_run() + ops.bicg_p->kernels_per_run();
-    result.backend = fmt::format("{} {} x{}", where.describe(),
+    std::string geometry;
+#ifdef MOLACCEL_HAVE_CUDA
+    if (fused_batch)
+      geometry = fmt::format(" ({} blocks of {})", fused_batch->blocks(), fused_batch->threads());
+#endif
+    result.backend = fmt::format("{} {} x{}{}", where.describe(),
                                  persistent ? "persistent"
                                  : graph    ? "graph"
                                             : "stream",
-                                 batch);
+                                 batch, geometry);
   } else {
     result.backend =
         fmt::format("cpu/{} ({} threads)", cg ? ops.cg_x->last_cpu_variant() : ops.bicg_x->last_cpu_variant(),

@@ -81,15 +81,19 @@ TEST(LinalgCodegen, NvrtcCompilesEverySolverKernelAndSequence) {
           ADD_FAILURE() << e.what() << "\n" << e.log();
         }
       }
-      JitRequest request;
-      request.source = generate_sequence_source(steps, 4, type, "linalg_sequence");
-      request.program_name = "linalg_sequence.cu";
-      request.kernel_names = {"linalg_sequence"};
-      request.arch = "sm_90";
-      try {
-        EXPECT_FALSE(default_jit_cache().compile(request).cubin.empty());
-      } catch (const NvrtcError& e) {
-        ADD_FAILURE() << e.what() << "\n" << e.log();
+      // The persistent driver at its default block size, and (once) at 1024 threads per block.
+      for (int threads : {256, 1024}) {
+        if (threads == 1024 && (type != value_type::f64 || jacobi)) continue;
+        JitRequest request;
+        request.source = generate_sequence_source(steps, 4, type, "linalg_sequence", threads);
+        request.program_name = "linalg_sequence.cu";
+        request.kernel_names = {"linalg_sequence"};
+        request.arch = "sm_90";
+        try {
+          EXPECT_FALSE(default_jit_cache().compile(request).cubin.empty());
+        } catch (const NvrtcError& e) {
+          ADD_FAILURE() << e.what() << "\n" << e.log();
+        }
       }
     }
 }

@@ -1,6 +1,7 @@
 // CUDA backend of the generator: device memory of the containers, NVRTC compilation of the
 // generated source through the runtime's JIT cache, launch geometry per device (dispatch ->
 // stage kernels -> warp/group pieces inside the generated code) and CUDA graph capture.
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -44,9 +45,10 @@ thread_local sequence_recorder* recording = nullptr;
 // Launch tuning picked per device (the dispatch layer).
 struct tuning {
   int block = 256;             // threads per block (the generated kernels' launch bound)
-  int reduction_blocks = 264;  // blocks of a reduction stage = partial sums per inner product
+  int reduction_blocks = 528;  // blocks of a reduction stage = partial sums per inner product
   int max_blocks = 1056;       // grid-stride cap for the other stages
   std::string arch = "sm_90";
+  int csr_group = 0;  // threads per CSR row; 0: by the average row length
 };
 
 const tuning& tuning_for(int device) {
@@ -58,11 +60,25 @@ const tuning& tuning_for(int device) {
   cudaDeviceProp prop{};
   MOLACCEL_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
   tuning t;
-  // Two blocks per SM keep every SM busy in the first pass while the consumer's prologue adds
-  // only 2 x SMs partial sums per block; 8 resident blocks of 256 threads per SM fill
-  // Hopper/Ampere in the other stages. (Untried: 4 per SM for more loads in flight at n >= 1e6.)
-  t.reduction_blocks = 2 * prop.multiProcessorCount;
+  // Four blocks per SM in the first pass of inner products: more loads in flight than two,
+  // while the consumer's prologue adds only 4 x SMs partial sums per block (H100, 2026-11-22,
+  // BiCGStab graph mode: 2 -> 4 per SM took 139.4 -> 136.1 us at n = 1e6 and 1.216 -> 1.198 ms
+  // at 1e7; 8 per SM was no better than 2). 8 resident blocks of 256 threads per SM fill
+  // Hopper/Ampere in the other stages.
+  // MOLACCEL_LINALG_REDUCTION_BLOCKS_PER_SM (1..8) overrides it (benchmarks compare).
+  int per_sm = 4;
+  if (const char* env = std::getenv("MOLACCEL_LINALG_REDUCTION_BLOCKS_PER_SM"))
+    per_sm = std::clamp(std::atoi(env), 1, 8);
+  t.reduction_blocks = per_sm * prop.multiProcessorCount;
   t.max_blocks = std::max(1, prop.maxThreadsPerMultiProcessor / t.block) * prop.multiProcessorCount;
+  // Benchmark overrides (not defaults until measured and tested): the grid-stride cap of the
+  // other stages in blocks per SM (1..64), and the threads per CSR row (1, 2, 4, 8, 16 or 32).
+  if (const char* env = std::getenv("MOLACCEL_LINALG_MAX_BLOCKS_PER_SM"))
+    t.max_blocks = std::clamp(std::atoi(env), 1, 64) * prop.multiProcessorCount;
+  if (const char* env = std::getenv("MOLACCEL_LINALG_CSR_GROUP")) {
+    const int g = std::atoi(env);
+    if (g == 1 || g == 2 || g == 4 || g == 8 || g == 16 || g == 32) t.csr_group = g;
+  }
   t.arch = fmt::format("sm_{}{}", prop.major, prop.minor);
   return cache.emplace(device, t).first->second;
 }
@@ -193,7 +209,11 @@ void execute(const operation_plan& plan, const std::vector<argument>& args, cons
   plan_stage probe;
   probe.has_dense_product = dense;
   probe.has_csr_product = csr;
-  const int group = group_size_for(probe, shapes.csr_average_row_nnz);
+  std::size_t rows = 0;
+  for (auto r : shapes.stage_rows) rows = std::max<std::size_t>(rows, r);
+  const int group = csr && !dense && tune.csr_group > 0
+                        ? tune.csr_group
+                        : group_size_for(probe, shapes.csr_average_row_nnz, rows);
   if (recording) {
     if (recording->device != device)
       throw Error("linalg: a persistent sequence spans two devices", __FILE__, __LINE__);
@@ -335,13 +355,14 @@ void captured_work::launch() {
 struct persistent_work::impl {
   int device = -1;
   int blocks = 0;
+  int threads = 256;
   cuda::LoadedProgram program;
   cudaKernel_t kernel = nullptr;
   cuda::DeviceBuffer<unsigned long long> words;
   cuda::DeviceBuffer<unsigned int> barrier;
 };
 
-persistent_work::persistent_work(int device, const std::function<void()>& record)
+persistent_work::persistent_work(int device, const std::function<void()>& record, int blocks, int threads)
     : impl_(std::make_unique<impl>()) {
   cuda::DeviceGuard guard(device);
   const tuning& tune = tuning_for(device);
@@ -349,9 +370,15 @@ persistent_work::persistent_work(int device, const std::function<void()>& record
   MOLACCEL_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
   sequence_recorder rec;
   rec.device = device;
-  // One block of 256 threads per SM: always co-resident (checked below), and the cheapest
-  // barrier; latency-bound sizes gain nothing from more blocks.
-  rec.blocks = std::min(prop.multiProcessorCount, tune.reduction_blocks);
+  // Default: one block of 256 threads per SM (always co-resident, checked below). Fewer blocks
+  // make the barrier cheaper; one block needs none (stages end with __syncthreads). At most
+  // reduction_blocks (the stride of the partial sums) and the co-resident limit.
+  if (threads <= 0) threads = 256;
+  if (threads != 256 && threads != 512 && threads != 1024)
+    throw Error(fmt::format("linalg: persistent block size {} (256, 512 or 1024)", threads), __FILE__,
+                __LINE__);
+  rec.blocks = std::min(blocks > 0 ? blocks : prop.multiProcessorCount, tune.reduction_blocks);
+  impl_->threads = threads;
   recording = &rec;
   try {
     record();
@@ -364,7 +391,8 @@ persistent_work::persistent_work(int device, const std::function<void()>& record
   impl_->device = device;
   impl_->blocks = rec.blocks;
   JitRequest request;
-  request.source = generate_sequence_source(rec.steps, std::max(1, rec.group), rec.type, "linalg_sequence");
+  request.source =
+      generate_sequence_source(rec.steps, std::max(1, rec.group), rec.type, "linalg_sequence", threads);
   request.program_name = "linalg_sequence.cu";
   request.kernel_names = {"linalg_sequence"};
   request.arch = tune.arch;
@@ -377,9 +405,12 @@ persistent_work::persistent_work(int device, const std::function<void()>& record
   impl_->kernel = impl_->program.kernel("linalg_sequence");
   int resident = 0;
   MOLACCEL_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &resident, reinterpret_cast<const void*>(impl_->kernel), tune.block, 0));
-  if (resident < 1)
-    throw Error("linalg: the persistent kernel cannot keep a block on every SM", __FILE__, __LINE__);
+      &resident, reinterpret_cast<const void*>(impl_->kernel), threads, 0));
+  if (resident < 1 || resident * prop.multiProcessorCount < rec.blocks)
+    throw Error(
+        fmt::format("linalg: the persistent kernel ({} blocks of {}) cannot be co-resident ({} per SM)",
+                    rec.blocks, threads, resident),
+        __FILE__, __LINE__);
   std::vector<unsigned long long> all;
   for (auto& st : rec.steps) all.insert(all.end(), st.words.begin(), st.words.end());
   impl_->words.upload(all, engine_stream(device));
@@ -394,6 +425,10 @@ int persistent_work::blocks() const {
   return impl_->blocks;
 }
 
+int persistent_work::threads() const {
+  return impl_->threads;
+}
+
 void persistent_work::launch() {
   cuda::DeviceGuard guard(impl_->device);
   const unsigned long long* words = impl_->words.data();
@@ -401,7 +436,7 @@ void persistent_work::launch() {
   void* params[] = {&words, &bar};
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(impl_->blocks);
-  config.blockDim = dim3(256);
+  config.blockDim = dim3(impl_->threads);
   config.stream = engine_stream(impl_->device);
   cudaLaunchAttribute cooperative{};
   cooperative.id = cudaLaunchAttributeCooperative;  // every block resident, or the launch fails
