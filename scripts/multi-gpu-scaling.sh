@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Scaling over 1, 2 and 4 GPUs of one host. Each run sees a subset of the GPUs through
+# CUDA_VISIBLE_DEVICES and asks molaccel for all of them (--device gpu), so the tile scheduler
+# spreads the same job over 1, 2 or 4 devices. Also runs the GPU tests with every GPU visible,
+# which exercises the multi-GPU tile paths. Run on a multi-GPU machine from the repository root.
+#   scripts/multi-gpu-scaling.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build=build/cuda
+out="${OUT:-build/scaling}"   # logs
+work="${TMPDIR:-/tmp}/molaccel-scaling"   # large inputs and outputs
+mkdir -p "$out" "$work"
+calc() { awk "BEGIN { printf \"%.4f\", $1 }"; }
+cmake --preset cuda -DMOLACCEL_BUILD_FUZZ=OFF >"$out/configure.log" 2>&1 || { tail -20 "$out/configure.log"; exit 1; }
+cmake --build --preset cuda -j"$(nproc)" >"$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" | head; exit 1; }
+gpus=$(nvidia-smi -L | wc -l)
+echo "GPUs: $gpus x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+sets=("0")
+[ "$gpus" -ge 2 ] && sets+=("0,1")
+[ "$gpus" -ge 4 ] && sets+=("0,1,2,3")
+
+# align: the 20 queries against a synthetic database with db5k's length distribution (486k
+# sequences, ~178 M residues, fixed seed), searched from a makedb directory, scores only.
+python3 - "$work/synthetic486k.fasta" <<'PY'
+import sys, numpy as np
+rng = np.random.default_rng(2010)
+lengths = np.array([int(l) for l in open("bench/align/db5k_lengths.txt") if l.strip() and not l.startswith("#")])
+n = 486000
+picked = rng.choice(lengths, size=n)
+aa = np.frombuffer(b"ARNDCQEGHILKMFPSTWYV", dtype=np.uint8)
+freq = np.array([8.25,5.53,4.06,5.45,1.37,3.93,6.75,7.07,2.27,5.96,9.66,5.84,2.42,3.86,4.70,6.56,5.34,1.08,2.92,6.87])
+seq = aa[rng.choice(20, size=int(picked.sum()), p=freq / freq.sum())].tobytes()
+with open(sys.argv[1], "wb") as f:
+    pos = 0
+    for i, l in enumerate(picked):
+        f.write(b">s%d\n" % i); f.write(seq[pos:pos + l]); f.write(b"\n"); pos += l
+print(f"synthetic database: {n} sequences, {picked.sum() / 1e6:.1f} M residues")
+PY
+$build/bin/molaccel -q align makedb "$work/synthetic486k.fasta" -o "$work/synthdb" >/dev/null || exit 1
+residues=$(grep -v '^>' "$work/synthetic486k.fasta" | tr -d '\n' | wc -c)
+qlen=$(grep -v '^>' data/align/queries20.fasta | tr -d '\n' | wc -c)
+echo
+printf '%-8s %-12s %10s %12s %8s\n' engine gpus seconds rate speedup
+base=""
+for s in "${sets[@]}"; do
+  t0=$(date +%s.%N)
+  CUDA_VISIBLE_DEVICES=$s $build/bin/molaccel -q align search data/align/queries20.fasta "$work/synthdb" \
+    --device gpu --no-traceback -k 10 -o "$work/hits-$s.tsv" || echo "align search failed on $s"
+  t=$(calc "$(date +%s.%N) - $t0")
+  [ -z "$base" ] && base=$t
+  printf '%-8s %-12s %10.2f %9.2f TCUPS %7.2fx\n' align "$s" "$t" "$(calc "$qlen * $residues / $t / 1e12")" "$(calc "$base / $t")"
+done
+cmp -s "$work/hits-0.tsv" "$work/hits-${sets[-1]}.tsv" && echo "align: hits identical on 1 and ${#sets[@]} GPU sets" || echo "align: HITS DIFFER between GPU counts"
+
+# lingo: top-100 of the 367k set against itself (wall clock including encoding).
+data=.deps/lingo/molecules_367k.smi.gz
+if [ -f "$data" ]; then
+  base=""
+  for s in "${sets[@]}"; do
+    t0=$(date +%s.%N)
+    CUDA_VISIBLE_DEVICES=$s $build/bin/molaccel -q lingo search "$data" "$data" -k 100 --device gpu -o "$work/lingo-$s.tsv" \
+      || echo "lingo search failed on $s"
+    t=$(calc "$(date +%s.%N) - $t0")
+    [ -z "$base" ] && base=$t
+    printf '%-8s %-12s %10.2f %12s %7.2fx\n' lingo "$s" "$t" "367k^2 top100" "$(calc "$base / $t")"
+  done
+  cmp -s "$work/lingo-0.tsv" "$work/lingo-${sets[-1]}.tsv" && echo "lingo: hits identical on 1 and ${#sets[@]} GPU sets" || echo "lingo: HITS DIFFER between GPU counts"
+fi
+
+# Last, so that the numbers above come back even if time runs out: every GPU test with all GPUs
+# visible (the multi-GPU tile paths).
+ctest --test-dir $build -L gpu -j1 >"$out/ctest-gpu-all-visible.log" 2>&1
+echo "GPU tests with all $gpus GPUs visible: $(grep -E 'tests passed|tests failed' "$out/ctest-gpu-all-visible.log")"
+grep -E "\(Failed\)" "$out/ctest-gpu-all-visible.log" | head
+
