@@ -1,5 +1,7 @@
 // molaccel: the command-line tool. Subcommands come from the table in command.hpp; this file
 // builds the CLI11 tree from it, handles the global options and turns errors into exit codes.
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -19,11 +21,30 @@ const std::map<std::string, std::string>& group_purposes() {
   return purposes;
 }
 
+// With `--json -` the report owns standard output: everything else a command prints goes to
+// stderr, so that `molaccel ... --json - | jq` always reads valid JSON.
+int json_stdout_fd = -1;
+
+void reserve_stdout_for_json() {
+  std::fflush(stdout);
+  json_stdout_fd = ::dup(STDOUT_FILENO);
+  if (json_stdout_fd >= 0) ::dup2(STDERR_FILENO, STDOUT_FILENO);
+}
+
 int write_report(const molaccel::cli::CommonOptions& common, const nlohmann::json& report) {
   if (common.json_path.empty()) return 0;
   const std::string text = report.dump(2) + "\n";
   if (common.json_path == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    if (json_stdout_fd < 0) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      return 0;
+    }
+    for (std::size_t done = 0; done < text.size();) {
+      const ssize_t n = ::write(json_stdout_fd, text.data() + done, text.size() - done);
+      if (n <= 0) break;
+      done += static_cast<std::size_t>(n);
+    }
     return 0;
   }
   molaccel::write_file_atomically(common.json_path, [&](std::FILE* f) { std::fwrite(text.data(), 1, text.size(), f); });
@@ -97,6 +118,7 @@ int main(int argc, char** argv) {
   report["command"] = chosen_app->get_name();
   report["version"] = molaccel::build_info().version;
   RunContext ctx{common, report};
+  if (common.json_path == "-") reserve_stdout_for_json();
   try {
     const int rc = chosen(ctx);
     write_report(common, report);
