@@ -4,6 +4,8 @@
 #include <random>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "molaccel/align.hpp"
 
 namespace molaccel::align::testing {
@@ -45,6 +47,25 @@ inline std::vector<std::uint8_t> codes(const std::string& letters) {
   std::vector<std::uint8_t> out;
   for (char c : letters) out.push_back(static_cast<std::uint8_t>(encode_residue(c)));
   return out;
+}
+
+// BLOSUM62 with every entry multiplied by 10 (max 110), gaps 60/5: alignments of a few hundred
+// residues score past 32,767, so 16-bit lanes must saturate and be rescored exactly.
+inline Scoring blosum62_times_ten() {
+  const auto b62 = builtin_matrix("BLOSUM62");
+  std::string text = " ";
+  for (int b = 0; b < 24; ++b) text += fmt::format(" {}", kAlphabet[b]);
+  text += "\n";
+  for (int a = 0; a < 24; ++a) {
+    text += kAlphabet[a];
+    for (int b = 0; b < 24; ++b) text += fmt::format(" {}", 10 * b62.at(a, b));
+    text += "\n";
+  }
+  Scoring scoring;
+  scoring.matrix = parse_matrix("blosum62x10", text);
+  scoring.gap_open = 60;
+  scoring.gap_extend = 5;
+  return scoring;
 }
 
 }  // namespace molaccel::align::testing

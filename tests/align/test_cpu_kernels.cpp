@@ -7,6 +7,7 @@
 namespace molaccel::align {
 namespace {
 
+using testing::blosum62_times_ten;
 using testing::codes;
 using testing::make_set;
 using testing::mutate;
@@ -102,19 +103,7 @@ TEST(AlignCpuKernels, EveryVariantMatchesReferenceOnRandomGroups) {
 
 TEST(AlignCpuKernels, SixteenBitSaturationIsFlagged) {
   // A matrix scaled by 10 (max 110) makes scores past 32,767 with 800-residue sequences.
-  const auto b62 = builtin_matrix("BLOSUM62");
-  std::string text = " ";
-  for (int b = 0; b < 24; ++b) text += fmt::format(" {}", kAlphabet[b]);
-  text += "\n";
-  for (int a = 0; a < 24; ++a) {
-    text += kAlphabet[a];
-    for (int b = 0; b < 24; ++b) text += fmt::format(" {}", 10 * b62.at(a, b));
-    text += "\n";
-  }
-  Scoring scoring;
-  scoring.matrix = parse_matrix("blosum62x10", text);
-  scoring.gap_open = 60;
-  scoring.gap_extend = 5;
+  const Scoring scoring = blosum62_times_ten();
   std::mt19937 rng(99);
   const auto base = random_protein(rng, 800, "ACDEFGHIKLMNPQRSTVWY");
   const auto query = codes(base);

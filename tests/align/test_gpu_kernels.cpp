@@ -8,6 +8,7 @@
 namespace molaccel::align {
 namespace {
 
+using testing::blosum62_times_ten;
 using testing::codes;
 using testing::make_set;
 using testing::mutate;
@@ -117,19 +118,7 @@ TEST(AlignGpu, InterVariantsAllMatricesAndGaps) {
     }
   }
   // Past 16 bits: the x10 matrix pushes scores over 32,767, which must be rescored exactly.
-  const auto b62 = builtin_matrix("BLOSUM62");
-  std::string text = " ";
-  for (int b = 0; b < 24; ++b) text += fmt::format(" {}", kAlphabet[b]);
-  text += "\n";
-  for (int a = 0; a < 24; ++a) {
-    text += kAlphabet[a];
-    for (int b = 0; b < 24; ++b) text += fmt::format(" {}", 10 * b62.at(a, b));
-    text += "\n";
-  }
-  Scoring x10;
-  x10.matrix = parse_matrix("blosum62x10", text);
-  x10.gap_open = 60;
-  x10.gap_extend = 5;
+  const Scoring x10 = blosum62_times_ten();
   for (const auto& v : variants) {
     setenv("MOLACCEL_ALIGN_INTER", v.inter, 1);
     setenv("MOLACCEL_ALIGN_STRIP_ROWS", v.rows, 1);
@@ -146,19 +135,7 @@ TEST(AlignGpu, InterVariantsAllMatricesAndGaps) {
 
 TEST(AlignGpu, OverflowPastSixteenBitsIsRescored) {
   MOLACCEL_REQUIRE_GPU();
-  const auto b62 = builtin_matrix("BLOSUM62");
-  std::string text = " ";
-  for (int b = 0; b < 24; ++b) text += fmt::format(" {}", kAlphabet[b]);
-  text += "\n";
-  for (int a = 0; a < 24; ++a) {
-    text += kAlphabet[a];
-    for (int b = 0; b < 24; ++b) text += fmt::format(" {}", 10 * b62.at(a, b));
-    text += "\n";
-  }
-  Scoring scoring;
-  scoring.matrix = parse_matrix("blosum62x10", text);
-  scoring.gap_open = 60;
-  scoring.gap_extend = 5;
+  const Scoring scoring = blosum62_times_ten();
   std::mt19937 rng(31);
   const auto base = random_protein(rng, 800, "ACDEFGHIKLMNPQRSTVWY");
   std::vector<std::string> db_letters = {base, mutate(rng, base, 0.05), std::string(3100, 'W')};
