@@ -399,6 +399,18 @@ class ProgressBar {
 // ---------------------------------------------------------------------------------------------
 // Small shared utilities.
 // ---------------------------------------------------------------------------------------------
+// Host memory that GPUs can write by DMA: page-locked (cudaHostAlloc) when a CUDA driver is
+// usable, ordinary memory otherwise (CPU-only builds, no driver, or page-locking refused). Engines
+// that land results in host memory copy straight into page-locked memory (no host-side copy), so
+// this is the fast destination for large results. Page-locking costs about as much as copying the
+// bytes once: allocate once, reuse. `page_locked` says which kind was obtained.
+struct HostBuffer {
+  std::shared_ptr<std::byte> data;
+  std::size_t bytes = 0;
+  bool page_locked = false;
+};
+HostBuffer allocate_host_buffer(std::size_t bytes);
+
 // Writes a file atomically: the callback writes to a temporary file in the same directory,
 // which is renamed over `path` only when the callback returns; on an exception it is removed.
 void write_file_atomically(const std::filesystem::path& path,

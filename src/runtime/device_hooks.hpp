@@ -15,5 +15,8 @@ std::vector<GpuInfo> query_gpus(std::string& reason);
 void bind_thread_to_device(int device);
 // Drops per-thread CUDA state on worker exit (no-op without CUDA).
 void release_thread_device() noexcept;
+// Page-locked host memory, or nullptr when it cannot be had (no CUDA, no driver, refused).
+void* allocate_page_locked(std::size_t bytes) noexcept;
+void free_page_locked(void* p) noexcept;
 
 }  // namespace molaccel::detail

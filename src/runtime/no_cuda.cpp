@@ -14,4 +14,9 @@ void bind_thread_to_device(int) {
 
 void release_thread_device() noexcept {}
 
+void* allocate_page_locked(std::size_t) noexcept {
+  return nullptr;
+}
+void free_page_locked(void*) noexcept {}
+
 }  // namespace molaccel::detail

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "molaccel/runtime.hpp"
+#include "runtime/device_hooks.hpp"
 
 namespace molaccel {
 
@@ -88,6 +89,19 @@ bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 double now_seconds() {
   using clock = std::chrono::steady_clock;
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+HostBuffer allocate_host_buffer(std::size_t bytes) {
+  HostBuffer buffer;
+  buffer.bytes = bytes;
+  if (bytes == 0) return buffer;
+  if (void* p = detail::allocate_page_locked(bytes)) {
+    buffer.data = std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [](std::byte* q) { detail::free_page_locked(q); });
+    buffer.page_locked = true;
+  } else {
+    buffer.data = std::shared_ptr<std::byte>(new std::byte[bytes], std::default_delete<std::byte[]>());
+  }
+  return buffer;
 }
 
 }  // namespace molaccel

@@ -1,3 +1,5 @@
+#include <cstring>
+
 #include "testing/testing.hpp"
 
 namespace molaccel {
@@ -72,6 +74,24 @@ TEST(Devices, BuildInfo) {
 #else
   EXPECT_FALSE(b.cuda);
 #endif
+}
+
+}  // namespace
+}  // namespace molaccel
+
+namespace molaccel {
+namespace {
+
+// Page-locked where a driver is usable, ordinary memory otherwise; writable either way.
+TEST(HostBuffer, AllocatesWritableMemoryWithOrWithoutAGpu) {
+  const auto empty = allocate_host_buffer(0);
+  EXPECT_EQ(empty.bytes, 0u);
+  auto buffer = allocate_host_buffer(1 << 20);
+  ASSERT_TRUE(buffer.data);
+  EXPECT_EQ(buffer.bytes, std::size_t{1} << 20);
+  std::memset(buffer.data.get(), 7, buffer.bytes);
+  EXPECT_EQ(static_cast<int>(buffer.data.get()[buffer.bytes - 1]), 7);
+  if (gpu_list().empty()) EXPECT_FALSE(buffer.page_locked);
 }
 
 }  // namespace

@@ -171,4 +171,16 @@ void bind_thread_to_device(int device) { MOLACCEL_CUDA_TRY(cudaSetDevice(device)
 
 void release_thread_device() noexcept {}
 
+void* allocate_page_locked(std::size_t bytes) noexcept {
+  void* p = nullptr;
+  if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
+    cudaGetLastError();  // no driver, or page-locking refused: the caller falls back
+    return nullptr;
+  }
+  return p;
+}
+void free_page_locked(void* p) noexcept {
+  if (p) cudaFreeHost(p);
+}
+
 }  // namespace molaccel::detail
