@@ -137,6 +137,12 @@ float similarity(const MoleculeSet& a, std::size_t i, const MoleculeSet& b, std:
 std::vector<float> similarity_matrix(const Resources& resources, const MoleculeSet& queries,
                                      const MoleculeSet* db, const ComputeOptions& options,
                                      RunInfo* info = nullptr);
+// The same into `out` (queries x database floats, row-major). When `out` is page-locked memory
+// (molaccel::allocate_host_buffer, cudaHostAlloc, or another framework's pinned memory) GPUs copy
+// their results straight into it, overlapped with the computation: the fastest way to land a full
+// matrix in host memory (no host-side copy; see docs/lingo.md).
+void similarity_matrix(const Resources& resources, const MoleculeSet& queries, const MoleculeSet* db,
+                       float* out, const ComputeOptions& options, RunInfo* info = nullptr);
 
 enum class MatrixFormat { npy, tsv };
 // Element type of a .npy matrix. fp32 is the exact (bit-identical) result; fp16 and u8 are

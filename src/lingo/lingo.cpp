@@ -404,6 +404,7 @@ class Job {
         std::push_heap(out.begin() + first, out.end(), better);
       }
     }
+    std::sort_heap(out.begin() + first, out.end(), better);  // best first, like the GPU's rows
   }
 
   const MoleculeSet& queries_;
@@ -475,16 +476,22 @@ void write_at(int fd, std::uint64_t offset, const void* data, std::size_t bytes)
 // ---- matrix -------------------------------------------------------------------------------------
 std::vector<float> similarity_matrix(const Resources& resources, const MoleculeSet& queries,
                                      const MoleculeSet* db, const ComputeOptions& options, RunInfo* info) {
+  std::vector<float> out(queries.size() * (db ? db->size() : queries.size()));
+  similarity_matrix(resources, queries, db, out.data(), options, info);
+  return out;
+}
+
+void similarity_matrix(const Resources& resources, const MoleculeSet& queries, const MoleculeSet* db,
+                       float* out, const ComputeOptions& options, RunInfo* info) {
   const double t0 = now_seconds();
   Job job(resources, queries, db, options, false);
   const std::size_t nq = job.queries().size(), nd = job.db().size();
-  std::vector<float> out(nq * nd);
   const Grid grid = dense_grid(job, options, false, !job.gpu());
   std::size_t pairs = 0;
   std::mutex mutex;
   const JobStats stats = job.run(grid, "lingo matrix", [&](WorkerContext& ctx, const Rect& rect) {
     // Straight into the result (tiles never overlap); the mirror reads what was just written.
-    float* corner = out.data() + rect.row_begin * nd + rect.col_begin;
+    float* corner = out + rect.row_begin * nd + rect.col_begin;
     job.dense(ctx, rect, corner, nd);
     if (grid.upper && rect.col_begin != rect.row_begin)  // mirror into the lower triangle
       for (std::size_t r = 0; r < rect.rows(); ++r)
@@ -495,7 +502,6 @@ std::vector<float> similarity_matrix(const Resources& resources, const MoleculeS
   });
   if (info) info->pairs = pairs;
   job.fill_info(info, stats, t0);
-  return out;
 }
 
 void write_similarity_matrix(const Resources& resources, const MoleculeSet& queries, const MoleculeSet* db,
@@ -607,12 +613,16 @@ std::vector<Hit> search(const Resources& resources, const MoleculeSet& queries, 
                           rect.col_begin / grid.tile_cols;
     auto hits = job.top_k(ctx, rect, k);
     if (single_block) {
+      // Every backend returns each row's hits as one block of `take`, best first: place the
+      // blocks by their query (no sort).
       if (hits.size() != rect.rows() * take)
         throw Error("search: a tile returned too few hits", __FILE__, __LINE__);
-      std::sort(hits.begin(), hits.end(), [](const Hit& a, const Hit& b) {
-        return a.query != b.query ? a.query < b.query : better(a, b);
-      });
-      std::copy(hits.begin(), hits.end(), result.begin() + rect.row_begin * take);
+      for (std::size_t b = 0; b < hits.size(); b += take) {
+        const std::size_t q = hits[b].query;
+        if (q < rect.row_begin || q >= rect.row_end || hits[b + take - 1].query != q)
+          throw Error("search: a tile returned hits out of row blocks", __FILE__, __LINE__);
+        std::copy_n(hits.begin() + b, take, result.begin() + q * take);
+      }
       hits.clear();
     }
     std::lock_guard<std::mutex> lock(mutex);

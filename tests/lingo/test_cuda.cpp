@@ -78,6 +78,27 @@ TEST(LingoCuda, SearchTopKOnTheGpu) {
   check_search(gpu_subject(), 1000, Metric::tanimoto);      // k larger than the database
 }
 
+// The GPU selection sorts up to 4,096 candidates per row in shared memory: the values in the
+// 2,048-bin histogram's cut bin and above. Planted here: a cut bin with more equal values than that
+// (5,000 copies of one molecule: the exact radix-select fallback), and k beyond the buffer (the
+// rows are sorted on the host), both against the brute-force top-k of the reference matrix.
+TEST(LingoCuda, SearchTopKManyTiesAndLargeK) {
+  MOLACCEL_REQUIRE_GPU();
+  auto db_smiles = random_smiles_set(41, 300, 1, 12, 5);
+  for (int i = 0; i < 5000; ++i) db_smiles.insert(db_smiles.begin() + (i * 7) % (db_smiles.size() + 1), "CCOc1ccccc1N");
+  auto query_smiles = random_smiles_set(42, 6, 1, 12, 5);
+  query_smiles.push_back("CCOc1ccccc1N");
+  query_smiles.push_back("CCOc1ccccc1NC");
+  const auto queries = make_molecules(query_smiles, {});
+  const auto db = make_molecules(db_smiles, {});
+  const auto m = reference_matrix(queries, &db, Metric::tanimoto);
+  for (std::size_t k : {std::size_t{1}, std::size_t{10}, std::size_t{4096}, std::size_t{4500}}) {
+    const auto expected = brute_top_k(m, queries.size(), db.size(), k);
+    const auto actual = search(gpu_subject().resources, queries, db, k, with(Backend::cuda, Metric::tanimoto));
+    expect_same_hits(expected, actual, fmt::format("top-{} with 5,000 ties", k));
+  }
+}
+
 TEST(LingoCuda, SearchRealSetAgainstCpu) {
   MOLACCEL_REQUIRE_GPU();
   const auto queries = make_molecules(real_smiles("nci_first5k.smi", 300), {});
@@ -120,6 +141,27 @@ TEST_F(LingoCudaPipeline, ManySmallPassesStayBitIdentical) {
   check_real_self_matrix(gpu_subject(), "demo4096.smi", 1029, 4, Metric::vidal, 256);
   check_npy_types(gpu_subject());
   check_npy_types(gpu_subject(), 40, 96);
+}
+
+// Into page-locked memory the copy engine writes the result directly (no staging buffers): whole
+// rows (one contiguous copy per pass) and column tiles (strided 2-D copies), self and two-set.
+TEST_F(LingoCudaPipeline, PageLockedDestinationIsWrittenDirectly) {
+  MOLACCEL_REQUIRE_GPU();
+  const auto queries = make_molecules(random_smiles_set(51, 157, 1, 30), {});
+  const auto db = make_molecules(random_smiles_set(52, 403, 1, 30), {});
+  for (const MoleculeSet* other : {static_cast<const MoleculeSet*>(nullptr), &db}) {
+    const std::size_t cols = other ? other->size() : queries.size();
+    const auto expected = reference_matrix(queries, other, Metric::tanimoto);
+    for (std::size_t tile_cols : {std::size_t{0}, std::size_t{96}}) {
+      auto buffer = allocate_host_buffer(queries.size() * cols * sizeof(float));
+      ASSERT_TRUE(buffer.page_locked);
+      auto* out = reinterpret_cast<float*>(buffer.data.get());
+      std::fill_n(out, queries.size() * cols, -1.0f);
+      similarity_matrix(gpu_subject().resources, queries, other, out, with(Backend::cuda, Metric::tanimoto, 0, tile_cols));
+      expect_bit_identical(expected, std::vector<float>(out, out + queries.size() * cols), cols,
+                           fmt::format("page-locked, {} db, tile_cols {}", other ? "two-set" : "self", tile_cols));
+    }
+  }
 }
 
 TEST(LingoCuda, NpyOutputTypes) {

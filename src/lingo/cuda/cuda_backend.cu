@@ -24,6 +24,7 @@
 #include <cstring>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <string_view>
 
 #include "lingo/bitslice.hpp"
@@ -350,19 +351,24 @@ __global__ void merge_similarity_kernel(const std::uint32_t* rows, std::uint32_t
   out[row * ld + col] = s;
 }
 
-// Top-k of each row by radix select on the float bit patterns (non-negative floats order like
-// their bits): three passes of 11/11/10 bits find the k-th largest value T exactly; every value
-// > T is taken, then values == T in column order until k (ties go to the lower database index).
-__global__ void __launch_bounds__(kBlock)
-    select_top_k_kernel(const float* sims, std::size_t ld, std::uint32_t n_cols, std::uint32_t take,
-                        std::uint32_t row0, std::uint32_t col0, DeviceHit* out) {
-  using Scan = cub::BlockScan<std::uint32_t, kBlock>;
-  __shared__ typename Scan::TempStorage scan_storage;
-  __shared__ std::uint32_t hist[2048];
-  __shared__ std::uint32_t s_digit, s_above, s_greater_slot;
-  const std::uint32_t row = blockIdx.x;
-  const auto* x = reinterpret_cast<const std::uint32_t*>(sims + row * ld);
-  DeviceHit* row_out = out + static_cast<std::size_t>(row) * take;
+// Radix select on the float bit patterns (non-negative floats order like their bits): three
+// passes of 11/11/10 bits find the k-th largest value T exactly; every value > T is taken, then
+// values == T in column order until k (ties go to the lower database index).
+// The exact fallback of select_top_k_kernel (many equal values at the cut): writes the row's
+// `take` hits, unsorted, to row_out.
+using SelectScan = cub::BlockScan<std::uint32_t, kBlock>;
+struct RadixSelectShared {
+  SelectScan::TempStorage scan_storage;
+  std::uint32_t s_digit, s_above, s_greater_slot;
+};
+__device__ void radix_select_row(const std::uint32_t* x, std::uint32_t n_cols, std::uint32_t take,
+                                 std::uint32_t row_id, std::uint32_t col0, DeviceHit* row_out,
+                                 std::uint32_t* hist, RadixSelectShared& sh) {
+  using Scan = SelectScan;
+  auto& scan_storage = sh.scan_storage;
+  auto& s_digit = sh.s_digit;
+  auto& s_above = sh.s_above;
+  auto& s_greater_slot = sh.s_greater_slot;
   std::uint32_t prefix = 0, prefix_mask = 0, remaining = take;
   const int shifts[3] = {21, 10, 0};
   const int widths[3] = {11, 11, 10};
@@ -407,7 +413,7 @@ __global__ void __launch_bounds__(kBlock)
     const std::uint32_t v = x[i];
     if (v > threshold) {
       const std::uint32_t slot = atomicAdd(&s_greater_slot, 1u);
-      row_out[slot] = {row0 + row, col0 + i, __uint_as_float(v)};
+      row_out[slot] = {row_id, col0 + i, __uint_as_float(v)};
     }
   }
   std::uint32_t base = 0;
@@ -417,9 +423,119 @@ __global__ void __launch_bounds__(kBlock)
     std::uint32_t pos = 0, total = 0;
     Scan(scan_storage).ExclusiveSum(flag, pos, total);
     if (flag && base + pos < remaining)
-      row_out[greater + base + pos] = {row0 + row, col0 + i, __uint_as_float(threshold)};
+      row_out[greater + base + pos] = {row_id, col0 + i, __uint_as_float(threshold)};
     base += total;
     __syncthreads();
+  }
+}
+
+
+constexpr std::uint32_t kSelectBins = 2048;
+constexpr std::uint32_t kSelectCapacity = 4096;  // candidates sorted in shared memory (32 KiB)
+
+// Similarities lie in [0, 1]; s * 2048 is exact (a power-of-two scale), so the bin is monotone in s.
+__device__ __forceinline__ std::uint32_t similarity_bin(std::uint32_t bits) {
+  const float x = __uint_as_float(bits) * 2048.0f;
+  return x >= 2047.0f ? kSelectBins - 1 : (x > 0.0f ? static_cast<std::uint32_t>(x) : 0u);
+}
+// Ascending order of the key = similarity descending, then column ascending (non-negative floats
+// order like their bit patterns, so ~bits reverses them).
+__device__ __forceinline__ unsigned long long select_key(std::uint32_t bits, std::uint32_t col) {
+  return (static_cast<unsigned long long>(~bits) << 32) | col;
+}
+
+// Bitonic sort of keys[0, n) in shared memory, n a power of two.
+__device__ void block_bitonic_sort(unsigned long long* keys, std::uint32_t n) {
+  for (std::uint32_t k = 2; k <= n; k <<= 1)
+    for (std::uint32_t j = k >> 1; j > 0; j >>= 1) {
+      for (std::uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const std::uint32_t partner = i ^ j;
+        if (partner > i) {
+          const unsigned long long a = keys[i], b = keys[partner];
+          if ((a > b) == ((i & k) == 0)) {
+            keys[i] = b;
+            keys[partner] = a;
+          }
+        }
+      }
+      __syncthreads();
+    }
+}
+
+// Top-k of each row (one block per row), written sorted: best first, ties by lower database index.
+// Pass 1 histograms the row into 2,048 linear similarity bins and finds the bin b holding the k-th
+// best; pass 2 gathers every value in bins >= b (the k best plus the rest of bin b) into shared
+// memory, where a bitonic sort orders them. Two reads of the row instead of five, and the linear
+// bins spread the shared-memory atomics (float-bit digits put most of [0.25, 1] in 16 bins). When
+// bin b holds too many equal or close values for the shared buffer, the exact radix select above
+// picks the k, which are then sorted the same way. take <= kSelectCapacity (the caller sorts larger
+// k on the host).
+__global__ void __launch_bounds__(kBlock)
+    select_top_k_kernel(const float* sims, std::size_t ld, std::uint32_t n_cols, std::uint32_t take,
+                        std::uint32_t row0, std::uint32_t col0, DeviceHit* out) {
+  using Scan = SelectScan;
+  __shared__ RadixSelectShared radix_shared;
+  __shared__ std::uint32_t hist[kSelectBins];
+  __shared__ unsigned long long keys[kSelectCapacity];
+  __shared__ std::uint32_t s_bin, s_above, s_count;
+  const std::uint32_t row = blockIdx.x;
+  const auto* x = reinterpret_cast<const std::uint32_t*>(sims + row * ld);
+  DeviceHit* row_out = out + static_cast<std::size_t>(row) * take;
+  if (take > kSelectCapacity) {  // uniform over the block: unsorted, the host sorts
+    radix_select_row(x, n_cols, take, row0 + row, col0, row_out, hist, radix_shared);
+    return;
+  }
+
+  for (std::uint32_t b = threadIdx.x; b < kSelectBins; b += blockDim.x) hist[b] = 0;
+  if (threadIdx.x == 0) s_count = 0;
+  __syncthreads();
+  for (std::uint32_t i = threadIdx.x; i < n_cols; i += blockDim.x) atomicAdd(&hist[similarity_bin(x[i])], 1u);
+  __syncthreads();
+  // Thread t owns 8 bins counted from the top; an exclusive scan gives the count above them.
+  constexpr std::uint32_t per_thread = kSelectBins / kBlock;
+  const int top = static_cast<int>(kSelectBins) - 1 - static_cast<int>(threadIdx.x * per_thread);
+  std::uint32_t local = 0;
+  for (std::uint32_t k = 0; k < per_thread; ++k) local += hist[top - static_cast<int>(k)];
+  std::uint32_t above = 0;
+  Scan(radix_shared.scan_storage).ExclusiveSum(local, above);
+  for (std::uint32_t k = 0; k < per_thread; ++k) {
+    const std::uint32_t bin = static_cast<std::uint32_t>(top) - k;
+    if (above < take && above + hist[bin] >= take) {
+      s_bin = bin;
+      s_above = above;
+    }
+    above += hist[bin];
+  }
+  __syncthreads();
+  const std::uint32_t cut = s_bin;
+  const std::uint32_t candidates = s_above + hist[cut];
+  std::uint32_t n_keys;
+  if (candidates <= kSelectCapacity) {
+    for (std::uint32_t i = threadIdx.x; i < n_cols; i += blockDim.x) {
+      const std::uint32_t v = x[i];
+      if (similarity_bin(v) >= cut) keys[atomicAdd(&s_count, 1u)] = select_key(v, i);
+    }
+    n_keys = candidates;
+  } else {
+    __syncthreads();  // everyone has read s_bin and hist before the fallback reuses hist
+    radix_select_row(x, n_cols, take, row0 + row, col0, row_out, hist, radix_shared);
+    __syncthreads();  // row_out written by all threads
+    for (std::uint32_t i = threadIdx.x; i < take; i += blockDim.x) {
+      const DeviceHit h = row_out[i];
+      keys[i] = select_key(__float_as_uint(h.similarity), h.target - col0);
+    }
+    n_keys = take;
+  }
+  std::uint32_t padded = 1;
+  while (padded < n_keys) padded <<= 1;
+  __syncthreads();
+  for (std::uint32_t i = n_keys + threadIdx.x; i < padded; i += blockDim.x) keys[i] = ~0ull;
+  __syncthreads();
+  block_bitonic_sort(keys, padded);
+  for (std::uint32_t i = threadIdx.x; i < take; i += blockDim.x) {
+    const unsigned long long key = keys[i];
+    row_out[i] = {row0 + row, col0 + static_cast<std::uint32_t>(key & 0xffffffffu),
+                  __uint_as_float(~static_cast<std::uint32_t>(key >> 32))};
   }
 }
 
@@ -829,8 +945,10 @@ struct GpuJob::Impl {
   // The pipeline of dense_stream (see the header): pass i computes into result buffer i % 2 on
   // the compute stream, is converted there (fp16/u8), copied by the copy stream into pinned
   // staging buffer i % 2, and handed to the sink by a helper thread, while pass i + 1 computes.
-  void stream_passes(WorkerContext& ctx, const Rect& rect, OutputType type,
-                     const GpuJob::RowSink& sink) const {
+  // With `direct` (page-locked destination: row r of the rect at direct + r * direct_ld bytes) the
+  // copy stream writes each pass straight into it: no staging buffer and no host-side copy.
+  void stream_passes(WorkerContext& ctx, const Rect& rect, OutputType type, const GpuJob::RowSink& sink,
+                     std::uint8_t* direct = nullptr, std::size_t direct_ld = 0) const {
     WorkerState& s = state(ctx);
     const int device = ctx.worker().device;
     ensure_db(s, rect.col_begin, rect.col_end);
@@ -840,7 +958,8 @@ struct GpuJob::Impl {
     std::size_t pass = std::max<std::size_t>(1, pass_elements() * (4 / elem) / cols);
     if (pass >= 32) pass = pass / 32 * 32;  // whole query groups
     pass = std::min({pass, rect.rows(), std::max<std::size_t>(1, budget(device) / cols)});
-    StagingLease staging(pass * cols * elem);
+    std::optional<StagingLease> staging_lease;  // not needed when copying straight into `direct`
+    if (!direct) staging_lease.emplace(pass * cols * elem);
     std::future<void> drains[2];
     try {
       std::size_t i = 0;
@@ -868,20 +987,33 @@ struct GpuJob::Impl {
           source = s.pipe_packed[slot].data();
         }
         s.computed[slot].record(s.stream);
-        if (drains[slot].valid()) drains[slot].get();  // staging buffer `slot` handed off
         MOLACCEL_CUDA_TRY(cudaStreamWaitEvent(s.copy_stream, s.computed[slot].get(), 0));
+        if (direct) {
+          const std::size_t row_bytes = cols * elem;
+          std::uint8_t* dst = direct + (r - rect.row_begin) * direct_ld;
+          if (direct_ld == row_bytes)
+            MOLACCEL_CUDA_TRY(cudaMemcpyAsync(dst, source, n * elem, cudaMemcpyDeviceToHost, s.copy_stream));
+          else
+            MOLACCEL_CUDA_TRY(cudaMemcpy2DAsync(dst, direct_ld, source, row_bytes, row_bytes, r1 - r,
+                                                cudaMemcpyDeviceToHost, s.copy_stream));
+          s.copied[slot].record(s.copy_stream);
+          continue;
+        }
+        StagingLease* staging = &*staging_lease;
+        if (drains[slot].valid()) drains[slot].get();  // staging buffer `slot` handed off
         MOLACCEL_CUDA_TRY(
-            cudaMemcpyAsync(staging.buffer(slot), source, n * elem, cudaMemcpyDeviceToHost, s.copy_stream));
+            cudaMemcpyAsync(staging->buffer(slot), source, n * elem, cudaMemcpyDeviceToHost, s.copy_stream));
         s.copied[slot].record(s.copy_stream);
-        drains[slot] = std::async(std::launch::async, [&s, &staging, &sink, slot, device,
+        drains[slot] = std::async(std::launch::async, [&s, staging, &sink, slot, device,
                                                        row = r - rect.row_begin, rows = r1 - r] {
           cuda::DeviceGuard guard(device);
           s.copied[slot].synchronize();
-          sink(row, rows, staging.buffer(slot));
+          sink(row, rows, staging->buffer(slot));
         });
       }
       for (auto& d : drains)
         if (d.valid()) d.get();
+      if (direct) MOLACCEL_CUDA_TRY(cudaStreamSynchronize(s.copy_stream));
     } catch (...) {
       for (auto& d : drains)
         if (d.valid()) try {
@@ -938,9 +1070,37 @@ double GpuJob::time_kernels(int device, const Rect& rect) const {
 }
 
 void GpuJob::dense(WorkerContext& ctx, const Rect& rect, float* out, std::size_t ld) const {
-  const std::size_t row_bytes = rect.cols() * sizeof(float);
-  dense_stream(ctx, rect, OutputType::fp32, [&](std::size_t row, std::size_t rows, const std::uint8_t* data) {
-    parallel_rows_copy(reinterpret_cast<std::uint8_t*>(out + row * ld), ld * sizeof(float), data, rows, row_bytes);
+  dense_to(ctx, rect, OutputType::fp32, reinterpret_cast<std::uint8_t*>(out), ld * sizeof(float));
+}
+
+bool is_page_locked(const void* p) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+    cudaGetLastError();  // an unknown pointer is ordinary memory
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeHost;
+}
+
+void GpuJob::dense_to(WorkerContext& ctx, const Rect& rect, OutputType type, std::uint8_t* out,
+                      std::size_t ld_bytes) const {
+  if (rect.rows() == 0 || rect.cols() == 0) return;
+  const std::size_t row_bytes = rect.cols() * element_bytes(type);
+  if (is_page_locked(out)) {
+    try {
+      impl_->stream_passes(ctx, rect, type, nullptr, out, ld_bytes);
+      return;
+    } catch (const CudaError& e) {
+      if (!e.is_out_of_memory()) throw;
+      cudaGetLastError();
+      WorkerState& s = impl_->state(ctx);
+      for (auto& b : s.pipe_sims) b.reset();
+      for (auto& b : s.pipe_packed) b.reset();
+      // dense_stream below starts over with the pipeline and then plain passes.
+    }
+  }
+  dense_stream(ctx, rect, type, [&](std::size_t row, std::size_t rows, const std::uint8_t* data) {
+    parallel_rows_copy(out + row * ld_bytes, ld_bytes, data, rows, row_bytes);
   });
 }
 
@@ -988,11 +1148,8 @@ double GpuJob::time_to_host(int device, const Rect& rect, OutputType type, void*
   WorkerState& s = impl_->state(ctx);
   impl_->ensure_db(s, rect.col_begin, rect.col_end);
   const std::size_t row_bytes = rect.cols() * element_bytes(type);
-  auto* dst = static_cast<std::uint8_t*>(out);
   const double t0 = now_seconds();
-  dense_stream(ctx, rect, type, [&](std::size_t row, std::size_t rows, const std::uint8_t* data) {
-    parallel_rows_copy(dst + row * row_bytes, row_bytes, data, rows, row_bytes);
-  });
+  dense_to(ctx, rect, type, static_cast<std::uint8_t*>(out), row_bytes);
   return now_seconds() - t0;
 }
 
@@ -1000,7 +1157,7 @@ std::vector<Hit> GpuJob::top_k(WorkerContext& ctx, const Rect& rect, std::size_t
   std::vector<Hit> result;
   const std::size_t take = std::min(k, rect.cols());
   if (take == 0) return result;
-  result.reserve(rect.rows() * take);
+  result.resize(rect.rows() * take);
   impl_->in_passes(ctx, rect, [&](WorkerState& s, std::size_t r0, std::size_t r1) {
     impl_->compute(s, r0, r1);
     const std::size_t rows = r1 - r0;
@@ -1009,12 +1166,16 @@ std::vector<Hit> GpuJob::top_k(WorkerContext& ctx, const Rect& rect, std::size_t
         s.sims.data(), rect.cols(), static_cast<std::uint32_t>(rect.cols()), static_cast<std::uint32_t>(take),
         static_cast<std::uint32_t>(r0), static_cast<std::uint32_t>(rect.col_begin), s.hits.data());
     MOLACCEL_CUDA_CHECK_LAUNCH("lingo select_top_k_kernel");
-    const std::size_t before = result.size();
-    result.resize(before + rows * take);
-    MOLACCEL_CUDA_TRY(cudaMemcpyAsync(result.data() + before, s.hits.data(), rows * take * sizeof(DeviceHit),
-                                      cudaMemcpyDeviceToHost, s.stream));
+    Hit* dst = result.data() + (r0 - rect.row_begin) * take;
+    MOLACCEL_CUDA_TRY(
+        cudaMemcpyAsync(dst, s.hits.data(), rows * take * sizeof(DeviceHit), cudaMemcpyDeviceToHost, s.stream));
     s.stream.synchronize();
   });
+  if (take > kSelectCapacity)  // the kernel sorts up to kSelectCapacity hits per row
+    for (std::size_t r = 0; r < rect.rows(); ++r)
+      std::sort(result.begin() + r * take, result.begin() + (r + 1) * take, [](const Hit& a, const Hit& b) {
+        return a.similarity != b.similarity ? a.similarity > b.similarity : a.target < b.target;
+      });
   return result;
 }
 

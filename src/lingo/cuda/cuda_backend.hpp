@@ -31,6 +31,11 @@ class GpuJob {
 
   // Row-major rect of similarities into host memory (ld floats per row).
   void dense(WorkerContext& ctx, const Rect& rect, float* out, std::size_t ld) const;
+  // The rect as `type` into host memory (ld_bytes per row). Into page-locked memory the copy
+  // engine writes the destination directly (compute of pass i+1 overlapped with the DMA of pass
+  // i, no host-side copy); into ordinary memory through dense_stream's staging buffers.
+  void dense_to(WorkerContext& ctx, const Rect& rect, OutputType type, std::uint8_t* out,
+                std::size_t ld_bytes) const;
   // Receives rows [row, row + rows) of the rect (relative to rect.row_begin), contiguous, each of
   // rect.cols() elements of the output type. Called from helper threads, at most two at a time,
   // never twice for the same rows; the data is valid only during the call.
@@ -39,7 +44,8 @@ class GpuJob {
   // pinned staging buffers, a copy stream) and the host-side hand-off of pass i-1 to `sink` all
   // overlap. fp16 and u8 are converted on the GPU, so only their bytes cross PCIe.
   void dense_stream(WorkerContext& ctx, const Rect& rect, OutputType type, const RowSink& sink) const;
-  // Per row of the rect: its best min(k, cols) hits (any order), selected on the GPU.
+  // Per row of the rect, rows in order: its best min(k, cols) hits, best first (ties: lower
+  // database index first), selected and sorted on the GPU.
   std::vector<Hit> top_k(WorkerContext& ctx, const Rect& rect, std::size_t k) const;
   // Every (row, col) of the rect with similarity >= threshold (self: only col > row).
   std::vector<Hit> threshold(WorkerContext& ctx, const Rect& rect, float threshold, bool self) const;
