@@ -97,6 +97,9 @@ void report_run(nlohmann::json& report, const lg::RunInfo& info) {
   report["pairs"] = info.pairs;
   report["pairs_skipped_by_length_bound"] = info.pairs_skipped;
   report["seconds"] = info.seconds;
+  report["prepare_seconds"] = info.prepare_seconds;  // encoding and index building
+  report["job_seconds"] = info.job.seconds;          // the tiles over all workers
+  report["tiles_per_worker"] = info.job.tiles_per_worker;
   report["tiles"] = info.job.tiles;
   report["tile_retries"] = info.job.retries;
 }

@@ -111,6 +111,11 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
       auto pinned = allocate_host_buffer(static_cast<std::size_t>(elem) * n * n);
       if (!pinned.page_locked) break;
       std::memset(pinned.data.get(), 1, pinned.bytes);
+      if (type == OutputType::fp32 && n >= 32768) {
+        const double gbs = cuda_backend::measure_d2h_into(g.index, pinned.data.get(), pinned.bytes, std::size_t{1} << 27);
+        std::printf("lingo copy ceiling: D2H of 128 MiB chunks filling the %.2f GB page-locked matrix %.1f GB/s\n",
+                    pinned.bytes / 1e9, gbs);
+      }
       const auto t = mb::measure_with([&] { return job.time_to_host(g.index, all, type, pinned.data.get()); }, 1,
                                       quick ? 3 : 5);
       mb::print_row({fmt::format("lingo/allpairs/cuda/to-pinned-{}", to_string(type)), g.name, size, t,

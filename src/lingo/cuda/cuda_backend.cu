@@ -1243,4 +1243,21 @@ CopyRates measure_copy_rates(int device, std::size_t bytes) {
   return rates;
 }
 
+double measure_d2h_into(int device, void* destination, std::size_t destination_bytes, std::size_t chunk) {
+  cuda::DeviceGuard guard(device);
+  cuda::Stream stream;
+  cuda::DeviceBuffer<std::uint8_t> source(chunk);
+  source.fill_zero(stream);
+  auto* dst = static_cast<std::uint8_t*>(destination);
+  MOLACCEL_CUDA_TRY(cudaMemcpyAsync(dst, source.data(), std::min(chunk, destination_bytes), cudaMemcpyDeviceToHost, stream));
+  cuda::Event start, stop;
+  start.record(stream);
+  for (std::size_t off = 0; off < destination_bytes; off += chunk)
+    MOLACCEL_CUDA_TRY(cudaMemcpyAsync(dst + off, source.data(), std::min(chunk, destination_bytes - off),
+                                      cudaMemcpyDeviceToHost, stream));
+  stop.record(stream);
+  stop.synchronize();
+  return static_cast<double>(destination_bytes) / (stop.elapsed_ms_since(start) * 1e-3) / 1e9;
+}
+
 }  // namespace molaccel::lingo::cuda_backend

@@ -74,5 +74,8 @@ struct CopyRates {
   double host_copy_gbs = 0;
 };
 CopyRates measure_copy_rates(int device, std::size_t bytes);
+// The copy engine alone: `chunk`-byte device-to-host copies filling all of `destination` in order
+// (GB/s, CUDA events) -- the ceiling for landing a whole matrix in that (page-locked) memory.
+double measure_d2h_into(int device, void* destination, std::size_t destination_bytes, std::size_t chunk);
 
 }  // namespace molaccel::lingo::cuda_backend
