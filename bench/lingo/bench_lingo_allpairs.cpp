@@ -115,6 +115,15 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
         const double gbs = cuda_backend::measure_d2h_into(g.index, pinned.data.get(), pinned.bytes, std::size_t{1} << 27);
         std::printf("lingo copy ceiling: D2H of 128 MiB chunks filling the %.2f GB page-locked matrix %.1f GB/s\n",
                     pinned.bytes / 1e9, gbs);
+        for (const char* pass : {"16777216", "134217728"}) {  // passes of 64 MiB and 512 MiB (default 128)
+          setenv("MOLACCEL_LINGO_GPU_PASS_ELEMENTS", pass, 1);
+          const auto tp = mb::measure_with(
+              [&] { return job.time_to_host(g.index, all, type, pinned.data.get()); }, 1, quick ? 3 : 5);
+          unsetenv("MOLACCEL_LINGO_GPU_PASS_ELEMENTS");
+          mb::print_row({fmt::format("lingo/allpairs/cuda/to-pinned-fp32-pass{}M", std::atoll(pass) >> 20), g.name,
+                         size, tp, static_cast<double>(n) * n, "LINGOs", elem * n * n, 55e9 / elem,
+                         "PCIe D2H 55 GB/s", fmt::format("{} elements per pass", pass)});
+        }
       }
       const auto t = mb::measure_with([&] { return job.time_to_host(g.index, all, type, pinned.data.get()); }, 1,
                                       quick ? 3 : 5);
