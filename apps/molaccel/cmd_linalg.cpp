@@ -45,6 +45,7 @@ la::solver_options to_solver_options(const SolveOptions& o) {
   s.launch = o.launch == "graph"        ? la::launch_mode::graph
              : o.launch == "stream"     ? la::launch_mode::stream
              : o.launch == "persistent" ? la::launch_mode::persistent
+             : o.launch == "resident"   ? la::launch_mode::resident
                                         : la::launch_mode::automatic;
   s.tolerance = o.tol;
   s.max_iterations = o.max_iter;
@@ -132,8 +133,9 @@ const bool solve_registered = register_command({
           "error. "
           "GPU launch modes: graph replays --batch iterations as one CUDA graph per host check; persistent "
           "runs "
-          "them as one generated kernel with grid-wide barriers; stream launches every kernel; auto = "
-          "graph.");
+          "them as one generated kernel with grid-wide barriers; resident runs the whole solve in one "
+          "hand-written kernel that keeps each thread's rows in registers (systems up to a few hundred "
+          "thousand rows); stream launches every kernel; auto = resident up to 200,000 rows, else graph.");
       app.add_option("MATRIX", o->matrix,
                      "Matrix Market file (coordinate or array; real, integer or pattern)")
           ->check(CLI::ExistingFile);
@@ -157,8 +159,8 @@ const bool solve_registered = register_command({
       app.add_option("--max-iter", o->max_iter, "Iteration cap")
           ->check(CLI::Range(0, 100000000))
           ->default_val(1000);
-      app.add_option("--launch", o->launch, "GPU launch mode: auto, stream, graph or persistent")
-          ->check(CLI::IsMember({"auto", "stream", "graph", "persistent"}))
+      app.add_option("--launch", o->launch, "GPU launch mode: auto, stream, graph, persistent or resident")
+          ->check(CLI::IsMember({"auto", "stream", "graph", "persistent", "resident"}))
           ->default_val("auto");
       app.add_option("--batch", o->batch, "Iterations per host check (0 = automatic)")
           ->check(CLI::Range(0, 4096));

@@ -167,9 +167,16 @@ void bench_blas2(const placement& where, const std::string& device, bool quick) 
 
 struct bicgstab_selection {
   std::size_t min_n = 0, max_n = 0;  // 0: no bound
-  bool graph = true, stream = true, persistent = true;
+  bool graph = true, stream = true, persistent = true, resident = true;
   // Persistent geometries "BLOCKSxTHREADS" (0x0 = one block of 256 per SM), compared side by side.
   std::vector<std::pair<int, int>> persistent_geometries = {{0, 0}};
+  // Resident geometries "BLOCKSxTHREADS[c|g|o|a]" (0x0 = automatic; c cluster, g grid with the
+  // flag barrier, o grid with cooperative groups' grid.sync(), a grid with one arrival counter).
+  struct resident_geometry {
+    int blocks = 0, threads = 0, barrier = 0;
+    std::string label = "resident";
+  };
+  std::vector<resident_geometry> resident_geometries = {{}};
 };
 
 void bench_bicgstab(const Resources& resources, const std::string& device, double copy_bw, bool quick,
@@ -178,19 +185,31 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
   // a row pointer, the input and output vector: 80 B) and 20 vector reads/writes of the
   // fused vector updates and inner products (160 B).
   const double bytes_per_row = 2 * 80.0 + 160.0;
-  for (std::size_t grid : {32, 100, 317, 1000, 3163}) {
+  for (std::size_t grid : {32, 100, 317, 447, 1000, 3163}) {  // 447: n = 2e5, the resident mode's range
     const std::size_t n = grid * grid;
     if (sel.max_n ? n > sel.max_n : quick && n > 2000000) break;
     if (n < sel.min_n) continue;
     if (!resources.uses_gpu() && n > 200000) break;
     const auto a = poisson_2d(grid);
     const auto b = multiply(a, std::vector<double>(n, 1.0));
-    std::vector<std::pair<launch_mode, std::pair<int, int>>> runs;
-    if (sel.graph) runs.push_back({launch_mode::graph, {0, 0}});
-    if (sel.stream) runs.push_back({launch_mode::stream, {0, 0}});
+    struct run {
+      launch_mode mode;
+      std::pair<int, int> geometry;
+      bicgstab_selection::resident_geometry resident;
+    };
+    std::vector<run> runs;
+    if (sel.graph) runs.push_back({launch_mode::graph, {0, 0}, {}});
+    if (sel.stream) runs.push_back({launch_mode::stream, {0, 0}, {}});
     if (sel.persistent)
-      for (auto g : sel.persistent_geometries) runs.push_back({launch_mode::persistent, g});
-    for (auto [mode, geometry] : runs) {
+      for (auto g : sel.persistent_geometries) runs.push_back({launch_mode::persistent, g, {}});
+    if (sel.resident)
+      for (const auto& g : sel.resident_geometries) runs.push_back({launch_mode::resident, {0, 0}, g});
+    for (const auto& [mode, geometry, resident] : runs) {
+      if (mode == launch_mode::resident && n > 300000) {
+        std::printf("linalg/bicgstab-poisson n=%zu: %s: not run (rows do not fit the GPU's threads)\n", n,
+                    resident.label.c_str());
+        continue;
+      }
       if (!resources.uses_gpu() && mode != launch_mode::graph) continue;
       if (mode == launch_mode::persistent && n > 1100000)
         continue;  // one block per SM: for latency-bound sizes
@@ -199,6 +218,9 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
       solver_options o;
       o.persistent_blocks = geometry.first;
       o.persistent_threads = geometry.second;
+      o.resident_blocks = resident.blocks;
+      o.resident_threads = resident.threads;
+      o.resident_barrier = resident.barrier;
       o.solver = solver_kind::bicgstab;
       o.tolerance = 0;  // fixed iteration count: the iteration stops only on the cap or a breakdown
       o.max_iterations = n <= 100000 ? 400 : 100;
@@ -223,9 +245,10 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
       const double floor_s = bytes_per_row * double(n) / copy_bw;
       print_row(
           {.benchmark = fmt::format("linalg/bicgstab-poisson/fp64/{}",
-                                    resources.uses_gpu() ? (mode == launch_mode::graph    ? "graph"
-                                                            : mode == launch_mode::stream ? "stream"
-                                                                                          : "persistent")
+                                    resources.uses_gpu() ? (mode == launch_mode::graph      ? "graph"
+                                                            : mode == launch_mode::stream   ? "stream"
+                                                            : mode == launch_mode::resident ? resident.label
+                                                                                            : "persistent")
                                                          : "cpu"),
            .device = device,
            .size = fmt::format("n={}", n),
@@ -267,6 +290,7 @@ int main(int argc, char** argv) {
       sel.graph = m.find("graph") != std::string::npos;
       sel.stream = m.find("stream") != std::string::npos;
       sel.persistent = m.find("persistent") != std::string::npos;
+      sel.resident = m.find("resident") != std::string::npos;
     } else if (auto v = value("--persistent=")) {  // e.g. 0x0,1x1024,4x1024
       sel.persistent_geometries.clear();
       std::string list = v;
@@ -280,10 +304,29 @@ int main(int argc, char** argv) {
               {std::atoi(item.substr(0, x).c_str()), std::atoi(item.c_str() + x + 1)});
         pos = end + 1;
       }
+    } else if (auto v = value("--resident=")) {  // e.g. 0x0,1x512,16x512c,132x512g,132x512o
+      sel.resident_geometries.clear();
+      std::string list = v;
+      std::size_t pos = 0;
+      while (pos < list.size()) {
+        const std::size_t end = std::min(list.find(',', pos), list.size());
+        const std::string item = list.substr(pos, end - pos);
+        const std::size_t x = item.find('x');
+        if (x != std::string::npos) {
+          bicgstab_selection::resident_geometry g;
+          g.blocks = std::atoi(item.substr(0, x).c_str());
+          g.threads = std::atoi(item.c_str() + x + 1);
+          const char last = item.back();
+          g.barrier = last == 'c' ? 1 : last == 'g' ? 2 : last == 'o' ? 3 : last == 'a' ? 4 : 0;
+          g.label = item == "0x0" ? "resident" : "resident-" + item;
+          sel.resident_geometries.push_back(g);
+        }
+        pos = end + 1;
+      }
     } else {
       std::fprintf(stderr,
                    "usage: bench_linalg [--quick] [--cpu] [--bicgstab-only] [--min-n=N] [--max-n=N] "
-                   "[--modes=graph,stream,persistent] [--persistent=BxT,...]\n");
+                   "[--modes=graph,stream,persistent,resident] [--persistent=BxT,...] [--resident=BxT[c|g|o|a],...]\n");
       return 1;
     }
   }

@@ -307,7 +307,8 @@ namespace detail {
 node_ptr leaf(node_kind kind, value_type type, int index);
 }
 
-// An assignable symbolic operand (vector or device scalar): `sx = expr` makes a statement.
+// An assignable symbolic operand (vector, dense matrix or device scalar): `sx = expr` makes a
+// statement.
 class assignable : public expression {
  public:
   using expression::expression;
@@ -329,9 +330,17 @@ struct symbolic_vector : assignable {
     return {node(), assign_op::assign, value.node()};
   }
 };
+// A dense matrix: the first argument of prod(), an operand of element-wise expressions over
+// matrices of the same shape and scalars, and an assignment target (`A = alpha * B + C`,
+// `A += element_prod(B, C)`, `A = exp(B)`; every matrix of such an operation has the target's
+// rows and columns, checked at run time).
 template <class T, int I>
-struct symbolic_matrix : expression {
-  symbolic_matrix() : expression(detail::leaf(node_kind::dense_matrix, value_type_of<T>(), I)) {}
+struct symbolic_matrix : assignable {
+  symbolic_matrix() : assignable(detail::leaf(node_kind::dense_matrix, value_type_of<T>(), I)) {}
+  using assignable::operator=;
+  statement operator=(const symbolic_matrix& value) const {
+    return {node(), assign_op::assign, value.node()};
+  }
 };
 template <class T, int I>
 struct symbolic_csr_matrix : expression {
@@ -517,8 +526,11 @@ enum class precision { fp32, fp64 };
 // `batch` iterations replayed per host check (no launch overhead); the iterations after
 // convergence in a batch are masked no-ops. persistent: the batch as one generated kernel
 // (cooperative launch, one block per SM, grid-wide barriers between the stages): one launch per
-// batch (new; not yet measured on a GPU). automatic: graph on a GPU.
-enum class launch_mode { automatic, stream, graph, persistent };
+// batch. resident: a hand-written cooperative kernel keeps each thread's rows (vectors and short
+// matrix rows) in registers across iterations and runs the whole solve (or `batch` iterations
+// per host check) in one launch; for systems that fit the GPU's threads (a few hundred thousand
+// rows). automatic: resident on a GPU up to resident_automatic_rows rows, else graph.
+enum class launch_mode { automatic, stream, graph, persistent, resident };
 
 struct solver_options {
   solver_kind solver = solver_kind::bicgstab;
@@ -537,7 +549,19 @@ struct solver_options {
   // __syncthreads); measured on an H100 it is still not faster than the graph mode (docs/linalg.md).
   int persistent_blocks = 0;
   int persistent_threads = 0;
+  // Resident launch geometry: blocks (0 = from n: one block, one cluster or a cooperative grid
+  // with 1, 2 or 4 rows per thread), threads per block (0 = 512; 128, 256 or 512) and the barrier
+  // (0 automatic: one block up to 4 x threads rows, one cluster of <= 16 blocks up to 32 x threads,
+  // else a grid; 1 cluster with distributed shared memory; 2 grid, flag barrier (each block
+  // publishes an epoch, no atomics); 3 grid, cooperative groups' grid.sync(); 4 grid, one arrival
+  // counter).
+  int resident_blocks = 0;
+  int resident_threads = 0;
+  int resident_barrier = 0;
 };
+// launch_mode::automatic picks the resident mode on a GPU for systems of at most this many rows
+// (measured faster than the graph mode at every size up to n = 199,809 on an H100: docs/linalg.md).
+inline constexpr std::size_t resident_automatic_rows = 200000;
 
 enum class solver_status {
   converged,

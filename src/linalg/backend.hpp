@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "linalg/plan.hpp"
+#include "linalg/resident.hpp"
 #include "molaccel/linalg.hpp"
 
 namespace molaccel::linalg {
@@ -44,6 +45,9 @@ void release(int device, void* ptr) noexcept;
 void upload(int device, void* dst, const void* src, std::size_t bytes);
 void download(int device, void* dst, const void* src, std::size_t bytes);  // waits for queued work
 void synchronize(int device);
+// Zeroes columns [cols, ld) of every row of a row-major rows x ld array (queued, asynchronous).
+void zero_columns(int device, void* data, std::size_t rows, std::size_t ld, std::size_t cols,
+                  std::size_t element_size);
 
 void execute(const operation_plan& plan, const std::vector<argument>& args, const bound_shapes& shapes,
              std::shared_ptr<operation_state>& state);
@@ -88,6 +92,7 @@ class persistent_work {
   struct impl;
   std::unique_ptr<impl> impl_;
 };
+
 }  // namespace gpu
 
 }  // namespace molaccel::linalg

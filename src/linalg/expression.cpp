@@ -86,22 +86,30 @@ node_ptr make(node_kind kind, std::vector<node_ptr> children, std::string name =
   return n;
 }
 
-void require_not_matrix(const node_ptr& n, std::string_view what) {
-  if (n->shape == shape::matrix)
-    fail(fmt::format("{}: a matrix can only appear as the first argument of prod()", what));
+// Dense matrices take part in element-wise expressions (with other dense matrices and scalars);
+// a sparse matrix only as the first argument of prod().
+void require_elementwise_operand(const node_ptr& n, std::string_view what) {
+  if (n->kind == node_kind::csr_matrix)
+    fail(fmt::format("{}: a sparse matrix can only appear as the first argument of prod()", what));
 }
 
 node_ptr elementwise(node_kind kind, const node_ptr& a, const node_ptr& b, std::string name = {}) {
-  require_not_matrix(a, name.empty() ? "arithmetic" : name);
-  require_not_matrix(b, name.empty() ? "arithmetic" : name);
+  const std::string what = name.empty() ? "arithmetic" : name;
+  require_elementwise_operand(a, what);
+  require_elementwise_operand(b, what);
+  if ((a->shape == shape::matrix && b->shape == shape::vector) ||
+      (a->shape == shape::vector && b->shape == shape::matrix))
+    fail(fmt::format("{}: a matrix and a vector combined element-wise (use prod() for products)", what));
   auto n = make(kind, {a, b}, std::move(name));
   const_cast<expression_node&>(*n).shape =
-      (a->shape == shape::vector || b->shape == shape::vector) ? shape::vector : shape::scalar;
+      (a->shape == shape::matrix || b->shape == shape::matrix)   ? shape::matrix
+      : (a->shape == shape::vector || b->shape == shape::vector) ? shape::vector
+                                                                 : shape::scalar;
   return n;
 }
 
 node_ptr unary(node_kind kind, const node_ptr& a, std::string name = {}) {
-  require_not_matrix(a, name.empty() ? "negation" : name);
+  require_elementwise_operand(a, name.empty() ? "negation" : name);
   auto n = make(kind, {a}, std::move(name));
   const_cast<expression_node&>(*n).shape = a->shape;
   return n;
@@ -118,10 +126,13 @@ expression operator-(const expression& a, const expression& b) {
 expression operator*(const expression& a, const expression& b) {
   if (a.node()->shape == shape::vector && b.node()->shape == shape::vector)
     fail("vector * vector is ambiguous: use element_prod() or inner_prod()");
+  if (a.node()->shape == shape::matrix && b.node()->shape == shape::matrix)
+    fail("matrix * matrix is ambiguous: use element_prod() (matrix products are not supported)");
   return expression(elementwise(node_kind::multiply, a.node(), b.node()));
 }
 expression operator/(const expression& a, const expression& b) {
   if (b.node()->shape == shape::vector) fail("division by a vector: use element_div()");
+  if (b.node()->shape == shape::matrix) fail("division by a matrix: use element_div()");
   return expression(elementwise(node_kind::divide, a.node(), b.node()));
 }
 expression operator-(const expression& a) {
@@ -245,9 +256,13 @@ expression prod(const expression& m, const expression& v) {
 
 statement::statement(node_ptr target, assign_op op, node_ptr value)
     : target_(std::move(target)), op_(op), value_(std::move(value)) {
-  if (target_->kind != node_kind::vector && target_->kind != node_kind::device_scalar)
-    fail("only vectors and device scalars can be assigned to");
-  if (value_->shape == shape::matrix) fail("a matrix cannot be assigned (use prod())");
+  if (target_->kind != node_kind::vector && target_->kind != node_kind::device_scalar &&
+      target_->kind != node_kind::dense_matrix)
+    fail("only vectors, dense matrices and device scalars can be assigned to");
+  if (target_->kind == node_kind::dense_matrix && value_->shape == shape::vector)
+    fail("a vector expression cannot be assigned to a matrix");
+  if (target_->kind != node_kind::dense_matrix && value_->shape == shape::matrix)
+    fail("a matrix expression can only be assigned to a matrix (use prod() for products)");
   if (target_->kind == node_kind::device_scalar && value_->shape != shape::scalar)
     fail("a vector expression cannot be assigned to a scalar");
   value_ = retype(value_, target_->type);
@@ -466,13 +481,13 @@ class modifier_parser {
       if (accept('*')) {
         expression r = parse_unary();
         // X * X is element-wise inside a modifier: both sides are the same element.
-        if (e.node()->shape == shape::vector && r.node()->shape == shape::vector)
+        if (e.node()->shape != shape::scalar && r.node()->shape != shape::scalar)
           e = element_prod(e, r);
         else
           e = e * r;
       } else if (accept('/')) {
         expression r = parse_unary();
-        if (r.node()->shape == shape::vector)
+        if (r.node()->shape != shape::scalar)
           e = element_div(e, r);
         else
           e = e / r;
@@ -565,7 +580,7 @@ elementwise_modifier::elementwise_modifier(std::string name, std::string body)
 }
 
 expression elementwise_modifier::operator()(const expression& argument) const {
-  require_not_matrix(argument.node(), name_);
+  require_elementwise_operand(argument.node(), name_);
   const auto& a = argument.node();
   node_ptr body = parse_modifier_body(name_, body_, a->type, a->shape);
   auto n = std::make_shared<expression_node>();

@@ -197,6 +197,25 @@ struct krylov_operations {
   bool jacobi_;
 };
 
+// Accounts one iteration's record (the slot fields) in `result`; returns whether the iteration
+// goes on. Shared by the history-array modes and the resident kernel's records.
+bool account_iteration(solver_result& result, bool cg, double bb, double threshold, double rr_raw, double alpha,
+                       double omega, bool still_active) {
+  ++result.iterations;
+  const double rr = std::max(0.0, rr_raw);
+  result.residual_history.push_back(std::sqrt(rr / bb));
+  if (still_active) return true;
+  if (rr <= threshold)
+    result.status = solver_status::converged;
+  else if (alpha == 0)
+    result.status = cg ? solver_status::breakdown_alpha : solver_status::breakdown_rho;
+  else if (!cg && omega == 0)
+    result.status = solver_status::breakdown_omega;
+  else
+    result.status = solver_status::breakdown_rho;
+  return false;
+}
+
 template <class T>
 const krylov_operations<T>& operations_for(bool jacobi) {
   static const krylov_operations<T> plain(false), preconditioned(true);
@@ -235,6 +254,68 @@ solver_result solve_on(const placement& where, const host_csr<double>& host_a, s
   d.copy_from_host(d_t);
 
   const bool gpu = where.on_gpu();
+#ifdef MOLACCEL_HAVE_CUDA
+  const bool want_resident =
+      gpu && (options.launch == launch_mode::resident ||
+              (options.launch == launch_mode::automatic && n <= resident_automatic_rows));
+  if (want_resident) {
+    gpu::resident_setup rs;
+    rs.fp64 = std::is_same_v<T, double>;
+    rs.cg = cg;
+    rs.n = n;
+    rs.row_ptr = a.row_ptr().data();
+    rs.col_idx = a.col_idx().data();
+    rs.values = a.values().data();
+    rs.b = b.raw().data();
+    rs.d = jacobi ? d.raw().data() : nullptr;
+    rs.x = x.raw().data();
+    rs.r = r.raw().data();
+    rs.p = p.raw().data();
+    rs.threshold = double(T(threshold));
+    rs.blocks = options.resident_blocks;
+    rs.threads = options.resident_threads;
+    rs.barrier = options.resident_barrier;
+    std::unique_ptr<gpu::resident_solver> resident;
+    try {
+      resident = std::make_unique<gpu::resident_solver>(where.device, rs);
+    } catch (const Error&) {
+      if (options.launch == launch_mode::resident) throw;  // automatic: the graph mode below
+    }
+    if (resident) {
+      const auto [rr0, active0] = resident->initialise();
+      result.residual_history.push_back(std::sqrt(std::max(0.0, rr0) / bb));
+      bool active = active0;
+      result.status = active ? solver_status::max_iterations : solver_status::converged;
+      // Default: the whole solve in one launch (the kernel stops itself when done).
+      const int batch = std::max(1, options.batch > 0 ? options.batch : std::min(options.max_iterations, 100000));
+      std::unique_ptr<ProgressBar> progress;
+      if (show_progress)
+        progress = std::make_unique<ProgressBar>("solve", std::size_t(options.max_iterations), "iterations");
+      const double start = now_seconds();
+      while (active && result.iterations < options.max_iterations) {
+        const int todo = std::min(batch, options.max_iterations - result.iterations);
+        const std::vector<double> records = resident->run(todo);
+        ++result.host_checks;
+        const std::size_t done = records.size() / 5;
+        for (std::size_t j = 0; j < done && active; ++j)
+          active = account_iteration(result, cg, bb, rs.threshold, records[5 * j + 3], records[5 * j + 1],
+                                     records[5 * j + 2], records[5 * j + 4] != 0.0);
+        if (done < std::size_t(todo) && active)
+          throw Error("linalg: the resident kernel stopped early while active", __FILE__, __LINE__);
+        if (progress) progress->set(std::size_t(result.iterations));
+      }
+      if (progress) progress->finish();
+      result.seconds = now_seconds() - start;
+      result.seconds_per_iteration = result.iterations ? result.seconds / result.iterations : 0;
+      result.relative_residual = result.residual_history.back();
+      const auto x_host = x.to_host();
+      result.x.assign(x_host.begin(), x_host.end());
+      result.kernels_per_iteration = 1;  // at most: one launch per batch of iterations
+      result.backend = fmt::format("{} resident ({})", where.describe(), resident->describe());
+      return result;
+    }
+  }
+#endif
   const bool fuse_products = options.products_in_reductions < 0 ? false : options.products_in_reductions > 0;
   const bool persistent = gpu && options.launch == launch_mode::persistent;
   const bool graph = gpu && !persistent && options.launch != launch_mode::stream;
@@ -341,22 +422,10 @@ solver_result solve_on(const placement& where, const host_csr<double>& host_a, s
 #endif
     h = history.to_host();
     ++result.host_checks;
-    for (int j = 0; j < todo && active; ++j) {
-      ++result.iterations;
-      const double rr = std::max(0.0, double(h[f_rr * slots + j + 1]));
-      result.residual_history.push_back(std::sqrt(rr / bb));
-      if (h[f_active * slots + j + 1] == T(0)) {
-        active = false;
-        if (rr <= threshold)
-          result.status = solver_status::converged;
-        else if (h[f_alpha * slots + j + 1] == T(0))
-          result.status = cg ? solver_status::breakdown_alpha : solver_status::breakdown_rho;
-        else if (!cg && h[f_omega * slots + j + 1] == T(0))
-          result.status = solver_status::breakdown_omega;
-        else
-          result.status = solver_status::breakdown_rho;
-      }
-    }
+    for (int j = 0; j < todo && active; ++j)
+      active = account_iteration(result, cg, bb, threshold, double(h[f_rr * slots + j + 1]),
+                                 double(h[f_alpha * slots + j + 1]), double(h[f_omega * slots + j + 1]),
+                                 h[f_active * slots + j + 1] != T(0));
     if (progress) progress->set(std::size_t(result.iterations));
   }
   if (progress) progress->finish();

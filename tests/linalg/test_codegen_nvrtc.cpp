@@ -1,6 +1,7 @@
 // NVRTC compiles every generated kernel (no GPU needed: runs in CI).
 #include "linalg/backend.hpp"
 #include "linalg/case_harness.hpp"
+#include "linalg/matrix_cases.hpp"
 #include "testing/testing.hpp"
 
 namespace molaccel::linalg::testing {
@@ -40,6 +41,28 @@ TEST(LinalgCodegen, NvrtcCompilesEveryGeneratedKernelDouble) {
 TEST(LinalgCodegen, NvrtcCompilesEveryGeneratedKernelFloat) {
   MOLACCEL_REQUIRE_NVRTC();
   compile_all<float>();
+}
+
+TEST(LinalgCodegen, NvrtcCompilesMatrixTargetKernels) {
+  MOLACCEL_REQUIRE_NVRTC();
+  auto compile = [](const auto& cases) {
+    for (const auto& tc : cases) {
+      custom_operation op(tc.statements);
+      JitRequest request;
+      request.source = op.cuda_source();
+      request.program_name = op.name().substr(0, 60) + ".cu";
+      request.kernel_names = op.kernel_names();
+      request.arch = "sm_90";
+      SCOPED_TRACE(tc.name);
+      try {
+        EXPECT_FALSE(default_jit_cache().compile(request).cubin.empty());
+      } catch (const NvrtcError& e) {
+        ADD_FAILURE() << e.what() << "\n" << e.log() << "\n" << request.source;
+      }
+    }
+  };
+  compile(matrix_cases<double>());
+  compile(matrix_cases<float>());
 }
 
 TEST(LinalgCodegen, NvrtcCompilesAPersistentSequence) {

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "linalg/backend.hpp"
+#include "linalg/cuda/stream.hpp"
 #include "runtime/cuda/cuda_support.hpp"
 
 namespace molaccel::linalg::gpu {
@@ -96,6 +97,10 @@ struct operation_state {
   std::vector<cuda::DeviceBuffer<char>> temporaries;
 };
 
+cudaStream_t linalg_stream(int device) {
+  return engine_stream(device);
+}
+
 prepare_only_scope::prepare_only_scope() {
   ++prepare_only_depth;
 }
@@ -137,6 +142,14 @@ void download(int device, void* dst, const void* src, std::size_t bytes) {
 void synchronize(int device) {
   cuda::DeviceGuard guard(device);
   MOLACCEL_CUDA_TRY(cudaStreamSynchronize(engine_stream(device)));
+}
+
+void zero_columns(int device, void* data, std::size_t rows, std::size_t ld, std::size_t cols,
+                  std::size_t element_size) {
+  if (rows == 0 || cols >= ld) return;
+  cuda::DeviceGuard guard(device);
+  MOLACCEL_CUDA_TRY(cudaMemset2DAsync(static_cast<char*>(data) + cols * element_size, ld * element_size, 0,
+                                      (ld - cols) * element_size, rows, engine_stream(device)));
 }
 
 int launches(const operation_plan& plan) {

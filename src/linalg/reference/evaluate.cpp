@@ -58,6 +58,7 @@ class evaluator {
     value out;
     switch (n->kind) {
       case node_kind::vector:
+      case node_kind::dense_matrix:  // element-wise over a matrix: its rows x cols values, flat
         out.is_vector = true;
         out.v = ops_.at(n->index).values;
         return out;

@@ -1,0 +1,749 @@
+// Resident small-system solver (`launch_mode::resident`): one hand-written cooperative kernel runs
+// a whole batch of CG or BiCGStab iterations (no preconditioner or Jacobi, float or double).
+//
+// Each thread owns RPT rows (block b owns rows [b * RB, (b + 1) * RB), RB = RPT * blockDim, row
+// b * RB + k * blockDim + tid for k < RPT) and keeps them in registers across iterations: x, r,
+// r0, p, the Jacobi diagonal and the row's values and column indices for rows of at most 8
+// nonzeros at one row per thread (5 at two; at four rows per thread a short row's entries are
+// loaded from global memory, all in flight at once). Only the vectors the products read (M p and M s for BiCGStab, p
+// for CG) are exchanged: through shared memory in one block, distributed shared memory in one
+// thread-block cluster, or global memory (L2, read with ld.global.cg) for a cooperative grid.
+//
+// Reductions are fused so that an iteration needs as few barriers as the algorithm allows:
+//   BiCGStab (4): p published + (r, r) | (r0, v) | s published | (t, s), (t, t), (r0, t), (r0, s)
+//     with rho' = (r0, s) - omega (r0, t), so no separate barrier for rho.
+//   CG (3): (p, q) | (r, z), (r, r) | p published.
+// Every thread computes the scalars itself from the same partial sums in the same order (warp
+// butterflies give bit-identical sums in every lane), so all threads take the same branches:
+// the loop stops for every block at the same iteration when the step sizes are masked off.
+//
+// Per iteration the kernel writes one record {rho, alpha, omega, rr, active} (the solvers' slot
+// fields) which the host reads once per launch, like the history array of the other modes.
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include "linalg/resident.hpp"
+#include "linalg/cuda/stream.hpp"
+#include "runtime/cuda/cuda_support.hpp"
+
+namespace cg = cooperative_groups;
+
+namespace molaccel::linalg::gpu {
+namespace {
+
+constexpr int kMaxThreads = 512;  // launch bound: 128 registers per thread
+constexpr int kMaxWarps = kMaxThreads / 32;
+constexpr int kCached = 8;  // nonzeros per row kept in registers (one row per thread; 6 for two)
+constexpr int kSlots = 8;   // reduction slots (each kind of partial sum has its own)
+constexpr int kStateWords = 5;  // {rho, active, rr0, iterations done, grid barriers passed}
+constexpr int kRecordWords = 5;
+
+enum sync_kind { sync_block = 0, sync_cluster = 1, sync_grid = 2 };
+
+// Thread-block clusters exist from sm_90 on; older targets compile the cluster variant as a trap
+// (the host never chooses it there: see configure()).
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#define MOLACCEL_RESIDENT_CLUSTERS 1
+__device__ __forceinline__ void cluster_sync() {
+  cg::this_cluster().sync();
+}
+template <class V>
+__device__ __forceinline__ V* cluster_map(V* p, unsigned rank) {
+  return cg::this_cluster().map_shared_rank(p, rank);
+}
+#else
+__device__ __forceinline__ void cluster_sync() {
+  __trap();
+}
+template <class V>
+__device__ __forceinline__ V* cluster_map(V* p, unsigned) {
+  __trap();
+  return p;
+}
+#endif
+
+template <class T>
+struct kernel_params {
+  int n = 0;
+  int rb_shift = 0;  // log2(rows per block)
+  const int* row_ptr = nullptr;
+  const int* col_idx = nullptr;
+  const T* values = nullptr;
+  const T* b = nullptr;
+  const T* d = nullptr;  // Jacobi diagonal inverse, or null
+  T* x = nullptr;        // state between launches
+  T* r = nullptr;
+  T* p = nullptr;
+  T* xp = nullptr;  // grid: exchanged vectors (2 x n)
+  double* partials = nullptr;                // grid: kSlots x gridDim.x block sums
+  unsigned long long* counter = nullptr;     // grid, counter barrier: arrivals (monotonic)
+  unsigned long long* flags = nullptr;       // grid, flag barrier: last epoch each block reached
+  unsigned long long epoch_base = 0;         // flag barriers passed by earlier launches
+  double* out = nullptr;                     // state words, then records
+  int iterations = 0;
+  int init = 0;
+  int grid_kind = 0;  // 0 flags, 1 cooperative groups grid.sync(), 2 arrival counter
+  double threshold = 0;
+};
+
+__device__ __forceinline__ double safe_div(double a, double b) {
+  return b == 0.0 ? 0.0 : a / b;
+}
+
+// Butterfly sum: every lane ends with the same bits (each step adds the same two numbers).
+__device__ __forceinline__ double warp_all_sum(double v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Own barrier over the cooperative grid: a monotonic 64-bit arrival counter. Every barrier adds
+// exactly gridDim.x, so the counter is a multiple of it between barriers and each block derives
+// its target from its own arrival: no reset between launches.
+__device__ __forceinline__ void grid_barrier_counter(unsigned long long* counter) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned long long blocks = gridDim.x;
+    unsigned long long old;
+    asm volatile("atom.release.gpu.global.add.u64 %0, [%1], 1;" : "=l"(old) : "l"(counter) : "memory");
+    const unsigned long long target = (old / blocks + 1) * blocks;
+    unsigned long long seen;
+    do {
+      asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(counter) : "memory");
+    } while (seen < target);
+  }
+  __syncthreads();
+}
+
+// Flag barrier over the cooperative grid (no atomics): block b publishes the epoch it reached
+// in flags[b] with a release store (after __syncthreads, so the block's earlier writes are
+// ordered before it); warp 0 of every block waits with acquire loads until every flag reaches
+// the epoch. Epochs only grow, so a block already at the next barrier never blocks a slow one.
+__device__ __forceinline__ void grid_barrier_flags(unsigned long long* flags, unsigned long long epoch) {
+  __syncthreads();
+  if (threadIdx.x == 0)
+    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(flags + blockIdx.x), "l"(epoch) : "memory");
+  if (threadIdx.x < 32) {
+    for (unsigned blk = threadIdx.x; blk < gridDim.x; blk += 32) {
+      unsigned long long seen;
+      do {
+        asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(flags + blk) : "memory");
+      } while (seen < epoch);
+    }
+    __syncwarp();
+  }
+  __syncthreads();
+}
+
+template <class T, int SYNC>
+struct context {
+  const kernel_params<T>& kp;
+  T* smem;        // block / cluster: exchanged vectors, 2 x RB
+  double (*warp_part)[kMaxWarps];
+  double* block_part;  // cluster: kSlots block sums
+  int lane, warp, nwarps;
+  unsigned long long epoch = 0;  // grid barriers passed in this launch
+
+  __device__ void barrier() {
+    if constexpr (SYNC == sync_block) {
+      __syncthreads();
+    } else if constexpr (SYNC == sync_cluster) {
+      cluster_sync();
+    } else {
+      ++epoch;
+      if (kp.grid_kind == 0)
+        grid_barrier_flags(kp.flags, kp.epoch_base + epoch);
+      else if (kp.grid_kind == 1)
+        cg::this_grid().sync();
+      else
+        grid_barrier_counter(kp.counter);
+    }
+  }
+
+  // Exchange vector `which` (0: p side, 1: s side): element `col` (any row of the system).
+  __device__ __forceinline__ T load(int which, int col) const {
+    if constexpr (SYNC == sync_block) {
+      return smem[(which << kp.rb_shift) + col];
+    } else if constexpr (SYNC == sync_cluster) {
+      const unsigned rank = unsigned(col) >> kp.rb_shift;
+      const int local = col - int(rank << kp.rb_shift);
+      const T* remote = cluster_map(smem, rank);
+      return remote[(which << kp.rb_shift) + local];
+    } else {
+      return __ldcg(kp.xp + std::size_t(which) * std::size_t(kp.n) + std::size_t(col));
+    }
+  }
+  // Publishes this thread's element (local index `li` of the block, global row `row`).
+  __device__ __forceinline__ void store(int which, int li, int row, T value) const {
+    if constexpr (SYNC == sync_grid) {
+      if (row < kp.n) kp.xp[std::size_t(which) * std::size_t(kp.n) + std::size_t(row)] = value;
+    } else {
+      smem[(which << kp.rb_shift) + li] = value;
+    }
+  }
+
+  // Sums v[0..NV) over the grid (into every thread) and is a barrier (writes before it are
+  // visible after it). Slots [slot, slot + NV) must not be reused before another barrier.
+  template <int NV>
+  __device__ void sum(double (&v)[NV], int slot) {
+#pragma unroll
+    for (int k = 0; k < NV; ++k) v[k] = warp_all_sum(v[k]);
+    if (lane == 0)
+#pragma unroll
+      for (int k = 0; k < NV; ++k) warp_part[slot + k][warp] = v[k];
+    __syncthreads();
+    if constexpr (SYNC == sync_block) {
+#pragma unroll
+      for (int k = 0; k < NV; ++k) v[k] = warp_all_sum(lane < nwarps ? warp_part[slot + k][lane] : 0.0);
+    } else {
+      if (warp == 0) {
+#pragma unroll
+        for (int k = 0; k < NV; ++k) {
+          const double total = warp_all_sum(lane < nwarps ? warp_part[slot + k][lane] : 0.0);
+          if (lane == 0) {
+            if constexpr (SYNC == sync_cluster)
+              block_part[slot + k] = total;
+            else
+              kp.partials[(slot + k) * gridDim.x + blockIdx.x] = total;
+          }
+        }
+      }
+      barrier();
+      const int blocks = int(gridDim.x);
+#pragma unroll
+      for (int k = 0; k < NV; ++k) {
+        double acc = 0;
+        for (int blk = lane; blk < blocks; blk += 32) {
+          if constexpr (SYNC == sync_cluster)
+            acc += cluster_map(block_part, unsigned(blk))[slot + k];
+          else
+            acc += __ldcg(kp.partials + (slot + k) * blocks + blk);
+        }
+        v[k] = warp_all_sum(acc);
+      }
+    }
+  }
+};
+
+template <class T, int RPT>
+struct owned_rows {
+  static constexpr int cached = RPT == 1 ? kCached : RPT == 2 ? 5 : 0;
+  int row[RPT];
+  int start[RPT], len[RPT];
+  int col[RPT][cached > 0 ? cached : 1];
+  T val[RPT][cached > 0 ? cached : 1];
+};
+
+// Row k of A times exchange vector `which`.
+template <class T, int RPT, int SYNC>
+__device__ __forceinline__ T row_product(const owned_rows<T, RPT>& m, int k, int which,
+                                         const context<T, SYNC>& c) {
+  constexpr int cached = owned_rows<T, RPT>::cached;
+  T acc = T(0);
+  if (cached > 0 && m.len[k] <= cached) {
+#pragma unroll
+    for (int e = 0; e < (cached > 0 ? cached : 1); ++e)
+      if (e < m.len[k]) acc += m.val[k][e] * c.load(which, m.col[k][e]);
+  } else if (m.len[k] <= kCached) {  // short row from global: all loads of the row in flight
+    int col[kCached];
+    T val[kCached];
+#pragma unroll
+    for (int e = 0; e < kCached; ++e)
+      if (e < m.len[k]) {
+        col[e] = __ldg(c.kp.col_idx + m.start[k] + e);
+        val[e] = __ldg(c.kp.values + m.start[k] + e);
+      }
+#pragma unroll
+    for (int e = 0; e < kCached; ++e)
+      if (e < m.len[k]) acc += val[e] * c.load(which, col[e]);
+  } else {
+    for (int e = m.start[k]; e < m.start[k] + m.len[k]; ++e)
+      acc += __ldg(c.kp.values + e) * c.load(which, __ldg(c.kp.col_idx + e));
+  }
+  return acc;
+}
+
+// Reduction slots.
+constexpr int kSlotInit = 0;   // 2: init sums
+constexpr int kSlotA = 2;      // BiCGStab (r0, v) | CG (p, q)
+constexpr int kSlotB = 3;      // BiCGStab 4 sums | CG 2 sums
+constexpr int kSlotRR = 7;     // BiCGStab (r, r)
+
+template <class T, bool CG, int RPT, int SYNC>
+__global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_params<T> kp) {
+  extern __shared__ __align__(16) unsigned char dynamic_smem[];
+  __shared__ double warp_part[kSlots][kMaxWarps];
+  __shared__ double block_part[kSlots];
+  const int tid = int(threadIdx.x), nthreads = int(blockDim.x);
+  context<T, SYNC> c{kp, reinterpret_cast<T*>(dynamic_smem), warp_part, block_part, tid & 31, tid >> 5,
+                     (nthreads + 31) >> 5};
+  const int base = int(blockIdx.x) << kp.rb_shift;
+
+  owned_rows<T, RPT> m;
+  T x[RPT], r[RPT], r0[RPT], p[RPT], dd[RPT];
+#pragma unroll
+  for (int k = 0; k < RPT; ++k) {
+    const int row = base + k * nthreads + tid;
+    m.row[k] = row;
+    const bool valid = row < kp.n;
+    m.start[k] = valid ? kp.row_ptr[row] : 0;
+    m.len[k] = valid ? kp.row_ptr[row + 1] - m.start[k] : 0;
+    if constexpr (owned_rows<T, RPT>::cached > 0) {
+#pragma unroll
+      for (int e = 0; e < owned_rows<T, RPT>::cached; ++e) {
+        const bool here = e < m.len[k];
+        m.col[k][e] = here ? kp.col_idx[m.start[k] + e] : 0;
+        m.val[k][e] = here ? kp.values[m.start[k] + e] : T(0);
+      }
+    }
+    const T bk = valid ? kp.b[row] : T(0);
+    dd[k] = !valid ? T(0) : kp.d ? kp.d[row] : T(1);
+    r0[k] = bk;
+    if (kp.init) {
+      x[k] = T(0);
+      r[k] = bk;
+      p[k] = CG ? dd[k] * bk : bk;
+    } else {
+      x[k] = valid ? kp.x[row] : T(0);
+      r[k] = valid ? kp.r[row] : T(0);
+      p[k] = valid ? kp.p[row] : T(0);
+    }
+    // CG multiplies p, BiCGStab M p.
+    c.store(0, k * nthreads + tid, row, CG ? p[k] : dd[k] * p[k]);
+  }
+
+  double rho, active;
+  if (kp.init) {  // BiCGStab: rho = rr = (b, b); CG: rz = (b, M b), rr = (b, b)
+    double s[2] = {0, 0};
+#pragma unroll
+    for (int k = 0; k < RPT; ++k) {
+      s[0] += double(r[k]) * double(CG ? p[k] : r[k]);
+      s[1] += double(r[k]) * double(r[k]);
+    }
+    c.template sum<2>(s, kSlotInit);
+    rho = s[0];
+    active = s[1] > kp.threshold ? 1.0 : 0.0;
+    if (blockIdx.x == 0 && tid == 0) {
+      kp.out[0] = rho;
+      kp.out[1] = active;
+      kp.out[2] = s[1];
+      kp.out[3] = 0;
+    }
+  } else {
+    rho = kp.out[0];
+    active = kp.out[1];
+    c.barrier();
+  }
+
+  int done = 0;
+  for (; done < kp.iterations && active != 0.0; ++done) {
+    double* rec = kp.out + kStateWords + kRecordWords * done;
+    if constexpr (CG) {
+      T q[RPT];
+      double pq[1] = {0};
+#pragma unroll
+      for (int k = 0; k < RPT; ++k) {
+        q[k] = row_product(m, k, 0, c);
+        pq[0] += double(p[k]) * double(q[k]);
+      }
+      c.template sum<1>(pq, kSlotA);
+      const double alpha = safe_div(rho, pq[0]);
+      double s[2] = {0, 0};
+      T z[RPT];
+#pragma unroll
+      for (int k = 0; k < RPT; ++k) {
+        x[k] += T(alpha) * p[k];
+        r[k] -= T(alpha) * q[k];
+        z[k] = dd[k] * r[k];
+        s[0] += double(r[k]) * double(z[k]);
+        s[1] += double(r[k]) * double(r[k]);
+      }
+      c.template sum<2>(s, kSlotB);
+      const double rz_new = s[0], rr = s[1];
+      const double beta = safe_div(rz_new, rho);
+#pragma unroll
+      for (int k = 0; k < RPT; ++k) {
+        p[k] = z[k] + T(beta) * p[k];
+        c.store(0, k * nthreads + tid, m.row[k], p[k]);
+      }
+      const double next = (rr > kp.threshold && alpha != 0.0 && rz_new != 0.0) ? 1.0 : 0.0;
+      if (blockIdx.x == 0 && tid == 0) {
+        rec[0] = rz_new;
+        rec[1] = alpha;
+        rec[2] = 0;
+        rec[3] = rr;
+        rec[4] = next;
+      }
+      rho = rz_new;
+      active = next;
+      if (active != 0.0 && done + 1 < kp.iterations) c.barrier();
+    } else {
+      T v[RPT], s[RPT];
+      double sigma[1] = {0};
+#pragma unroll
+      for (int k = 0; k < RPT; ++k) {
+        v[k] = row_product(m, k, 0, c);
+        sigma[0] += double(r0[k]) * double(v[k]);
+      }
+      c.template sum<1>(sigma, kSlotA);
+      const double alpha = safe_div(rho, sigma[0]);
+#pragma unroll
+      for (int k = 0; k < RPT; ++k) {
+        s[k] = r[k] - T(alpha) * v[k];
+        c.store(1, k * nthreads + tid, m.row[k], dd[k] * s[k]);
+      }
+      c.barrier();
+      double q[4] = {0, 0, 0, 0};  // (t, s), (t, t), (r0, t), (r0, s)
+      T t[RPT];
+#pragma unroll
+      for (int k = 0; k < RPT; ++k) {
+        t[k] = row_product(m, k, 1, c);
+        q[0] += double(t[k]) * double(s[k]);
+        q[1] += double(t[k]) * double(t[k]);
+        q[2] += double(r0[k]) * double(t[k]);
+        q[3] += double(r0[k]) * double(s[k]);
+      }
+      c.template sum<4>(q, kSlotB);
+      const double omega = safe_div(q[0], q[1]);
+      const double rho_new = q[3] - omega * q[2];
+      const double beta = safe_div(rho_new, rho) * safe_div(alpha, omega);
+      double rr[1] = {0};
+#pragma unroll
+      for (int k = 0; k < RPT; ++k) {
+        x[k] += T(alpha) * (dd[k] * p[k]) + T(omega) * (dd[k] * s[k]);
+        r[k] = s[k] - T(omega) * t[k];
+        p[k] = r[k] + T(beta) * (p[k] - T(omega) * v[k]);
+        c.store(0, k * nthreads + tid, m.row[k], dd[k] * p[k]);
+        rr[0] += double(r[k]) * double(r[k]);
+      }
+      c.template sum<1>(rr, kSlotRR);  // also publishes M p for the next iteration
+      const double next =
+          (rr[0] > kp.threshold && rho_new != 0.0 && omega != 0.0 && alpha != 0.0) ? 1.0 : 0.0;
+      if (blockIdx.x == 0 && tid == 0) {
+        rec[0] = rho_new;
+        rec[1] = alpha;
+        rec[2] = omega;
+        rec[3] = rr[0];
+        rec[4] = next;
+      }
+      rho = rho_new;
+      active = next;
+    }
+  }
+
+#pragma unroll
+  for (int k = 0; k < RPT; ++k)
+    if (m.row[k] < kp.n) {
+      kp.x[m.row[k]] = x[k];
+      kp.r[m.row[k]] = r[k];
+      kp.p[m.row[k]] = p[k];
+    }
+  if (blockIdx.x == 0 && tid == 0) {
+    kp.out[0] = rho;
+    kp.out[1] = active;
+    kp.out[3] = done;
+    kp.out[4] = double(c.epoch);
+  }
+  // No block of a cluster may leave while another can still read its shared memory.
+  if constexpr (SYNC == sync_cluster) cluster_sync();
+}
+
+using kernel_ptr_f = void (*)(kernel_params<float>);
+using kernel_ptr_d = void (*)(kernel_params<double>);
+
+template <class T, bool CG, int SYNC>
+auto pick_rpt(int rpt) {
+  switch (rpt) {
+    case 1:
+      return &resident_kernel<T, CG, 1, SYNC>;
+    case 2:
+      return &resident_kernel<T, CG, 2, SYNC>;
+    default:
+      return &resident_kernel<T, CG, 4, SYNC>;
+  }
+}
+
+template <class T>
+void (*pick_kernel(bool cg_solver, int rpt, int sync))(kernel_params<T>) {
+  if (cg_solver) {
+    if (sync == sync_block) return pick_rpt<T, true, sync_block>(rpt);
+    if (sync == sync_cluster) return pick_rpt<T, true, sync_cluster>(rpt);
+    return pick_rpt<T, true, sync_grid>(rpt);
+  }
+  if (sync == sync_block) return pick_rpt<T, false, sync_block>(rpt);
+  if (sync == sync_cluster) return pick_rpt<T, false, sync_cluster>(rpt);
+  return pick_rpt<T, false, sync_grid>(rpt);
+}
+
+void copy_and_wait(int device, void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+  const cudaStream_t s = linalg_stream(device);
+  MOLACCEL_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, kind, s));
+  MOLACCEL_CUDA_TRY(cudaStreamSynchronize(s));
+}
+void download(int device, void* dst, const void* src, std::size_t bytes) {
+  copy_and_wait(device, dst, src, bytes, cudaMemcpyDeviceToHost);
+}
+void upload(int device, void* dst, const void* src, std::size_t bytes) {
+  copy_and_wait(device, dst, src, bytes, cudaMemcpyHostToDevice);
+}
+
+int log2_exact(int v) {
+  int s = 0;
+  while ((1 << s) < v) ++s;
+  return s;
+}
+
+}  // namespace
+
+struct resident_solver::impl {
+  int device = -1;
+  resident_setup setup;
+  int sync = sync_grid;
+  int rpt = 1, blocks = 1, threads = kMaxThreads;
+  std::size_t smem_bytes = 0;
+  cuda::DeviceBuffer<char> exchange;
+  cuda::DeviceBuffer<double> partials, out;
+  cuda::DeviceBuffer<unsigned long long> counter, flags;
+  unsigned long long epoch_base = 0;
+  std::vector<double> host_out;
+  int capacity = 0;  // iterations per launch (records)
+
+  template <class T>
+  void launch(int iterations, int init) {
+    kernel_params<T> kp;
+    kp.n = int(setup.n);
+    kp.rb_shift = log2_exact(rpt * threads);
+    kp.row_ptr = static_cast<const int*>(setup.row_ptr);
+    kp.col_idx = static_cast<const int*>(setup.col_idx);
+    kp.values = static_cast<const T*>(setup.values);
+    kp.b = static_cast<const T*>(setup.b);
+    kp.d = static_cast<const T*>(setup.d);
+    kp.x = static_cast<T*>(setup.x);
+    kp.r = static_cast<T*>(setup.r);
+    kp.p = static_cast<T*>(setup.p);
+    kp.xp = reinterpret_cast<T*>(exchange.data());
+    kp.partials = partials.data();
+    kp.counter = counter.data();
+    kp.out = out.data();
+    kp.iterations = iterations;
+    kp.init = init;
+    kp.flags = flags.data();
+    kp.epoch_base = epoch_base;
+    // Automatic: the arrival counter (measured fastest on an H100, see docs/linalg.md).
+    kp.grid_kind = setup.barrier == 2 ? 0 : setup.barrier == 3 ? 1 : 2;
+    kp.threshold = setup.threshold;
+    auto kernel = pick_kernel<T>(setup.cg, rpt, sync);
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(unsigned(blocks));
+    config.blockDim = dim3(unsigned(threads));
+    config.dynamicSmemBytes = smem_bytes;
+    config.stream = linalg_stream(device);
+    cudaLaunchAttribute attr{};
+    if (sync == sync_cluster) {
+      attr.id = cudaLaunchAttributeClusterDimension;
+      attr.val.clusterDim.x = unsigned(blocks);
+      attr.val.clusterDim.y = 1;
+      attr.val.clusterDim.z = 1;
+      config.attrs = &attr;
+      config.numAttrs = 1;
+    } else if (sync == sync_grid) {
+      attr.id = cudaLaunchAttributeCooperative;  // every block resident, or the launch fails
+      attr.val.cooperative = 1;
+      config.attrs = &attr;
+      config.numAttrs = 1;
+    }
+    MOLACCEL_CUDA_TRY(cudaLaunchKernelEx(&config, kernel, kp));
+    cuda::check_launch("linalg resident solver", __FILE__, __LINE__);
+  }
+
+  template <class T>
+  void configure() {
+    cudaDeviceProp prop{};
+    MOLACCEL_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
+    const long long n = static_cast<long long>(setup.n);
+    threads = setup.threads > 0 ? setup.threads : kMaxThreads;
+    if (threads != 128 && threads != 256 && threads != 512)
+      throw Error(fmt::format(fmt::runtime("linalg: resident block size {} (128, 256 or 512)"), threads),
+                  __FILE__, __LINE__);
+    // The smallest rows-per-thread (1, 2, 4) whose grid fits; blocks from n unless given.
+    auto fits = [&](int r, int max_blocks) {
+      const long long need = (n + (long long)r * threads - 1) / ((long long)r * threads);
+      return setup.blocks > 0 ? (long long)setup.blocks * r * threads >= n && setup.blocks <= max_blocks
+                              : need <= max_blocks;
+    };
+    auto choose = [&](int max_blocks) {
+      for (int r : {1, 2, 4})
+        if (fits(r, max_blocks)) {
+          rpt = r;
+          blocks = setup.blocks > 0
+                       ? setup.blocks
+                       : int(std::max<long long>(1, (n + (long long)r * threads - 1) / ((long long)r * threads)));
+          return true;
+        }
+      return false;
+    };
+    // Barrier kind: 1 cluster, 2 or 3 grid; 0 chooses: one block when it holds the system,
+    // one cluster of up to 16 blocks next, then the cooperative grid.
+    int kind = setup.barrier;
+    if (setup.blocks == 1) kind = -1;
+    const bool clusters = prop.major >= 9;  // thread-block clusters: sm_90 and later
+    if (kind == 0) {
+      if (n <= 4LL * threads)
+        kind = -1;
+      else if (n <= 16LL * 2 * threads && clusters)
+        kind = 1;
+      else
+        kind = 2;
+    }
+    if (kind == 1 && !clusters)
+      throw Error(fmt::format(fmt::runtime("linalg: resident mode in a cluster needs compute capability 9.0 "
+                                           "(this GPU has {}.{})"),
+                              prop.major, prop.minor),
+                  __FILE__, __LINE__);
+    if (kind == -1) {
+      sync = sync_block;
+      if (!choose(1))
+        throw Error(fmt::format(fmt::runtime("linalg: resident mode in one block holds at most {} rows ({} given)"),
+                                4 * threads, n),
+                    __FILE__, __LINE__);
+    } else if (kind == 1) {
+      sync = sync_cluster;
+      if (!choose(16))
+        throw Error(fmt::format(fmt::runtime("linalg: resident mode in one cluster holds at most {} rows ({} given)"),
+                                16 * 4 * threads, n),
+                    __FILE__, __LINE__);
+    } else {
+      sync = sync_grid;
+      // Rows per thread whose grid is co-resident (each variant's own occupancy): with the block
+      // count given, the smallest that holds n; otherwise the largest (fewest blocks: the
+      // barrier's cost grows with the blocks; H100, n = 1e5, counter barrier: 50 x 512 with 4
+      // rows per thread 20.6 us per BiCGStab iteration, 99 x 512 with 2 rows 24.2 us, 132 x 512
+      // 25.0 us).
+      bool ok = false;
+      int cap = 0;
+      const int order_given[3] = {1, 2, 4}, order_auto[3] = {4, 2, 1};
+      const int* order = setup.blocks > 0 ? order_given : order_auto;
+      for (int i = 0; i < 3; ++i) {
+        const int r = order[i];
+        int resident = 0;
+        MOLACCEL_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &resident, reinterpret_cast<const void*>(pick_kernel<T>(setup.cg, r, sync_grid)), threads, 0));
+        cap = resident * prop.multiProcessorCount;
+        if (cap > 0 && fits(r, cap)) {
+          rpt = r;
+          blocks = setup.blocks > 0 ? setup.blocks
+                                    : int((n + (long long)r * threads - 1) / ((long long)r * threads));
+          ok = true;
+          break;
+        }
+      }
+      if (!ok)
+        throw Error(fmt::format(fmt::runtime("linalg: the resident mode holds at most {} rows on this GPU "
+                                             "(4 rows per thread, {} blocks of {}); {} given"),
+                                (long long)cap * 4 * threads, cap, threads, n),
+                    __FILE__, __LINE__);
+    }
+    const int rb = rpt * threads;
+    smem_bytes = sync == sync_grid ? 0 : std::size_t(2) * std::size_t(rb) * sizeof(T);
+    if (sync == sync_cluster) {
+      auto kernel = pick_kernel<T>(setup.cg, rpt, sync_cluster);
+      if (blocks > 8)
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+      cudaLaunchConfig_t config{};
+      config.gridDim = dim3(unsigned(blocks));
+      config.blockDim = dim3(unsigned(threads));
+      config.dynamicSmemBytes = smem_bytes;
+      cudaLaunchAttribute attr{};
+      attr.id = cudaLaunchAttributeClusterDimension;
+      attr.val.clusterDim.x = unsigned(blocks);
+      attr.val.clusterDim.y = 1;
+      attr.val.clusterDim.z = 1;
+      config.attrs = &attr;
+      config.numAttrs = 1;
+      int clusters = 0;
+      const cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
+      if (e != cudaSuccess || clusters < 1) {
+        cudaGetLastError();
+        throw Error(fmt::format(fmt::runtime("linalg: a cluster of {} blocks of {} threads cannot run on this GPU"),
+                                blocks, threads),
+                    __FILE__, __LINE__);
+      }
+    }
+    if (sync == sync_grid) {
+      exchange.resize(std::max<std::size_t>(1, 2 * setup.n * sizeof(T)));
+      partials.resize(std::size_t(kSlots) * std::size_t(blocks));
+      counter.resize(1);
+      counter.fill_zero(linalg_stream(device));
+      flags.resize(std::size_t(blocks));
+      flags.fill_zero(linalg_stream(device));
+    }
+  }
+};
+
+resident_solver::resident_solver(int device, const resident_setup& setup) : impl_(std::make_unique<impl>()) {
+  cuda::DeviceGuard guard(device);
+  impl_->device = device;
+  impl_->setup = setup;
+  if (setup.n == 0 || setup.n > std::size_t(1) << 30)
+    throw Error(fmt::format(fmt::runtime("linalg: resident mode for {} rows"), setup.n), __FILE__, __LINE__);
+  if (!setup.fp64)
+    impl_->configure<float>();
+  else
+    impl_->configure<double>();
+  impl_->out.resize(kStateWords);
+}
+
+resident_solver::~resident_solver() = default;
+
+std::pair<double, bool> resident_solver::initialise() {
+  cuda::DeviceGuard guard(impl_->device);
+  if (!impl_->setup.fp64)
+    impl_->launch<float>(0, 1);
+  else
+    impl_->launch<double>(0, 1);
+  double state[kStateWords];
+  download(impl_->device, state, impl_->out.data(), sizeof(state));
+  impl_->epoch_base += static_cast<unsigned long long>(state[4]);
+  return {state[2], state[1] != 0.0};
+}
+
+std::vector<double> resident_solver::run(int iterations) {
+  cuda::DeviceGuard guard(impl_->device);
+  const std::size_t words = std::size_t(kStateWords) + std::size_t(kRecordWords) * std::size_t(iterations);
+  if (impl_->out.size() < words) {
+    // Keep the state words across the reallocation.
+    double state[kStateWords];
+    download(impl_->device, state, impl_->out.data(), sizeof(state));
+    impl_->out.resize(words);
+    upload(impl_->device, impl_->out.data(), state, sizeof(state));
+  }
+  if (!impl_->setup.fp64)
+    impl_->launch<float>(iterations, 0);
+  else
+    impl_->launch<double>(iterations, 0);
+  impl_->host_out.resize(words);
+  download(impl_->device, impl_->host_out.data(), impl_->out.data(), words * sizeof(double));
+  const int done = int(impl_->host_out[3]);
+  impl_->epoch_base += static_cast<unsigned long long>(impl_->host_out[4]);
+  return std::vector<double>(impl_->host_out.begin() + kStateWords,
+                             impl_->host_out.begin() + kStateWords + std::size_t(kRecordWords) * std::size_t(done));
+}
+
+std::string resident_solver::describe() const {
+  const char* kind = impl_->sync == sync_block     ? "block"
+                     : impl_->sync == sync_cluster ? "cluster"
+                     : impl_->setup.barrier == 2   ? "grid, flag barrier"
+                     : impl_->setup.barrier == 3   ? "grid, cooperative groups barrier"
+                                                   : "grid, counter barrier";
+  return fmt::format(fmt::runtime("{} blocks of {}, {} rows/thread, {}"), impl_->blocks, impl_->threads,
+                     impl_->rpt, kind);
+}
+
+int resident_solver::blocks() const {
+  return impl_->blocks;
+}
+
+}  // namespace molaccel::linalg::gpu

@@ -1,0 +1,51 @@
+// The resident small-system solver's interface (cuda/resident.cu, CUDA builds only). C++17 and
+// free of linalg.hpp, so the CUDA translation unit (compiled as C++17) can include it.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace molaccel::linalg::gpu {
+// The resident small-system solver (cuda/resident.cu): one cooperative kernel runs a batch of
+// CG or BiCGStab iterations with each thread's rows of x, r, r0, p, the Jacobi diagonal and the
+// short matrix rows in registers; only the vectors the products read are exchanged (shared
+// memory of one block, distributed shared memory of one cluster, or L2 for a grid).
+struct resident_setup {
+  bool fp64 = true;  // element type of the values and vectors: double, else float
+  bool cg = false;
+  std::size_t n = 0;
+  const void* row_ptr = nullptr;  // device CSR (int32 indices, values double or float)
+  const void* col_idx = nullptr;
+  const void* values = nullptr;
+  const void* b = nullptr;
+  const void* d = nullptr;  // Jacobi: inverse diagonal; null: no preconditioner
+  void* x = nullptr;        // state between launches (n each)
+  void* r = nullptr;
+  void* p = nullptr;
+  double threshold = 0;  // active while (r, r) > threshold
+  int blocks = 0;        // 0: from n
+  int threads = 0;       // 0: 512; 128, 256 or 512
+  int barrier = 0;  // 0 automatic, 1 cluster, 2 grid (flags), 3 grid (cooperative groups), 4 grid (counter)
+};
+class resident_solver {
+ public:
+  resident_solver(int device, const resident_setup& setup);  // throws Error when n does not fit
+  ~resident_solver();
+  resident_solver(const resident_solver&) = delete;
+  resident_solver& operator=(const resident_solver&) = delete;
+  // x = 0, r = r0 = b, p = b (BiCGStab) or M b (CG); returns ((b, b), active).
+  std::pair<double, bool> initialise();
+  // Runs at most `iterations` (fewer once inactive) in one launch and waits; returns 5 words per
+  // iteration done: rho (CG: (r, z)), alpha, omega (CG: 0), (r, r), active.
+  std::vector<double> run(int iterations);
+  std::string describe() const;
+  int blocks() const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+}  // namespace molaccel::linalg::gpu
