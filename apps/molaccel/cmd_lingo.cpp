@@ -201,7 +201,13 @@ void write_hits(const std::string& path, const lg::MoleculeSet& queries, const l
 int run_search(RunContext& ctx, const SearchOptions& o) {
   auto resources = ctx.resources();
   auto queries = load(o.queries, o.input, ctx.report, "queries");
-  auto db = load(o.db, o.input, ctx.report, "database");
+  // The same file as queries and database (a set against itself) is read once.
+  std::error_code ec;
+  const bool same_file = std::filesystem::equivalent(o.queries, o.db, ec);
+  lg::MoleculeSet db_storage;
+  if (!same_file) db_storage = load(o.db, o.input, ctx.report, "database");
+  const lg::MoleculeSet& db = same_file ? queries : db_storage;
+  if (same_file) ctx.report["database"] = ctx.report["queries"];
   lg::RunInfo info;
   const auto hits = lg::search(resources, queries, db, o.k, o.input.compute(), &info);
   write_hits(o.output, queries, db, hits, std::min(o.k, db.size()), resources.cpu_threads());
