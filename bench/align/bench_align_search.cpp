@@ -1,14 +1,18 @@
 // The papers' protocol: the 20 standard queries (data/align/queries20.fasta) against a database,
 // GCUPS = sum of query length x database residues / time. GPU: a synthetic UniProt-sized database
-// (486,000 sequences, ~177 M residues, see synthetic_database.hpp), with and without loading (upload
-// and layout); CPU: all cores on a 5,000-sequence database of the same distribution, in the same run.
+// (486,000 sequences, ~177 M residues, see synthetic_database.hpp), for 1..N visible GPUs: compute
+// only (1 GPU), with upload + layout (in-memory database), and with loading (Database::open of a
+// makedb directory the bench writes once, then the search); CPU: all cores on a 5,000-sequence
+// database of the same distribution, in the same run.
 //   bench_align_search [--quick] [--sequences N] [--cpu-sequences N] [--repeats N] [--gpu-only]
-//                      [--variant INTER:ROWS[:MIN_BLOCKS]]...
-// Each --variant (e.g. base:64, pf:64:3) times the GPU search again on the same database with
-// MOLACCEL_ALIGN_INTER / _STRIP_ROWS / _MIN_BLOCKS set, so kernel variants are compared side by side.
+//                      [--variant INTER:ROWS[:MIN_BLOCKS]]... [--dbdir DIR] [--max-gpus N]
+// Each --variant (e.g. qp:40:3, qp1:48:2, pf:48:2) times the 1-GPU search on the same database with
+// MOLACCEL_ALIGN_INTER / _STRIP_ROWS / _MIN_BLOCKS set, so kernel variants are compared side by side;
+// the per-device-count rows then use the default tuning.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "align/synthetic_database.hpp"
@@ -19,10 +23,12 @@ namespace al = molaccel::align;
 namespace mb = molaccel::bench;
 
 int main(int argc, char** argv) try {
-  bool quick = false, cpu_row = true;
+  bool quick = false, cpu_row = true, repeats_given = false;
   std::size_t sequences = 486000, cpu_sequences = 5000;
   int repeats = 3;
   std::vector<std::string> variants;
+  std::filesystem::path dbdir;
+  int max_gpus = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick")
@@ -32,21 +38,26 @@ int main(int argc, char** argv) try {
     else if (a == "--cpu-sequences" && i + 1 < argc)
       cpu_sequences = std::stoul(argv[++i]);
     else if (a == "--repeats" && i + 1 < argc)
-      repeats = std::stoi(argv[++i]);
+      repeats = std::stoi(argv[++i]), repeats_given = true;
     else if (a == "--gpu-only")
       cpu_row = false;
     else if (a == "--variant" && i + 1 < argc)
       variants.push_back(argv[++i]);
+    else if (a == "--dbdir" && i + 1 < argc)
+      dbdir = argv[++i];
+    else if (a == "--max-gpus" && i + 1 < argc)
+      max_gpus = std::stoi(argv[++i]);
     else {
       fmt::print(stderr,
-                 "usage: {} [--quick] [--sequences N] [--cpu-sequences N] [--repeats N] [--gpu-only]\n",
+                 "usage: {} [--quick] [--sequences N] [--cpu-sequences N] [--repeats N] [--gpu-only]\n"
+                 "          [--variant INTER:ROWS[:MIN_BLOCKS]]... [--dbdir DIR] [--max-gpus N]\n",
                  argv[0]);
       return 2;
     }
   }
   // --quick keeps the whole 486k database (a smaller one fills less than one wave of the GPU and
-  // measures the tail, not the kernel) but times one repeat and a small CPU row.
-  if (quick) cpu_sequences = std::min<std::size_t>(cpu_sequences, 1000), repeats = 1;
+  // measures the tail, not the kernel) but times one repeat (unless --repeats) and a small CPU row.
+  if (quick) cpu_sequences = std::min<std::size_t>(cpu_sequences, 1000), repeats = repeats_given ? repeats : 1;
   const std::filesystem::path source = MOLACCEL_SOURCE_DIR;
   const auto queries = al::read_fasta(source / "data" / "align" / "queries20.fasta");
   std::uint64_t query_residues = 0;
@@ -60,63 +71,124 @@ int main(int argc, char** argv) try {
     double t0 = molaccel::now_seconds();
     const auto db = al::Database::from_sequences(al::bench::synthetic_database(sequences, lengths));
     const double build_seconds = molaccel::now_seconds() - t0;
-    molaccel::Resources::Options o;
-    o.device = molaccel::DeviceSpec::parse("gpu:0");
-    const auto resources = molaccel::Resources::create(o);
+    // The makedb directory for the "with loading" rows, written once per run (then in the page
+    // cache: the rows time Database::open, a memory map plus checks, not a disk read).
+    const bool own_dbdir = dbdir.empty();  // --dbdir DIR is kept (e.g. for timing the CLI on it)
+    if (own_dbdir)
+      dbdir = std::filesystem::temp_directory_path() / fmt::format("molaccel-align-bench-{}", sequences);
+    t0 = molaccel::now_seconds();
+    db.write(dbdir);
+    const double write_seconds = molaccel::now_seconds() - t0;
     const double cells = static_cast<double>(query_residues) * static_cast<double>(db.residues());
-    const auto run_gpu = [&] {
-    al::ScoreStats stats;
-    std::vector<double> device_times;
-    const auto timing = mb::measure(
-        [&] {
-          al::score_database_batch(resources, queries, db, scoring, al::Backend::cuda, &stats);
-          device_times.push_back(stats.device_seconds);
-        },
-        1, repeats);
-    std::sort(device_times.begin(), device_times.end());
+    const auto resources_for = [&](int devices) {
+      molaccel::Resources::Options o;
+      std::string spec = "gpu:";
+      for (int d = 0; d < devices; ++d) spec += (d ? "," : "") + std::to_string(gpus[d].index);
+      o.device = molaccel::DeviceSpec::parse(spec);
+      return molaccel::Resources::create(o);
+    };
     const auto& g = gpus[0];
     // Issue-rate limit: the default (qp) inner loop spends ~6.1 instructions (SASS, counted by
     // gpu-run.sh) per packed cell pair, i.e. ~3 per cell; 4 schedulers x 32 lanes per SM issue one
     // each per clock.
     const double issue_limit = g.sm_count * 128.0 * g.clock_khz * 1e3 / 3.0;
-    mb::Row row;
-    row.benchmark = "align/search20/cuda (with upload+layout)";
-    row.device = g.name;
-    row.size = fmt::format("20 q x {} seqs, {:.1f} M res", db.size(), db.residues() / 1e6);
-    row.timing = timing;
-    row.work = cells;
-    row.work_unit = "cells";
-    row.limit = issue_limit;
-    row.limit_name = "issue rate at 3 instr/cell";
-    const char* strip = std::getenv("MOLACCEL_ALIGN_STRIP_ROWS");
-    const char* min_blocks = std::getenv("MOLACCEL_ALIGN_MIN_BLOCKS");
-    row.note = stats.kernel + fmt::format(", strip rows {}{}, rescored {}", strip ? strip : "default",
-                                          min_blocks ? fmt::format(", min blocks {}", min_blocks) : "",
-                                          stats.rescored);
-    mb::print_row(row);
-    mb::Timing kernels;
-    kernels.repeats = static_cast<int>(device_times.size());
-    kernels.median_s = device_times[device_times.size() / 2];
-    kernels.min_s = device_times.front();
-    kernels.max_s = device_times.back();
-    row.benchmark = "align/search20/cuda (compute only)";
-    row.timing = kernels;
-    row.note = fmt::format("db build {:.2f} s (not timed)", build_seconds);
-    mb::print_row(row);
+    const auto base_row = [&](int devices) {
+      mb::Row row;
+      row.device = devices == 1 ? g.name : fmt::format("{} x {}", devices, g.name);
+      row.size = fmt::format("20 q x {} seqs, {:.1f} M res", db.size(), db.residues() / 1e6);
+      row.work = cells;
+      row.work_unit = "cells";
+      row.limit = issue_limit * devices;
+      row.limit_name = "issue rate at 3 instr/cell";
+      return row;
     };
-    if (variants.empty()) run_gpu();
-    for (const auto& spec : variants) {  // INTER:ROWS[:MIN_BLOCKS]
+    const auto tuning_note = [] {
+      const char* inter = std::getenv("MOLACCEL_ALIGN_INTER");
+      const char* strip = std::getenv("MOLACCEL_ALIGN_STRIP_ROWS");
+      const char* min_blocks = std::getenv("MOLACCEL_ALIGN_MIN_BLOCKS");
+      if (!inter && !strip && !min_blocks) return std::string("default tuning");
+      return fmt::format("{}:{}{}", inter ? inter : "qp", strip ? strip : "default R",
+                         min_blocks ? fmt::format(":{}", min_blocks) : "");
+    };
+    // In-memory database: "with upload+layout" is the whole score_database_batch call; "compute
+    // only" its device_seconds (first kernel launch to the last score on the host; the layout and
+    // upload of later chunks overlap it; meaningful for one device).
+    const auto run_in_memory = [&](int devices, bool compute_row) {
+      const auto resources = resources_for(devices);
+      al::ScoreStats stats;
+      std::vector<double> device_times;
+      const auto timing = mb::measure(
+          [&] {
+            al::score_database_batch(resources, queries, db, scoring, al::Backend::cuda, &stats);
+            device_times.push_back(stats.device_seconds);
+          },
+          1, repeats);
+      std::sort(device_times.begin(), device_times.end());
+      mb::Row row = base_row(devices);
+      row.benchmark = fmt::format("align/search20/cuda/{}gpu (with upload+layout)", devices);
+      row.timing = timing;
+      row.note = fmt::format("{} [{}], rescored {}", stats.kernel, tuning_note(), stats.rescored);
+      mb::print_row(row);
+      if (!compute_row) return;
+      mb::Timing kernels;
+      kernels.repeats = static_cast<int>(device_times.size());
+      kernels.median_s = device_times[device_times.size() / 2];
+      kernels.min_s = device_times.front();
+      kernels.max_s = device_times.back();
+      row.benchmark = fmt::format("align/search20/cuda/{}gpu (compute only)", devices);
+      row.timing = kernels;
+      row.note = fmt::format("[{}] db build {:.2f} s (not timed)", tuning_note(), build_seconds);
+      mb::print_row(row);
+    };
+    // From the makedb directory: Database::open (memory map + checks) and the search.
+    const auto run_loading = [&](int devices) {
+      const auto resources = resources_for(devices);
+      al::ScoreStats stats;
+      const auto timing = mb::measure(
+          [&] {
+            const auto opened = al::Database::open(dbdir);
+            al::score_database_batch(resources, queries, opened, scoring, al::Backend::cuda, &stats);
+          },
+          1, repeats);
+      mb::Row row = base_row(devices);
+      row.benchmark = fmt::format("align/search20/cuda/{}gpu (with loading)", devices);
+      row.timing = timing;
+      row.note = fmt::format("{}, open {} (written once in {:.2f} s)", stats.kernel, dbdir.filename().string(),
+                             write_seconds);
+      mb::print_row(row);
+    };
+    const auto set_variant = [](const std::string& spec) {  // INTER:ROWS[:MIN_BLOCKS]
       const auto first = spec.find(':');
       const auto second = first == std::string::npos ? first : spec.find(':', first + 1);
       setenv("MOLACCEL_ALIGN_INTER", spec.substr(0, first).c_str(), 1);
       if (first != std::string::npos)
         setenv("MOLACCEL_ALIGN_STRIP_ROWS", spec.substr(first + 1, second - first - 1).c_str(), 1);
+      else
+        unsetenv("MOLACCEL_ALIGN_STRIP_ROWS");
       if (second != std::string::npos)
         setenv("MOLACCEL_ALIGN_MIN_BLOCKS", spec.substr(second + 1).c_str(), 1);
       else
         unsetenv("MOLACCEL_ALIGN_MIN_BLOCKS");
-      run_gpu();
+    };
+    // Kernel variants side by side on one device.
+    for (const auto& spec : variants) {
+      set_variant(spec);
+      run_in_memory(1, true);
     }
+    // The default tuning (or the environment's), per number of devices.
+    if (!variants.empty()) {
+      unsetenv("MOLACCEL_ALIGN_INTER");
+      unsetenv("MOLACCEL_ALIGN_STRIP_ROWS");
+      unsetenv("MOLACCEL_ALIGN_MIN_BLOCKS");
+    }
+    const int max_devices = max_gpus > 0 ? std::min<int>(max_gpus, static_cast<int>(gpus.size()))
+                                         : static_cast<int>(gpus.size());
+    for (int devices = 1; devices <= max_devices; ++devices) {
+      if (devices > 1 || variants.empty()) run_in_memory(devices, devices == 1);
+      run_loading(devices);
+    }
+    std::error_code ec;
+    if (own_dbdir) std::filesystem::remove_all(dbdir, ec);
   } else {
     fmt::print("no GPU ({}): GPU rows skipped\n", molaccel::gpu_absence_reason());
   }

@@ -1,6 +1,7 @@
-// Front file: turns a search into tiles of the length-sorted database for run_tiles (GPU workers
-// take large tiles, CPU workers smaller ones), then selects top hits, traces them back and adds
-// Karlin-Altschul statistics. No CUDA header here: the GPU path is behind kernels.hpp.
+// Front file: turns a search into tiles of the length-sorted database for run_tiles (CUDA: one
+// balanced, interleaved tile per worker, pipelined inside the backend; CPU: small contiguous tiles),
+// then selects top hits, traces them back and adds Karlin-Altschul statistics. No CUDA header here:
+// the GPU path is behind kernels.hpp.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -47,12 +48,34 @@ bool hit_before(const Hit& a, const Hit& b) noexcept {
   return a.subject < b.subject;
 }
 
-std::vector<std::vector<int>> score_database_batch(const Resources& resources, const SequenceSet& queries,
-                                                   const Database& database, const Scoring& scoring,
-                                                   Backend backend, ScoreStats* stats) {
+namespace {
+
+// Where a batch runs: through Resources (run_tiles, progress bars) or straight on a pool (tests).
+struct Workers {
+  const Resources* resources = nullptr;
+  WorkerPool* pool = nullptr;
+  std::size_t gpus = 0;
+  bool cpu = false;
+  int cpu_threads = 1;
+  JobStats run(std::size_t tiles, const TileFunction& fn, const JobOptions& job) const {
+    return resources ? run_tiles(*resources, tiles, fn, job) : pool->run(tiles, fn, job);
+  }
+};
+
+std::vector<std::vector<int>> score_batch_on(const Workers& workers, const SequenceSet& queries,
+                                             const Database& database, const Scoring& scoring, Backend backend,
+                                             ScoreStats* stats, JobStats* job_stats) {
   scoring.validate();
   const double started = now_seconds();
-  const Backend chosen = resolve_backend(resources, backend);
+  Backend chosen = backend;
+  if (chosen == Backend::automatic) chosen = workers.gpus > 0 ? Backend::cuda : Backend::cpu;
+  if (chosen == Backend::cuda) {
+#ifndef MOLACCEL_HAVE_CUDA
+    MOLACCEL_THROW(NotCompiled, "the CUDA backend of align (this build has no CUDA)");
+#endif
+    if (workers.gpus == 0)
+      throw DeviceUnavailable("backend cuda needs GPU resources (--device gpu)", __FILE__, __LINE__);
+  }
   std::vector<std::vector<int>> scores(queries.size(), std::vector<int>(database.size(), 0));
   std::vector<std::span<const std::uint8_t>> query_views;
   std::uint64_t query_residues = 0;
@@ -62,19 +85,34 @@ std::vector<std::vector<int>> score_database_batch(const Resources& resources, c
   }
   if (database.size() == 0 || queries.size() == 0) return scores;
 
-  // GPU tiles are large (each uploads its slice once for all queries); CPU tiles are small, for
-  // balance and progress. With GPUs, a few tiles per GPU let fast devices take more.
-  const std::uint64_t total = database.residues();
-  std::uint64_t target = 0;
+  // CUDA: one tile per worker, each a balanced sample of the length-sorted database: warps of 32
+  // consecutive sorted subjects dealt to the tiles in snake order (0,1,..,T-1,T-1,..,0,...), so every
+  // tile gets the same mix of lengths (equal residues x queries, long subjects included) and stays
+  // sorted. A GPU worker pipelines its tile internally (chunks, streams), and the database is read
+  // in place: no copy per device. CPU and reference: small contiguous tiles, for balance.
+  const std::size_t n = database.size();
+  std::vector<std::size_t> bounds;
+  std::vector<std::vector<std::uint32_t>> members;
   if (chosen == Backend::cuda) {
-    const std::uint64_t per_gpu = total / (2 * std::max<std::size_t>(1, resources.gpus().size())) + 1;
-    target = std::clamp<std::uint64_t>(per_gpu, std::uint64_t{1} << 20, std::uint64_t{64} << 20);
+    const std::size_t tiles = std::max<std::size_t>(1, workers.gpus + (workers.cpu ? 1 : 0));
+    members.resize(tiles);
+    constexpr std::size_t kGroup = 32;
+    for (std::size_t g = 0; g * kGroup < n; ++g) {
+      const std::size_t r = g % (2 * tiles);
+      const std::size_t t = r < tiles ? r : 2 * tiles - 1 - r;
+      for (std::size_t i = g * kGroup; i < std::min(n, (g + 1) * kGroup); ++i)
+        members[t].push_back(static_cast<std::uint32_t>(i));
+    }
+    while (!members.empty() && members.back().empty()) members.pop_back();
   } else {
-    target =
+    const std::uint64_t total = database.residues();
+    const std::uint64_t target =
         std::max<std::uint64_t>(std::uint64_t{1} << 16, std::min<std::uint64_t>(total / 16 + 1, 4u << 20));
+    bounds = tile_boundaries(database, target);
   }
-  const auto bounds = tile_boundaries(database, target);
-  const std::size_t tiles = bounds.size() - 1;
+  const std::size_t tiles = chosen == Backend::cuda ? members.size() : bounds.size() - 1;
+  const int layout_threads =
+      std::max(1, workers.cpu_threads / static_cast<int>(std::max<std::size_t>(1, workers.gpus)));
 
   std::mutex counters_mutex;
   std::set<std::string> kernels;
@@ -82,28 +120,46 @@ std::vector<std::vector<int>> score_database_batch(const Resources& resources, c
   double device_seconds = 0;
   JobOptions job;
   job.name = "align: scoring";
-  run_tiles(
-      resources, tiles,
+  const JobStats job_result = workers.run(
+      tiles,
       [&](WorkerContext& ctx, std::size_t tile) {
-        const std::size_t begin = bounds[tile], end = bounds[tile + 1];
-        const Database slice = database.slice(begin, end);
-        detail::SubjectBatch batch{slice.residue_data(), slice.offsets(), slice.size()};
         detail::KernelCounters counters;
-        if (chosen == Backend::reference) {
-          counters.kernel = "reference/gotoh32";
-          for (std::size_t q = 0; q < queries.size(); ++q)
-            parallel_for(batch.count, ctx.worker().cpu_threads, 16, [&](std::size_t b, std::size_t e) {
-              for (std::size_t i = b; i < e; ++i)
-                scores[q][begin + i] = reference_score(query_views[q], batch.subject(i), scoring);
-            });
-        } else if (ctx.worker().kind == WorkerInfo::Kind::gpu) {
-          std::vector<int*> outputs(queries.size());
-          for (std::size_t q = 0; q < queries.size(); ++q) outputs[q] = scores[q].data() + begin;
-          detail::cuda::score_batch(ctx, query_views, batch, scoring, outputs, counters);
+        if (chosen == Backend::cuda) {
+          const auto& index = members[tile];
+          if (ctx.worker().kind == WorkerInfo::Kind::gpu) {
+            std::vector<int*> outputs(queries.size());
+            for (std::size_t q = 0; q < queries.size(); ++q) outputs[q] = scores[q].data();
+            detail::SubjectBatch batch{database.residue_data(), database.offsets(), index.size()};
+            detail::cuda::score_batch(ctx, query_views, batch, index.data(), scoring, outputs, layout_threads,
+                                      counters);
+          } else {  // a CPU worker beside the GPUs: the tile's runs of consecutive subjects
+            for (std::size_t b = 0; b < index.size();) {
+              std::size_t e = b + 1;
+              while (e < index.size() && index[e] == index[e - 1] + 1) ++e;
+              const Database slice = database.slice(index[b], index[e - 1] + 1);
+              detail::SubjectBatch batch{slice.residue_data(), slice.offsets(), slice.size()};
+              for (std::size_t q = 0; q < queries.size(); ++q)
+                detail::cpu::score_batch(query_views[q], batch, scoring, ctx.worker().cpu_threads,
+                                         scores[q].data() + index[b], counters);
+              b = e;
+            }
+          }
         } else {
-          for (std::size_t q = 0; q < queries.size(); ++q)
-            detail::cpu::score_batch(query_views[q], batch, scoring, ctx.worker().cpu_threads,
-                                     scores[q].data() + begin, counters);
+          const std::size_t begin = bounds[tile], end = bounds[tile + 1];
+          const Database slice = database.slice(begin, end);
+          detail::SubjectBatch batch{slice.residue_data(), slice.offsets(), slice.size()};
+          if (chosen == Backend::reference) {
+            counters.kernel = "reference/gotoh32";
+            for (std::size_t q = 0; q < queries.size(); ++q)
+              parallel_for(batch.count, ctx.worker().cpu_threads, 16, [&](std::size_t b, std::size_t e) {
+                for (std::size_t i = b; i < e; ++i)
+                  scores[q][begin + i] = reference_score(query_views[q], batch.subject(i), scoring);
+              });
+          } else {
+            for (std::size_t q = 0; q < queries.size(); ++q)
+              detail::cpu::score_batch(query_views[q], batch, scoring, ctx.worker().cpu_threads,
+                                       scores[q].data() + begin, counters);
+          }
         }
         rescored += counters.rescored;
         std::lock_guard lock(counters_mutex);
@@ -111,6 +167,7 @@ std::vector<std::vector<int>> score_database_batch(const Resources& resources, c
         device_seconds += counters.device_seconds;
       },
       job);
+  if (job_stats) *job_stats = job_result;
 
   if (stats) {
     stats->kernel = fmt::format("{}", fmt::join(kernels, "+"));
@@ -121,6 +178,37 @@ std::vector<std::vector<int>> score_database_batch(const Resources& resources, c
   }
   return scores;
 }
+
+}  // namespace
+
+std::vector<std::vector<int>> score_database_batch(const Resources& resources, const SequenceSet& queries,
+                                                   const Database& database, const Scoring& scoring,
+                                                   Backend backend, ScoreStats* stats) {
+  Workers workers;
+  workers.resources = &resources;
+  workers.gpus = resources.gpus().size();
+  workers.cpu = resources.uses_cpu();
+  workers.cpu_threads = resources.cpu_threads();
+  if (backend != Backend::automatic) resolve_backend(resources, backend);  // its errors
+  return score_batch_on(workers, queries, database, scoring, backend, stats, nullptr);
+}
+
+namespace detail {
+std::vector<std::vector<int>> score_database_batch_on(WorkerPool& pool, int cpu_threads, const SequenceSet& queries,
+                                                      const Database& database, const Scoring& scoring,
+                                                      Backend backend, ScoreStats* stats, JobStats* job_stats) {
+  Workers workers;
+  workers.pool = &pool;
+  for (const auto& w : pool.workers()) {
+    if (w.kind == WorkerInfo::Kind::gpu)
+      ++workers.gpus;
+    else
+      workers.cpu = true;
+  }
+  workers.cpu_threads = std::max(1, cpu_threads);
+  return score_batch_on(workers, queries, database, scoring, backend, stats, job_stats);
+}
+}  // namespace detail
 
 std::vector<int> score_database(const Resources& resources, std::span<const std::uint8_t> query,
                                 const Database& database, const Scoring& scoring, Backend backend,
@@ -166,21 +254,29 @@ SearchResult search(const Resources& resources, const SequenceSet& queries, cons
     result.stats.rescored += stats.rescored;
     result.stats.seconds += stats.seconds;
     result.stats.device_seconds += stats.device_seconds;
-    for (std::size_t q = first; q < last; ++q) {
-      std::vector<Hit> candidates;
-      for (std::size_t i = 0; i < database.size(); ++i)
-        if (scores[q - first][i] > 0) {
-          Hit hit;
-          hit.query = static_cast<std::uint32_t>(q);
-          hit.subject = database.original_index(i);
-          hit.score = scores[q - first][i];
-          candidates.push_back(hit);
+    // Top k per query, queries in parallel: (score, FASTA position) pairs, partially sorted in
+    // hit_before's order; Hit objects only for the kept ones.
+    parallel_for(last - first, resources.cpu_threads(), 1, [&](std::size_t b, std::size_t e) {
+      std::vector<std::pair<int, std::uint32_t>> candidates;
+      for (std::size_t q = first + b; q < first + e; ++q) {
+        candidates.clear();
+        const auto& row = scores[q - first];
+        for (std::size_t i = 0; i < database.size(); ++i)
+          if (row[i] > 0) candidates.emplace_back(row[i], database.original_index(i));
+        const std::size_t keep = std::min(k, candidates.size());
+        std::partial_sort(candidates.begin(), candidates.begin() + keep, candidates.end(),
+                          [](const auto& x, const auto& y) {
+                            return x.first != y.first ? x.first > y.first : x.second < y.second;
+                          });
+        std::vector<Hit> hits(keep);
+        for (std::size_t h = 0; h < keep; ++h) {
+          hits[h].query = static_cast<std::uint32_t>(q);
+          hits[h].subject = candidates[h].second;
+          hits[h].score = candidates[h].first;
         }
-      const std::size_t keep = std::min(k, candidates.size());
-      std::partial_sort(candidates.begin(), candidates.begin() + keep, candidates.end(), hit_before);
-      candidates.resize(keep);
-      result.hits[q] = std::move(candidates);
-    }
+        result.hits[q] = std::move(hits);
+      }
+    });
   }
 
   // Sorted position of each reported subject, for traceback.

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "align/align_test_util.hpp"
+#include "align/kernels.hpp"
 #include "testing/testing.hpp"
 
 namespace molaccel::align {
@@ -76,8 +77,8 @@ TEST(AlignGpu, StripAndThresholdTunings) {
   unsetenv("MOLACCEL_ALIGN_LONG_THRESHOLD");
 }
 
-// Every instantiated inter-task variant (MOLACCEL_ALIGN_INTER=pf|qp with each (R, min blocks) pair,
-// and the older kernel, base) against the reference on all matrices with several gap settings, overflow
+// Every instantiated inter-task variant (MOLACCEL_ALIGN_INTER=qp|qp1|pf with each (R, min blocks)
+// pair, and the older kernel, base) against the reference on all matrices with several gap settings, overflow
 // rescoring included.
 TEST(AlignGpu, InterVariantsAllMatricesAndGaps) {
   MOLACCEL_REQUIRE_GPU();
@@ -86,8 +87,10 @@ TEST(AlignGpu, InterVariantsAllMatricesAndGaps) {
   };
   const Variant variants[] = {{"base", "64", "2"}, {"pf", "64", "2"}, {"pf", "64", "3"}, {"pf", "48", "2"},
                               {"pf", "48", "3"},   {"pf", "32", "3"}, {"pf", "32", "4"}, {"pf", "16", "4"},
-                              {"qp", "64", "2"},   {"qp", "48", "2"}, {"qp", "48", "3"}, {"qp", "32", "3"},
-                              {"qp", "32", "4"},   {"qp", "16", "4"}};
+                              {"qp", "64", "2"},   {"qp", "48", "2"}, {"qp", "48", "3"}, {"qp", "40", "2"},
+                              {"qp", "40", "3"},   {"qp", "32", "3"}, {"qp", "32", "4"}, {"qp", "16", "4"},
+                              {"qp1", "64", "2"},  {"qp1", "48", "2"}, {"qp1", "48", "3"}, {"qp1", "40", "2"},
+                              {"qp1", "40", "3"},  {"qp1", "32", "3"}, {"qp1", "32", "4"}, {"qp1", "16", "4"}};
   std::mt19937 rng(77);
   const std::vector<std::pair<int, int>> gaps = {{11, 1}, {10, 2}, {5, 5}, {1, 1},
                                                  {15, 3}, {14, 2}, {8, 1}, {12, 3}};
@@ -114,7 +117,7 @@ TEST(AlignGpu, InterVariantsAllMatricesAndGaps) {
       ScoreStats stats;
       expect_gpu_equals_reference(queries, db, scoring, &stats);
       if (std::string(v.inter) != "base")
-        EXPECT_NE(stats.kernel.find(std::string("-") + v.inter), std::string::npos) << stats.kernel;
+        EXPECT_NE(stats.kernel.find(std::string("-") + v.inter + "+"), std::string::npos) << stats.kernel;
     }
   }
   // Past 16 bits: the x10 matrix pushes scores over 32,767, which must be rescored exactly.
@@ -131,6 +134,71 @@ TEST(AlignGpu, InterVariantsAllMatricesAndGaps) {
   unsetenv("MOLACCEL_ALIGN_INTER");
   unsetenv("MOLACCEL_ALIGN_STRIP_ROWS");
   unsetenv("MOLACCEL_ALIGN_MIN_BLOCKS");
+}
+
+// The default pipeline with many small chunks (several sets in flight and reused), an odd number of
+// queries, long subjects on the intra-task kernel beside them, and 16-bit rescoring inside chunks.
+TEST(AlignGpu, PipelineWithManyChunks) {
+  MOLACCEL_REQUIRE_GPU();
+  std::mt19937 rng(4242);
+  std::vector<std::string> db_letters;
+  for (int i = 0; i < 900; ++i) {
+    const auto s = random_protein(rng, 1 + rng() % (i % 10 == 0 ? 1500 : 400));
+    db_letters.push_back(i % 5 == 0 ? mutate(rng, s, 0.2) : s);
+  }
+  db_letters.push_back(std::string(1500, 'W'));  // long at threshold 600
+  db_letters.push_back(std::string(500, 'W'));   // short: saturates 16 bits with the x10 matrix
+  const auto db = Database::from_sequences(make_set(db_letters));
+  const auto queries = make_set({random_protein(rng, 7), random_protein(rng, 130), mutate(rng, db_letters[11], 0.1),
+                                 random_protein(rng, 260), random_protein(rng, 61), std::string(1400, 'W'),
+                                 random_protein(rng, 333)});
+  for (const char* chunk : {"1", "3000", "20000", "0"})
+    for (const char* threshold : {"600", "2048"}) {
+      setenv("MOLACCEL_ALIGN_CHUNK_RESIDUES", chunk, 1);
+      setenv("MOLACCEL_ALIGN_LONG_THRESHOLD", threshold, 1);
+      SCOPED_TRACE(fmt::format("chunk residues {}, long threshold {}", chunk, threshold));
+      ScoreStats stats;
+      expect_gpu_equals_reference(queries, db, Scoring{}, &stats);
+      EXPECT_NE(stats.kernel.find("-qp+"), std::string::npos) << stats.kernel;
+      expect_gpu_equals_reference(queries, db, blosum62_times_ten(), &stats);
+      EXPECT_GE(stats.rescored, 1u);
+    }
+  unsetenv("MOLACCEL_ALIGN_CHUNK_RESIDUES");
+  unsetenv("MOLACCEL_ALIGN_LONG_THRESHOLD");
+}
+
+// The multi-device path on a one-GPU machine: two GPU workers on the same device (and a CPU worker
+// beside them) share the interleaved tiles (one per worker); the scores are exact.
+TEST(AlignGpu, SeveralWorkersShareTheDatabase) {
+  MOLACCEL_REQUIRE_GPU();
+  std::mt19937 rng(606);
+  std::vector<std::string> db_letters;
+  for (int i = 0; i < 700; ++i) db_letters.push_back(random_protein(rng, 1 + rng() % (i % 50 == 0 ? 3000 : 500)));
+  const auto db = Database::from_sequences(make_set(db_letters));
+  const auto queries = make_set({random_protein(rng, 50), mutate(rng, db_letters[42], 0.1), random_protein(rng, 401)});
+  const auto ref = score_database_batch(Resources::cpu(0), queries, db, Scoring{}, Backend::reference);
+  for (bool with_cpu : {false, true}) {
+    std::vector<WorkerInfo> infos(with_cpu ? 3 : 2);
+    for (std::size_t w = 0; w < 2; ++w) {
+      infos[w].kind = WorkerInfo::Kind::gpu;
+      infos[w].device = 0;
+    }
+    if (with_cpu) infos[2].cpu_threads = 2;
+    WorkerPool pool(infos);
+    for (const char* inter : {"qp", "qp1"}) {
+      setenv("MOLACCEL_ALIGN_INTER", inter, 1);
+      SCOPED_TRACE(fmt::format("inter {}, CPU worker {}", inter, with_cpu));
+      ScoreStats stats;
+      JobStats job;
+      const auto gpu =
+          detail::score_database_batch_on(pool, 4, queries, db, Scoring{}, Backend::cuda, &stats, &job);
+      EXPECT_EQ(job.tiles, infos.size());  // one interleaved tile per worker
+      for (std::size_t q = 0; q < queries.size(); ++q)
+        for (std::size_t i = 0; i < db.size(); ++i)
+          ASSERT_EQ(gpu[q][i], ref[q][i]) << "query " << q << ", subject " << i << ", " << stats.kernel;
+    }
+  }
+  unsetenv("MOLACCEL_ALIGN_INTER");
 }
 
 TEST(AlignGpu, OverflowPastSixteenBitsIsRescored) {

@@ -17,20 +17,27 @@ struct QueryView {
 
 struct TileRequest {
   const std::uint8_t* residues = nullptr;  // subject i = residues[offsets[i], offsets[i+1])
-  const std::uint64_t* offsets = nullptr;  // count+1 absolute offsets, sorted by length
+  const std::uint64_t* offsets = nullptr;  // absolute offsets, sorted by length
+  // Subjects of the tile, ascending in length: sorted positions (into offsets) of each tile
+  // subject, or nullptr for the contiguous range [0, count) of offsets (count+1 entries).
+  const std::uint32_t* subjects = nullptr;
   std::size_t count = 0;
   const QueryView* queries = nullptr;
   std::size_t query_count = 0;
   const int* matrix = nullptr;  // 32x32, [query letter][subject letter], padding row/column set
   int gap_open = 11, gap_extend = 1;
   int saturation_threshold = 32767;
-  int* const* scores = nullptr;  // per query: `count` outputs
+  // Per query: the score of tile subject i goes to scores[q][subjects ? subjects[i] : i].
+  int* const* scores = nullptr;
+  int layout_threads = 1;  // host threads for the tile layout
 };
 
 struct TileResult {
   std::string kernel;
   std::uint64_t rescored = 0;
-  double device_seconds = 0;  // kernel launch to results on the host, summed over queries
+  // From the first kernel launch to the last score on the host (the default pipeline overlaps the
+  // layout and upload of later chunks with it); the older paths: launch to scores, per query pair.
+  double device_seconds = 0;
 };
 
 // Scores every query against every subject of the tile on the worker's GPU.

@@ -7,8 +7,8 @@
 namespace molaccel::align::detail::cuda {
 
 void score_batch(WorkerContext& ctx, const std::vector<std::span<const std::uint8_t>>& queries,
-                 const SubjectBatch& batch, const Scoring& scoring, std::vector<int*>& scores,
-                 KernelCounters& counters) {
+                 const SubjectBatch& batch, const std::uint32_t* index, const Scoring& scoring,
+                 std::vector<int*>& scores, int layout_threads, KernelCounters& counters) {
   std::vector<gpu_entry::QueryView> views;
   for (const auto& q : queries) views.push_back({q.data(), q.size()});
   std::vector<int> matrix(kMatrixStride * kMatrixStride, kPaddingScore);
@@ -17,7 +17,9 @@ void score_batch(WorkerContext& ctx, const std::vector<std::span<const std::uint
   gpu_entry::TileRequest request;
   request.residues = batch.residues;
   request.offsets = batch.offsets;
+  request.subjects = index;
   request.count = batch.count;
+  request.layout_threads = layout_threads;
   request.queries = views.data();
   request.query_count = views.size();
   request.matrix = matrix.data();

@@ -205,26 +205,21 @@ __global__ void __launch_bounds__(128, MinBlocks)
   if (active) best_out[static_cast<size_t>(warp) * kWarp + lane] = best;
 }
 
-// Inter-task agent, variant "qp" (opt-in: MOLACCEL_ALIGN_INTER=qp): one subject per thread and two
-// queries in the two 16-bit halves (low = first query of the pair, high = second). The query
-// profile then holds both queries' scores for a letter in one word, so one 16-byte shared-memory
-// load serves 4 rows and no byte permute is needed per cell. Otherwise as inter_task_kernel_pf.
+// Inter-task agent, variant "qp" (the default): one subject per thread and two queries in the two
+// 16-bit halves (low = first query of the pair, high = second). The query profile then holds both
+// queries' scores for a letter in one word, so one 16-byte shared-memory load serves 4 rows and no
+// byte permute is needed per cell. Otherwise as inter_task_kernel_pf.
 // Subject layout: per warp w, quad c, lane l: one word with the 4 residues of subject 32w+l.
-// profile: uint32 [32 letters][m_pad] (row 31 = padding).
-template <int R, int MinBlocks>
-__global__ void __launch_bounds__(128, MinBlocks)
-    inter_task_kernel_qp(const unsigned* __restrict__ subjects, const unsigned long long* __restrict__ warp_base,
-                         const unsigned* __restrict__ warp_quads, uint2* __restrict__ boundary, int warps,
-                         const unsigned* __restrict__ profile, int m_pad, int open, int extend,
-                         unsigned* __restrict__ best_out) {
+// profile: uint32 [32 letters][m_pad] (row 31 = padding). `warp` < 0: the thread only takes part
+// in the block's shared-memory loads (all threads of the block must call this).
+template <int R>
+__device__ __forceinline__ void inter_qp_agent(const unsigned* __restrict__ subjects, unsigned long long base,
+                                               unsigned quads, bool active, uint2* __restrict__ boundary,
+                                               const unsigned* __restrict__ profile, int m_pad, int open,
+                                               int extend, unsigned* __restrict__ best_out) {
   constexpr int kRowStride = R + 4;  // words per letter row in shared memory: +16 B spreads banks
   __shared__ __align__(16) unsigned strip[kMatrixDim * kRowStride];
-  const int warps_per_block = blockDim.x / kWarp;
-  const int warp = (gridDim.x - 1 - blockIdx.x) * warps_per_block + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
-  const bool active = warp < warps;
-  const unsigned quads = active ? warp_quads[warp] : 0;
-  const unsigned long long base = active ? warp_base[warp] : 0;
   const unsigned* my_subjects = subjects + base + lane;
   uint2* my_boundary = boundary + base * 4 + lane;
   const unsigned minus_open = pack16x2(-open), minus_extend = pack16x2(-extend);
@@ -287,7 +282,42 @@ __global__ void __launch_bounds__(128, MinBlocks)
       }
     }
   }
-  if (active) best_out[static_cast<size_t>(warp) * kWarp + lane] = best;
+  if (active) best_out[lane] = best;
+}
+
+// One launch per query pair (MOLACCEL_ALIGN_MERGED=0): warps in reverse order, so the longest
+// subjects (last warps) start first.
+template <int R, int MinBlocks>
+__global__ void __launch_bounds__(128, MinBlocks)
+    inter_task_kernel_qp(const unsigned* __restrict__ subjects, const unsigned long long* __restrict__ warp_base,
+                         const unsigned* __restrict__ warp_quads, uint2* __restrict__ boundary, int warps,
+                         const unsigned* __restrict__ profile, int m_pad, int open, int extend,
+                         unsigned* __restrict__ best_out) {
+  const int warp = (gridDim.x - 1 - blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+  const bool active = warp < warps;
+  inter_qp_agent<R>(subjects, active ? warp_base[warp] : 0, active ? warp_quads[warp] : 0, active, boundary,
+                    profile, m_pad, open, extend, best_out + static_cast<size_t>(warp) * kWarp);
+}
+
+// The default: every query pair of a chunk in one launch. Block b does work item items[b] =
+// (block of 4 warps, query pair); the host orders items by cost (quads x rows), largest first, so
+// the length-sorted tail is balanced over all pairs at once. Each pair has its own profile, its own
+// boundary rows (boundary_stride uint2 apart) and its own outputs (best_stride words apart).
+template <int R, int MinBlocks>
+__global__ void __launch_bounds__(128, MinBlocks)
+    inter_task_kernel_qpm(const unsigned* __restrict__ subjects, const unsigned long long* __restrict__ warp_base,
+                          const unsigned* __restrict__ warp_quads, uint2* __restrict__ boundary,
+                          unsigned long long boundary_stride, int warps, const uint2* __restrict__ items,
+                          const unsigned* __restrict__ profiles, const unsigned long long* __restrict__ pair_profile,
+                          const int* __restrict__ pair_m_pad, int open, int extend,
+                          unsigned* __restrict__ best_out, unsigned long long best_stride) {
+  const uint2 item = items[blockIdx.x];
+  const int warp = static_cast<int>(item.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+  const int pair = static_cast<int>(item.y);
+  const bool active = warp < warps;
+  inter_qp_agent<R>(subjects, active ? warp_base[warp] : 0, active ? warp_quads[warp] : 0, active,
+                    boundary + boundary_stride * pair, profiles + pair_profile[pair], pair_m_pad[pair], open,
+                    extend, best_out + best_stride * pair + static_cast<size_t>(warp) * kWarp);
 }
 
 // Intra-task agent: one warp per job (subject), exact 32-bit. Lane l holds query rows

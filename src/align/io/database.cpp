@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstring>
 #include <fstream>
@@ -175,18 +176,29 @@ Database Database::open(const std::filesystem::path& dbdir) {
                      fmt::format("has {} bytes, expected {}", storage->mapping->size(), residues));
   storage->residues = storage->mapping->data();
   {
+    // One pass over the mapping, on all cores (it also faults the pages in, in parallel).
     const auto* r = storage->residues;
-    std::uint8_t bad = 0;
-    for (std::uint64_t i = 0; i < residues; ++i) bad |= static_cast<std::uint8_t>(r[i] >= kAlphabetSize);
+    std::atomic<bool> bad{false};
+    parallel_for(static_cast<std::size_t>(residues), 0, std::size_t{8} << 20, [&](std::size_t b, std::size_t e) {
+      std::uint8_t any = 0;
+      for (std::size_t i = b; i < e; ++i) any |= static_cast<std::uint8_t>(r[i] >= kAlphabetSize);
+      if (any) bad = true;
+    });
     if (bad) throw InputError((dbdir / "residues.bin").string(), 0, "contains codes outside the alphabet");
   }
   {
+    // Ids: the mapped file split at newlines.
     const auto ids_path = dbdir / "ids.txt";
-    std::ifstream in(ids_path);
-    if (!in) throw InputError(ids_path.string(), 0, "cannot open");
-    std::string line;
+    const MappedFile ids(ids_path);
+    const char* text = reinterpret_cast<const char*>(ids.data());
+    std::size_t at = 0;
     storage->ids.reserve(n);
-    while (std::getline(in, line)) storage->ids.push_back(line);
+    while (at < ids.size()) {
+      const void* nl = std::memchr(text + at, '\n', ids.size() - at);
+      const std::size_t end = nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - text) : ids.size();
+      storage->ids.emplace_back(text + at, end - at);
+      at = end + 1;
+    }
     if (storage->ids.size() != n)
       throw InputError(ids_path.string(), 0, fmt::format("has {} ids, expected {}", storage->ids.size(), n));
   }
