@@ -6,7 +6,11 @@
 //
 // Rows: GPU JIT and generic kernels for one orbital, the density of all 180 orbitals, our CPU path
 // per core and on all cores, and gau2grid (Debian libgg-dev) per core on the same points.
+#include <array>
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -97,10 +101,99 @@ Wavefunction c60_631gs(std::size_t orbitals) {
 
 }  // namespace
 
+// --batch N: N orbitals (HOMO-N+1 .. HOMO), one grid each, through the library (evaluate_orbitals_into
+// into one reused buffer) on 1, 2, ... all visible GPUs (gpu:0, gpu:0,1, ...): time per batch, the
+// speed-up over one GPU, and whether the values are bitwise identical whatever the GPU count. The
+// default path for N > 4 orbitals is the sparse basis matrix; "per-orbital JIT" rows set
+// MOLACCEL_ORBITAL_MANY=jit (one JIT launch per orbital and tile).
+int run_batch(const Wavefunction& wfn, const GridSpec& grid, std::size_t batch, int repeats) {
+#if MOLACCEL_HAVE_CUDA
+  const auto gpus = gpu_list();
+  if (gpus.empty()) {
+    std::printf("batch: no GPU (%s)\n", gpu_absence_reason().c_str());
+    return 0;
+  }
+  const std::size_t points = grid.point_count();
+  const std::size_t n = wfn.alpha.count();
+  batch = std::min(batch, n);
+  std::vector<OrbitalRef> refs;
+  for (std::size_t o = n - batch; o < n; ++o) refs.push_back({Spin::alpha, o});
+  std::vector<float> out(points * batch), first(points * batch);
+  std::printf("batch: %zu orbitals x %zu points = %.0f MB of results per batch, %zu GPU(s) visible: %s\n", batch, points,
+              4.0 * points * batch / 1e6, gpus.size(), gpus[0].name.c_str());
+  std::printf("%-22s %5s %10s %9s %11s %10s %s\n", "path", "gpus", "ms/batch", "speed-up", "efficiency", "GB/s out",
+              "identical to 1 GPU / tiles per GPU");
+  bool all_identical = true;
+  for (const char* path : {"matrix", "jit"}) {
+    if (std::string(path) == "jit") setenv("MOLACCEL_ORBITAL_MANY", "jit", 1);
+    else unsetenv("MOLACCEL_ORBITAL_MANY");
+    double one_gpu_ms = 0;
+    for (std::size_t g = 1; g <= gpus.size(); ++g) {
+      std::string spec = "gpu:";
+      for (std::size_t i = 0; i < g; ++i) spec += (i ? "," : "") + std::to_string(gpus[i].index);
+      Resources::Options ro;
+      ro.device = DeviceSpec::parse(spec);
+      const Resources resources = Resources::create(ro);
+      EvaluateOptions options;
+      options.backend = Backend::cuda_jit;
+      EvaluationInfo info;
+      std::fill(out.begin(), out.end(), -1.0f);
+      evaluate_orbitals_into(resources, wfn, grid, refs, out.data(), out.size(), options, &info);  // warm-up
+      const auto timing = bench::measure(
+          [&] { evaluate_orbitals_into(resources, wfn, grid, refs, out.data(), out.size(), options, &info); }, 1, repeats);
+      const double ms = timing.median_s * 1e3;
+      bool identical = true;
+      if (g == 1 && std::string(path) == "matrix") first = out;
+      else identical = std::memcmp(first.data(), out.data(), out.size() * sizeof(float)) == 0;
+      if (std::string(path) == "jit" && g == 1) {  // per-orbital JIT vs matrix path: same values within fp32
+        double worst = 0, scale = 0;
+        for (std::size_t i = 0; i < out.size(); ++i) {
+          worst = std::max(worst, static_cast<double>(std::abs(out[i] - first[i])));
+          scale = std::max(scale, static_cast<double>(std::abs(first[i])));
+        }
+        std::printf("  per-orbital JIT vs matrix path, 1 GPU: max diff %.1e of max\n", worst / scale);
+        first = out;  // the JIT rows compare with the 1-GPU JIT result
+        identical = true;
+      }
+      all_identical = all_identical && identical;
+      if (g == 1) one_gpu_ms = ms;
+      std::string tiles;
+      for (std::size_t w = 0; w < info.job.tiles_per_worker.size(); ++w)
+        tiles += (w ? "," : "") + std::to_string(info.job.tiles_per_worker[w]);
+      std::printf("%-22s %5zu %10.2f %8.2fx %10.0f%% %10.1f %s / %s (%s)\n",
+                  std::string(path) == "jit" ? "per-orbital JIT" : "sparse basis matrix", g, ms, one_gpu_ms / ms,
+                  100.0 * one_gpu_ms / ms / static_cast<double>(g), 4.0 * points * batch / timing.median_s / 1e9,
+                  identical ? "yes" : "NO", tiles.c_str(), info.backend.c_str());
+    }
+  }
+  unsetenv("MOLACCEL_ORBITAL_MANY");
+  std::printf("batch results bitwise identical across GPU counts: %s\n", all_identical ? "yes" : "NO");
+  return all_identical ? 0 : 1;
+#else
+  (void)wfn, (void)grid, (void)batch, (void)repeats;
+  std::printf("batch: this build has no CUDA\n");
+  return 0;
+#endif
+}
+
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  bool quick = false;
+  std::size_t batch = 0;
+  for (int a = 1; a < argc; ++a) {
+    const std::string arg = argv[a];
+    if (arg == "--quick") {
+      quick = true;
+    } else if (arg == "--batch") {
+      batch = 32;
+      if (a + 1 < argc && std::isdigit(static_cast<unsigned char>(argv[a + 1][0]))) batch = std::stoul(argv[++a]);
+    } else {
+      std::fprintf(stderr, "usage: bench_orbital_c60 [--quick] [--batch [N]]\n");
+      return 2;
+    }
+  }
   const std::size_t n_orbitals = 180;
   const Wavefunction wfn = c60_631gs(n_orbitals);
+  if (batch > 0) return run_batch(wfn, automatic_grid(wfn, 3.0, 0.075), batch, quick ? 3 : 5);
   const double deviation = orthonormality_deviation(wfn, wfn.alpha);
   const GridSpec grid = automatic_grid(wfn, 3.0, 0.075);
   const std::size_t points = grid.point_count();
@@ -129,7 +222,9 @@ int main(int argc, char** argv) {
     job.orbitals = 1;
     job.grid = &grid;
     double jit_ms = 0, generic_ms = 0;
-    for (const char* kind : {"jit", "jit-row", "jit-split", "jit-brick", "jit-brick3d", "generic"}) {
+    for (const char* kind : {"jit", "jit-brick", "jit-brick3d", "jit-row", "jit-split", "jit-cull:2x8x8", "jit-cull:1x16x8",
+                             "jit-cull:4x4x8", "jit-cull:4x8x8/2", "jit-cull:2x8x16/2", "jit-cull:8x8x8/4", "jit-cull:4x8x16/4",
+                             "jit-cull:4x16x8/4", "jit-cull:16x8x8/8", "jit-cull:8x8x16/8", "generic"}) {
       const auto timing = bench::measure_with([&] { return cuda_backend::time_kernel(gpu.index, job, kind, 3) * 1e-3; }, 1,
                                               quick ? 3 : 5);
       if (std::string(kind) == "jit") jit_ms = timing.median_s * 1e3;
@@ -151,6 +246,36 @@ int main(int argc, char** argv) {
     }
     std::printf("JIT speed-up over the generic kernel: %.2fx (target >= 3x; target <= 0.5 ms per orbital)\n",
                 generic_ms / jit_ms);
+    // Atoms per block that the culled JIT kernel keeps (same rule as the kernel, on the CPU).
+    const std::array<std::array<int, 3>, 3> shapes{{{2, 8, 8}, {4, 8, 8}, {8, 8, 8}}};
+    for (const auto& shape : shapes) {
+      const int bx = shape[0], by = shape[1], bz = shape[2];
+      double radius = 0;
+      const int ext[3] = {bx - 1, by - 1, bz - 1};
+      for (int e = 0; e < 3; ++e)
+        radius += 0.5 * ext[e] * std::sqrt(grid.axes[e][0] * grid.axes[e][0] + grid.axes[e][1] * grid.axes[e][1] +
+                                           grid.axes[e][2] * grid.axes[e][2]);
+      double kept = 0;
+      std::size_t bricks = 0;
+      for (std::size_t bi = 0; bi < grid.counts[0]; bi += bx)
+        for (std::size_t bj = 0; bj < grid.counts[1]; bj += by)
+          for (std::size_t bk = 0; bk < grid.counts[2]; bk += bz, ++bricks)
+            for (std::size_t a = 0; a < basis.atom_count(); ++a) {
+              double d2 = 0;
+              for (int d = 0; d < 3; ++d) {
+                const double c = grid.origin[d] + (bi + 0.5 * (bx - 1)) * grid.axes[0][d] +
+                                 (bj + 0.5 * (by - 1)) * grid.axes[1][d] + (bk + 0.5 * (bz - 1)) * grid.axes[2][d];
+                d2 += (c - basis.atom_xyz[3 * a + d]) * (c - basis.atom_xyz[3 * a + d]);
+              }
+              float cut = 0;
+              for (int sh = basis.atom_first_shell[a]; sh < basis.atom_first_shell[a + 1]; ++sh)
+                cut = std::max(cut, basis.shells[static_cast<std::size_t>(sh)].cutoff_r2);
+              const double gap = std::max(0.0, std::sqrt(d2) - radius - 1e-3);
+              if (gap * gap < cut) kept += 1;
+            }
+      std::printf("culled JIT, %dx%dx%d bricks: %.1f of %zu atoms per block on average\n", bx, by, bz, kept / bricks,
+                  basis.atom_count());
+    }
     // Density of the 180 orbitals: basis matrix + contraction (a GEMM with a fused square-sum).
     const std::vector<OrbitalRef> all = [&] {
       std::vector<OrbitalRef> v;

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Orbital engine on a GPU machine: configure, build, run the GPU tests (and the CPU tests, which
-# are fast with many cores), the C60 6-31G* benchmark and the demo; prints a short table last.
+# are fast with many cores), the C60 6-31G* benchmark, the 32-orbital batch over 1..all GPUs and
+# the demo; prints a short table last.
 # Usage (from the repository root): bench/orbital/gpu-run.sh [--quick]
 set -uo pipefail
 quick=""
 [[ "${1:-}" == "--quick" ]] && quick="--quick"
 build="${MOLACCEL_GPU_BUILD_DIR:-build-gpu-orbital}"
-log=$(mktemp -d)
+# MOLACCEL_LOG_DIR: write the full logs (build, tests, benchmark, batch) there.
+log="${MOLACCEL_LOG_DIR:-$(mktemp -d)}"
+mkdir -p "$log"
 status_line() { printf '%-34s %s\n' "$1" "$2"; }
 
 if [[ -z "${MOLACCEL_GPU_BUILD_DIR:-}" ]]; then  # scripts/gpu-check.sh builds everything once
@@ -24,6 +27,9 @@ tail -25 "$log/gpu-tests.txt"
 grep -E "tests passed|FAILED|Failed" "$log/cpu-tests.txt" | head -20
 
 "$build/bench/orbital/bench_orbital_c60" $quick 2>&1 | tee "$log/bench.txt"
+# A batch of 32 orbitals (one grid each) on 1, 2, ... all visible GPUs.
+"$build/bench/orbital/bench_orbital_c60" $quick --batch 32 2>&1 | tee "$log/batch.txt"
+batch_rc=${PIPESTATUS[0]}
 demo_out=$(mktemp -d)
 "$build/bin/molaccel" demo --only orbital -o "$demo_out" 2>&1 | tee "$log/demo.txt"
 
@@ -32,6 +38,7 @@ echo "== orbital on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/n
 status_line "gpu tests" "$(grep -E 'tests passed' "$log/gpu-tests.txt" || echo 'failed (rc '$gpu_rc')')"
 status_line "cpu tests" "$(grep -E 'tests passed' "$log/cpu-tests.txt" || echo 'failed (rc '$cpu_rc')')"
 grep -E "^orbital/" "$log/bench.txt" | cut -c1-160
-grep -E "JIT speed-up|sparse density path" "$log/bench.txt"
+grep -E "JIT speed-up|sparse density path|culled JIT" "$log/bench.txt"
+grep -E "^batch|^path|^sparse basis|^per-orbital" "$log/batch.txt"
 grep -E "^HOMO|^density of" "$log/demo.txt"
-[[ $gpu_rc -eq 0 && $cpu_rc -eq 0 ]]
+[[ $gpu_rc -eq 0 && $cpu_rc -eq 0 && $batch_rc -eq 0 ]]

@@ -177,6 +177,13 @@ std::vector<float> evaluate_orbitals(const Resources& resources, const Wavefunct
                                      const EvaluateOptions& options = {},
                                      EvaluationInfo* info = nullptr);
 
+// The same into a caller's buffer: out[o * grid.point_count() + p], size >= orbitals x points
+// (every value is written). For repeated evaluations into one buffer (no allocation and no page
+// faults per call: the multi-GPU batch benchmark uses it); throws Error when the buffer is short.
+void evaluate_orbitals_into(const Resources& resources, const Wavefunction& wavefunction, const GridSpec& grid,
+                            const std::vector<OrbitalRef>& orbitals, float* out, std::size_t size,
+                            const EvaluateOptions& options = {}, EvaluationInfo* info = nullptr);
+
 enum class DensityKind { total, spin, alpha, beta };
 std::string_view to_string(DensityKind kind);
 // Electron density sum_i occ_i |psi_i|^2 (spin: alpha minus beta) on the grid.

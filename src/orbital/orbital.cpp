@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "orbital/cpu/cpu_kernel.hpp"
+#include "orbital/evaluate_on_pool.hpp"
 #include "orbital/packed_basis.hpp"
 #include "orbital/reference/reference.hpp"
 #if MOLACCEL_HAVE_CUDA
@@ -23,42 +24,77 @@ void validate(const Wavefunction& wfn, const GridSpec& grid, const std::vector<O
   }
 }
 
-Backend resolve(Backend backend, const Resources& resources) {
-  if (backend == Backend::automatic) return resources.uses_gpu() ? Backend::cuda_jit : Backend::cpu;
+// Where a request runs: a worker pool (GPU workers and/or a CPU worker) and the CPU threads.
+struct Target {
+  WorkerPool* pool = nullptr;
+  bool gpu = false;         // the pool has GPU workers
+  int cpu_threads = 1;
+  const Resources* resources = nullptr;  // for progress bars, when there is one
+  std::string describe;
+};
+
+Target target_of(const Resources& resources) {
+  return {&resources.pool(), resources.uses_gpu(), resources.cpu_threads(), &resources, resources.describe()};
+}
+
+Target target_of(WorkerPool& pool) {
+  Target t;
+  t.pool = &pool;
+  for (const auto& w : pool.workers()) {
+    t.gpu = t.gpu || w.kind == WorkerInfo::Kind::gpu;
+    if (w.kind == WorkerInfo::Kind::cpu) t.cpu_threads = std::max(t.cpu_threads, w.cpu_threads);
+    t.describe += (t.describe.empty() ? "" : ", ") + w.name();
+  }
+  return t;
+}
+
+Backend resolve(Backend backend, const Target& target) {
+  if (backend == Backend::automatic) return target.gpu ? Backend::cuda_jit : Backend::cpu;
   if ((backend == Backend::cuda_generic || backend == Backend::cuda_jit)) {
 #if !MOLACCEL_HAVE_CUDA
     MOLACCEL_THROW(NotCompiled, "the CUDA orbital backends (this build has no CUDA)");
 #endif
-    if (!resources.uses_gpu())
+    if (!target.gpu)
       throw DeviceUnavailable(fmt::format("backend {} needs a GPU but the resources are {}", to_string(backend),
-                                          resources.describe()));
+                                          target.describe));
   }
   return backend;
 }
 
-// One request for the fast backends: orbital values (weights empty) or a weighted density.
-std::vector<float> run_fast(const Resources& resources, const Wavefunction& wfn, const GridSpec& grid,
-                            const std::vector<OrbitalRef>& orbitals, const std::vector<float>& weights,
-                            Backend backend, const EvaluateOptions& options, EvaluationInfo* info) {
+// Grid planes per scheduler tile. GPU tiles: about 16 per grid (at most ~2M points each), so that
+// 2 to 4 GPUs share a grid with at most one tile of imbalance; the count depends on the grid only,
+// never on the number of workers, so the tiling (and with it every value, bit for bit) is the
+// same whatever the GPU count. CPU tiles: 2 planes, for load balance.
+std::size_t planes_per_tile(const GridSpec& grid, bool gpu, std::size_t requested) {
+  if (requested > 0) return requested;
+  if (!gpu) return 2;
+  const std::size_t planes = grid.counts[0];
+  const std::size_t plane_points = std::max<std::size_t>(1, grid.counts[1] * grid.counts[2]);
+  const std::size_t largest = std::max<std::size_t>(1, (2u << 20) / plane_points);
+  return std::clamp<std::size_t>((planes + 15) / 16, 1, largest);
+}
+
+// One request for the fast backends: orbital values (weights empty) or a weighted density, into
+// `out` (orbitals x points, or points for a density; every value is written).
+void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& grid,
+              const std::vector<OrbitalRef>& orbitals, const std::vector<float>& weights, Backend backend,
+              const EvaluateOptions& options, EvaluationInfo* info, float* out) {
   // The cpu backend on GPU resources: a CPU-only pool, so every tile runs threaded on the CPU.
-  if (backend == Backend::cpu && resources.uses_gpu())
-    return run_fast(Resources::cpu(resources.cpu_threads()), wfn, grid, orbitals, weights, backend, options, info);
+  if (backend == Backend::cpu && target.gpu) {
+    const Resources cpu = Resources::cpu(target.cpu_threads);
+    return run_fast(target_of(cpu), wfn, grid, orbitals, weights, backend, options, info, out);
+  }
   const double start = now_seconds();
   const detail::PackedBasis basis = detail::pack_basis(wfn, options.screening_tolerance);
   const std::vector<float> coefficients = detail::cartesian_coefficients(wfn, orbitals);
   const bool density = !weights.empty() || orbitals.empty();
   const std::size_t n_points = grid.point_count();
-  std::vector<float> out(density ? n_points : n_points * orbitals.size(), 0.0f);
-  if (orbitals.empty()) return out;
-
-  const std::size_t planes = grid.counts[0];
-  const std::size_t plane_points = grid.counts[1] * grid.counts[2];
-  std::size_t per_tile = options.planes_per_tile;
-  if (per_tile == 0) {
-    // GPU tiles: ~2M points keep a GPU busy; CPU tiles: a few planes for load balance.
-    per_tile = resources.uses_gpu() ? std::max<std::size_t>(1, (2u << 20) / std::max<std::size_t>(1, plane_points)) : 2;
+  if (orbitals.empty()) {
+    std::fill(out, out + n_points, 0.0f);
+    return;
   }
-  const TileRange tiles{planes, std::max<std::size_t>(1, per_tile)};
+
+  const TileRange tiles{grid.counts[0], planes_per_tile(grid, target.gpu, options.planes_per_tile)};
   const cpu::Variant& variant = cpu::select_variant();
   std::string gpu_kernel;
   std::mutex name_mutex;
@@ -69,44 +105,55 @@ std::vector<float> run_fast(const Resources& resources, const Wavefunction& wfn,
   cpu_args.orbitals = orbitals.size();
   cpu_args.weights = density ? weights.data() : nullptr;
   cpu_args.grid = &grid;
-  cpu_args.out = out.data();
+  cpu_args.out = out;
+
+#if MOLACCEL_HAVE_CUDA
+  cuda_backend::GpuJob gpu;
+  gpu.basis = &basis;
+  gpu.coefficients = coefficients.data();
+  gpu.orbitals = orbitals.size();
+  gpu.weights = cpu_args.weights;
+  gpu.grid = &grid;
+  gpu.out = out;
+  gpu.jit = backend == Backend::cuda_jit;
+  // The JIT program is compiled once here (the GPU workers then find it in the JIT cache's memory
+  // and only load it), not by the first tile of each worker.
+  if (target.gpu && backend != Backend::cpu) {
+    for (const auto& w : target.pool->workers())
+      if (w.kind == WorkerInfo::Kind::gpu) {
+        cuda_backend::precompile(gpu, w.device);
+        break;
+      }
+  }
+#endif
 
   JobOptions job;
   job.name = density ? "orbital density" : "orbital grid";
   job.inject_fault = options.inject_fault;
-  const JobStats stats = run_tiles(
-      resources, tiles.count(),
-      [&](WorkerContext& ctx, std::size_t tile) {
-        const std::size_t p0 = tiles.begin(tile), p1 = tiles.end(tile);
-        if (ctx.worker().kind == WorkerInfo::Kind::cpu || backend == Backend::cpu) {
-          const std::size_t row0 = p0 * grid.counts[1], row1 = p1 * grid.counts[1];
-          parallel_for(row1 - row0, ctx.worker().cpu_threads, 1, [&](std::size_t b, std::size_t e) {
-            variant.kernel(cpu_args, row0 + b, row0 + e);
-          });
-          return;
-        }
+  const TileFunction tile_fn = [&](WorkerContext& ctx, std::size_t tile) {
+    const std::size_t p0 = tiles.begin(tile), p1 = tiles.end(tile);
+    if (ctx.worker().kind == WorkerInfo::Kind::cpu || backend == Backend::cpu) {
+      const std::size_t row0 = p0 * grid.counts[1], row1 = p1 * grid.counts[1];
+      parallel_for(row1 - row0, ctx.worker().cpu_threads, 1, [&](std::size_t b, std::size_t e) {
+        variant.kernel(cpu_args, row0 + b, row0 + e);
+      });
+      return;
+    }
 #if MOLACCEL_HAVE_CUDA
-        cuda_backend::GpuJob gpu;
-        gpu.basis = &basis;
-        gpu.coefficients = coefficients.data();
-        gpu.orbitals = orbitals.size();
-        gpu.weights = cpu_args.weights;
-        gpu.grid = &grid;
-        gpu.out = out.data();
-        gpu.jit = backend == Backend::cuda_jit;
-        const std::string name = cuda_backend::evaluate_planes(ctx, gpu, p0, p1);
-        std::lock_guard lock(name_mutex);
-        if (gpu_kernel.empty()) gpu_kernel = name;
+    const std::string name = cuda_backend::evaluate_planes(ctx, gpu, p0, p1);
+    std::lock_guard lock(name_mutex);
+    if (gpu_kernel.empty()) gpu_kernel = name;
 #else
-        MOLACCEL_THROW(NotCompiled, "the CUDA orbital backends (this build has no CUDA)");
+    MOLACCEL_THROW(NotCompiled, "the CUDA orbital backends (this build has no CUDA)");
 #endif
-      },
-      job);
+  };
+  const JobStats stats = target.resources ? run_tiles(*target.resources, tiles.count(), tile_fn, job)
+                                          : target.pool->run(tiles.count(), tile_fn, job);
   if (info) {
     info->job = stats;
     std::string used;
     bool any_cpu = backend == Backend::cpu;
-    const auto& workers = resources.pool().workers();
+    const auto& workers = target.pool->workers();
     for (std::size_t w = 0; w < workers.size() && w < stats.tiles_per_worker.size(); ++w)
       any_cpu = any_cpu || (workers[w].kind == WorkerInfo::Kind::cpu && stats.tiles_per_worker[w] > 0);
     if (!gpu_kernel.empty()) used = gpu_kernel;
@@ -116,7 +163,49 @@ std::vector<float> run_fast(const Resources& resources, const Wavefunction& wfn,
     info->exp_per_point = detail::exp_per_point(basis, grid);
     info->exp_per_point_unscreened = static_cast<double>(basis.exponent.size());
   }
-  return out;
+}
+
+void check_output(const float* out, std::size_t size, std::size_t needed) {
+  if (out == nullptr || size < needed)
+    throw Error(fmt::format("orbital: output buffer of {} values, {} needed", out ? size : 0, needed));
+}
+
+void orbitals_into(const Target& target, const Wavefunction& wfn, const GridSpec& grid,
+                   const std::vector<OrbitalRef>& orbitals, float* out, std::size_t size,
+                   const EvaluateOptions& options, EvaluationInfo* info) {
+  validate(wfn, grid, orbitals);
+  check_output(out, size, grid.point_count() * orbitals.size());
+  const Backend backend = resolve(options.backend, target);
+  if (backend == Backend::reference) {
+    const double start = now_seconds();
+    const auto values = reference::evaluate_orbitals(wfn, grid, orbitals, target.cpu_threads);
+    std::copy(values.begin(), values.end(), out);
+    if (info) {
+      info->backend = "reference";
+      info->seconds = now_seconds() - start;
+    }
+    return;
+  }
+  run_fast(target, wfn, grid, orbitals, {}, backend, options, info, out);
+}
+
+void density_into(const Target& target, const Wavefunction& wfn, const GridSpec& grid, DensityKind kind,
+                  float* out, std::size_t size, const EvaluateOptions& options, EvaluationInfo* info) {
+  validate(wfn, grid, {});
+  check_output(out, size, grid.point_count());
+  const Backend backend = resolve(options.backend, target);
+  if (backend == Backend::reference) {
+    const double start = now_seconds();
+    const auto values = reference::evaluate_density(wfn, grid, kind, target.cpu_threads);
+    std::copy(values.begin(), values.end(), out);
+    if (info) {
+      info->backend = "reference";
+      info->seconds = now_seconds() - start;
+    }
+    return;
+  }
+  const detail::DensityTerms terms = detail::density_terms(wfn, kind);
+  run_fast(target, wfn, grid, terms.orbitals, terms.weights, backend, options, info, out);
 }
 
 }  // namespace
@@ -125,35 +214,38 @@ std::vector<float> evaluate_orbitals(const Resources& resources, const Wavefunct
                                      const std::vector<OrbitalRef>& orbitals, const EvaluateOptions& options,
                                      EvaluationInfo* info) {
   validate(wfn, grid, orbitals);
-  const Backend backend = resolve(options.backend, resources);
-  if (backend == Backend::reference) {
-    const double start = now_seconds();
-    const auto values = reference::evaluate_orbitals(wfn, grid, orbitals, resources.cpu_threads());
-    if (info) {
-      info->backend = "reference";
-      info->seconds = now_seconds() - start;
-    }
-    return std::vector<float>(values.begin(), values.end());
-  }
-  return run_fast(resources, wfn, grid, orbitals, {}, backend, options, info);
+  std::vector<float> out(grid.point_count() * orbitals.size());
+  orbitals_into(target_of(resources), wfn, grid, orbitals, out.data(), out.size(), options, info);
+  return out;
+}
+
+void evaluate_orbitals_into(const Resources& resources, const Wavefunction& wfn, const GridSpec& grid,
+                            const std::vector<OrbitalRef>& orbitals, float* out, std::size_t size,
+                            const EvaluateOptions& options, EvaluationInfo* info) {
+  orbitals_into(target_of(resources), wfn, grid, orbitals, out, size, options, info);
 }
 
 std::vector<float> evaluate_density(const Resources& resources, const Wavefunction& wfn, const GridSpec& grid,
                                     DensityKind kind, const EvaluateOptions& options, EvaluationInfo* info) {
   validate(wfn, grid, {});
-  const Backend backend = resolve(options.backend, resources);
-  if (backend == Backend::reference) {
-    const double start = now_seconds();
-    const auto values = reference::evaluate_density(wfn, grid, kind, resources.cpu_threads());
-    if (info) {
-      info->backend = "reference";
-      info->seconds = now_seconds() - start;
-    }
-    return std::vector<float>(values.begin(), values.end());
-  }
-  const detail::DensityTerms terms = detail::density_terms(wfn, kind);
-  if (terms.orbitals.empty()) return std::vector<float>(grid.point_count(), 0.0f);
-  return run_fast(resources, wfn, grid, terms.orbitals, terms.weights, backend, options, info);
+  std::vector<float> out(grid.point_count());
+  density_into(target_of(resources), wfn, grid, kind, out.data(), out.size(), options, info);
+  return out;
 }
+
+namespace detail {
+
+void evaluate_orbitals_on_pool(WorkerPool& pool, const Wavefunction& wfn, const GridSpec& grid,
+                               const std::vector<OrbitalRef>& orbitals, float* out, std::size_t size,
+                               const EvaluateOptions& options, EvaluationInfo* info) {
+  orbitals_into(target_of(pool), wfn, grid, orbitals, out, size, options, info);
+}
+
+void evaluate_density_on_pool(WorkerPool& pool, const Wavefunction& wfn, const GridSpec& grid, DensityKind kind,
+                              float* out, std::size_t size, const EvaluateOptions& options, EvaluationInfo* info) {
+  density_into(target_of(pool), wfn, grid, kind, out, size, options, info);
+}
+
+}  // namespace detail
 
 }  // namespace molaccel::orbital

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "orbital/evaluate_on_pool.hpp"
 #include "orbital/reference/reference.hpp"
 #include "orbital_test_util.hpp"
 
@@ -31,13 +32,19 @@ TEST(OrbitalCuda, KernelsMatchReferenceOnRandomBasisSets) {
     grid.counts[2] = 131;  // past a 128-thread block, odd remainder
     const std::vector<OrbitalRef> one{{Spin::alpha, 1}};
     const auto expected = reference::evaluate_orbitals(wfn, grid, one, 0);
-    // JIT: default (brick thread layout), atom offsets from fp32 hi/lo coordinate splits, and the
-    // brick, brick3d and row layouts; "" = the generic kernel.
-    for (const char* coords : {"default", "split", "brick", "brick3d", "row", ""}) {
+    // JIT: default (culled, 2x8x8 bricks), other culled brick shapes (one plane, two and four
+    // points per thread), the kernels without culling (brick, brick3d and row layouts, the row
+    // layout with fp32 hi/lo coordinate splits); "" = the generic kernel.
+    for (const char* coords : {"default", "1x16x8", "4x4x8", "4x8x8/2", "8x8x8/4", "2x8x16/2", "split", "brick",
+                               "brick3d", "row", ""}) {
       const Backend backend = coords[0] ? Backend::cuda_jit : Backend::cuda_generic;
-      if (std::string(coords) == "split") setenv("MOLACCEL_ORBITAL_JIT_COORDS", "split", 1);
-      if (std::string(coords) == "brick" || std::string(coords) == "brick3d" || std::string(coords) == "row")
-        setenv("MOLACCEL_ORBITAL_JIT_LAYOUT", coords, 1);
+      const std::string c = coords;
+      if (c == "split") {
+        setenv("MOLACCEL_ORBITAL_JIT_COORDS", "split", 1);
+        setenv("MOLACCEL_ORBITAL_JIT_LAYOUT", "row", 1);
+      }
+      if (c == "brick" || c == "brick3d" || c == "row") setenv("MOLACCEL_ORBITAL_JIT_LAYOUT", coords, 1);
+      if (c.find('x') != std::string::npos) setenv("MOLACCEL_ORBITAL_JIT_BRICK", coords, 1);
       EvaluateOptions options;
       options.backend = backend;
       EvaluationInfo info;
@@ -46,6 +53,7 @@ TEST(OrbitalCuda, KernelsMatchReferenceOnRandomBasisSets) {
           << "seed " << seed << " " << info.backend << " " << coords;
       unsetenv("MOLACCEL_ORBITAL_JIT_COORDS");
       unsetenv("MOLACCEL_ORBITAL_JIT_LAYOUT");
+      unsetenv("MOLACCEL_ORBITAL_JIT_BRICK");
     }
     // Eight orbitals: the basis-matrix + contraction path.
     std::vector<OrbitalRef> many;
@@ -103,6 +111,102 @@ TEST(OrbitalCuda, BasisMatrixPathsMatchReferenceForManyOrbitals) {
   }
   if (saved) setenv("MOLACCEL_ORBITAL_MATRIX", saved_value.c_str(), 1);
   else unsetenv("MOLACCEL_ORBITAL_MATRIX");
+}
+
+// Culled JIT kernel edge cases: atoms far apart (most bricks have an empty atom list, some lists
+// hold one atom), an atom exactly on a brick corner (grid point (2a, 8b, 8c) of the default 2x8x8
+// bricks: offsets of exactly 0 and points on both sides of the brick faces), a sheared grid, and
+// tiles of 1 and 3 planes, which cut bricks. Against the reference (fp32 tolerance), and bit for
+// bit against the same kernel with other tilings: bricks are aligned to the grid, not to the tile,
+// so the tiling cannot change a value.
+TEST(OrbitalCuda, CulledJitHandlesEmptyBricksAndAtomsOnBrickCorners) {
+  MOLACCEL_REQUIRE_GPU();
+  const auto resources = gpu_resources();
+  Wavefunction wfn = test::random_wavefunction(11, 3, 4);
+  GridSpec grid;
+  const double h = 0.45;
+  for (int d = 0; d < 3; ++d) grid.axes[d][d] = h;
+  grid.origin = {-20.0, -6.0, -7.0};
+  grid.counts = {91, 27, 33};  // 41 x 12 x 15 bohr, odd counts
+  // Atom 0 on the grid point (44, 16, 16): a corner of the 2x8x8 brick (22, 2, 2).
+  wfn.atoms[0].position = {grid.origin[0] + 44 * h, grid.origin[1] + 16 * h, grid.origin[2] + 16 * h};
+  wfn.atoms[1].position = {-17.5, 1.0, 0.5};  // 17-20 bohr away from the others
+  wfn.atoms[2].position = {18.0, -1.0, -0.5};
+  GridSpec sheared = grid;
+  for (int d = 0; d < 3; ++d) sheared.axes[1][d] += 0.2 * grid.axes[2][d];
+  const std::vector<OrbitalRef> orbitals{{Spin::alpha, 0}, {Spin::alpha, 3}};
+  for (const GridSpec* g : {&grid, &sheared}) {
+    const auto expected = reference::evaluate_orbitals(wfn, *g, orbitals, 0);
+    for (const char* brick : {"2x8x8", "4x8x8/2", "1x16x8"}) {
+      setenv("MOLACCEL_ORBITAL_JIT_BRICK", brick, 1);
+      std::vector<float> first;
+      for (std::size_t per_tile : {std::size_t{0}, std::size_t{1}, std::size_t{3}}) {
+        EvaluateOptions options;
+        options.backend = Backend::cuda_jit;
+        options.planes_per_tile = per_tile;
+        EvaluationInfo info;
+        const auto got = evaluate_orbitals(resources, wfn, *g, orbitals, options, &info);
+        EXPECT_NE(info.backend.find("jit-cull"), std::string::npos) << info.backend;
+        EXPECT_LT(test::relative_max_error(got, expected), kFp32Tolerance) << brick << " planes/tile " << per_tile;
+        if (first.empty()) first = got;
+        else EXPECT_EQ(got, first) << brick << " planes/tile " << per_tile;
+      }
+      // The value at the atom on the brick corner, where every offset is exactly 0.
+      const std::size_t at = (44 * g->counts[1] + 16) * g->counts[2] + 16;
+      EXPECT_NEAR(first[at], expected[at], kFp32Tolerance * std::abs(expected[at]) + 1e-7) << brick;
+    }
+    unsetenv("MOLACCEL_ORBITAL_JIT_BRICK");
+  }
+}
+
+// The multi-device path with two workers on the same GPU (DeviceSpec cannot name a GPU twice, so
+// the pool is built directly): per-orbital JIT launches (3 orbitals), the sparse basis matrix (8
+// orbitals) and a density, bit for bit equal to one worker; then a tile that fails on its first
+// attempt is redone by the other GPU worker, still bit for bit equal.
+TEST(OrbitalCuda, TwoWorkersOnOneGpuGiveBitwiseTheSameGridsAndRedoFailedTiles) {
+  MOLACCEL_REQUIRE_GPU();
+  const auto wfn = read_molden(test::bundled("threonine_631gs.molden"));
+  const GridSpec grid = automatic_grid(wfn, 2.0, 0.3);
+  auto gpu_worker = [](int index) {
+    WorkerInfo w;
+    w.kind = WorkerInfo::Kind::gpu;
+    w.device = gpu_list().front().index;
+    w.index = index;
+    return w;
+  };
+  WorkerPool one({gpu_worker(0)});
+  WorkerPool two({gpu_worker(0), gpu_worker(1)});
+  const std::size_t n = grid.point_count();
+  for (std::size_t count : {std::size_t{3}, std::size_t{8}}) {
+    std::vector<OrbitalRef> refs;
+    for (std::size_t o = 0; o < count; ++o) refs.push_back({Spin::alpha, 20 + o});
+    EvaluateOptions options;
+    options.backend = Backend::cuda_jit;
+    std::vector<float> a(n * count), b(n * count, -1.0f), c(n * count, -1.0f);
+    EvaluationInfo info;
+    detail::evaluate_orbitals_on_pool(one, wfn, grid, refs, a.data(), a.size(), options, &info);
+    detail::evaluate_orbitals_on_pool(two, wfn, grid, refs, b.data(), b.size(), options, &info);
+    EXPECT_EQ(a, b) << count << " orbitals " << info.backend;
+    ASSERT_EQ(info.job.tiles_per_worker.size(), 2u);
+    EXPECT_EQ(info.job.tiles_per_worker[0] + info.job.tiles_per_worker[1], info.job.tiles);
+    EXPECT_GE(info.job.tiles, 8u);  // ~16 tiles per grid, whatever the worker count
+    const auto expected = reference::evaluate_orbitals(wfn, grid, refs, 0);
+    EXPECT_LT(test::relative_max_error(a, expected), kFp32Tolerance) << info.backend;
+    // Tiles 2 and 5 fail at their first attempt (on whichever GPU worker took them): the
+    // scheduler hands each to the other worker.
+    options.inject_fault = [](const WorkerInfo&, std::size_t tile, int attempt) {
+      return attempt == 0 && (tile == 2 || tile == 5);
+    };
+    detail::evaluate_orbitals_on_pool(two, wfn, grid, refs, c.data(), c.size(), options, &info);
+    EXPECT_EQ(a, c) << count << " orbitals, with failed tiles";
+    EXPECT_EQ(info.job.retries, 2u);
+  }
+  std::vector<float> rho1(n), rho2(n, -1.0f);
+  EvaluateOptions options;
+  options.backend = Backend::cuda_jit;
+  detail::evaluate_density_on_pool(one, wfn, grid, DensityKind::total, rho1.data(), rho1.size(), options);
+  detail::evaluate_density_on_pool(two, wfn, grid, DensityKind::total, rho2.data(), rho2.size(), options);
+  EXPECT_EQ(rho1, rho2);
 }
 
 TEST(OrbitalCuda, MatchesPsi4Cubes) {

@@ -54,5 +54,41 @@ TEST(OrbitalJitSource, CompilesWithNvrtcForEveryShellType) {
   }
 }
 
+// The culled kernel (the default): atoms sorted by type, every supported brick shape compiles;
+// unsupported shapes are rejected with a message.
+TEST(OrbitalJitSource, CulledKernelSortsAtomsByTypeAndCompiles) {
+  const auto wfn = read_molden(test::bundled("h2o_631gs.molden"));
+  const auto basis = detail::pack_basis(wfn, 1e-9);
+  const auto jit = detail::generate_culled_jit_source(basis, detail::parse_cull_layout("2x8x8"));
+  EXPECT_TRUE(jit.culled);
+  EXPECT_EQ(jit.type_count, 2);
+  ASSERT_EQ(jit.type_first.size(), 3u);
+  EXPECT_EQ(jit.type_first[0], 0);
+  EXPECT_EQ(jit.type_first[2], 3);
+  ASSERT_EQ(jit.atom_order.size(), 3u);
+  for (std::size_t i = 0; i + 1 < jit.atom_order.size(); ++i)
+    EXPECT_LE(jit.atom_type[static_cast<std::size_t>(jit.atom_order[i])],
+              jit.atom_type[static_cast<std::size_t>(jit.atom_order[i + 1])]);
+  EXPECT_EQ(detail::parse_cull_layout("4x8x8/2").points_per_thread, 2);
+  EXPECT_EQ(detail::parse_cull_layout("4x8x8/2").name(), "4x8x8/2");
+  EXPECT_EQ(detail::parse_cull_layout("1x16x8").name(), "1x16x8");
+  for (const char* bad : {"2x8x4", "3x8x8", "4x8x8/3", "1x8x16x", "2x8", "abc", "1x32x4"})
+    EXPECT_THROW(detail::parse_cull_layout(bad), Error) << bad;
+  MOLACCEL_REQUIRE_NVRTC();
+  const auto n2 = read_molden(test::bundled("n2_ccpvtz.molden"));  // d and f shells, pure
+  const auto random = test::random_wavefunction(5, 5, 1);          // s to g, several types
+  for (const Wavefunction* w : {&wfn, &n2, &random}) {
+    for (const char* shape : {"2x8x8", "1x16x8", "4x4x8", "4x8x8/2", "8x8x8/4"}) {
+      const auto src = detail::generate_culled_jit_source(detail::pack_basis(*w, 1e-9), detail::parse_cull_layout(shape));
+      JitRequest request;
+      request.source = src.source;
+      request.program_name = "orbital_jit_culled_test.cu";
+      request.kernel_names = {src.kernel_name};
+      request.arch = "sm_90";
+      EXPECT_FALSE(default_jit_cache().compile(request).cubin.empty()) << shape;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace molaccel::orbital

@@ -11,8 +11,11 @@
 #include <algorithm>
 #include <cfloat>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <memory>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 #include "orbital/cuda/orbital_cuda.hpp"
@@ -499,13 +502,25 @@ __global__ void __launch_bounds__(kSparseThreads, MinBlocks)
       return (static_cast<long long>(qi) * g.ny + qj) * g.nz + qk;
     };
     if (weights) {
+      // Partial sums of the 16 thread rows (ty) into the free basis-value buffer, then summed in a
+      // fixed order: unlike shared-memory atomics, the density is the same bit for bit on every run
+      // (and so whatever the number of GPUs).
+      float* partial = &bs[0][0];  // 16 x kBrickPoints <= kSparseK x kBrickPoints
+      __syncthreads();             // the last chunk's basis values have been read
 #pragma unroll
       for (int q = 0; q < 8; ++q) {
         float sum = 0.0f;
 #pragma unroll
         for (int r = 0; r < R; ++r) sum += weights[o0 + ty + 16 * r] * acc[r][q] * acc[r][q];
-        atomicAdd(&rho[tx + 16 * q], sum);
+        partial[ty * kBrickPoints + tx + 16 * q] = sum;
       }
+      __syncthreads();
+      for (int i = tid; i < kBrickPoints; i += kSparseThreads) {
+        float sum = 0.0f;
+        for (int t = 0; t < kSparseThreads / 16; ++t) sum += partial[t * kBrickPoints + i];
+        rho[i] += sum;
+      }
+      __syncthreads();  // partial read before the next orbital tile writes bs
     } else {
 #pragma unroll
       for (int q = 0; q < 8; ++q) {
@@ -528,27 +543,117 @@ __global__ void __launch_bounds__(kSparseThreads, MinBlocks)
   }
 }
 
-// JIT kernel forms atom offsets in double with a conversion per atom and point (default) or from
-// fp32 hi/lo coordinate splits (MOLACCEL_ORBITAL_JIT_COORDS=split; see generate_jit_source).
-// Measured on an H100 (C60 6-31G*, 172^3, 2026-11-22): double 0.627 ms, split 0.691 ms, so the
-// conversions are not what bounds the kernel and double stays the default.
-inline bool jit_split_coordinates() {
-  const char* v = std::getenv("MOLACCEL_ORBITAL_JIT_COORDS");
-  return v && std::string(v) == "split";
+// Which JIT kernel runs single orbitals. MOLACCEL_ORBITAL_JIT_LAYOUT: "cull" (default: per-brick
+// atom lists, see generate_culled_jit_source; brick shape from MOLACCEL_ORBITAL_JIT_BRICK, e.g.
+// "2x8x8" or "4x8x8/2"), or the kernels without culling, which loop over every atom at every point:
+// "brick" (a block covers 16 rows x 8 columns, a warp 4 x 8 points), "row" (128 consecutive
+// columns per block) or "brick3d" (2 planes x 8 x 8, a warp 2 x 4 x 4). H100, C60 6-31G*, 172^3,
+// 2026-11-22, before culling: row 0.625 ms, brick 0.537 ms, brick3d 0.523 ms.
+// MOLACCEL_ORBITAL_JIT_COORDS=split (non-culled layouts only): atom offsets from fp32 hi/lo
+// coordinate splits instead of a double subtraction and conversion per atom and point (measured
+// slower: 0.691 vs 0.627 ms with the row layout).
+constexpr const char* kDefaultCullBrick = "8x8x8/4";
+
+struct JitVariant {
+  std::string layout = "cull";  // cull, brick, brick3d, row
+  bool split = false;
+  detail::CullLayout cull;
+};
+
+inline JitVariant jit_variant_from_env() {
+  JitVariant v;
+  if (const char* l = std::getenv("MOLACCEL_ORBITAL_JIT_LAYOUT")) {
+    const std::string s(l);
+    if (s == "row" || s == "brick" || s == "brick3d" || s == "cull") v.layout = s;
+    else throw Error(fmt::format("MOLACCEL_ORBITAL_JIT_LAYOUT='{}': expected cull, brick, brick3d or row", s));
+  }
+  const char* c = std::getenv("MOLACCEL_ORBITAL_JIT_COORDS");
+  v.split = c && std::string(c) == "split";
+  const char* b = std::getenv("MOLACCEL_ORBITAL_JIT_BRICK");
+  v.cull = detail::parse_cull_layout(b && *b ? b : kDefaultCullBrick);
+  return v;
 }
 
-// JIT thread layout (MOLACCEL_ORBITAL_JIT_LAYOUT): "brick" (default: a block covers 16 rows x 8
-// columns, a warp 4 x 8 points), "row" (128 consecutive columns per block) or "brick3d" (2 planes
-// x 8 x 8, a warp 2 x 4 x 4). H100, C60 6-31G*, 172^3, 2026-11-22: row 0.625 ms, brick 0.537 ms:
-// the warps of a compact brick diverge less at the shell screening branches.
-inline bool jit_brick_layout() {
-  const char* v = std::getenv("MOLACCEL_ORBITAL_JIT_LAYOUT");
-  return !(v && (std::string(v) == "row" || std::string(v) == "brick3d"));
+// Benchmark names: "jit" (the default), "jit-row", "jit-brick", "jit-brick3d", "jit-split" (row
+// layout, split coordinates), "jit-cull:SHAPE".
+inline JitVariant jit_variant_named(const std::string& kind) {
+  JitVariant v = jit_variant_from_env();
+  if (kind == "jit") return v;
+  v.split = kind == "jit-split";
+  if (kind == "jit-row" || kind == "jit-split") v.layout = "row";
+  else if (kind == "jit-brick") v.layout = "brick";
+  else if (kind == "jit-brick3d") v.layout = "brick3d";
+  else if (kind.rfind("jit-cull:", 0) == 0) {
+    v.layout = "cull";
+    v.cull = detail::parse_cull_layout(kind.substr(9));
+  } else {
+    throw Error("unknown orbital kernel kind '" + kind + "'");
+  }
+  return v;
 }
-inline bool jit_brick3d_layout() {
-  const char* v = std::getenv("MOLACCEL_ORBITAL_JIT_LAYOUT");
-  return v && std::string(v) == "brick3d";
+
+// Many orbitals (more than 4) and densities take the basis-matrix path; MOLACCEL_ORBITAL_MANY=jit
+// runs orbital values one JIT launch per orbital instead (benchmark comparison).
+inline bool use_matrix_path(const GpuJob& job) {
+  if (job.weights != nullptr) return true;
+  if (job.orbitals <= 4) return false;
+  const char* v = std::getenv("MOLACCEL_ORBITAL_MANY");
+  return !(job.jit && v && std::string(v) == "jit");
 }
+
+// The JIT request for a basis set and kernel variant (the source is the cache key).
+JitRequest jit_request(const detail::JitSource& source, int device) {
+  JitRequest request;
+  request.source = source.source;
+  request.program_name = "molaccel_orbital_jit.cu";
+  request.kernel_names = {source.kernel_name};
+  cudaDeviceProp prop{};
+  MOLACCEL_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
+  request.arch = fmt::format("sm_{}{}", prop.major, prop.minor);
+  return request;
+}
+
+detail::JitSource jit_source_for(const detail::PackedBasis& basis, const JitVariant& jit) {
+  return jit.layout == "cull" ? detail::generate_culled_jit_source(basis, jit.cull)
+                              : detail::generate_jit_source(basis, jit.split, jit.layout == "brick", jit.layout == "brick3d");
+}
+
+// Pinned host buffers outlive a request: page-locking the two 32 MiB staging buffers of a worker
+// costs milliseconds, which a request that takes tens of milliseconds should not pay each time.
+// Process-wide, at most 16 buffers kept; never destroyed (the driver frees pinned memory at exit,
+// after static destructors could no longer call it safely).
+class PinnedPool {
+ public:
+  static PinnedPool& instance() {
+    static PinnedPool* pool = new PinnedPool;
+    return *pool;
+  }
+  // A buffer of at least n floats (capacity returned in `capacity`).
+  cuda::PinnedBuffer<float> take(std::size_t n, std::size_t& capacity) {
+    {
+      std::lock_guard lock(mutex_);
+      for (std::size_t i = 0; i < free_.size(); ++i)
+        if (free_[i].first >= n) {
+          capacity = free_[i].first;
+          cuda::PinnedBuffer<float> b = std::move(free_[i].second);
+          free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
+          b.resize(n);  // within capacity: no new allocation
+          return b;
+        }
+    }
+    capacity = n;
+    return cuda::PinnedBuffer<float>(n);
+  }
+  void give(cuda::PinnedBuffer<float>&& b, std::size_t capacity) {
+    if (capacity == 0) return;
+    std::lock_guard lock(mutex_);
+    if (free_.size() < 16) free_.emplace_back(capacity, std::move(b));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::pair<std::size_t, cuda::PinnedBuffer<float>>> free_;
+};
 
 // ---------------------------------------------------------------------------------------------
 // Per-worker device state: the basis, coefficients and (for JIT) the loaded program, uploaded
@@ -569,19 +674,48 @@ struct DeviceState {
   cuda::DeviceBuffer<float> atom_split;       // JIT: hi x y z, lo x y z per atom
   cuda::DeviceBuffer<int> shell_atom;         // atom of each shell (sparse matrix path)
   cuda::DeviceBuffer<float> basis_matrix;
-  cuda::DeviceBuffer<float> result;
+  cuda::DeviceBuffer<float> result;            // benchmarks (time_kernel)
+  // Tile pipeline (evaluate_planes): two device result buffers and two pinned host buffers, the
+  // kernels on `stream`, the device-to-host copies on `copy_stream`.
+  cuda::DeviceBuffer<float> results[2];
+  cuda::PinnedBuffer<float> staging[2];       // from PinnedPool, returned by the destructor
+  std::size_t staging_capacity[2] = {0, 0};
+  std::unique_ptr<cuda::Event> computed[2], copied[2];
+  std::unique_ptr<cuda::Stream> copy_stream;
+  std::size_t chunk_planes = 0;                // planes per launch (0 = chosen per tile; halves on OOM)
   std::unique_ptr<cuda::Stream> stream;
   std::unique_ptr<cuda::LoadedProgram> program;
   cudaKernel_t jit_kernel = nullptr;
   int jit_points_per_thread = 1;
   bool jit_brick_layout_used = false;
   bool jit_brick3d_layout_used = false;
+  bool jit_culled = false;
+  detail::CullLayout jit_cull;
+  cuda::DeviceBuffer<int> atom_base;     // culled JIT: sorted by type
+  cuda::DeviceBuffer<float> atom_cut2;
+  cuda::DeviceBuffer<int> type_first;
+  cuda::DeviceBuffer<double> atom_xyz_sorted;
   BasisView view{};
   int components_padded = 0, orbitals_padded = 0;
   std::size_t chunk_points = 0;  // basis-matrix columns per step (shrinks on out-of-memory)
 
-  void init(const GpuJob& job, int dev, bool want_jit, bool jit_split = jit_split_coordinates(),
-            bool jit_brick = jit_brick_layout(), bool jit_brick3d = jit_brick3d_layout()) {
+  DeviceState() = default;
+  DeviceState(const DeviceState&) = delete;
+  DeviceState& operator=(const DeviceState&) = delete;
+  ~DeviceState() {
+    for (int b = 0; b < 2; ++b) PinnedPool::instance().give(std::move(staging[b]), staging_capacity[b]);
+  }
+  void ensure_staging(int b, std::size_t n) {
+    if (staging_capacity[b] >= n) {
+      staging[b].resize(n);
+      return;
+    }
+    PinnedPool::instance().give(std::move(staging[b]), staging_capacity[b]);
+    staging_capacity[b] = 0;
+    staging[b] = PinnedPool::instance().take(n, staging_capacity[b]);
+  }
+
+  void init(const GpuJob& job, int dev, bool want_jit, const JitVariant& jit = jit_variant_from_env()) {
     device = dev;
     const auto& basis = *job.basis;
     stream = std::make_unique<cuda::Stream>();
@@ -604,8 +738,12 @@ struct DeviceState {
     view = BasisView{atom_xyz.data(), atom_first_shell.data(), shells.data(), shell_cut.data(), primitives.data(),
                      static_cast<int>(basis.atom_count()), static_cast<int>(basis.shells.size()),
                      static_cast<int>(basis.exponent.size()), basis.components};
-    const bool matrix_path = job.weights != nullptr || job.orbitals > 4;
-    if (matrix_path) {
+    copy_stream = std::make_unique<cuda::Stream>();
+    for (int b = 0; b < 2; ++b) {
+      computed[b] = std::make_unique<cuda::Event>(false);
+      copied[b] = std::make_unique<cuda::Event>(false);
+    }
+    if (use_matrix_path(job)) {
       components_padded = (basis.components + kTileK - 1) / kTileK * kTileK;
       const std::size_t tile_o = 16u * static_cast<std::size_t>(contraction_width(job.orbitals));
       orbitals_padded = static_cast<int>((job.orbitals + tile_o - 1) / tile_o * tile_o);
@@ -628,9 +766,29 @@ struct DeviceState {
       const std::size_t budget = std::min<std::size_t>(512u << 20, free_bytes / 4);
       chunk_points = std::max<std::size_t>(kTileP, budget / (sizeof(float) * components_padded) / kTileP * kTileP);
     } else if (want_jit) {
-      const auto source = detail::generate_jit_source(basis, jit_split, jit_brick, jit_brick3d);
+      const auto source = jit_source_for(basis, jit);
       jit_brick_layout_used = source.brick_layout;
       jit_brick3d_layout_used = source.brick3d_layout;
+      jit_culled = source.culled;
+      jit_cull = source.cull;
+      if (source.culled) {
+        std::vector<double> xyz;
+        std::vector<int> bases;
+        std::vector<float> cuts;
+        for (const int a : source.atom_order) {
+          const std::size_t au = static_cast<std::size_t>(a);
+          for (int d = 0; d < 3; ++d) xyz.push_back(basis.atom_xyz[3 * au + static_cast<std::size_t>(d)]);
+          const int first = basis.atom_first_shell[au], last = basis.atom_first_shell[au + 1];
+          bases.push_back(first < last ? basis.shells[static_cast<std::size_t>(first)].first_component : 0);
+          float cut = 0;
+          for (int sh = first; sh < last; ++sh) cut = std::max(cut, basis.shells[static_cast<std::size_t>(sh)].cutoff_r2);
+          cuts.push_back(cut);
+        }
+        atom_xyz_sorted.upload(xyz, *stream);
+        atom_base.upload(bases, *stream);
+        atom_cut2.upload(cuts, *stream);
+        type_first.upload(source.type_first, *stream);
+      }
       std::vector<float> split;
       for (std::size_t a = 0; a < basis.atom_count(); ++a) {
         float hi[3], lo[3];
@@ -649,13 +807,7 @@ struct DeviceState {
         tb.push_back(make_int2(source.atom_type[a], base));
       }
       atom_type_base.upload(tb, *stream);
-      JitRequest request;
-      request.source = source.source;
-      request.program_name = "molaccel_orbital_jit.cu";
-      request.kernel_names = {source.kernel_name};
-      cudaDeviceProp prop{};
-      MOLACCEL_CUDA_TRY(cudaGetDeviceProperties(&prop, dev));
-      request.arch = fmt::format("sm_{}{}", prop.major, prop.minor);
+      const JitRequest request = jit_request(source, dev);
       const JitProgram compiled = default_jit_cache().compile(request);
       program = std::make_unique<cuda::LoadedProgram>(compiled);
       jit_kernel = program->kernel(source.kernel_name);
@@ -688,7 +840,17 @@ void launch_orbital(DeviceState& st, const GpuJob& job, std::size_t o, std::size
   const dim3 blocks(static_cast<unsigned>((grid.counts[2] + kPointsPerBlock - 1) / kPointsPerBlock),
                     static_cast<unsigned>(grid.counts[1]), static_cast<unsigned>(planes));
   const float* coef = st.coefficients.data() + o * job.basis->components;
-  if (st.jit_kernel) {
+  if (st.jit_kernel && st.jit_culled) {
+    const std::size_t shared = sizeof(float) * job.basis->components;
+    const detail::CullLayout& l = st.jit_cull;
+    const std::size_t first_brick = p0 / static_cast<std::size_t>(l.bx);
+    const std::size_t last_brick = (p0 + planes - 1) / static_cast<std::size_t>(l.bx);
+    const dim3 jit_blocks(static_cast<unsigned>((grid.counts[2] + l.bz - 1) / l.bz),
+                          static_cast<unsigned>((grid.counts[1] + l.by - 1) / l.by),
+                          static_cast<unsigned>(last_brick - first_brick + 1));
+    cuda::launch(st.jit_kernel, jit_blocks, block, shared, *st.stream, st.atom_xyz_sorted.data(), st.atom_base.data(),
+                 st.atom_cut2.data(), st.type_first.data(), st.view.atoms, coef, g, dst);
+  } else if (st.jit_kernel) {
     const std::size_t shared = sizeof(float) * job.basis->components;
     const std::size_t per_block = static_cast<std::size_t>(kPointsPerBlock) * st.jit_points_per_thread;
     const dim3 jit_blocks = st.jit_brick3d_layout_used
@@ -788,7 +950,75 @@ int current_device() {
   return dev;
 }
 
+// Compute of planes [p, p + planes) into dst (outputs x points of those planes).
+void launch_planes(DeviceState& st, const GpuJob& job, std::size_t p, std::size_t planes, float* dst) {
+  const std::size_t points = planes * job.grid->counts[1] * job.grid->counts[2];
+  if (use_matrix_path(job) && sparse_matrix_path()) {
+    launch_sparse(st, job, p, planes, dst, points);
+  } else if (use_matrix_path(job)) {
+    launch_matrix(st, job, p * job.grid->counts[1] * job.grid->counts[2], points, dst, points);
+  } else {
+    for (std::size_t o = 0; o < job.orbitals; ++o) launch_orbital(st, job, o, p, planes, dst + o * points);
+  }
+}
+
+// Host copy of one finished chunk (pinned staging, outputs x points) into the job's output rows,
+// on a few threads (a single thread copies ~5-10 GB/s, slower than the device-to-host DMA).
+void drain_chunk(const float* staging, const GpuJob& job, std::size_t p, std::size_t points, std::size_t outputs) {
+  const std::size_t plane_points = job.grid->counts[1] * job.grid->counts[2];
+  const std::size_t n_points = job.grid->point_count();
+  constexpr std::size_t kPiece = 1u << 18;  // floats per piece (1 MiB)
+  const std::size_t pieces_per_output = (points + kPiece - 1) / kPiece;
+  const int threads = std::min(4, cpu_info().logical_cores);
+  parallel_for(outputs * pieces_per_output, threads, 1, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) {
+      const std::size_t o = i / pieces_per_output, first = (i % pieces_per_output) * kPiece;
+      const std::size_t n = std::min(kPiece, points - first);
+      std::memcpy(job.out + o * n_points + p * plane_points + first, staging + o * points + first, n * sizeof(float));
+    }
+  });
+}
+
+// One tile, pipelined over chunks of planes: the kernels of chunk c+1 run while chunk c is copied
+// to a pinned buffer and chunk c-1 is copied from pinned memory into the output. The only host
+// waits are on copy events (one per chunk, not per orbital). Chunks depend on the tile only, so
+// the values do not depend on how many GPUs share the grid.
+void run_tile(DeviceState& st, const GpuJob& job, std::size_t plane_begin, std::size_t plane_end, std::size_t step) {
+  const std::size_t plane_points = job.grid->counts[1] * job.grid->counts[2];
+  const std::size_t outputs = job.weights ? 1 : job.orbitals;
+  std::vector<std::pair<std::size_t, std::size_t>> chunks;  // first plane, planes
+  for (std::size_t p = plane_begin; p < plane_end; p += step) chunks.emplace_back(p, std::min(step, plane_end - p));
+  const std::size_t capacity = std::min(step, plane_end - plane_begin) * plane_points * outputs;
+  for (std::size_t b = 0; b < 2 && b < chunks.size(); ++b) {
+    st.results[b].resize(capacity);
+    st.ensure_staging(static_cast<int>(b), capacity);
+  }
+  auto drain = [&](std::size_t c) {
+    st.copied[c % 2]->synchronize();
+    drain_chunk(st.staging[c % 2].data(), job, chunks[c].first, chunks[c].second * plane_points, outputs);
+  };
+  for (std::size_t c = 0; c < chunks.size(); ++c) {
+    const std::size_t slot = c % 2;
+    const std::size_t points = chunks[c].second * plane_points;
+    // The result buffer of this slot is free once the copy of chunk c-2 has finished.
+    if (c >= 2) MOLACCEL_CUDA_TRY(cudaStreamWaitEvent(*st.stream, st.copied[slot]->get(), 0));
+    launch_planes(st, job, chunks[c].first, chunks[c].second, st.results[slot].data());
+    st.computed[slot]->record(*st.stream);
+    MOLACCEL_CUDA_TRY(cudaStreamWaitEvent(*st.copy_stream, st.computed[slot]->get(), 0));
+    MOLACCEL_CUDA_TRY(cudaMemcpyAsync(st.staging[slot].data(), st.results[slot].data(), points * outputs * sizeof(float),
+                                      cudaMemcpyDeviceToHost, *st.copy_stream));
+    st.copied[slot]->record(*st.copy_stream);
+    if (c >= 1) drain(c - 1);  // staging[slot ^ 1] is free again for chunk c+1 after this
+  }
+  drain(chunks.size() - 1);
+}
+
 }  // namespace
+
+void precompile(const GpuJob& job, int device) {
+  if (!job.jit || use_matrix_path(job)) return;
+  (void)default_jit_cache().compile(jit_request(jit_source_for(*job.basis, jit_variant_from_env()), device));
+}
 
 std::string evaluate_planes(WorkerContext& ctx, const GpuJob& job, std::size_t plane_begin, std::size_t plane_end) {
   cuda::DeviceGuard guard(ctx.worker().device);
@@ -796,55 +1026,51 @@ std::string evaluate_planes(WorkerContext& ctx, const GpuJob& job, std::size_t p
   if (!st.ready) st.init(job, ctx.worker().device, job.jit);
   const GridSpec& grid = *job.grid;
   const std::size_t plane_points = grid.counts[1] * grid.counts[2];
-  const std::size_t n_points = grid.point_count();
-  const bool matrix_path = job.weights != nullptr || job.orbitals > 4;
-  // Out of memory: halve the planes per launch and retry inside the tile.
-  std::size_t step = plane_end - plane_begin;
-  for (std::size_t p = plane_begin; p < plane_end;) {
-    const std::size_t planes = std::min(step, plane_end - p);
+  const std::size_t outputs = job.weights ? 1 : job.orbitals;
+  const std::size_t tile_planes = plane_end - plane_begin;
+  // Chunks: about a third of the tile (so copies overlap kernels), at most ~8M values (32 MiB).
+  std::size_t step = std::max<std::size_t>(1, std::min((tile_planes + 2) / 3, (8u << 20) / std::max<std::size_t>(1, plane_points * outputs)));
+  if (st.chunk_planes > 0) step = std::min(step, st.chunk_planes);
+  // Out of memory: halve the planes per launch (then the basis-matrix chunk) and redo the tile.
+  for (;;) {
     try {
-      const std::size_t points = planes * plane_points;
-      const std::size_t outputs = job.weights ? 1 : job.orbitals;
-      st.result.resize(points * outputs);
-      if (matrix_path && sparse_matrix_path()) {
-        launch_sparse(st, job, p, planes, st.result.data(), points);
-      } else if (matrix_path) {
-        launch_matrix(st, job, p * plane_points, points, st.result.data(), points);
-      } else {
-        for (std::size_t o = 0; o < job.orbitals; ++o) launch_orbital(st, job, o, p, planes, st.result.data() + o * points);
-      }
-      // Results back to the host rows of this tile: one strided copy per output field.
-      MOLACCEL_CUDA_TRY(cudaMemcpy2DAsync(job.out + p * plane_points, n_points * sizeof(float), st.result.data(),
-                                          points * sizeof(float), points * sizeof(float), outputs,
-                                          cudaMemcpyDeviceToHost, *st.stream));
-      st.stream->synchronize();
-      p += planes;
+      run_tile(st, job, plane_begin, plane_end, step);
+      break;
     } catch (const CudaError& e) {
       if (!e.is_out_of_memory() || (step == 1 && st.chunk_points <= kTileP)) throw;
       cudaGetLastError();  // clear the sticky allocation error
-      st.result.reset();
+      cudaStreamSynchronize(*st.stream);
+      cudaStreamSynchronize(*st.copy_stream);
+      for (int b = 0; b < 2; ++b) {
+        st.results[b].reset();
+      }
       st.basis_matrix.reset();
       if (step > 1) step = std::max<std::size_t>(1, step / 2);
       else st.chunk_points = std::max<std::size_t>(kTileP, st.chunk_points / 2);
+      st.chunk_planes = step;
       log_warn("orbital: out of GPU memory on {}, retrying with {} plane(s) per launch", ctx.worker().name(), step);
+    } catch (...) {
+      // The tile goes to another worker; this worker's next tile must not race a copy still in flight.
+      cudaStreamSynchronize(*st.stream);
+      cudaStreamSynchronize(*st.copy_stream);
+      throw;
     }
   }
-  if (matrix_path) {
+  if (use_matrix_path(job)) {
     const char* kind = sparse_matrix_path() ? "cuda/sparse-basis-matrix" : "cuda/basis-matrix";
     return job.weights ? std::string(kind) + "+density" : std::string(kind);
   }
-  return st.jit_kernel ? "cuda/jit" : "cuda/generic";
+  if (!st.jit_kernel) return "cuda/generic";
+  return st.jit_culled ? "cuda/jit-cull-" + st.jit_cull.name() : std::string("cuda/jit");
 }
 
 double time_kernel(int device, const GpuJob& job, const std::string& kind, int repeats) {
   cuda::DeviceGuard guard(device);
   DeviceState st;
   GpuJob local = job;
-  // "jit" = the default JIT kernel; "jit-split" / "jit-brick" = the opt-in variants.
-  local.jit = kind == "jit" || kind == "jit-split" || kind == "jit-brick" || kind == "jit-brick3d" || kind == "jit-row";
-  const bool variant = kind.rfind("jit-", 0) == 0;
-  st.init(local, device, local.jit, variant ? kind == "jit-split" : jit_split_coordinates(),
-          variant ? kind == "jit-brick" : jit_brick_layout(), variant ? kind == "jit-brick3d" : jit_brick3d_layout());
+  // "jit" = the default JIT kernel; "jit-..." = the variants (see jit_variant_named).
+  local.jit = kind.rfind("jit", 0) == 0;
+  st.init(local, device, local.jit, local.jit ? jit_variant_named(kind) : jit_variant_from_env());
   const GridSpec& grid = *job.grid;
   const std::size_t n_points = grid.point_count();
   const bool density = kind.rfind("density", 0) == 0;  // "density", "density-dense", "density-sparse"

@@ -26,6 +26,10 @@ struct GpuJob {
 // (basis, coefficients, compiled JIT program) lives in ctx.local<>(). Returns the kernel name used.
 std::string evaluate_planes(WorkerContext& ctx, const GpuJob& job, std::size_t plane_begin, std::size_t plane_end);
 
+// Compiles the job's JIT program for `device`'s architecture into the JIT cache (when the job
+// takes the JIT path), so that the GPU workers only load it.
+void precompile(const GpuJob& job, int device);
+
 // Timing helpers for the benchmarks: runs the chosen kernel over the whole grid on `device`,
 // keeping results on the device, `repeats` times; returns milliseconds per run (median of CUDA
 // event timings). kind: "jit", "generic", "density".

@@ -1,0 +1,20 @@
+// Evaluation on an explicit worker pool instead of Resources (the tests use it to run the
+// multi-device path with two workers on one GPU, which DeviceSpec does not allow). Same contract
+// as evaluate_orbitals_into / the density: out holds orbitals x points (or points) values.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "molaccel/orbital.hpp"
+
+namespace molaccel::orbital::detail {
+
+void evaluate_orbitals_on_pool(WorkerPool& pool, const Wavefunction& wfn, const GridSpec& grid,
+                               const std::vector<OrbitalRef>& orbitals, float* out, std::size_t size,
+                               const EvaluateOptions& options = {}, EvaluationInfo* info = nullptr);
+void evaluate_density_on_pool(WorkerPool& pool, const Wavefunction& wfn, const GridSpec& grid, DensityKind kind,
+                              float* out, std::size_t size, const EvaluateOptions& options = {},
+                              EvaluationInfo* info = nullptr);
+
+}  // namespace molaccel::orbital::detail
