@@ -52,6 +52,16 @@ for s in "${sets[@]}"; do
 done
 cmp -s "$work/hits-0.tsv" "$work/hits-${sets[-1]}.tsv" && echo "align: hits identical on 1 and ${#sets[@]} GPU sets" || echo "align: HITS DIFFER between GPU counts"
 
+# align, the GPU part alone: bench_align_search times the same search with 1..N devices (compute
+# + upload + layout, in-memory database; and with loading from a makedb directory).
+$build/bench/align/bench_align_search --gpu-only --repeats 3 --max-gpus "$gpus" 2>&1 | tee "$out/align-bench.log" \
+  | grep -E "^align/|GPUs|gpus" || echo "bench_align_search failed"
+
+# orbital: a batch of 32 orbitals of C60 6-31G* (172^3 grid each) on 1..N GPUs, results in host
+# memory, checked bitwise identical across GPU counts.
+$build/bench/orbital/bench_orbital_c60 --quick --batch 32 2>&1 | tee "$out/orbital-batch.log" \
+  | grep -E "^batch|^path|^sparse basis|^per-orbital|identical|GPUs" || echo "orbital batch failed"
+
 # lingo: top-100 of the 367k set against itself. Whole command (reading, encoding, the TSV of
 # 36.7 M hits) and the search phase alone (the tiles over the GPUs, from the --json report).
 data=.deps/lingo/molecules_367k.smi.gz
