@@ -117,15 +117,15 @@ TEST(LingoCuda, NeighborsOnTheGpu) {
 }
 
 // Neighbours on the GPU order the set by size and skip whole tiles whose size ranges cannot reach
-// T (min/max < T). 9,000 molecules of very different sizes, in mixed input order, give 3 x 3
-// tiles of 4,096 (upper triangle: 6), some skipped; the result must equal the CPU backend's (itself tested against
-// the reference), in input indices.
+// T (min/max < T). 18,000 molecules of very different sizes, in mixed input order, give 3 x 3
+// tiles of 8,192 (the GPU default; upper triangle: 6), some skipped; the result must equal the
+// CPU backend's (itself tested against the reference), in input indices.
 TEST(LingoCuda, NeighborsSkipTilesBySize) {
   MOLACCEL_REQUIRE_GPU();
-  const auto small = random_smiles_set(61, 3000, 1, 4), medium = random_smiles_set(62, 3000, 20, 40),
-             large = random_smiles_set(63, 3000, 80, 100);
+  const auto small = random_smiles_set(61, 6000, 1, 4), medium = random_smiles_set(62, 6000, 20, 40),
+             large = random_smiles_set(63, 6000, 80, 100);
   std::vector<std::string> smiles;
-  for (std::size_t i = 0; i < 3000; ++i) {
+  for (std::size_t i = 0; i < 6000; ++i) {
     smiles.push_back(large[i]);
     smiles.push_back(small[i]);
     smiles.push_back(medium[i]);
@@ -135,7 +135,7 @@ TEST(LingoCuda, NeighborsSkipTilesBySize) {
                                   std::pair{0.6f, Metric::set}}) {
     const auto cpu = neighbors(Resources::cpu(2), set, t, with(Backend::cpu, metric));
     RunInfo info;
-    const auto gpu = neighbors(gpu_subject().resources, set, t, with(Backend::cuda, metric, 0, 4096), &info);
+    const auto gpu = neighbors(gpu_subject().resources, set, t, with(Backend::cuda, metric), &info);
     expect_same_hits(cpu, gpu, fmt::format("neighbors >= {} {} (tiles skipped by size)", t, to_string(metric)));
     EXPECT_GT(info.pairs_skipped, 0u) << t;
   }
