@@ -60,7 +60,7 @@ $build/bench/align/bench_align_search --gpu-only --repeats 3 --max-gpus "$gpus" 
 # orbital: a batch of 32 orbitals of C60 6-31G* (172^3 grid each) on 1..N GPUs, results in host
 # memory, checked bitwise identical across GPU counts.
 $build/bench/orbital/bench_orbital_c60 --quick --batch 32 2>&1 | tee "$out/orbital-batch.log" \
-  | grep -E "^batch|^path|^sparse basis|^per-orbital|identical|GPUs" || echo "orbital batch failed"
+  | grep -E "^batch|^path|^sparse basis|^per-orbital|^matrix, page|identical|GPUs" || echo "orbital batch failed"
 
 # lingo: top-100 of the 367k set against itself. Whole command (reading, encoding, the TSV of
 # 36.7 M hits) and the search phase alone (the tiles over the GPUs, from the --json report).

@@ -39,6 +39,6 @@ status_line "gpu tests" "$(grep -E 'tests passed' "$log/gpu-tests.txt" || echo '
 status_line "cpu tests" "$(grep -E 'tests passed' "$log/cpu-tests.txt" || echo 'failed (rc '$cpu_rc')')"
 grep -E "^orbital/" "$log/bench.txt" | cut -c1-160
 grep -E "JIT speed-up|sparse density path|culled JIT" "$log/bench.txt"
-grep -E "^batch|^path|^sparse basis|^per-orbital" "$log/batch.txt"
+grep -E "^batch|^path|^sparse basis|^per-orbital|^matrix, page" "$log/batch.txt"
 grep -E "^HOMO|^density of" "$log/demo.txt"
 [[ $gpu_rc -eq 0 && $cpu_rc -eq 0 && $batch_rc -eq 0 ]]

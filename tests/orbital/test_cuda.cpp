@@ -209,6 +209,44 @@ TEST(OrbitalCuda, TwoWorkersOnOneGpuGiveBitwiseTheSameGridsAndRedoFailedTiles) {
   EXPECT_EQ(rho1, rho2);
 }
 
+// Into page-locked output the copy engine writes each chunk's rows directly (2-D copies, no
+// staging): the same bits as into ordinary memory, for one orbital (JIT), a batch (basis-matrix
+// path) and a density, on one and two workers.
+TEST(OrbitalCuda, PageLockedOutputIsWrittenDirectlyWithTheSameBits) {
+  MOLACCEL_REQUIRE_GPU();
+  const auto wfn = read_molden(test::bundled("threonine_631gs.molden"));
+  const GridSpec grid = automatic_grid(wfn, 2.0, 0.3);
+  WorkerInfo w0, w1;
+  w0.kind = w1.kind = WorkerInfo::Kind::gpu;
+  w0.device = w1.device = gpu_list().front().index;
+  w1.index = 1;
+  WorkerPool one({w0});
+  WorkerPool two({w0, w1});
+  const std::size_t n = grid.point_count();
+  EvaluateOptions options;
+  options.backend = Backend::cuda_jit;
+  for (std::size_t count : {std::size_t{1}, std::size_t{8}}) {
+    std::vector<OrbitalRef> refs;
+    for (std::size_t o = 0; o < count; ++o) refs.push_back({Spin::alpha, 20 + o});
+    std::vector<float> expected(n * count);
+    detail::evaluate_orbitals_on_pool(one, wfn, grid, refs, expected.data(), expected.size(), options);
+    auto pinned = allocate_host_buffer(n * count * sizeof(float));
+    ASSERT_TRUE(pinned.page_locked);
+    auto* out = reinterpret_cast<float*>(pinned.data.get());
+    for (WorkerPool* pool : {&one, &two}) {
+      std::fill(out, out + n * count, -1.0f);
+      detail::evaluate_orbitals_on_pool(*pool, wfn, grid, refs, out, n * count, options);
+      EXPECT_EQ(expected, std::vector<float>(out, out + n * count)) << count << " orbitals";
+    }
+  }
+  std::vector<float> rho(n);
+  detail::evaluate_density_on_pool(one, wfn, grid, DensityKind::total, rho.data(), rho.size(), options);
+  auto pinned = allocate_host_buffer(n * sizeof(float));
+  auto* out = reinterpret_cast<float*>(pinned.data.get());
+  detail::evaluate_density_on_pool(two, wfn, grid, DensityKind::total, out, n, options);
+  EXPECT_EQ(rho, std::vector<float>(out, out + n));
+}
+
 TEST(OrbitalCuda, MatchesPsi4Cubes) {
   MOLACCEL_REQUIRE_GPU();
   const auto resources = gpu_resources();

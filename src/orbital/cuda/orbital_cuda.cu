@@ -983,16 +983,49 @@ void drain_chunk(const float* staging, const GpuJob& job, std::size_t p, std::si
 // to a pinned buffer and chunk c-1 is copied from pinned memory into the output. The only host
 // waits are on copy events (one per chunk, not per orbital). Chunks depend on the tile only, so
 // the values do not depend on how many GPUs share the grid.
+bool is_page_locked(const void* p) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+    cudaGetLastError();  // an unknown pointer is ordinary memory
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeHost;
+}
+
+// Into page-locked output (molaccel::allocate_host_buffer, cudaHostAlloc) the copy engine writes
+// each chunk straight into its rows: no staging buffer, no host copy, so several GPUs are not
+// limited by the host threads' memcpy bandwidth.
+void run_tile_direct(DeviceState& st, const GpuJob& job, const std::vector<std::pair<std::size_t, std::size_t>>& chunks) {
+  const std::size_t plane_points = job.grid->counts[1] * job.grid->counts[2];
+  const std::size_t n_points = job.grid->point_count();
+  const std::size_t outputs = job.weights ? 1 : job.orbitals;
+  for (std::size_t c = 0; c < chunks.size(); ++c) {
+    const std::size_t slot = c % 2;
+    const std::size_t points = chunks[c].second * plane_points;
+    if (c >= 2) MOLACCEL_CUDA_TRY(cudaStreamWaitEvent(*st.stream, st.copied[slot]->get(), 0));
+    launch_planes(st, job, chunks[c].first, chunks[c].second, st.results[slot].data());
+    st.computed[slot]->record(*st.stream);
+    MOLACCEL_CUDA_TRY(cudaStreamWaitEvent(*st.copy_stream, st.computed[slot]->get(), 0));
+    MOLACCEL_CUDA_TRY(cudaMemcpy2DAsync(job.out + chunks[c].first * plane_points, n_points * sizeof(float),
+                                        st.results[slot].data(), points * sizeof(float), points * sizeof(float),
+                                        outputs, cudaMemcpyDeviceToHost, *st.copy_stream));
+    st.copied[slot]->record(*st.copy_stream);
+  }
+  MOLACCEL_CUDA_TRY(cudaStreamSynchronize(*st.copy_stream));
+}
+
 void run_tile(DeviceState& st, const GpuJob& job, std::size_t plane_begin, std::size_t plane_end, std::size_t step) {
   const std::size_t plane_points = job.grid->counts[1] * job.grid->counts[2];
   const std::size_t outputs = job.weights ? 1 : job.orbitals;
   std::vector<std::pair<std::size_t, std::size_t>> chunks;  // first plane, planes
   for (std::size_t p = plane_begin; p < plane_end; p += step) chunks.emplace_back(p, std::min(step, plane_end - p));
   const std::size_t capacity = std::min(step, plane_end - plane_begin) * plane_points * outputs;
+  const bool direct = is_page_locked(job.out);
   for (std::size_t b = 0; b < 2 && b < chunks.size(); ++b) {
     st.results[b].resize(capacity);
-    st.ensure_staging(static_cast<int>(b), capacity);
+    if (!direct) st.ensure_staging(static_cast<int>(b), capacity);
   }
+  if (direct) return run_tile_direct(st, job, chunks);
   auto drain = [&](std::size_t c) {
     st.copied[c % 2]->synchronize();
     drain_chunk(st.staging[c % 2].data(), job, chunks[c].first, chunks[c].second * plane_points, outputs);
