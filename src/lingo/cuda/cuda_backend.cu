@@ -600,6 +600,30 @@ struct DeviceSlice {
     MOLACCEL_CUDA_TRY(cudaStreamSynchronize(stream));
   }
 
+  // Sizes every buffer for the largest of the row ranges [first + i*step, ...) up to `last`, so
+  // that loading them in turn never reallocates: a cudaFree waits for the whole device, which
+  // would stall a pipeline's copy in flight.
+  void reserve(const detail::FeatureSet* fs, const detail::EncodedSet& es, std::size_t first, std::size_t last,
+               std::size_t step) {
+    std::size_t rows = 1, feats = 1, entries = 1;
+    for (std::size_t b = first; b < last; b += step) {
+      const std::size_t e = std::min(last, b + step);
+      rows = std::max(rows, e - b);
+      if (fs) feats = std::max<std::size_t>(feats, fs->offsets[e] - fs->offsets[b]);
+      entries = std::max<std::size_t>(entries, es.offsets[e] - es.offsets[b]);
+    }
+    if (fs) {
+      feature_offsets.resize(rows + 1);
+      features.resize(feats);
+      feature_sizes.resize(rows);
+    }
+    offsets.resize(rows + 1);
+    ids.resize(entries);
+    counts.resize(entries);
+    magnitudes.resize(rows);
+    distinct.resize(rows);
+  }
+
   void load(const detail::FeatureSet* fs, const detail::EncodedSet& es, std::size_t b, std::size_t e,
             cudaStream_t stream) {
     valid = false;
@@ -960,6 +984,15 @@ struct GpuJob::Impl {
     pass = std::min({pass, rect.rows(), std::max<std::size_t>(1, budget(device) / cols)});
     std::optional<StagingLease> staging_lease;  // not needed when copying straight into `direct`
     if (!direct) staging_lease.emplace(pass * cols * elem);
+    // Every per-pass buffer at its largest size up front: no reallocation (and no cudaFree, which
+    // would wait for the copy in flight) inside the loop.
+    s.queries.reserve(use_features ? &qfs() : nullptr, encoding.query_set(), rect.row_begin, rect.row_end, pass);
+    s.groups.resize(std::max<std::size_t>(pass, 1));
+    s.fallback_rows.resize(std::max<std::size_t>(pass, 1));
+    for (int b = 0; b < 2; ++b) {
+      s.pipe_sims[b].resize(std::max<std::size_t>(pass * cols, 1));
+      if (type != OutputType::fp32) s.pipe_packed[b].resize(std::max<std::size_t>(pass * cols * elem, 1));
+    }
     std::future<void> drains[2];
     try {
       std::size_t i = 0;
