@@ -32,26 +32,6 @@ inline std::filesystem::path demo_set_path() {
   return std::filesystem::path(MOLACCEL_SOURCE_DIR) / "data" / "lingo" / "demo4096.smi";
 }
 
-// Rows `indices` of `set`, in that order.
-inline MoleculeSet subset(const MoleculeSet& set, const std::vector<std::size_t>& indices) {
-  MoleculeSet out;
-  out.q = set.q;
-  out.preprocessing = set.preprocessing;
-  for (std::size_t i : indices) {
-    out.names.push_back(set.names[i]);
-    for (auto e = set.offsets[i]; e < set.offsets[i + 1]; ++e) {
-      if (set.wide_keys())
-        out.keys64.push_back(set.keys64[e]);
-      else
-        out.keys32.push_back(set.keys32[e]);
-      out.counts.push_back(set.counts[e]);
-    }
-    out.offsets.push_back(out.counts.size());
-    out.magnitudes.push_back(set.magnitudes[i]);
-  }
-  return out;
-}
-
 // A random subset of `count` molecules: partial Fisher-Yates driven by mt19937_64(seed), with
 // `rng() % range` (portable, unlike std::shuffle), in the order drawn.
 inline std::vector<std::size_t> random_indices(std::size_t n, std::size_t count, std::uint64_t seed) {

@@ -38,7 +38,7 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
   const std::size_t rows = std::min<std::size_t>(n, quick ? 32 : 128);
   std::vector<std::size_t> first(rows);
   for (std::size_t i = 0; i < rows; ++i) first[i] = i;
-  const MoleculeSet head = lingo_bench::subset(set, first);
+  const MoleculeSet head = molaccel::lingo::subset(set, first);
   const double block_pairs = static_cast<double>(rows) * n;
 
   const auto ref = mb::measure(
@@ -198,7 +198,7 @@ int main(int argc, char** argv) {
 #endif
     }
     run_set(fmt::format("367k subset seed {}", lingo_bench::kSubsetSeed),
-            lingo_bench::subset(big, lingo_bench::random_indices(big.size(), n, lingo_bench::kSubsetSeed)),
+            molaccel::lingo::subset(big, lingo_bench::random_indices(big.size(), n, lingo_bench::kSubsetSeed)),
             quick);
   }
   return 0;

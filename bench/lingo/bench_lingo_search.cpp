@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
   const double read_s = now_seconds() - t0;
   if (n_queries == 0) n_queries = quick ? 16384 : db.size();
   const auto queries =
-      lingo_bench::subset(db, lingo_bench::random_indices(db.size(), n_queries, lingo_bench::kSubsetSeed));
+      molaccel::lingo::subset(db, lingo_bench::random_indices(db.size(), n_queries, lingo_bench::kSubsetSeed));
   std::printf("read %zu molecules in %.2f s; %zu queries (seed %llu), k = 100\n", db.size(), read_s,
               queries.size(), static_cast<unsigned long long>(lingo_bench::kSubsetSeed));
   mb::print_header();
@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
   {
     std::vector<std::size_t> first(std::min<std::size_t>(256, queries.size()));
     for (std::size_t i = 0; i < first.size(); ++i) first[i] = i;
-    const auto slice = lingo_bench::subset(queries, first);
+    const auto slice = molaccel::lingo::subset(queries, first);
     o.backend = Backend::cpu;
     RunInfo info;
     const auto t = mb::measure([&] { search(Resources::cpu(0), slice, db, k, o, &info); }, 0, 1);

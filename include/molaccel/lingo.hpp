@@ -81,6 +81,9 @@ struct MoleculeSet {
   void add(std::string name, std::string_view preprocessed);
 };
 
+// The molecules `indices` of `set`, in that order (a subset, a permutation, repeats allowed).
+MoleculeSet subset(const MoleculeSet& set, const std::vector<std::size_t>& indices);
+
 // Builds a set from SMILES strings (names default to "1", "2", ...). Throws InputError naming
 // `origin` and the 1-based index for an invalid SMILES.
 MoleculeSet make_molecules(const std::vector<std::string>& smiles, const LingoOptions& options,

@@ -222,6 +222,16 @@ const krylov_operations<T>& operations_for(bool jacobi) {
   return jacobi ? preconditioned : plain;
 }
 
+// Timing, final residual and x on the host: the end of every solve path.
+template <class T>
+void finish_result(solver_result& result, const vector<T>& x, double start) {
+  result.seconds = now_seconds() - start;
+  result.seconds_per_iteration = result.iterations ? result.seconds / result.iterations : 0;
+  result.relative_residual = result.residual_history.back();
+  const auto x_host = x.to_host();
+  result.x.assign(x_host.begin(), x_host.end());
+}
+
 template <class T>
 solver_result solve_on(const placement& where, const host_csr<double>& host_a, std::span<const double> host_b,
                        const solver_options& options, bool show_progress) {
@@ -305,11 +315,7 @@ solver_result solve_on(const placement& where, const host_csr<double>& host_a, s
         if (progress) progress->set(std::size_t(result.iterations));
       }
       if (progress) progress->finish();
-      result.seconds = now_seconds() - start;
-      result.seconds_per_iteration = result.iterations ? result.seconds / result.iterations : 0;
-      result.relative_residual = result.residual_history.back();
-      const auto x_host = x.to_host();
-      result.x.assign(x_host.begin(), x_host.end());
+      finish_result(result, x, start);
       result.kernels_per_iteration = 1;  // at most: one launch per batch of iterations
       result.backend = fmt::format("{} resident ({})", where.describe(), resident->describe());
       return result;
@@ -429,11 +435,7 @@ solver_result solve_on(const placement& where, const host_csr<double>& host_a, s
     if (progress) progress->set(std::size_t(result.iterations));
   }
   if (progress) progress->finish();
-  result.seconds = now_seconds() - start;
-  result.seconds_per_iteration = result.iterations ? result.seconds / result.iterations : 0;
-  result.relative_residual = result.residual_history.back();
-  const auto x_host = x.to_host();
-  result.x.assign(x_host.begin(), x_host.end());
+  finish_result(result, x, start);
   if (gpu) {
     result.kernels_per_iteration =
         cg ? ops.cg_q->kernels_per_run() + ops.cg_x->kernels_per_run() + ops.cg_p->kernels_per_run()

@@ -655,34 +655,6 @@ std::vector<Hit> search(const Resources& resources, const MoleculeSet& queries, 
 }
 
 // ---- neighbours and clusters ----------------------------------------------------------------------
-// The set with molecule i of the result = molecule order[i] of `set`.
-MoleculeSet permuted(const MoleculeSet& set, const std::vector<std::uint32_t>& order) {
-  MoleculeSet out;
-  out.q = set.q;
-  out.preprocessing = set.preprocessing;
-  out.names.reserve(set.names.size());
-  out.offsets.reserve(set.offsets.size());
-  out.magnitudes.reserve(set.magnitudes.size());
-  out.counts.reserve(set.counts.size());
-  if (set.wide_keys())
-    out.keys64.reserve(set.total_entries());
-  else
-    out.keys32.reserve(set.total_entries());
-  for (const std::uint32_t i : order) {
-    if (i < set.names.size()) out.names.push_back(set.names[i]);
-    for (std::uint64_t e = set.offsets[i]; e < set.offsets[i + 1]; ++e) {
-      if (set.wide_keys())
-        out.keys64.push_back(set.keys64[e]);
-      else
-        out.keys32.push_back(set.keys32[e]);
-      out.counts.push_back(set.counts[e]);
-    }
-    out.offsets.push_back(out.counts.size());
-    out.magnitudes.push_back(set.magnitudes[i]);
-  }
-  return out;
-}
-
 std::vector<Hit> neighbors(const Resources& resources, const MoleculeSet& db, float threshold,
                            const ComputeOptions& options, RunInfo* info) {
   if (!(threshold >= 0.0f && threshold <= 1.0f))
@@ -696,7 +668,7 @@ std::vector<Hit> neighbors(const Resources& resources, const MoleculeSet& db, fl
   auto size_of = [&](const MoleculeSet& set, std::size_t i) -> std::uint64_t {
     return options.metric == Metric::tanimoto ? set.magnitudes[i] : set.distinct(i);
   };
-  std::vector<std::uint32_t> order;
+  std::vector<std::size_t> order;
   MoleculeSet by_size;
   bool gpu_engine = false;  // as Job::resolve_engine decides
 #ifdef MOLACCEL_HAVE_CUDA
@@ -704,10 +676,10 @@ std::vector<Hit> neighbors(const Resources& resources, const MoleculeSet& db, fl
 #endif
   if (gpu_engine && threshold > 0.0f && n > 1) {
     order.resize(n);
-    for (std::size_t i = 0; i < n; ++i) order[i] = static_cast<std::uint32_t>(i);
+    for (std::size_t i = 0; i < n; ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(),
-                     [&](std::uint32_t a, std::uint32_t b) { return size_of(db, a) < size_of(db, b); });
-    by_size = permuted(db, order);
+                     [&](std::size_t a, std::size_t b) { return size_of(db, a) < size_of(db, b); });
+    by_size = subset(db, order);
   }
   const MoleculeSet& set = order.empty() ? db : by_size;
   Job job(resources, set, nullptr, options, true);
@@ -743,8 +715,8 @@ std::vector<Hit> neighbors(const Resources& resources, const MoleculeSet& db, fl
   });
   if (!order.empty())
     for (Hit& h : hits) {
-      h.query = order[h.query];
-      h.target = order[h.target];
+      h.query = static_cast<std::uint32_t>(order[h.query]);
+      h.target = static_cast<std::uint32_t>(order[h.target]);
       if (h.query > h.target) std::swap(h.query, h.target);
     }
   std::sort(hits.begin(), hits.end(), [](const Hit& a, const Hit& b) {

@@ -112,6 +112,29 @@ std::string unpack_lingo(std::uint64_t key, int q) {
   return s;
 }
 
+MoleculeSet subset(const MoleculeSet& set, const std::vector<std::size_t>& indices) {
+  MoleculeSet out;
+  out.q = set.q;
+  out.preprocessing = set.preprocessing;
+  out.names.reserve(indices.size());
+  out.offsets.reserve(indices.size() + 1);
+  out.magnitudes.reserve(indices.size());
+  for (const std::size_t i : indices) {
+    if (i >= set.size()) throw Error(fmt::format("subset: index {} of a set of {}", i, set.size()), __FILE__, __LINE__);
+    if (i < set.names.size()) out.names.push_back(set.names[i]);
+    for (std::uint64_t e = set.offsets[i]; e < set.offsets[i + 1]; ++e) {
+      if (set.wide_keys())
+        out.keys64.push_back(set.keys64[e]);
+      else
+        out.keys32.push_back(set.keys32[e]);
+      out.counts.push_back(set.counts[e]);
+    }
+    out.offsets.push_back(out.counts.size());
+    out.magnitudes.push_back(set.magnitudes[i]);
+  }
+  return out;
+}
+
 void MoleculeSet::add(std::string name, std::string_view text) {
   MOLACCEL_EXPECTS(q >= kMinQ && q <= kMaxQ, "q must be in 1..8");
   const std::size_t n = text.size() >= static_cast<std::size_t>(q) ? text.size() - q + 1 : 0;

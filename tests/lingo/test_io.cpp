@@ -183,5 +183,28 @@ TEST(LingoReader, BundledDemoSetStatistics) {
   EXPECT_NEAR(distinct / 4096, 29.3, 0.5);  // the SIML paper's Table 1: 29.31 distinct Lingos
 }
 
+// subset: molecules in the given order (the GPU neighbours path orders the set by size with it).
+TEST(LingoMolecules, SubsetKeepsMoleculesInTheGivenOrder) {
+  for (int q : {4, 6}) {
+    LingoOptions options;
+    options.q = q;
+    const auto set = make_molecules({"CCOc1ccccc1", "C", "N#CCCl", "c1ccncc1O"}, options);
+    const auto picked = subset(set, {3, 0, 0, 2});
+    ASSERT_EQ(picked.size(), 4u);
+    EXPECT_EQ(picked.names, (std::vector<std::string>{set.names[3], set.names[0], set.names[0], set.names[2]}));
+    for (auto [k, i] : {std::pair{0, 3}, std::pair{1, 0}, std::pair{2, 0}, std::pair{3, 2}}) {
+      EXPECT_EQ(picked.magnitudes[k], set.magnitudes[i]);
+      EXPECT_EQ(similarity(picked, k, set, i, Metric::tanimoto), 1.0f);
+      ASSERT_EQ(picked.distinct(k), set.distinct(i));
+      for (std::size_t e = 0; e < set.distinct(i); ++e) {
+        EXPECT_EQ(picked.key(picked.offsets[k] + e), set.key(set.offsets[i] + e));
+        EXPECT_EQ(picked.counts[picked.offsets[k] + e], set.counts[set.offsets[i] + e]);
+      }
+    }
+    EXPECT_EQ(subset(set, {}).size(), 0u);
+    EXPECT_THROW(subset(set, {4}), Error);
+  }
+}
+
 }  // namespace
 }  // namespace molaccel::lingo

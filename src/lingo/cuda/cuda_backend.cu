@@ -1110,20 +1110,11 @@ void GpuJob::dense(WorkerContext& ctx, const Rect& rect, float* out, std::size_t
   dense_to(ctx, rect, OutputType::fp32, reinterpret_cast<std::uint8_t*>(out), ld * sizeof(float));
 }
 
-bool is_page_locked(const void* p) {
-  cudaPointerAttributes attributes{};
-  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
-    cudaGetLastError();  // an unknown pointer is ordinary memory
-    return false;
-  }
-  return attributes.type == cudaMemoryTypeHost;
-}
-
 void GpuJob::dense_to(WorkerContext& ctx, const Rect& rect, OutputType type, std::uint8_t* out,
                       std::size_t ld_bytes) const {
   if (rect.rows() == 0 || rect.cols() == 0) return;
   const std::size_t row_bytes = rect.cols() * element_bytes(type);
-  if (is_page_locked(out)) {
+  if (cuda::is_page_locked(out)) {
     try {
       impl_->stream_passes(ctx, rect, type, nullptr, out, ld_bytes);
       return;

@@ -983,15 +983,6 @@ void drain_chunk(const float* staging, const GpuJob& job, std::size_t p, std::si
 // to a pinned buffer and chunk c-1 is copied from pinned memory into the output. The only host
 // waits are on copy events (one per chunk, not per orbital). Chunks depend on the tile only, so
 // the values do not depend on how many GPUs share the grid.
-bool is_page_locked(const void* p) {
-  cudaPointerAttributes attributes{};
-  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
-    cudaGetLastError();  // an unknown pointer is ordinary memory
-    return false;
-  }
-  return attributes.type == cudaMemoryTypeHost;
-}
-
 // Into page-locked output (molaccel::allocate_host_buffer, cudaHostAlloc) the copy engine writes
 // each chunk straight into its rows: no staging buffer, no host copy, so several GPUs are not
 // limited by the host threads' memcpy bandwidth.
@@ -1020,7 +1011,7 @@ void run_tile(DeviceState& st, const GpuJob& job, std::size_t plane_begin, std::
   std::vector<std::pair<std::size_t, std::size_t>> chunks;  // first plane, planes
   for (std::size_t p = plane_begin; p < plane_end; p += step) chunks.emplace_back(p, std::min(step, plane_end - p));
   const std::size_t capacity = std::min(step, plane_end - plane_begin) * plane_points * outputs;
-  const bool direct = is_page_locked(job.out);
+  const bool direct = cuda::is_page_locked(job.out);
   for (std::size_t b = 0; b < 2 && b < chunks.size(); ++b) {
     st.results[b].resize(capacity);
     if (!direct) st.ensure_staging(static_cast<int>(b), capacity);

@@ -242,6 +242,17 @@ void launch(cudaKernel_t kernel, dim3 grid, dim3 block, std::size_t shared_bytes
 
 // Launches a JIT kernel whose parameter list is only known at run time (generated code):
 // `args` holds one pointer per parameter, in order.
+// True when `p` is page-locked host memory (cudaHostAlloc, cudaHostRegister, allocate_host_buffer),
+// which the copy engines can write directly; false for ordinary memory or an unknown pointer.
+inline bool is_page_locked(const void* p) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+    cudaGetLastError();  // an unknown pointer is ordinary memory
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeHost;
+}
+
 inline void launch_raw(cudaKernel_t kernel, dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream,
                        void** args) {
   MOLACCEL_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, args, shared_bytes, stream));
