@@ -377,6 +377,12 @@ TEST(OrbitalIo, CubeRoundTripSingleAndMultiOrbital) {
   const std::string text = read_file(dir / "homo.cube");
   molaccel::testing::write_file(dir / "cut.cube", text.substr(0, text.size() / 2));
   EXPECT_THROW((void)read_cube(dir / "cut.cube"), InputError);
+  // A header declaring 10^9 points with two values after it: truncated, and no 8 GB reservation
+  // first (a fuzzer find: the reader reserved what the header declared).
+  const std::string huge =
+      "title\ncomment\n    1    0.0    0.0    0.0\n 1000    0.1    0.0    0.0\n 1000    0.0    0.1    0.0\n"
+      " 1000    0.0    0.0    0.1\n    1    1.0    0.0    0.0    0.0\n 1.0 2.0\n";
+  EXPECT_THROW((void)read_cube_text("huge.cube", huge), InputError);
 }
 
 TEST(OrbitalIo, GridsInAngstrom) {

@@ -1,5 +1,6 @@
 // Gaussian cube files: reading (plain or gzip; single field or multi-orbital) and atomic writing.
 // A negative point count on an axis line means the axis is in angstrom (converted to bohr here).
+#include <algorithm>
 #include <cstdio>
 
 #include "molaccel/orbital.hpp"
@@ -90,7 +91,10 @@ Cube parse_cube(io::LineReader& in) {
   const std::size_t fields_per_point = std::max<std::size_t>(1, cube.orbital_ids.size());
   const std::size_t total = cube.grid.point_count() * fields_per_point;
   if (total > 2'000'000'000) in.fail("cube too large");
-  cube.values.reserve(total);
+  // Reserve no more than the header could be honest about: a short file that declares a huge
+  // grid must fail as truncated, not allocate gigabytes first (found by fuzz_orbital_cube). The
+  // vector grows as values arrive beyond that.
+  cube.values.reserve(std::min<std::size_t>(total, std::size_t{1} << 20));
   while (cube.values.size() < total && in.next(line)) {
     for (auto field : split(line)) {
       double v = 0;
