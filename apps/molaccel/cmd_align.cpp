@@ -72,7 +72,7 @@ int run_search(RunContext& ctx, const SearchCommand& o) {
   options.top_k = o.k;
   options.traceback = !o.no_traceback;
   options.evalues = !o.no_evalue;
-  options.backend = al::parse_backend(o.scoring.backend);
+  options.backend = parse_compute_backend(o.scoring.backend);
   const auto queries = al::read_fasta(o.queries);
   const auto db = al::Database::load(o.db);
   const double loaded = now_seconds();

@@ -46,10 +46,7 @@ struct LingoInputOptions {
   lg::ComputeOptions compute() const {
     lg::ComputeOptions o;
     o.metric = lg::parse_metric(metric);
-    o.backend = backend == "reference" ? lg::Backend::reference
-                : backend == "cpu"     ? lg::Backend::cpu
-                : backend == "cuda"    ? lg::Backend::cuda
-                                       : lg::Backend::automatic;
+    o.backend = parse_compute_backend(backend);
     return o;
   }
 };

@@ -144,9 +144,7 @@ class Database {
 // ---------------------------------------------------------------------------------------------
 // Scoring and search.
 // ---------------------------------------------------------------------------------------------
-enum class Backend { automatic, reference, cpu, cuda };
-std::string_view to_string(Backend backend);
-Backend parse_backend(std::string_view text);  // throws InputError("--backend", 0, ...)
+using Backend = ComputeBackend;  // runtime: to_string, parse_compute_backend
 
 // Textbook Gotoh in 32-bit integers: the test oracle.
 int reference_score(std::span<const std::uint8_t> query, std::span<const std::uint8_t> subject,

@@ -109,9 +109,8 @@ MoleculeSet parse_molecules(std::string_view name, std::string_view content, con
                             const ReadOptions& read = {}, ReadStats* stats = nullptr);
 
 // ---- similarity -------------------------------------------------------------------------------
-enum class Backend { automatic, reference, cpu, cuda };  // automatic: what Resources selects
+using Backend = ComputeBackend;  // runtime: to_string, parse_compute_backend
 std::string_view to_string(Metric metric);
-std::string_view to_string(Backend backend);
 Metric parse_metric(std::string_view text);  // throws InputError("--metric", ...)
 
 struct ComputeOptions {

@@ -155,6 +155,13 @@ struct DeviceSpec {
   std::string to_string() const;
 };
 
+// Backend choice shared by engines whose fast paths are one CPU and one CUDA implementation
+// (align, lingo): automatic = what the Resources select. `--backend auto|reference|cpu|cuda`
+// ("gpu" is accepted for cuda). Engines with more GPU paths (orbital) have their own enum.
+enum class ComputeBackend { automatic, reference, cpu, cuda };
+std::string_view to_string(ComputeBackend backend);
+ComputeBackend parse_compute_backend(std::string_view text);  // throws InputError("--backend", 0, ...)
+
 class WorkerPool;
 
 // What runs a job: CPU threads and/or GPUs. Cheap to copy (shares the worker pool).

@@ -237,26 +237,4 @@ double e_value(const KarlinAltschul& ka, int raw_score, std::uint64_t m, std::ui
   return ka.K * effective_m * effective_n * std::exp(-ka.lambda * raw_score);
 }
 
-std::string_view to_string(Backend backend) {
-  switch (backend) {
-    case Backend::automatic:
-      return "auto";
-    case Backend::reference:
-      return "reference";
-    case Backend::cpu:
-      return "cpu";
-    case Backend::cuda:
-      return "cuda";
-  }
-  return "?";
-}
-
-Backend parse_backend(std::string_view text) {
-  if (text == "auto") return Backend::automatic;
-  if (text == "reference") return Backend::reference;
-  if (text == "cpu") return Backend::cpu;
-  if (text == "cuda" || text == "gpu") return Backend::cuda;
-  throw InputError("--backend", 0, fmt::format("'{}' is not one of auto, reference, cpu, cuda", text));
-}
-
 }  // namespace molaccel::align

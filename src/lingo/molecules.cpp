@@ -191,20 +191,6 @@ std::string_view to_string(Metric metric) {
   return "?";
 }
 
-std::string_view to_string(Backend backend) {
-  switch (backend) {
-    case Backend::automatic:
-      return "auto";
-    case Backend::reference:
-      return "reference";
-    case Backend::cpu:
-      return "cpu";
-    case Backend::cuda:
-      return "cuda";
-  }
-  return "?";
-}
-
 Metric parse_metric(std::string_view text) {
   if (text == "tanimoto") return Metric::tanimoto;
   if (text == "vidal") return Metric::vidal;

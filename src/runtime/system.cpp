@@ -120,6 +120,28 @@ std::string gpu_absence_reason() {
 std::string GpuInfo::arch() const { return fmt::format("sm_{}{}", cc_major, cc_minor); }
 
 // ---- DeviceSpec ---------------------------------------------------------------------------------
+std::string_view to_string(ComputeBackend backend) {
+  switch (backend) {
+    case ComputeBackend::automatic:
+      return "auto";
+    case ComputeBackend::reference:
+      return "reference";
+    case ComputeBackend::cpu:
+      return "cpu";
+    case ComputeBackend::cuda:
+      return "cuda";
+  }
+  return "?";
+}
+
+ComputeBackend parse_compute_backend(std::string_view text) {
+  if (text == "auto") return ComputeBackend::automatic;
+  if (text == "reference") return ComputeBackend::reference;
+  if (text == "cpu") return ComputeBackend::cpu;
+  if (text == "cuda" || text == "gpu") return ComputeBackend::cuda;
+  throw InputError("--backend", 0, fmt::format("'{}' is not one of auto, reference, cpu, cuda", text));
+}
+
 DeviceSpec DeviceSpec::parse(std::string_view text) {
   DeviceSpec spec;
   auto bad = [&](const std::string& why) {

@@ -96,3 +96,16 @@ TEST(HostBuffer, AllocatesWritableMemoryWithOrWithoutAGpu) {
 
 }  // namespace
 }  // namespace molaccel
+
+namespace molaccel {
+namespace {
+
+TEST(ComputeBackend, ParsesEveryNameAndRejectsOthers) {
+  for (auto b : {ComputeBackend::automatic, ComputeBackend::reference, ComputeBackend::cpu, ComputeBackend::cuda})
+    EXPECT_EQ(parse_compute_backend(to_string(b)), b);
+  EXPECT_EQ(parse_compute_backend("gpu"), ComputeBackend::cuda);
+  EXPECT_THROW(parse_compute_backend("fpga"), InputError);
+}
+
+}  // namespace
+}  // namespace molaccel
