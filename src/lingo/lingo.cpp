@@ -227,13 +227,7 @@ class Job {
 
   // ---- per-tile operations, dispatched on the worker kind ----
   void dense(WorkerContext& ctx, const Rect& rect, float* out, std::size_t ld) const {
-    if (engine_ == Engine::reference) {
-      for (std::size_t r = rect.row_begin; r < rect.row_end; ++r)
-        for (std::size_t c = rect.col_begin; c < rect.col_end; ++c)
-          out[(r - rect.row_begin) * ld + (c - rect.col_begin)] =
-              reference::pair_similarity(queries_, r, db_, c, options_.metric);
-      return;
-    }
+    if (engine_ == Engine::reference) return dense_serial(rect, out, ld);  // the oracle: one thread
 #ifdef MOLACCEL_HAVE_CUDA
     if (ctx.worker().kind == WorkerInfo::Kind::gpu) return gpu_->dense(ctx, rect, out, ld);
 #endif

@@ -100,16 +100,9 @@ TEST(LingoCpu, ClusterMatchesReferenceAndIsConsistent) {
 }
 
 std::vector<float> read_npy(const std::filesystem::path& path, std::size_t& rows, std::size_t& cols) {
-  const std::string bytes = molaccel::testing::read_file(path);
-  EXPECT_EQ(bytes.substr(0, 6), "\x93NUMPY");
-  const std::size_t header =
-      10 + (static_cast<unsigned char>(bytes[8]) | (static_cast<unsigned char>(bytes[9]) << 8));
-  EXPECT_EQ(header % 64, 0u);
-  const std::string dict = bytes.substr(10, header - 10);
-  EXPECT_NE(dict.find("'descr': '<f4'"), std::string::npos);
-  std::sscanf(dict.c_str() + dict.find("'shape': (") + 10, "%zu, %zu", &rows, &cols);
-  std::vector<float> out((bytes.size() - header) / 4);
-  std::memcpy(out.data(), bytes.data() + header, out.size() * 4);
+  const std::string data = read_npy_bytes(path, "<f4", rows, cols);
+  std::vector<float> out(data.size() / 4);
+  std::memcpy(out.data(), data.data(), out.size() * 4);
   return out;
 }
 
