@@ -54,13 +54,23 @@ cmp -s "$work/hits-0.tsv" "$work/hits-${sets[-1]}.tsv" && echo "align: hits iden
 
 # align, the GPU part alone: bench_align_search times the same search with 1..N devices (compute
 # + upload + layout, in-memory database; and with loading from a makedb directory).
-$build/bench/align/bench_align_search --gpu-only --repeats 3 --max-gpus "$gpus" 2>&1 | tee "$out/align-bench.log" \
-  | grep -E "^align/|GPUs|gpus" || echo "bench_align_search failed"
+# MOLACCEL_ALIGN_TRACE=1 adds, per device and search, where its time goes (set-up, short-subject
+# chunks, long subjects, rescoring) to the log.
+MOLACCEL_ALIGN_TRACE=1 $build/bench/align/bench_align_search --gpu-only --repeats 3 --max-gpus "$gpus" \
+  >"$out/align-bench.log" 2>"$out/align-trace.log"
+grep -E "^align/|GPUs|gpus" "$out/align-bench.log" || echo "bench_align_search failed"
+echo "align trace, last search per GPU count (ms from the tile's start):"
+grep "align trace" "$out/align-trace.log" \
+  | awk '{ buf = buf $0 "\n" } /tiles,/ { last[$3] = buf; buf = "" } END { for (k = 1; k in last; ++k) printf "%s", last[k] }'
 
 # orbital: a batch of 32 orbitals of C60 6-31G* (172^3 grid each) on 1..N GPUs, results in host
 # memory, checked bitwise identical across GPU counts.
 $build/bench/orbital/bench_orbital_c60 --quick --batch 32 2>&1 | tee "$out/orbital-batch.log" \
-  | grep -E "^batch|^path|^sparse basis|^per-orbital|^matrix, page|identical|GPUs" || echo "orbital batch failed"
+  | grep -E "^batch|^path|^sparse basis|^per-orbital|^matrix, page|^density|identical|GPUs" || echo "orbital batch failed"
+
+# The host link: device-to-host and host-to-device copies from 1..N GPUs at once into one
+# page-locked buffer (the ceiling of any multi-GPU result that must land in host memory).
+$build/bench/runtime/bench_runtime 2>&1 | grep -E "aggregate" || echo "bench_runtime failed"
 
 # lingo: top-100 of the 367k set against itself. Whole command (reading, encoding, the TSV of
 # 36.7 M hits) and the search phase alone (the tiles over the GPUs, from the --json report).

@@ -1,3 +1,6 @@
+#include <cstring>
+#include <vector>
+
 #include "common/harness.hpp"
 #include "runtime/cuda/cuda_support.hpp"
 
@@ -6,6 +9,54 @@ namespace molaccel::bench {
 namespace {
 __global__ void empty_kernel() {}
 }  // namespace
+
+// The host-link ceiling of results that must land in host memory: 2 GiB copied device-to-host
+// (and host-to-device) into one page-locked buffer, split evenly over the first 1, 2, ... visible
+// GPUs, all copies in flight at once (one stream per GPU). Engines whose multi-GPU output goes to
+// the host (orbital batches, lingo matrices) are bounded by the aggregate figure, not by the GPUs.
+void host_link_ceiling() {
+  const auto gpus = gpu_list();
+  const std::size_t total = std::size_t{2} << 30;
+  cuda::PinnedBuffer<unsigned char> host(total);
+  std::memset(host.data(), 1, total);  // touched once, so no first-touch cost is timed
+  for (std::size_t g = 1; g <= gpus.size(); ++g) {
+    const std::size_t share = total / g;
+    std::vector<cuda::DeviceBuffer<unsigned char>> device(g);
+    std::vector<cuda::Stream> streams;
+    for (std::size_t d = 0; d < g; ++d) {
+      cuda::DeviceGuard guard(gpus[d].index);
+      streams.emplace_back();
+      device[d].resize(share);
+      device[d].fill_zero(streams[d]);
+      streams[d].synchronize();
+    }
+    for (const bool to_host : {true, false}) {
+      auto t = measure([&] {
+        for (std::size_t d = 0; d < g; ++d) {
+          cuda::DeviceGuard guard(gpus[d].index);
+          unsigned char* h = host.data() + d * share;
+          if (to_host)
+            MOLACCEL_CUDA_TRY(cudaMemcpyAsync(h, device[d].data(), share, cudaMemcpyDeviceToHost, streams[d]));
+          else
+            MOLACCEL_CUDA_TRY(cudaMemcpyAsync(device[d].data(), h, share, cudaMemcpyHostToDevice, streams[d]));
+        }
+        for (std::size_t d = 0; d < g; ++d) {
+          cuda::DeviceGuard guard(gpus[d].index);
+          streams[d].synchronize();
+        }
+      }, 1, 5);
+      print_row({.benchmark = fmt::format(fmt::runtime("runtime/{}-aggregate/{}gpu"), to_host ? "d2h" : "h2d", g),
+                 .device = g == 1 ? gpus[0].name : fmt::format(fmt::runtime("{} x {}"), g, gpus[0].name),
+                 .size = "2 GiB, one page-locked buffer", .timing = t, .work = double(g * share), .work_unit = "B",
+                 .note = "all GPUs' copies in flight at once"});
+    }
+    for (std::size_t d = 0; d < g; ++d) {
+      cuda::DeviceGuard guard(gpus[d].index);
+      device[d].reset();
+      streams[d].synchronize();
+    }
+  }
+}
 
 void run_gpu_runtime_benchmarks() {
   const auto gpu = gpu_list().front();
@@ -65,6 +116,9 @@ void run_gpu_runtime_benchmarks() {
   }, 2, 9);
   print_row({.benchmark = "runtime/d2d-copy-bandwidth", .device = gpu.name, .size = "1 GiB", .timing = bw,
              .work = 2.0 * n * sizeof(float), .work_unit = "B", .note = "read + write bytes"});
+  a.reset();
+  b.reset();
+  host_link_ceiling();
 }
 
 }  // namespace molaccel::bench

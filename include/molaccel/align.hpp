@@ -157,6 +157,8 @@ struct ScoreStats {
   double seconds = 0;          // wall time, database upload and layout included
   double device_seconds = 0;   // GPU: time from kernel launch to results on the host, summed
                                // over tiles (without upload/layout); 0 on the CPU
+  double slowest_device_seconds = 0;  // GPU: the largest of those per tile (one tile per GPU:
+                                      // the compute span of the slowest device)
 };
 
 // Scores of one query against every sequence of the database view, indexed by sorted position.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <mutex>
 #include <set>
 
@@ -114,10 +115,11 @@ std::vector<std::vector<int>> score_batch_on(const Workers& workers, const Seque
   const int layout_threads =
       std::max(1, workers.cpu_threads / static_cast<int>(std::max<std::size_t>(1, workers.gpus)));
 
+  const double tiles_started = now_seconds();
   std::mutex counters_mutex;
   std::set<std::string> kernels;
   std::atomic<std::uint64_t> rescored{0};
-  double device_seconds = 0;
+  double device_seconds = 0, slowest_device_seconds = 0;
   JobOptions job;
   job.name = "align: scoring";
   const JobStats job_result = workers.run(
@@ -165,9 +167,13 @@ std::vector<std::vector<int>> score_batch_on(const Workers& workers, const Seque
         std::lock_guard lock(counters_mutex);
         kernels.insert(counters.kernel);
         device_seconds += counters.device_seconds;
+        slowest_device_seconds = std::max(slowest_device_seconds, counters.device_seconds);
       },
       job);
   if (job_stats) *job_stats = job_result;
+  if (std::getenv("MOLACCEL_ALIGN_TRACE"))
+    fmt::print(stderr, "align trace: {} tiles, score arrays ready {:.1f} ms, tiles done {:.1f} ms after the call began\n",
+               tiles, (tiles_started - started) * 1e3, (now_seconds() - started) * 1e3);
 
   if (stats) {
     stats->kernel = fmt::format("{}", fmt::join(kernels, "+"));
@@ -175,6 +181,7 @@ std::vector<std::vector<int>> score_batch_on(const Workers& workers, const Seque
     stats->rescored = rescored.load();
     stats->seconds = now_seconds() - started;
     stats->device_seconds = device_seconds;
+    stats->slowest_device_seconds = slowest_device_seconds;
   }
   return scores;
 }
@@ -254,6 +261,7 @@ SearchResult search(const Resources& resources, const SequenceSet& queries, cons
     result.stats.rescored += stats.rescored;
     result.stats.seconds += stats.seconds;
     result.stats.device_seconds += stats.device_seconds;
+    result.stats.slowest_device_seconds += stats.slowest_device_seconds;
     // Top k per query, queries in parallel: (score, FASTA position) pairs, partially sorted in
     // hit_before's order; Hit objects only for the kept ones.
     parallel_for(last - first, resources.cpu_threads(), 1, [&](std::size_t b, std::size_t e) {

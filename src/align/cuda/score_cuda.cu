@@ -640,6 +640,7 @@ std::vector<int> rescore_exact(const Tuning& t, PipelineScratch& ps, const TileS
 void score_tile_pipelined(const Tuning& t, PipelineScratch& ps, const QueryView* queries, std::size_t query_count,
                           const TileSubjects& tile, const Scoring& scoring, int* const* scores, int layout_threads,
                           TileResult& counters) {
+  const double entered = now_seconds();
   const int R = t.strip_rows;
   const int threads = std::max(1, layout_threads);
   if (!ps.setup) ps.setup = std::make_unique<Stream>();
@@ -889,11 +890,14 @@ void score_tile_pipelined(const Tuning& t, PipelineScratch& ps, const QueryView*
     ++submitted;
   }
   for (ChunkSet* c : in_flight) finish(*c);
+  const double chunks_done = now_seconds();
+  const bool long_pending = n_long > 0 && cudaEventQuery(ps.long_done->get()) == cudaErrorNotReady;
   if (n_long > 0) {
     ps.long_done->synchronize();
     for (std::size_t q = 0; q < query_count; ++q)
       for (std::size_t k = 0; k < n_long; ++k) scores[q][tile.id(n_short + k)] = ps.long_best_host[q * n_long + k];
   }
+  const double long_done = now_seconds();
   for (std::size_t q = 0; q < query_count; ++q) {
     if (rescue[q].empty()) continue;  // 16-bit saturation: exact 32-bit rescoring of those pairs
     const auto best = rescore_exact(t, ps, tile, rescue[q], ps.queries.data() + query_offset[q],
@@ -901,7 +905,24 @@ void score_tile_pipelined(const Tuning& t, PipelineScratch& ps, const QueryView*
     for (std::size_t k = 0; k < rescue[q].size(); ++k) scores[q][tile.id(rescue[q][k])] = best[k];
     counters.rescored += rescue[q].size();
   }
-  counters.device_seconds += now_seconds() - first_launch;
+  const double ended = now_seconds();
+  counters.device_seconds += ended - first_launch;
+  // MOLACCEL_ALIGN_TRACE=1: where one tile's time goes (milliseconds from entering this function),
+  // to see which per-device costs do not shrink with a device's share of the database.
+  static const bool trace = std::getenv("MOLACCEL_ALIGN_TRACE") != nullptr;
+  if (trace) {
+    int device = -1;
+    cudaGetDevice(&device);
+    std::uint64_t long_residues = 0;
+    for (std::size_t k = 0; k < n_long; ++k) long_residues += long_length[k];
+    fmt::print(stderr,
+               fmt::runtime("align trace gpu{}: {} short ({:.1f} M res, {} chunks) + {} long ({:.1f} M res); "
+                            "setup {:.1f} ms, chunks done {:.1f}, long done {:.1f}{}, rescored {} by {:.1f} ms\n"),
+               device, n_short, static_cast<double>(short_residues) / 1e6, chunks, n_long,
+               static_cast<double>(long_residues) / 1e6, (first_launch - entered) * 1e3,
+               (chunks_done - entered) * 1e3, (long_done - entered) * 1e3, long_pending ? " (waited)" : "",
+               counters.rescored, (ended - entered) * 1e3);
+  }
 }
 
 void score_tile_shrinking(const Tuning& t, DeviceScratch& s, const QueryView* queries,
