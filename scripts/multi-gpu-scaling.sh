@@ -59,6 +59,13 @@ cmp -s "$work/hits-0.tsv" "$work/hits-${sets[-1]}.tsv" && echo "align: hits iden
 MOLACCEL_ALIGN_TRACE=1 $build/bench/align/bench_align_search --gpu-only --repeats 3 --max-gpus "$gpus" \
   >"$out/align-bench.log" 2>"$out/align-trace.log"
 grep -E "^align/|GPUs|gpus" "$out/align-bench.log" || echo "bench_align_search failed"
+# ALIGN_THRESHOLDS="1024 3000": the same bench with other long-subject thresholds (subjects longer
+# go to the intra-task kernel), side by side with the default.
+for th in ${ALIGN_THRESHOLDS:-}; do
+  echo "align, MOLACCEL_ALIGN_LONG_THRESHOLD=$th:"
+  MOLACCEL_ALIGN_LONG_THRESHOLD=$th $build/bench/align/bench_align_search --gpu-only --repeats 3 --max-gpus "$gpus" 2>&1 \
+    | grep -E "^align/" | grep -v loading | cut -c1-110
+done
 echo "align trace, last search per GPU count (ms from the tile's start):"
 grep "align trace" "$out/align-trace.log" \
   | awk '{ buf = buf $0 "\n" } /tiles,/ { last[$3] = buf; buf = "" } END { for (k = 1; k in last; ++k) printf "%s", last[k] }'

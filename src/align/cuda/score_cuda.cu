@@ -57,7 +57,11 @@ struct Tuning {
   // 4.56 for R = 40 / 3 blocks, 4.49 for R = 48 / 2 and 4.45 for R = 64 / 2 (one repeat each).
   int strip_rows = 32;
   int threads = 128;  // per block, both kernels
-  unsigned long_threshold = 2048;
+  // Subjects longer than this go to the intra-task kernel (MOLACCEL_ALIGN_LONG_THRESHOLD). With the
+  // windowed, one-launch intra-task path, 4 x H200 side by side (docs/align.md): 3000 -> 1.363 /
+  // 0.411 s on 1 / 4 GPUs, 2048 -> 1.478 / 0.431 s, 1024 -> 1.858 / 0.479 s. Higher thresholds
+  // lengthen the inter-task kernel's longest item (one thread: query length x subject length).
+  unsigned long_threshold = 3000;
   // Inter-task variant (MOLACCEL_ALIGN_INTER): qp = inter_task_kernel_qp (default: one subject and
   // two queries per thread), pf = inter_task_kernel_pf (two subjects and one query per thread),
   // base = inter_task_kernel (the first kernel); qp and pf prefetch one quad ahead and run at least
@@ -204,12 +208,14 @@ void upload_jobs(DeviceScratch& s, const IntraJobs& jobs, cudaStream_t stream) {
   s.job_best.resize(jobs.size());
 }
 
+// Rows per lane of the intra-task kernel (32 x 8 = 256 query rows per pass).
+constexpr int kIntraRowsPerLane = 8;
+
 void launch_intra(const Tuning& t, DeviceScratch& s, int jobs, int m, const Scoring& scoring,
                   cudaStream_t stream) {
-  constexpr int kRowsPerLane = 8;
   const int warps_per_block = t.threads / gpu::kWarp;
   const int blocks = (jobs + warps_per_block - 1) / warps_per_block;
-  gpu::intra_task_kernel<kRowsPerLane><<<blocks, t.threads, 0, stream>>>(
+  gpu::intra_task_kernel<kIntraRowsPerLane><<<blocks, t.threads, 0, stream>>>(
       s.residues.data(), s.job_offset.data(), s.job_length.data(), s.job_scratch.data(), s.job_rows.data(),
       jobs, s.query.data(), m, s.matrix.data(), scoring.gap_open, scoring.gap_extend, s.job_best.data());
   MOLACCEL_CUDA_CHECK_LAUNCH("align intra_task_kernel");
@@ -515,6 +521,9 @@ struct PipelineScratch {
   DeviceBuffer<unsigned long long> long_offset, long_scratch;
   DeviceBuffer<unsigned> long_length;
   DeviceBuffer<int2> long_rows;
+  DeviceBuffer<uint2> long_jobs;  // (long subject, query), most expensive first
+  DeviceBuffer<unsigned long long> query_offset;
+  DeviceBuffer<unsigned> query_length;
   DeviceBuffer<int> long_best;
   PinnedBuffer<int> long_best_host;
   DeviceBuffer<unsigned char> rescue_residues;
@@ -571,13 +580,25 @@ void launch_intra_raw(int threads, const unsigned char* residues, const unsigned
                       const unsigned* length, const unsigned long long* scratch_offset, int2* rows, int jobs,
                       const unsigned char* query, int m, const int* matrix, const Scoring& scoring, int* best,
                       cudaStream_t stream) {
-  constexpr int kRowsPerLane = 8;
   const int warps_per_block = threads / gpu::kWarp;
   const int blocks = (jobs + warps_per_block - 1) / warps_per_block;
-  gpu::intra_task_kernel<kRowsPerLane><<<blocks, threads, 0, stream>>>(
+  gpu::intra_task_kernel<kIntraRowsPerLane><<<blocks, threads, 0, stream>>>(
       residues, offset, length, scratch_offset, rows, jobs, query, m, matrix, scoring.gap_open,
       scoring.gap_extend, best);
   MOLACCEL_CUDA_CHECK_LAUNCH("align intra_task_kernel");
+}
+
+// Jobs [first, first + count) of ps.long_jobs (long subject, query), one launch on `stream`.
+void launch_intra_jobs(int threads, PipelineScratch& ps, std::size_t first, std::size_t count, std::size_t n_long,
+                       const Scoring& scoring, cudaStream_t stream) {
+  const int warps_per_block = threads / gpu::kWarp;
+  const int blocks = static_cast<int>((count + warps_per_block - 1) / warps_per_block);
+  gpu::intra_task_kernel_jobs<kIntraRowsPerLane><<<blocks, threads, 0, stream>>>(
+      ps.d_long_residues.data(), ps.long_offset.data(), ps.long_length.data(), ps.long_jobs.data() + first,
+      ps.long_scratch.data() + first, ps.long_rows.data(), static_cast<int>(count), ps.queries.data(),
+      ps.query_offset.data(), ps.query_length.data(), ps.matrix.data(), scoring.gap_open, scoring.gap_extend,
+      ps.long_best.data(), n_long);
+  MOLACCEL_CUDA_CHECK_LAUNCH("align intra_task_kernel_jobs");
 }
 
 struct QpmArgs {
@@ -769,11 +790,11 @@ void score_tile_pipelined(const Tuning& t, PipelineScratch& ps, const QueryView*
   }
 
   // Long subjects: gathered once, every query on the intra stream, overlapping the chunks.
-  std::vector<unsigned long long> long_offset(n_long), long_scratch(n_long);
+  std::vector<unsigned long long> long_offset(n_long);
   std::vector<unsigned> long_length(n_long);
   unsigned long long long_total = 0;
   for (std::size_t k = 0; k < n_long; ++k) {
-    long_offset[k] = long_scratch[k] = long_total;
+    long_offset[k] = long_total;
     long_length[k] = static_cast<unsigned>(tile.length(n_short + k));
     long_total += long_length[k];
   }
@@ -789,16 +810,52 @@ void score_tile_pipelined(const Tuning& t, PipelineScratch& ps, const QueryView*
     ps.d_long_residues.resize(long_total);
     ps.d_long_residues.copy_from_host(ps.long_residues.data(), long_total, stream);
     ps.long_offset.upload(long_offset, stream);
-    ps.long_scratch.upload(long_scratch, stream);
     ps.long_length.upload(long_length, stream);
-    ps.long_rows.resize(long_total);
     ps.long_best.resize(n_long * query_count);
     ps.long_best_host.resize(n_long * query_count);
+    std::vector<unsigned long long> query_start(query_offset.begin(), query_offset.end());
+    std::vector<unsigned> query_length(query_count);
+    for (std::size_t q = 0; q < query_count; ++q) query_length[q] = static_cast<unsigned>(queries[q].length);
+    ps.query_offset.upload(query_start, stream);
+    ps.query_length.upload(query_length, stream);
+    // Every (long subject, query) job in one launch, most expensive first (cost: passes x steps).
+    // Jobs of more than one pass need n (H, F) pairs of boundary scratch each; launches (waves)
+    // are cut so that a wave's scratch stays within `budget` pairs, reused wave after wave.
+    constexpr int kIntraRows = gpu::kWarp * kIntraRowsPerLane;
+    std::vector<std::pair<unsigned long long, uint2>> jobs;
+    jobs.reserve(n_long * query_count);
     for (std::size_t q = 0; q < query_count; ++q)
-      launch_intra_raw(t.threads, ps.d_long_residues.data(), ps.long_offset.data(), ps.long_length.data(),
-                       ps.long_scratch.data(), ps.long_rows.data(), static_cast<int>(n_long),
-                       ps.queries.data() + query_offset[q], static_cast<int>(queries[q].length), ps.matrix.data(),
-                       scoring, ps.long_best.data() + q * n_long, stream);
+      for (std::size_t k = 0; k < n_long; ++k) {
+        const unsigned long long passes = (queries[q].length + kIntraRows - 1) / kIntraRows;
+        jobs.push_back({passes * (long_length[k] + gpu::kWarp), make_uint2(static_cast<unsigned>(k), static_cast<unsigned>(q))});
+      }
+    std::stable_sort(jobs.begin(), jobs.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+    std::size_t free_bytes = 0, total_bytes = 0;
+    MOLACCEL_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const unsigned long long budget = std::max<unsigned long long>(
+        long_total, std::min<unsigned long long>(std::uint64_t{1} << 27, free_bytes / 8 / sizeof(int2)));
+    std::vector<uint2> job_pairs(jobs.size());
+    std::vector<unsigned long long> job_scratch(jobs.size());
+    std::vector<std::size_t> waves{0};
+    unsigned long long used = 0;
+    for (std::size_t j = 0; j < jobs.size(); ++j) {
+      job_pairs[j] = jobs[j].second;
+      const bool multi_pass = queries[jobs[j].second.y].length > static_cast<std::size_t>(kIntraRows);
+      const unsigned long long need = multi_pass ? long_length[jobs[j].second.x] : 0;
+      if (used + need > budget) {
+        waves.push_back(j);
+        used = 0;
+      }
+      job_scratch[j] = used;
+      used += need;
+    }
+    waves.push_back(jobs.size());
+    ps.long_jobs.upload(job_pairs, stream);
+    ps.long_scratch.upload(job_scratch, stream);
+    ps.long_rows.resize(std::max<unsigned long long>(1, budget));
+    for (std::size_t w = 0; w + 1 < waves.size(); ++w)
+      if (waves[w + 1] > waves[w])
+        launch_intra_jobs(t.threads, ps, waves[w], waves[w + 1] - waves[w], n_long, scoring, stream);
     ps.long_best.copy_to_host(ps.long_best_host.data(), n_long * query_count, stream);
     ps.long_done->record(stream);
   }

@@ -320,10 +320,96 @@ __global__ void __launch_bounds__(128, MinBlocks)
                     extend, best_out + best_stride * pair + static_cast<size_t>(warp) * kWarp);
 }
 
-// Intra-task agent: one warp per job (subject), exact 32-bit. Lane l holds query rows
-// [pass*32R + l*R, +R); at step t it works on column t - l, taking the row above from lane l-1
-// (shuffle) or, for lane 0, from the boundary row of the previous pass. matrix: int [32][32]
-// with row 31 = padding (query rows past the end).
+// Intra-task agent, exact 32-bit: one warp per job (a query against one subject), for subjects
+// too long for the inter-task kernel's one-thread-per-subject critical path. Lane l holds query
+// rows [pass*32R + l*R, +R); at step t it works on column t - l, taking the row above (H, F) and
+// the column's subject letter from lane l-1 by shuffle (they travel down the lanes with the
+// wavefront). Lane 0 takes column t's letter and, after the first pass, the boundary row left by
+// the previous pass from a window of 32 columns that the warp loads (coalesced) one window ahead,
+// so no global load sits on the per-step critical path. Lane 31 writes the pass's last row to
+// `row_below` (n (H, F) pairs; unused when m <= 32R) 31 columns behind lane 0's reads.
+// `transposed`: the scoring matrix in shared memory, [subject letter][query letter], row 31 =
+// padding (query rows past the end). Called by all 32 lanes of the warp; returns the best score.
+template <int R>
+__device__ __forceinline__ int intra_job(const int* transposed, const unsigned char* __restrict__ subject, int n,
+                                         int2* __restrict__ row_below, const unsigned char* __restrict__ query,
+                                         int m, int open, int extend, int lane) {
+  constexpr int kMinusInfinity = -(1 << 28);
+  constexpr unsigned kAll = 0xffffffffu;
+  constexpr int kPad = kMatrixDim - 1;
+  int best = 0;
+  const int rows_per_pass = kWarp * R;
+  const int steps = n + kWarp - 1;
+  for (int row0 = 0; row0 < m; row0 += rows_per_pass) {
+    const bool first_pass = row0 == 0, last_pass = row0 + rows_per_pass >= m;
+    unsigned char q[R];
+    int h[R], t[R], e[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int row = row0 + lane * R + r;
+      q[r] = row < m ? query[row] : static_cast<unsigned char>(kPad);
+      h[r] = 0;
+      t[r] = -open;
+      e[r] = kMinusInfinity;
+    }
+    // Column c of the window in lane c % 32: its letter and the previous pass's (H, F) above it.
+    const auto load = [&](int c, int& letter, int& above_h, int& above_f) {
+      letter = c < n ? subject[c] : kPad;
+      const int2 above = !first_pass && c < n ? row_below[c] : make_int2(0, kMinusInfinity);
+      above_h = above.x;
+      above_f = above.y;
+    };
+    int window_letter, window_h, window_f;
+    load(lane, window_letter, window_h, window_f);
+    int letter = kPad, in_h = 0, in_f = kMinusInfinity, previous_in_h = 0;
+    for (int base = 0; base < steps; base += kWarp) {
+      int next_letter, next_h, next_f;
+      load(base + kWarp + lane, next_letter, next_h, next_f);  // in flight during this window
+      const int window = min(kWarp, steps - base);
+      for (int s = 0; s < window; ++s) {
+        const int column = base + s - lane;
+        const int new_letter = __shfl_sync(kAll, window_letter, s);
+        const int above_h = __shfl_sync(kAll, window_h, s);
+        const int above_f = __shfl_sync(kAll, window_f, s);
+        letter = __shfl_up_sync(kAll, letter, 1);
+        if (lane == 0) {
+          letter = new_letter;
+          in_h = above_h;
+          in_f = above_f;
+        }
+        int out_h = 0, out_f = kMinusInfinity;
+        if (column >= 0 && column < n) {
+          const int* scores = transposed + letter * kMatrixDim;
+          int t_up = in_h - open, f = in_f, diagonal = previous_in_h;
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+            cell32(h[r], t[r], e[r], f, t_up, diagonal, scores[q[r]], open, extend, best);
+          out_h = h[R - 1];
+          out_f = f;
+          previous_in_h = in_h;
+          if (lane == kWarp - 1 && !last_pass) row_below[column] = make_int2(out_h, out_f);
+        }
+        in_h = __shfl_up_sync(kAll, out_h, 1);
+        in_f = __shfl_up_sync(kAll, out_f, 1);
+      }
+      window_letter = next_letter;
+      window_h = next_h;
+      window_f = next_f;
+    }
+    __syncwarp();  // this pass's row_below writes are visible to the next pass's loads
+  }
+  return __reduce_max_sync(kAll, best);
+}
+
+// The scoring matrix transposed into shared memory for intra_job (the whole block calls it).
+__device__ __forceinline__ void load_transposed_matrix(int* transposed, const int* __restrict__ matrix) {
+  for (int i = threadIdx.x; i < kMatrixDim * kMatrixDim; i += blockDim.x)
+    transposed[(i % kMatrixDim) * kMatrixDim + i / kMatrixDim] = matrix[i];
+  __syncthreads();
+}
+
+// One query against `jobs` subjects (job j: residues + job_offset[j], job_length[j] letters,
+// boundary scratch at job_scratch[j]); best_out[j].
 template <int R>
 __global__ void __launch_bounds__(128)
     intra_task_kernel(const unsigned char* __restrict__ residues,
@@ -332,59 +418,39 @@ __global__ void __launch_bounds__(128)
                       const unsigned long long* __restrict__ job_scratch, int2* __restrict__ scratch,
                       int jobs, const unsigned char* __restrict__ query, int m,
                       const int* __restrict__ matrix, int open, int extend, int* __restrict__ best_out) {
-  __shared__ int transposed[kMatrixDim * kMatrixDim];  // [subject letter][query letter]
-  for (int i = threadIdx.x; i < kMatrixDim * kMatrixDim; i += blockDim.x)
-    transposed[(i % kMatrixDim) * kMatrixDim + i / kMatrixDim] = matrix[i];
-  __syncthreads();
+  __shared__ int transposed[kMatrixDim * kMatrixDim];
+  load_transposed_matrix(transposed, matrix);
   const int job = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (job >= jobs) return;
-  const unsigned char* subject = residues + job_offset[job];
-  const int n = static_cast<int>(job_length[job]);
-  int2* row_below = scratch + job_scratch[job];
-  constexpr int kMinusInfinity = -(1 << 28);
-  int best = 0;
-  const int rows_per_pass = kWarp * R;
-  for (int row0 = 0; row0 < m; row0 += rows_per_pass) {
-    const bool first_pass = row0 == 0, last_pass = row0 + rows_per_pass >= m;
-    unsigned char q[R];
-    int h[R], t[R], e[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int row = row0 + lane * R + r;
-      q[r] = row < m ? query[row] : static_cast<unsigned char>(kMatrixDim - 1);
-      h[r] = 0;
-      t[r] = -open;
-      e[r] = kMinusInfinity;
-    }
-    int in_h = 0, in_f = kMinusInfinity, previous_in_h = 0;
-    for (int step = 0; step < n + kWarp - 1; ++step) {
-      const int column = step - lane;
-      if (lane == 0) {
-        if (column < n) {
-          const int2 above = first_pass ? make_int2(0, kMinusInfinity) : row_below[column];
-          in_h = above.x;
-          in_f = above.y;
-        }
-      }
-      int out_h = 0, out_f = kMinusInfinity;
-      if (column >= 0 && column < n) {
-        const int* scores = transposed + subject[column] * kMatrixDim;
-        int t_up = in_h - open, f = in_f, diagonal = previous_in_h;
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-          cell32(h[r], t[r], e[r], f, t_up, diagonal, scores[q[r]], open, extend, best);
-        out_h = h[R - 1];
-        out_f = f;
-        previous_in_h = in_h;
-        if (lane == kWarp - 1 && !last_pass) row_below[column] = make_int2(out_h, out_f);
-      }
-      in_h = __shfl_up_sync(0xffffffffu, out_h, 1);
-      in_f = __shfl_up_sync(0xffffffffu, out_f, 1);
-    }
-  }
-  best = __reduce_max_sync(0xffffffffu, best);
+  const int best = intra_job<R>(transposed, residues + job_offset[job], static_cast<int>(job_length[job]),
+                                scratch + job_scratch[job], query, m, open, extend, lane);
   if (lane == 0) best_out[job] = best;
+}
+
+// Many queries against many subjects in one launch: job j = (subject jobs[j].x, query jobs[j].y),
+// most expensive first, so a batch costs its total work (or its longest job), not one launch tail
+// per query. Boundary scratch of job j at job_scratch[j]; best_out[query * best_stride + subject].
+template <int R>
+__global__ void __launch_bounds__(128)
+    intra_task_kernel_jobs(const unsigned char* __restrict__ residues,
+                           const unsigned long long* __restrict__ subject_offset,
+                           const unsigned* __restrict__ subject_length, const uint2* __restrict__ jobs,
+                           const unsigned long long* __restrict__ job_scratch, int2* __restrict__ scratch,
+                           int job_count, const unsigned char* __restrict__ queries,
+                           const unsigned long long* __restrict__ query_offset,
+                           const unsigned* __restrict__ query_length, const int* __restrict__ matrix, int open,
+                           int extend, int* __restrict__ best_out, unsigned long long best_stride) {
+  __shared__ int transposed[kMatrixDim * kMatrixDim];
+  load_transposed_matrix(transposed, matrix);
+  const int job = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (job >= job_count) return;
+  const uint2 pair = jobs[job];
+  const int best = intra_job<R>(transposed, residues + subject_offset[pair.x], static_cast<int>(subject_length[pair.x]),
+                                scratch + job_scratch[job], queries + query_offset[pair.y],
+                                static_cast<int>(query_length[pair.y]), open, extend, lane);
+  if (lane == 0) best_out[pair.y * best_stride + pair.x] = best;
 }
 
 }  // namespace molaccel::align::gpu

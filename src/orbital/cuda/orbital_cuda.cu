@@ -12,6 +12,7 @@
 #include <cfloat>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <memory>
 #include <mutex>
@@ -715,10 +716,18 @@ struct DeviceState {
     staging[b] = PinnedPool::instance().take(n, staging_capacity[b]);
   }
 
+  // Uploads one job's basis and coefficients. A state taken from DeviceStatePool keeps its
+  // streams, events and buffers from earlier jobs (buffers grow, never shrink), so a job pays no
+  // allocation, which the driver serialises across GPUs.
   void init(const GpuJob& job, int dev, bool want_jit, const JitVariant& jit = jit_variant_from_env()) {
     device = dev;
+    chunk_planes = 0;
+    jit_kernel = nullptr;
+    jit_culled = jit_brick_layout_used = jit_brick3d_layout_used = false;
+    components_padded = orbitals_padded = 0;
+    chunk_points = 0;
     const auto& basis = *job.basis;
-    stream = std::make_unique<cuda::Stream>();
+    if (!stream) stream = std::make_unique<cuda::Stream>();
     atom_xyz.upload(basis.atom_xyz, *stream);
     atom_first_shell.upload(basis.atom_first_shell, *stream);
     std::vector<int4> shell_data;
@@ -738,10 +747,10 @@ struct DeviceState {
     view = BasisView{atom_xyz.data(), atom_first_shell.data(), shells.data(), shell_cut.data(), primitives.data(),
                      static_cast<int>(basis.atom_count()), static_cast<int>(basis.shells.size()),
                      static_cast<int>(basis.exponent.size()), basis.components};
-    copy_stream = std::make_unique<cuda::Stream>();
+    if (!copy_stream) copy_stream = std::make_unique<cuda::Stream>();
     for (int b = 0; b < 2; ++b) {
-      computed[b] = std::make_unique<cuda::Event>(false);
-      copied[b] = std::make_unique<cuda::Event>(false);
+      if (!computed[b]) computed[b] = std::make_unique<cuda::Event>(false);
+      if (!copied[b]) copied[b] = std::make_unique<cuda::Event>(false);
     }
     if (use_matrix_path(job)) {
       components_padded = (basis.components + kTileK - 1) / kTileK * kTileK;
@@ -819,6 +828,48 @@ struct DeviceState {
 
   std::size_t generic_shared_bytes() const {
     return shared_basis_bytes(view) + sizeof(float) * static_cast<std::size_t>(view.components);
+  }
+};
+
+// Device states outlive a job, per device: allocating and freeing the basis matrix, the result
+// buffers and the streams cost milliseconds per GPU and request, serialised across GPUs by the
+// driver. Process-wide and never destroyed (the driver frees the memory at exit); at most 2 kept
+// per device (two jobs at once on one device are rare: tests with two workers per GPU).
+class DeviceStatePool {
+ public:
+  static DeviceStatePool& instance() {
+    static auto* pool = new DeviceStatePool;
+    return *pool;
+  }
+  std::unique_ptr<DeviceState> take(int device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& free = free_[device];
+    if (free.empty()) return std::make_unique<DeviceState>();
+    auto state = std::move(free.back());
+    free.pop_back();
+    return state;
+  }
+  void give(int device, std::unique_ptr<DeviceState> state) {
+    state->ready = false;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (free_[device].size() < 2) free_[device].push_back(std::move(state));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<int, std::vector<std::unique_ptr<DeviceState>>> free_;
+};
+
+// ctx.local: the worker's device state for one job, handed back to the pool when the job ends
+// (every tile has synchronised its streams by then).
+struct DeviceStateLease {
+  int device = -1;
+  std::unique_ptr<DeviceState> state;
+  DeviceStateLease() = default;
+  DeviceStateLease(const DeviceStateLease&) = delete;
+  DeviceStateLease& operator=(const DeviceStateLease&) = delete;
+  ~DeviceStateLease() {
+    if (state) DeviceStatePool::instance().give(device, std::move(state));
   }
 };
 
@@ -1046,7 +1097,12 @@ void precompile(const GpuJob& job, int device) {
 
 std::string evaluate_planes(WorkerContext& ctx, const GpuJob& job, std::size_t plane_begin, std::size_t plane_end) {
   cuda::DeviceGuard guard(ctx.worker().device);
-  DeviceState& st = ctx.local<DeviceState>();
+  DeviceStateLease& lease = ctx.local<DeviceStateLease>();
+  if (!lease.state) {
+    lease.device = ctx.worker().device;
+    lease.state = DeviceStatePool::instance().take(lease.device);
+  }
+  DeviceState& st = *lease.state;
   if (!st.ready) st.init(job, ctx.worker().device, job.jit);
   const GridSpec& grid = *job.grid;
   const std::size_t plane_points = grid.counts[1] * grid.counts[2];
