@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <cstring>
+#include <random>
 
 #include "bench_data.hpp"
 #include "common/harness.hpp"
@@ -71,12 +72,19 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
   const auto& g = gpus.front();
   const auto encoding = detail::encode(set, nullptr);
   const cuda_backend::Rect all{0, n, 0, n};
-  // The hashed-kernel variants: the default (csr-ilp), the previous CSR kernel, the interleaved one.
-  for (const char* variant : {"", "csr", "interleaved"}) {
+  // The hashed-kernel variants: the default (csr-ilp), g64 (64 queries per block, coalesced
+  // database), the CSR kernel before csr-ilp and the interleaved one.
+  for (const char* variant : {"", "g64", "csr", "interleaved"}) {
     if (*variant) setenv("MOLACCEL_LINGO_GPU_KERNEL", variant, 1);
     const cuda_backend::GpuJob job(encoding, Metric::tanimoto);
     unsetenv("MOLACCEL_LINGO_GPU_KERNEL");
     const auto kernel = mb::measure_with([&] { return job.time_kernels(g.index, all); }, 2, quick ? 3 : 7);
+    if (n >= 32768 && (!*variant || !std::strcmp(variant, "g64"))) {  // per-pass kernel times (stderr)
+      setenv("MOLACCEL_LINGO_TIMELINE", "1", 1);
+      std::fprintf(stderr, "lingo kernel timeline: %s\n", *variant ? variant : "default");
+      job.time_kernels(g.index, all);
+      unsetenv("MOLACCEL_LINGO_TIMELINE");
+    }
     // Limit: every similarity is one 4-byte store; HBM3 bandwidth of the H100 (3.35 TB/s) caps it.
     mb::print_row({*variant ? fmt::format("lingo/allpairs/cuda/kernel-{}", variant) : "lingo/allpairs/cuda/kernel",
                    g.name, size, kernel, static_cast<double>(n) * n, "LINGOs", 4.0 * n * n, 3.35e12 / 4,
@@ -115,14 +123,27 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
         const double gbs = cuda_backend::measure_d2h_into(g.index, pinned.data.get(), pinned.bytes, std::size_t{1} << 27);
         std::printf("lingo copy ceiling: D2H of 128 MiB chunks filling the %.2f GB page-locked matrix %.1f GB/s\n",
                     pinned.bytes / 1e9, gbs);
-        for (const char* pass : {"16777216", "134217728"}) {  // passes of 64 MiB and 512 MiB (default 128)
+        for (const char* pass : {"16777216", "134217728"}) {  // passes of 64 MiB and 512 MiB (default 512)
           setenv("MOLACCEL_LINGO_GPU_PASS_ELEMENTS", pass, 1);
+          setenv("MOLACCEL_LINGO_GPU_PASS_GROW", "0", 1);  // equal passes (the default)
           const auto tp = mb::measure_with(
               [&] { return job.time_to_host(g.index, all, type, pinned.data.get()); }, 1, quick ? 3 : 5);
           unsetenv("MOLACCEL_LINGO_GPU_PASS_ELEMENTS");
-          mb::print_row({fmt::format("lingo/allpairs/cuda/to-pinned-fp32-pass{}M", std::atoll(pass) >> 20), g.name,
-                         size, tp, static_cast<double>(n) * n, "LINGOs", elem * n * n, 55e9 / elem,
-                         "PCIe D2H 55 GB/s", fmt::format("{} elements per pass", pass)});
+          unsetenv("MOLACCEL_LINGO_GPU_PASS_GROW");
+          mb::print_row({fmt::format("lingo/allpairs/cuda/to-pinned-fp32-pass{}M-equal", std::atoll(pass) >> 20),
+                         g.name, size, tp, static_cast<double>(n) * n, "LINGOs", elem * n * n, 55e9 / elem,
+                         "PCIe D2H 55 GB/s", fmt::format("{} elements per pass, all passes equal", pass)});
+        }
+        // Where the time goes: one pass-by-pass CUDA-event timeline (stderr) of growing passes
+        // (first passes small, doubling: MOLACCEL_LINGO_GPU_PASS_GROW=1) and of equal ones (the default).
+        for (const char* grow : {"1", "0"}) {
+          setenv("MOLACCEL_LINGO_GPU_PASS_GROW", grow, 1);
+          setenv("MOLACCEL_LINGO_TIMELINE", "1", 1);
+          std::fprintf(stderr, "lingo timeline: fp32 into page-locked memory, passes %s\n",
+                       *grow == '1' ? "growing" : "equal (default)");
+          job.time_to_host(g.index, all, type, pinned.data.get());
+          unsetenv("MOLACCEL_LINGO_TIMELINE");
+          unsetenv("MOLACCEL_LINGO_GPU_PASS_GROW");
         }
       }
       const auto t = mb::measure_with([&] { return job.time_to_host(g.index, all, type, pinned.data.get()); }, 1,
@@ -172,6 +193,40 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
 
 }  // namespace
 
+// No cliff for a large, diverse Lingo vocabulary: 32,768 random strings of 30-50 letters over 12
+// atoms (about 1.2 M Lingos, nearly all distinct within a query group), kernel variants side by side.
+void run_diverse(bool quick) {
+#ifdef MOLACCEL_HAVE_CUDA
+  const auto gpus = gpu_list();
+  if (gpus.empty()) return;
+  const auto& g = gpus.front();
+  std::mt19937_64 rng(2026);
+  const char atoms[] = "CNOSPFIBcnos";
+  std::vector<std::string> smiles(32768);
+  for (auto& s : smiles) {
+    const std::size_t len = 30 + rng() % 21;
+    for (std::size_t i = 0; i < len; ++i) s += atoms[rng() % 12];
+  }
+  const auto set = make_molecules(smiles, {});
+  const std::size_t n = set.size();
+  const auto encoding = detail::encode(set, nullptr);
+  const cuda_backend::Rect all{0, n, 0, n};
+  for (const char* variant : {"", "g64"}) {
+    if (*variant) setenv("MOLACCEL_LINGO_GPU_KERNEL", variant, 1);
+    const cuda_backend::GpuJob job(encoding, Metric::tanimoto);
+    unsetenv("MOLACCEL_LINGO_GPU_KERNEL");
+    const auto kernel = mb::measure_with([&] { return job.time_kernels(g.index, all); }, 2, quick ? 3 : 7);
+    mb::print_row({*variant ? fmt::format("lingo/allpairs/cuda/kernel-diverse-{}", variant)
+                            : "lingo/allpairs/cuda/kernel-diverse",
+                   g.name, fmt::format("{}x{}", n, n), kernel, static_cast<double>(n) * n, "LINGOs", 4.0 * n * n,
+                   3.35e12 / 4, "fp32 store bandwidth (3.35 TB/s)",
+                   fmt::format("random 30-50 letter strings, vocabulary {} Lingos", encoding.vocabulary_size)});
+  }
+#else
+  (void)quick;
+#endif
+}
+
 int main(int argc, char** argv) {
   bool quick = false;
   std::string data;
@@ -183,6 +238,7 @@ int main(int argc, char** argv) {
   }
   set_progress_enabled(false);
   mb::print_header();
+  run_diverse(quick);
   const auto demo = read_molecules(lingo_bench::demo_set_path(), {});
   run_set("demo4096.smi", demo, quick);
   const auto big_path = lingo_bench::large_set_path(data);

@@ -5,8 +5,10 @@
 namespace molaccel::lingo::detail {
 
 InterleavedLayout build_interleaved_layout(const FeatureSet& set, std::size_t begin, std::size_t end,
-                                           std::uint32_t window, std::uint32_t padding) {
+                                           std::uint32_t window, std::uint32_t padding,
+                                           std::uint32_t length_multiple) {
   MOLACCEL_EXPECTS(window % 32 == 0 && window > 0 && window <= 65536, "window: a multiple of 32, <= 65536");
+  MOLACCEL_EXPECTS(length_multiple > 0, "length_multiple: at least 1");
   InterleavedLayout out;
   const std::size_t n = end - begin;
   const std::size_t n_pos = (n + window - 1) / window * window;
@@ -33,7 +35,8 @@ InterleavedLayout build_interleaved_layout(const FeatureSet& set, std::size_t be
   std::uint64_t total = 0;
   for (std::size_t g = 0; g < n_warps; ++g) {
     out.warp_base[g] = total;
-    total += 32ull * out.length[g * 32];  // lane 0 is the longest of its warp
+    const std::uint64_t rows = (out.length[g * 32] + length_multiple - 1) / length_multiple * length_multiple;
+    total += 32ull * rows;  // lane 0 is the longest of its warp
   }
   out.features.assign(std::max<std::uint64_t>(total, 1), padding);
   for (std::size_t p = 0; p < n; ++p) {

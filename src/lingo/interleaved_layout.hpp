@@ -19,8 +19,11 @@ struct InterleavedLayout {
   std::vector<std::uint32_t> features;   // interleaved; padding holds `padding`
 };
 
-// Molecules [begin, end) of `set`; window must be a multiple of 32 and at most 65,536.
+// Molecules [begin, end) of `set`; window must be a multiple of 32 and at most 65,536. Each warp's
+// share is padded to a multiple of `length_multiple` rows (the g64 kernel reads 4 rows at a time, so
+// it uses window 32 -- no column leaves its warp, stores stay coalesced -- and multiple 4).
 InterleavedLayout build_interleaved_layout(const FeatureSet& set, std::size_t begin, std::size_t end,
-                                           std::uint32_t window, std::uint32_t padding);
+                                           std::uint32_t window, std::uint32_t padding,
+                                           std::uint32_t length_multiple = 1);
 
 }  // namespace molaccel::lingo::detail

@@ -191,8 +191,9 @@ class Job {
     return fallback;
   }
   // Database molecules per GPU column tile: the slice (CSR ids, counts, expanded features and
-  // their interleaved copy, ~16 bytes per Lingo plus offsets) may use a quarter of the smallest
-  // free GPU memory, so a database larger than the GPU streams through in slices.
+  // their interleaved copy padded to each warp's longest molecule, ~20 bytes per Lingo plus
+  // offsets) may use a quarter of the smallest free GPU memory, so a database larger than the GPU
+  // streams through in slices.
   std::size_t gpu_column_cap() const {
     if (engine_ != Engine::cuda) return std::numeric_limits<std::size_t>::max();
     std::size_t free_bytes = std::numeric_limits<std::size_t>::max();
@@ -203,7 +204,7 @@ class Job {
       return std::numeric_limits<std::size_t>::max();
     double lingos = 0;
     for (auto m : db_.magnitudes) lingos += m;
-    const double per_molecule = 16.0 * lingos / static_cast<double>(db_.size()) + 48.0;
+    const double per_molecule = 20.0 * lingos / static_cast<double>(db_.size()) + 48.0;
     const auto cap = static_cast<std::size_t>(static_cast<double>(free_bytes / 4) / per_molecule);
     return std::max(chunk_, cap / chunk_ * chunk_);
   }

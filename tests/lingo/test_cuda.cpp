@@ -3,6 +3,7 @@
 // table), wide bit-sliced counters (database molecules with >= 2048 features), streamed database
 // tiles merged on the host, and the on-device top-k / threshold selection.
 #include <cstdlib>
+#include <random>
 
 #include "backend_checks.hpp"
 
@@ -239,8 +240,9 @@ namespace {
 using namespace molaccel::lingo::testing;
 
 // The default kernel is csr-ilp (every LingoCuda test runs it); these cases aim at its two count
-// extractions. The previous CSR kernel (MOLACCEL_LINGO_GPU_KERNEL=csr) is held to the same checks.
-TEST(LingoCuda, CsrIlpExtractionPaths) {
+// extractions (and, for g64, both halves of a 64-query group and a partial last warp). The other
+// kernels (MOLACCEL_LINGO_GPU_KERNEL=g64, csr) are held to the same checks below.
+TEST(LingoCuda, DefaultKernelExtractionPaths) {
   MOLACCEL_REQUIRE_GPU();
   std::vector<std::string> smiles = real_smiles("demo4096.smi", 300);
   std::string long_one, mid_one;
@@ -259,10 +261,45 @@ TEST(LingoCuda, CsrIlpExtractionPaths) {
                          std::string(to_string(metric)));
 }
 
+// A large, diverse vocabulary: random letter strings share few Lingos, so a group's features are
+// nearly all distinct; long ones (100-160 letters) close g64 groups early (3,072 features).
+void check_diverse_vocabulary() {
+  std::mt19937_64 rng(5);
+  const char atoms[] = "CNOSPFIBcnos";
+  std::vector<std::string> smiles;
+  for (int i = 0; i < 613; ++i) {
+    const std::size_t len = (i % 3 == 0) ? 100 + rng() % 61 : 1 + rng() % 50;
+    std::string s;
+    for (std::size_t k = 0; k < len; ++k) s += atoms[rng() % 12];
+    smiles.push_back(s);
+  }
+  const auto set = make_molecules(smiles, {});
+  const auto others = make_molecules(real_smiles("demo4096.smi", 333), {});
+  for (auto metric : {Metric::tanimoto, Metric::set}) {
+    expect_bit_identical(reference_matrix(set, nullptr, metric),
+                         similarity_matrix(gpu_subject().resources, set, nullptr, with(Backend::cuda, metric)),
+                         set.size(), fmt::format("diverse self {}", to_string(metric)));
+    expect_bit_identical(reference_matrix(set, &others, metric),
+                         similarity_matrix(gpu_subject().resources, set, &others, with(Backend::cuda, metric)),
+                         others.size(), fmt::format("diverse x real {}", to_string(metric)));
+  }
+}
+
+TEST(LingoCuda, DiverseVocabularyGroupsCloseEarly) {
+  MOLACCEL_REQUIRE_GPU();
+  check_diverse_vocabulary();
+}
+
 class LingoCudaCsr : public ::testing::Test {
  protected:
   void SetUp() override { setenv("MOLACCEL_LINGO_GPU_KERNEL", "csr", 1); }
   void TearDown() override { unsetenv("MOLACCEL_LINGO_GPU_KERNEL"); }
+};
+
+// The g64 kernel (opt-in), to the same checks as the CSR kernel.
+class LingoCudaG64 : public LingoCudaCsr {
+ protected:
+  void SetUp() override { setenv("MOLACCEL_LINGO_GPU_KERNEL", "g64", 1); }
 };
 
 Subject gpu_subject_ilp() {
@@ -271,8 +308,7 @@ Subject gpu_subject_ilp() {
   return {Resources::create(o), Backend::cuda};
 }
 
-TEST_F(LingoCudaCsr, RandomRealLargeAndSearch) {
-  MOLACCEL_REQUIRE_GPU();
+void check_selected_kernel() {
   check_random_matrices(gpu_subject_ilp());
   check_random_matrices(gpu_subject_ilp(), 13, 64);
   for (auto metric : {Metric::tanimoto, Metric::set}) {
@@ -295,6 +331,38 @@ TEST_F(LingoCudaCsr, RandomRealLargeAndSearch) {
   check_search(gpu_subject_ilp(), 10, Metric::tanimoto);
   check_neighbors(gpu_subject_ilp(), make_molecules(real_smiles("demo4096.smi", 700), {}), 0.5f,
                   Metric::tanimoto);
+}
+
+TEST_F(LingoCudaCsr, RandomRealLargeAndSearch) {
+  MOLACCEL_REQUIRE_GPU();
+  check_selected_kernel();
+}
+
+TEST_F(LingoCudaG64, RandomRealLargeAndSearch) {
+  MOLACCEL_REQUIRE_GPU();
+  check_selected_kernel();
+  check_diverse_vocabulary();
+  check_real_self_matrix(gpu_subject_ilp(), "demo4096.smi", 1029, 4, Metric::tanimoto);  // groups of 64
+}
+
+// The pipelined copy into page-locked memory with the pass schedule growing (opt-in) and with
+// equal passes (the default), and with the per-pass timeline on: same bits.
+TEST_F(LingoCudaPipeline, PassScheduleAndTimelineKeepBits) {
+  MOLACCEL_REQUIRE_GPU();
+  const auto set = make_molecules(real_smiles("demo4096.smi", 700), {});
+  const auto expected = reference_matrix(set, nullptr, Metric::tanimoto);
+  for (const char* grow : {"1", "0"}) {
+    setenv("MOLACCEL_LINGO_GPU_PASS_GROW", grow, 1);
+    setenv("MOLACCEL_LINGO_TIMELINE", "1", 1);
+    auto buffer = allocate_host_buffer(set.size() * set.size() * sizeof(float));
+    auto* out = reinterpret_cast<float*>(buffer.data.get());
+    std::fill_n(out, set.size() * set.size(), -1.0f);
+    similarity_matrix(gpu_subject().resources, set, nullptr, out, with(Backend::cuda, Metric::tanimoto));
+    unsetenv("MOLACCEL_LINGO_TIMELINE");
+    unsetenv("MOLACCEL_LINGO_GPU_PASS_GROW");
+    expect_bit_identical(expected, std::vector<float>(out, out + set.size() * set.size()), set.size(),
+                         fmt::format("page-locked, grow {}", grow));
+  }
 }
 
 }  // namespace

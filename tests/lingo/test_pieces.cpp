@@ -81,6 +81,66 @@ void check_interleaved_walk(const MoleculeSet& set, Metric metric, std::size_t b
   }
 }
 
+// The g64 kernel's walk, on the host: groups of 64 queries (two 32-lane bit-sliced counters), the
+// layout with window 32 and rows padded to 4, every position walking its warp's padded row count
+// (padding included, as the kernel does), four counts at a time for molecules of < 256 features.
+void check_g64_walk(const MoleculeSet& set, Metric metric, std::size_t begin, std::size_t end) {
+  const auto encoding = detail::encode(set, nullptr, 1);
+  const auto bases = detail::feature_bases(encoding);
+  const auto features =
+      detail::expand_features(encoding.database, encoding.max_count, bases, metric == Metric::set);
+  constexpr std::uint32_t kPad = 0xffffffffu;
+  const auto layout = detail::build_interleaved_layout(features, begin, end, 32, kPad, 4);
+  const std::size_t n = end - begin;
+  ASSERT_EQ(layout.length.size(), (n + 31) / 32 * 32);
+  for (std::size_t g = 0; g + 1 < layout.warp_base.size(); ++g)
+    ASSERT_EQ(layout.warp_base[g + 1] - layout.warp_base[g], 32ull * ((layout.length[g * 32] + 3) / 4 * 4));
+  for (std::size_t q0 = 0; q0 < std::min<std::size_t>(set.size(), 128); q0 += 64) {
+    const std::size_t count = std::min<std::size_t>(64, set.size() - q0);
+    std::unordered_map<std::uint32_t, std::uint64_t> table;
+    for (std::size_t q = 0; q < count; ++q)
+      for (auto f = features.offsets[q0 + q]; f < features.offsets[q0 + q + 1]; ++f)
+        table[features.features[f]] |= std::uint64_t{1} << q;
+    for (std::size_t p = 0; p < n; ++p) {
+      std::uint32_t lo[21] = {}, hi[21] = {};
+      const std::size_t warp_first = p / 32 * 32;
+      const std::uint32_t rows = (layout.length[warp_first] + 3) / 4 * 4;
+      for (std::uint32_t k = 0; k < rows; ++k) {
+        const std::uint32_t f = layout.features[layout.warp_base[p / 32] + 32ull * k + p % 32];
+        ASSERT_EQ(f == kPad, k >= layout.length[p]);
+        auto it = table.find(f);
+        const std::uint64_t m = it == table.end() ? 0 : it->second;
+        detail::bitslice_add(lo, static_cast<std::uint32_t>(m));
+        detail::bitslice_add(hi, static_cast<std::uint32_t>(m >> 32));
+      }
+      const std::size_t column = begin + warp_first + layout.column[p];
+      for (std::uint32_t q = 0; q < count; ++q) {
+        const auto& planes = q < 32 ? lo : hi;
+        const std::uint32_t h = q % 32;
+        const std::uint32_t shared = layout.length[p] < 256
+                                         ? (detail::bitslice_bytes4(planes, h / 4 * 4) >> (8 * (h % 4))) & 0xffu
+                                         : detail::bitslice_count(planes, h);
+        const float got = detail::ratio_similarity(shared, features.sizes[q0 + q], layout.size[p]);
+        const float want = reference::pair_similarity(set, q0 + q, set, column, metric);
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(got), std::bit_cast<std::uint32_t>(want))
+            << "query " << q0 + q << " column " << column;
+      }
+    }
+  }
+}
+
+TEST(LingoPieces, G64LayoutWalkMatchesReference) {
+  auto smiles = real_smiles("nci_first5k.smi", 500);
+  std::string long_one;
+  for (int i = 0; i < 150; ++i) long_one += "CCCCC(=O)";  // >= 256 features: the generic extraction
+  smiles.insert(smiles.begin() + 40, long_one);
+  smiles.push_back("C");
+  const auto set = make_molecules(smiles, {});
+  check_g64_walk(set, Metric::tanimoto, 0, set.size());
+  check_g64_walk(set, Metric::tanimoto, 7, 450);  // a slice, a partial last warp
+  check_g64_walk(set, Metric::set, 3, 301);
+}
+
 TEST(LingoPieces, InterleavedLayoutWalkMatchesReference) {
   auto smiles = real_smiles("nci_first5k.smi", 700);
   std::string long_one;

@@ -11,12 +11,13 @@
 // the queries only, never on the vocabulary, so a large or diverse vocabulary has no cliff.
 // Vidal (per-Lingo fractions) and queries too large for a table use a per-pair merge kernel.
 //
-// Three variants of the hashed kernel: the default (csr-ilp) reads the database in CSR order with
-// four feature loads in flight per thread (verified on an H100, 93 G LINGOs/s at 32,768^2);
-// MOLACCEL_LINGO_GPU_KERNEL=csr selects the previous CSR kernel (55 G/s, the baseline) and
-// MOLACCEL_LINGO_GPU_KERNEL=interleaved an experimental one that sorts each window of 256
-// molecules by length, interleaves each warp's features, extracts four counts at a time from the
-// bit planes and stages results in shared memory (42 G/s: slower).
+// Four variants of the hashed kernel: the default (csr-ilp) reads the database in CSR order with
+// four feature loads in flight per thread (136 G LINGOs/s at 32,768^2 on an H200 once the passes
+// stopped uploading, see prepare_passes); MOLACCEL_LINGO_GPU_KERNEL=g64 selects 64 queries per
+// block over a coalesced warp-interleaved database (135 G/s, 120 G/s on a diverse vocabulary
+// where csr-ilp makes 153: no faster, opt-in); =csr the CSR kernel before csr-ilp (81 G/s) and
+// =interleaved one that sorts each window of 256 molecules by length and stages results in
+// shared memory (53 G/s). All are held to the same bit-identity tests.
 #include <cub/block/block_scan.cuh>
 
 #include <algorithm>
@@ -49,8 +50,16 @@ struct DeviceHit {
 static_assert(sizeof(DeviceHit) == sizeof(Hit), "device and host hits share a layout");
 
 struct QueryGroup {
-  std::uint32_t first_row;  // row within the pass
-  std::uint32_t count;      // <= 32
+  std::uint32_t first_row;  // row within the query slice on the device
+  std::uint32_t count;      // <= 32 (64 for g64)
+};
+
+// One pass of rows [r0, r1): its groups (small-table ones, then large-table ones) and merge-kernel
+// rows, as ranges of the uploaded group and fallback arrays.
+struct PassPlan {
+  std::size_t r0 = 0, r1 = 0;
+  std::size_t groups_begin = 0, n_small = 0, n_large = 0;
+  std::size_t fallback_begin = 0, n_fallback = 0;
 };
 
 // ---- block pieces --------------------------------------------------------------------------------
@@ -306,6 +315,140 @@ __global__ void __launch_bounds__(kBlock)
       for (std::uint32_t q = 0; q < group.count; ++q)
         out[(group.first_row + q) * ld + pos] = tile[q * kBlock + threadIdx.x];
     __syncthreads();
+  }
+}
+
+// Opt-in variant (MOLACCEL_LINGO_GPU_KERNEL=g64; bit-identical on an H200, measured no faster than
+// csr-ilp, see docs/lingo.md): 64 queries per block, a shared-memory table feature ->
+// 64-bit mask of the group's queries (keys and masks in two arrays), the database in the
+// warp-interleaved layout (window 32: feature k of the molecule at warp position l is at
+// warp_base + 32 k + l, so every load is one coalesced line, and a column never leaves its warp, so
+// the stores stay coalesced without staging), four rows of features per step with the next four
+// already in flight, two 32-lane bit-sliced counters (queries 0-31 and 32-63), four counts at a
+// time out of the planes, and the fp32 similarities stored straight along the database.
+// Each database feature now serves 64 queries instead of 32, and the loads are coalesced.
+__device__ void g64_table_insert(std::uint32_t* keys, unsigned long long* masks, int log2_slots,
+                                 std::uint32_t feature, unsigned long long bit) {
+  const std::uint32_t wrap = (1u << log2_slots) - 1;
+  for (std::uint32_t s = slot_of(feature, log2_slots);; s = (s + 1) & wrap) {
+    const std::uint32_t prev = atomicCAS(&keys[s], kEmptySlot, feature);
+    if (prev == kEmptySlot || prev == feature) {
+      atomicOr(&masks[s], bit);
+      return;
+    }
+  }
+}
+
+// The padding feature (kEmptySlot) stops at the first free slot, whose mask is 0.
+__device__ __forceinline__ unsigned long long g64_table_lookup(const std::uint32_t* keys,
+                                                               const unsigned long long* masks,
+                                                               int log2_slots, std::uint32_t feature) {
+  const std::uint32_t wrap = (1u << log2_slots) - 1;
+  for (std::uint32_t s = slot_of(feature, log2_slots);; s = (s + 1) & wrap) {
+    const std::uint32_t k = keys[s];
+    if (k == feature) return masks[s];
+    if (k == kEmptySlot) return 0;
+  }
+}
+
+template <int Planes>
+__device__ __forceinline__ void g64_add(std::uint32_t (&lo)[Planes], std::uint32_t (&hi)[Planes],
+                                        unsigned long long mask) {
+  detail::bitslice_add(lo, static_cast<std::uint32_t>(mask));
+  detail::bitslice_add(hi, static_cast<std::uint32_t>(mask >> 32));
+}
+
+// Stores queries [q_begin, q_end) of one half (planes of queries q_begin.., q_begin a multiple of 32).
+template <int Planes>
+__device__ __forceinline__ void g64_store_half(const std::uint32_t (&planes)[Planes], bool bytes,
+                                               std::uint32_t q_begin, std::uint32_t q_end,
+                                               const std::uint32_t* sizes, std::uint32_t db_size, float* o,
+                                               std::size_t ld) {
+  if (bytes) {
+    for (std::uint32_t q4 = q_begin; q4 < q_end; q4 += 4) {
+      const std::uint32_t packed = detail::bitslice_bytes4(planes, q4 - q_begin);
+#pragma unroll
+      for (std::uint32_t i = 0; i < 4; ++i)
+        if (q4 + i < q_end)
+          o[(q4 + i) * ld] = detail::ratio_similarity((packed >> (8 * i)) & 0xffu, sizes[q4 + i], db_size);
+    }
+  } else {
+    for (std::uint32_t q = q_begin; q < q_end; ++q)
+      o[q * ld] = detail::ratio_similarity(detail::bitslice_count(planes, q - q_begin), sizes[q], db_size);
+  }
+}
+
+constexpr std::uint32_t kG64Queries = 64;
+constexpr std::uint32_t kG64TableSlots = 4096;   // 48 KiB: keys (16 KiB) and masks (32 KiB)
+constexpr std::uint32_t kG64MaxFeatures = 3072;  // per group (load factor <= 3/4 before dedup)
+
+template <int Planes>
+__global__ void __launch_bounds__(kBlock, Planes <= 11 ? 4 : 1)
+    hashed_similarity_g64_kernel(const QueryGroup* groups, const std::uint64_t* q_offsets,
+                                 const std::uint32_t* q_features, const std::uint32_t* q_sizes,
+                                 InterleavedSlice db, std::uint32_t n_cols, int log2_slots, float* out,
+                                 std::size_t ld) {
+  extern __shared__ unsigned long long g64_shared[];
+  const std::uint32_t slots = 1u << log2_slots;
+  unsigned long long* masks = g64_shared;
+  std::uint32_t* keys = reinterpret_cast<std::uint32_t*>(g64_shared + slots);
+  __shared__ std::uint32_t sizes[kG64Queries];
+  const QueryGroup group = groups[blockIdx.x];
+  for (std::uint32_t s = threadIdx.x; s < slots; s += blockDim.x) {
+    keys[s] = kEmptySlot;
+    masks[s] = 0;
+  }
+  if (threadIdx.x < group.count) sizes[threadIdx.x] = q_sizes[group.first_row + threadIdx.x];
+  __syncthreads();
+  {
+    const std::uint64_t begin = q_offsets[group.first_row];
+    const std::uint64_t end = q_offsets[group.first_row + group.count];
+    std::uint32_t q = 0;
+    for (std::uint64_t f = begin + threadIdx.x; f < end; f += blockDim.x) {
+      while (q_offsets[group.first_row + q + 1] <= f) ++q;  // which query owns feature f
+      g64_table_insert(keys, masks, log2_slots, q_features[f], 1ull << q);
+    }
+  }
+  __syncthreads();
+
+  const std::uint32_t lane = threadIdx.x & 31u;
+  const std::uint32_t n_windows = (n_cols + kBlock - 1) / kBlock;
+  for (std::uint32_t w = blockIdx.y; w < n_windows; w += gridDim.y) {
+    const std::uint32_t pos = w * kBlock + threadIdx.x;
+    const std::uint32_t warp_first = pos & ~31u;
+    const bool warp_in = warp_first < n_cols;  // the layout ends with the last (partial) warp
+    const std::uint32_t rows = warp_in ? (db.length[warp_first] + 3u) & ~3u : 0u;  // lane 0: longest
+    const std::uint32_t* feature = db.features + (warp_in ? db.warp_base[pos / 32] : 0) + lane;
+    std::uint32_t lo[Planes], hi[Planes];
+#pragma unroll
+    for (int b = 0; b < Planes; ++b) lo[b] = hi[b] = 0;
+    std::uint32_t v[4];
+    if (rows) {
+#pragma unroll
+      for (int u = 0; u < 4; ++u) v[u] = __ldg(feature + 32 * u);
+    }
+    for (std::uint32_t k = 0; k < rows; k += 4) {
+      std::uint32_t next[4];
+      if (k + 4 < rows) {
+#pragma unroll
+        for (int u = 0; u < 4; ++u) next[u] = __ldg(feature + 32 * (k + 4 + u));
+      }
+      unsigned long long m[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) m[u] = g64_table_lookup(keys, masks, log2_slots, v[u]);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) g64_add(lo, hi, m[u]);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) v[u] = next[u];
+    }
+    if (pos < n_cols) {
+      const std::uint32_t column = warp_first + db.column[pos];
+      const std::uint32_t db_size = db.size[pos];
+      const bool bytes = db.length[pos] < 256;  // every count < 256: a byte each
+      float* o = out + static_cast<std::size_t>(group.first_row) * ld + column;
+      g64_store_half(lo, bytes, 0, min(group.count, 32u), sizes, db_size, o, ld);
+      if (group.count > 32) g64_store_half(hi, bytes, 32, group.count, sizes, db_size, o, ld);
+    }
   }
 }
 
@@ -590,38 +733,16 @@ struct DeviceSlice {
     return {warp_base.data(), lengths.data(), sizes_sorted.data(), columns.data(), interleaved.data()};
   }
 
-  void load_interleaved(const detail::FeatureSet& fs, std::size_t b, std::size_t e, cudaStream_t stream) {
-    const auto layout = detail::build_interleaved_layout(fs, b, e, kBlock, kEmptySlot);
+  // window kBlock for the interleaved kernel; window 32 with rows padded to 4 for g64.
+  void load_interleaved(const detail::FeatureSet& fs, std::size_t b, std::size_t e, cudaStream_t stream,
+                        std::uint32_t window = kBlock, std::uint32_t length_multiple = 1) {
+    const auto layout = detail::build_interleaved_layout(fs, b, e, window, kEmptySlot, length_multiple);
     upload_range(warp_base, layout.warp_base.data(), layout.warp_base.size(), stream);
     upload_range(lengths, layout.length.data(), layout.length.size(), stream);
     upload_range(sizes_sorted, layout.size.data(), layout.size.size(), stream);
     upload_range(columns, layout.column.data(), layout.column.size(), stream);
     upload_range(interleaved, layout.features.data(), layout.features.size(), stream);
     MOLACCEL_CUDA_TRY(cudaStreamSynchronize(stream));
-  }
-
-  // Sizes every buffer for the largest of the row ranges [first + i*step, ...) up to `last`, so
-  // that loading them in turn never reallocates: a cudaFree waits for the whole device, which
-  // would stall a pipeline's copy in flight.
-  void reserve(const detail::FeatureSet* fs, const detail::EncodedSet& es, std::size_t first, std::size_t last,
-               std::size_t step) {
-    std::size_t rows = 1, feats = 1, entries = 1;
-    for (std::size_t b = first; b < last; b += step) {
-      const std::size_t e = std::min(last, b + step);
-      rows = std::max(rows, e - b);
-      if (fs) feats = std::max<std::size_t>(feats, fs->offsets[e] - fs->offsets[b]);
-      entries = std::max<std::size_t>(entries, es.offsets[e] - es.offsets[b]);
-    }
-    if (fs) {
-      feature_offsets.resize(rows + 1);
-      features.resize(feats);
-      feature_sizes.resize(rows);
-    }
-    offsets.resize(rows + 1);
-    ids.resize(entries);
-    counts.resize(entries);
-    magnitudes.resize(rows);
-    distinct.resize(rows);
   }
 
   void load(const detail::FeatureSet* fs, const detail::EncodedSet& es, std::size_t b, std::size_t e,
@@ -663,6 +784,14 @@ struct WorkerState {
   cuda::DeviceBuffer<DeviceHit> hits;
   cuda::DeviceBuffer<unsigned long long> hit_count;
   bool attributes_set = false;
+  // Set by prepare_passes for the loop that follows: the query slice (s.db or s.queries), its first
+  // row, and every pass's plan, already on the device.
+  struct {
+    bool active = false;
+    const DeviceSlice* slice = nullptr;
+    std::size_t base = 0;
+    std::vector<PassPlan> plans;
+  } prepared;
   // dense_stream's pipeline: a copy stream, two result buffers (and their fp16/u8 copies) used in
   // turn, events ordering compute -> copy -> reuse.
   cuda::Stream copy_stream;
@@ -758,15 +887,22 @@ int log2_of(std::uint32_t x) {
 
 }  // namespace
 
-bool interleaved_kernel_requested() {
+// MOLACCEL_LINGO_GPU_KERNEL: csr-ilp (the default), g64 (64 queries per block, coalesced
+// database; measured no faster, opt-in), csr and interleaved (older variants, kept for
+// comparison); anything else means the default.
+enum class HashedKernel { g64, csr_ilp, csr, interleaved };
+HashedKernel requested_kernel() {
   const char* v = std::getenv("MOLACCEL_LINGO_GPU_KERNEL");
-  return v && std::string_view(v) == "interleaved";
+  const std::string_view name = v ? v : "";
+  if (name == "g64") return HashedKernel::g64;
+  if (name == "csr") return HashedKernel::csr;
+  if (name == "interleaved") return HashedKernel::interleaved;
+  return HashedKernel::csr_ilp;
 }
-// The default is the csr-ilp kernel (93 vs 55 G LINGOs/s at 32,768^2 on an H100, same tests);
-// MOLACCEL_LINGO_GPU_KERNEL=csr selects the previous CSR kernel, kept as the baseline.
-bool csr_ilp_kernel_requested() {
-  const char* v = std::getenv("MOLACCEL_LINGO_GPU_KERNEL");
-  return !v || (std::string_view(v) != "csr" && std::string_view(v) != "interleaved");
+
+// Dynamic shared memory of the g64 kernel: 64-bit masks, then 32-bit keys.
+std::size_t g64_shared_bytes(std::uint32_t slots) {
+  return slots * (sizeof(unsigned long long) + sizeof(std::uint32_t));
 }
 
 // Dynamic shared memory of the verified CSR kernel: keys and masks.
@@ -778,8 +914,10 @@ struct GpuJob::Impl {
   const detail::Encoding& encoding;
   Metric metric;
   bool use_features;
-  bool interleaved = interleaved_kernel_requested();
-  bool csr_ilp = csr_ilp_kernel_requested();
+  HashedKernel variant = requested_kernel();
+  bool interleaved = variant == HashedKernel::interleaved;
+  bool csr_ilp = variant == HashedKernel::csr_ilp;
+  bool g64 = variant == HashedKernel::g64;
   detail::FeatureSet db_features, query_features;  // query_features empty when self
 
   Impl(const detail::Encoding& e, Metric m) : encoding(e), metric(m), use_features(m != Metric::vidal) {
@@ -807,6 +945,12 @@ struct GpuJob::Impl {
       MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_csr_ilp_kernel<21>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(csr_shared_bytes(kLargeTableSlots))));
+      MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_g64_kernel<11>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(g64_shared_bytes(kG64TableSlots))));
+      MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_g64_kernel<21>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(g64_shared_bytes(kG64TableSlots))));
       MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_interleaved_kernel<11>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(shared_bytes(kLargeTableSlots))));
@@ -821,126 +965,219 @@ struct GpuJob::Impl {
   void ensure_db(WorkerState& s, std::size_t b, std::size_t e) const {
     if (s.db.valid && s.db.begin == b && s.db.end == e) return;
     s.db.load(use_features ? &db_features : nullptr, encoding.database, b, e, s.stream);
-    if (use_features && interleaved) {
+    if (use_features && (interleaved || g64)) {
       s.db.valid = false;
-      s.db.load_interleaved(db_features, b, e, s.stream);
+      if (g64)
+        s.db.load_interleaved(db_features, b, e, s.stream, 32, 4);
+      else
+        s.db.load_interleaved(db_features, b, e, s.stream);
       s.db.valid = true;
     }
   }
 
-  // Similarities of rows [r0, r1) x the loaded database slice into s.sims (ld = slice width).
+  // The groups of query rows [r0, r1): up to 32 consecutive queries (64 for g64), total features
+  // within half the table (3/4 of the g64 table; shared features take one slot, so the real load
+  // is lower). A group whose features do not fit closes early: diverse inputs make smaller groups,
+  // no cliff. Queries too large for any table (and every row for vidal) go to the merge kernel.
+  // Rows are numbered from `base` (the first row of the query slice on the device); the groups and
+  // fallback rows are appended to `groups` / `fallback`.
+  PassPlan plan_pass(std::size_t r0, std::size_t r1, std::size_t base, std::vector<QueryGroup>& groups,
+                     std::vector<std::uint32_t>& fallback) const {
+    PassPlan p;
+    p.r0 = r0;
+    p.r1 = r1;
+    p.groups_begin = groups.size();
+    p.fallback_begin = fallback.size();
+    auto rel = [&](std::size_t r) { return static_cast<std::uint32_t>(r - base); };
+    if (!use_features) {
+      for (std::size_t r = r0; r < r1; ++r) fallback.push_back(rel(r));
+      p.n_fallback = r1 - r0;
+      return p;
+    }
+    const auto& fs = qfs();
+    const std::uint64_t small_cap = g64 ? kG64MaxFeatures : kSmallTableSlots / 2;
+    const std::uint32_t group_max = g64 ? kG64Queries : kQueriesPerGroup;
+    std::vector<QueryGroup> large;
+    for (std::size_t r = r0; r < r1;) {
+      const std::uint64_t first = fs.offsets[r + 1] - fs.offsets[r];
+      if (first > kLargeTableSlots / 2) {
+        fallback.push_back(rel(r));
+        ++r;
+        continue;
+      }
+      if (first > small_cap) {
+        large.push_back({rel(r), 1});
+        ++r;
+        continue;
+      }
+      QueryGroup g{rel(r), 0};
+      std::uint64_t total = 0;
+      while (r < r1 && g.count < group_max) {
+        const std::uint64_t f = fs.offsets[r + 1] - fs.offsets[r];
+        if (total + f > small_cap) break;
+        total += f;
+        ++g.count;
+        ++r;
+      }
+      groups.push_back(g);
+    }
+    p.n_small = groups.size() - p.groups_begin;
+    p.n_large = large.size();
+    groups.insert(groups.end(), large.begin(), large.end());
+    p.n_fallback = fallback.size() - p.fallback_begin;
+    return p;
+  }
+
+  // Launches the kernels of one planned pass (its groups and fallback rows already in s.groups and
+  // s.fallback_rows): queries from slice `q` (query row r at slice row r - base), results into
+  // s.sims, row p.r0 first (ld = database slice width). Kernels only: no copy, no host wait.
+  void launch_pass(WorkerState& s, const PassPlan& p, const DeviceSlice& q, std::size_t base) const {
+    const std::size_t cols = s.db.end - s.db.begin;
+    if (p.r1 == p.r0 || cols == 0) return;
+    cudaStream_t stream = s.stream;
+    // The kernels address results by slice row: shift the output so that row p.r0 lands on row 0
+    // of s.sims (only rows >= p.r0 are written). Integer arithmetic: the address is never formed
+    // as a host pointer into an array.
+    float* out = reinterpret_cast<float*>(reinterpret_cast<std::uintptr_t>(s.sims.data()) -
+                                          (p.r0 - base) * cols * sizeof(float));
+    if (use_features) {
+    const bool wide = s.db.max_features >= 2048;
+    // Each block reuses its table over up to 8 windows of kBlock database molecules (amortises
+    // the build); fewer when the pass has few query groups, so the launch still fills the GPU
+    // (at least 4,096 blocks: the pipelined passes of dense_stream are ~1,024 rows).
+    auto splits_for = [&](std::size_t n_groups) {
+      const std::size_t windows = (cols + kBlock - 1) / kBlock;
+      std::size_t per_block = 8;
+      while (per_block > 1 && n_groups * ((windows + per_block - 1) / per_block) < 4096) per_block /= 2;
+      return static_cast<unsigned>(std::min<std::size_t>((windows + per_block - 1) / per_block, 65535));
+    };
+    const InterleavedSlice view = s.db.interleaved_view();
+    auto launch = [&](std::size_t first_group, std::size_t n_groups, std::uint32_t slots, bool g64_groups) {
+      if (n_groups == 0) return;
+      const unsigned splits = splits_for(n_groups);
+      const dim3 grid(static_cast<unsigned>(n_groups), splits);
+      const int log2_slots = log2_of(slots);
+      const QueryGroup* g = s.groups.data() + p.groups_begin + first_group;
+      const auto n = static_cast<std::uint32_t>(cols);
+      if (g64_groups) {
+        // Counts are below 2^11 when every database molecule has < 2,048 features.
+        const std::size_t shared = g64_shared_bytes(slots);
+        if (wide)
+          hashed_similarity_g64_kernel<21><<<grid, kBlock, shared, stream>>>(
+              g, q.feature_offsets.data(), q.features.data(),
+              q.feature_sizes.data(), view, n, log2_slots, out, cols);
+        else
+          hashed_similarity_g64_kernel<11><<<grid, kBlock, shared, stream>>>(
+              g, q.feature_offsets.data(), q.features.data(),
+              q.feature_sizes.data(), view, n, log2_slots, out, cols);
+      } else if (interleaved) {
+        const std::size_t shared = shared_bytes(slots);
+        if (wide)
+          hashed_similarity_interleaved_kernel<21><<<grid, kBlock, shared, stream>>>(
+              g, q.feature_offsets.data(), q.features.data(),
+              q.feature_sizes.data(), view, n, log2_slots, out, cols);
+        else
+          hashed_similarity_interleaved_kernel<11><<<grid, kBlock, shared, stream>>>(
+              g, q.feature_offsets.data(), q.features.data(),
+              q.feature_sizes.data(), view, n, log2_slots, out, cols);
+      } else {
+        // The CSR kernels walk columns in blockDim strides: windows of 256 columns.
+        const dim3 csr_grid(static_cast<unsigned>(n_groups), splits);
+        const std::size_t shared = csr_shared_bytes(slots);
+        // g64's single large queries (more than 3,072 features) take the csr-ilp kernel.
+        if ((csr_ilp || g64) && wide)
+          hashed_similarity_csr_ilp_kernel<21><<<csr_grid, kBlock, shared, stream>>>(
+              g, q.feature_offsets.data(), q.features.data(),
+              q.feature_sizes.data(), s.db.feature_offsets.data(), s.db.features.data(),
+              s.db.feature_sizes.data(), n, log2_slots, out, cols);
+        else if (csr_ilp || g64)
+          hashed_similarity_csr_ilp_kernel<11><<<csr_grid, kBlock, shared, stream>>>(
+              g, q.feature_offsets.data(), q.features.data(),
+              q.feature_sizes.data(), s.db.feature_offsets.data(), s.db.features.data(),
+              s.db.feature_sizes.data(), n, log2_slots, out, cols);
+        else if (wide)
+          hashed_similarity_csr_kernel<21><<<csr_grid, kBlock, shared, stream>>>(
+              g, q.feature_offsets.data(), q.features.data(),
+              q.feature_sizes.data(), s.db.feature_offsets.data(), s.db.features.data(),
+              s.db.feature_sizes.data(), n, log2_slots, out, cols);
+        else
+          hashed_similarity_csr_kernel<11><<<csr_grid, kBlock, shared, stream>>>(
+              g, q.feature_offsets.data(), q.features.data(),
+              q.feature_sizes.data(), s.db.feature_offsets.data(), s.db.features.data(),
+              s.db.feature_sizes.data(), n, log2_slots, out, cols);
+      }
+      MOLACCEL_CUDA_CHECK_LAUNCH("lingo hashed_similarity kernel");
+    };
+      // grid.x is limited to 2^31-1 groups, far beyond any pass.
+      launch(0, p.n_small, g64 ? kG64TableSlots : kSmallTableSlots, g64);
+      launch(p.n_small, p.n_large, kLargeTableSlots, false);
+    }
+    for (std::size_t done = 0; done < p.n_fallback; done += 65535) {
+      const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(65535, p.n_fallback - done));
+      const dim3 grid(static_cast<unsigned>((cols + kBlock - 1) / kBlock), n);
+      merge_similarity_kernel<<<grid, kBlock, 0, stream>>>(
+          s.fallback_rows.data() + p.fallback_begin + done, n, metric, q.offsets.data(), q.ids.data(),
+          q.counts.data(), q.magnitudes.data(), q.distinct.data(), s.db.offsets.data(), s.db.ids.data(),
+          s.db.counts.data(), s.db.magnitudes.data(), s.db.distinct.data(), static_cast<std::uint32_t>(cols), out,
+          cols);
+      MOLACCEL_CUDA_CHECK_LAUNCH("lingo merge_similarity_kernel");
+    }
+  }
+
+  // Similarities of rows [r0, r1) x the loaded database slice into s.sims (ld = slice width). Inside
+  // prepare_passes' loop the pass only launches kernels; otherwise its queries and plan are
+  // uploaded first.
   void compute(WorkerState& s, std::size_t r0, std::size_t r1) const {
     const std::size_t rows = r1 - r0, cols = s.db.end - s.db.begin;
-    cudaStream_t stream = s.stream;
-    s.queries.load(use_features ? &qfs() : nullptr, encoding.query_set(), r0, r1, stream);
+    if (s.prepared.active)
+      for (const PassPlan& p : s.prepared.plans)
+        if (p.r0 == r0 && p.r1 == r1) {
+          s.sims.resize(std::max<std::size_t>(rows * cols, 1));
+          launch_pass(s, p, *s.prepared.slice, s.prepared.base);
+          return;
+        }
+    s.queries.load(use_features ? &qfs() : nullptr, encoding.query_set(), r0, r1, s.stream);
     s.sims.resize(std::max<std::size_t>(rows * cols, 1));
     if (rows == 0 || cols == 0) return;
+    std::vector<QueryGroup> groups;
     std::vector<std::uint32_t> fallback;
-    if (use_features) {
-      // Plan the groups: up to 32 consecutive queries, total features within half the table.
-      const auto& fs = qfs();
-      std::vector<QueryGroup> small, large;
-      for (std::size_t r = r0; r < r1;) {
-        const std::uint64_t first = fs.offsets[r + 1] - fs.offsets[r];
-        if (first > kLargeTableSlots / 2) {
-          fallback.push_back(static_cast<std::uint32_t>(r - r0));
-          ++r;
-          continue;
-        }
-        if (first > kSmallTableSlots / 2) {
-          large.push_back({static_cast<std::uint32_t>(r - r0), 1});
-          ++r;
-          continue;
-        }
-        QueryGroup g{static_cast<std::uint32_t>(r - r0), 0};
-        std::uint64_t total = 0;
-        while (r < r1 && g.count < kQueriesPerGroup) {
-          const std::uint64_t f = fs.offsets[r + 1] - fs.offsets[r];
-          if (total + f > kSmallTableSlots / 2) break;
-          total += f;
-          ++g.count;
-          ++r;
-        }
-        small.push_back(g);
-      }
-      const bool wide = s.db.max_features >= 2048;
-      // Each block reuses its table over up to 8 windows of kBlock database molecules (amortises
-      // the build); fewer when the pass has few query groups, so the launch still fills the GPU
-      // (at least 4,096 blocks: the pipelined passes of dense_stream are ~1,024 rows).
-      auto splits_for = [&](std::size_t n_groups) {
-        const std::size_t windows = (cols + kBlock - 1) / kBlock;
-        std::size_t per_block = 8;
-        while (per_block > 1 && n_groups * ((windows + per_block - 1) / per_block) < 4096) per_block /= 2;
-        return static_cast<unsigned>(std::min<std::size_t>((windows + per_block - 1) / per_block, 65535));
-      };
-      const InterleavedSlice view = s.db.interleaved_view();
-      std::vector<QueryGroup> all(small);
-      all.insert(all.end(), large.begin(), large.end());
-      upload_range(s.groups, all.data(), all.size(), stream);
-      auto launch = [&](std::size_t first_group, std::size_t n_groups, std::uint32_t slots) {
-        if (n_groups == 0) return;
-        const unsigned splits = splits_for(n_groups);
-        const dim3 grid(static_cast<unsigned>(n_groups), splits);
-        const int log2_slots = log2_of(slots);
-        const QueryGroup* g = s.groups.data() + first_group;
-        const auto n = static_cast<std::uint32_t>(cols);
-        if (interleaved) {
-          const std::size_t shared = shared_bytes(slots);
-          if (wide)
-            hashed_similarity_interleaved_kernel<21><<<grid, kBlock, shared, stream>>>(
-                g, s.queries.feature_offsets.data(), s.queries.features.data(),
-                s.queries.feature_sizes.data(), view, n, log2_slots, s.sims.data(), cols);
-          else
-            hashed_similarity_interleaved_kernel<11><<<grid, kBlock, shared, stream>>>(
-                g, s.queries.feature_offsets.data(), s.queries.features.data(),
-                s.queries.feature_sizes.data(), view, n, log2_slots, s.sims.data(), cols);
-        } else {
-          // The CSR kernels walk columns in blockDim strides: windows of 256 columns.
-          const dim3 csr_grid(static_cast<unsigned>(n_groups), splits);
-          const std::size_t shared = csr_shared_bytes(slots);
-          if (csr_ilp && wide)
-            hashed_similarity_csr_ilp_kernel<21><<<csr_grid, kBlock, shared, stream>>>(
-                g, s.queries.feature_offsets.data(), s.queries.features.data(),
-                s.queries.feature_sizes.data(), s.db.feature_offsets.data(), s.db.features.data(),
-                s.db.feature_sizes.data(), n, log2_slots, s.sims.data(), cols);
-          else if (csr_ilp)
-            hashed_similarity_csr_ilp_kernel<11><<<csr_grid, kBlock, shared, stream>>>(
-                g, s.queries.feature_offsets.data(), s.queries.features.data(),
-                s.queries.feature_sizes.data(), s.db.feature_offsets.data(), s.db.features.data(),
-                s.db.feature_sizes.data(), n, log2_slots, s.sims.data(), cols);
-          else if (wide)
-            hashed_similarity_csr_kernel<21><<<csr_grid, kBlock, shared, stream>>>(
-                g, s.queries.feature_offsets.data(), s.queries.features.data(),
-                s.queries.feature_sizes.data(), s.db.feature_offsets.data(), s.db.features.data(),
-                s.db.feature_sizes.data(), n, log2_slots, s.sims.data(), cols);
-          else
-            hashed_similarity_csr_kernel<11><<<csr_grid, kBlock, shared, stream>>>(
-                g, s.queries.feature_offsets.data(), s.queries.features.data(),
-                s.queries.feature_sizes.data(), s.db.feature_offsets.data(), s.db.features.data(),
-                s.db.feature_sizes.data(), n, log2_slots, s.sims.data(), cols);
-        }
-        MOLACCEL_CUDA_CHECK_LAUNCH("lingo hashed_similarity kernel");
-      };
-      // grid.x is limited to 2^31-1 groups, far beyond any pass.
-      launch(0, small.size(), kSmallTableSlots);
-      launch(small.size(), large.size(), kLargeTableSlots);
+    const PassPlan p = plan_pass(r0, r1, r0, groups, fallback);
+    upload_range(s.groups, groups.data(), groups.size(), s.stream);
+    if (!fallback.empty()) upload_range(s.fallback_rows, fallback.data(), fallback.size(), s.stream);
+    launch_pass(s, p, s.queries, r0);
+  }
+
+  // Before a loop of passes (`bounds`: first rows, then the end): the queries of every pass go to
+  // the device once -- none at all when the set is compared with itself and the rows lie inside the
+  // loaded database slice, which then serves as the query slice -- and every pass's plan is uploaded,
+  // so that the passes launch kernels only: no upload and no host synchronisation between them
+  // (per-pass uploads left the GPU idle between passes and, in the pipeline, waited behind the
+  // device-to-host copy in flight). The returned guard ends the prepared state.
+  struct PreparedScope {
+    WorkerState* s;
+    ~PreparedScope() { s->prepared.active = false; }
+  };
+  PreparedScope prepare_passes(WorkerState& s, const std::vector<std::size_t>& bounds) const {
+    s.prepared.active = false;
+    s.prepared.plans.clear();
+    const std::size_t first = bounds.front(), last = bounds.back();
+    if (encoding.self && s.db.valid && first >= s.db.begin && last <= s.db.end) {
+      s.prepared.slice = &s.db;
+      s.prepared.base = s.db.begin;
     } else {
-      fallback.resize(rows);
-      for (std::size_t r = 0; r < rows; ++r) fallback[r] = static_cast<std::uint32_t>(r);
+      s.queries.load(use_features ? &qfs() : nullptr, encoding.query_set(), first, last, s.stream);
+      s.prepared.slice = &s.queries;
+      s.prepared.base = first;
     }
-    if (!fallback.empty()) {
-      upload_range(s.fallback_rows, fallback.data(), fallback.size(), stream);
-      for (std::size_t done = 0; done < fallback.size(); done += 65535) {
-        const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(65535, fallback.size() - done));
-        const dim3 grid(static_cast<unsigned>((cols + kBlock - 1) / kBlock), n);
-        merge_similarity_kernel<<<grid, kBlock, 0, stream>>>(
-            s.fallback_rows.data() + done, n, metric, s.queries.offsets.data(), s.queries.ids.data(),
-            s.queries.counts.data(), s.queries.magnitudes.data(), s.queries.distinct.data(),
-            s.db.offsets.data(), s.db.ids.data(), s.db.counts.data(), s.db.magnitudes.data(),
-            s.db.distinct.data(), static_cast<std::uint32_t>(cols), s.sims.data(), cols);
-        MOLACCEL_CUDA_CHECK_LAUNCH("lingo merge_similarity_kernel");
-      }
-    }
+    std::vector<QueryGroup> groups;
+    std::vector<std::uint32_t> fallback;
+    for (std::size_t i = 0; i + 1 < bounds.size(); ++i)
+      s.prepared.plans.push_back(plan_pass(bounds[i], bounds[i + 1], s.prepared.base, groups, fallback));
+    upload_range(s.groups, groups.data(), groups.size(), s.stream);
+    upload_range(s.fallback_rows, fallback.data(), fallback.size(), s.stream);
+    MOLACCEL_CUDA_TRY(cudaStreamSynchronize(s.stream));
+    s.prepared.active = true;
+    return PreparedScope{&s};
   }
 
   // Runs `body(r0, r1)` over the rect's rows in passes that fit the dense budget; out of memory
@@ -952,11 +1189,15 @@ struct GpuJob::Impl {
         1, std::min(rect.rows(), budget(ctx.worker().device) / std::max<std::size_t>(rect.cols(), 1)));
     std::size_t r = rect.row_begin;
     while (r < rect.row_end) {
-      const std::size_t r1 = std::min(rect.row_end, r + pass);
       try {
         ensure_db(s, rect.col_begin, rect.col_end);
-        body(s, r, r1);
-        r = r1;
+        std::vector<std::size_t> bounds{r};
+        for (std::size_t b = r; b < rect.row_end;) bounds.push_back(b = std::min(rect.row_end, b + pass));
+        const PreparedScope prepared = prepare_passes(s, bounds);
+        for (std::size_t i = 0; i + 1 < bounds.size(); ++i) {
+          body(s, bounds[i], bounds[i + 1]);
+          r = bounds[i + 1];
+        }
       } catch (const CudaError& e) {
         if (!e.is_out_of_memory() || pass == 1) throw;
         cudaGetLastError();  // clear the sticky-free OOM status
@@ -968,6 +1209,33 @@ struct GpuJob::Impl {
     }
   }
 
+  // One line per pass (rows, compute and copy intervals in ms from the first event, copy GB/s),
+  // then the totals: where the wall time of a pipelined dense copy goes.
+  static void print_timeline(const cuda::Event& t0, std::vector<cuda::Event>& marks,
+                             const std::vector<std::size_t>& bounds, std::size_t row_bytes, double wall_s,
+                             double setup_s) {
+    const std::size_t n = bounds.size() - 1;
+    marks[4 * n - 1].synchronize();
+    double copy_busy = 0, compute_busy = 0, gaps = 0, prev_copy_end = 0;
+    std::string lines;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double c0 = marks[4 * i].elapsed_ms_since(t0), c1 = marks[4 * i + 1].elapsed_ms_since(t0);
+      const double k0 = marks[4 * i + 2].elapsed_ms_since(t0), k1 = marks[4 * i + 3].elapsed_ms_since(t0);
+      const double bytes = static_cast<double>(bounds[i + 1] - bounds[i]) * row_bytes;
+      compute_busy += c1 - c0;
+      copy_busy += k1 - k0;
+      if (i > 0) gaps += std::max(0.0, k0 - prev_copy_end);
+      prev_copy_end = k1;
+      lines += fmt::format(fmt::runtime("lingo timeline: pass {:3} rows {:6} compute {:8.3f}-{:8.3f} copy {:8.3f}-{:8.3f} ({:5.1f} GB/s)\n"),
+                           i, bounds[i + 1] - bounds[i], c0, c1, k0, k1, bytes / ((k1 - k0) * 1e-3) / 1e9);
+    }
+    const double first_copy = marks[2].elapsed_ms_since(t0), last = marks[4 * n - 1].elapsed_ms_since(t0);
+    std::fprintf(stderr,
+                 "%slingo timeline: %zu passes, wall %.3f ms = host setup %.3f ms + events span %.3f ms + after; copy busy "
+                 "%.3f ms, before the first copy %.3f ms, gaps between copies %.3f ms, compute busy %.3f ms\n",
+                 lines.c_str(), n, wall_s * 1e3, setup_s * 1e3, last, copy_busy, first_copy, gaps, compute_busy);
+  }
+
   // The pipeline of dense_stream (see the header): pass i computes into result buffer i % 2 on
   // the compute stream, is converted there (fp16/u8), copied by the copy stream into pinned
   // staging buffer i % 2, and handed to the sink by a helper thread, while pass i + 1 computes.
@@ -975,6 +1243,7 @@ struct GpuJob::Impl {
   // copy stream writes each pass straight into it: no staging buffer and no host-side copy.
   void stream_passes(WorkerContext& ctx, const Rect& rect, OutputType type, const GpuJob::RowSink& sink,
                      std::uint8_t* direct = nullptr, std::size_t direct_ld = 0) const {
+    const double wall_entry = now_seconds();
     WorkerState& s = state(ctx);
     const int device = ctx.worker().device;
     ensure_db(s, rect.col_begin, rect.col_end);
@@ -984,28 +1253,58 @@ struct GpuJob::Impl {
     // staging, in direct mode, the fp32 result buffers set the size).
     const std::size_t per_pass = direct ? pass_elements(true) : pass_elements() * (4 / elem);
     std::size_t pass = std::max<std::size_t>(1, per_pass / cols);
-    if (pass >= 32) pass = pass / 32 * 32;  // whole query groups
+    if (pass >= 64) pass = pass / 64 * 64;  // whole query groups (64 for g64)
+    else if (pass >= 32) pass = pass / 32 * 32;
     pass = std::min({pass, rect.rows(), std::max<std::size_t>(1, budget(device) / cols)});
     std::optional<StagingLease> staging_lease;  // not needed when copying straight into `direct`
     if (!direct) staging_lease.emplace(pass * cols * elem);
-    // Every per-pass buffer at its largest size up front: no reallocation (and no cudaFree, which
-    // would wait for the copy in flight) inside the loop.
-    s.queries.reserve(use_features ? &qfs() : nullptr, encoding.query_set(), rect.row_begin, rect.row_end, pass);
-    s.groups.resize(std::max<std::size_t>(pass, 1));
-    s.fallback_rows.resize(std::max<std::size_t>(pass, 1));
+    // Every per-pass buffer at its largest size up front (the queries and plans by prepare_passes):
+    // no reallocation (and no cudaFree, which would wait for the copy in flight) inside the loop.
+    // The passes: all equal (the default), or with MOLACCEL_LINGO_GPU_PASS_GROW=1 the first ones
+    // small and doubling up to `pass`, so that the first pass's computation, which no copy
+    // overlaps, is short. Growing measured ~2 ms slower for 32,768^2 (more passes, and each pass
+    // boundary costs ~2.3 ms, see docs/lingo.md), so it stays opt-in.
+    std::vector<std::size_t> bounds{rect.row_begin};
+    {
+      const char* g = std::getenv("MOLACCEL_LINGO_GPU_PASS_GROW");
+      std::size_t step = pass;
+      if (g && std::string_view(g) == "1") {
+        step = std::max<std::size_t>(1, pass / 8);
+        if (step >= 64) step = step / 64 * 64;  // whole g64 query groups
+      }
+      for (std::size_t r = rect.row_begin; r < rect.row_end;) {
+        r = std::min(rect.row_end, r + step);
+        bounds.push_back(r);
+        step = std::min(pass, step * 2);
+      }
+    }
+    const PreparedScope prepared = prepare_passes(s, bounds);
     for (int b = 0; b < 2; ++b) {
       s.pipe_sims[b].resize(std::max<std::size_t>(pass * cols, 1));
       if (type != OutputType::fp32) s.pipe_packed[b].resize(std::max<std::size_t>(pass * cols * elem, 1));
     }
     std::future<void> drains[2];
+    // MOLACCEL_LINGO_TIMELINE=1: CUDA events around every pass's compute and copy, printed to stderr.
+    const char* timeline_env = std::getenv("MOLACCEL_LINGO_TIMELINE");
+    const bool timeline = timeline_env && *timeline_env && std::string_view(timeline_env) != "0";
+    const std::size_t n_passes = bounds.size() - 1;
+    std::vector<cuda::Event> marks;  // per pass: compute begin, compute end, copy begin, copy end
+    cuda::Event t_begin;
+    const double setup_s = now_seconds() - wall_entry;
+    if (timeline) {
+      marks.reserve(4 * n_passes);
+      for (std::size_t k = 0; k < 4 * n_passes; ++k) marks.emplace_back(true);
+      t_begin.record(s.copy_stream);
+      MOLACCEL_CUDA_TRY(cudaStreamWaitEvent(s.stream, t_begin.get(), 0));
+    }
     try {
-      std::size_t i = 0;
-      for (std::size_t r = rect.row_begin; r < rect.row_end; r += pass, ++i) {
-        const std::size_t r1 = std::min(rect.row_end, r + pass);
+      for (std::size_t i = 0; i < n_passes; ++i) {
+        const std::size_t r = bounds[i], r1 = bounds[i + 1];
         const int slot = static_cast<int>(i & 1);
         const std::size_t n = (r1 - r) * cols;
         // Result buffer `slot` was last read by the copy of pass i - 2.
         if (i >= 2) MOLACCEL_CUDA_TRY(cudaStreamWaitEvent(s.stream, s.copied[slot].get(), 0));
+        if (timeline) marks[4 * i].record(s.stream);
         std::swap(s.sims, s.pipe_sims[slot]);
         try {
           compute(s, r, r1);
@@ -1024,7 +1323,9 @@ struct GpuJob::Impl {
           source = s.pipe_packed[slot].data();
         }
         s.computed[slot].record(s.stream);
+        if (timeline) marks[4 * i + 1].record(s.stream);
         MOLACCEL_CUDA_TRY(cudaStreamWaitEvent(s.copy_stream, s.computed[slot].get(), 0));
+        if (timeline) marks[4 * i + 2].record(s.copy_stream);
         if (direct) {
           const std::size_t row_bytes = cols * elem;
           std::uint8_t* dst = direct + (r - rect.row_begin) * direct_ld;
@@ -1034,6 +1335,7 @@ struct GpuJob::Impl {
             MOLACCEL_CUDA_TRY(cudaMemcpy2DAsync(dst, direct_ld, source, row_bytes, row_bytes, r1 - r,
                                                 cudaMemcpyDeviceToHost, s.copy_stream));
           s.copied[slot].record(s.copy_stream);
+          if (timeline) marks[4 * i + 3].record(s.copy_stream);
           continue;
         }
         StagingLease* staging = &*staging_lease;
@@ -1041,6 +1343,7 @@ struct GpuJob::Impl {
         MOLACCEL_CUDA_TRY(
             cudaMemcpyAsync(staging->buffer(slot), source, n * elem, cudaMemcpyDeviceToHost, s.copy_stream));
         s.copied[slot].record(s.copy_stream);
+        if (timeline) marks[4 * i + 3].record(s.copy_stream);
         drains[slot] = std::async(std::launch::async, [&s, staging, &sink, slot, device,
                                                        row = r - rect.row_begin, rows = r1 - r] {
           cuda::DeviceGuard guard(device);
@@ -1051,6 +1354,7 @@ struct GpuJob::Impl {
       for (auto& d : drains)
         if (d.valid()) d.get();
       if (direct) MOLACCEL_CUDA_TRY(cudaStreamSynchronize(s.copy_stream));
+      if (timeline) print_timeline(t_begin, marks, bounds, cols * elem, now_seconds() - wall_entry, setup_s);
     } catch (...) {
       for (auto& d : drains)
         if (d.valid()) try {
@@ -1085,7 +1389,10 @@ std::size_t GpuJob::dense_budget(int device) const {
 
 std::string GpuJob::kernel_name() const {
   return impl_->use_features
-             ? (impl_->interleaved ? "hashed-interleaved" : impl_->csr_ilp ? "hashed" : "hashed-csr")
+             ? (impl_->g64 ? "hashed-g64"
+                : impl_->interleaved ? "hashed-interleaved"
+                : impl_->csr_ilp   ? "hashed-csr-ilp"
+                                   : "hashed-csr")
              : "merge";
 }
 
@@ -1098,11 +1405,38 @@ double GpuJob::time_kernels(int device, const Rect& rect) const {
   WorkerState& s = impl_->state(ctx);
   impl_->ensure_db(s, rect.col_begin, rect.col_end);
   cuda::Event start, stop;
+  // MOLACCEL_LINGO_TIMELINE=1: each pass's kernels timed apart (stderr), to set them against the
+  // whole (host planning, uploads and gaps between passes included).
+  const char* timeline_env = std::getenv("MOLACCEL_LINGO_TIMELINE");
+  const bool timeline = timeline_env && *timeline_env && std::string_view(timeline_env) != "0";
+  std::vector<std::pair<cuda::Event, cuda::Event>> marks;
+  std::vector<std::size_t> rows;
   start.record(s.stream);
-  impl_->in_passes(ctx, rect,
-                   [&](WorkerState& st, std::size_t r0, std::size_t r1) { impl_->compute(st, r0, r1); });
+  impl_->in_passes(ctx, rect, [&](WorkerState& st, std::size_t r0, std::size_t r1) {
+    if (timeline) {
+      marks.emplace_back();
+      marks.back().first.record(st.stream);
+    }
+    impl_->compute(st, r0, r1);
+    if (timeline) {
+      marks.back().second.record(st.stream);
+      rows.push_back(r1 - r0);
+    }
+  });
   stop.record(s.stream);
   stop.synchronize();
+  if (timeline) {
+    double kernels = 0;
+    for (std::size_t i = 0; i < marks.size(); ++i) {
+      const double ms = marks[i].second.elapsed_ms_since(marks[i].first);
+      kernels += ms;
+      std::fprintf(stderr, "lingo kernel timeline: pass %zu rows %zu %.3f ms (%.1f G/s), from start %.3f ms\n", i,
+                   rows[i], ms, static_cast<double>(rows[i]) * rect.cols() / (ms * 1e-3) / 1e9,
+                   marks[i].first.elapsed_ms_since(start));
+    }
+    std::fprintf(stderr, "lingo kernel timeline: %zu passes, kernels %.3f ms of %.3f ms\n", marks.size(), kernels,
+                 stop.elapsed_ms_since(start));
+  }
   return stop.elapsed_ms_since(start) / 1000.0;
 }
 
