@@ -170,10 +170,12 @@ struct bicgstab_selection {
   bool graph = true, stream = true, persistent = true, resident = true;
   // Persistent geometries "BLOCKSxTHREADS" (0x0 = one block of 256 per SM), compared side by side.
   std::vector<std::pair<int, int>> persistent_geometries = {{0, 0}};
-  // Resident geometries "BLOCKSxTHREADS[c|g|o|a]" (0x0 = automatic; c cluster, g grid with the
-  // flag barrier, o grid with cooperative groups' grid.sync(), a grid with one arrival counter).
+  // Resident geometries "BLOCKSxTHREADS[c|g|o|a|e][+]" (0x0 = automatic; c cluster, g grid with the
+  // flag barrier, o grid with cooperative groups' grid.sync(), a grid with one arrival counter,
+  // e the counter with a non-returning red arrival; +: the two-barrier BiCGStab form, - the four;
+  // s / l: matrix rows in shared memory / read from L2 (grid, 4 rows per thread; default s).
   struct resident_geometry {
-    int blocks = 0, threads = 0, barrier = 0;
+    int blocks = 0, threads = 0, barrier = 0, form = 0, matrix_shared = 0;
     std::string label = "resident";
   };
   std::vector<resident_geometry> resident_geometries = {{}};
@@ -221,6 +223,8 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
       o.resident_blocks = resident.blocks;
       o.resident_threads = resident.threads;
       o.resident_barrier = resident.barrier;
+      o.resident_form = resident.form;
+      o.resident_matrix_shared = resident.matrix_shared;
       o.solver = solver_kind::bicgstab;
       o.tolerance = 0;  // fixed iteration count: the iteration stops only on the cap or a breakdown
       o.max_iterations = n <= 100000 ? 400 : 100;
@@ -316,8 +320,16 @@ int main(int argc, char** argv) {
           bicgstab_selection::resident_geometry g;
           g.blocks = std::atoi(item.substr(0, x).c_str());
           g.threads = std::atoi(item.c_str() + x + 1);
-          const char last = item.back();
-          g.barrier = last == 'c' ? 1 : last == 'g' ? 2 : last == 'o' ? 3 : last == 'a' ? 4 : 0;
+          std::string shape = item;
+          while (shape.back() == '+' || shape.back() == '-' || shape.back() == 's' || shape.back() == 'l') {
+            if (shape.back() == 's' || shape.back() == 'l')
+              g.matrix_shared = shape.back() == 's' ? 2 : 1;
+            else
+              g.form = shape.back() == '+' ? 2 : 1;
+            shape.pop_back();
+          }
+          const char last = shape.back();
+          g.barrier = last == 'c' ? 1 : last == 'g' ? 2 : last == 'o' ? 3 : last == 'a' ? 4 : last == 'e' ? 5 : 0;
           g.label = item == "0x0" ? "resident" : "resident-" + item;
           sel.resident_geometries.push_back(g);
         }
@@ -326,7 +338,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: bench_linalg [--quick] [--cpu] [--bicgstab-only] [--min-n=N] [--max-n=N] "
-                   "[--modes=graph,stream,persistent,resident] [--persistent=BxT,...] [--resident=BxT[c|g|o|a],...]\n");
+                   "[--modes=graph,stream,persistent,resident] [--persistent=BxT,...] [--resident=BxT[c|g|o|a|e][+|-][s|l],...]\n");
       return 1;
     }
   }

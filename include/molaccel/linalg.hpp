@@ -558,6 +558,16 @@ struct solver_options {
   int resident_blocks = 0;
   int resident_threads = 0;
   int resident_barrier = 0;
+  // Resident BiCGStab: 0 automatic (currently 1; measured faster: 2 in one block and on a grid),
+  // 1 four barriers per iteration, 2 two
+  // (every vector also published, p and v double-buffered, the other blocks' entries a product
+  // needs recomputed from the previous phase's vectors; docs/linalg.md). Barrier 5: grid with
+  // the arrival counter incremented by a non-returning red.release.
+  int resident_form = 0;
+  // Resident grid with 4 rows per thread: keep the matrix rows of <= 5 nonzeros in shared memory
+  // (loaded once per launch) instead of reading them from L2 in every product: 0 automatic
+  // (currently no; measured faster: yes), 1 no, 2 yes.
+  int resident_matrix_shared = 0;
 };
 // launch_mode::automatic picks the resident mode on a GPU for systems of at most this many rows
 // (measured faster than the graph mode at every size up to n = 199,809 on an H100: docs/linalg.md).

@@ -28,7 +28,11 @@ struct resident_setup {
   double threshold = 0;  // active while (r, r) > threshold
   int blocks = 0;        // 0: from n
   int threads = 0;       // 0: 512; 128, 256 or 512
-  int barrier = 0;  // 0 automatic, 1 cluster, 2 grid (flags), 3 grid (cooperative groups), 4 grid (counter)
+  int barrier = 0;  // 0 automatic, 1 cluster, 2 grid (flags), 3 grid (cooperative groups), 4 grid (counter),
+                    // 5 grid (counter, non-returning red arrival)
+  int form = 0;     // BiCGStab: 0 automatic (cuda/resident.cu, kAutomaticForm*), 1 four barriers, 2 two
+  int matrix_smem = 0;  // grid with 4 rows per thread: 2 rows of <= 5 nonzeros in shared memory, 1 from L2;
+                        // 0 automatic (kAutomaticMatrixShared)
 };
 class resident_solver {
  public:

@@ -285,6 +285,8 @@ solver_result solve_on(const placement& where, const host_csr<double>& host_a, s
     rs.blocks = options.resident_blocks;
     rs.threads = options.resident_threads;
     rs.barrier = options.resident_barrier;
+    rs.form = options.resident_form;
+    rs.matrix_smem = options.resident_matrix_shared;
     std::unique_ptr<gpu::resident_solver> resident;
     try {
       resident = std::make_unique<gpu::resident_solver>(where.device, rs);

@@ -203,6 +203,8 @@ host_csr<double> banded(std::size_t n, double skew) {
 struct resident_geometry {
   int blocks, threads, barrier;
   std::size_t max_rows;  // skip larger systems (capacity of the shape)
+  int form = 0;          // BiCGStab: 2 the two-barrier form (CG has one form: not repeated)
+  int matrix_shared = 0;  // grid with 4 rows per thread: 2 matrix rows in shared memory, 1 from L2
 };
 
 // Against the stream mode (the generated kernels): same status, iteration count within +-1 in
@@ -228,18 +230,47 @@ void check_resident(const Resources& res, const host_csr<double>& a, const std::
       {132, 512, 2, 200000},       // the whole GPU (flag barrier across 132 blocks)
       {8, 128, 2, 1024},           // a grid of 8 small blocks
       {0, 256, 2, 200000},         // grid of 256-thread blocks
+      {132, 512, 5, 200000},       // the whole GPU, counter barrier with a red arrival
+      // BiCGStab with two barriers per iteration (published vectors, recomputed halo entries):
+      {0, 0, 0, ~std::size_t(0), 2},  // automatic
+      {1, 0, 0, 2048, 2},             // one block of 512
+      {0, 0, 1, 16384, 2},            // one cluster
+      {2, 128, 1, 1024, 2},           // cluster of 2 x 128 (4 rows per thread)
+      {4, 128, 1, 1024, 2},           // cluster of 4 x 128 (2 rows per thread)
+      {0, 0, 4, ~std::size_t(0), 2},  // grid, counter barrier
+      {0, 0, 5, ~std::size_t(0), 2},  // grid, counter barrier (red)
+      {8, 128, 2, 1024, 2},           // grid of 8 small blocks, flag barrier
+      {132, 512, 4, 200000, 2},       // the whole GPU, 1 row per thread
+      // Matrix rows in shared memory (grid with 4 rows per thread: automatic grids):
+      {0, 0, 4, ~std::size_t(0), 1, 1},    // four-barrier BiCGStab, matrix from L2 (before 2026-11-22)
+      {0, 0, 4, ~std::size_t(0), 1, 2},    // both solvers, four-barrier BiCGStab
+      {0, 0, 4, ~std::size_t(0), 2, 2},    // two-barrier BiCGStab, counter
+      {0, 0, 5, ~std::size_t(0), 2, 2},    // two-barrier BiCGStab, red counter
+      {0, 256, 2, 200000, 2, 2},           // 256-thread blocks, flag barrier
   };
   for (const auto& g : geometries) {
     if (a.rows > g.max_rows) continue;
+    if (g.form == 2 && o.solver == solver_kind::cg) continue;
+    o.resident_form = g.form;
+    o.resident_matrix_shared = g.matrix_shared;
     o.launch = launch_mode::resident;
     o.resident_blocks = g.blocks;
     o.resident_threads = g.threads;
     o.resident_barrier = g.barrier;
     const auto r = solve(res, a, b, o);
-    SCOPED_TRACE(fmt::format("{} n={} {} {} {} | {}x{} barrier {} -> {}", what, a.rows, to_string(o.solver),
-                             o.precond == preconditioner::jacobi ? "jacobi" : "none", fp32 ? "fp32" : "fp64",
-                             g.blocks, g.threads, g.barrier, r.backend));
+    SCOPED_TRACE(fmt::format("{} n={} {} {} {} | {}x{} barrier {} form {} matrix {} -> {}", what, a.rows,
+                             to_string(o.solver), o.precond == preconditioner::jacobi ? "jacobi" : "none",
+                             fp32 ? "fp32" : "fp64", g.blocks, g.threads, g.barrier, g.form, g.matrix_shared,
+                             r.backend));
     EXPECT_NE(r.backend.find("resident"), std::string::npos) << r.backend;
+    const bool grid4 = r.backend.find("4 rows/thread, grid") != std::string::npos;
+    if (g.matrix_shared != 0)  // automatic: either
+      EXPECT_EQ(r.backend.find("matrix in shared memory") != std::string::npos, grid4 && g.matrix_shared == 2)
+          << r.backend;
+    if (g.form != 0)
+      EXPECT_EQ(r.backend.find("2 barriers/iteration") != std::string::npos,
+                o.solver == solver_kind::bicgstab && g.form == 2)
+          << r.backend;
     EXPECT_EQ(r.status, ref.status) << to_string(r.status) << " vs " << to_string(ref.status);
     // BiCGStab on the 317 x 317 Poisson system (about 430 iterations) is erratic enough that
     // the summation order and rho' = (r0, s) - omega (r0, t) move the count: measured 12 to 17
@@ -298,27 +329,31 @@ TEST(LinalgGpuResident, BatchesAndCap) {
   const auto a = poisson_2d(100);
   const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
   for (auto solver : {solver_kind::cg, solver_kind::bicgstab})
-    for (int barrier : {0, 2}) {
-      solver_options o;
-      o.solver = solver;
-      o.launch = launch_mode::resident;
-      o.resident_barrier = barrier;
-      const auto whole = solve(res, a, b, o);
-      // Batches of 7 iterations: the state goes through global memory between launches.
-      o.batch = 7;
-      const auto batched = solve(res, a, b, o);
-      SCOPED_TRACE(fmt::format("{} barrier {}", to_string(solver), barrier));
-      EXPECT_EQ(batched.status, solver_status::converged);
-      EXPECT_EQ(batched.iterations, whole.iterations);  // same grid, same sums: same arithmetic
-      EXPECT_EQ(batched.host_checks, (whole.iterations + 6) / 7);
-      EXPECT_EQ(batched.x, whole.x);
-      // The cap stops the solve mid-batch.
-      o.max_iterations = 10;
-      const auto capped = solve(res, a, b, o);
-      EXPECT_EQ(capped.status, solver_status::max_iterations);
-      EXPECT_EQ(capped.iterations, 10);
-      EXPECT_EQ(capped.residual_history.size(), 11u);
-    }
+    for (int barrier : {0, 2, 5})
+      for (int form : {1, 2}) {
+        if (solver == solver_kind::cg && form == 2) continue;
+        solver_options o;
+        o.solver = solver;
+        o.launch = launch_mode::resident;
+        o.resident_barrier = barrier;
+        o.resident_form = form;
+        o.resident_matrix_shared = barrier == 5 ? 2 : 0;  // grid of 5 x 512, 4 rows per thread
+        const auto whole = solve(res, a, b, o);
+        // Batches of 7 iterations: the state goes through global memory between launches.
+        o.batch = 7;
+        const auto batched = solve(res, a, b, o);
+        SCOPED_TRACE(fmt::format("{} barrier {} form {}", to_string(solver), barrier, form));
+        EXPECT_EQ(batched.status, solver_status::converged);
+        EXPECT_EQ(batched.iterations, whole.iterations);  // same grid, same sums: same arithmetic
+        EXPECT_EQ(batched.host_checks, (whole.iterations + 6) / 7);
+        EXPECT_EQ(batched.x, whole.x);
+        // The cap stops the solve mid-batch.
+        o.max_iterations = 10;
+        const auto capped = solve(res, a, b, o);
+        EXPECT_EQ(capped.status, solver_status::max_iterations);
+        EXPECT_EQ(capped.iterations, 10);
+        EXPECT_EQ(capped.residual_history.size(), 11u);
+      }
 }
 
 TEST(LinalgGpuResident, ImmediateConvergenceAndBreakdown) {
@@ -353,20 +388,22 @@ TEST(LinalgGpuResident, ImmediateConvergenceAndBreakdown) {
   skew.row_ptr = {0, 1, 2};
   skew.col_idx = {1, 0};
   skew.values = {1.0, -1.0};
-  for (int barrier : {0, 2})
-    for (auto precision : {precision::fp64, precision::fp32}) {
-      o.resident_barrier = barrier;
-      o.precision = precision;
-      o.solver = solver_kind::bicgstab;
-      auto r = solve(res, skew, std::vector<double>{1.0, 0.0}, o);
-      EXPECT_EQ(r.status, solver_status::breakdown_rho);
-      for (double v : r.x) EXPECT_TRUE(std::isfinite(v));
-      o.solver = solver_kind::cg;
-      r = solve(res, skew, std::vector<double>{1.0, 0.0}, o);
-      EXPECT_EQ(r.status, solver_status::breakdown_alpha);
-      EXPECT_EQ(r.iterations, 1);
-      for (double v : r.x) EXPECT_TRUE(std::isfinite(v));
-    }
+  for (int barrier : {0, 2, 5})
+    for (auto precision : {precision::fp64, precision::fp32})
+      for (int form : {1, 2}) {
+        o.resident_barrier = barrier;
+        o.resident_form = form;
+        o.precision = precision;
+        o.solver = solver_kind::bicgstab;
+        auto r = solve(res, skew, std::vector<double>{1.0, 0.0}, o);
+        EXPECT_EQ(r.status, solver_status::breakdown_rho);
+        for (double v : r.x) EXPECT_TRUE(std::isfinite(v));
+        o.solver = solver_kind::cg;
+        r = solve(res, skew, std::vector<double>{1.0, 0.0}, o);
+        EXPECT_EQ(r.status, solver_status::breakdown_alpha);
+        EXPECT_EQ(r.iterations, 1);
+        for (double v : r.x) EXPECT_TRUE(std::isfinite(v));
+      }
 }
 
 TEST(LinalgGpuResident, AutomaticChoice) {

@@ -5,13 +5,17 @@
 // b * RB + k * blockDim + tid for k < RPT) and keeps them in registers across iterations: x, r,
 // r0, p, the Jacobi diagonal and the row's values and column indices for rows of at most 8
 // nonzeros at one row per thread (5 at two; at four rows per thread a short row's entries are
-// loaded from global memory, all in flight at once). Only the vectors the products read (M p and M s for BiCGStab, p
-// for CG) are exchanged: through shared memory in one block, distributed shared memory in one
+// loaded from global memory, all in flight at once, or, with matrix_smem, copied once per launch
+// into shared memory). Only the vectors the products read (M p and M s for BiCGStab, p for CG)
+// are exchanged: through shared memory in one block, distributed shared memory in one
 // thread-block cluster, or global memory (L2, read with ld.global.cg) for a cooperative grid.
 //
 // Reductions are fused so that an iteration needs as few barriers as the algorithm allows:
 //   BiCGStab (4): p published + (r, r) | (r0, v) | s published | (t, s), (t, t), (r0, t), (r0, s)
 //     with rho' = (r0, s) - omega (r0, t), so no separate barrier for rho.
+//   BiCGStab, two-barrier form (resident_kernel_2, form 2): (t, s), (t, t), (r0, t), (r0, s) |
+//     (r0, v), (r, r); the entries of other blocks a product needs are recomputed from vectors
+//     published in the previous phase (see resident_kernel_2).
 //   CG (3): (p, q) | (r, z), (r, r) | p published.
 // Every thread computes the scalars itself from the same partial sums in the same order (warp
 // butterflies give bit-identical sums in every lane), so all threads take the same branches:
@@ -40,6 +44,19 @@ constexpr int kCached = 8;  // nonzeros per row kept in registers (one row per t
 constexpr int kSlots = 8;   // reduction slots (each kind of partial sum has its own)
 constexpr int kStateWords = 5;  // {rho, active, rr0, iterations done, grid barriers passed}
 constexpr int kRecordWords = 5;
+// Automatic choices (resident_setup::form and matrix_smem 0). Measured side by side on an H200
+// (docs/linalg.md): BiCGStab with two barriers is faster in one block (2.52 vs 2.65 us at n = 1e3)
+// and on a grid (n = 1e5: 17.4 vs 20.8 us with the matrix in shared memory), slower in a cluster
+// (n = 1e4: 7.9 vs 7.1 us: distributed shared memory makes the recomputed entries dear and the
+// barrier is cheap); the matrix in shared memory helps grids of 4 rows per thread (n = 1e5:
+// 20.8 vs 24.0 us, four-barrier form; 2e5: 28.6 vs 32.3 us). Both passed the GPU tests there
+// (sm_90, as the H100), so the automatic choice is the faster one: two barriers in a block and on
+// a grid, four in a cluster, the matrix in shared memory on grids.
+constexpr int kAutomaticFormBlock = 2;
+constexpr int kAutomaticFormCluster = 1;
+constexpr int kAutomaticFormGrid = 2;
+constexpr int kAutomaticMatrixShared = 2;
+constexpr int kSmemNnz = 5;  // grid, 4 rows per thread: nonzeros per row kept in shared memory
 
 enum sync_kind { sync_block = 0, sync_cluster = 1, sync_grid = 2 };
 
@@ -77,7 +94,7 @@ struct kernel_params {
   T* x = nullptr;        // state between launches
   T* r = nullptr;
   T* p = nullptr;
-  T* xp = nullptr;  // grid: exchanged vectors (2 x n)
+  T* xp = nullptr;  // grid: exchanged vectors (2 x n; two-barrier form: 7 x n, see pub_vec)
   double* partials = nullptr;                // grid: kSlots x gridDim.x block sums
   unsigned long long* counter = nullptr;     // grid, counter barrier: arrivals (monotonic)
   unsigned long long* flags = nullptr;       // grid, flag barrier: last epoch each block reached
@@ -85,8 +102,10 @@ struct kernel_params {
   double* out = nullptr;                     // state words, then records
   int iterations = 0;
   int init = 0;
-  int grid_kind = 0;  // 0 flags, 1 cooperative groups grid.sync(), 2 arrival counter
+  int grid_kind = 0;  // 0 flags, 1 cooperative groups grid.sync(), 2 arrival counter, 3 counter (red)
   double threshold = 0;
+  int matrix_smem = 0;            // grid, 4 rows per thread: rows of <= kSmemNnz in shared memory
+  unsigned matrix_offset = 0;     // their byte offset in the dynamic shared memory
 };
 
 __device__ __forceinline__ double safe_div(double a, double b) {
@@ -110,6 +129,22 @@ __device__ __forceinline__ void grid_barrier_counter(unsigned long long* counter
     unsigned long long old;
     asm volatile("atom.release.gpu.global.add.u64 %0, [%1], 1;" : "=l"(old) : "l"(counter) : "memory");
     const unsigned long long target = (old / blocks + 1) * blocks;
+    unsigned long long seen;
+    do {
+      asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(counter) : "memory");
+    } while (seen < target);
+  }
+  __syncthreads();
+}
+
+// The same counter without a returning atomic: the target comes from the number of barriers
+// passed since the counter was zeroed (`epoch`, counted across launches), so the arrival is a
+// fire-and-forget red.release and the first acquire poll follows at once.
+__device__ __forceinline__ void grid_barrier_counter_red(unsigned long long* counter, unsigned long long epoch) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned long long target = epoch * gridDim.x;
+    asm volatile("red.release.gpu.global.add.u64 [%0], 1;" ::"l"(counter) : "memory");
     unsigned long long seen;
     do {
       asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(counter) : "memory");
@@ -146,6 +181,8 @@ struct context {
   double* block_part;  // cluster: kSlots block sums
   int lane, warp, nwarps;
   unsigned long long epoch = 0;  // grid barriers passed in this launch
+  const T* mval = nullptr;       // matrix rows in shared memory ([e * RB + local row]), or null
+  const int* mcol = nullptr;
 
   __device__ void barrier() {
     if constexpr (SYNC == sync_block) {
@@ -158,6 +195,8 @@ struct context {
         grid_barrier_flags(kp.flags, kp.epoch_base + epoch);
       else if (kp.grid_kind == 1)
         cg::this_grid().sync();
+      else if (kp.grid_kind == 3)
+        grid_barrier_counter_red(kp.counter, kp.epoch_base + epoch);
       else
         grid_barrier_counter(kp.counter);
     }
@@ -182,6 +221,27 @@ struct context {
       if (row < kp.n) kp.xp[std::size_t(which) * std::size_t(kp.n) + std::size_t(row)] = value;
     } else {
       smem[(which << kp.rb_shift) + li] = value;
+    }
+  }
+
+  // Two-barrier form: published vector `which` (pub_vec) of the whole system. Grid: global
+  // memory (7 x n, read through L2); cluster: each block's shared memory after the local
+  // exchange area (7 x RB), read through distributed shared memory.
+  __device__ __forceinline__ T pload(int which, int col) const {
+    if constexpr (SYNC == sync_cluster) {
+      const unsigned rank = unsigned(col) >> kp.rb_shift;
+      const int local = col - int(rank << kp.rb_shift);
+      const T* remote = cluster_map(smem, rank);
+      return remote[((which + 1) << kp.rb_shift) + local];
+    } else {
+      return __ldcg(kp.xp + std::size_t(which) * std::size_t(kp.n) + std::size_t(col));
+    }
+  }
+  __device__ __forceinline__ void pstore(int which, int li, int row, T value) const {
+    if constexpr (SYNC == sync_grid) {
+      if (row < kp.n) kp.xp[std::size_t(which) * std::size_t(kp.n) + std::size_t(row)] = value;
+    } else if constexpr (SYNC == sync_cluster) {
+      smem[((which + 1) << kp.rb_shift) + li] = value;
     }
   }
 
@@ -243,6 +303,23 @@ __device__ __forceinline__ T row_product(const owned_rows<T, RPT>& m, int k, int
                                          const context<T, SYNC>& c) {
   constexpr int cached = owned_rows<T, RPT>::cached;
   T acc = T(0);
+  if constexpr (cached == 0) {
+    if (c.mval != nullptr && m.len[k] <= kSmemNnz) {  // the row from shared memory
+      const int rbm = 1 << c.kp.rb_shift, li = m.row[k] & (rbm - 1);
+      int col[kSmemNnz];
+      T val[kSmemNnz];
+#pragma unroll
+      for (int e = 0; e < kSmemNnz; ++e)
+        if (e < m.len[k]) {
+          col[e] = c.mcol[e * rbm + li];
+          val[e] = c.mval[e * rbm + li];
+        }
+#pragma unroll
+      for (int e = 0; e < kSmemNnz; ++e)
+        if (e < m.len[k]) acc += val[e] * c.load(which, col[e]);
+      return acc;
+    }
+  }
   if (cached > 0 && m.len[k] <= cached) {
 #pragma unroll
     for (int e = 0; e < (cached > 0 ? cached : 1); ++e)
@@ -313,6 +390,26 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
     }
     // CG multiplies p, BiCGStab M p.
     c.store(0, k * nthreads + tid, row, CG ? p[k] : dd[k] * p[k]);
+  }
+
+  if constexpr (RPT == 4 && SYNC == sync_grid) {  // matrix rows into shared memory
+    if (kp.matrix_smem) {
+      const int rbm = 1 << kp.rb_shift;
+      T* mv = reinterpret_cast<T*>(dynamic_smem + kp.matrix_offset);
+      int* mc = reinterpret_cast<int*>(mv + kSmemNnz * rbm);
+#pragma unroll
+      for (int k = 0; k < RPT; ++k) {
+        const int li = k * nthreads + tid;
+#pragma unroll
+        for (int e = 0; e < kSmemNnz; ++e) {
+          const bool here = e < m.len[k] && m.len[k] <= kSmemNnz;
+          mc[e * rbm + li] = here ? kp.col_idx[m.start[k] + e] : 0;
+          mv[e * rbm + li] = here ? kp.values[m.start[k] + e] : T(0);
+        }
+      }
+      c.mval = mv;
+      c.mcol = mc;
+    }
   }
 
   double rho, active;
@@ -451,6 +548,292 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
   if constexpr (SYNC == sync_cluster) cluster_sync();
 }
 
+// ---- BiCGStab with two barriers per iteration (resident_setup::form == 2) ----
+//
+// Every vector a product needs from other blocks is also published (pub_vec: global memory for a
+// grid, each block's shared memory for a cluster), p and v double-buffered, and a block computes
+// the entries of other blocks it needs from the published vectors of the previous phase instead
+// of waiting for them to be published:
+//   phase B (after barrier 1: alpha = rho / (r0, v)): s = r - alpha v, t = A M s, where another
+//     block's s_j = r_j - alpha v_j comes from the published r and v; partial sums (t, s), (t, t),
+//     (r0, t), (r0, s) -> barrier 2 (omega, rho' = (r0, s) - omega (r0, t), beta);
+//   phase A: x += alpha M p + omega M s, r = s - omega t, p' = r + beta (p - omega v),
+//     v' = A M p', where another block's p'_j = (s_j - omega t_j) + beta (p_j - omega v_j) comes
+//     from the old s, t, p, v (p' and v' go to the other buffers, so nothing read in this phase
+//     is overwritten); partial sums (r0, v') and (r, r) -> barrier 1.
+// The block's own entries go through shared memory (one __syncthreads). Recomputed and owned
+// entries use the same inline functions, so they are bit-identical (a launch that starts from
+// the stored state computes the same v as the loop would have).
+enum pub_vec { pub_r = 0, pub_s = 1, pub_t = 2, pub_p = 3, pub_v = 5 };  // p and v: 2 buffers each
+
+template <class T>
+__device__ __forceinline__ T step_s(T r, T v, T alpha) {
+  return r - alpha * v;
+}
+template <class T>
+__device__ __forceinline__ T step_r(T s, T t, T omega) {
+  return s - omega * t;
+}
+template <class T>
+__device__ __forceinline__ T step_p(T r, T p, T v, T omega, T beta) {
+  return r + beta * (p - omega * v);
+}
+
+// Row k of A times a vector given element by element: `local` (shared memory) for the block's
+// own columns, `remote(col)` for the others.
+template <class T, int RPT, int SYNC, class Remote>
+__device__ __forceinline__ T row_product_2(const owned_rows<T, RPT>& m, int k, const context<T, SYNC>& c,
+                                           int base, const T* local, Remote remote) {
+  constexpr int cached = owned_rows<T, RPT>::cached;
+  const unsigned rb = 1u << c.kp.rb_shift;
+  auto value = [&](int col) -> T {
+    if constexpr (SYNC == sync_block) {
+      return local[col];
+    } else {
+      const unsigned li = unsigned(col - base);
+      return li < rb ? local[li] : remote(col);
+    }
+  };
+  T acc = T(0);
+  if constexpr (cached == 0) {
+    if (c.mval != nullptr && m.len[k] <= kSmemNnz) {  // the row from shared memory
+      const int rbm = 1 << c.kp.rb_shift, li = m.row[k] & (rbm - 1);
+      int col[kSmemNnz];
+      T val[kSmemNnz];
+#pragma unroll
+      for (int e = 0; e < kSmemNnz; ++e)
+        if (e < m.len[k]) {
+          col[e] = c.mcol[e * rbm + li];
+          val[e] = c.mval[e * rbm + li];
+        }
+#pragma unroll
+      for (int e = 0; e < kSmemNnz; ++e)
+        if (e < m.len[k]) acc += val[e] * value(col[e]);
+      return acc;
+    }
+  }
+  if (cached > 0 && m.len[k] <= cached) {
+#pragma unroll
+    for (int e = 0; e < (cached > 0 ? cached : 1); ++e)
+      if (e < m.len[k]) acc += m.val[k][e] * value(m.col[k][e]);
+  } else if (m.len[k] <= kCached) {
+    int col[kCached];
+    T val[kCached];
+#pragma unroll
+    for (int e = 0; e < kCached; ++e)
+      if (e < m.len[k]) {
+        col[e] = __ldg(c.kp.col_idx + m.start[k] + e);
+        val[e] = __ldg(c.kp.values + m.start[k] + e);
+      }
+#pragma unroll
+    for (int e = 0; e < kCached; ++e)
+      if (e < m.len[k]) acc += val[e] * value(col[e]);
+  } else {
+    for (int e = m.start[k]; e < m.start[k] + m.len[k]; ++e)
+      acc += __ldg(c.kp.values + e) * value(__ldg(c.kp.col_idx + e));
+  }
+  return acc;
+}
+
+constexpr int kSlot2A = 0;  // (r0, v), (r, r)   [init: (b, b) twice]
+constexpr int kSlot2B = 2;  // (t, s), (t, t), (r0, t), (r0, s)
+
+template <class T, int RPT, int SYNC>
+__global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_2(const kernel_params<T> kp) {
+  extern __shared__ __align__(16) unsigned char dynamic_smem[];
+  __shared__ double warp_part[kSlots][kMaxWarps];
+  __shared__ double block_part[kSlots];
+  const int tid = int(threadIdx.x), nthreads = int(blockDim.x);
+  context<T, SYNC> c{kp, reinterpret_cast<T*>(dynamic_smem), warp_part, block_part, tid & 31, tid >> 5,
+                     (nthreads + 31) >> 5};
+  T* const local = c.smem;  // the block's own entries of the vector being multiplied (RB)
+  const int base = int(blockIdx.x) << kp.rb_shift;
+  const T* const dg = kp.d;
+  auto diag = [&](int col) -> T { return dg ? __ldg(dg + col) : T(1); };
+
+  owned_rows<T, RPT> m;
+  T x[RPT], r[RPT], r0[RPT], p[RPT], v[RPT], dd[RPT];
+#pragma unroll
+  for (int k = 0; k < RPT; ++k) {
+    const int row = base + k * nthreads + tid;
+    m.row[k] = row;
+    const bool valid = row < kp.n;
+    m.start[k] = valid ? kp.row_ptr[row] : 0;
+    m.len[k] = valid ? kp.row_ptr[row + 1] - m.start[k] : 0;
+    if constexpr (owned_rows<T, RPT>::cached > 0) {
+#pragma unroll
+      for (int e = 0; e < owned_rows<T, RPT>::cached; ++e) {
+        const bool here = e < m.len[k];
+        m.col[k][e] = here ? kp.col_idx[m.start[k] + e] : 0;
+        m.val[k][e] = here ? kp.values[m.start[k] + e] : T(0);
+      }
+    }
+    const T bk = valid ? kp.b[row] : T(0);
+    dd[k] = !valid ? T(0) : kp.d ? kp.d[row] : T(1);
+    r0[k] = bk;
+    if (kp.init) {
+      x[k] = T(0);
+      r[k] = bk;
+      p[k] = bk;
+    } else {
+      x[k] = valid ? kp.x[row] : T(0);
+      r[k] = valid ? kp.r[row] : T(0);
+      p[k] = valid ? kp.p[row] : T(0);
+    }
+    const int li = k * nthreads + tid;
+    local[li] = dd[k] * p[k];
+    c.pstore(pub_r, li, row, r[k]);
+    c.pstore(pub_p, li, row, p[k]);
+  }
+
+  if constexpr (RPT == 4 && SYNC == sync_grid) {  // matrix rows into shared memory
+    if (kp.matrix_smem) {
+      const int rbm = 1 << kp.rb_shift;
+      T* mv = reinterpret_cast<T*>(dynamic_smem + kp.matrix_offset);
+      int* mc = reinterpret_cast<int*>(mv + kSmemNnz * rbm);
+#pragma unroll
+      for (int k = 0; k < RPT; ++k) {
+        const int li = k * nthreads + tid;
+#pragma unroll
+        for (int e = 0; e < kSmemNnz; ++e) {
+          const bool here = e < m.len[k] && m.len[k] <= kSmemNnz;
+          mc[e * rbm + li] = here ? kp.col_idx[m.start[k] + e] : 0;
+          mv[e * rbm + li] = here ? kp.values[m.start[k] + e] : T(0);
+        }
+      }
+      c.mval = mv;
+      c.mcol = mc;
+    }
+  }
+
+  double rho, active;
+  if (kp.init) {
+    double s[2] = {0, 0};
+#pragma unroll
+    for (int k = 0; k < RPT; ++k) s[0] += double(r[k]) * double(r[k]);
+    s[1] = s[0];
+    c.template sum<2>(s, kSlot2A);
+    rho = s[0];
+    active = s[1] > kp.threshold ? 1.0 : 0.0;
+    if (blockIdx.x == 0 && tid == 0) {
+      kp.out[0] = rho;
+      kp.out[1] = active;
+      kp.out[2] = s[1];
+      kp.out[3] = 0;
+    }
+  } else {
+    rho = kp.out[0];
+    active = kp.out[1];
+    c.barrier();
+  }
+
+  int done = 0;
+  int cur = 0;  // buffer of p and v
+  double sigma = 0;
+  if (kp.iterations > 0 && active != 0.0) {  // v = A M p from the published p
+    double part[2] = {0, 0};
+#pragma unroll
+    for (int k = 0; k < RPT; ++k) {
+      v[k] = row_product_2(m, k, c, base, local, [&](int col) { return diag(col) * c.pload(pub_p, col); });
+      c.pstore(pub_v, k * nthreads + tid, m.row[k], v[k]);
+      part[0] += double(r0[k]) * double(v[k]);
+    }
+    c.template sum<2>(part, kSlot2A);
+    sigma = part[0];
+  }
+
+  for (; done < kp.iterations && active != 0.0; ++done) {
+    double* rec = kp.out + kStateWords + kRecordWords * done;
+    const double alpha = safe_div(rho, sigma);
+    const T ta = T(alpha);
+    // Phase B.
+    T s[RPT];
+#pragma unroll
+    for (int k = 0; k < RPT; ++k) {
+      s[k] = step_s(r[k], v[k], ta);
+      const int li = k * nthreads + tid;
+      local[li] = dd[k] * s[k];
+      c.pstore(pub_s, li, m.row[k], s[k]);
+    }
+    __syncthreads();
+    double q[4] = {0, 0, 0, 0};  // (t, s), (t, t), (r0, t), (r0, s)
+    T t[RPT];
+    const int vcur = pub_v + cur;
+#pragma unroll
+    for (int k = 0; k < RPT; ++k) {
+      t[k] = row_product_2(m, k, c, base, local, [&](int col) {
+        return diag(col) * step_s(c.pload(pub_r, col), c.pload(vcur, col), ta);
+      });
+      c.pstore(pub_t, k * nthreads + tid, m.row[k], t[k]);
+      q[0] += double(t[k]) * double(s[k]);
+      q[1] += double(t[k]) * double(t[k]);
+      q[2] += double(r0[k]) * double(t[k]);
+      q[3] += double(r0[k]) * double(s[k]);
+    }
+    c.template sum<4>(q, kSlot2B);
+    const double omega = safe_div(q[0], q[1]);
+    const double rho_new = q[3] - omega * q[2];
+    const double beta = safe_div(rho_new, rho) * safe_div(alpha, omega);
+    const bool go_on = rho_new != 0.0 && omega != 0.0 && alpha != 0.0;
+    const T to = T(omega), tb = T(beta);
+    // Phase A.
+    const int nxt = cur ^ 1;
+    double part[2] = {0, 0};  // (r0, v'), (r, r)
+#pragma unroll
+    for (int k = 0; k < RPT; ++k) {
+      x[k] += ta * (dd[k] * p[k]) + to * (dd[k] * s[k]);
+      r[k] = step_r(s[k], t[k], to);
+      p[k] = step_p(r[k], p[k], v[k], to, tb);
+      const int li = k * nthreads + tid;
+      local[li] = dd[k] * p[k];
+      c.pstore(pub_r, li, m.row[k], r[k]);
+      c.pstore(pub_p + nxt, li, m.row[k], p[k]);
+      part[1] += double(r[k]) * double(r[k]);
+    }
+    if (go_on && done + 1 < kp.iterations) {  // uniform over the grid
+      __syncthreads();
+      const int pc = pub_p + cur, vc = pub_v + cur;
+#pragma unroll
+      for (int k = 0; k < RPT; ++k) {
+        v[k] = row_product_2(m, k, c, base, local, [&](int col) {
+          const T rj = step_r(c.pload(pub_s, col), c.pload(pub_t, col), to);
+          return diag(col) * step_p(rj, c.pload(pc, col), c.pload(vc, col), to, tb);
+        });
+        c.pstore(pub_v + nxt, k * nthreads + tid, m.row[k], v[k]);
+        part[0] += double(r0[k]) * double(v[k]);
+      }
+    }
+    c.template sum<2>(part, kSlot2A);
+    sigma = part[0];
+    const double next = (part[1] > kp.threshold && go_on) ? 1.0 : 0.0;
+    if (blockIdx.x == 0 && tid == 0) {
+      rec[0] = rho_new;
+      rec[1] = alpha;
+      rec[2] = omega;
+      rec[3] = part[1];
+      rec[4] = next;
+    }
+    rho = rho_new;
+    active = next;
+    cur = nxt;
+  }
+
+#pragma unroll
+  for (int k = 0; k < RPT; ++k)
+    if (m.row[k] < kp.n) {
+      kp.x[m.row[k]] = x[k];
+      kp.r[m.row[k]] = r[k];
+      kp.p[m.row[k]] = p[k];
+    }
+  if (blockIdx.x == 0 && tid == 0) {
+    kp.out[0] = rho;
+    kp.out[1] = active;
+    kp.out[3] = done;
+    kp.out[4] = double(c.epoch);
+  }
+  if constexpr (SYNC == sync_cluster) cluster_sync();
+}
+
 using kernel_ptr_f = void (*)(kernel_params<float>);
 using kernel_ptr_d = void (*)(kernel_params<double>);
 
@@ -466,8 +849,26 @@ auto pick_rpt(int rpt) {
   }
 }
 
+template <class T, int SYNC>
+auto pick_rpt_2(int rpt) {
+  switch (rpt) {
+    case 1:
+      return &resident_kernel_2<T, 1, SYNC>;
+    case 2:
+      return &resident_kernel_2<T, 2, SYNC>;
+    default:
+      return &resident_kernel_2<T, 4, SYNC>;
+  }
+}
+
+// form 2: BiCGStab with two barriers per iteration (CG has one form).
 template <class T>
-void (*pick_kernel(bool cg_solver, int rpt, int sync))(kernel_params<T>) {
+void (*pick_kernel(bool cg_solver, int rpt, int sync, int form))(kernel_params<T>) {
+  if (!cg_solver && form == 2) {
+    if (sync == sync_block) return pick_rpt_2<T, sync_block>(rpt);
+    if (sync == sync_cluster) return pick_rpt_2<T, sync_cluster>(rpt);
+    return pick_rpt_2<T, sync_grid>(rpt);
+  }
   if (cg_solver) {
     if (sync == sync_block) return pick_rpt<T, true, sync_block>(rpt);
     if (sync == sync_cluster) return pick_rpt<T, true, sync_cluster>(rpt);
@@ -502,6 +903,9 @@ struct resident_solver::impl {
   int device = -1;
   resident_setup setup;
   int sync = sync_grid;
+  int form = 1;  // 2: BiCGStab with two barriers per iteration
+  bool matrix_smem = false;
+  unsigned matrix_offset = 0;
   int rpt = 1, blocks = 1, threads = kMaxThreads;
   std::size_t smem_bytes = 0;
   cuda::DeviceBuffer<char> exchange;
@@ -533,9 +937,11 @@ struct resident_solver::impl {
     kp.flags = flags.data();
     kp.epoch_base = epoch_base;
     // Automatic: the arrival counter (measured fastest on an H100, see docs/linalg.md).
-    kp.grid_kind = setup.barrier == 2 ? 0 : setup.barrier == 3 ? 1 : 2;
+    kp.grid_kind = setup.barrier == 2 ? 0 : setup.barrier == 3 ? 1 : setup.barrier == 5 ? 3 : 2;
     kp.threshold = setup.threshold;
-    auto kernel = pick_kernel<T>(setup.cg, rpt, sync);
+    kp.matrix_smem = matrix_smem ? 1 : 0;
+    kp.matrix_offset = matrix_offset;
+    auto kernel = pick_kernel<T>(setup.cg, rpt, sync, form);
     cudaLaunchConfig_t config{};
     config.gridDim = dim3(unsigned(blocks));
     config.blockDim = dim3(unsigned(threads));
@@ -557,6 +963,25 @@ struct resident_solver::impl {
     }
     MOLACCEL_CUDA_TRY(cudaLaunchKernelEx(&config, kernel, kp));
     cuda::check_launch("linalg resident solver", __FILE__, __LINE__);
+  }
+
+  // Dynamic shared memory: the exchanged vectors (form 1 in a block or cluster: 2 x RB; form 2:
+  // the block's own entries, RB, and in a cluster the 7 published vectors, 7 x RB), then the
+  // matrix rows when they are kept there (grid, 4 rows per thread: kSmemNnz x RB values and
+  // column indices).
+  bool matrix_in_shared(int r, int s) const {
+    return setup.matrix_smem == 2 && s == sync_grid && r == 4;
+  }
+  template <class T>
+  std::size_t vector_bytes(int r, int s) const {
+    const std::size_t rb = std::size_t(r) * std::size_t(threads);
+    const std::size_t bytes = form == 2 ? (s == sync_cluster ? 8 : 1) * rb * sizeof(T) : s == sync_grid ? 0 : 2 * rb * sizeof(T);
+    return (bytes + 15) / 16 * 16;
+  }
+  template <class T>
+  std::size_t shared_bytes(int r, int s) const {
+    const std::size_t rb = std::size_t(r) * std::size_t(threads);
+    return vector_bytes<T>(r, s) + (matrix_in_shared(r, s) ? std::size_t(kSmemNnz) * rb * (sizeof(T) + sizeof(int)) : 0);
   }
 
   template <class T>
@@ -598,6 +1023,8 @@ struct resident_solver::impl {
       else
         kind = 2;
     }
+    if (form == 0)
+      form = kind == -1 ? kAutomaticFormBlock : kind == 1 ? kAutomaticFormCluster : kAutomaticFormGrid;
     if (kind == 1 && !clusters)
       throw Error(fmt::format(fmt::runtime("linalg: resident mode in a cluster needs compute capability 9.0 "
                                            "(this GPU has {}.{})"),
@@ -629,8 +1056,13 @@ struct resident_solver::impl {
       for (int i = 0; i < 3; ++i) {
         const int r = order[i];
         int resident = 0;
+        const std::size_t bytes = shared_bytes<T>(r, sync_grid);
+        auto kernel = pick_kernel<T>(setup.cg, r, sync_grid, form);
+        if (bytes > 48 * 1024)
+          MOLACCEL_CUDA_TRY(
+              cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
         MOLACCEL_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &resident, reinterpret_cast<const void*>(pick_kernel<T>(setup.cg, r, sync_grid)), threads, 0));
+            &resident, reinterpret_cast<const void*>(kernel), threads, bytes));
         cap = resident * prop.multiProcessorCount;
         if (cap > 0 && fits(r, cap)) {
           rpt = r;
@@ -646,10 +1078,14 @@ struct resident_solver::impl {
                                 (long long)cap * 4 * threads, cap, threads, n),
                     __FILE__, __LINE__);
     }
-    const int rb = rpt * threads;
-    smem_bytes = sync == sync_grid ? 0 : std::size_t(2) * std::size_t(rb) * sizeof(T);
+    smem_bytes = shared_bytes<T>(rpt, sync);
+    matrix_smem = matrix_in_shared(rpt, sync);
+    matrix_offset = unsigned(vector_bytes<T>(rpt, sync));
+    if (smem_bytes > 48 * 1024)
+      MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(pick_kernel<T>(setup.cg, rpt, sync, form),
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes)));
     if (sync == sync_cluster) {
-      auto kernel = pick_kernel<T>(setup.cg, rpt, sync_cluster);
+      auto kernel = pick_kernel<T>(setup.cg, rpt, sync_cluster, form);
       if (blocks > 8)
         MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
       cudaLaunchConfig_t config{};
@@ -673,7 +1109,7 @@ struct resident_solver::impl {
       }
     }
     if (sync == sync_grid) {
-      exchange.resize(std::max<std::size_t>(1, 2 * setup.n * sizeof(T)));
+      exchange.resize(std::max<std::size_t>(1, std::size_t(form == 2 ? 7 : 2) * setup.n * sizeof(T)));
       partials.resize(std::size_t(kSlots) * std::size_t(blocks));
       counter.resize(1);
       counter.fill_zero(linalg_stream(device));
@@ -687,6 +1123,11 @@ resident_solver::resident_solver(int device, const resident_setup& setup) : impl
   cuda::DeviceGuard guard(device);
   impl_->device = device;
   impl_->setup = setup;
+  // Automatic (0): see kAutomaticForm* (resolved in configure()) and kAutomaticMatrixShared.
+  impl_->form = setup.cg ? 1 : setup.form == 0 ? 0 : setup.form == 2 ? 2 : 1;
+  if (setup.matrix_smem == 0) impl_->setup.matrix_smem = kAutomaticMatrixShared;
+  if (setup.barrier < 0 || setup.barrier > 5)
+    throw Error(fmt::format(fmt::runtime("linalg: resident barrier {} (0-5)"), setup.barrier), __FILE__, __LINE__);
   if (setup.n == 0 || setup.n > std::size_t(1) << 30)
     throw Error(fmt::format(fmt::runtime("linalg: resident mode for {} rows"), setup.n), __FILE__, __LINE__);
   if (!setup.fp64)
@@ -737,9 +1178,11 @@ std::string resident_solver::describe() const {
                      : impl_->sync == sync_cluster ? "cluster"
                      : impl_->setup.barrier == 2   ? "grid, flag barrier"
                      : impl_->setup.barrier == 3   ? "grid, cooperative groups barrier"
+                     : impl_->setup.barrier == 5   ? "grid, counter barrier (red)"
                                                    : "grid, counter barrier";
-  return fmt::format(fmt::runtime("{} blocks of {}, {} rows/thread, {}"), impl_->blocks, impl_->threads,
-                     impl_->rpt, kind);
+  return fmt::format(fmt::runtime("{} blocks of {}, {} rows/thread, {}, {} barriers/iteration{}"),
+                     impl_->blocks, impl_->threads, impl_->rpt, kind, impl_->setup.cg ? 3 : impl_->form == 2 ? 2 : 4,
+                     impl_->matrix_smem ? ", matrix in shared memory" : "");
 }
 
 int resident_solver::blocks() const {
