@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -536,45 +535,9 @@ struct PipelineScratch {
 
 constexpr int kChunkSets = 3;
 
-// The pipeline's buffers outlive a job, per device: allocating and freeing pinned and device memory
-// costs tens of milliseconds per GPU and search, and the driver serialises it across GPUs, so
-// repeated searches (and several GPUs) would pay it every time. Process-wide, never destroyed (the
-// driver frees the memory at exit); at most 4 kept per device.
-class ScratchPool {
- public:
-  static ScratchPool& instance() {
-    static auto* pool = new ScratchPool;
-    return *pool;
-  }
-  std::unique_ptr<PipelineScratch> take(int device) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto& free = free_[device];
-    if (free.empty()) return std::make_unique<PipelineScratch>();
-    auto scratch = std::move(free.back());
-    free.pop_back();
-    return scratch;
-  }
-  void give(int device, std::unique_ptr<PipelineScratch> scratch) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (free_[device].size() < 4) free_[device].push_back(std::move(scratch));
-  }
-
- private:
-  std::mutex mutex_;
-  std::map<int, std::vector<std::unique_ptr<PipelineScratch>>> free_;
-};
-
-// ctx.local: the worker's scratch for one job, handed back to the pool when the job ends.
-struct PipelineLease {
-  int device = -1;
-  std::unique_ptr<PipelineScratch> scratch;
-  PipelineLease() = default;
-  PipelineLease(const PipelineLease&) = delete;
-  PipelineLease& operator=(const PipelineLease&) = delete;
-  ~PipelineLease() {
-    if (scratch) ScratchPool::instance().give(device, std::move(scratch));
-  }
-};
+// The pipeline's buffers outlive a job, per device (DevicePool): allocating and freeing pinned
+// and device memory costs tens of milliseconds per GPU and search, serialised across GPUs.
+using PipelineLease = molaccel::cuda::DeviceLease<PipelineScratch>;
 
 void launch_intra_raw(int threads, const unsigned char* residues, const unsigned long long* offset,
                       const unsigned* length, const unsigned long long* scratch_offset, int2* rows, int jobs,
@@ -1016,12 +979,7 @@ void score_tile(WorkerContext& ctx, const TileRequest& request, TileResult& resu
   if (request.count == 0 || request.query_count == 0) return;
   const Scoring scoring{request.matrix, request.gap_open, request.gap_extend, request.saturation_threshold};
   if (tuning.query_pairs && tuning.merged) {
-    auto& lease = ctx.local<PipelineLease>();
-    if (!lease.scratch) {
-      lease.device = device;
-      lease.scratch = ScratchPool::instance().take(device);
-    }
-    PipelineScratch& scratch = *lease.scratch;
+    PipelineScratch& scratch = ctx.local<PipelineLease>().get(device);
     const TileSubjects tile{request.residues, request.offsets, request.subjects, request.count};
     for (;;) {
       try {

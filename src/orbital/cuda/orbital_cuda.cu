@@ -10,9 +10,10 @@
 //    the same contraction over all components.
 #include <algorithm>
 #include <cfloat>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <string>
 #include <memory>
 #include <mutex>
@@ -716,7 +717,7 @@ struct DeviceState {
     staging[b] = PinnedPool::instance().take(n, staging_capacity[b]);
   }
 
-  // Uploads one job's basis and coefficients. A state taken from DeviceStatePool keeps its
+  // Uploads one job's basis and coefficients. A state taken from its DevicePool keeps its
   // streams, events and buffers from earlier jobs (buffers grow, never shrink), so a job pays no
   // allocation, which the driver serialises across GPUs.
   void init(const GpuJob& job, int dev, bool want_jit, const JitVariant& jit = jit_variant_from_env()) {
@@ -831,47 +832,11 @@ struct DeviceState {
   }
 };
 
-// Device states outlive a job, per device: allocating and freeing the basis matrix, the result
-// buffers and the streams cost milliseconds per GPU and request, serialised across GPUs by the
-// driver. Process-wide and never destroyed (the driver frees the memory at exit); at most 2 kept
-// per device (two jobs at once on one device are rare: tests with two workers per GPU).
-class DeviceStatePool {
- public:
-  static DeviceStatePool& instance() {
-    static auto* pool = new DeviceStatePool;
-    return *pool;
-  }
-  std::unique_ptr<DeviceState> take(int device) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto& free = free_[device];
-    if (free.empty()) return std::make_unique<DeviceState>();
-    auto state = std::move(free.back());
-    free.pop_back();
-    return state;
-  }
-  void give(int device, std::unique_ptr<DeviceState> state) {
-    state->ready = false;
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (free_[device].size() < 2) free_[device].push_back(std::move(state));
-  }
-
- private:
-  std::mutex mutex_;
-  std::map<int, std::vector<std::unique_ptr<DeviceState>>> free_;
-};
-
-// ctx.local: the worker's device state for one job, handed back to the pool when the job ends
-// (every tile has synchronised its streams by then).
-struct DeviceStateLease {
-  int device = -1;
-  std::unique_ptr<DeviceState> state;
-  DeviceStateLease() = default;
-  DeviceStateLease(const DeviceStateLease&) = delete;
-  DeviceStateLease& operator=(const DeviceStateLease&) = delete;
-  ~DeviceStateLease() {
-    if (state) DeviceStatePool::instance().give(device, std::move(state));
-  }
-};
+// Device states outlive a job, per device (DevicePool): allocating and freeing the basis matrix,
+// the result buffers and the streams cost milliseconds per GPU and request, serialised across GPUs
+// by the driver. At most 2 kept per device (two jobs at once on one device are rare: tests with two
+// workers per GPU).
+using DeviceStateLease = cuda::DeviceLease<DeviceState, 2>;
 
 void check_shared_fits(std::size_t bytes, int device) {
   int optin = 0;
@@ -1097,13 +1062,26 @@ void precompile(const GpuJob& job, int device) {
 
 std::string evaluate_planes(WorkerContext& ctx, const GpuJob& job, std::size_t plane_begin, std::size_t plane_end) {
   cuda::DeviceGuard guard(ctx.worker().device);
-  DeviceStateLease& lease = ctx.local<DeviceStateLease>();
-  if (!lease.state) {
-    lease.device = ctx.worker().device;
-    lease.state = DeviceStatePool::instance().take(lease.device);
-  }
-  DeviceState& st = *lease.state;
-  if (!st.ready) st.init(job, ctx.worker().device, job.jit);
+  // MOLACCEL_ORBITAL_TRACE=1: per tile, the device, its planes, when it started and ended (ms on
+  // the process clock) and the job set-up it paid, to see what does not shrink with more GPUs.
+  static const bool trace = std::getenv("MOLACCEL_ORBITAL_TRACE") != nullptr;
+  const double entered = trace ? now_seconds() : 0.0;
+  bool fresh = false;  // first tile of this job on this worker: upload the job's basis
+  DeviceState& st = ctx.local<DeviceStateLease>().get(ctx.worker().device, &fresh);
+  if (fresh || !st.ready) st.init(job, ctx.worker().device, job.jit);
+  const double initialised = trace ? now_seconds() : 0.0;
+  struct TraceLine {
+    bool on;
+    int device;
+    std::size_t p0, p1;
+    double entered, initialised;
+    ~TraceLine() {
+      if (on)
+        std::fprintf(stderr, "orbital trace gpu%d: planes [%zu, %zu) from %.3f ms, set-up %.3f ms, done at %.3f ms\n",
+                     device, p0, p1, std::fmod(entered * 1e3, 1e5), (initialised - entered) * 1e3,
+                     std::fmod(now_seconds() * 1e3, 1e5));
+    }
+  } trace_line{trace, ctx.worker().device, plane_begin, plane_end, entered, initialised};
   const GridSpec& grid = *job.grid;
   const std::size_t plane_points = grid.counts[1] * grid.counts[2];
   const std::size_t outputs = job.weights ? 1 : job.orbitals;
