@@ -133,9 +133,16 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
   const TileFunction tile_fn = [&](WorkerContext& ctx, std::size_t tile) {
     const std::size_t p0 = tiles.begin(tile), p1 = tiles.end(tile);
     if (ctx.worker().kind == WorkerInfo::Kind::cpu || backend == Backend::cpu) {
-      const std::size_t row0 = p0 * grid.counts[1], row1 = p1 * grid.counts[1];
-      parallel_for(row1 - row0, ctx.worker().cpu_threads, 1, [&](std::size_t b, std::size_t e) {
-        variant.kernel(cpu_args, row0 + b, row0 + e);
+      // Work items: strips of cpu::kTileRows rows of one plane (the kernel's tiles; a single row
+      // would cost a whole tile).
+      const std::size_t ny = grid.counts[1];
+      const std::size_t strips = (ny + cpu::kTileRows - 1) / cpu::kTileRows;
+      parallel_for((p1 - p0) * strips, ctx.worker().cpu_threads, 1, [&](std::size_t b, std::size_t e) {
+        for (std::size_t u = b; u < e; ++u) {
+          const std::size_t plane = p0 + u / strips;
+          const std::size_t r0 = plane * ny + (u % strips) * cpu::kTileRows;
+          variant.kernel(cpu_args, r0, std::min(r0 + cpu::kTileRows, (plane + 1) * ny));
+        }
       });
       return;
     }

@@ -74,6 +74,44 @@ PackedBasis pack_basis(const Wavefunction& wfn, double tolerance) {
     }
     packed.atom_first_shell.push_back(static_cast<int>(packed.shells.size()));
   }
+  // Exponent groups per atom (CPU kernel).
+  packed.primitive_group.assign(packed.exponent.size(), 0);
+  packed.atom_first_group.push_back(0);
+  for (std::size_t a = 0; a + 1 < packed.atom_first_shell.size(); ++a) {
+    const int s0 = packed.atom_first_shell[a], s1 = packed.atom_first_shell[a + 1];
+    std::vector<ExponentGroup> groups;
+    std::vector<int> group_of;  // per primitive of the atom, in order
+    float atom_cut = 0;
+    for (int s = s0; s < s1; ++s) {
+      const PackedShell& shell = packed.shells[static_cast<std::size_t>(s)];
+      atom_cut = std::max(atom_cut, shell.cutoff_r2);
+      for (int q = 0; q < shell.primitive_count; ++q) {
+        const std::size_t p = static_cast<std::size_t>(shell.first_primitive + q);
+        std::size_t g = 0;
+        while (g < groups.size() && groups[g].exponent != packed.exponent[p]) ++g;
+        if (g == groups.size()) groups.push_back({packed.exponent[p], 0.0f});
+        groups[g].cutoff_r2 = std::max(groups[g].cutoff_r2, packed.cutoff_r2[p]);
+        group_of.push_back(static_cast<int>(g));
+      }
+    }
+    std::vector<int> order(groups.size()), rank(groups.size());
+    for (std::size_t g = 0; g < order.size(); ++g) order[g] = static_cast<int>(g);
+    std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
+      return groups[static_cast<std::size_t>(x)].cutoff_r2 > groups[static_cast<std::size_t>(y)].cutoff_r2;
+    });
+    for (std::size_t r = 0; r < order.size(); ++r) {
+      rank[static_cast<std::size_t>(order[r])] = static_cast<int>(r);
+      packed.groups.push_back(groups[static_cast<std::size_t>(order[r])]);
+    }
+    std::size_t k = 0;
+    for (int s = s0; s < s1; ++s) {
+      const PackedShell& shell = packed.shells[static_cast<std::size_t>(s)];
+      for (int q = 0; q < shell.primitive_count; ++q, ++k)
+        packed.primitive_group[static_cast<std::size_t>(shell.first_primitive + q)] = rank[static_cast<std::size_t>(group_of[k])];
+    }
+    packed.atom_first_group.push_back(static_cast<int>(packed.groups.size()));
+    packed.atom_cutoff_r2.push_back(atom_cut);
+  }
   return packed;
 }
 
