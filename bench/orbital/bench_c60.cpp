@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "c60_wavefunction.hpp"
+#include "gau2grid_baseline.hpp"
 #include "common/harness.hpp"
 #include "molaccel/orbital.hpp"
 #include "orbital/basis_functions.hpp"
@@ -24,9 +25,6 @@
 #include "orbital/packed_basis.hpp"
 #if MOLACCEL_HAVE_CUDA
 #include "orbital/cuda/orbital_cuda.hpp"
-#endif
-#if MOLACCEL_HAVE_GAU2GRID
-#include <gau2grid/gau2grid.h>
 #endif
 
 using namespace molaccel;
@@ -355,43 +353,9 @@ int main(int argc, char** argv) {
   }
 #if MOLACCEL_HAVE_GAU2GRID
   {
-    // gau2grid: collocation of every shell (Molden Cartesian order) for blocks of points, then the
-    // dot product with the same folded Cartesian coefficients. It evaluates every primitive (no
-    // screening) in double precision, as its API offers.
-    const std::size_t block = 256;
-    std::vector<double> xyz(3 * block), phi(15 * block), psi(slab_points);
-    auto run = [&] {
-      for (std::size_t start = 0; start < slab_points; start += block) {
-        const std::size_t n = std::min(block, slab_points - start);
-        for (std::size_t q = 0; q < n; ++q) {
-          const std::size_t p = start + q;
-          const std::size_t i = p / (slab.counts[1] * slab.counts[2]), j = (p / slab.counts[2]) % slab.counts[1],
-                            k = p % slab.counts[2];
-          for (int d = 0; d < 3; ++d)
-            xyz[3 * q + d] = slab.origin[d] + i * slab.axes[0][d] + j * slab.axes[1][d] + k * slab.axes[2][d];
-        }
-        std::vector<double> acc(n, 0.0);
-        for (std::size_t a = 0; a < basis.atom_count(); ++a) {
-          const double center[3] = {basis.atom_xyz[3 * a], basis.atom_xyz[3 * a + 1], basis.atom_xyz[3 * a + 2]};
-          for (int sh = basis.atom_first_shell[a]; sh < basis.atom_first_shell[a + 1]; ++sh) {
-            const auto& shell = basis.shells[static_cast<std::size_t>(sh)];
-            double exps_d[8], coefs_d[8];
-            for (int q = 0; q < shell.primitive_count; ++q) {
-              exps_d[q] = basis.exponent[static_cast<std::size_t>(shell.first_primitive + q)];
-              coefs_d[q] = basis.coefficient[static_cast<std::size_t>(shell.first_primitive + q)];
-            }
-            gg_collocation(shell.l, n, xyz.data(), 3, shell.primitive_count, coefs_d, exps_d, center, GG_CARTESIAN_MOLDEN,
-                           phi.data());
-            const int nc = detail::cartesian_count(shell.l);
-            for (int c = 0; c < nc; ++c) {
-              const double w = coefficients[static_cast<std::size_t>(shell.first_component + c)];
-              for (std::size_t q = 0; q < n; ++q) acc[q] += w * phi[c * n + q];
-            }
-          }
-        }
-        for (std::size_t q = 0; q < n; ++q) psi[start + q] = acc[q];
-      }
-    };
+    // gau2grid (gau2grid_baseline.hpp): every primitive, double precision, no screening.
+    std::vector<double> psi(slab_points);
+    auto run = [&] { bench_data::gau2grid_orbital(basis, coefficients.data(), slab, psi.data()); };
     const auto timing = bench::measure(run, 1, quick ? 2 : 3);
     double worst = 0, scale = 0;
     for (std::size_t p = 0; p < slab_points; ++p) {

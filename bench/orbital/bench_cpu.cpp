@@ -25,9 +25,7 @@
 #include "orbital/basis_functions.hpp"
 #include "orbital/cpu/cpu_kernel.hpp"
 #include "orbital/packed_basis.hpp"
-#if MOLACCEL_HAVE_GAU2GRID
-#include <gau2grid/gau2grid.h>
-#endif
+#include "gau2grid_baseline.hpp"
 
 #if MOLACCEL_HAVE_PREVIOUS_KERNEL
 namespace molaccel::orbital::cpu::previous_kernel {
@@ -188,44 +186,10 @@ int main(int argc, char** argv) {
     }, {}});
   std::vector<double> gg(slab_points);
 #if MOLACCEL_HAVE_GAU2GRID
-  // gau2grid: collocation of every shell (Molden Cartesian order) for blocks of points, then the
-  // dot product with the same folded Cartesian coefficients. It evaluates every primitive (no
-  // screening) in double precision, as its API offers (same code as bench_orbital_c60).
+  // gau2grid (gau2grid_baseline.hpp, as in bench_orbital_c60): every primitive, double precision,
+  // no screening.
   if (density_orbitals == 0)
-  contenders.push_back({"gau2grid", [&] {
-    const std::size_t block = 256;
-    std::vector<double> xyz(3 * block), phi(15 * block), acc(block);
-    for (std::size_t start = 0; start < slab_points; start += block) {
-      const std::size_t n = std::min(block, slab_points - start);
-      for (std::size_t q = 0; q < n; ++q) {
-        const std::size_t p = start + q;
-        const std::size_t i = p / (slab.counts[1] * slab.counts[2]), j = (p / slab.counts[2]) % slab.counts[1],
-                          k = p % slab.counts[2];
-        for (int d = 0; d < 3; ++d)
-          xyz[3 * q + d] = slab.origin[d] + i * slab.axes[0][d] + j * slab.axes[1][d] + k * slab.axes[2][d];
-      }
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (std::size_t a = 0; a < basis.atom_count(); ++a) {
-        const double center[3] = {basis.atom_xyz[3 * a], basis.atom_xyz[3 * a + 1], basis.atom_xyz[3 * a + 2]};
-        for (int sh = basis.atom_first_shell[a]; sh < basis.atom_first_shell[a + 1]; ++sh) {
-          const auto& shell = basis.shells[static_cast<std::size_t>(sh)];
-          double exps_d[8], coefs_d[8];
-          for (int q = 0; q < shell.primitive_count; ++q) {
-            exps_d[q] = basis.exponent[static_cast<std::size_t>(shell.first_primitive + q)];
-            coefs_d[q] = basis.coefficient[static_cast<std::size_t>(shell.first_primitive + q)];
-          }
-          gg_collocation(shell.l, n, xyz.data(), 3, shell.primitive_count, coefs_d, exps_d, center, GG_CARTESIAN_MOLDEN,
-                         phi.data());
-          const int nc = detail::cartesian_count(shell.l);
-          for (int c = 0; c < nc; ++c) {
-            const double w = coefficients[static_cast<std::size_t>(shell.first_component + c)];
-            for (std::size_t q = 0; q < n; ++q) acc[q] += w * phi[c * n + q];
-          }
-        }
-      }
-      for (std::size_t q = 0; q < n; ++q) gg[start + q] = acc[q];
-    }
-  }, {}});
+    contenders.push_back({"gau2grid", [&] { bench_data::gau2grid_orbital(basis, coefficients.data(), slab, gg.data()); }, {}});
 #else
   std::printf("gau2grid not found at build time: its rows are skipped (install libgg-dev)\n");
 #endif
