@@ -92,8 +92,11 @@ __device__ __forceinline__ std::uint32_t table_lookup(const uint2* table, int lo
 // ---- kernels -------------------------------------------------------------------------------------
 // Baseline variant (MOLACCEL_LINGO_GPU_KERNEL=csr): the database read in CSR order, one thread per
 // molecule; the table as two arrays (keys, masks). 55-60 G LINGOs/s at 32,768^2 on an H100.
-__device__ void csr_table_insert(std::uint32_t* keys, std::uint32_t* masks, int log2_slots,
-                                 std::uint32_t feature, std::uint32_t bit) {
+// Insertion into a table held as two arrays (keys, masks: 32-bit masks for groups of 32 queries,
+// 64-bit for g64): open addressing, linear probing.
+template <class Mask>
+__device__ void split_table_insert(std::uint32_t* keys, Mask* masks, int log2_slots, std::uint32_t feature,
+                                   Mask bit) {
   const std::uint32_t wrap = (1u << log2_slots) - 1;
   for (std::uint32_t s = slot_of(feature, log2_slots);; s = (s + 1) & wrap) {
     const std::uint32_t prev = atomicCAS(&keys[s], kEmptySlot, feature);
@@ -104,9 +107,49 @@ __device__ void csr_table_insert(std::uint32_t* keys, std::uint32_t* masks, int 
   }
 }
 
-__device__ __forceinline__ std::uint32_t csr_table_lookup(const std::uint32_t* keys,
-                                                          const std::uint32_t* masks, int log2_slots,
-                                                          std::uint32_t feature) {
+// Every kernel's prologue: the block's query group into its shared-memory hash table. `clear(s)`
+// empties slot s, the group's query sizes go to `sizes`, and `insert(feature, q)` records that
+// query q of the group (0-based) holds `feature`. Called by the whole block; ends synchronised.
+template <class Clear, class Insert>
+__device__ __forceinline__ void fill_group_table(const QueryGroup& group, const std::uint64_t* q_offsets,
+                                                 const std::uint32_t* q_features, const std::uint32_t* q_sizes,
+                                                 std::uint32_t slots, std::uint32_t* sizes, Clear clear,
+                                                 Insert insert) {
+  for (std::uint32_t s = threadIdx.x; s < slots; s += blockDim.x) clear(s);
+  if (threadIdx.x < group.count) sizes[threadIdx.x] = q_sizes[group.first_row + threadIdx.x];
+  __syncthreads();
+  const std::uint64_t begin = q_offsets[group.first_row];
+  const std::uint64_t end = q_offsets[group.first_row + group.count];
+  std::uint32_t q = 0;
+  for (std::uint64_t f = begin + threadIdx.x; f < end; f += blockDim.x) {
+    while (q_offsets[group.first_row + q + 1] <= f) ++q;  // which query owns feature f
+    insert(q_features[f], q);
+  }
+  __syncthreads();
+}
+
+// fill_group_table for a two-array table: keys, and masks with one bit per query of the group.
+template <class Mask>
+__device__ __forceinline__ void fill_split_table(const QueryGroup& group, const std::uint64_t* q_offsets,
+                                                 const std::uint32_t* q_features, const std::uint32_t* q_sizes,
+                                                 std::uint32_t* keys, Mask* masks, int log2_slots,
+                                                 std::uint32_t* sizes) {
+  fill_group_table(
+      group, q_offsets, q_features, q_sizes, 1u << log2_slots, sizes,
+      [&](std::uint32_t s) {
+        keys[s] = kEmptySlot;
+        masks[s] = 0;
+      },
+      [&](std::uint32_t feature, std::uint32_t q) {
+        split_table_insert(keys, masks, log2_slots, feature, static_cast<Mask>(Mask{1} << q));
+      });
+}
+
+// The mask of `feature` in a two-array table, 0 when absent. The padding feature (kEmptySlot) stops
+// at the first free slot, whose mask is 0.
+template <class Mask>
+__device__ __forceinline__ Mask split_table_lookup(const std::uint32_t* keys, const Mask* masks, int log2_slots,
+                                                   std::uint32_t feature) {
   const std::uint32_t wrap = (1u << log2_slots) - 1;
   for (std::uint32_t s = slot_of(feature, log2_slots);; s = (s + 1) & wrap) {
     const std::uint32_t k = keys[s];
@@ -128,22 +171,7 @@ __global__ void __launch_bounds__(kBlock)
   std::uint32_t* masks = csr_table + slots;
   __shared__ std::uint32_t sizes[kQueriesPerGroup];
   const QueryGroup group = groups[blockIdx.x];
-  for (std::uint32_t s = threadIdx.x; s < slots; s += blockDim.x) {
-    keys[s] = kEmptySlot;
-    masks[s] = 0;
-  }
-  if (threadIdx.x < group.count) sizes[threadIdx.x] = q_sizes[group.first_row + threadIdx.x];
-  __syncthreads();
-  {
-    const std::uint64_t begin = q_offsets[group.first_row];
-    const std::uint64_t end = q_offsets[group.first_row + group.count];
-    std::uint32_t q = 0;
-    for (std::uint64_t f = begin + threadIdx.x; f < end; f += blockDim.x) {
-      while (q_offsets[group.first_row + q + 1] <= f) ++q;  // which query owns feature f
-      csr_table_insert(keys, masks, log2_slots, q_features[f], 1u << q);
-    }
-  }
-  __syncthreads();
+  fill_split_table(group, q_offsets, q_features, q_sizes, keys, masks, log2_slots, sizes);
 
   for (std::uint32_t col = blockIdx.y * blockDim.x + threadIdx.x; col < n_cols;
        col += gridDim.y * blockDim.x) {
@@ -152,7 +180,7 @@ __global__ void __launch_bounds__(kBlock)
     for (int b = 0; b < Planes; ++b) planes[b] = 0;
     const std::uint64_t end = db_offsets[col + 1];
     for (std::uint64_t f = db_offsets[col]; f < end; ++f) {
-      std::uint32_t carry = csr_table_lookup(keys, masks, log2_slots, __ldg(&db_features[f]));
+      std::uint32_t carry = split_table_lookup(keys, masks, log2_slots, __ldg(&db_features[f]));
       // Bit-sliced add of one to every query whose bit is set.
 #pragma unroll
       for (int b = 0; b < Planes; ++b) {
@@ -188,22 +216,7 @@ __global__ void __launch_bounds__(kBlock)
   std::uint32_t* masks = csr_table + slots;
   __shared__ std::uint32_t sizes[kQueriesPerGroup];
   const QueryGroup group = groups[blockIdx.x];
-  for (std::uint32_t s = threadIdx.x; s < slots; s += blockDim.x) {
-    keys[s] = kEmptySlot;
-    masks[s] = 0;
-  }
-  if (threadIdx.x < group.count) sizes[threadIdx.x] = q_sizes[group.first_row + threadIdx.x];
-  __syncthreads();
-  {
-    const std::uint64_t begin = q_offsets[group.first_row];
-    const std::uint64_t end = q_offsets[group.first_row + group.count];
-    std::uint32_t q = 0;
-    for (std::uint64_t f = begin + threadIdx.x; f < end; f += blockDim.x) {
-      while (q_offsets[group.first_row + q + 1] <= f) ++q;
-      csr_table_insert(keys, masks, log2_slots, q_features[f], 1u << q);
-    }
-  }
-  __syncthreads();
+  fill_split_table(group, q_offsets, q_features, q_sizes, keys, masks, log2_slots, sizes);
 
   for (std::uint32_t col = blockIdx.y * blockDim.x + threadIdx.x; col < n_cols;
        col += gridDim.y * blockDim.x) {
@@ -217,10 +230,10 @@ __global__ void __launch_bounds__(kBlock)
 #pragma unroll
       for (int u = 0; u < 4; ++u) v[u] = __ldg(&db_features[f + u]);
 #pragma unroll
-      for (int u = 0; u < 4; ++u) detail::bitslice_add(planes, csr_table_lookup(keys, masks, log2_slots, v[u]));
+      for (int u = 0; u < 4; ++u) detail::bitslice_add(planes, split_table_lookup(keys, masks, log2_slots, v[u]));
     }
     for (; f < end; ++f)
-      detail::bitslice_add(planes, csr_table_lookup(keys, masks, log2_slots, __ldg(&db_features[f])));
+      detail::bitslice_add(planes, split_table_lookup(keys, masks, log2_slots, __ldg(&db_features[f])));
     const std::uint32_t db_size = db_sizes[col];
     if (end - begin < 256) {
       for (std::uint32_t q4 = 0; q4 < group.count; q4 += 4) {
@@ -264,19 +277,9 @@ __global__ void __launch_bounds__(kBlock)
   float* tile = reinterpret_cast<float*>(table + slots);  // [kQueriesPerGroup][kBlock]
   __shared__ std::uint32_t sizes[kQueriesPerGroup];
   const QueryGroup group = groups[blockIdx.x];
-  for (std::uint32_t s = threadIdx.x; s < slots; s += blockDim.x) table[s] = make_uint2(kEmptySlot, 0u);
-  if (threadIdx.x < group.count) sizes[threadIdx.x] = q_sizes[group.first_row + threadIdx.x];
-  __syncthreads();
-  {
-    const std::uint64_t begin = q_offsets[group.first_row];
-    const std::uint64_t end = q_offsets[group.first_row + group.count];
-    std::uint32_t q = 0;
-    for (std::uint64_t f = begin + threadIdx.x; f < end; f += blockDim.x) {
-      while (q_offsets[group.first_row + q + 1] <= f) ++q;  // which query owns feature f
-      table_insert(table, log2_slots, q_features[f], 1u << q);
-    }
-  }
-  __syncthreads();
+  fill_group_table(
+      group, q_offsets, q_features, q_sizes, slots, sizes, [&](std::uint32_t s) { table[s] = make_uint2(kEmptySlot, 0u); },
+      [&](std::uint32_t feature, std::uint32_t q) { table_insert(table, log2_slots, feature, 1u << q); });
 
   const std::uint32_t lane = threadIdx.x & 31u;
   const std::uint32_t n_windows = (n_cols + kBlock - 1) / kBlock;
@@ -327,29 +330,6 @@ __global__ void __launch_bounds__(kBlock)
 // already in flight, two 32-lane bit-sliced counters (queries 0-31 and 32-63), four counts at a
 // time out of the planes, and the fp32 similarities stored straight along the database.
 // Each database feature now serves 64 queries instead of 32, and the loads are coalesced.
-__device__ void g64_table_insert(std::uint32_t* keys, unsigned long long* masks, int log2_slots,
-                                 std::uint32_t feature, unsigned long long bit) {
-  const std::uint32_t wrap = (1u << log2_slots) - 1;
-  for (std::uint32_t s = slot_of(feature, log2_slots);; s = (s + 1) & wrap) {
-    const std::uint32_t prev = atomicCAS(&keys[s], kEmptySlot, feature);
-    if (prev == kEmptySlot || prev == feature) {
-      atomicOr(&masks[s], bit);
-      return;
-    }
-  }
-}
-
-// The padding feature (kEmptySlot) stops at the first free slot, whose mask is 0.
-__device__ __forceinline__ unsigned long long g64_table_lookup(const std::uint32_t* keys,
-                                                               const unsigned long long* masks,
-                                                               int log2_slots, std::uint32_t feature) {
-  const std::uint32_t wrap = (1u << log2_slots) - 1;
-  for (std::uint32_t s = slot_of(feature, log2_slots);; s = (s + 1) & wrap) {
-    const std::uint32_t k = keys[s];
-    if (k == feature) return masks[s];
-    if (k == kEmptySlot) return 0;
-  }
-}
 
 template <int Planes>
 __device__ __forceinline__ void g64_add(std::uint32_t (&lo)[Planes], std::uint32_t (&hi)[Planes],
@@ -394,22 +374,7 @@ __global__ void __launch_bounds__(kBlock, Planes <= 11 ? 4 : 1)
   std::uint32_t* keys = reinterpret_cast<std::uint32_t*>(g64_shared + slots);
   __shared__ std::uint32_t sizes[kG64Queries];
   const QueryGroup group = groups[blockIdx.x];
-  for (std::uint32_t s = threadIdx.x; s < slots; s += blockDim.x) {
-    keys[s] = kEmptySlot;
-    masks[s] = 0;
-  }
-  if (threadIdx.x < group.count) sizes[threadIdx.x] = q_sizes[group.first_row + threadIdx.x];
-  __syncthreads();
-  {
-    const std::uint64_t begin = q_offsets[group.first_row];
-    const std::uint64_t end = q_offsets[group.first_row + group.count];
-    std::uint32_t q = 0;
-    for (std::uint64_t f = begin + threadIdx.x; f < end; f += blockDim.x) {
-      while (q_offsets[group.first_row + q + 1] <= f) ++q;  // which query owns feature f
-      g64_table_insert(keys, masks, log2_slots, q_features[f], 1ull << q);
-    }
-  }
-  __syncthreads();
+  fill_split_table(group, q_offsets, q_features, q_sizes, keys, masks, log2_slots, sizes);
 
   const std::uint32_t lane = threadIdx.x & 31u;
   const std::uint32_t n_windows = (n_cols + kBlock - 1) / kBlock;
@@ -435,7 +400,7 @@ __global__ void __launch_bounds__(kBlock, Planes <= 11 ? 4 : 1)
       }
       unsigned long long m[4];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) m[u] = g64_table_lookup(keys, masks, log2_slots, v[u]);
+      for (int u = 0; u < 4; ++u) m[u] = split_table_lookup(keys, masks, log2_slots, v[u]);
 #pragma unroll
       for (int u = 0; u < 4; ++u) g64_add(lo, hi, m[u]);
 #pragma unroll
@@ -1059,52 +1024,25 @@ struct GpuJob::Impl {
       const int log2_slots = log2_of(slots);
       const QueryGroup* g = s.groups.data() + p.groups_begin + first_group;
       const auto n = static_cast<std::uint32_t>(cols);
+      // Counts need 11 bit planes when every database molecule has < 2,048 features, else 21.
+      const auto run = [&](auto kernel11, auto kernel21, const dim3& dims, std::size_t shared, auto... args) {
+        (wide ? kernel21 : kernel11)<<<dims, kBlock, shared, stream>>>(args...);
+      };
       if (g64_groups) {
-        // Counts are below 2^11 when every database molecule has < 2,048 features.
-        const std::size_t shared = g64_shared_bytes(slots);
-        if (wide)
-          hashed_similarity_g64_kernel<21><<<grid, kBlock, shared, stream>>>(
-              g, q.feature_offsets.data(), q.features.data(),
-              q.feature_sizes.data(), view, n, log2_slots, out, cols);
-        else
-          hashed_similarity_g64_kernel<11><<<grid, kBlock, shared, stream>>>(
-              g, q.feature_offsets.data(), q.features.data(),
-              q.feature_sizes.data(), view, n, log2_slots, out, cols);
+        run(hashed_similarity_g64_kernel<11>, hashed_similarity_g64_kernel<21>, grid, g64_shared_bytes(slots), g,
+            q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(), view, n, log2_slots, out, cols);
       } else if (interleaved) {
-        const std::size_t shared = shared_bytes(slots);
-        if (wide)
-          hashed_similarity_interleaved_kernel<21><<<grid, kBlock, shared, stream>>>(
-              g, q.feature_offsets.data(), q.features.data(),
-              q.feature_sizes.data(), view, n, log2_slots, out, cols);
-        else
-          hashed_similarity_interleaved_kernel<11><<<grid, kBlock, shared, stream>>>(
-              g, q.feature_offsets.data(), q.features.data(),
-              q.feature_sizes.data(), view, n, log2_slots, out, cols);
+        run(hashed_similarity_interleaved_kernel<11>, hashed_similarity_interleaved_kernel<21>, grid,
+            shared_bytes(slots), g, q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(), view, n,
+            log2_slots, out, cols);
       } else {
-        // The CSR kernels walk columns in blockDim strides: windows of 256 columns.
-        const dim3 csr_grid(static_cast<unsigned>(n_groups), splits);
-        const std::size_t shared = csr_shared_bytes(slots);
-        // g64's single large queries (more than 3,072 features) take the csr-ilp kernel.
-        if ((csr_ilp || g64) && wide)
-          hashed_similarity_csr_ilp_kernel<21><<<csr_grid, kBlock, shared, stream>>>(
-              g, q.feature_offsets.data(), q.features.data(),
-              q.feature_sizes.data(), s.db.feature_offsets.data(), s.db.features.data(),
-              s.db.feature_sizes.data(), n, log2_slots, out, cols);
-        else if (csr_ilp || g64)
-          hashed_similarity_csr_ilp_kernel<11><<<csr_grid, kBlock, shared, stream>>>(
-              g, q.feature_offsets.data(), q.features.data(),
-              q.feature_sizes.data(), s.db.feature_offsets.data(), s.db.features.data(),
-              s.db.feature_sizes.data(), n, log2_slots, out, cols);
-        else if (wide)
-          hashed_similarity_csr_kernel<21><<<csr_grid, kBlock, shared, stream>>>(
-              g, q.feature_offsets.data(), q.features.data(),
-              q.feature_sizes.data(), s.db.feature_offsets.data(), s.db.features.data(),
-              s.db.feature_sizes.data(), n, log2_slots, out, cols);
-        else
-          hashed_similarity_csr_kernel<11><<<csr_grid, kBlock, shared, stream>>>(
-              g, q.feature_offsets.data(), q.features.data(),
-              q.feature_sizes.data(), s.db.feature_offsets.data(), s.db.features.data(),
-              s.db.feature_sizes.data(), n, log2_slots, out, cols);
+        // The CSR kernels walk columns in blockDim strides: windows of 256 columns. g64's single
+        // large queries (more than 3,072 features) take the csr-ilp kernel.
+        const bool ilp = csr_ilp || g64;
+        run(ilp ? hashed_similarity_csr_ilp_kernel<11> : hashed_similarity_csr_kernel<11>,
+            ilp ? hashed_similarity_csr_ilp_kernel<21> : hashed_similarity_csr_kernel<21>, grid,
+            csr_shared_bytes(slots), g, q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(),
+            s.db.feature_offsets.data(), s.db.features.data(), s.db.feature_sizes.data(), n, log2_slots, out, cols);
       }
       MOLACCEL_CUDA_CHECK_LAUNCH("lingo hashed_similarity kernel");
     };
