@@ -46,6 +46,7 @@ la::solver_options to_solver_options(const SolveOptions& o) {
              : o.launch == "stream"     ? la::launch_mode::stream
              : o.launch == "persistent" ? la::launch_mode::persistent
              : o.launch == "resident"   ? la::launch_mode::resident
+             : o.launch == "fused"      ? la::launch_mode::fused
                                         : la::launch_mode::automatic;
   s.tolerance = o.tol;
   s.max_iterations = o.max_iter;
@@ -135,7 +136,9 @@ const bool solve_registered = register_command({
           "runs "
           "them as one generated kernel with grid-wide barriers; resident runs the whole solve in one "
           "hand-written kernel that keeps each thread's rows in registers (systems up to a few hundred "
-          "thousand rows); stream launches every kernel; auto = resident up to 200,000 rows, else graph.");
+          "thousand rows); fused (opt-in) runs --batch iterations per launch as one streaming "
+          "cooperative kernel with two grid barriers per BiCGStab iteration (CG: one), for any size; "
+          "stream launches every kernel; auto = resident up to 200,000 rows, else graph.");
       app.add_option("MATRIX", o->matrix,
                      "Matrix Market file (coordinate or array; real, integer or pattern)")
           ->check(CLI::ExistingFile);
@@ -159,8 +162,8 @@ const bool solve_registered = register_command({
       app.add_option("--max-iter", o->max_iter, "Iteration cap")
           ->check(CLI::Range(0, 100000000))
           ->default_val(1000);
-      app.add_option("--launch", o->launch, "GPU launch mode: auto, stream, graph, persistent or resident")
-          ->check(CLI::IsMember({"auto", "stream", "graph", "persistent", "resident"}))
+      app.add_option("--launch", o->launch, "GPU launch mode: auto, stream, graph, persistent, resident or fused")
+          ->check(CLI::IsMember({"auto", "stream", "graph", "persistent", "resident", "fused"}))
           ->default_val("auto");
       app.add_option("--batch", o->batch, "Iterations per host check (0 = automatic)")
           ->check(CLI::Range(0, 4096));

@@ -179,6 +179,14 @@ struct bicgstab_selection {
     std::string label = "resident";
   };
   std::vector<resident_geometry> resident_geometries = {{}};
+  // Fused (streaming two-barrier BiCGStab) geometries "BLOCKSxTHREADS[1|2]" (0x0 = automatic;
+  // 1 / 2: registers for 1 / 2 blocks of 512 per SM); only when --modes names fused.
+  bool fused = false;
+  struct fused_geometry {
+    int blocks = 0, threads = 0, per_sm = 0;
+    std::string label = "fused";
+  };
+  std::vector<fused_geometry> fused_geometries = {{}};
 };
 
 void bench_bicgstab(const Resources& resources, const std::string& device, double copy_bw, bool quick,
@@ -198,6 +206,7 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
       launch_mode mode;
       std::pair<int, int> geometry;
       bicgstab_selection::resident_geometry resident;
+      bicgstab_selection::fused_geometry fused{};
     };
     std::vector<run> runs;
     if (sel.graph) runs.push_back({launch_mode::graph, {0, 0}, {}});
@@ -206,7 +215,9 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
       for (auto g : sel.persistent_geometries) runs.push_back({launch_mode::persistent, g, {}});
     if (sel.resident)
       for (const auto& g : sel.resident_geometries) runs.push_back({launch_mode::resident, {0, 0}, g});
-    for (const auto& [mode, geometry, resident] : runs) {
+    if (sel.fused && resources.uses_gpu())
+      for (const auto& g : sel.fused_geometries) runs.push_back({launch_mode::fused, {0, 0}, {}, g});
+    for (const auto& [mode, geometry, resident, fused] : runs) {
       if (mode == launch_mode::resident && n > 300000) {
         std::printf("linalg/bicgstab-poisson n=%zu: %s: not run (rows do not fit the GPU's threads)\n", n,
                     resident.label.c_str());
@@ -225,6 +236,9 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
       o.resident_barrier = resident.barrier;
       o.resident_form = resident.form;
       o.resident_matrix_shared = resident.matrix_shared;
+      o.fused_blocks = fused.blocks;
+      o.fused_threads = fused.threads;
+      o.fused_blocks_per_sm = fused.per_sm;
       o.solver = solver_kind::bicgstab;
       o.tolerance = 0;  // fixed iteration count: the iteration stops only on the cap or a breakdown
       o.max_iterations = n <= 100000 ? 400 : 100;
@@ -252,6 +266,7 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
                                     resources.uses_gpu() ? (mode == launch_mode::graph      ? "graph"
                                                             : mode == launch_mode::stream   ? "stream"
                                                             : mode == launch_mode::resident ? resident.label
+                                                            : mode == launch_mode::fused    ? fused.label
                                                                                             : "persistent")
                                                          : "cpu"),
            .device = device,
@@ -295,6 +310,7 @@ int main(int argc, char** argv) {
       sel.stream = m.find("stream") != std::string::npos;
       sel.persistent = m.find("persistent") != std::string::npos;
       sel.resident = m.find("resident") != std::string::npos;
+      sel.fused = m.find("fused") != std::string::npos;
     } else if (auto v = value("--persistent=")) {  // e.g. 0x0,1x1024,4x1024
       sel.persistent_geometries.clear();
       std::string list = v;
@@ -306,6 +322,29 @@ int main(int argc, char** argv) {
         if (x != std::string::npos)
           sel.persistent_geometries.push_back(
               {std::atoi(item.substr(0, x).c_str()), std::atoi(item.c_str() + x + 1)});
+        pos = end + 1;
+      }
+    } else if (auto v = value("--fused=")) {  // e.g. 0x0,132x5121,264x512
+      sel.fused_geometries.clear();
+      std::string list = v;
+      std::size_t pos = 0;
+      while (pos < list.size()) {
+        const std::size_t end = std::min(list.find(',', pos), list.size());
+        const std::string item = list.substr(pos, end - pos);
+        const std::size_t x = item.find('x');
+        if (x != std::string::npos) {
+          bicgstab_selection::fused_geometry g;
+          g.blocks = std::atoi(item.substr(0, x).c_str());
+          std::string threads = item.substr(x + 1);
+          // A trailing 1 or 2 after a block size of 128/256/512 is the blocks-per-SM bound.
+          if (threads.size() == 4 && (threads.back() == '1' || threads.back() == '2')) {
+            g.per_sm = threads.back() - '0';
+            threads.pop_back();
+          }
+          g.threads = std::atoi(threads.c_str());
+          g.label = item == "0x0" ? "fused" : "fused-" + item;
+          sel.fused_geometries.push_back(g);
+        }
         pos = end + 1;
       }
     } else if (auto v = value("--resident=")) {  // e.g. 0x0,1x512,16x512c,132x512g,132x512o
@@ -338,7 +377,8 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: bench_linalg [--quick] [--cpu] [--bicgstab-only] [--min-n=N] [--max-n=N] "
-                   "[--modes=graph,stream,persistent,resident] [--persistent=BxT,...] [--resident=BxT[c|g|o|a|e][+|-][s|l],...]\n");
+                   "[--modes=graph,stream,persistent,resident,fused] [--persistent=BxT,...] [--resident=BxT[c|g|o|a|e][+|-][s|l],...] "
+                   "[--fused=BxT[1|2],...]\n");
       return 1;
     }
   }

@@ -530,7 +530,10 @@ enum class precision { fp32, fp64 };
 // matrix rows) in registers across iterations and runs the whole solve (or `batch` iterations
 // per host check) in one launch; for systems that fit the GPU's threads (a few hundred thousand
 // rows). automatic: resident on a GPU up to resident_automatic_rows rows, else graph.
-enum class launch_mode { automatic, stream, graph, persistent, resident };
+// fused (opt-in): the resident kernel's two-barrier BiCGStab as a streaming cooperative kernel
+// for any n (vectors in global memory, grid-stride over rows, two grid barriers per iteration;
+// CG in Chronopoulos-Gear form, one), `batch` iterations per launch; docs/linalg.md.
+enum class launch_mode { automatic, stream, graph, persistent, resident, fused };
 
 struct solver_options {
   solver_kind solver = solver_kind::bicgstab;
@@ -568,6 +571,14 @@ struct solver_options {
   // (loaded once per launch) instead of reading them from L2 in every product: 0 automatic
   // (currently no; measured faster: yes), 1 no, 2 yes.
   int resident_matrix_shared = 0;
+  // Fused launch geometry: blocks of the cooperative grid (0 = as many as are co-resident, at
+  // most one thread per row) and threads per block (0 = 512; 128, 256 or 512). Its grid barrier
+  // is resident_barrier's (0 or 4 the arrival counter, 2 flags, 3 cooperative groups, 5 red counter).
+  int fused_blocks = 0;
+  int fused_threads = 0;
+  // Registers of the fused kernel bounded for 1 (128 registers) or 2 (64) blocks of 512 threads
+  // per SM; 0 = 2. The automatic grid is then that many blocks per SM (at 512 threads).
+  int fused_blocks_per_sm = 0;
 };
 // launch_mode::automatic picks the resident mode on a GPU for systems of at most this many rows
 // (measured faster than the graph mode at every size up to n = 199,809 on an H100: docs/linalg.md).

@@ -33,6 +33,11 @@ struct resident_setup {
   int form = 0;     // BiCGStab: 0 automatic (cuda/resident.cu, kAutomaticForm*), 1 four barriers, 2 two
   int matrix_smem = 0;  // grid with 4 rows per thread: 2 rows of <= 5 nonzeros in shared memory, 1 from L2;
                         // 0 automatic (kAutomaticMatrixShared)
+  // The streaming kernel for any n (launch_mode::fused; BiCGStab two-barrier form, CG
+  // Chronopoulos-Gear with one barrier): vectors in global memory, grid-stride over rows; blocks
+  // (0: co-resident maximum), threads (0: 512) and barrier as above (grid kinds only).
+  bool streaming = false;
+  int streaming_per_sm = 0;  // register bound for 1 or 2 blocks of 512 per SM (0: 2)
 };
 class resident_solver {
  public:

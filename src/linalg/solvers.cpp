@@ -265,8 +265,9 @@ solver_result solve_on(const placement& where, const host_csr<double>& host_a, s
 
   const bool gpu = where.on_gpu();
 #ifdef MOLACCEL_HAVE_CUDA
+  const bool fused = gpu && options.launch == launch_mode::fused;
   const bool want_resident =
-      gpu && (options.launch == launch_mode::resident ||
+      gpu && (options.launch == launch_mode::resident || fused ||
               (options.launch == launch_mode::automatic && n <= resident_automatic_rows));
   if (want_resident) {
     gpu::resident_setup rs;
@@ -287,11 +288,17 @@ solver_result solve_on(const placement& where, const host_csr<double>& host_a, s
     rs.barrier = options.resident_barrier;
     rs.form = options.resident_form;
     rs.matrix_smem = options.resident_matrix_shared;
+    rs.streaming = fused;
+    if (fused) {
+      rs.blocks = options.fused_blocks;
+      rs.threads = options.fused_threads;
+      rs.streaming_per_sm = options.fused_blocks_per_sm;
+    }
     std::unique_ptr<gpu::resident_solver> resident;
     try {
       resident = std::make_unique<gpu::resident_solver>(where.device, rs);
     } catch (const Error&) {
-      if (options.launch == launch_mode::resident) throw;  // automatic: the graph mode below
+      if (options.launch != launch_mode::automatic) throw;  // automatic: the graph mode below
     }
     if (resident) {
       const auto [rr0, active0] = resident->initialise();
@@ -319,7 +326,7 @@ solver_result solve_on(const placement& where, const host_csr<double>& host_a, s
       if (progress) progress->finish();
       finish_result(result, x, start);
       result.kernels_per_iteration = 1;  // at most: one launch per batch of iterations
-      result.backend = fmt::format("{} resident ({})", where.describe(), resident->describe());
+      result.backend = fmt::format("{} {} ({})", where.describe(), fused ? "fused" : "resident", resident->describe());
       return result;
     }
   }
