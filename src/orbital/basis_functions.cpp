@@ -1,7 +1,10 @@
 #include "orbital/basis_functions.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <unordered_map>
 #include <numbers>
 
 namespace molaccel::orbital::detail {
@@ -138,6 +141,13 @@ std::vector<double> shell_overlap(const ExpandedShell& a, const ExpandedShell& b
 std::vector<ExpandedShell> expand_shells(const Wavefunction& wavefunction) {
   std::vector<ExpandedShell> expanded;
   expanded.reserve(wavefunction.shells.size());
+  // Atoms of one element carry the same shells, and a shell's normalised weights depend only on l,
+  // pure, exponents and contraction coefficients: each distinct shell is normalised once (C60:
+  // 9 of 540), the others copy its weights. Exact: the same computation, done once.
+  std::unordered_map<std::uint64_t, std::vector<std::size_t>> seen;  // shell hash -> expanded indices
+  const auto same_shell = [](const Shell& a, const Shell& b) {
+    return a.l == b.l && a.pure == b.pure && a.exponents == b.exponents && a.coefficients == b.coefficients;
+  };
   for (const Shell& shell : wavefunction.shells) {
     ExpandedShell e;
     e.atom = shell.atom;
@@ -149,6 +159,23 @@ std::vector<ExpandedShell> expand_shells(const Wavefunction& wavefunction) {
       e.radial[p] = shell.coefficients[p] * axis_primitive_norm(shell.exponents[p], shell.l);
     e.components = cartesian_count(shell.l);
     e.functions = shell.function_count();
+    std::uint64_t key = 1469598103934665603ull ^ static_cast<std::uint64_t>(shell.l * 2 + (shell.pure ? 1 : 0));
+    for (const auto* values : {&shell.exponents, &shell.coefficients})
+      for (const double v : *values) {
+        std::uint64_t bits;
+        std::memcpy(&bits, &v, sizeof bits);
+        key = (key ^ bits) * 1099511628211ull;
+      }
+    auto& candidates = seen[key];
+    const std::size_t* twin = nullptr;
+    for (const std::size_t& i : candidates)
+      if (same_shell(wavefunction.shells[i], shell)) twin = &i;
+    if (twin) {
+      e.weight = expanded[*twin].weight;
+      expanded.push_back(std::move(e));
+      continue;
+    }
+    candidates.push_back(expanded.size());
     if (shell.pure) {
       e.weight = solid_harmonic_expansion(shell.l);
     } else {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <map>
+#include <tuple>
 
 #include "orbital/basis_functions.hpp"
 
@@ -44,6 +46,17 @@ PackedBasis pack_basis(const Wavefunction& wfn, double tolerance) {
     column += expanded[s].components;
   }
   packed.components = column;
+  // The screening radius depends on (amplitude, l, exponent) only: atoms of one element repeat them,
+  // so each distinct primitive is solved once (the same computation: exact).
+  std::map<std::tuple<double, int, double>, double> radius2;
+  const auto cached_radius2 = [&](double amplitude, int l, double alpha) {
+    const auto key = std::make_tuple(amplitude, l, alpha);
+    const auto found = radius2.find(key);
+    if (found != radius2.end()) return found->second;
+    const double r2 = screening_radius2(amplitude, l, alpha, tolerance);
+    radius2.emplace(key, r2);
+    return r2;
+  };
   packed.atom_first_shell.push_back(0);
   for (std::size_t a = 0; a < wfn.atoms.size(); ++a) {
     for (std::size_t s = 0; s < expanded.size(); ++s) {
@@ -62,7 +75,7 @@ PackedBasis pack_basis(const Wavefunction& wfn, double tolerance) {
       shell.first_component = first_component[s];
       double shell_cut = 0;
       for (std::size_t p = 0; p < e.alpha.size(); ++p) {
-        const double cut = screening_radius2(e.radial[p] * angular, e.l, e.alpha[p], tolerance);
+        const double cut = cached_radius2(e.radial[p] * angular, e.l, e.alpha[p]);
         packed.exponent.push_back(static_cast<float>(e.alpha[p]));
         packed.coefficient.push_back(static_cast<float>(e.radial[p]));
         packed.cutoff_r2.push_back(static_cast<float>(std::min(cut, static_cast<double>(FLT_MAX))));
