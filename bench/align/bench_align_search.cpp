@@ -80,13 +80,6 @@ int main(int argc, char** argv) try {
     db.write(dbdir);
     const double write_seconds = molaccel::now_seconds() - t0;
     const double cells = static_cast<double>(query_residues) * static_cast<double>(db.residues());
-    const auto resources_for = [&](int devices) {
-      molaccel::Resources::Options o;
-      std::string spec = "gpu:";
-      for (int d = 0; d < devices; ++d) spec += (d ? "," : "") + std::to_string(gpus[d].index);
-      o.device = molaccel::DeviceSpec::parse(spec);
-      return molaccel::Resources::create(o);
-    };
     const auto& g = gpus[0];
     // Issue-rate limit: the default (qp) inner loop spends ~6.1 instructions (SASS, counted by
     // gpu-run.sh) per packed cell pair, i.e. ~3 per cell; 4 schedulers x 32 lanes per SM issue one
@@ -114,7 +107,7 @@ int main(int argc, char** argv) try {
     // only" the slowest device's span from its first kernel launch to its last score on the host
     // (the layout and upload of later chunks overlap it).
     const auto run_in_memory = [&](int devices, bool compute_row) {
-      const auto resources = resources_for(devices);
+      const auto resources = mb::first_gpus(static_cast<std::size_t>(devices));
       al::ScoreStats stats;
       std::vector<double> device_times;
       const auto timing = mb::measure(
@@ -142,7 +135,7 @@ int main(int argc, char** argv) try {
     };
     // From the makedb directory: Database::open (memory map + checks) and the search.
     const auto run_loading = [&](int devices) {
-      const auto resources = resources_for(devices);
+      const auto resources = mb::first_gpus(static_cast<std::size_t>(devices));
       al::ScoreStats stats;
       const auto timing = mb::measure(
           [&] {

@@ -80,4 +80,13 @@ void print_row(const Row& row) {
   }
 }
 
+Resources first_gpus(std::size_t n) {
+  const auto gpus = gpu_list();
+  std::string spec = "gpu:";
+  for (std::size_t i = 0; i < n && i < gpus.size(); ++i) spec += (i ? "," : "") + std::to_string(gpus[i].index);
+  Resources::Options options;
+  options.device = DeviceSpec::parse(spec);
+  return Resources::create(options);
+}
+
 }  // namespace molaccel::bench

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "molaccel/runtime.hpp"
+
 namespace molaccel::bench {
 
 struct Timing {
@@ -35,5 +37,7 @@ struct Row {
 void print_header();
 void print_row(const Row& row);  // and appends it to $MOLACCEL_BENCH_JSON when set
 std::string human_rate(double per_second, const std::string& unit);
+// Resources on the first n visible GPUs (gpu:0, gpu:0,1, ...): the multi-GPU rows of a benchmark.
+Resources first_gpus(std::size_t n);
 
 }  // namespace molaccel::bench

@@ -284,6 +284,19 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
   }
 }
 
+// Calls fn(item, position of 'x') for each BLOCKSxTHREADS[suffix] item of a comma list (the
+// --persistent=, --resident= and --fused= geometries); items without an 'x' are ignored.
+template <class Fn>
+void for_each_geometry(const std::string& list, Fn fn) {
+  for (std::size_t pos = 0; pos < list.size();) {
+    const std::size_t end = std::min(list.find(',', pos), list.size());
+    const std::string item = list.substr(pos, end - pos);
+    const std::size_t x = item.find('x');
+    if (x != std::string::npos) fn(item, x);
+    pos = end + 1;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -313,67 +326,43 @@ int main(int argc, char** argv) {
       sel.fused = m.find("fused") != std::string::npos;
     } else if (auto v = value("--persistent=")) {  // e.g. 0x0,1x1024,4x1024
       sel.persistent_geometries.clear();
-      std::string list = v;
-      std::size_t pos = 0;
-      while (pos < list.size()) {
-        const std::size_t end = std::min(list.find(',', pos), list.size());
-        const std::string item = list.substr(pos, end - pos);
-        const std::size_t x = item.find('x');
-        if (x != std::string::npos)
-          sel.persistent_geometries.push_back(
-              {std::atoi(item.substr(0, x).c_str()), std::atoi(item.c_str() + x + 1)});
-        pos = end + 1;
-      }
+      for_each_geometry(v, [&](const std::string& item, std::size_t x) {
+        sel.persistent_geometries.push_back({std::atoi(item.substr(0, x).c_str()), std::atoi(item.c_str() + x + 1)});
+      });
     } else if (auto v = value("--fused=")) {  // e.g. 0x0,132x5121,264x512
       sel.fused_geometries.clear();
-      std::string list = v;
-      std::size_t pos = 0;
-      while (pos < list.size()) {
-        const std::size_t end = std::min(list.find(',', pos), list.size());
-        const std::string item = list.substr(pos, end - pos);
-        const std::size_t x = item.find('x');
-        if (x != std::string::npos) {
-          bicgstab_selection::fused_geometry g;
-          g.blocks = std::atoi(item.substr(0, x).c_str());
-          std::string threads = item.substr(x + 1);
-          // A trailing 1 or 2 after a block size of 128/256/512 is the blocks-per-SM bound.
-          if (threads.size() == 4 && (threads.back() == '1' || threads.back() == '2')) {
-            g.per_sm = threads.back() - '0';
-            threads.pop_back();
-          }
-          g.threads = std::atoi(threads.c_str());
-          g.label = item == "0x0" ? "fused" : "fused-" + item;
-          sel.fused_geometries.push_back(g);
+      for_each_geometry(v, [&](const std::string& item, std::size_t x) {
+        bicgstab_selection::fused_geometry g;
+        g.blocks = std::atoi(item.substr(0, x).c_str());
+        std::string threads = item.substr(x + 1);
+        // A trailing 1 or 2 after a block size of 128/256/512 is the blocks-per-SM bound.
+        if (threads.size() == 4 && (threads.back() == '1' || threads.back() == '2')) {
+          g.per_sm = threads.back() - '0';
+          threads.pop_back();
         }
-        pos = end + 1;
-      }
+        g.threads = std::atoi(threads.c_str());
+        g.label = item == "0x0" ? "fused" : "fused-" + item;
+        sel.fused_geometries.push_back(g);
+      });
     } else if (auto v = value("--resident=")) {  // e.g. 0x0,1x512,16x512c,132x512g,132x512o
       sel.resident_geometries.clear();
-      std::string list = v;
-      std::size_t pos = 0;
-      while (pos < list.size()) {
-        const std::size_t end = std::min(list.find(',', pos), list.size());
-        const std::string item = list.substr(pos, end - pos);
-        const std::size_t x = item.find('x');
-        if (x != std::string::npos) {
-          bicgstab_selection::resident_geometry g;
-          g.blocks = std::atoi(item.substr(0, x).c_str());
-          g.threads = std::atoi(item.c_str() + x + 1);
-          std::string shape = item;
-          while (shape.back() == '+' || shape.back() == '-' || shape.back() == 's' || shape.back() == 'l') {
-            if (shape.back() == 's' || shape.back() == 'l')
-              g.matrix_shared = shape.back() == 's' ? 2 : 1;
-            else
-              g.form = shape.back() == '+' ? 2 : 1;
-            shape.pop_back();
-          }
-          const char last = shape.back();
-          g.barrier = last == 'c' ? 1 : last == 'g' ? 2 : last == 'o' ? 3 : last == 'a' ? 4 : last == 'e' ? 5 : 0;
-          g.label = item == "0x0" ? "resident" : "resident-" + item;
-          sel.resident_geometries.push_back(g);
+      for_each_geometry(v, [&](const std::string& item, std::size_t x) {
+        bicgstab_selection::resident_geometry g;
+        g.blocks = std::atoi(item.substr(0, x).c_str());
+        g.threads = std::atoi(item.c_str() + x + 1);
+        std::string shape = item;
+        while (shape.back() == '+' || shape.back() == '-' || shape.back() == 's' || shape.back() == 'l') {
+          if (shape.back() == 's' || shape.back() == 'l')
+            g.matrix_shared = shape.back() == 's' ? 2 : 1;
+          else
+            g.form = shape.back() == '+' ? 2 : 1;
+          shape.pop_back();
         }
-        pos = end + 1;
-      }
+        const char last = shape.back();
+        g.barrier = last == 'c' ? 1 : last == 'g' ? 2 : last == 'o' ? 3 : last == 'a' ? 4 : last == 'e' ? 5 : 0;
+        g.label = item == "0x0" ? "resident" : "resident-" + item;
+        sel.resident_geometries.push_back(g);
+      });
     } else {
       std::fprintf(stderr,
                    "usage: bench_linalg [--quick] [--cpu] [--bicgstab-only] [--min-n=N] [--max-n=N] "

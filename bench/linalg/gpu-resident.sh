@@ -4,15 +4,15 @@
 # fp64 BiCGStab on Poisson n = 1e3..1e7 per iteration: graph vs resident (automatic and the
 # geometries in RESIDENT, default below) vs ViennaCL 1.7.1, then the CLI.
 #   bash bench/linalg/gpu-resident.sh [all]   (from the repository root; `all`: every GPU test)
-set -uo pipefail; b=build-gpu-linalg; t0=$(date +%s); st(){ echo "-- $(( $(date +%s)-t0 )) s $*"; }
-cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOLACCEL_CUDA=ON -DMOLACCEL_ENGINES=linalg -DMOLACCEL_BUILD_FUZZ=OFF >/tmp/c.log 2>&1 || { tail -20 /tmp/c.log; exit 1; }
+set -uo pipefail
+source bench/linalg/gpu-common.sh
+linalg_configure
 targets="test_linalg test_linalg_gpu bench_linalg molaccel_cli"
 grep -q "bench_linalg_viennacl" $b/build.ninja && targets="$targets bench_linalg_viennacl"
-cmake --build $b -j16 --target $targets >/tmp/b.log 2>&1 || { grep -E "error|Error" /tmp/b.log | head -30; tail -20 /tmp/b.log; exit 1; }; st built
+linalg_build $targets
 filter="LinalgGpuResident*:LinalgGpuSolvers*:LinalgGpuOperations.MatrixTargets"
 [[ "${1:-}" == "all" ]] && filter="*"
-echo "== GPU tests ($filter) =="
-timeout 200 $b/tests/linalg/test_linalg_gpu --gtest_filter="$filter" 2>&1 | grep -vE "^\[ +(RUN|OK) " | grep -E "PASSED|FAILED|Failure|Expected|Which is|actual|Value of|difference|evaluates to|vs |n=|^\[|error|what" | head -80; st tests
+linalg_gpu_tests "$filter" 200
 B=$b/bench/linalg/bench_linalg
 R="${RESIDENT:-0x0,5x512c,16x512c,20x512a,0x512g,0x512o,99x512a,132x512a}"
 echo "== bicgstab: graph vs resident ($R) =="

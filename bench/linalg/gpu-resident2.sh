@@ -10,14 +10,12 @@
 set -uo pipefail
 log=${OUT:-/tmp}/linalg-resident.log
 exec > >(tee "$log") 2>&1
-b=build-gpu-linalg; t0=$(date +%s); st(){ echo "-- $(( $(date +%s)-t0 )) s $*"; }
+source bench/linalg/gpu-common.sh
 nvidia-smi --query-gpu=name --format=csv,noheader | head -1
-cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOLACCEL_CUDA=ON -DMOLACCEL_ENGINES=linalg -DMOLACCEL_BUILD_FUZZ=OFF >/tmp/c.log 2>&1 || { tail -20 /tmp/c.log; exit 1; }
-cmake --build $b -j16 --target test_linalg_gpu bench_linalg molaccel_cli >/tmp/b.log 2>&1 || { grep -E "error|Error" /tmp/b.log | head -30; tail -20 /tmp/b.log; exit 1; }; st built
-filter="${1:-LinalgGpuResident*:LinalgGpuSolvers*}"
-echo "== GPU tests ($filter) =="
+linalg_configure
+linalg_build test_linalg_gpu bench_linalg molaccel_cli
 export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}  # one GPU: the benchmark's solves all run on the same one
-timeout ${TEST_TIMEOUT:-150} $b/tests/linalg/test_linalg_gpu --gtest_filter="$filter" 2>&1 | grep -vE "^\[ +RUN " | grep -E "PASSED|FAILED|Failure|Expected|Which is|actual|Value of|difference|evaluates to|vs |n=|^\[|error|what" | head -60; st tests
+linalg_gpu_tests "${1:-LinalgGpuResident*:LinalgGpuSolvers*}" "${TEST_TIMEOUT:-150}"
 R="${RESIDENT:-0x0,0x0-l,0x0-,0x0+l,0x0+}"
 echo "== bicgstab: graph vs resident ($R) =="
 timeout ${BENCH_TIMEOUT:-100} $b/bench/linalg/bench_linalg --bicgstab-only --max-n=${MAX_N:-2.1e5} --modes=graph,resident --resident=$R 2>&1 | grep bicgstab | sed -E 's/ +/ /g; s/linalg.bicgstab-poisson.fp64.//; s/ [0-9.]+ .B.s [0-9.]+% / /; s/, 1 kernels.iter, gpu:[0-9] resident / /; s/rows.thread/rpt/; s/barriers.iteration/bar/' | cut -c1-200; st bench

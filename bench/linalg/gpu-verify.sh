@@ -3,9 +3,10 @@
 # test with the default tuning, fp64 BiCGStab on Poisson n = 1e3..1e7 in all launch modes, the
 # CSR group-size alternatives at n >= 1e6, the CLI and demo, and the BLAS-1/BLAS-2 rows.
 #   bash bench/linalg/gpu-verify.sh      (from the repository root)
-set -uo pipefail; b=build-gpu-linalg; t0=$(date +%s); st(){ echo "-- $(( $(date +%s)-t0 )) s $*"; }
-cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOLACCEL_CUDA=ON -DMOLACCEL_ENGINES=linalg -DMOLACCEL_BUILD_FUZZ=OFF >/tmp/c.log 2>&1 || { tail -20 /tmp/c.log; exit 1; }
-cmake --build $b -j16 --target test_linalg test_linalg_gpu bench_linalg molaccel_cli >/tmp/b.log 2>&1 || { tail -40 /tmp/b.log; exit 1; }; st built
+set -uo pipefail
+source bench/linalg/gpu-common.sh
+linalg_configure
+linalg_build test_linalg test_linalg_gpu bench_linalg molaccel_cli
 echo "== GPU tests, defaults =="; ctest --test-dir $b -L gpu -R Linalg --output-on-failure --timeout 150 2>&1 | grep -E "Test +#|tests passed|Failure|Expected|Which is|actual|Value of|n=|vs " | head -60; st tests
 B=$b/bench/linalg/bench_linalg
 echo "== bicgstab, defaults =="; timeout 90 $B --bicgstab-only --max-n=1.1e7 --modes=graph,stream,persistent 2>&1 | grep bicgstab | cut -c1-190; st bench

@@ -54,13 +54,8 @@ int run_batch(const Wavefunction& wfn, const GridSpec& grid, std::size_t batch, 
               4.0 * points * batch / 1e6, gpus.size(), gpus[0].name.c_str());
   std::printf("%-22s %5s %10s %9s %11s %10s %s\n", "path", "gpus", "ms/batch", "speed-up", "efficiency", "GB/s out",
               "identical to 1 GPU / tiles per GPU");
-  const auto first_gpus = [&](std::size_t g) {  // gpu:0 / gpu:0,1 / ...
-    std::string spec = "gpu:";
-    for (std::size_t i = 0; i < g; ++i) spec += (i ? "," : "") + std::to_string(gpus[i].index);
-    Resources::Options ro;
-    ro.device = DeviceSpec::parse(spec);
-    return Resources::create(ro);
-  };
+  EvaluateOptions options;  // every row: the GPU backends (JIT where the path has one)
+  options.backend = Backend::cuda_jit;
   bool all_identical = true;
   // "pinned": the matrix path into page-locked output (allocate_host_buffer): the GPUs' copy
   // engines write the result directly, with no host-side copy.
@@ -73,9 +68,7 @@ int run_batch(const Wavefunction& wfn, const GridSpec& grid, std::size_t batch, 
     float* dst = std::string(path) == "pinned" ? reinterpret_cast<float*>(pinned.data.get()) : out.data();
     double one_gpu_ms = 0;
     for (std::size_t g = 1; g <= gpus.size(); ++g) {
-      const Resources resources = first_gpus(g);
-      EvaluateOptions options;
-      options.backend = Backend::cuda_jit;
+      const Resources resources = bench::first_gpus(g);
       EvaluationInfo info;
       std::fill(dst, dst + out.size(), -1.0f);
       evaluate_orbitals_into(resources, wfn, grid, refs, dst, out.size(), options, &info);  // warm-up
@@ -119,9 +112,7 @@ int run_batch(const Wavefunction& wfn, const GridSpec& grid, std::size_t batch, 
     std::vector<float> density_first;
     double one_gpu_ms = 0;
     for (std::size_t g = 1; g <= gpus.size(); ++g) {
-      const Resources resources = first_gpus(g);
-      EvaluateOptions options;
-      options.backend = Backend::cuda_jit;
+      const Resources resources = bench::first_gpus(g);
       EvaluationInfo info;
       std::vector<float> density = evaluate_density(resources, wfn, grid, DensityKind::total, options, &info);
       const auto timing = bench::measure(

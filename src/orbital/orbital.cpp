@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "orbital/basis_functions.hpp"
 #include "orbital/cpu/cpu_kernel.hpp"
 #include "orbital/evaluate_on_pool.hpp"
 #include "orbital/packed_basis.hpp"
@@ -85,8 +86,9 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
     return run_fast(target_of(cpu), wfn, grid, orbitals, weights, backend, options, info, out);
   }
   const double start = now_seconds();
-  const detail::PackedBasis basis = detail::pack_basis(wfn, options.screening_tolerance);
-  const std::vector<float> coefficients = detail::cartesian_coefficients(wfn, orbitals);
+  const auto expanded = detail::expand_shells(wfn);  // once for the basis and the coefficients
+  const detail::PackedBasis basis = detail::pack_basis(wfn, expanded, options.screening_tolerance);
+  const std::vector<float> coefficients = detail::cartesian_coefficients(wfn, expanded, orbitals);
   const bool density = !weights.empty() || orbitals.empty();
   const std::size_t n_points = grid.point_count();
   if (orbitals.empty()) {

@@ -34,7 +34,10 @@ double screening_radius2(double amplitude, int l, double alpha, double tolerance
 }  // namespace
 
 PackedBasis pack_basis(const Wavefunction& wfn, double tolerance) {
-  const auto expanded = expand_shells(wfn);
+  return pack_basis(wfn, expand_shells(wfn), tolerance);
+}
+
+PackedBasis pack_basis(const Wavefunction& wfn, const std::vector<ExpandedShell>& expanded, double tolerance) {
   PackedBasis packed;
   for (const Atom& atom : wfn.atoms)
     for (int d = 0; d < 3; ++d) packed.atom_xyz.push_back(atom.position[d]);
@@ -129,7 +132,11 @@ PackedBasis pack_basis(const Wavefunction& wfn, double tolerance) {
 }
 
 std::vector<float> cartesian_coefficients(const Wavefunction& wfn, const std::vector<OrbitalRef>& orbitals) {
-  const auto expanded = expand_shells(wfn);
+  return cartesian_coefficients(wfn, expand_shells(wfn), orbitals);
+}
+
+std::vector<float> cartesian_coefficients(const Wavefunction& wfn, const std::vector<ExpandedShell>& expanded,
+                                          const std::vector<OrbitalRef>& orbitals) {
   int components = 0;
   for (const auto& e : expanded) components += e.components;
   const std::size_t n = static_cast<std::size_t>(wfn.function_count());

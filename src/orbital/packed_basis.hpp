@@ -12,6 +12,8 @@
 
 namespace molaccel::orbital::detail {
 
+struct ExpandedShell;  // basis_functions.hpp
+
 struct PackedShell {
   int l = 0;
   int first_primitive = 0;
@@ -49,9 +51,13 @@ struct PackedBasis {
 // `tolerance`: absolute bound on a skipped primitive's |d_p r^l exp(-a r^2)| times the largest
 // angular weight of its shell (0 = no screening).
 PackedBasis pack_basis(const Wavefunction& wfn, double tolerance);
+// The same from shells already expanded (expand_shells(wfn)), so that a request expands them once.
+PackedBasis pack_basis(const Wavefunction& wfn, const std::vector<ExpandedShell>& expanded, double tolerance);
 
 // Cartesian coefficients of the selected orbitals: values[o * components + c].
 std::vector<float> cartesian_coefficients(const Wavefunction& wfn, const std::vector<OrbitalRef>& orbitals);
+std::vector<float> cartesian_coefficients(const Wavefunction& wfn, const std::vector<ExpandedShell>& expanded,
+                                          const std::vector<OrbitalRef>& orbitals);
 
 // Orbitals and weights whose weighted squares sum to the requested density.
 struct DensityTerms {

@@ -209,6 +209,50 @@ struct resident_geometry {
   int matrix_shared = 0;  // grid with 4 rows per thread: 2 matrix rows in shared memory, 1 from L2
 };
 
+// What every resident and fused solve must give: one residual per iteration plus the initial one;
+// when converged, its own residual and the one recomputed in double on the host within tol (fp32:
+// 10 tol, the recurrence drifts from the true residual by n * eps * cond, as in the CPU test); no
+// NaN or infinity in x.
+template <class Result>
+void expect_valid_solution(const Result& r, const host_csr<double>& a, const std::vector<double>& b,
+                           const solver_options& o) {
+  EXPECT_EQ(r.residual_history.size(), std::size_t(r.iterations) + 1);
+  if (r.status == solver_status::converged) {
+    EXPECT_LE(r.relative_residual, o.tolerance);
+    EXPECT_LE(true_residual(a, b, r.x), o.tolerance * (o.precision == precision::fp32 ? 10.0 : 1.0));
+  }
+  for (double v : r.x) ASSERT_TRUE(std::isfinite(v));
+}
+
+// The systems both modes are compared with the stream mode on: n = 1, 2, 7, 1000, 10007 (banded)
+// and 100,489 (the 317 x 317 Poisson system), fp64 and fp32 (fp32 only up to 20,000 rows: it
+// stalls near 1e-4 on large Poisson), no preconditioner and Jacobi; CG and BiCGStab on the
+// symmetric matrix, BiCGStab on the nonsymmetric one. check(a, b, options, what, n).
+template <class Check>
+void for_each_stream_comparison(Check check) {
+  for (std::size_t n : {std::size_t(1), std::size_t(2), std::size_t(7), std::size_t(1000), std::size_t(10007),
+                        std::size_t(100489)}) {
+    const auto sym = n == 100489 ? poisson_2d(317) : banded(n, 0.0);
+    const auto nonsym = banded(n, 0.3);
+    for (auto prec : {precision::fp64, precision::fp32}) {
+      if (prec == precision::fp32 && n > 20000) continue;
+      for (auto precond : {preconditioner::none, preconditioner::jacobi}) {
+        solver_options o;
+        o.precision = prec;
+        o.precond = precond;
+        o.tolerance = prec == precision::fp64 ? 1e-8 : 1e-4;
+        o.max_iterations = 4000;
+        for (auto solver : {solver_kind::cg, solver_kind::bicgstab}) {
+          o.solver = solver;
+          check(sym, multiply(sym, std::vector<double>(n, 1.0)), o, std::string("symmetric"), n);
+        }
+        o.solver = solver_kind::bicgstab;
+        check(nonsym, multiply(nonsym, std::vector<double>(n, 1.0)), o, std::string("nonsymmetric"), n);
+      }
+    }
+  }
+}
+
 // Against the stream mode (the generated kernels): same status, iteration count within +-1 in
 // fp64 (only the summation order and rho' = (r0, s) - omega (r0, t) differ), the returned x
 // meets the tolerance recomputed in double (fp32: 10x, the recurrence drifts from the true
@@ -284,12 +328,7 @@ void check_resident(const Resources& res, const host_csr<double>& a, const std::
       EXPECT_NEAR(r.iterations, ref.iterations, 1 + ref.iterations / 10);
     else
       EXPECT_NEAR(r.iterations, ref.iterations, 1);
-    EXPECT_EQ(r.residual_history.size(), std::size_t(r.iterations) + 1);
-    if (r.status == solver_status::converged) {
-      EXPECT_LE(r.relative_residual, o.tolerance);
-      EXPECT_LE(true_residual(a, b, r.x), o.tolerance * (fp32 ? 10.0 : 1.0));
-    }
-    for (double v : r.x) ASSERT_TRUE(std::isfinite(v));
+    expect_valid_solution(r, a, b, o);
   }
 }
 
@@ -298,29 +337,8 @@ TEST(LinalgGpuResident, AgreesWithStreamMode) {
   Resources::Options ro;
   ro.device = DeviceSpec::parse("gpu:0");
   const Resources res = Resources::create(ro);
-  for (std::size_t n : {std::size_t(1), std::size_t(2), std::size_t(7), std::size_t(1000), std::size_t(10007),
-                        std::size_t(100489)}) {
-    const auto sym = n == 100489 ? poisson_2d(317) : banded(n, 0.0);
-    const auto nonsym = banded(n, 0.3);
-    for (auto prec : {precision::fp64, precision::fp32}) {
-      if (prec == precision::fp32 && n > 20000) continue;  // fp32 stalls near 1e-4 on large Poisson
-      for (auto precond : {preconditioner::none, preconditioner::jacobi}) {
-        solver_options o;
-        o.precision = prec;
-        o.precond = precond;
-        o.tolerance = prec == precision::fp64 ? 1e-8 : 1e-4;
-        o.max_iterations = 4000;
-        for (auto solver : {solver_kind::cg, solver_kind::bicgstab}) {
-          o.solver = solver;
-          const auto b = multiply(sym, std::vector<double>(n, 1.0));
-          check_resident(res, sym, b, o, "symmetric");
-        }
-        o.solver = solver_kind::bicgstab;
-        const auto b = multiply(nonsym, std::vector<double>(n, 1.0));
-        check_resident(res, nonsym, b, o, "nonsymmetric");
-      }
-    }
-  }
+  for_each_stream_comparison([&](const host_csr<double>& a, const std::vector<double>& b, const solver_options& o,
+                                 const std::string& what, std::size_t) { check_resident(res, a, b, o, what); });
 }
 
 TEST(LinalgGpuResident, BatchesAndCap) {
@@ -487,13 +505,8 @@ void check_fused(const Resources& res, const host_csr<double>& a, const std::vec
                   r.iterations, ref.iterations, slack, std::string(to_string(o.solver)).c_str(), what.c_str(), a.rows,
                   o.precond == preconditioner::jacobi ? "jacobi" : "none", fp32 ? "fp32" : "fp64", g.blocks,
                   g.threads, g.barrier);
-    EXPECT_EQ(r.residual_history.size(), std::size_t(r.iterations) + 1);
     EXPECT_EQ(r.kernels_per_iteration, 1);
-    if (r.status == solver_status::converged) {
-      EXPECT_LE(r.relative_residual, o.tolerance);
-      EXPECT_LE(true_residual(a, b, r.x), o.tolerance * (fp32 ? 10.0 : 1.0));
-    }
-    for (double v : r.x) ASSERT_TRUE(std::isfinite(v));
+    expect_valid_solution(r, a, b, o);
   }
 }
 
@@ -504,37 +517,22 @@ TEST(LinalgGpuFused, AgreesWithStreamMode) {
   const Resources res = Resources::create(ro);
   const auto ani = read_matrix_market(molaccel::testing::data_dir() / "linalg" / "ani4.mtx");
   const auto bus = read_matrix_market(molaccel::testing::data_dir() / "linalg" / "1138_bus.mtx");
-  for (std::size_t n : {std::size_t(1), std::size_t(2), std::size_t(7), std::size_t(1000), std::size_t(10007),
-                        std::size_t(100489)}) {
+  for_each_stream_comparison([&](const host_csr<double>& a, const std::vector<double>& b, const solver_options& base,
+                                 const std::string& what, std::size_t n) {
     const bool poisson = n == 100489;
-    const auto sym = poisson ? poisson_2d(317) : banded(n, 0.0);
-    const auto nonsym = banded(n, 0.3);
-    for (auto prec : {precision::fp64, precision::fp32}) {
-      if (prec == precision::fp32 && n > 20000) continue;  // fp32 stalls near 1e-4 on large Poisson
-      for (auto precond : {preconditioner::none, preconditioner::jacobi}) {
-        solver_options o;
-        o.precision = prec;
-        o.precond = precond;
-        o.tolerance = prec == precision::fp64 ? 1e-8 : 1e-4;
-        o.max_iterations = 4000;
-        for (auto solver : {solver_kind::cg, solver_kind::bicgstab}) {
-          o.solver = solver;
-          check_fused(res, sym, multiply(sym, std::vector<double>(n, 1.0)), o, "symmetric", !poisson);
-        }
-        o.solver = solver_kind::bicgstab;
-        check_fused(res, nonsym, multiply(nonsym, std::vector<double>(n, 1.0)), o, "nonsymmetric", true);
-        if (n == 1000) {  // the bundled matrices (data/linalg), once per precision and preconditioner
-          o.max_iterations = 8000;
-          check_fused(res, ani, multiply(ani, std::vector<double>(ani.rows, 1.0)), o, "ani4", false);
-          if (precond == preconditioner::jacobi && prec == precision::fp64) {  // CG + Jacobi, as the CPU test
-            o.solver = solver_kind::cg;
-            o.max_iterations = 20000;
-            check_fused(res, bus, multiply(bus, std::vector<double>(bus.rows, 1.0)), o, "1138_bus", false);
-          }
-        }
-      }
+    check_fused(res, a, b, base, what, what == "nonsymmetric" || !poisson);
+    if (n != 1000 || what != "nonsymmetric") return;
+    // The bundled matrices (data/linalg), once per precision and preconditioner, after the
+    // nonsymmetric system of n = 1000.
+    solver_options o = base;
+    o.max_iterations = 8000;
+    check_fused(res, ani, multiply(ani, std::vector<double>(ani.rows, 1.0)), o, "ani4", false);
+    if (o.precond == preconditioner::jacobi && o.precision == precision::fp64) {  // CG + Jacobi, as the CPU test
+      o.solver = solver_kind::cg;
+      o.max_iterations = 20000;
+      check_fused(res, bus, multiply(bus, std::vector<double>(bus.rows, 1.0)), o, "1138_bus", false);
     }
-  }
+  });
 }
 
 TEST(LinalgGpuFused, LargePoissonAgainstGraph) {

@@ -129,25 +129,26 @@ void check_g64_walk(const MoleculeSet& set, Metric metric, std::size_t begin, st
   }
 }
 
-TEST(LingoPieces, G64LayoutWalkMatchesReference) {
-  auto smiles = real_smiles("nci_first5k.smi", 500);
+// The first `count` molecules of nci_first5k.smi with a molecule of >= 256 features (the generic
+// count extraction) inserted at `long_at` and a molecule too short for any Lingo appended.
+MoleculeSet walk_test_set(std::size_t count, std::size_t long_at) {
+  auto smiles = real_smiles("nci_first5k.smi", count);
   std::string long_one;
-  for (int i = 0; i < 150; ++i) long_one += "CCCCC(=O)";  // >= 256 features: the generic extraction
-  smiles.insert(smiles.begin() + 40, long_one);
+  for (int i = 0; i < 150; ++i) long_one += "CCCCC(=O)";
+  smiles.insert(smiles.begin() + static_cast<std::ptrdiff_t>(long_at), long_one);
   smiles.push_back("C");
-  const auto set = make_molecules(smiles, {});
+  return make_molecules(smiles, {});
+}
+
+TEST(LingoPieces, G64LayoutWalkMatchesReference) {
+  const auto set = walk_test_set(500, 40);
   check_g64_walk(set, Metric::tanimoto, 0, set.size());
   check_g64_walk(set, Metric::tanimoto, 7, 450);  // a slice, a partial last warp
   check_g64_walk(set, Metric::set, 3, 301);
 }
 
 TEST(LingoPieces, InterleavedLayoutWalkMatchesReference) {
-  auto smiles = real_smiles("nci_first5k.smi", 700);
-  std::string long_one;
-  for (int i = 0; i < 150; ++i) long_one += "CCCCC(=O)";  // >= 256 features: the generic extraction
-  smiles.insert(smiles.begin() + 5, long_one);
-  smiles.push_back("C");
-  const auto set = make_molecules(smiles, {});
+  const auto set = walk_test_set(700, 5);
   check_interleaved_walk(set, Metric::tanimoto, 0, set.size());
   check_interleaved_walk(set, Metric::tanimoto, 100, 650);  // a slice: offsets rebased
   check_interleaved_walk(set, Metric::set, 3, 301);
