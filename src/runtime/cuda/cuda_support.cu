@@ -1,6 +1,8 @@
 // CUDA side of the runtime: device queries, error handling, RAII wrappers, JIT program loading.
 #include <cstdlib>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "runtime/cuda/cuda_support.hpp"
 #include "runtime/device_hooks.hpp"
@@ -136,13 +138,18 @@ std::vector<GpuInfo> query_gpus(std::string& reason) {
     reason = "no CUDA-capable GPU";
     return gpus;
   }
-  for (int i = 0; i < n; ++i) {
+  // The free-memory query creates each device's primary context (100s of ms on a large GPU):
+  // one thread per device, so a process on N GPUs does not pay N context creations in a row.
+  // The contexts are the ones the workers use later, so nothing is created twice.
+  std::vector<GpuInfo> found(static_cast<std::size_t>(n));
+  std::vector<char> usable(static_cast<std::size_t>(n), 0);
+  const auto probe = [&](int i) {
     cudaDeviceProp p{};
     if (cudaGetDeviceProperties(&p, i) != cudaSuccess) {
       cudaGetLastError();
-      continue;
+      return;
     }
-    GpuInfo g;
+    GpuInfo& g = found[static_cast<std::size_t>(i)];
     g.index = i;
     g.name = p.name;
     g.cc_major = p.major;
@@ -153,16 +160,23 @@ std::vector<GpuInfo> query_gpus(std::string& reason) {
     g.shared_per_block_optin = p.sharedMemPerBlockOptin;
     cudaDeviceGetAttribute(&g.clock_khz, cudaDevAttrClockRate, i);
     cudaDeviceGetAttribute(&g.memory_bus_bits, cudaDevAttrGlobalMemoryBusWidth, i);
-    int previous = -1;
-    cudaGetDevice(&previous);
-    if (cudaSetDevice(i) == cudaSuccess) {
+    if (cudaSetDevice(i) == cudaSuccess) {  // this thread's current device only
       std::size_t free_b = 0, total_b = 0;
       if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) g.free_memory = free_b;
       cudaGetLastError();
-      if (previous >= 0) cudaSetDevice(previous);
     }
-    gpus.push_back(std::move(g));
+    usable[static_cast<std::size_t>(i)] = 1;
+  };
+  if (n == 1) {
+    std::thread(probe, 0).join();  // leaves the calling thread's current device alone
+  } else {
+    std::vector<std::thread> threads;
+    threads.reserve(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) threads.emplace_back(probe, i);
+    for (auto& t : threads) t.join();
   }
+  for (int i = 0; i < n; ++i)
+    if (usable[static_cast<std::size_t>(i)]) gpus.push_back(std::move(found[static_cast<std::size_t>(i)]));
   if (gpus.empty()) reason = "no usable CUDA GPU";
   return gpus;
 }
