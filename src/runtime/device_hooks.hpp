@@ -11,6 +11,9 @@ namespace molaccel::detail {
 
 // Enumerates usable GPUs; on none, `reason` says why.
 std::vector<GpuInfo> query_gpus(std::string& reason);
+// Current free memory of each listed GPU (contexts exist already: microseconds per device); the
+// calling thread's current device is left as it was.
+void refresh_free_memory(std::vector<GpuInfo>& gpus) noexcept;
 // Makes `device` current on the calling thread (GPU worker start-up).
 void bind_thread_to_device(int device);
 // Drops per-thread CUDA state on worker exit (no-op without CUDA).

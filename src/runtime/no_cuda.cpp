@@ -8,6 +8,8 @@ std::vector<GpuInfo> query_gpus(std::string& reason) {
   return {};
 }
 
+void refresh_free_memory(std::vector<GpuInfo>&) noexcept {}
+
 void bind_thread_to_device(int) {
   MOLACCEL_THROW(NotCompiled, "CUDA backend (this build of molaccel has no CUDA support)");
 }

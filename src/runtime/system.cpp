@@ -99,22 +99,33 @@ const CpuInfo& cpu_info() {
 }
 
 namespace {
+// The GPUs do not change during a process: they are queried once (which creates their contexts)
+// and later calls only refresh the free memory, so a library call that asks for the list per
+// request costs microseconds, not a driver query of every device.
 std::mutex gpu_mutex;
+bool gpus_queried = false;
+std::vector<GpuInfo> gpu_cache;
 std::string gpu_reason;
+
+std::vector<GpuInfo> cached_gpus(std::string* reason, bool refresh_free) {
+  std::lock_guard lock(gpu_mutex);
+  if (!gpus_queried) {
+    gpu_cache = detail::query_gpus(gpu_reason);
+    gpus_queried = true;
+  } else if (refresh_free) {
+    detail::refresh_free_memory(gpu_cache);
+  }
+  if (reason) *reason = gpu_reason;
+  return gpu_cache;
+}
 }  // namespace
 
-std::vector<GpuInfo> gpu_list() {
-  std::lock_guard lock(gpu_mutex);
-  std::string reason;
-  auto gpus = detail::query_gpus(reason);
-  gpu_reason = reason;
-  return gpus;
-}
+std::vector<GpuInfo> gpu_list() { return cached_gpus(nullptr, true); }
 
 std::string gpu_absence_reason() {
-  auto gpus = gpu_list();
-  std::lock_guard lock(gpu_mutex);
-  return gpus.empty() ? gpu_reason : std::string();
+  std::string reason;
+  auto gpus = cached_gpus(&reason, false);
+  return gpus.empty() ? reason : std::string();
 }
 
 std::string GpuInfo::arch() const { return fmt::format("sm_{}{}", cc_major, cc_minor); }
@@ -210,7 +221,7 @@ Resources Resources::create(const Options& options) {
   const auto& spec = options.device;
   if (spec.kind != DeviceSpec::Kind::cpu) {
     std::string reason;
-    auto gpus = detail::query_gpus(reason);
+    auto gpus = cached_gpus(&reason, false);
     if (spec.kind == DeviceSpec::Kind::gpu) {
       if (!build_info().cuda)
         MOLACCEL_THROW(NotCompiled, "--device " + spec.to_string() +
@@ -265,7 +276,7 @@ Resources Resources::cpu(int threads) {
 std::string Resources::describe() const {
   std::string s;
   if (!gpus_.empty()) {
-    auto all = gpu_list();
+    auto all = cached_gpus(nullptr, false);  // names only
     for (std::size_t i = 0; i < gpus_.size(); ++i) {
       std::string name = "GPU";
       for (auto& g : all)

@@ -181,6 +181,18 @@ std::vector<GpuInfo> query_gpus(std::string& reason) {
   return gpus;
 }
 
+void refresh_free_memory(std::vector<GpuInfo>& gpus) noexcept {
+  int previous = -1;
+  if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
+  for (auto& g : gpus) {
+    std::size_t free_b = 0, total_b = 0;
+    if (cudaSetDevice(g.index) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+      g.free_memory = free_b;
+  }
+  cudaGetLastError();
+  if (previous >= 0) cudaSetDevice(previous);
+}
+
 void bind_thread_to_device(int device) { MOLACCEL_CUDA_TRY(cudaSetDevice(device)); }
 
 void release_thread_device() noexcept {}
