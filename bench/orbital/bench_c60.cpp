@@ -53,7 +53,7 @@ int run_batch(const Wavefunction& wfn, const GridSpec& grid, std::size_t batch, 
   std::printf("batch: %zu orbitals x %zu points = %.0f MB of results per batch, %zu GPU(s) visible: %s\n", batch, points,
               4.0 * points * batch / 1e6, gpus.size(), gpus[0].name.c_str());
   std::printf("%-22s %5s %10s %9s %11s %10s %s\n", "path", "gpus", "ms/batch", "speed-up", "efficiency", "GB/s out",
-              "identical to 1 GPU / tiles per GPU");
+              "identical to 1 GPU / chunks (tiles) per GPU");
   EvaluateOptions options;  // every row: the GPU backends (JIT where the path has one)
   options.backend = Backend::cuda_jit;
   bool all_identical = true;
@@ -107,16 +107,21 @@ int run_batch(const Wavefunction& wfn, const GridSpec& grid, std::size_t batch, 
   }
   unsetenv("MOLACCEL_ORBITAL_MANY");
   // The density of all occupied orbitals: a batch of 180 orbitals reduced on the GPUs, so only one
-  // grid (20 MB) crosses to the host; its scaling is that of the GPU work.
+  // grid (20 MB) crosses to the host; its scaling is that of the GPU work. Into one reused buffer
+  // (evaluate_density_into), like the orbital rows: no 20 MB allocation and page faults per call.
   {
-    std::vector<float> density_first;
+    std::vector<float> density_first, density(points);
     double one_gpu_ms = 0;
     for (std::size_t g = 1; g <= gpus.size(); ++g) {
       const Resources resources = bench::first_gpus(g);
       EvaluationInfo info;
-      std::vector<float> density = evaluate_density(resources, wfn, grid, DensityKind::total, options, &info);
+      std::fill(density.begin(), density.end(), -1.0f);
+      evaluate_density_into(resources, wfn, grid, DensityKind::total, density.data(), density.size(), options, &info);
       const auto timing = bench::measure(
-          [&] { density = evaluate_density(resources, wfn, grid, DensityKind::total, options, &info); }, 1, repeats);
+          [&] {
+            evaluate_density_into(resources, wfn, grid, DensityKind::total, density.data(), density.size(), options, &info);
+          },
+          1, repeats);
       const double ms = timing.median_s * 1e3;
       if (g == 1) one_gpu_ms = ms, density_first = density;
       const bool identical = std::memcmp(density_first.data(), density.data(), density.size() * sizeof(float)) == 0;
@@ -139,17 +144,19 @@ int run_batch(const Wavefunction& wfn, const GridSpec& grid, std::size_t batch, 
 }
 
 int main(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, density_only = false;
   std::size_t batch = 0;
   for (int a = 1; a < argc; ++a) {
     const std::string arg = argv[a];
     if (arg == "--quick") {
       quick = true;
+    } else if (arg == "--density-kernel") {  // only the one-launch density kernel rows
+      density_only = true;
     } else if (arg == "--batch") {
       batch = 32;
       if (a + 1 < argc && std::isdigit(static_cast<unsigned char>(argv[a + 1][0]))) batch = std::stoul(argv[++a]);
     } else {
-      std::fprintf(stderr, "usage: bench_orbital_c60 [--quick] [--batch [N]]\n");
+      std::fprintf(stderr, "usage: bench_orbital_c60 [--quick] [--batch [N]] [--density-kernel]\n");
       return 2;
     }
   }
@@ -184,9 +191,12 @@ int main(int argc, char** argv) {
     job.orbitals = 1;
     job.grid = &grid;
     double jit_ms = 0, generic_ms = 0;
-    for (const char* kind : {"jit", "jit-brick", "jit-brick3d", "jit-row", "jit-split", "jit-cull:2x8x8", "jit-cull:1x16x8",
+    const std::vector<const char*> kinds =
+        density_only ? std::vector<const char*>{}
+                     : std::vector<const char*>{"jit", "jit-brick", "jit-brick3d", "jit-row", "jit-split", "jit-cull:2x8x8", "jit-cull:1x16x8",
                              "jit-cull:4x4x8", "jit-cull:4x8x8/2", "jit-cull:2x8x16/2", "jit-cull:8x8x8/4", "jit-cull:4x8x16/4",
-                             "jit-cull:4x16x8/4", "jit-cull:16x8x8/8", "jit-cull:8x8x16/8", "generic"}) {
+                             "jit-cull:4x16x8/4", "jit-cull:16x8x8/8", "jit-cull:8x8x16/8", "generic"};
+    for (const char* kind : kinds) {
       const auto timing = bench::measure_with([&] { return cuda_backend::time_kernel(gpu.index, job, kind, 3) * 1e-3; }, 1,
                                               quick ? 3 : 5);
       if (std::string(kind) == "jit") jit_ms = timing.median_s * 1e3;
@@ -206,8 +216,9 @@ int main(int argc, char** argv) {
                              points * exps / sfu_exp_per_s * 1e3);
       bench::print_row(row);
     }
-    std::printf("JIT speed-up over the generic kernel: %.2fx (target >= 3x; target <= 0.5 ms per orbital)\n",
-                generic_ms / jit_ms);
+    if (!density_only)
+      std::printf("JIT speed-up over the generic kernel: %.2fx (target >= 3x; target <= 0.5 ms per orbital)\n",
+                  generic_ms / jit_ms);
     // Atoms per block that the culled JIT kernel keeps (same rule as the kernel, on the CPU).
     const std::array<std::array<int, 3>, 3> shapes{{{2, 8, 8}, {4, 8, 8}, {8, 8, 8}}};
     for (const auto& shape : shapes) {
@@ -304,6 +315,7 @@ int main(int argc, char** argv) {
     std::printf("no GPU: %s (GPU rows skipped)\n", gpu_absence_reason().c_str());
   }
 #endif
+  if (density_only) return 0;
 
   // CPU per core: our kernel on a slab of planes through the middle, one thread.
   const std::size_t slab_planes = quick ? 2 : 4;

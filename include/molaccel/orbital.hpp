@@ -158,8 +158,12 @@ struct EvaluateOptions {
   // this, relative to the largest MO coefficient (so the absolute error per point stays below
   // tolerance * largest |C| * number of primitives). 0 disables screening.
   double screening_tolerance = 1e-9;
-  std::size_t planes_per_tile = 0;  // grid planes per scheduler tile (0 = chosen by backend)
-  // Tests: forwarded to the scheduler (JobOptions::inject_fault) to make tiles fail.
+  // Grid planes per scheduler tile (0 = chosen by backend: on GPUs the chunk pool, one share per
+  // worker claiming chunks of planes fixed by the request; see docs/orbital.md, Scheduling).
+  std::size_t planes_per_tile = 0;
+  // Tests: forwarded to the scheduler (JobOptions::inject_fault) to make tiles fail. With the GPU
+  // chunk pool the tiles are the workers' shares (0 .. workers-1) and the hook is also asked for
+  // each chunk c a share claims, as tile workers + c (attempt = earlier claims of that chunk).
   std::function<bool(const WorkerInfo&, std::size_t tile, int attempt)> inject_fault;
 };
 
@@ -191,6 +195,10 @@ std::vector<float> evaluate_density(const Resources& resources, const Wavefuncti
                                     const GridSpec& grid, DensityKind kind = DensityKind::total,
                                     const EvaluateOptions& options = {},
                                     EvaluationInfo* info = nullptr);
+// The same into a caller's buffer of size >= grid.point_count() (every value is written).
+void evaluate_density_into(const Resources& resources, const Wavefunction& wavefunction, const GridSpec& grid,
+                           DensityKind kind, float* out, std::size_t size, const EvaluateOptions& options = {},
+                           EvaluationInfo* info = nullptr);
 
 // ---------------------------------------------------------------------------------------------
 // Cube files.

@@ -1,9 +1,17 @@
-// Front of the orbital engine: validates a request, packs the basis once, and runs grid planes as
-// tiles of the runtime scheduler on CPU and GPU workers (a failed GPU tile is redone elsewhere).
+// Front of the orbital engine: validates a request, takes the packed basis and coefficients from
+// the request cache, and runs grid planes on the runtime scheduler's CPU and GPU workers: on GPUs
+// as the chunk pool (chunk_queue.hpp: one share per worker claiming chunks; a failed share's
+// chunks are redone elsewhere), otherwise as tiles of planes.
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <mutex>
 
 #include "orbital/basis_functions.hpp"
+#include "orbital/chunk_queue.hpp"
 #include "orbital/cpu/cpu_kernel.hpp"
 #include "orbital/evaluate_on_pool.hpp"
 #include "orbital/packed_basis.hpp"
@@ -31,11 +39,18 @@ struct Target {
   bool gpu = false;         // the pool has GPU workers
   int cpu_threads = 1;
   const Resources* resources = nullptr;  // for progress bars, when there is one
-  std::string describe;
+  // Only for error messages: Resources::describe() queries the driver for every GPU's
+  // properties, host time that a request should not pay.
+  std::string describe() const {
+    if (resources) return resources->describe();
+    std::string d;
+    for (const auto& w : pool->workers()) d += (d.empty() ? "" : ", ") + w.name();
+    return d;
+  }
 };
 
 Target target_of(const Resources& resources) {
-  return {&resources.pool(), resources.uses_gpu(), resources.cpu_threads(), &resources, resources.describe()};
+  return {&resources.pool(), resources.uses_gpu(), resources.cpu_threads(), &resources};
 }
 
 Target target_of(WorkerPool& pool) {
@@ -44,7 +59,6 @@ Target target_of(WorkerPool& pool) {
   for (const auto& w : pool.workers()) {
     t.gpu = t.gpu || w.kind == WorkerInfo::Kind::gpu;
     if (w.kind == WorkerInfo::Kind::cpu) t.cpu_threads = std::max(t.cpu_threads, w.cpu_threads);
-    t.describe += (t.describe.empty() ? "" : ", ") + w.name();
   }
   return t;
 }
@@ -57,7 +71,7 @@ Backend resolve(Backend backend, const Target& target) {
 #endif
     if (!target.gpu)
       throw DeviceUnavailable(fmt::format("backend {} needs a GPU but the resources are {}", to_string(backend),
-                                          target.describe));
+                                          target.describe()));
   }
   return backend;
 }
@@ -75,6 +89,171 @@ std::size_t planes_per_tile(const GridSpec& grid, bool gpu, std::size_t requeste
   return std::clamp<std::size_t>((planes + 15) / 16, 1, largest);
 }
 
+// Request-invariant host preparation, kept across requests (a batch of requests asks for the same
+// basis set and orbitals again and again; on a GPU this host work is time no GPU count shrinks):
+// the packed basis (per basis set and screening tolerance), its exp()-per-point estimate per grid,
+// and the Cartesian coefficients per selection of orbitals. Entries are found by exact comparison
+// of their inputs (no hashing: a changed coefficient or position is a miss), the last few kept.
+class RequestCache {
+ public:
+  struct Prepared {
+    std::shared_ptr<const detail::PackedBasis> basis;
+    std::shared_ptr<const std::vector<float>> coefficients;
+    std::uint64_t basis_id = 0, coefficients_id = 0;
+  };
+
+  static RequestCache& instance() {
+    static RequestCache* cache = new RequestCache;  // never destroyed (used until exit)
+    return *cache;
+  }
+
+  Prepared get(const Wavefunction& wfn, double tolerance, const std::vector<OrbitalRef>& orbitals) {
+    std::vector<double> basis_key = basis_signature(wfn, tolerance);
+    const std::size_t n = static_cast<std::size_t>(wfn.function_count());
+    Prepared out;
+    std::shared_ptr<BasisEntry> basis;
+    {
+      std::lock_guard lock(mutex_);
+      basis = find_basis(basis_key);
+      if (basis) {
+        for (const auto& c : coefficients_)
+          if (c->basis_id == basis->id && same_rows(c->rows, wfn, orbitals, n)) {
+            out.basis = basis->basis;
+            out.basis_id = basis->id;
+            out.coefficients = c->coefficients;
+            out.coefficients_id = c->id;
+            return out;
+          }
+      }
+    }
+    std::vector<double> rows;  // the selected MO coefficients, as given (layout: see same_rows)
+    rows.reserve(orbitals.size() * (n + 2));
+    for (const auto& ref : orbitals) {
+      const OrbitalSet& set = ref.spin == Spin::alpha ? wfn.alpha : wfn.beta;
+      rows.push_back(ref.spin == Spin::alpha ? 0.0 : 1.0);
+      rows.push_back(static_cast<double>(ref.index));
+      rows.insert(rows.end(), set.coefficients.begin() + static_cast<std::ptrdiff_t>(ref.index * n),
+                  set.coefficients.begin() + static_cast<std::ptrdiff_t>((ref.index + 1) * n));
+    }
+    std::vector<detail::ExpandedShell> expanded;
+    if (!basis) {
+      expanded = detail::expand_shells(wfn);
+      auto entry = std::make_shared<BasisEntry>();
+      entry->key = std::move(basis_key);
+      entry->expanded = expanded;
+      entry->basis = std::make_shared<const detail::PackedBasis>(detail::pack_basis(wfn, expanded, tolerance));
+      entry->id = ++next_id_;
+      std::lock_guard lock(mutex_);
+      bases_.insert(bases_.begin(), entry);
+      if (bases_.size() > 4) bases_.pop_back();
+      basis = entry;
+    }
+    auto coefficients = std::make_shared<CoefficientEntry>();
+    coefficients->basis_id = basis->id;
+    coefficients->coefficients =
+        std::make_shared<const std::vector<float>>(detail::cartesian_coefficients(wfn, basis->expanded, orbitals));
+    out.basis = basis->basis;
+    out.basis_id = basis->id;
+    out.coefficients = coefficients->coefficients;
+    if (rows.size() * sizeof(double) > (64u << 20)) return out;  // too large to keep: id 0, not reused
+    coefficients->rows = std::move(rows);
+    coefficients->id = ++next_id_;
+    {
+      std::lock_guard lock(mutex_);
+      coefficients_.insert(coefficients_.begin(), coefficients);
+      if (coefficients_.size() > 8) coefficients_.pop_back();
+    }
+    out.coefficients_id = coefficients->id;
+    return out;
+  }
+
+  // detail::exp_per_point (4096 sample points x atoms x shells), once per basis entry and grid.
+  double exp_per_point(std::uint64_t basis_id, const detail::PackedBasis& basis, const GridSpec& grid) {
+    {
+      std::lock_guard lock(mutex_);
+      for (const auto& e : exp_)
+        if (e.basis_id == basis_id && std::memcmp(&e.grid, &grid, sizeof(GridSpec)) == 0) return e.value;
+    }
+    const double value = detail::exp_per_point(basis, grid);
+    std::lock_guard lock(mutex_);
+    exp_.insert(exp_.begin(), ExpEntry{basis_id, grid, value});
+    if (exp_.size() > 8) exp_.pop_back();
+    return value;
+  }
+
+ private:
+  struct BasisEntry {
+    std::vector<double> key;
+    std::vector<detail::ExpandedShell> expanded;
+    std::shared_ptr<const detail::PackedBasis> basis;
+    std::uint64_t id = 0;
+  };
+  struct CoefficientEntry {
+    std::uint64_t basis_id = 0;
+    std::vector<double> rows;
+    std::shared_ptr<const std::vector<float>> coefficients;
+    std::uint64_t id = 0;
+  };
+  struct ExpEntry {
+    std::uint64_t basis_id;
+    GridSpec grid;
+    double value;
+  };
+
+  // Per orbital: spin (0 alpha, 1 beta), index, its n MO coefficients; compared in place.
+  static bool same_rows(const std::vector<double>& rows, const Wavefunction& wfn, const std::vector<OrbitalRef>& orbitals,
+                        std::size_t n) {
+    if (rows.size() != orbitals.size() * (n + 2)) return false;
+    const double* r = rows.data();
+    for (const auto& ref : orbitals) {
+      const OrbitalSet& set = ref.spin == Spin::alpha ? wfn.alpha : wfn.beta;
+      if (r[0] != (ref.spin == Spin::alpha ? 0.0 : 1.0) || r[1] != static_cast<double>(ref.index)) return false;
+      if (n > 0 && std::memcmp(r + 2, set.coefficients.data() + ref.index * n, n * sizeof(double)) != 0) return false;
+      r += n + 2;
+    }
+    return true;
+  }
+  static bool same(const std::vector<double>& a, const std::vector<double>& b) {
+    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
+  }
+  // Everything pack_basis reads: atom positions, shells (atom, l, pure, exponents, contraction
+  // coefficients) and the tolerance.
+  static std::vector<double> basis_signature(const Wavefunction& wfn, double tolerance) {
+    std::vector<double> key{tolerance, static_cast<double>(wfn.atoms.size()), static_cast<double>(wfn.shells.size())};
+    for (const Atom& a : wfn.atoms) key.insert(key.end(), a.position.begin(), a.position.end());
+    for (const Shell& sh : wfn.shells) {
+      key.push_back(sh.atom);
+      key.push_back(sh.l);
+      key.push_back(sh.pure ? 1.0 : 0.0);
+      key.push_back(static_cast<double>(sh.exponents.size()));
+      key.insert(key.end(), sh.exponents.begin(), sh.exponents.end());
+      key.push_back(static_cast<double>(sh.coefficients.size()));
+      key.insert(key.end(), sh.coefficients.begin(), sh.coefficients.end());
+    }
+    return key;
+  }
+  std::shared_ptr<BasisEntry> find_basis(const std::vector<double>& key) {
+    for (const auto& b : bases_)
+      if (same(b->key, key)) return b;
+    return nullptr;
+  }
+
+  std::mutex mutex_;
+  std::atomic<std::uint64_t> next_id_{0};
+  std::vector<std::shared_ptr<BasisEntry>> bases_;
+  std::vector<std::shared_ptr<CoefficientEntry>> coefficients_;
+  std::vector<ExpEntry> exp_;
+};
+
+// GPU pools take the chunk pool (chunk_queue.hpp) unless tiles of a given size are asked for
+// (EvaluateOptions::planes_per_tile) or MOLACCEL_ORBITAL_TILING=tiles (the previous scheme: ~16
+// fixed tiles per grid, each pipelined and drained on its own; kept for comparison).
+bool use_chunk_pool(const Target& target, Backend backend, const EvaluateOptions& options) {
+  if (!target.gpu || backend == Backend::cpu || options.planes_per_tile > 0) return false;
+  const char* v = std::getenv("MOLACCEL_ORBITAL_TILING");
+  return !(v && std::string(v) == "tiles");
+}
+
 // One request for the fast backends: orbital values (weights empty) or a weighted density, into
 // `out` (orbitals x points, or points for a density; every value is written).
 void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& grid,
@@ -86,16 +265,19 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
     return run_fast(target_of(cpu), wfn, grid, orbitals, weights, backend, options, info, out);
   }
   const double start = now_seconds();
-  const auto expanded = detail::expand_shells(wfn);  // once for the basis and the coefficients
-  const detail::PackedBasis basis = detail::pack_basis(wfn, expanded, options.screening_tolerance);
-  const std::vector<float> coefficients = detail::cartesian_coefficients(wfn, expanded, orbitals);
   const bool density = !weights.empty() || orbitals.empty();
   const std::size_t n_points = grid.point_count();
   if (orbitals.empty()) {
     std::fill(out, out + n_points, 0.0f);
     return;
   }
+  const RequestCache::Prepared prepared = RequestCache::instance().get(wfn, options.screening_tolerance, orbitals);
+  const detail::PackedBasis& basis = *prepared.basis;
+  const std::vector<float>& coefficients = *prepared.coefficients;
+  static const bool trace = std::getenv("MOLACCEL_ORBITAL_TRACE") != nullptr;
+  const double prepared_at = trace ? now_seconds() : 0.0;
 
+  const bool pool_mode = use_chunk_pool(target, backend, options);
   const TileRange tiles{grid.counts[0], planes_per_tile(grid, target.gpu, options.planes_per_tile)};
   const cpu::Variant& variant = cpu::select_variant();
   std::string gpu_kernel;
@@ -118,6 +300,8 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
   gpu.grid = &grid;
   gpu.out = out;
   gpu.jit = backend == Backend::cuda_jit;
+  gpu.basis_id = prepared.basis_id;
+  gpu.coefficients_id = prepared.coefficients_id;
   // The JIT program is compiled once here (the GPU workers then find it in the JIT cache's memory
   // and only load it), not by the first tile of each worker.
   if (target.gpu && backend != Backend::cpu) {
@@ -132,6 +316,45 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
   JobOptions job;
   job.name = density ? "orbital density" : "orbital grid";
   job.inject_fault = options.inject_fault;
+  const double compiled_at = trace ? now_seconds() : 0.0;
+
+  // Chunk pool: one share (scheduler tile) per worker; the shares claim the chunks.
+  std::unique_ptr<detail::ChunkQueue> queue;
+  if (pool_mode) {
+#if MOLACCEL_HAVE_CUDA
+    queue = std::make_unique<detail::ChunkQueue>(cuda_backend::plan_chunks(gpu), target.pool->workers().size(),
+                                                 options.inject_fault);
+#endif
+  }
+  const TileFunction share_fn = [&](WorkerContext& ctx, std::size_t) {
+    if (ctx.worker().kind == WorkerInfo::Kind::cpu) {
+      const std::size_t ny = grid.counts[1];
+      const std::size_t strips = (ny + cpu::kTileRows - 1) / cpu::kTileRows;
+      std::size_t c = 0;
+      while (queue->take(ctx.worker(), c)) {
+        const auto [p0, planes] = queue->chunk(c);
+        try {
+          parallel_for(planes * strips, ctx.worker().cpu_threads, 1, [&](std::size_t b, std::size_t e) {
+            for (std::size_t u = b; u < e; ++u) {
+              const std::size_t plane = p0 + u / strips;
+              const std::size_t r0 = plane * ny + (u % strips) * cpu::kTileRows;
+              variant.kernel(cpu_args, r0, std::min(r0 + cpu::kTileRows, (plane + 1) * ny));
+            }
+          });
+        } catch (...) {
+          queue->give_back(c);
+          throw;
+        }
+        queue->done(ctx.worker());
+      }
+      return;
+    }
+#if MOLACCEL_HAVE_CUDA
+    const std::string name = cuda_backend::evaluate_chunks(ctx, gpu, *queue);
+    std::lock_guard lock(name_mutex);
+    if (gpu_kernel.empty()) gpu_kernel = name;
+#endif
+  };
   const TileFunction tile_fn = [&](WorkerContext& ctx, std::size_t tile) {
     const std::size_t p0 = tiles.begin(tile), p1 = tiles.end(tile);
     if (ctx.worker().kind == WorkerInfo::Kind::cpu || backend == Backend::cpu) {
@@ -156,8 +379,26 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
     MOLACCEL_THROW(NotCompiled, "the CUDA orbital backends (this build has no CUDA)");
 #endif
   };
-  const JobStats stats = target.resources ? run_tiles(*target.resources, tiles.count(), tile_fn, job)
-                                          : target.pool->run(tiles.count(), tile_fn, job);
+  const std::size_t n_tiles = queue ? target.pool->workers().size() : tiles.count();
+  const TileFunction& fn = queue ? share_fn : tile_fn;
+  JobStats stats = target.resources ? run_tiles(*target.resources, n_tiles, fn, job) : target.pool->run(n_tiles, fn, job);
+  if (queue) {  // report chunks (the shares are one per worker)
+    stats.tiles = queue->size();
+    std::vector<std::size_t> done = queue->done_per_worker();
+    done.resize(stats.tiles_per_worker.size(), 0);
+    stats.tiles_per_worker = std::move(done);
+  }
+  if (trace) {
+    // Also the time since the previous request ended: what the caller and the entry checks took.
+    static std::atomic<double> last_end{0.0};
+    const double end = now_seconds(), previous = last_end.exchange(end);
+    std::fprintf(stderr,
+                 "orbital trace request: %zu %s, %.3f ms after the previous one, preparation %.3f ms, JIT %.3f ms, "
+                 "%zu %s, run %.3f ms\n",
+                 orbitals.size(), density ? "orbitals (density)" : "orbitals", previous > 0 ? (start - previous) * 1e3 : 0.0,
+                 (prepared_at - start) * 1e3, (compiled_at - prepared_at) * 1e3, stats.tiles,
+                 queue ? "chunks" : "tiles", (end - compiled_at) * 1e3);
+  }
   if (info) {
     info->job = stats;
     std::string used;
@@ -169,7 +410,7 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
     if (any_cpu) used += (used.empty() ? "" : "+") + variant.name;
     info->backend = used;
     info->seconds = now_seconds() - start;
-    info->exp_per_point = detail::exp_per_point(basis, grid);
+    info->exp_per_point = RequestCache::instance().exp_per_point(prepared.basis_id, basis, grid);
     info->exp_per_point_unscreened = static_cast<double>(basis.exponent.size());
   }
 }
@@ -240,6 +481,11 @@ std::vector<float> evaluate_density(const Resources& resources, const Wavefuncti
   std::vector<float> out(grid.point_count());
   density_into(target_of(resources), wfn, grid, kind, out.data(), out.size(), options, info);
   return out;
+}
+
+void evaluate_density_into(const Resources& resources, const Wavefunction& wfn, const GridSpec& grid, DensityKind kind,
+                           float* out, std::size_t size, const EvaluateOptions& options, EvaluationInfo* info) {
+  density_into(target_of(resources), wfn, grid, kind, out, size, options, info);
 }
 
 namespace detail {

@@ -161,8 +161,11 @@ TEST(OrbitalCuda, CulledJitHandlesEmptyBricksAndAtomsOnBrickCorners) {
 
 // The multi-device path with two workers on the same GPU (DeviceSpec cannot name a GPU twice, so
 // the pool is built directly): per-orbital JIT launches (3 orbitals), the sparse basis matrix (8
-// orbitals) and a density, bit for bit equal to one worker; then a tile that fails on its first
-// attempt is redone by the other GPU worker, still bit for bit equal.
+// orbitals) and a density, bit for bit equal to one worker and to the previous tiling
+// (MOLACCEL_ORBITAL_TILING=tiles: ~16 fixed tiles); then two chunks of the chunk pool fail at their
+// first attempt, each in the share of whichever worker claimed it: the share gives its unfinished
+// chunks back, the scheduler runs it again on the other worker, and the grid is still bit for bit
+// the same.
 TEST(OrbitalCuda, TwoWorkersOnOneGpuGiveBitwiseTheSameGridsAndRedoFailedTiles) {
   MOLACCEL_REQUIRE_GPU();
   const auto wfn = read_molden(test::bundled("threonine_631gs.molden"));
@@ -188,24 +191,38 @@ TEST(OrbitalCuda, TwoWorkersOnOneGpuGiveBitwiseTheSameGridsAndRedoFailedTiles) {
     detail::evaluate_orbitals_on_pool(two, wfn, grid, refs, b.data(), b.size(), options, &info);
     EXPECT_EQ(a, b) << count << " orbitals " << info.backend;
     ASSERT_EQ(info.job.tiles_per_worker.size(), 2u);
-    EXPECT_EQ(info.job.tiles_per_worker[0] + info.job.tiles_per_worker[1], info.job.tiles);
-    EXPECT_GE(info.job.tiles, 8u);  // ~16 tiles per grid, whatever the worker count
+    EXPECT_EQ(info.job.tiles_per_worker[0] + info.job.tiles_per_worker[1], info.job.tiles);  // chunks
+    EXPECT_GE(info.job.tiles, 4u);  // chunks of the grid, whatever the worker count
     const auto expected = reference::evaluate_orbitals(wfn, grid, refs, 0);
     EXPECT_LT(test::relative_max_error(a, expected), kFp32Tolerance) << info.backend;
-    // Tiles 2 and 5 fail at their first attempt (on whichever GPU worker took them): the
-    // scheduler hands each to the other worker.
+    setenv("MOLACCEL_ORBITAL_TILING", "tiles", 1);
+    std::fill(b.begin(), b.end(), -1.0f);
+    detail::evaluate_orbitals_on_pool(two, wfn, grid, refs, b.data(), b.size(), options, &info);
+    unsetenv("MOLACCEL_ORBITAL_TILING");
+    EXPECT_EQ(a, b) << count << " orbitals, fixed tiles vs chunk pool " << info.backend;
+    EXPECT_GE(info.job.tiles, 8u);  // ~16 fixed tiles
+    // Chunks 1 and 3 (tiles 2 + c: the two shares come first) fail at their first attempt.
     options.inject_fault = [](const WorkerInfo&, std::size_t tile, int attempt) {
-      return attempt == 0 && (tile == 2 || tile == 5);
+      return attempt == 0 && (tile == 2 + 1 || tile == 2 + 3);
     };
     detail::evaluate_orbitals_on_pool(two, wfn, grid, refs, c.data(), c.size(), options, &info);
-    EXPECT_EQ(a, c) << count << " orbitals, with failed tiles";
+    EXPECT_EQ(a, c) << count << " orbitals, with failed chunks";
     EXPECT_EQ(info.job.retries, 2u);
+    EXPECT_EQ(info.job.tiles_per_worker[0] + info.job.tiles_per_worker[1], info.job.tiles);
   }
-  std::vector<float> rho1(n), rho2(n, -1.0f);
+  std::vector<float> rho1(n), rho2(n, -1.0f), rho3(n, -1.0f);
   EvaluateOptions options;
   options.backend = Backend::cuda_jit;
   detail::evaluate_density_on_pool(one, wfn, grid, DensityKind::total, rho1.data(), rho1.size(), options);
   detail::evaluate_density_on_pool(two, wfn, grid, DensityKind::total, rho2.data(), rho2.size(), options);
+  EXPECT_EQ(rho1, rho2);
+  setenv("MOLACCEL_ORBITAL_TILING", "tiles", 1);
+  detail::evaluate_density_on_pool(two, wfn, grid, DensityKind::total, rho3.data(), rho3.size(), options);
+  unsetenv("MOLACCEL_ORBITAL_TILING");
+  EXPECT_EQ(rho1, rho3) << "density, fixed tiles vs chunk pool";
+  // A repeated request reuses the cached preparation and the device states' uploads: same bits.
+  std::fill(rho2.begin(), rho2.end(), -1.0f);
+  detail::evaluate_density_on_pool(one, wfn, grid, DensityKind::total, rho2.data(), rho2.size(), options);
   EXPECT_EQ(rho1, rho2);
 }
 
@@ -291,6 +308,19 @@ TEST(OrbitalCuda, FailedGpuTileIsRedoneOnTheCpuWorker) {
   const auto expected = reference::evaluate_orbitals(wfn, grid, {parse_orbital("homo", wfn)}, 0);
   EXPECT_LT(test::relative_max_error(got, expected), kFp32Tolerance);
   EXPECT_EQ(info.job.retries, 2u);
+  // The chunk pool (default tiling) with a GPU and a CPU worker: both take chunks; chunks 0 and 2
+  // (tiles shares + c, shares = workers; the 21-plane grid has 3 chunks of 8 planes) fail at their
+  // first attempt and are redone by the other.
+  const auto resources = gpu_resources(true);
+  const std::size_t shares = resources.pool().workers().size();
+  options.planes_per_tile = 0;
+  options.inject_fault = [shares](const WorkerInfo&, std::size_t tile, int attempt) {
+    return attempt == 0 && (tile == shares + 0 || tile == shares + 2);
+  };
+  const auto pooled = evaluate_orbitals(resources, wfn, grid, {parse_orbital("homo", wfn)}, options, &info);
+  EXPECT_LT(test::relative_max_error(pooled, expected), kFp32Tolerance);
+  EXPECT_EQ(info.job.retries, 2u);
+  EXPECT_EQ(info.job.tiles, 3u);
 }
 
 }  // namespace

@@ -620,6 +620,17 @@ detail::JitSource jit_source_for(const detail::PackedBasis& basis, const JitVari
                               : detail::generate_jit_source(basis, jit.split, jit.layout == "brick", jit.layout == "brick3d");
 }
 
+// What a device state holds after init: the request cache's ids of the basis and the
+// coefficients, the path and kernel variant, and the density weights. Empty (never reused) when
+// the job does not come from the cache.
+std::string state_key(const GpuJob& job, bool want_jit, const JitVariant& jit) {
+  if (job.basis_id == 0 || job.coefficients_id == 0) return {};
+  std::string key = fmt::format(fmt::runtime("{}/{}/{}/{}/{}/{}/{}/{}/"), job.basis_id, job.coefficients_id, job.orbitals,
+                                want_jit, use_matrix_path(job), jit.layout, jit.split, jit.cull.name());
+  if (job.weights) key.append(reinterpret_cast<const char*>(job.weights), job.orbitals * sizeof(float));
+  return key;
+}
+
 // Pinned host buffers outlive a request: page-locking the two 32 MiB staging buffers of a worker
 // costs milliseconds, which a request that takes tens of milliseconds should not pay each time.
 // Process-wide, at most 16 buffers kept; never destroyed (the driver frees pinned memory at exit,
@@ -664,6 +675,7 @@ class PinnedPool {
 struct DeviceState {
   bool ready = false;
   int device = -1;
+  std::string key;  // what init uploaded (state_key), empty = not reusable by another request
   cuda::DeviceBuffer<double> atom_xyz;
   cuda::DeviceBuffer<int> atom_first_shell;
   cuda::DeviceBuffer<int4> shells;
@@ -824,6 +836,7 @@ struct DeviceState {
       jit_points_per_thread = source.points_per_thread;
     }
     stream->synchronize();
+    key = state_key(job, want_jit, jit);
     ready = true;
   }
 
@@ -983,9 +996,19 @@ void launch_planes(DeviceState& st, const GpuJob& job, std::size_t p, std::size_
 void drain_chunk(const float* staging, const GpuJob& job, std::size_t p, std::size_t points, std::size_t outputs) {
   const std::size_t plane_points = job.grid->counts[1] * job.grid->counts[2];
   const std::size_t n_points = job.grid->point_count();
-  constexpr std::size_t kPiece = 1u << 18;  // floats per piece (1 MiB)
+  // Floats per piece: 1 MiB (MOLACCEL_ORBITAL_DRAIN_PIECE_MIB for a benchmark comparison).
+  static const std::size_t kPiece = [] {
+    const char* v = std::getenv("MOLACCEL_ORBITAL_DRAIN_PIECE_MIB");
+    const long mib = v ? std::atol(v) : 1;
+    return static_cast<std::size_t>(std::max(1L, std::min(mib, 64L))) << 18;
+  }();
   const std::size_t pieces_per_output = (points + kPiece - 1) / kPiece;
-  const int threads = std::min(4, cpu_info().logical_cores);
+  // MOLACCEL_ORBITAL_DRAIN_THREADS: threads per GPU worker (default 4; benchmark comparison).
+  static const int threads = [] {
+    const char* v = std::getenv("MOLACCEL_ORBITAL_DRAIN_THREADS");
+    const int n = v ? std::atoi(v) : 4;
+    return std::max(1, std::min(n > 0 ? n : 4, cpu_info().logical_cores));
+  }();
   parallel_for(outputs * pieces_per_output, threads, 1, [&](std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) {
       const std::size_t o = i / pieces_per_output, first = (i % pieces_per_output) * kPiece;
@@ -1057,31 +1080,60 @@ void run_tile(DeviceState& st, const GpuJob& job, std::size_t plane_begin, std::
 
 void precompile(const GpuJob& job, int device) {
   if (!job.jit || use_matrix_path(job)) return;
-  (void)default_jit_cache().compile(jit_request(jit_source_for(*job.basis, jit_variant_from_env()), device));
+  const JitVariant variant = jit_variant_from_env();
+  // Once per basis (request cache id), variant and device: generating the source and looking it
+  // up in the JIT cache is request-invariant host work.
+  static std::mutex mutex;
+  static std::vector<std::string> done;
+  const std::string key = job.basis_id == 0 ? std::string()
+                                            : fmt::format(fmt::runtime("{}/{}/{}/{}/{}"), job.basis_id, device,
+                                                          variant.layout, variant.split, variant.cull.name());
+  if (!key.empty()) {
+    std::lock_guard lock(mutex);
+    if (std::find(done.begin(), done.end(), key) != done.end()) return;
+  }
+  (void)default_jit_cache().compile(jit_request(jit_source_for(*job.basis, variant), device));
+  if (!key.empty()) {
+    std::lock_guard lock(mutex);
+    if (done.size() >= 64) done.erase(done.begin());
+    done.push_back(key);
+  }
 }
 
-std::string evaluate_planes(WorkerContext& ctx, const GpuJob& job, std::size_t plane_begin, std::size_t plane_end) {
-  cuda::DeviceGuard guard(ctx.worker().device);
-  // MOLACCEL_ORBITAL_TRACE=1: per tile, the device, its planes, when it started and ended (ms on
-  // the process clock) and the job set-up it paid, to see what does not shrink with more GPUs.
-  static const bool trace = std::getenv("MOLACCEL_ORBITAL_TRACE") != nullptr;
-  const double entered = trace ? now_seconds() : 0.0;
-  bool fresh = false;  // first tile of this job on this worker: upload the job's basis
+namespace {
+
+// MOLACCEL_ORBITAL_TRACE=1: per tile or share, the device, its planes or chunks, when it started
+// and ended (ms on the process clock) and the set-up it paid, to see what does not shrink with
+// more GPUs.
+bool trace_on() {
+  static const bool on = std::getenv("MOLACCEL_ORBITAL_TRACE") != nullptr;
+  return on;
+}
+
+// The worker's device state for this job: taken from the per-device pool on the job's first tile
+// and initialised, unless it already holds this request's basis, coefficients and path.
+DeviceState& job_state(WorkerContext& ctx, const GpuJob& job) {
+  bool fresh = false;  // first tile of this job on this worker
   DeviceState& st = ctx.local<DeviceStateLease>().get(ctx.worker().device, &fresh);
-  if (fresh || !st.ready) st.init(job, ctx.worker().device, job.jit);
-  const double initialised = trace ? now_seconds() : 0.0;
-  struct TraceLine {
-    bool on;
-    int device;
-    std::size_t p0, p1;
-    double entered, initialised;
-    ~TraceLine() {
-      if (on)
-        std::fprintf(stderr, "orbital trace gpu%d: planes [%zu, %zu) from %.3f ms, set-up %.3f ms, done at %.3f ms\n",
-                     device, p0, p1, std::fmod(entered * 1e3, 1e5), (initialised - entered) * 1e3,
-                     std::fmod(now_seconds() * 1e3, 1e5));
-    }
-  } trace_line{trace, ctx.worker().device, plane_begin, plane_end, entered, initialised};
+  if (fresh) st.chunk_planes = 0;
+  if (!st.ready || (fresh && (st.key.empty() || st.key != state_key(job, job.jit, jit_variant_from_env()))))
+    st.init(job, ctx.worker().device, job.jit);
+  return st;
+}
+
+std::string kernel_name(const DeviceState& st, const GpuJob& job) {
+  if (use_matrix_path(job)) {
+    const char* kind = sparse_matrix_path() ? "cuda/sparse-basis-matrix" : "cuda/basis-matrix";
+    return job.weights ? std::string(kind) + "+density" : std::string(kind);
+  }
+  if (!st.jit_kernel) return "cuda/generic";
+  return st.jit_culled ? "cuda/jit-cull-" + st.jit_cull.name() : std::string("cuda/jit");
+}
+
+// Planes [plane_begin, plane_end) as one pipelined tile; out of GPU memory halves the planes per
+// launch (then the basis-matrix chunk) and redoes the tile.
+void run_tile_adaptive(WorkerContext& ctx, DeviceState& st, const GpuJob& job, std::size_t plane_begin,
+                       std::size_t plane_end) {
   const GridSpec& grid = *job.grid;
   const std::size_t plane_points = grid.counts[1] * grid.counts[2];
   const std::size_t outputs = job.weights ? 1 : job.orbitals;
@@ -1089,11 +1141,10 @@ std::string evaluate_planes(WorkerContext& ctx, const GpuJob& job, std::size_t p
   // Chunks: about a third of the tile (so copies overlap kernels), at most ~8M values (32 MiB).
   std::size_t step = std::max<std::size_t>(1, std::min((tile_planes + 2) / 3, (8u << 20) / std::max<std::size_t>(1, plane_points * outputs)));
   if (st.chunk_planes > 0) step = std::min(step, st.chunk_planes);
-  // Out of memory: halve the planes per launch (then the basis-matrix chunk) and redo the tile.
   for (;;) {
     try {
       run_tile(st, job, plane_begin, plane_end, step);
-      break;
+      return;
     } catch (const CudaError& e) {
       if (!e.is_out_of_memory() || (step == 1 && st.chunk_points <= kTileP)) throw;
       cudaGetLastError();  // clear the sticky allocation error
@@ -1114,13 +1165,200 @@ std::string evaluate_planes(WorkerContext& ctx, const GpuJob& job, std::size_t p
       throw;
     }
   }
-  if (use_matrix_path(job)) {
-    const char* kind = sparse_matrix_path() ? "cuda/sparse-basis-matrix" : "cuda/basis-matrix";
-    return job.weights ? std::string(kind) + "+density" : std::string(kind);
-  }
-  if (!st.jit_kernel) return "cuda/generic";
-  return st.jit_culled ? "cuda/jit-cull-" + st.jit_cull.name() : std::string("cuda/jit");
 }
+
+}  // namespace
+
+std::vector<std::pair<std::size_t, std::size_t>> plan_chunks(const GpuJob& job) {
+  const GridSpec& grid = *job.grid;
+  const std::size_t nx = grid.counts[0];
+  const std::size_t plane_points = std::max<std::size_t>(1, grid.counts[1] * grid.counts[2]);
+  const std::size_t outputs = job.weights ? 1 : std::max<std::size_t>(1, job.orbitals);
+  std::size_t granule = 1;  // planes of the kernel's bricks
+  if (use_matrix_path(job)) {
+    granule = sparse_matrix_path() ? 4 : 1;
+  } else if (job.jit) {
+    const JitVariant v = jit_variant_from_env();
+    if (v.layout == "cull") granule = static_cast<std::size_t>(v.cull.bx);
+    else if (v.layout == "brick3d") granule = 2;
+  }
+  const std::size_t by_memory = std::max<std::size_t>(1, (8u << 20) / (plane_points * outputs));
+  // MOLACCEL_ORBITAL_CHUNKS: chunks per grid to aim at (default 24; benchmark comparison).
+  static const std::size_t target = [] {
+    const char* v = std::getenv("MOLACCEL_ORBITAL_CHUNKS");
+    const long n = v ? std::atol(v) : 24;
+    return static_cast<std::size_t>(n > 0 ? n : 24);
+  }();
+  std::size_t planes = std::min(by_memory, (nx + target - 1) / target);
+  planes = std::max(planes, std::min(granule, by_memory));
+  if (planes >= granule) planes = planes / granule * granule;
+  std::vector<std::pair<std::size_t, std::size_t>> chunks;
+  for (std::size_t p = 0; p < nx; p += planes) chunks.emplace_back(p, std::min(planes, nx - p));
+  // Claim order: the most expensive chunks first, so that the last chunks the GPUs take are cheap
+  // and the shares end together. Estimated cost of a plane: per atom whose largest screening
+  // sphere reaches it, the area of the sphere's cut (r^2 - d^2, d = distance of the atom to the
+  // plane). Only the order changes: a chunk's values do not depend on who computes it or when.
+  const detail::PackedBasis& basis = *job.basis;
+  const auto& a1 = grid.axes[1];
+  const auto& a2 = grid.axes[2];
+  double normal[3] = {a1[1] * a2[2] - a1[2] * a2[1], a1[2] * a2[0] - a1[0] * a2[2], a1[0] * a2[1] - a1[1] * a2[0]};
+  const double norm = std::sqrt(normal[0] * normal[0] + normal[1] * normal[1] + normal[2] * normal[2]);
+  if (norm > 0 && chunks.size() > 1) {
+    for (double& v : normal) v /= norm;
+    double step = 0, origin = 0;
+    for (int d = 0; d < 3; ++d) {
+      step += grid.axes[0][static_cast<std::size_t>(d)] * normal[d];
+      origin += grid.origin[static_cast<std::size_t>(d)] * normal[d];
+    }
+    std::vector<double> plane_cost(nx, 0.0);
+    for (std::size_t a = 0; a < basis.atom_count(); ++a) {
+      float cut = 0;
+      for (int sh = basis.atom_first_shell[a]; sh < basis.atom_first_shell[a + 1]; ++sh)
+        cut = std::max(cut, basis.shells[static_cast<std::size_t>(sh)].cutoff_r2);
+      double h = 0;
+      for (int d = 0; d < 3; ++d) h += basis.atom_xyz[3 * a + static_cast<std::size_t>(d)] * normal[d];
+      for (std::size_t i = 0; i < nx; ++i) {
+        const double dist = origin + static_cast<double>(i) * step - h;
+        plane_cost[i] += std::max(0.0, static_cast<double>(cut) - dist * dist);
+      }
+    }
+    std::vector<double> cost(chunks.size(), 0.0);
+    for (std::size_t c = 0; c < chunks.size(); ++c)
+      for (std::size_t i = chunks[c].first; i < chunks[c].first + chunks[c].second; ++i) cost[c] += plane_cost[i];
+    std::vector<std::size_t> order(chunks.size());
+    for (std::size_t c = 0; c < order.size(); ++c) order[c] = c;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return cost[x] > cost[y]; });
+    std::vector<std::pair<std::size_t, std::size_t>> sorted;
+    for (const std::size_t c : order) sorted.push_back(chunks[c]);
+    chunks = std::move(sorted);
+  }
+  return chunks;
+}
+
+std::string evaluate_chunks(WorkerContext& ctx, const GpuJob& job, detail::ChunkQueue& queue) {
+  cuda::DeviceGuard guard(ctx.worker().device);
+  const bool trace = trace_on();
+  const double entered = trace ? now_seconds() : 0.0;
+  DeviceState& st = job_state(ctx, job);
+  const double initialised = trace ? now_seconds() : 0.0;
+  const GridSpec& grid = *job.grid;
+  const std::size_t plane_points = grid.counts[1] * grid.counts[2];
+  const std::size_t n_points = grid.point_count();
+  const std::size_t outputs = job.weights ? 1 : job.orbitals;
+  const bool direct = cuda::is_page_locked(job.out);
+  struct Pending {
+    std::size_t chunk, slot;
+  };
+  std::vector<Pending> pending;  // claimed chunks whose copies are not known to be finished (<= 2)
+  std::size_t claimed = 0;
+  std::string first_chunks;
+  auto finish_front = [&] {
+    const Pending p = pending.front();
+    st.copied[p.slot]->synchronize();
+    if (!direct) {
+      const auto& [p0, planes] = queue.chunk(p.chunk);
+      drain_chunk(st.staging[p.slot].data(), job, p0, planes * plane_points, outputs);
+    }
+    pending.erase(pending.begin());
+    queue.done(ctx.worker());
+  };
+  bool fallback = false;  // out of GPU memory: the rest of the share chunk by chunk, adaptively
+  try {
+    std::size_t largest = 0;
+    for (std::size_t c = 0; c < queue.size(); ++c) largest = std::max(largest, queue.chunk(c).second);
+    const std::size_t capacity = largest * plane_points * outputs;
+    for (int b = 0; b < 2; ++b) {
+      st.results[b].resize(capacity);
+      if (!direct) st.ensure_staging(b, capacity);
+    }
+    for (std::size_t k = 0;; ++k) {
+      // A result buffer (and staging buffer) is free again once the chunk that used it is out.
+      if (pending.size() == 2) finish_front();
+      std::size_t c = 0;
+      if (!queue.take(ctx.worker(), c)) break;
+      const std::size_t slot = k % 2;
+      pending.push_back({c, slot});
+      ++claimed;
+      const auto [p0, planes] = queue.chunk(c);
+      if (trace && first_chunks.size() < 200) first_chunks += fmt::format(fmt::runtime(" {}"), c);
+      const std::size_t points = planes * plane_points;
+      launch_planes(st, job, p0, planes, st.results[slot].data());
+      st.computed[slot]->record(*st.stream);
+      MOLACCEL_CUDA_TRY(cudaStreamWaitEvent(*st.copy_stream, st.computed[slot]->get(), 0));
+      if (direct)
+        MOLACCEL_CUDA_TRY(cudaMemcpy2DAsync(job.out + p0 * plane_points, n_points * sizeof(float), st.results[slot].data(),
+                                            points * sizeof(float), points * sizeof(float), outputs,
+                                            cudaMemcpyDeviceToHost, *st.copy_stream));
+      else
+        MOLACCEL_CUDA_TRY(cudaMemcpyAsync(st.staging[slot].data(), st.results[slot].data(),
+                                          points * outputs * sizeof(float), cudaMemcpyDeviceToHost, *st.copy_stream));
+      st.copied[slot]->record(*st.copy_stream);
+      // Ordinary output: the host copies the previous chunk out of its staging buffer while this
+      // one computes and copies.
+      if (!direct && pending.size() == 2) finish_front();
+    }
+    while (!pending.empty()) finish_front();
+  } catch (const CudaError& e) {
+    cudaStreamSynchronize(*st.stream);
+    cudaStreamSynchronize(*st.copy_stream);
+    for (const auto& p : pending) queue.give_back(p.chunk);
+    pending.clear();
+    if (!e.is_out_of_memory()) throw;
+    cudaGetLastError();  // clear the sticky allocation error
+    for (int b = 0; b < 2; ++b) st.results[b].reset();
+    st.basis_matrix.reset();
+    log_warn("orbital: out of GPU memory on {}, the rest of its share chunk by chunk", ctx.worker().name());
+    fallback = true;
+  } catch (...) {
+    // The chunks go to another worker; its copies must not race ours.
+    cudaStreamSynchronize(*st.stream);
+    cudaStreamSynchronize(*st.copy_stream);
+    for (const auto& p : pending) queue.give_back(p.chunk);
+    throw;
+  }
+  if (fallback) {
+    std::size_t c = 0;
+    while (queue.take(ctx.worker(), c)) {
+      const auto [p0, planes] = queue.chunk(c);
+      try {
+        run_tile_adaptive(ctx, st, job, p0, p0 + planes);
+      } catch (...) {
+        queue.give_back(c);
+        throw;
+      }
+      queue.done(ctx.worker());
+      ++claimed;
+    }
+  }
+  if (trace)
+    std::fprintf(stderr, "orbital trace gpu%d: share of %zu chunks (%s) from %.3f ms, set-up %.3f ms, done at %.3f ms\n",
+                 ctx.worker().device, claimed, first_chunks.c_str(), std::fmod(entered * 1e3, 1e5),
+                 (initialised - entered) * 1e3, std::fmod(now_seconds() * 1e3, 1e5));
+  return kernel_name(st, job);
+}
+
+std::string evaluate_planes(WorkerContext& ctx, const GpuJob& job, std::size_t plane_begin, std::size_t plane_end) {
+  cuda::DeviceGuard guard(ctx.worker().device);
+  const bool trace = trace_on();
+  const double entered = trace ? now_seconds() : 0.0;
+  DeviceState& st = job_state(ctx, job);
+  const double initialised = trace ? now_seconds() : 0.0;
+  struct TraceLine {
+    bool on;
+    int device;
+    std::size_t p0, p1;
+    double entered, initialised;
+    ~TraceLine() {
+      if (on)
+        std::fprintf(stderr, "orbital trace gpu%d: planes [%zu, %zu) from %.3f ms, set-up %.3f ms, done at %.3f ms\n",
+                     device, p0, p1, std::fmod(entered * 1e3, 1e5), (initialised - entered) * 1e3,
+                     std::fmod(now_seconds() * 1e3, 1e5));
+    }
+  } trace_line{trace, ctx.worker().device, plane_begin, plane_end, entered, initialised};
+  run_tile_adaptive(ctx, st, job, plane_begin, plane_end);
+  return kernel_name(st, job);
+}
+
 
 double time_kernel(int device, const GpuJob& job, const std::string& kind, int repeats) {
   cuda::DeviceGuard guard(device);

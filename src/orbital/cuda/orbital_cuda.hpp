@@ -5,9 +5,13 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "molaccel/runtime.hpp"
+#include "orbital/chunk_queue.hpp"
 #include "orbital/packed_basis.hpp"
 
 namespace molaccel::orbital::cuda_backend {
@@ -20,7 +24,24 @@ struct GpuJob {
   const GridSpec* grid = nullptr;
   float* out = nullptr;                 // host output, same layout as the CPU path
   bool jit = true;                      // JIT kernel for orbital values (generic otherwise)
+  // Ids of the front's request cache entries for the basis and the coefficients (0 = not
+  // cached): a device state that already holds them (same ids, path, kernel variant and weights)
+  // skips its uploads, so a repeated request pays no host-to-device copy and no synchronisation.
+  std::uint64_t basis_id = 0, coefficients_id = 0;
 };
+
+// The chunk pool (chunk_queue.hpp): the request's chunks of planes, from the grid, the number of
+// outputs and the kernel path only (never the number of GPUs): chunks of at most ~8M values
+// (32 MiB), about 1/24 of the grid, whole bricks of the kernel where possible (4 planes for the
+// sparse basis matrix, the culled JIT brick's depth).
+std::vector<std::pair<std::size_t, std::size_t>> plan_chunks(const GpuJob& job);
+
+// One worker's share of the chunk pool: claims chunks until none is left, pipelined (the kernels
+// of a chunk run while the previous chunk is copied out; the host waits only on copy events, and
+// claims a chunk only when one of its two result buffers is free, so the GPUs balance the work
+// dynamically). On failure its unfinished chunks go back to the queue before it throws. Returns
+// the kernel name used.
+std::string evaluate_chunks(WorkerContext& ctx, const GpuJob& job, detail::ChunkQueue& queue);
 
 // Evaluates grid planes [plane_begin, plane_end) on the worker's GPU; per-worker device state
 // (basis, coefficients, compiled JIT program) lives in ctx.local<>(). Returns the kernel name used.
