@@ -34,6 +34,26 @@ TEST(GpuRuntime, BuffersStreamsAndLaunchChecks) {
   EXPECT_EQ(pinned[999], 2998);
 }
 
+// A moved (or swapped) buffer keeps its capacity: shrinking and growing back within it must not
+// reallocate (a cudaFree in a pipelined loop waits for every copy in flight).
+TEST(GpuRuntime, MovedBuffersKeepTheirCapacity) {
+  MOLACCEL_REQUIRE_GPU();
+  cuda::DeviceBuffer<int> a(1000), b(10);
+  a.resize(100);
+  const int* original = a.data();
+  std::swap(a, b);
+  EXPECT_EQ(b.data(), original);
+  EXPECT_EQ(b.size(), 100u);
+  b.resize(1000);
+  EXPECT_EQ(b.data(), original);
+  cuda::DeviceBuffer<int> c(std::move(b));
+  c.resize(900);
+  EXPECT_EQ(c.data(), original);
+  EXPECT_EQ(b.data(), nullptr);
+  b.resize(5);  // a moved-from buffer allocates afresh
+  EXPECT_NE(b.data(), nullptr);
+}
+
 TEST(GpuRuntime, OutOfMemoryIsACudaErrorThatSaysSo) {
   MOLACCEL_REQUIRE_GPU();
   try {

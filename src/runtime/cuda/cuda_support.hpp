@@ -68,6 +68,7 @@ class DeviceBuffer {
       reset();
       ptr_ = std::exchange(o.ptr_, nullptr);
       size_ = std::exchange(o.size_, 0);
+      capacity_ = std::exchange(o.capacity_, 0);  // else the next resize() reallocates (and cudaFree syncs)
       device_ = o.device_;
     }
     return *this;
