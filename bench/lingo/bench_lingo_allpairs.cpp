@@ -2,7 +2,10 @@
 // 8,192 and 32,768 molecules (random subsets of molecules_367k.smi.gz, seed 2010), as LINGOs
 // (similarities) per second, for the reference merge, the CPU kernel (1 thread and all threads)
 // and the CUDA kernels (results in device memory; and the full matrix landing in host memory).
-// Usage: bench_lingo_allpairs [--quick] [--data DIR]
+// Usage: bench_lingo_allpairs [--quick] [--data DIR] [--gpu-only | --kernel-only]
+// --gpu-only: no reference / CPU rows, and of the copies only those into page-locked memory;
+// --kernel-only: the kernels alone (for a profiler). LINGO_VARIANTS=",csr-t,sorted" picks the
+// kernel variants timed side by side (comma-separated, empty = the default kernel).
 #include <cstdlib>
 #include <filesystem>
 #include <cstring>
@@ -21,6 +24,23 @@ namespace mb = molaccel::bench;
 
 namespace {
 
+bool gpu_only = false, kernel_only = false;
+
+// The kernel variants to time: LINGO_VARIANTS (comma-separated; an empty name is the default).
+std::vector<std::string> variants() {
+  const char* v = std::getenv("LINGO_VARIANTS");
+  std::string list = v ? v : ",csr-ilp,csr-td,csr-tdp,sorted,g64";
+  std::vector<std::string> out;
+  std::size_t b = 0;
+  for (;;) {
+    const std::size_t e = list.find(',', b);
+    out.push_back(list.substr(b, e == std::string::npos ? std::string::npos : e - b));
+    if (e == std::string::npos) break;
+    b = e + 1;
+  }
+  return out;
+}
+
 ComputeOptions on(Backend backend) {
   ComputeOptions o;
   o.backend = backend;
@@ -37,6 +57,7 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
   // Reference and single-thread CPU on the same block of rows (the reference is too slow for the
   // whole matrix at 32k); throughput is per similarity, so the rows stand for the matrix.
   const std::size_t rows = std::min<std::size_t>(n, quick ? 32 : 128);
+  if (!gpu_only && !kernel_only) {
   std::vector<std::size_t> first(rows);
   for (std::size_t i = 0; i < rows; ++i) first[i] = i;
   const MoleculeSet head = molaccel::lingo::subset(set, first);
@@ -66,20 +87,21 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
                    "LINGOs", 0, 0, "",
                    fmt::format("{} threads, full matrix in host memory", cpu_info().logical_cores)});
   }
+  }
 #ifdef MOLACCEL_HAVE_CUDA
   const auto gpus = gpu_list();
   if (gpus.empty()) return;
   const auto& g = gpus.front();
   const auto encoding = detail::encode(set, nullptr);
   const cuda_backend::Rect all{0, n, 0, n};
-  // The hashed-kernel variants: the default (csr-ilp), g64 (64 queries per block, coalesced
-  // database), the CSR kernel before csr-ilp and the interleaved one.
-  for (const char* variant : {"", "g64", "csr", "interleaved"}) {
+  // The hashed-kernel variants (LINGO_VARIANTS): the default (csr-tdc) and others side by side.
+  for (const std::string& name : variants()) {
+    const char* variant = name.c_str();
     if (*variant) setenv("MOLACCEL_LINGO_GPU_KERNEL", variant, 1);
     const cuda_backend::GpuJob job(encoding, Metric::tanimoto);
     unsetenv("MOLACCEL_LINGO_GPU_KERNEL");
     const auto kernel = mb::measure_with([&] { return job.time_kernels(g.index, all); }, 2, quick ? 3 : 7);
-    if (n >= 32768 && (!*variant || !std::strcmp(variant, "g64"))) {  // per-pass kernel times (stderr)
+    if (n >= 32768 && !kernel_only && !*variant) {  // per-pass kernel times (stderr)
       setenv("MOLACCEL_LINGO_TIMELINE", "1", 1);
       std::fprintf(stderr, "lingo kernel timeline: %s\n", *variant ? variant : "default");
       job.time_kernels(g.index, all);
@@ -91,12 +113,13 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
                    "fp32 store bandwidth (3.35 TB/s)",
                    "full matrix, results in device memory (CUDA events)"});
   }
+  if (kernel_only) return;
   // The full matrix into host memory through the pipeline (compute of pass i+1, the D2H copy of
   // pass i into pinned staging, and the host copy of pass i-1 overlapped), per element type; the
   // destination is ordinary (pageable, already touched) memory, the database upload excluded.
   {
     const cuda_backend::GpuJob job(encoding, Metric::tanimoto);
-    if (n >= 32768) {
+    if (n >= 32768 && !gpu_only) {
       // The pipeline's two ceilings alone (128 MiB copies), and fp32 with fewer helper threads.
       const auto rates = cuda_backend::measure_copy_rates(g.index, std::size_t{1} << 27);
       std::printf("lingo copy ceilings: D2H into pinned %.1f GB/s; host copy pinned -> pageable %.1f GB/s\n",
@@ -123,24 +146,30 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
         const double gbs = cuda_backend::measure_d2h_into(g.index, pinned.data.get(), pinned.bytes, std::size_t{1} << 27);
         std::printf("lingo copy ceiling: D2H of 128 MiB chunks filling the %.2f GB page-locked matrix %.1f GB/s\n",
                     pinned.bytes / 1e9, gbs);
-        for (const char* pass : {"16777216", "134217728"}) {  // passes of 64 MiB and 512 MiB (default 512)
+        // Passes of 64 MiB and 512 MiB (default 512), equal; and 512 MiB growing from 512 rows.
+        for (const auto& [pass, grow] : {std::pair{"16777216", "0"}, std::pair{"134217728", "0"},
+                                         std::pair{"134217728", "1"}}) {
           setenv("MOLACCEL_LINGO_GPU_PASS_ELEMENTS", pass, 1);
-          setenv("MOLACCEL_LINGO_GPU_PASS_GROW", "0", 1);  // equal passes (the default)
+          setenv("MOLACCEL_LINGO_GPU_PASS_GROW", grow, 1);
           const auto tp = mb::measure_with(
               [&] { return job.time_to_host(g.index, all, type, pinned.data.get()); }, 1, quick ? 3 : 5);
           unsetenv("MOLACCEL_LINGO_GPU_PASS_ELEMENTS");
           unsetenv("MOLACCEL_LINGO_GPU_PASS_GROW");
-          mb::print_row({fmt::format("lingo/allpairs/cuda/to-pinned-fp32-pass{}M-equal", std::atoll(pass) >> 20),
+          const bool growing = *grow == '1';
+          mb::print_row({fmt::format("lingo/allpairs/cuda/to-pinned-fp32-pass{}M-{}", std::atoll(pass) >> 20,
+                                     growing ? "grow" : "equal"),
                          g.name, size, tp, static_cast<double>(n) * n, "LINGOs", elem * n * n, 55e9 / elem,
-                         "PCIe D2H 55 GB/s", fmt::format("{} elements per pass, all passes equal", pass)});
+                         "PCIe D2H 55 GB/s",
+                         fmt::format("{} elements per pass, {}", pass,
+                                     growing ? "first passes small and doubling" : "all passes equal")});
         }
         // Where the time goes: one pass-by-pass CUDA-event timeline (stderr) of growing passes
-        // (first passes small, doubling: MOLACCEL_LINGO_GPU_PASS_GROW=1) and of equal ones (the default).
+        // (first passes small, doubling: the default) and of equal ones (MOLACCEL_LINGO_GPU_PASS_GROW=0).
         for (const char* grow : {"1", "0"}) {
           setenv("MOLACCEL_LINGO_GPU_PASS_GROW", grow, 1);
           setenv("MOLACCEL_LINGO_TIMELINE", "1", 1);
           std::fprintf(stderr, "lingo timeline: fp32 into page-locked memory, passes %s\n",
-                       *grow == '1' ? "growing" : "equal (default)");
+                       *grow == '1' ? "growing (default)" : "equal");
           job.time_to_host(g.index, all, type, pinned.data.get());
           unsetenv("MOLACCEL_LINGO_TIMELINE");
           unsetenv("MOLACCEL_LINGO_GPU_PASS_GROW");
@@ -154,6 +183,7 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
                                  elem * n * n / t.median_s / 1e9)});
     }
     for (const auto type : {OutputType::fp32, OutputType::fp16, OutputType::u8}) {
+      if (gpu_only) break;
       const double elem = static_cast<double>(element_bytes(type));
       std::vector<std::uint8_t> host(static_cast<std::size_t>(elem) * n * n, 1);
       const auto t = mb::measure_with([&] { return job.time_to_host(g.index, all, type, host.data()); }, 1,
@@ -165,6 +195,7 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
                                  type == OutputType::fp32 ? "" : " (quantised on the GPU)")});
     }
   }
+  if (gpu_only) return;
   Resources::Options ro;
   ro.device = DeviceSpec::parse("gpu:" + std::to_string(g.index));
   const Resources gpu = Resources::create(ro);
@@ -211,7 +242,8 @@ void run_diverse(bool quick) {
   const std::size_t n = set.size();
   const auto encoding = detail::encode(set, nullptr);
   const cuda_backend::Rect all{0, n, 0, n};
-  for (const char* variant : {"", "g64"}) {
+  for (const std::string& name : variants()) {
+    const char* variant = name.c_str();
     if (*variant) setenv("MOLACCEL_LINGO_GPU_KERNEL", variant, 1);
     const cuda_backend::GpuJob job(encoding, Metric::tanimoto);
     unsetenv("MOLACCEL_LINGO_GPU_KERNEL");
@@ -235,12 +267,16 @@ int main(int argc, char** argv) {
       quick = true;
     else if (!std::strcmp(argv[i], "--data") && i + 1 < argc)
       data = argv[++i];
+    else if (!std::strcmp(argv[i], "--gpu-only"))
+      gpu_only = true;
+    else if (!std::strcmp(argv[i], "--kernel-only"))
+      kernel_only = true;
   }
   set_progress_enabled(false);
   mb::print_header();
-  run_diverse(quick);
+  if (!kernel_only) run_diverse(quick);
   const auto demo = read_molecules(lingo_bench::demo_set_path(), {});
-  run_set("demo4096.smi", demo, quick);
+  if (!kernel_only) run_set("demo4096.smi", demo, quick);
   const auto big_path = lingo_bench::large_set_path(data);
   if (big_path.empty()) {
     std::printf("molecules_367k.smi.gz not found (--data DIR): skipping the 8,192 and 32,768 sets\n");
@@ -248,6 +284,7 @@ int main(int argc, char** argv) {
   }
   const auto big = read_molecules(big_path, {});
   for (std::size_t n : {std::size_t{8192}, std::size_t{32768}}) {
+    if (kernel_only && n < 32768) continue;
     if (quick && n > 8192) {
 #ifndef MOLACCEL_HAVE_CUDA
       continue;

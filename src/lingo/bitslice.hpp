@@ -29,6 +29,38 @@ MOLACCEL_LINGO_HD void bitslice_add(std::uint32_t (&planes)[Planes], std::uint32
   }
 }
 
+// Full adder over 32 lanes (a carry-save step): a + b + c = sum + 2 carry in every lane.
+MOLACCEL_LINGO_HD void bitslice_csa(std::uint32_t& sum, std::uint32_t& carry, std::uint32_t a, std::uint32_t b,
+                                    std::uint32_t c) {
+  const std::uint32_t u = a ^ b;
+  sum = u ^ c;
+  carry = (a & b) | (u & c);
+}
+
+// Adds four masks at once: carry-save adders fold them into planes 0 and 1 (planes[0] + m0..m3 =
+// s2 + 2 (c1 + c2), then planes[1] + c1 + c2 = s3 + 2 c3) and only c3 ripples on from plane 2:
+// ~6 logic ops and one short ripple where four bitslice_add calls take four divergent ripples.
+// Same counters as four bitslice_add calls (integer logic, exact).
+template <int Planes>
+MOLACCEL_LINGO_HD void bitslice_add4(std::uint32_t (&planes)[Planes], std::uint32_t m0, std::uint32_t m1,
+                                     std::uint32_t m2, std::uint32_t m3) {
+  static_assert(Planes >= 3, "at least three planes");
+  std::uint32_t s1, c1, s2, c2, s3, c3;
+  bitslice_csa(s1, c1, planes[0], m0, m1);
+  bitslice_csa(s2, c2, s1, m2, m3);
+  bitslice_csa(s3, c3, planes[1], c1, c2);
+  planes[0] = s2;
+  planes[1] = s3;
+  std::uint32_t carry = c3;
+  MOLACCEL_LINGO_UNROLL
+  for (int b = 2; b < Planes; ++b) {
+    if (!carry) break;
+    const std::uint32_t next = planes[b] & carry;
+    planes[b] ^= carry;
+    carry = next;
+  }
+}
+
 // Counter q.
 template <int Planes>
 MOLACCEL_LINGO_HD std::uint32_t bitslice_count(const std::uint32_t (&planes)[Planes], std::uint32_t q) {
@@ -51,6 +83,30 @@ MOLACCEL_LINGO_HD std::uint32_t bitslice_bytes4(const std::uint32_t (&planes)[Pl
   MOLACCEL_LINGO_UNROLL
   for (int b = 0; b < 8 && b < Planes; ++b) packed += spread_nibble((planes[b] >> q) & 0xfu) << b;
   return packed;
+}
+
+// All 32 counters at once as bytes, valid when every counter is below 256: byte j of out[r] is
+// counter 8j + r. An 8x8 bit-matrix transpose inside each byte column of the 8 low planes (bit
+// 8j + r of plane b is bit b of counter 8j + r), in three rounds of delta swaps (4-, 2-, then 1-bit
+// blocks): 12 swaps of ~5 integer ops, ~2 ops per counter where bitslice_bytes4 takes ~10.
+MOLACCEL_LINGO_HD void bitslice_swap(std::uint32_t& a, std::uint32_t& b, int shift, std::uint32_t mask) {
+  const std::uint32_t t = ((a >> shift) ^ b) & mask;
+  b ^= t;
+  a ^= t << shift;
+}
+
+template <int Planes>
+MOLACCEL_LINGO_HD void bitslice_transpose8(const std::uint32_t (&planes)[Planes], std::uint32_t (&out)[8]) {
+  MOLACCEL_LINGO_UNROLL
+  for (int b = 0; b < 8; ++b) out[b] = b < Planes ? planes[b] : 0u;
+  MOLACCEL_LINGO_UNROLL
+  for (int a = 0; a < 4; ++a) bitslice_swap(out[a], out[a + 4], 4, 0x0f0f0f0fu);
+  bitslice_swap(out[0], out[2], 2, 0x33333333u);
+  bitslice_swap(out[1], out[3], 2, 0x33333333u);
+  bitslice_swap(out[4], out[6], 2, 0x33333333u);
+  bitslice_swap(out[5], out[7], 2, 0x33333333u);
+  MOLACCEL_LINGO_UNROLL
+  for (int a = 0; a < 8; a += 2) bitslice_swap(out[a], out[a + 1], 1, 0x55555555u);
 }
 
 }  // namespace molaccel::lingo::detail

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 
 #if defined(__CUDACC__)
@@ -25,6 +26,27 @@ MOLACCEL_LINGO_HD float ratio_similarity(std::uint32_t shared, std::uint32_t siz
   const std::uint32_t union_size = size_a + size_b - shared;
   const std::uint32_t divisor = union_size == 0 ? 1u : union_size;
   return static_cast<float>(shared) / static_cast<float>(divisor);
+}
+
+// ratio_similarity without a division, for unions below kReciprocals: `reciprocal` = 1.0f / union
+// (correctly rounded, from a table), q0 = RN(shared * reciprocal) is within 2 ulp, and one exact
+// correction step (residual shared - q0 * union by FMA, then q0 + residual * reciprocal) gives the
+// correctly rounded quotient, i.e. the same bits as ratio_similarity. Checked for every
+// shared <= union < kReciprocals by test_lingo_pieces (FMA and the product rounded separately on
+// both sides: __fmul_rn / __fmaf_rn on the device, std::fma on the host).
+constexpr std::uint32_t kReciprocals = 1024;
+MOLACCEL_LINGO_HD float ratio_from_reciprocal(std::uint32_t shared, std::uint32_t union_size, float reciprocal) {
+  const float s = static_cast<float>(shared), u = static_cast<float>(union_size);
+#if defined(__CUDA_ARCH__)
+  const float q0 = __fmul_rn(s, reciprocal);
+  const float residual = __fmaf_rn(-q0, u, s);
+  return __fmaf_rn(residual, reciprocal, q0);
+#else
+  volatile float product = s * reciprocal;  // rounded on its own: never contracted into the FMA
+  const float q0 = product;
+  const float residual = std::fma(-q0, u, s);
+  return std::fma(residual, reciprocal, q0);
+#endif
 }
 
 // One distinct Lingo present in both molecules with counts a and b contributes

@@ -239,7 +239,7 @@ namespace {
 
 using namespace molaccel::lingo::testing;
 
-// The default kernel is csr-ilp (every LingoCuda test runs it); these cases aim at its two count
+// The default kernel is csr-tdc (every LingoCuda test runs it); these cases aim at its two count
 // extractions (and, for g64, both halves of a 64-query group and a partial last warp). The other
 // kernels (MOLACCEL_LINGO_GPU_KERNEL=g64, csr) are held to the same checks below.
 TEST(LingoCuda, DefaultKernelExtractionPaths) {
@@ -345,8 +345,32 @@ TEST_F(LingoCudaG64, RandomRealLargeAndSearch) {
   check_real_self_matrix(gpu_subject_ilp(), "demo4096.smi", 1029, 4, Metric::tanimoto);  // groups of 64
 }
 
-// The pipelined copy into page-locked memory with the pass schedule growing (opt-in) and with
-// equal passes (the default), and with the per-pass timeline on: same bits.
+// The other csr-t family kernels (transposed count extraction; csr-td and csr-tdp with the
+// division-free ratio, csr-tdp with a packed table), csr-ilp (the default before csr-tdc) and the
+// sorted kernels (length-sorted windows, counts exchanged through shared memory), to the same
+// checks as the CSR kernel, plus the diverse vocabulary.
+class LingoCudaNewKernels : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override { setenv("MOLACCEL_LINGO_GPU_KERNEL", GetParam(), 1); }
+  void TearDown() override { unsetenv("MOLACCEL_LINGO_GPU_KERNEL"); }
+};
+
+TEST_P(LingoCudaNewKernels, RandomRealLargeAndSearch) {
+  MOLACCEL_REQUIRE_GPU();
+  check_selected_kernel();
+  check_diverse_vocabulary();
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, LingoCudaNewKernels, ::testing::Values("csr-ilp", "csr-t", "csr-td", "csr-tdp", "sorted", "sorted-n"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (auto& c : name)
+                             if (c == '-') c = '_';
+                           return name;
+                         });
+
+// The pipelined copy into page-locked memory with the pass schedule growing (the default) and with
+// equal passes, and with the per-pass timeline on: same bits.
 TEST_F(LingoCudaPipeline, PassScheduleAndTimelineKeepBits) {
   MOLACCEL_REQUIRE_GPU();
   const auto set = make_molecules(real_smiles("demo4096.smi", 700), {});

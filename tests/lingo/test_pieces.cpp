@@ -37,6 +37,61 @@ TEST(LingoPieces, BitSlicedCountersMatchPlainCounters) {
       EXPECT_EQ((detail::spread_nibble(x) >> (8 * i)) & 0xffu, (x >> i) & 1u);
 }
 
+// The csr-t / csr-td / sorted kernels' count extraction: one 8x8 bit transpose per byte column of
+// the planes gives all 32 counts below 256 as bytes (byte j of t[r] = count 8j + r).
+TEST(LingoPieces, BitSliceTransposeGivesEveryCount) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::uint32_t planes[11] = {};
+    std::uint32_t plain[32] = {};
+    const int adds = static_cast<int>(rng() % 256);  // every count < 256
+    for (int a = 0; a < adds; ++a) {
+      const std::uint32_t mask = (trial % 5 == 0) ? 0xffffffffu : static_cast<std::uint32_t>(rng()) & rng();
+      detail::bitslice_add(planes, mask);
+      for (int q = 0; q < 32; ++q) plain[q] += (mask >> q) & 1u;
+    }
+    std::uint32_t t[8];
+    detail::bitslice_transpose8(planes, t);
+    for (std::uint32_t q = 0; q < 32; ++q) ASSERT_EQ((t[q % 8] >> (8 * (q / 8))) & 0xffu, plain[q]) << q;
+  }
+}
+
+// Four masks at once through carry-save adders: the same planes as four single adds.
+TEST(LingoPieces, BitSliceAdd4MatchesSingleAdds) {
+  std::mt19937 rng(17);
+  for (int trial = 0; trial < 300; ++trial) {
+    std::uint32_t a[11] = {}, b[11] = {};
+    const int steps = static_cast<int>(rng() % 500);  // counts up to 2,000 (11 planes hold 2,047)
+    for (int k = 0; k < steps; ++k) {
+      std::uint32_t m[4];
+      for (auto& x : m) x = (trial % 4 == 0) ? 0xffffffffu : (trial % 4 == 1 ? 0u : static_cast<std::uint32_t>(rng()) & rng());
+      for (auto x : m) detail::bitslice_add(a, x);
+      detail::bitslice_add4(b, m[0], m[1], m[2], m[3]);
+      for (int p = 0; p < 11; ++p) ASSERT_EQ(a[p], b[p]) << "trial " << trial << " step " << k;
+    }
+  }
+}
+
+// The division-free ratio (reciprocal table + one exact correction) against the IEEE division, for
+// every shared <= union < kReciprocals (the domain the kernels use it on), and the empty union.
+TEST(LingoPieces, ReciprocalRatioIsTheCorrectlyRoundedQuotient) {
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(detail::ratio_from_reciprocal(0, 0, 0.0f)),
+            std::bit_cast<std::uint32_t>(detail::ratio_similarity(0, 0, 0)));
+  std::size_t checked = 0;
+  for (std::uint32_t u = 1; u < detail::kReciprocals; ++u) {
+    const float reciprocal = 1.0f / static_cast<float>(u);
+    for (std::uint32_t shared = 0; shared <= u; ++shared) {
+      // sizes a, b with a + b - shared = u: a = shared, b = u.
+      const float want = detail::ratio_similarity(shared, shared, u);
+      const float got = detail::ratio_from_reciprocal(shared, u, reciprocal);
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(got), std::bit_cast<std::uint32_t>(want))
+          << shared << " / " << u;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, std::size_t{detail::kReciprocals} * (detail::kReciprocals + 1) / 2 - 1);
+}
+
 // The interleaved kernel's walk, on the host: groups of 32 queries in a map (the GPU's hash table),
 // every database position reads its features from the layout, adds the masks into bit planes and
 // extracts the counts the way the kernel does.

@@ -11,13 +11,14 @@
 // the queries only, never on the vocabulary, so a large or diverse vocabulary has no cliff.
 // Vidal (per-Lingo fractions) and queries too large for a table use a per-pair merge kernel.
 //
-// Four variants of the hashed kernel: the default (csr-ilp) reads the database in CSR order with
-// four feature loads in flight per thread (136 G LINGOs/s at 32,768^2 on an H200 once the passes
-// stopped uploading, see prepare_passes); MOLACCEL_LINGO_GPU_KERNEL=g64 selects 64 queries per
-// block over a coalesced warp-interleaved database (135 G/s, 120 G/s on a diverse vocabulary
-// where csr-ilp makes 153: no faster, opt-in); =csr the CSR kernel before csr-ilp (81 G/s) and
-// =interleaved one that sorts each window of 256 molecules by length and stages results in
-// shared memory (53 G/s). All are held to the same bit-identity tests.
+// Variants of the hashed kernel (MOLACCEL_LINGO_GPU_KERNEL; H100, 32,768^2, same run, see
+// docs/lingo.md): the default csr-tdc reads the database in CSR order with four feature loads in
+// flight per thread, adds the four masks through carry-save adders, takes the counts out of the
+// bit planes by 8x8 bit transposes and forms the ratio without a division (168 G LINGOs/s, 184 G/s
+// on a diverse vocabulary); csr-ilp, its predecessor (135 / 152 G/s), csr-t / csr-td (steps in
+// between), csr-tdp (packed table), sorted / sorted-n (length-sorted windows, counts exchanged
+// through shared memory: 166 / 194 G/s, bound by the per-window barrier), g64 (64 queries per
+// block, 135 G/s), csr and interleaved (older). All are held to the same bit-identity tests.
 #include <cub/block/block_scan.cuh>
 
 #include <algorithm>
@@ -200,7 +201,7 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
-// Default variant (csr-ilp; verified on an H100): the CSR kernel with four independent
+// Variant csr-ilp (the default before csr-tdc): the CSR kernel with four independent
 // feature loads in flight per thread (memory-level parallelism for the uncoalesced CSR reads) and
 // four counts at a time out of the bit planes when the molecule has < 256 features.
 template <int Planes>
@@ -252,8 +253,7 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
-// Experimental variant (MOLACCEL_LINGO_GPU_KERNEL=interleaved; measured slower than the default).
-// The database slice, as the hashed kernel reads it: windows of kBlock molecules (slice order);
+// The database slice in the interleaved layout (the interleaved, g64 and sorted variants): windows of kBlock molecules (slice order);
 // inside a window, molecules sorted by feature count (longest first) so a warp's 32 lanes loop
 // about as long; each warp's features interleaved ([k][32]) so a load is one coalesced line.
 struct InterleavedSlice {
@@ -264,6 +264,206 @@ struct InterleavedSlice {
   const std::uint32_t* features;   // interleaved
 };
 
+// ---- the output stage of the csr-t / csr-td / sorted variants ----------------------------------
+// The block's reciprocal table for the division-free exact ratio: recip[u] = 1.0f / u (IEEE),
+// recip[0] = 0 (an empty union: shared = 0, and the formula then gives +0, as ratio_similarity).
+__device__ __forceinline__ void fill_reciprocals(float* recip) {
+  for (std::uint32_t u = threadIdx.x; u < detail::kReciprocals; u += blockDim.x)
+    recip[u] = u ? 1.0f / static_cast<float>(u) : 0.0f;
+}
+
+// shared / (a + b - shared), bit-identical to detail::ratio_similarity: with FastDiv, unions below
+// kReciprocals take the table and one exact correction step (no division; checked exhaustively
+// on the CPU by test_lingo_pieces), larger ones the IEEE division.
+template <bool FastDiv>
+__device__ __forceinline__ float pair_similarity(std::uint32_t shared, std::uint32_t size_a, std::uint32_t size_b,
+                                                 const float* recip) {
+  if (FastDiv) {
+    const std::uint32_t u = size_a + size_b - shared;
+    if (u < detail::kReciprocals) return detail::ratio_from_reciprocal(shared, u, recip[u]);
+  }
+  return detail::ratio_similarity(shared, size_a, size_b);
+}
+
+// One database molecule against the block's group: the 32 bit-sliced counts (planes) out as fp32
+// similarities, o[q * ld] for query q. Counts below 256 (`bytes`: the molecule has < 256 features)
+// come out of the planes by one 8x8 bit-matrix transpose per byte column (bitslice_transpose8),
+// ~2 integer ops per count; larger ones one at a time.
+// The 32 counts as bytes (byte j of t[r] = count of query 8j + r) out as similarities.
+template <bool FastDiv>
+__device__ __forceinline__ void store_count_bytes(const std::uint32_t (&t)[8], std::uint32_t count,
+                                                  const std::uint32_t* sizes, std::uint32_t db_size,
+                                                  const float* recip, float* o, std::size_t ld) {
+#pragma unroll
+  for (std::uint32_t j = 0; j < 4; ++j) {
+    if (8 * j >= count) break;
+#pragma unroll
+    for (std::uint32_t r = 0; r < 8; ++r) {
+      const std::uint32_t q = 8 * j + r;
+      if (q < count) o[q * ld] = pair_similarity<FastDiv>((t[r] >> (8 * j)) & 0xffu, sizes[q], db_size, recip);
+    }
+  }
+}
+
+template <int Planes, bool FastDiv>
+__device__ __forceinline__ void store_group_row(const std::uint32_t (&planes)[Planes], bool bytes,
+                                                std::uint32_t count, const std::uint32_t* sizes,
+                                                std::uint32_t db_size, const float* recip, float* o,
+                                                std::size_t ld) {
+  if (bytes) {
+    std::uint32_t t[8];
+    detail::bitslice_transpose8(planes, t);
+    store_count_bytes<FastDiv>(t, count, sizes, db_size, recip, o, ld);
+  } else {
+    for (std::uint32_t q = 0; q < count; ++q)
+      o[q * ld] = pair_similarity<FastDiv>(detail::bitslice_count(planes, q), sizes[q], db_size, recip);
+  }
+}
+
+// Variants csr-t (FastDiv false), csr-td (true), csr-tdc (the default: also Csa, four masks at a
+// time through carry-save adders) and csr-tdp (also Packed: the table as (key, mask) pairs, one
+// 8-byte load per probe and no dependent mask load): csr-ilp's walk, store_group_row's output.
+template <int Planes, bool FastDiv, bool Csa, bool Packed = false>
+__global__ void __launch_bounds__(kBlock, Planes <= 11 ? 6 : 1)
+    hashed_similarity_csr_t_kernel(const QueryGroup* groups, const std::uint64_t* q_offsets,
+                                   const std::uint32_t* q_features, const std::uint32_t* q_sizes,
+                                   const std::uint64_t* db_offsets, const std::uint32_t* db_features,
+                                   const std::uint32_t* db_sizes, std::uint32_t n_cols, int log2_slots,
+                                   float* out, std::size_t ld) {
+  extern __shared__ std::uint32_t csr_table[];
+  const std::uint32_t slots = 1u << log2_slots;
+  std::uint32_t* keys = csr_table;
+  std::uint32_t* masks = csr_table + slots;
+  uint2* const pairs = reinterpret_cast<uint2*>(csr_table);
+  __shared__ std::uint32_t sizes[kQueriesPerGroup];
+  __shared__ float recip[FastDiv ? detail::kReciprocals : 1];
+  const QueryGroup group = groups[blockIdx.x];
+  if (FastDiv) fill_reciprocals(recip);
+  if (Packed)
+    fill_group_table(
+        group, q_offsets, q_features, q_sizes, slots, sizes,
+        [&](std::uint32_t s) { pairs[s] = make_uint2(kEmptySlot, 0u); },
+        [&](std::uint32_t feature, std::uint32_t q) { table_insert(pairs, log2_slots, feature, 1u << q); });
+  else
+    fill_split_table(group, q_offsets, q_features, q_sizes, keys, masks, log2_slots, sizes);
+  const auto split_table_lookup = [&](const std::uint32_t* k, const std::uint32_t* m, int log2, std::uint32_t f) {
+    return Packed ? table_lookup(pairs, log2, f) : ::molaccel::lingo::cuda_backend::split_table_lookup(k, m, log2, f);
+  };
+
+  for (std::uint32_t col = blockIdx.y * blockDim.x + threadIdx.x; col < n_cols;
+       col += gridDim.y * blockDim.x) {
+    std::uint32_t planes[Planes];
+#pragma unroll
+    for (int b = 0; b < Planes; ++b) planes[b] = 0;
+    const std::uint64_t begin = db_offsets[col], end = db_offsets[col + 1];
+    std::uint64_t f = begin;
+    for (; f + 4 <= end; f += 4) {
+      std::uint32_t v[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) v[u] = __ldg(&db_features[f + u]);
+      if (Csa) {
+        std::uint32_t m[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) m[u] = split_table_lookup(keys, masks, log2_slots, v[u]);
+        detail::bitslice_add4(planes, m[0], m[1], m[2], m[3]);
+      } else {
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          detail::bitslice_add(planes, split_table_lookup(keys, masks, log2_slots, v[u]));
+      }
+    }
+    for (; f < end; ++f)
+      detail::bitslice_add(planes, split_table_lookup(keys, masks, log2_slots, __ldg(&db_features[f])));
+    store_group_row<Planes, FastDiv>(planes, end - begin < 256, group.count, sizes, db_sizes[col], recip,
+                                     out + static_cast<std::size_t>(group.first_row) * ld + col, ld);
+  }
+}
+
+// Variants sorted (Csa) and sorted-n: the database in the interleaved layout with windows of
+// kBlock molecules sorted by length inside each window (longest first) and rows padded to 4, so
+// a warp's 32 molecules are about as long as each other (csr-ilp's warps loop over their longest
+// molecule: ncu showed 14.6 of 32 lanes active) and every feature load is one coalesced line;
+// four rows per step with the next four in flight. The counts (bytes, 32 B per molecule) go
+// through shared memory back to window order, so that thread t stores column t and the fp32
+// stores stay coalesced (storing from the sorted position scatters them over the window and ran
+// at 60 G/s). Molecules of >= 256 features store their own column from the sorted position.
+template <int Planes, bool Csa>
+__global__ void __launch_bounds__(kBlock, Planes <= 11 ? 5 : 1)
+    hashed_similarity_sorted_kernel(const QueryGroup* groups, const std::uint64_t* q_offsets,
+                                    const std::uint32_t* q_features, const std::uint32_t* q_sizes,
+                                    InterleavedSlice db, const std::uint64_t* db_offsets,
+                                    const std::uint32_t* db_sizes, std::uint32_t n_cols, int log2_slots, float* out,
+                                    std::size_t ld) {
+  extern __shared__ std::uint32_t csr_table[];
+  const std::uint32_t slots = 1u << log2_slots;
+  std::uint32_t* keys = csr_table;
+  std::uint32_t* masks = csr_table + slots;
+  __shared__ std::uint32_t sizes[kQueriesPerGroup];
+  __shared__ float recip[detail::kReciprocals];
+  __shared__ std::uint32_t counts[8 * kBlock];  // word k of window column c at counts[k * kBlock + c]
+  const QueryGroup group = groups[blockIdx.x];
+  fill_reciprocals(recip);
+  fill_split_table(group, q_offsets, q_features, q_sizes, keys, masks, log2_slots, sizes);
+  float* const rows_out = out + static_cast<std::size_t>(group.first_row) * ld;
+
+  const std::uint32_t lane = threadIdx.x & 31u;
+  const std::uint32_t n_windows = (n_cols + kBlock - 1) / kBlock;
+  for (std::uint32_t w = blockIdx.y; w < n_windows; w += gridDim.y) {
+    const std::uint32_t base = w * kBlock;
+    const std::uint32_t pos = base + threadIdx.x;  // < the layout's padded size
+    const std::uint32_t warp_first = pos & ~31u;
+    const std::uint32_t rows = (db.length[warp_first] + 3u) & ~3u;  // lane 0: the warp's longest
+    const std::uint32_t* feature = db.features + db.warp_base[pos / 32] + lane;
+    std::uint32_t planes[Planes];
+#pragma unroll
+    for (int b = 0; b < Planes; ++b) planes[b] = 0;
+    std::uint32_t v[4];
+    if (rows) {
+#pragma unroll
+      for (int u = 0; u < 4; ++u) v[u] = __ldg(feature + 32 * u);
+    }
+    for (std::uint32_t k = 0; k < rows; k += 4) {
+      std::uint32_t next[4];
+      if (k + 4 < rows) {
+#pragma unroll
+        for (int u = 0; u < 4; ++u) next[u] = __ldg(feature + 32 * (k + 4 + u));
+      }
+      std::uint32_t m[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) m[u] = split_table_lookup(keys, masks, log2_slots, v[u]);
+      if (Csa) {
+        detail::bitslice_add4(planes, m[0], m[1], m[2], m[3]);
+      } else {
+#pragma unroll
+        for (int u = 0; u < 4; ++u) detail::bitslice_add(planes, m[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) v[u] = next[u];
+    }
+    if (pos < n_cols) {
+      const std::uint32_t c = db.column[pos];
+      if (db.length[pos] < 256) {
+        std::uint32_t t[8];
+        detail::bitslice_transpose8(planes, t);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) counts[k * kBlock + c] = t[k];
+      } else {
+        store_group_row<Planes, true>(planes, false, group.count, sizes, db.size[pos], recip, rows_out + base + c, ld);
+      }
+    }
+    __syncthreads();
+    const std::uint32_t col = base + threadIdx.x;
+    if (col < n_cols && db_offsets[col + 1] - db_offsets[col] < 256) {
+      std::uint32_t t[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) t[k] = counts[k * kBlock + threadIdx.x];
+      store_count_bytes<true>(t, group.count, sizes, db_sizes[col], recip, rows_out + col, ld);
+    }
+    __syncthreads();  // `counts` is reused by the next window
+  }
+}
+
+// Experimental variant (MOLACCEL_LINGO_GPU_KERNEL=interleaved; measured slower than the default).
 // One block: query group blockIdx.x against windows blockIdx.y, +gridDim.y, ... The block's
 // shared memory: the hash table, then a 32 x kBlock tile of results written out row by row.
 template <int Planes>
@@ -855,14 +1055,20 @@ int log2_of(std::uint32_t x) {
 // MOLACCEL_LINGO_GPU_KERNEL: csr-ilp (the default), g64 (64 queries per block, coalesced
 // database; measured no faster, opt-in), csr and interleaved (older variants, kept for
 // comparison); anything else means the default.
-enum class HashedKernel { g64, csr_ilp, csr, interleaved };
+enum class HashedKernel { g64, csr_ilp, csr, interleaved, csr_t, csr_td, csr_tdc, csr_tdp, sorted, sorted_n };
 HashedKernel requested_kernel() {
   const char* v = std::getenv("MOLACCEL_LINGO_GPU_KERNEL");
   const std::string_view name = v ? v : "";
   if (name == "g64") return HashedKernel::g64;
+  if (name == "csr-t") return HashedKernel::csr_t;
+  if (name == "csr-td") return HashedKernel::csr_td;
+  if (name == "csr-ilp") return HashedKernel::csr_ilp;
+  if (name == "csr-tdp") return HashedKernel::csr_tdp;
+  if (name == "sorted") return HashedKernel::sorted;
+  if (name == "sorted-n") return HashedKernel::sorted_n;
   if (name == "csr") return HashedKernel::csr;
   if (name == "interleaved") return HashedKernel::interleaved;
-  return HashedKernel::csr_ilp;
+  return HashedKernel::csr_tdc;
 }
 
 // Dynamic shared memory of the g64 kernel: 64-bit masks, then 32-bit keys.
@@ -883,6 +1089,7 @@ struct GpuJob::Impl {
   bool interleaved = variant == HashedKernel::interleaved;
   bool csr_ilp = variant == HashedKernel::csr_ilp;
   bool g64 = variant == HashedKernel::g64;
+  bool sorted = variant == HashedKernel::sorted || variant == HashedKernel::sorted_n;
   detail::FeatureSet db_features, query_features;  // query_features empty when self
 
   Impl(const detail::Encoding& e, Metric m) : encoding(e), metric(m), use_features(m != Metric::vidal) {
@@ -910,6 +1117,22 @@ struct GpuJob::Impl {
       MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_csr_ilp_kernel<21>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(csr_shared_bytes(kLargeTableSlots))));
+      {
+        const int large = static_cast<int>(csr_shared_bytes(kLargeTableSlots));
+        const auto attr = cudaFuncAttributeMaxDynamicSharedMemorySize;
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_csr_t_kernel<11, false, false>, attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_csr_t_kernel<21, false, false>, attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_csr_t_kernel<11, true, false>, attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_csr_t_kernel<21, true, false>, attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_csr_t_kernel<11, true, true>, attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_csr_t_kernel<21, true, true>, attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_csr_t_kernel<11, true, true, true>, attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_csr_t_kernel<21, true, true, true>, attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_kernel<11, true>, attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_kernel<21, true>, attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_kernel<11, false>, attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_kernel<21, false>, attr, large));
+      }
       MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_g64_kernel<11>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(g64_shared_bytes(kG64TableSlots))));
@@ -930,10 +1153,12 @@ struct GpuJob::Impl {
   void ensure_db(WorkerState& s, std::size_t b, std::size_t e) const {
     if (s.db.valid && s.db.begin == b && s.db.end == e) return;
     s.db.load(use_features ? &db_features : nullptr, encoding.database, b, e, s.stream);
-    if (use_features && (interleaved || g64)) {
+    if (use_features && (interleaved || g64 || sorted)) {
       s.db.valid = false;
       if (g64)
         s.db.load_interleaved(db_features, b, e, s.stream, 32, 4);
+      else if (sorted)
+        s.db.load_interleaved(db_features, b, e, s.stream, kBlock, 4);
       else
         s.db.load_interleaved(db_features, b, e, s.stream);
       s.db.valid = true;
@@ -996,14 +1221,14 @@ struct GpuJob::Impl {
   // Launches the kernels of one planned pass (its groups and fallback rows already in s.groups and
   // s.fallback_rows): queries from slice `q` (query row r at slice row r - base), results into
   // s.sims, row p.r0 first (ld = database slice width). Kernels only: no copy, no host wait.
-  void launch_pass(WorkerState& s, const PassPlan& p, const DeviceSlice& q, std::size_t base) const {
+  void launch_pass(WorkerState& s, const PassPlan& p, const DeviceSlice& q, std::size_t base, float* dst) const {
     const std::size_t cols = s.db.end - s.db.begin;
     if (p.r1 == p.r0 || cols == 0) return;
     cudaStream_t stream = s.stream;
     // The kernels address results by slice row: shift the output so that row p.r0 lands on row 0
-    // of s.sims (only rows >= p.r0 are written). Integer arithmetic: the address is never formed
+    // of `dst` (only rows >= p.r0 are written). Integer arithmetic: the address is never formed
     // as a host pointer into an array.
-    float* out = reinterpret_cast<float*>(reinterpret_cast<std::uintptr_t>(s.sims.data()) -
+    float* out = reinterpret_cast<float*>(reinterpret_cast<std::uintptr_t>(dst) -
                                           (p.r0 - base) * cols * sizeof(float));
     if (use_features) {
     const bool wide = s.db.max_features >= 2048;
@@ -1031,6 +1256,25 @@ struct GpuJob::Impl {
       if (g64_groups) {
         run(hashed_similarity_g64_kernel<11>, hashed_similarity_g64_kernel<21>, grid, g64_shared_bytes(slots), g,
             q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(), view, n, log2_slots, out, cols);
+      } else if (sorted) {
+        const bool csa = variant == HashedKernel::sorted;
+        run(csa ? hashed_similarity_sorted_kernel<11, true> : hashed_similarity_sorted_kernel<11, false>,
+            csa ? hashed_similarity_sorted_kernel<21, true> : hashed_similarity_sorted_kernel<21, false>, grid,
+            csr_shared_bytes(slots), g, q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(), view,
+            s.db.feature_offsets.data(), s.db.feature_sizes.data(), n, log2_slots, out, cols);
+      } else if (variant == HashedKernel::csr_t || variant == HashedKernel::csr_td ||
+                 variant == HashedKernel::csr_tdc || variant == HashedKernel::csr_tdp) {
+        const auto k11 = variant == HashedKernel::csr_t     ? hashed_similarity_csr_t_kernel<11, false, false>
+                         : variant == HashedKernel::csr_td  ? hashed_similarity_csr_t_kernel<11, true, false>
+                         : variant == HashedKernel::csr_tdp ? hashed_similarity_csr_t_kernel<11, true, true, true>
+                                                            : hashed_similarity_csr_t_kernel<11, true, true>;
+        const auto k21 = variant == HashedKernel::csr_t     ? hashed_similarity_csr_t_kernel<21, false, false>
+                         : variant == HashedKernel::csr_td  ? hashed_similarity_csr_t_kernel<21, true, false>
+                         : variant == HashedKernel::csr_tdp ? hashed_similarity_csr_t_kernel<21, true, true, true>
+                                                            : hashed_similarity_csr_t_kernel<21, true, true>;
+        run(k11, k21, grid,
+            csr_shared_bytes(slots), g, q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(),
+            s.db.feature_offsets.data(), s.db.features.data(), s.db.feature_sizes.data(), n, log2_slots, out, cols);
       } else if (interleaved) {
         run(hashed_similarity_interleaved_kernel<11>, hashed_similarity_interleaved_kernel<21>, grid,
             shared_bytes(slots), g, q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(), view, n,
@@ -1062,27 +1306,33 @@ struct GpuJob::Impl {
     }
   }
 
-  // Similarities of rows [r0, r1) x the loaded database slice into s.sims (ld = slice width). Inside
+  // Similarities of rows [r0, r1) x the loaded database slice into `dst` (ld = slice width; by
+  // default s.sims, grown as needed; the pipeline passes its own result buffer, so nothing is
+  // reallocated inside its loop: a cudaFree there would wait for the copy in flight). Inside
   // prepare_passes' loop the pass only launches kernels; otherwise its queries and plan are
   // uploaded first.
-  void compute(WorkerState& s, std::size_t r0, std::size_t r1) const {
+  void compute(WorkerState& s, std::size_t r0, std::size_t r1, float* dst = nullptr) const {
     const std::size_t rows = r1 - r0, cols = s.db.end - s.db.begin;
+    auto out = [&] {
+      if (dst) return dst;
+      s.sims.resize(std::max<std::size_t>(rows * cols, 1));
+      return s.sims.data();
+    };
     if (s.prepared.active)
       for (const PassPlan& p : s.prepared.plans)
         if (p.r0 == r0 && p.r1 == r1) {
-          s.sims.resize(std::max<std::size_t>(rows * cols, 1));
-          launch_pass(s, p, *s.prepared.slice, s.prepared.base);
+          launch_pass(s, p, *s.prepared.slice, s.prepared.base, out());
           return;
         }
     s.queries.load(use_features ? &qfs() : nullptr, encoding.query_set(), r0, r1, s.stream);
-    s.sims.resize(std::max<std::size_t>(rows * cols, 1));
+    float* target = out();
     if (rows == 0 || cols == 0) return;
     std::vector<QueryGroup> groups;
     std::vector<std::uint32_t> fallback;
     const PassPlan p = plan_pass(r0, r1, r0, groups, fallback);
     upload_range(s.groups, groups.data(), groups.size(), s.stream);
     if (!fallback.empty()) upload_range(s.fallback_rows, fallback.data(), fallback.size(), s.stream);
-    launch_pass(s, p, s.queries, r0);
+    launch_pass(s, p, s.queries, r0, target);
   }
 
   // Before a loop of passes (`bounds`: first rows, then the end): the queries of every pass go to
@@ -1149,9 +1399,9 @@ struct GpuJob::Impl {
 
   // One line per pass (rows, compute and copy intervals in ms from the first event, copy GB/s),
   // then the totals: where the wall time of a pipelined dense copy goes.
-  static void print_timeline(const cuda::Event& t0, std::vector<cuda::Event>& marks,
-                             const std::vector<std::size_t>& bounds, std::size_t row_bytes, double wall_s,
-                             double setup_s) {
+  static void print_timeline(const cuda::Event& t0, std::vector<cuda::Event>& marks, const std::vector<double>& host,
+                             double host_t0, const std::vector<std::size_t>& bounds, std::size_t row_bytes,
+                             double wall_s, double setup_s) {
     const std::size_t n = bounds.size() - 1;
     marks[4 * n - 1].synchronize();
     double copy_busy = 0, compute_busy = 0, gaps = 0, prev_copy_end = 0;
@@ -1164,8 +1414,11 @@ struct GpuJob::Impl {
       copy_busy += k1 - k0;
       if (i > 0) gaps += std::max(0.0, k0 - prev_copy_end);
       prev_copy_end = k1;
-      lines += fmt::format(fmt::runtime("lingo timeline: pass {:3} rows {:6} compute {:8.3f}-{:8.3f} copy {:8.3f}-{:8.3f} ({:5.1f} GB/s)\n"),
-                           i, bounds[i + 1] - bounds[i], c0, c1, k0, k1, bytes / ((k1 - k0) * 1e-3) / 1e9);
+      auto h = [&](int k) { return (host[4 * i + k] - host_t0) * 1e3; };
+      lines += fmt::format(fmt::runtime("lingo timeline: pass {:3} rows {:6} compute {:8.3f}-{:8.3f} copy {:8.3f}-{:8.3f} "
+                                        "({:5.1f} GB/s); host enqueues compute {:8.3f}-{:8.3f} copy {:8.3f}-{:8.3f}\n"),
+                           i, bounds[i + 1] - bounds[i], c0, c1, k0, k1, bytes / ((k1 - k0) * 1e-3) / 1e9, h(0), h(1),
+                           h(2), h(3));
     }
     const double first_copy = marks[2].elapsed_ms_since(t0), last = marks[4 * n - 1].elapsed_ms_since(t0);
     std::fprintf(stderr,
@@ -1198,15 +1451,15 @@ struct GpuJob::Impl {
     if (!direct) staging_lease.emplace(pass * cols * elem);
     // Every per-pass buffer at its largest size up front (the queries and plans by prepare_passes):
     // no reallocation (and no cudaFree, which would wait for the copy in flight) inside the loop.
-    // The passes: all equal (the default), or with MOLACCEL_LINGO_GPU_PASS_GROW=1 the first ones
-    // small and doubling up to `pass`, so that the first pass's computation, which no copy
-    // overlaps, is short. Growing measured ~2 ms slower for 32,768^2 (more passes, and each pass
-    // boundary costs ~2.3 ms, see docs/lingo.md), so it stays opt-in.
+    // The passes: the first ones small and doubling up to `pass` (the default), so that the first
+    // pass's computation, which no copy overlaps, is short (32,768^2 fp32 into page-locked memory
+    // on an H100: 79.7 ms against 80.4-80.9 ms with equal passes); MOLACCEL_LINGO_GPU_PASS_GROW=0
+    // makes all passes equal.
     std::vector<std::size_t> bounds{rect.row_begin};
     {
       const char* g = std::getenv("MOLACCEL_LINGO_GPU_PASS_GROW");
       std::size_t step = pass;
-      if (g && std::string_view(g) == "1") {
+      if (!(g && std::string_view(g) == "0")) {
         step = std::max<std::size_t>(1, pass / 8);
         if (step >= 64) step = step / 64 * 64;  // whole g64 query groups
       }
@@ -1227,11 +1480,17 @@ struct GpuJob::Impl {
     const bool timeline = timeline_env && *timeline_env && std::string_view(timeline_env) != "0";
     const std::size_t n_passes = bounds.size() - 1;
     std::vector<cuda::Event> marks;  // per pass: compute begin, compute end, copy begin, copy end
+    // Host clock (s) per pass: before and after enqueueing the compute, before and after
+    // enqueueing the copy; host_t0 when t_begin was enqueued (the GPU is idle then).
+    std::vector<double> host;
+    double host_t0 = 0;
     cuda::Event t_begin;
     const double setup_s = now_seconds() - wall_entry;
     if (timeline) {
       marks.reserve(4 * n_passes);
       for (std::size_t k = 0; k < 4 * n_passes; ++k) marks.emplace_back(true);
+      host.assign(4 * n_passes, 0.0);
+      host_t0 = now_seconds();
       t_begin.record(s.copy_stream);
       MOLACCEL_CUDA_TRY(cudaStreamWaitEvent(s.stream, t_begin.get(), 0));
     }
@@ -1242,15 +1501,16 @@ struct GpuJob::Impl {
         const std::size_t n = (r1 - r) * cols;
         // Result buffer `slot` was last read by the copy of pass i - 2.
         if (i >= 2) MOLACCEL_CUDA_TRY(cudaStreamWaitEvent(s.stream, s.copied[slot].get(), 0));
-        if (timeline) marks[4 * i].record(s.stream);
-        std::swap(s.sims, s.pipe_sims[slot]);
-        try {
-          compute(s, r, r1);
-        } catch (...) {
-          std::swap(s.sims, s.pipe_sims[slot]);
-          throw;
+        if (timeline) {
+          host[4 * i] = now_seconds();
+          marks[4 * i].record(s.stream);
         }
-        std::swap(s.sims, s.pipe_sims[slot]);
+        // Straight into result buffer `slot` (sized above). This used to swap s.sims with the
+        // buffer; DeviceBuffer's move does not carry its capacity, so compute() reallocated it
+        // every pass, and that cudaFree waited for the copy in flight: every pass's compute ran
+        // after the previous copy, plus a 512 MiB cudaMalloc (the ~2.3 ms gaps of docs/lingo.md).
+        compute(s, r, r1, s.pipe_sims[slot].data());
+        if (timeline) host[4 * i + 1] = now_seconds();
         const std::uint8_t* source = reinterpret_cast<const std::uint8_t*>(s.pipe_sims[slot].data());
         if (type != OutputType::fp32) {
           s.pipe_packed[slot].resize(n * elem);
@@ -1263,7 +1523,10 @@ struct GpuJob::Impl {
         s.computed[slot].record(s.stream);
         if (timeline) marks[4 * i + 1].record(s.stream);
         MOLACCEL_CUDA_TRY(cudaStreamWaitEvent(s.copy_stream, s.computed[slot].get(), 0));
-        if (timeline) marks[4 * i + 2].record(s.copy_stream);
+        if (timeline) {
+          marks[4 * i + 2].record(s.copy_stream);
+          host[4 * i + 2] = now_seconds();
+        }
         if (direct) {
           const std::size_t row_bytes = cols * elem;
           std::uint8_t* dst = direct + (r - rect.row_begin) * direct_ld;
@@ -1273,7 +1536,10 @@ struct GpuJob::Impl {
             MOLACCEL_CUDA_TRY(cudaMemcpy2DAsync(dst, direct_ld, source, row_bytes, row_bytes, r1 - r,
                                                 cudaMemcpyDeviceToHost, s.copy_stream));
           s.copied[slot].record(s.copy_stream);
-          if (timeline) marks[4 * i + 3].record(s.copy_stream);
+          if (timeline) {
+            host[4 * i + 3] = now_seconds();
+            marks[4 * i + 3].record(s.copy_stream);
+          }
           continue;
         }
         StagingLease* staging = &*staging_lease;
@@ -1281,7 +1547,10 @@ struct GpuJob::Impl {
         MOLACCEL_CUDA_TRY(
             cudaMemcpyAsync(staging->buffer(slot), source, n * elem, cudaMemcpyDeviceToHost, s.copy_stream));
         s.copied[slot].record(s.copy_stream);
-        if (timeline) marks[4 * i + 3].record(s.copy_stream);
+        if (timeline) {
+          host[4 * i + 3] = now_seconds();
+          marks[4 * i + 3].record(s.copy_stream);
+        }
         drains[slot] = std::async(std::launch::async, [&s, staging, &sink, slot, device,
                                                        row = r - rect.row_begin, rows = r1 - r] {
           cuda::DeviceGuard guard(device);
@@ -1292,7 +1561,8 @@ struct GpuJob::Impl {
       for (auto& d : drains)
         if (d.valid()) d.get();
       if (direct) MOLACCEL_CUDA_TRY(cudaStreamSynchronize(s.copy_stream));
-      if (timeline) print_timeline(t_begin, marks, bounds, cols * elem, now_seconds() - wall_entry, setup_s);
+      if (timeline)
+        print_timeline(t_begin, marks, host, host_t0, bounds, cols * elem, now_seconds() - wall_entry, setup_s);
     } catch (...) {
       for (auto& d : drains)
         if (d.valid()) try {
@@ -1328,6 +1598,11 @@ std::size_t GpuJob::dense_budget(int device) const {
 std::string GpuJob::kernel_name() const {
   return impl_->use_features
              ? (impl_->g64 ? "hashed-g64"
+                : impl_->sorted ? (impl_->variant == HashedKernel::sorted ? "hashed-sorted" : "hashed-sorted-n")
+                : impl_->variant == HashedKernel::csr_t ? "hashed-csr-t"
+                : impl_->variant == HashedKernel::csr_td ? "hashed-csr-td"
+                : impl_->variant == HashedKernel::csr_tdc ? "hashed-csr-tdc"
+                : impl_->variant == HashedKernel::csr_tdp ? "hashed-csr-tdp"
                 : impl_->interleaved ? "hashed-interleaved"
                 : impl_->csr_ilp   ? "hashed-csr-ilp"
                                    : "hashed-csr")
