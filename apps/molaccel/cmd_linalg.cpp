@@ -136,9 +136,10 @@ const bool solve_registered = register_command({
           "runs "
           "them as one generated kernel with grid-wide barriers; resident runs the whole solve in one "
           "hand-written kernel that keeps each thread's rows in registers (systems up to a few hundred "
-          "thousand rows); fused (opt-in) runs --batch iterations per launch as one streaming "
+          "thousand rows); fused runs --batch iterations per launch as one streaming "
           "cooperative kernel with two grid barriers per BiCGStab iteration (CG: one), for any size; "
-          "stream launches every kernel; auto = resident up to 200,000 rows, else graph.");
+          "stream launches every kernel; auto = resident up to 200,000 rows, else fused for BiCGStab "
+          "and graph for CG.");
       app.add_option("MATRIX", o->matrix,
                      "Matrix Market file (coordinate or array; real, integer or pattern)")
           ->check(CLI::ExistingFile);

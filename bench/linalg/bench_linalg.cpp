@@ -172,10 +172,10 @@ struct bicgstab_selection {
   std::vector<std::pair<int, int>> persistent_geometries = {{0, 0}};
   // Resident geometries "BLOCKSxTHREADS[c|g|o|a|e][+]" (0x0 = automatic; c cluster, g grid with the
   // flag barrier, o grid with cooperative groups' grid.sync(), a grid with one arrival counter,
-  // e the counter with a non-returning red arrival; +: the two-barrier BiCGStab form, - the four;
+  // e the counter with a non-returning red arrival, n the counter with a generation word; +: the two-barrier BiCGStab form, - the four;
   // s / l: matrix rows in shared memory / read from L2 (grid, 4 rows per thread; default s).
   struct resident_geometry {
-    int blocks = 0, threads = 0, barrier = 0, form = 0, matrix_shared = 0;
+    int blocks = 0, threads = 0, barrier = 0, form = 0, matrix_shared = 0, gather = 0;
     std::string label = "resident";
   };
   std::vector<resident_geometry> resident_geometries = {{}};
@@ -183,7 +183,7 @@ struct bicgstab_selection {
   // 1 / 2: registers for 1 / 2 blocks of 512 per SM); only when --modes names fused.
   bool fused = false;
   struct fused_geometry {
-    int blocks = 0, threads = 0, per_sm = 0;
+    int blocks = 0, threads = 0, per_sm = 0, barrier = 0, gather = 0;
     std::string label = "fused";
   };
   std::vector<fused_geometry> fused_geometries = {{}};
@@ -236,6 +236,8 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
       o.resident_barrier = resident.barrier;
       o.resident_form = resident.form;
       o.resident_matrix_shared = resident.matrix_shared;
+      o.resident_gather = mode == launch_mode::fused ? fused.gather : resident.gather;
+      if (mode == launch_mode::fused) o.resident_barrier = fused.barrier;
       o.fused_blocks = fused.blocks;
       o.fused_threads = fused.threads;
       o.fused_blocks_per_sm = fused.per_sm;
@@ -335,6 +337,14 @@ int main(int argc, char** argv) {
         bicgstab_selection::fused_geometry g;
         g.blocks = std::atoi(item.substr(0, x).c_str());
         std::string threads = item.substr(x + 1);
+        // Trailing A / Z: every warp / warp 0 gathers the block sums; n: barrier 6.
+        while (!threads.empty() && (threads.back() == 'A' || threads.back() == 'Z' || threads.back() == 'n')) {
+          if (threads.back() == 'n')
+            g.barrier = 6;
+          else
+            g.gather = threads.back() == 'A' ? 1 : 2;
+          threads.pop_back();
+        }
         // A trailing 1 or 2 after a block size of 128/256/512 is the blocks-per-SM bound.
         if (threads.size() == 4 && (threads.back() == '1' || threads.back() == '2')) {
           g.per_sm = threads.back() - '0';
@@ -351,23 +361,32 @@ int main(int argc, char** argv) {
         g.blocks = std::atoi(item.substr(0, x).c_str());
         g.threads = std::atoi(item.c_str() + x + 1);
         std::string shape = item;
-        while (shape.back() == '+' || shape.back() == '-' || shape.back() == 's' || shape.back() == 'l') {
-          if (shape.back() == 's' || shape.back() == 'l')
+        while (shape.back() == '+' || shape.back() == '-' || shape.back() == 's' || shape.back() == 'l' ||
+               shape.back() == 'A' || shape.back() == 'Z') {
+          if (shape.back() == 'A' || shape.back() == 'Z')
+            g.gather = shape.back() == 'A' ? 1 : 2;
+          else if (shape.back() == 's' || shape.back() == 'l')
             g.matrix_shared = shape.back() == 's' ? 2 : 1;
           else
             g.form = shape.back() == '+' ? 2 : 1;
           shape.pop_back();
         }
         const char last = shape.back();
-        g.barrier = last == 'c' ? 1 : last == 'g' ? 2 : last == 'o' ? 3 : last == 'a' ? 4 : last == 'e' ? 5 : 0;
+        g.barrier = last == 'c'   ? 1
+                    : last == 'g' ? 2
+                    : last == 'o' ? 3
+                    : last == 'a' ? 4
+                    : last == 'e' ? 5
+                    : last == 'n' ? 6
+                                  : 0;
         g.label = item == "0x0" ? "resident" : "resident-" + item;
         sel.resident_geometries.push_back(g);
       });
     } else {
       std::fprintf(stderr,
                    "usage: bench_linalg [--quick] [--cpu] [--bicgstab-only] [--min-n=N] [--max-n=N] "
-                   "[--modes=graph,stream,persistent,resident,fused] [--persistent=BxT,...] [--resident=BxT[c|g|o|a|e][+|-][s|l],...] "
-                   "[--fused=BxT[1|2],...]\n");
+                   "[--modes=graph,stream,persistent,resident,fused] [--persistent=BxT,...] "
+                   "[--resident=BxT[c|g|o|a|e|n][+|-][s|l][A|Z],...] [--fused=BxT[1|2][n][A|Z],...]\n");
       return 1;
     }
   }

@@ -29,7 +29,8 @@ struct resident_setup {
   int blocks = 0;        // 0: from n
   int threads = 0;       // 0: 512; 128, 256 or 512
   int barrier = 0;  // 0 automatic, 1 cluster, 2 grid (flags), 3 grid (cooperative groups), 4 grid (counter),
-                    // 5 grid (counter, non-returning red arrival)
+                    // 5 grid (counter, non-returning red arrival), 6 grid (counter, the last arrival publishes a
+                    // generation word that the others poll)
   int form = 0;     // BiCGStab: 0 automatic (cuda/resident.cu, kAutomaticForm*), 1 four barriers, 2 two
   int matrix_smem = 0;  // grid with 4 rows per thread: 2 rows of <= 5 nonzeros in shared memory, 1 from L2;
                         // 0 automatic (kAutomaticMatrixShared)
@@ -38,6 +39,9 @@ struct resident_setup {
   // (0: co-resident maximum), threads (0: 512) and barrier as above (grid kinds only).
   bool streaming = false;
   int streaming_per_sm = 0;  // register bound for 1 or 2 blocks of 512 per SM (0: 2)
+  // Grid and cluster sums after the barrier: 0 automatic (2), 1 every warp of every block reads the
+  // block sums, 2 warp 0 reads them and shares the totals through shared memory (same totals).
+  int gather = 0;
 };
 class resident_solver {
  public:

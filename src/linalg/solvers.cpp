@@ -265,7 +265,10 @@ solver_result solve_on(const placement& where, const host_csr<double>& host_a, s
 
   const bool gpu = where.on_gpu();
 #ifdef MOLACCEL_HAVE_CUDA
-  const bool fused = gpu && options.launch == launch_mode::fused;
+  // automatic: the fused mode for BiCGStab above the resident mode's range (measured faster than
+  // the graph mode on an H100 at n = 1e6 and 1e7, docs/linalg.md); CG keeps the graph mode.
+  const bool fused = gpu && (options.launch == launch_mode::fused ||
+                             (options.launch == launch_mode::automatic && !cg && n > resident_automatic_rows));
   const bool want_resident =
       gpu && (options.launch == launch_mode::resident || fused ||
               (options.launch == launch_mode::automatic && n <= resident_automatic_rows));
@@ -288,6 +291,7 @@ solver_result solve_on(const placement& where, const host_csr<double>& host_a, s
     rs.barrier = options.resident_barrier;
     rs.form = options.resident_form;
     rs.matrix_smem = options.resident_matrix_shared;
+    rs.gather = options.resident_gather;
     rs.streaming = fused;
     if (fused) {
       rs.blocks = options.fused_blocks;

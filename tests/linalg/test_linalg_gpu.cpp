@@ -207,6 +207,7 @@ struct resident_geometry {
   std::size_t max_rows;  // skip larger systems (capacity of the shape)
   int form = 0;          // BiCGStab: 2 the two-barrier form (CG has one form: not repeated)
   int matrix_shared = 0;  // grid with 4 rows per thread: 2 matrix rows in shared memory, 1 from L2
+  int gather = 0;         // sums across blocks: 1 every warp reads the block sums, 2 (automatic) warp-wide
 };
 
 // What every resident and fused solve must give: one residual per iteration plus the initial one;
@@ -293,21 +294,29 @@ void check_resident(const Resources& res, const host_csr<double>& a, const std::
       {0, 0, 4, ~std::size_t(0), 2, 2},    // two-barrier BiCGStab, counter
       {0, 0, 5, ~std::size_t(0), 2, 2},    // two-barrier BiCGStab, red counter
       {0, 256, 2, 200000, 2, 2},           // 256-thread blocks, flag barrier
+      // Barrier 6 (the last arrival publishes a generation word) and the all-warps gather of the
+      // block sums (before 2026-11-22's last round; the automatic gather is tested above):
+      {0, 0, 6, ~std::size_t(0), 2},        // two-barrier BiCGStab, generation-word barrier
+      {0, 0, 6, ~std::size_t(0), 1},        // both solvers, generation-word barrier
+      {132, 512, 6, 200000, 2},             // the whole GPU, generation-word barrier
+      {0, 0, 4, ~std::size_t(0), 2, 0, 1},  // grid, every warp gathers
+      {0, 0, 1, 16384, 1, 0, 1},            // cluster, every warp gathers
   };
   for (const auto& g : geometries) {
     if (a.rows > g.max_rows) continue;
     if (g.form == 2 && o.solver == solver_kind::cg) continue;
     o.resident_form = g.form;
     o.resident_matrix_shared = g.matrix_shared;
+    o.resident_gather = g.gather;
     o.launch = launch_mode::resident;
     o.resident_blocks = g.blocks;
     o.resident_threads = g.threads;
     o.resident_barrier = g.barrier;
     const auto r = solve(res, a, b, o);
-    SCOPED_TRACE(fmt::format("{} n={} {} {} {} | {}x{} barrier {} form {} matrix {} -> {}", what, a.rows,
-                             to_string(o.solver), o.precond == preconditioner::jacobi ? "jacobi" : "none",
+    SCOPED_TRACE(fmt::format("{} n={} {} {} {} | {}x{} barrier {} form {} matrix {} gather {} -> {}", what,
+                             a.rows, to_string(o.solver), o.precond == preconditioner::jacobi ? "jacobi" : "none",
                              fp32 ? "fp32" : "fp64", g.blocks, g.threads, g.barrier, g.form, g.matrix_shared,
-                             r.backend));
+                             g.gather, r.backend));
     EXPECT_NE(r.backend.find("resident"), std::string::npos) << r.backend;
     const bool grid4 = r.backend.find("4 rows/thread, grid") != std::string::npos;
     if (g.matrix_shared != 0)  // automatic: either
@@ -341,6 +350,37 @@ TEST(LinalgGpuResident, AgreesWithStreamMode) {
                                  const std::string& what, std::size_t) { check_resident(res, a, b, o, what); });
 }
 
+// The two ways of gathering the block sums after a grid or cluster barrier (every warp reads them;
+// a warp per sum and chunk of 128 blocks reads them and shares the totals) add in the same order
+// up to 128 blocks: the same x and residual history bit for bit, resident (grid, cluster) and fused.
+TEST(LinalgGpuResident, GatherFormsAgree) {
+  MOLACCEL_REQUIRE_GPU();
+  Resources::Options ro;
+  ro.device = DeviceSpec::parse("gpu:0");
+  const Resources res = Resources::create(ro);
+  for (std::size_t grid : {std::size_t(100), std::size_t(317)}) {
+    const auto a = poisson_2d(grid);
+    const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
+    for (auto mode : {launch_mode::resident, launch_mode::fused})
+      for (int barrier : {0, 4, 6}) {
+        solver_options o;
+        o.launch = mode;
+        o.resident_barrier = barrier;
+        o.fused_blocks = 100;  // <= 128 blocks: one chunk, the same order of additions
+        o.max_iterations = 300;
+        o.resident_gather = 1;
+        const auto every = solve(res, a, b, o);
+        o.resident_gather = 2;
+        const auto shared = solve(res, a, b, o);
+        SCOPED_TRACE(fmt::format("n={} {} barrier {} -> {}", a.rows, mode == launch_mode::fused ? "fused" : "resident",
+                                 barrier, shared.backend));
+        EXPECT_EQ(every.iterations, shared.iterations);
+        EXPECT_EQ(every.residual_history, shared.residual_history);
+        EXPECT_EQ(every.x, shared.x);
+      }
+  }
+}
+
 TEST(LinalgGpuResident, BatchesAndCap) {
   MOLACCEL_REQUIRE_GPU();
   Resources::Options ro;
@@ -349,7 +389,7 @@ TEST(LinalgGpuResident, BatchesAndCap) {
   const auto a = poisson_2d(100);
   const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
   for (auto solver : {solver_kind::cg, solver_kind::bicgstab})
-    for (int barrier : {0, 2, 5})
+    for (int barrier : {0, 2, 5, 6})
       for (int form : {1, 2}) {
         if (solver == solver_kind::cg && form == 2) continue;
         solver_options o;
@@ -408,7 +448,7 @@ TEST(LinalgGpuResident, ImmediateConvergenceAndBreakdown) {
   skew.row_ptr = {0, 1, 2};
   skew.col_idx = {1, 0};
   skew.values = {1.0, -1.0};
-  for (int barrier : {0, 2, 5})
+  for (int barrier : {0, 2, 5, 6})
     for (auto precision : {precision::fp64, precision::fp32})
       for (int form : {1, 2}) {
         o.resident_barrier = barrier;
@@ -438,6 +478,14 @@ TEST(LinalgGpuResident, AutomaticChoice) {
     EXPECT_EQ(r.status, solver_status::converged);
     const bool resident = r.backend.find("resident") != std::string::npos;
     EXPECT_EQ(resident, a.rows <= resident_automatic_rows) << r.backend;
+    // BiCGStab above the resident range: the fused mode; CG there: the graph mode.
+    EXPECT_EQ(r.backend.find("fused") != std::string::npos, a.rows > resident_automatic_rows) << r.backend;
+    solver_options cg;
+    cg.solver = solver_kind::cg;
+    cg.max_iterations = 20;
+    const auto rc = solve(res, a, b, cg);
+    EXPECT_EQ(rc.backend.find("resident") != std::string::npos, a.rows <= resident_automatic_rows) << rc.backend;
+    EXPECT_EQ(rc.backend.find("fused"), std::string::npos) << rc.backend;
   }
   // Too large for one block: a clear error, not a wrong answer.
   const auto a = poisson_2d(100);
@@ -452,6 +500,7 @@ TEST(LinalgGpuResident, AutomaticChoice) {
 struct fused_geometry {
   int blocks, threads, barrier, per_sm;
   std::size_t max_rows;  // skip larger systems (keeps the test short)
+  int gather = 0;        // 1 every warp reads the block sums, 0 automatic (2: warp-wide)
 };
 
 // Against the stream mode, as check_resident: same status, iteration count (reported, see below)
@@ -477,6 +526,8 @@ void check_fused(const Resources& res, const host_csr<double>& a, const std::vec
       {0, 0, 2, 0, 200000},           // flag barrier
       {0, 0, 3, 0, 200000},           // cooperative groups' grid.sync()
       {0, 0, 5, 0, 200000},           // counter with a red arrival
+      {0, 0, 6, 0, 200000},           // counter with a generation word
+      {0, 0, 0, 0, 200000, 1},        // every warp gathers the block sums
   };
   for (const auto& g : geometries) {
     if (a.rows > g.max_rows) continue;
@@ -485,6 +536,7 @@ void check_fused(const Resources& res, const host_csr<double>& a, const std::vec
     o.fused_threads = g.threads;
     o.fused_blocks_per_sm = g.per_sm;
     o.resident_barrier = g.barrier;
+    o.resident_gather = g.gather;
     const auto r = solve(res, a, b, o);
     SCOPED_TRACE(fmt::format("{} {} n={} {} {} | {}x{} barrier {} per_sm {} -> {}", to_string(o.solver), what,
                              a.rows, o.precond == preconditioner::jacobi ? "jacobi" : "none",
@@ -582,7 +634,7 @@ TEST(LinalgGpuFused, BatchesAndCap) {
   const auto a = poisson_2d(100);
   const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
   for (auto solver : {solver_kind::cg, solver_kind::bicgstab})
-    for (int barrier : {0, 2, 5})
+    for (int barrier : {0, 2, 5, 6})
       for (int blocks : {0, 8})
         for (auto prec : {precision::fp64, precision::fp32}) {
           solver_options o;
@@ -644,7 +696,7 @@ TEST(LinalgGpuFused, ImmediateConvergenceBreakdownAndErrors) {  // both solvers
   skew.row_ptr = {0, 1, 2};
   skew.col_idx = {1, 0};
   skew.values = {1.0, -1.0};
-  for (int barrier : {0, 2, 5})
+  for (int barrier : {0, 2, 5, 6})
     for (auto precision : {precision::fp64, precision::fp32})
       for (auto precond : {preconditioner::none, preconditioner::jacobi}) {
         o.resident_barrier = barrier;

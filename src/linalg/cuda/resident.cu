@@ -26,6 +26,8 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -57,6 +59,13 @@ constexpr int kAutomaticFormCluster = 1;
 constexpr int kAutomaticFormGrid = 2;
 constexpr int kAutomaticMatrixShared = 2;
 constexpr int kSmemNnz = 5;  // grid, 4 rows per thread: nonzeros per row kept in shared memory
+// Grid and cluster sums after the barrier (kernel_params::gather): 2 the block sums are read once
+// per block (grid: a warp per sum and chunk of 128 blocks, the totals shared through shared
+// memory; cluster: pushed into every block's shared memory before the barrier); 1 every warp of
+// every block reads every block sum (before 2026-11-22's last round). The same order of additions
+// (bit for bit up to 128 blocks). Measured on an H100 (docs/linalg.md): n = 1e5, 99 x 512 grid,
+// 12.5 vs 25.0 us per BiCGStab iteration; n = 1e4 cluster 6.7 vs 8.8 us; fused 1e6 112 vs 124 us.
+constexpr int kAutomaticGather = 2;
 
 enum sync_kind { sync_block = 0, sync_cluster = 1, sync_grid = 2 };
 
@@ -102,11 +111,19 @@ struct kernel_params {
   double* out = nullptr;                     // state words, then records
   int iterations = 0;
   int init = 0;
-  int grid_kind = 0;  // 0 flags, 1 cooperative groups grid.sync(), 2 arrival counter, 3 counter (red)
+  int grid_kind = 0;  // 0 flags, 1 cooperative groups grid.sync(), 2 arrival counter, 3 counter (red),
+                      // 4 counter with a generation word
   double threshold = 0;
   int matrix_smem = 0;            // grid, 4 rows per thread: rows of <= kSmemNnz in shared memory
   unsigned matrix_offset = 0;     // their byte offset in the dynamic shared memory
   double* aux = nullptr;          // streaming kernel: sigma and the buffer index between launches
+  int gather = 2;  // grid / cluster sums: 2 one read of the block sums per block (see kAutomaticGather), 1 every warp
+  // Opt-in trace (MOLACCEL_LINALG_RESIDENT_TRACE): thread 0 of every block writes {globaltimer,
+  // clock64} at 4 points of each grid / cluster sum (block work done, barrier entry, barrier exit,
+  // sum done), stamps [trace_skip, trace_skip + trace_cap) of the launch, trace_cap per block.
+  unsigned long long* trace = nullptr;
+  int trace_skip = 0;
+  int trace_cap = 0;
 };
 
 __device__ __forceinline__ double safe_div(double a, double b) {
@@ -118,6 +135,15 @@ __device__ __forceinline__ double warp_all_sum(double v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
+}
+// The same for NV values at once: the butterflies interleaved (NV independent shuffle chains in
+// flight instead of one after the other); each value gets exactly warp_all_sum's additions.
+template <int NV>
+__device__ __forceinline__ void warp_all_sum_n(double (&v)[NV]) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+    for (int k = 0; k < NV; ++k) v[k] += __shfl_xor_sync(0xffffffffu, v[k], o);
 }
 
 // Own barrier over the cooperative grid: a monotonic 64-bit arrival counter. Every barrier adds
@@ -154,6 +180,30 @@ __device__ __forceinline__ void grid_barrier_counter_red(unsigned long long* cou
   __syncthreads();
 }
 
+// The arrival counter with a separate generation word (counter + 16, its own 128-byte line): the
+// last block to arrive (its acq_rel add completes the multiple of the grid size) publishes the
+// target there with a release store; the others poll that word, not the counter, so the polls do
+// not queue behind the arrivals on one line.
+__device__ __forceinline__ void grid_barrier_generation(unsigned long long* counter) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned long long blocks = gridDim.x;
+    unsigned long long old;
+    asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], 1;" : "=l"(old) : "l"(counter) : "memory");
+    const unsigned long long target = (old / blocks + 1) * blocks;
+    unsigned long long* const generation = counter + 16;
+    if (old + 1 == target) {
+      asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(generation), "l"(target) : "memory");
+    } else {
+      unsigned long long seen;
+      do {
+        asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(generation) : "memory");
+      } while (seen < target);
+    }
+  }
+  __syncthreads();
+}
+
 // Flag barrier over the cooperative grid (no atomics): block b publishes the epoch it reached
 // in flags[b] with a release store (after __syncthreads, so the block's earlier writes are
 // ordered before it); warp 0 of every block waits with acquire loads until every flag reaches
@@ -181,14 +231,40 @@ struct context {
   double (*warp_part)[kMaxWarps];
   double* block_part;  // cluster: kSlots block sums
   int lane, warp, nwarps;
-  unsigned long long epoch = 0;  // grid barriers passed in this launch
+  unsigned long long epoch = 0;  // grid / cluster barriers passed in this launch
   const T* mval = nullptr;       // matrix rows in shared memory ([e * RB + local row]), or null
   const int* mcol = nullptr;
+
+  // Trace stamp `point` of the barrier this sum waits in (0 block work done, 1 barrier entry: epoch
+  // not yet advanced; 2 barrier exit, 3 sum done: advanced), indexed by the barrier's number in the
+  // launch, so the trace costs no register of its own.
+  __device__ __forceinline__ void stamp(int point) const {
+    if (kp.trace != nullptr && threadIdx.x == 0) {
+      const long long i = 4 * ((long long)epoch - (point < 2 ? 0 : 1)) + point - kp.trace_skip;
+      if (i >= 0 && i < kp.trace_cap) {
+        unsigned long long gt;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(gt));
+        const unsigned long long ck = clock64();
+        unsigned long long* w = kp.trace + 2 * (std::size_t(blockIdx.x) * std::size_t(kp.trace_cap) + std::size_t(i));
+        w[0] = gt;
+        w[1] = ck;
+      }
+    }
+  }
+
+  // Block sum `s` of block `blk` (written before the last barrier).
+  __device__ __forceinline__ double partial(int s, int blk, int blocks) const {
+    if constexpr (SYNC == sync_cluster)
+      return cluster_map(block_part, unsigned(blk))[s];
+    else
+      return __ldcg(kp.partials + s * blocks + blk);
+  }
 
   __device__ void barrier() {
     if constexpr (SYNC == sync_block) {
       __syncthreads();
     } else if constexpr (SYNC == sync_cluster) {
+      ++epoch;
       cluster_sync();
     } else {
       ++epoch;
@@ -198,6 +274,8 @@ struct context {
         cg::this_grid().sync();
       else if (kp.grid_kind == 3)
         grid_barrier_counter_red(kp.counter, kp.epoch_base + epoch);
+      else if (kp.grid_kind == 4)
+        grid_barrier_generation(kp.counter);
       else
         grid_barrier_counter(kp.counter);
     }
@@ -250,41 +328,93 @@ struct context {
   // visible after it). Slots [slot, slot + NV) must not be reused before another barrier.
   template <int NV>
   __device__ void sum(double (&v)[NV], int slot) {
-#pragma unroll
-    for (int k = 0; k < NV; ++k) v[k] = warp_all_sum(v[k]);
+    // Cluster, gather 2: every block's sums pushed into every block's shared memory before the
+    // barrier ([slot][rank], kMaxCluster ranks), so after it they are read locally.
+    constexpr int kMaxCluster = 16;
+    __shared__ double pushed[kSlots * kMaxCluster];
+    warp_all_sum_n(v);
     if (lane == 0)
 #pragma unroll
       for (int k = 0; k < NV; ++k) warp_part[slot + k][warp] = v[k];
     __syncthreads();
+    if constexpr (SYNC != sync_block) stamp(0);
     if constexpr (SYNC == sync_block) {
 #pragma unroll
-      for (int k = 0; k < NV; ++k) v[k] = warp_all_sum(lane < nwarps ? warp_part[slot + k][lane] : 0.0);
+      for (int k = 0; k < NV; ++k) v[k] = lane < nwarps ? warp_part[slot + k][lane] : 0.0;
+      warp_all_sum_n(v);
     } else {
       if (warp == 0) {
+        double tot[NV];
+#pragma unroll
+        for (int k = 0; k < NV; ++k) tot[k] = lane < nwarps ? warp_part[slot + k][lane] : 0.0;
+        warp_all_sum_n(tot);
 #pragma unroll
         for (int k = 0; k < NV; ++k) {
-          const double total = warp_all_sum(lane < nwarps ? warp_part[slot + k][lane] : 0.0);
-          if (lane == 0) {
-            if constexpr (SYNC == sync_cluster)
+          const double total = tot[k];
+          if constexpr (SYNC == sync_cluster) {
+            if (kp.gather == 2) {  // lane l pushes the total into rank l's shared memory
+              if (lane < int(gridDim.x))
+                cluster_map(pushed, unsigned(lane))[(slot + k) * kMaxCluster + int(blockIdx.x)] = total;
+            } else if (lane == 0) {
               block_part[slot + k] = total;
-            else
-              kp.partials[(slot + k) * gridDim.x + blockIdx.x] = total;
+            }
+          } else if (lane == 0) {
+            kp.partials[(slot + k) * gridDim.x + blockIdx.x] = total;
           }
         }
       }
+      stamp(1);
       barrier();
+      stamp(2);
       const int blocks = int(gridDim.x);
+      constexpr int U = 4, kMaxChunks = 8;  // warp-wide loads in flight per lane; chunks of 32 x U blocks
+      const int chunks = (blocks + 32 * U - 1) / (32 * U);
+      if (SYNC == sync_cluster && kp.gather == 2) {
+        // The totals are here already (pushed before the barrier, which orders the remote stores):
+        // every warp adds them as the all-warps form does (lane l: block l), bit for bit.
 #pragma unroll
-      for (int k = 0; k < NV; ++k) {
-        double acc = 0;
-        for (int blk = lane; blk < blocks; blk += 32) {
-          if constexpr (SYNC == sync_cluster)
-            acc += cluster_map(block_part, unsigned(blk))[slot + k];
-          else
-            acc += __ldcg(kp.partials + (slot + k) * blocks + blk);
+        for (int k = 0; k < NV; ++k) {
+          double acc = 0;
+          if (lane < blocks) acc += pushed[(slot + k) * kMaxCluster + lane];
+          v[k] = acc;
         }
-        v[k] = warp_all_sum(acc);
+        warp_all_sum_n(v);
+      } else if (kp.gather == 2 && chunks <= kMaxChunks) {
+        // One warp per (sum k, chunk of 128 blocks) reads that chunk's block sums (all loads in
+        // flight) and leaves the chunk's total in shared memory; every thread then adds the chunk
+        // totals in chunk order. The partials are read once per block instead of once per warp
+        // (16 x fewer requests to the same few L2 lines); deterministic and identical in every
+        // thread, as the all-warps form (whose order of additions differs above 128 blocks).
+        __shared__ double chunk_sum[kSlots][kMaxChunks];
+        for (int task = warp; task < NV * chunks; task += nwarps) {
+          const int k = task / chunks, ch = task - k * chunks;
+          const int s = slot + k, b0 = ch * 32 * U + lane;
+          double got[U];
+#pragma unroll
+          for (int i = 0; i < U; ++i) got[i] = b0 + 32 * i < blocks ? partial(s, b0 + 32 * i, blocks) : 0.0;
+          double acc = 0;
+#pragma unroll
+          for (int i = 0; i < U; ++i)
+            if (b0 + 32 * i < blocks) acc += got[i];
+          const double total = warp_all_sum(acc);
+          if (lane == 0) chunk_sum[s][ch] = total;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < NV; ++k) {
+          double total = 0;
+          for (int ch = 0; ch < chunks; ++ch) total += chunk_sum[slot + k][ch];
+          v[k] = total;
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < NV; ++k) {
+          double acc = 0;
+          for (int blk = lane; blk < blocks; blk += 32) acc += partial(slot + k, blk, blocks);
+          v[k] = warp_all_sum(acc);
+        }
       }
+      stamp(3);
     }
   }
 };
@@ -1208,6 +1338,73 @@ void upload(int device, void* dst, const void* src, std::size_t bytes) {
   copy_and_wait(device, dst, src, bytes, cudaMemcpyHostToDevice);
 }
 
+// Opt-in trace summary (MOLACCEL_LINALG_RESIDENT_TRACE): for each barrier of an iteration that
+// ends a sum (position q of `period` barriers per iteration), medians over the traced iterations
+// of: the time between block 0's previous and this sum's end (the phase), block 0's work (from
+// the previous sum's end to its block sum; clock64, converted with block 0's clock rate measured
+// against globaltimer), the slowest block's work, block 0's own reduction up to the barrier
+// entry, block 0's wait in the barrier and the last arriver's (the barrier's own latency), the
+// spread of the arrivals (globaltimer), and the gather of the block sums after the barrier.
+void print_trace(const std::vector<unsigned long long>& t, int blocks, int cap, int period, const std::string& what) {
+  auto gt = [&](int b, int i) { return double(t[2 * (std::size_t(b) * std::size_t(cap) + std::size_t(i))]); };
+  auto ck = [&](int b, int i) { return double(t[2 * (std::size_t(b) * std::size_t(cap) + std::size_t(i)) + 1]); };
+  const int slots = cap / 4;
+  int first = -1, last = -1;  // first and last barrier slot with block 0's sum-done stamp
+  for (int j = 0; j < slots; ++j)
+    if (gt(0, 4 * j + 3) != 0) {
+      if (first < 0) first = j;
+      last = j;
+    }
+  if (first < 0 || last - first < period) {
+    std::fprintf(stderr, "trace %s: too few barriers recorded\n", what.c_str());
+    return;
+  }
+  const int whole = (last - first) / period;
+  const int end = first + whole * period;
+  const double ns_per_clock = (gt(0, 4 * end + 3) - gt(0, 4 * first + 3)) / std::max(1.0, ck(0, 4 * end + 3) - ck(0, 4 * first + 3));
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  std::string line = fmt::format(fmt::runtime("trace {}: clock {:.3f} GHz, iteration {:.2f} us"), what,
+                                 1.0 / ns_per_clock, 1e-3 * (gt(0, 4 * end + 3) - gt(0, 4 * first + 3)) / double(whole));
+  for (int q = 0; q < period; ++q) {
+    std::vector<double> phase, work0, workmax, reduce0, spread, wait0, waitlast, gather0;
+    for (int j = 1; j < slots; ++j) {
+      if (j % period != q) continue;
+      const int W = 4 * j, A = W + 1, X = W + 2, E = W + 3, Ep = W - 1;
+      bool full = true;
+      for (int b = 0; b < blocks && full; ++b)
+        full = gt(b, W) != 0 && gt(b, A) != 0 && gt(b, X) != 0 && gt(b, E) != 0 && gt(b, Ep) != 0;
+      if (!full) continue;
+      phase.push_back(gt(0, E) - gt(0, Ep));
+      work0.push_back((ck(0, W) - ck(0, Ep)) * ns_per_clock);
+      double wmax = 0, amin = 1e300, amax = -1e300;
+      int lastb = 0;
+      for (int b = 0; b < blocks; ++b) {
+        wmax = std::max(wmax, (ck(b, W) - ck(b, Ep)) * ns_per_clock);
+        amin = std::min(amin, gt(b, A));
+        if (gt(b, A) > amax) {
+          amax = gt(b, A);
+          lastb = b;
+        }
+      }
+      workmax.push_back(wmax);
+      reduce0.push_back((ck(0, A) - ck(0, W)) * ns_per_clock);
+      spread.push_back(amax - amin);
+      wait0.push_back((ck(0, X) - ck(0, A)) * ns_per_clock);
+      waitlast.push_back((ck(lastb, X) - ck(lastb, A)) * ns_per_clock);
+      gather0.push_back((ck(0, E) - ck(0, X)) * ns_per_clock);
+    }
+    if (phase.empty()) continue;
+    line += fmt::format(fmt::runtime(" | barrier {}: {:.2f} us = work {:.2f} (slowest block {:.2f}) + reduce {:.2f} + "
+                                     "wait {:.2f} (last arriver {:.2f}, arrivals spread {:.2f}) + gather {:.2f}"),
+                        q, 1e-3 * median(phase), 1e-3 * median(work0), 1e-3 * median(workmax), 1e-3 * median(reduce0),
+                        1e-3 * median(wait0), 1e-3 * median(waitlast), 1e-3 * median(spread), 1e-3 * median(gather0));
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
+
 int log2_exact(int v) {
   int s = 0;
   while ((1 << s) < v) ++s;
@@ -1233,6 +1430,11 @@ struct resident_solver::impl {
   unsigned long long epoch_base = 0;
   std::vector<double> host_out;
   int capacity = 0;  // iterations per launch (records)
+  int gather = 2;    // kernel_params::gather
+  // Opt-in trace (MOLACCEL_LINALG_RESIDENT_TRACE=1): stamps per block, the stamps skipped
+  // (warm-up) and the sums per iteration (to group the phases).
+  cuda::DeviceBuffer<unsigned long long> trace;
+  int trace_cap = 0, trace_skip = 0, trace_period = 1;
 
   template <class T>
   void launch(int iterations, int init) {
@@ -1256,11 +1458,22 @@ struct resident_solver::impl {
     kp.flags = flags.data();
     kp.epoch_base = epoch_base;
     // Automatic: the arrival counter (measured fastest on an H100, see docs/linalg.md).
-    kp.grid_kind = setup.barrier == 2 ? 0 : setup.barrier == 3 ? 1 : setup.barrier == 5 ? 3 : 2;
+    kp.grid_kind = setup.barrier == 2   ? 0
+                   : setup.barrier == 3 ? 1
+                   : setup.barrier == 5 ? 3
+                   : setup.barrier == 6 ? 4
+                                        : 2;
     kp.threshold = setup.threshold;
     kp.matrix_smem = matrix_smem ? 1 : 0;
     kp.matrix_offset = matrix_offset;
     kp.aux = aux.data();
+    kp.gather = gather;
+    if (trace_cap > 0) {
+      trace.fill_zero(linalg_stream(device));
+      kp.trace = trace.data();
+      kp.trace_cap = trace_cap;
+      kp.trace_skip = trace_skip;
+    }
     auto kernel = streaming ? fused_pick<T>() : pick_kernel<T>(setup.cg, rpt, sync, form);
     cudaLaunchConfig_t config{};
     config.gridDim = dim3(unsigned(blocks));
@@ -1337,7 +1550,7 @@ struct resident_solver::impl {
     matrix_smem = false;
     exchange.resize(std::size_t(sv_count) * setup.n * sizeof(T));
     partials.resize(std::size_t(kSlots) * std::size_t(blocks));
-    counter.resize(1);
+    counter.resize(32);  // the counter, the generation word at + 16 (barrier 6)
     counter.fill_zero(linalg_stream(device));
     flags.resize(std::size_t(blocks));
     flags.fill_zero(linalg_stream(device));
@@ -1407,13 +1620,14 @@ struct resident_solver::impl {
     } else {
       sync = sync_grid;
       // Rows per thread whose grid is co-resident (each variant's own occupancy): with the block
-      // count given, the smallest that holds n; otherwise the largest (fewest blocks: the
-      // barrier's cost grows with the blocks; H100, n = 1e5, counter barrier: 50 x 512 with 4
-      // rows per thread 20.6 us per BiCGStab iteration, 99 x 512 with 2 rows 24.2 us, 132 x 512
-      // 25.0 us).
+      // count given, the smallest that holds n; otherwise 2 rows per thread while they fit (the
+      // matrix rows in registers), then 4. Since the block sums are gathered once per block
+      // (kAutomaticGather), more blocks with fewer rows are faster: H100, n = 1e5, two-barrier
+      // BiCGStab: 99 x 512 with 2 rows per thread 12.8 us per iteration, 50 x 512 with 4 rows
+      // 14.9 us (before, with every warp gathering: 4 rows were faster, 20.6 vs 24.2 us).
       bool ok = false;
       int cap = 0;
-      const int order_given[3] = {1, 2, 4}, order_auto[3] = {4, 2, 1};
+      const int order_given[3] = {1, 2, 4}, order_auto[3] = {2, 4, 1};
       const int* order = setup.blocks > 0 ? order_given : order_auto;
       for (int i = 0; i < 3; ++i) {
         const int r = order[i];
@@ -1473,7 +1687,7 @@ struct resident_solver::impl {
     if (sync == sync_grid) {
       exchange.resize(std::max<std::size_t>(1, std::size_t(form == 2 ? 7 : 2) * setup.n * sizeof(T)));
       partials.resize(std::size_t(kSlots) * std::size_t(blocks));
-      counter.resize(1);
+      counter.resize(32);  // the counter, the generation word at + 16 (barrier 6)
       counter.fill_zero(linalg_stream(device));
       flags.resize(std::size_t(blocks));
       flags.fill_zero(linalg_stream(device));
@@ -1488,8 +1702,14 @@ resident_solver::resident_solver(int device, const resident_setup& setup) : impl
   // Automatic (0): see kAutomaticForm* (resolved in configure()) and kAutomaticMatrixShared.
   impl_->form = setup.cg ? 1 : setup.form == 0 ? 0 : setup.form == 2 ? 2 : 1;
   if (setup.matrix_smem == 0) impl_->setup.matrix_smem = kAutomaticMatrixShared;
-  if (setup.barrier < 0 || setup.barrier > 5)
-    throw Error(fmt::format(fmt::runtime("linalg: resident barrier {} (0-5)"), setup.barrier), __FILE__, __LINE__);
+  if (setup.barrier < 0 || setup.barrier > 6)
+    throw Error(fmt::format(fmt::runtime("linalg: resident barrier {} (0-6)"), setup.barrier), __FILE__, __LINE__);
+  if (setup.gather < 0 || setup.gather > 2)
+    throw Error(fmt::format(fmt::runtime("linalg: resident gather {} (0-2)"), setup.gather), __FILE__, __LINE__);
+  impl_->gather = setup.gather == 0 ? kAutomaticGather : setup.gather;
+  if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_GATHER"); g != nullptr && setup.gather == 0 &&
+                                                                       (g[0] == '1' || g[0] == '2'))
+    impl_->gather = g[0] - '0';
   if (setup.n == 0 || setup.n > std::size_t(1) << 30)
     throw Error(fmt::format(fmt::runtime("linalg: resident mode for {} rows"), setup.n), __FILE__, __LINE__);
   impl_->streaming = setup.streaming;
@@ -1498,6 +1718,17 @@ resident_solver::resident_solver(int device, const resident_setup& setup) : impl
   else
     impl_->configure<double>();
   impl_->out.resize(kStateWords);
+  if (const char* t = std::getenv("MOLACCEL_LINALG_RESIDENT_TRACE"); t != nullptr && t[0] != '\0' && t[0] != '0' &&
+                                                                     impl_->sync != sync_block) {
+    // Barriers per iteration, and barriers before the first iteration of a launch that continues a
+    // solve (a plain barrier; the two-barrier form's first product and its sum).
+    const int period = impl_->streaming ? (setup.cg ? 1 : 2) : setup.cg ? 3 : impl_->form == 2 ? 2 : 4;
+    const int before = impl_->streaming ? 0 : !setup.cg && impl_->form == 2 ? 2 : 1;
+    impl_->trace_period = period;
+    impl_->trace_skip = 4 * (before + 4 * period);  // 4 stamps per barrier; 4 iterations of warm-up
+    impl_->trace_cap = 4 * 8 * period;              // 8 iterations
+    impl_->trace.resize(std::size_t(2) * std::size_t(impl_->blocks) * std::size_t(impl_->trace_cap));
+  }
 }
 
 resident_solver::~resident_solver() = default;
@@ -1532,28 +1763,37 @@ std::vector<double> resident_solver::run(int iterations) {
   download(impl_->device, impl_->host_out.data(), impl_->out.data(), words * sizeof(double));
   const int done = int(impl_->host_out[3]);
   impl_->epoch_base += static_cast<unsigned long long>(impl_->host_out[4]);
+  if (impl_->trace_cap > 0) {
+    std::vector<unsigned long long> stamps(impl_->trace.size());
+    download(impl_->device, stamps.data(), impl_->trace.data(), stamps.size() * sizeof(unsigned long long));
+    print_trace(stamps, impl_->blocks, impl_->trace_cap, impl_->trace_period, describe());
+  }
   return std::vector<double>(impl_->host_out.begin() + kStateWords,
                              impl_->host_out.begin() + kStateWords + std::size_t(kRecordWords) * std::size_t(done));
 }
 
 std::string resident_solver::describe() const {
   if (impl_->streaming)
-    return fmt::format(fmt::runtime("streaming, {} blocks of {}, {} registers, grid-stride, {}, {} barrier{}/iteration"),
+    return fmt::format(fmt::runtime("streaming, {} blocks of {}, {} registers, grid-stride, {}, {} barrier{}/iteration{}"),
                        impl_->blocks, impl_->threads, impl_->setup.streaming_per_sm == 1 ? 128 : 64,
                        impl_->setup.barrier == 2   ? "flag barrier"
                        : impl_->setup.barrier == 3 ? "cooperative groups barrier"
                        : impl_->setup.barrier == 5 ? "counter barrier (red)"
+                       : impl_->setup.barrier == 6 ? "counter barrier (generation word)"
                                                    : "counter barrier",
-                       impl_->setup.cg ? 1 : 2, impl_->setup.cg ? "" : "s");
+                       impl_->setup.cg ? 1 : 2, impl_->setup.cg ? "" : "s",
+                       impl_->gather == 2 ? "" : ", every warp gathers");
   const char* kind = impl_->sync == sync_block     ? "block"
                      : impl_->sync == sync_cluster ? "cluster"
                      : impl_->setup.barrier == 2   ? "grid, flag barrier"
                      : impl_->setup.barrier == 3   ? "grid, cooperative groups barrier"
                      : impl_->setup.barrier == 5   ? "grid, counter barrier (red)"
+                     : impl_->setup.barrier == 6   ? "grid, counter barrier (generation word)"
                                                    : "grid, counter barrier";
-  return fmt::format(fmt::runtime("{} blocks of {}, {} rows/thread, {}, {} barriers/iteration{}"),
+  return fmt::format(fmt::runtime("{} blocks of {}, {} rows/thread, {}, {} barriers/iteration{}{}"),
                      impl_->blocks, impl_->threads, impl_->rpt, kind, impl_->setup.cg ? 3 : impl_->form == 2 ? 2 : 4,
-                     impl_->matrix_smem ? ", matrix in shared memory" : "");
+                     impl_->matrix_smem ? ", matrix in shared memory" : "",
+                     impl_->sync != sync_block && impl_->gather != 2 ? ", every warp gathers" : "");
 }
 
 int resident_solver::blocks() const {
