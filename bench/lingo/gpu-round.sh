@@ -3,7 +3,8 @@
 # tests), the all-pairs benchmark without the CPU rows (--gpu-only, or LINGO_BENCH_ARGS=""; kernel variants side by side
 # from LINGO_VARIANTS, the page-locked pipeline with its per-pass timelines), then optionally
 # (LINGO_PROFILE=1) Nsight Compute on one pass of a kernel variant and the SASS of the hashed
-# kernels; LINGO_TEST_VARIANT=NAME runs the GPU tests a second time with that kernel as the default.
+# kernels; LINGO_TEST_VARIANT="NAME ..." runs the GPU tests again with each as the default kernel
+# (after the benchmark).
 # Writes everything under ${OUT:-lingo-out}. Run from the repository root; carry
 # .deps/lingo (molecules_367k.smi.gz).
 set -uo pipefail
@@ -23,16 +24,19 @@ status=0
 tail -3 "$out/pieces.log"
 ctest --test-dir "$build" -L gpu -R 'Lingo' --output-on-failure > "$out/gpu-tests.log" 2>&1 || { status=1; tail -60 "$out/gpu-tests.log"; }
 tail -4 "$out/gpu-tests.log"
-if [[ -n "${LINGO_TEST_VARIANT:-}" ]]; then  # the whole GPU suite again with another kernel as the default
-  MOLACCEL_LINGO_GPU_KERNEL="$LINGO_TEST_VARIANT" ctest --test-dir "$build" -L gpu -R 'Lingo' --output-on-failure \
-    > "$out/gpu-tests-$LINGO_TEST_VARIANT.log" 2>&1 || { status=1; tail -60 "$out/gpu-tests-$LINGO_TEST_VARIANT.log"; }
-  echo "with MOLACCEL_LINGO_GPU_KERNEL=$LINGO_TEST_VARIANT:"; tail -4 "$out/gpu-tests-$LINGO_TEST_VARIANT.log"
-fi
 stamp tested
 "$build/bench/lingo/bench_lingo_allpairs" --quick ${LINGO_BENCH_ARGS---gpu-only} > "$out/bench.txt" 2> "$out/timelines.txt" || status=1
 stamp benched
 grep -E '^lingo/' "$out/bench.txt" | awk '{$1=$1};1' | cut -c1-200
-grep -E 'lingo timeline: [0-9]+ passes|copy ceiling|lingo kernel timeline: [0-9]+ passes|^lingo timeline: (fp32|pass)' "$out/timelines.txt" | head -60
+grep -E 'lingo timeline: [0-9]+ passes|copy ceiling|lingo kernel timeline: [0-9]+ passes|^lingo timeline: (fp32|pass)' "$out/timelines.txt" | head -${LINGO_TIMELINE_LINES:-60}
+# The whole GPU suite again with each of LINGO_TEST_VARIANT (space-separated) as the default kernel
+# (after the benchmark, so that a run cut short by its time limit still has the timings).
+for v in ${LINGO_TEST_VARIANT:-}; do
+  MOLACCEL_LINGO_GPU_KERNEL="$v" ctest --test-dir "$build" -L gpu -R 'Lingo' --output-on-failure \
+    > "$out/gpu-tests-$v.log" 2>&1 || { status=1; tail -60 "$out/gpu-tests-$v.log"; }
+  echo "with MOLACCEL_LINGO_GPU_KERNEL=$v:"; tail -4 "$out/gpu-tests-$v.log"
+  stamp "tested $v"
+done
 if [[ -n "${LINGO_PROFILE:-}" ]]; then
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   lib=$(find "$build" -name 'libmolaccel*.so*' | head -1); [[ -z "$lib" ]] && lib="$build/bench/lingo/bench_lingo_allpairs"

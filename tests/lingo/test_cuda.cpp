@@ -239,7 +239,7 @@ namespace {
 
 using namespace molaccel::lingo::testing;
 
-// The default kernel is csr-tdc (every LingoCuda test runs it); these cases aim at its two count
+// The default kernel is sorted-hp (every LingoCuda test runs it); these cases aim at its two count
 // extractions (and, for g64, both halves of a 64-query group and a partial last warp). The other
 // kernels (MOLACCEL_LINGO_GPU_KERNEL=g64, csr) are held to the same checks below.
 TEST(LingoCuda, DefaultKernelExtractionPaths) {
@@ -345,10 +345,11 @@ TEST_F(LingoCudaG64, RandomRealLargeAndSearch) {
   check_real_self_matrix(gpu_subject_ilp(), "demo4096.smi", 1029, 4, Metric::tanimoto);  // groups of 64
 }
 
-// The other csr-t family kernels (transposed count extraction; csr-td and csr-tdp with the
-// division-free ratio, csr-tdp with a packed table), csr-ilp (the default before csr-tdc) and the
-// sorted kernels (length-sorted windows, counts exchanged through shared memory), to the same
-// checks as the CSR kernel, plus the diverse vocabulary.
+// The csr-t family kernels (transposed count extraction; csr-td, csr-tdc (the default before
+// sorted-hp) and csr-tdp with the division-free ratio, csr-tdp with a packed table), csr-ilp and the
+// sorted kernels (length-sorted windows, counts exchanged through shared memory; sorted-b/-h and
+// their packed-table forms pair a long chunk with a short one per warp), to the same checks as the
+// CSR kernel, plus the diverse vocabulary.
 class LingoCudaNewKernels : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override { setenv("MOLACCEL_LINGO_GPU_KERNEL", GetParam(), 1); }
@@ -361,7 +362,8 @@ TEST_P(LingoCudaNewKernels, RandomRealLargeAndSearch) {
   check_diverse_vocabulary();
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, LingoCudaNewKernels, ::testing::Values("csr-ilp", "csr-t", "csr-td", "csr-tdp", "sorted", "sorted-n"),
+INSTANTIATE_TEST_SUITE_P(Variants, LingoCudaNewKernels, ::testing::Values("csr-ilp", "csr-t", "csr-td", "csr-tdc", "csr-tdp", "sorted", "sorted-n",
+                                                                   "sorted-b", "sorted-bp", "sorted-h", "sorted-hp"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (auto& c : name)

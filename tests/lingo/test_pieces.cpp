@@ -202,6 +202,83 @@ TEST(LingoPieces, G64LayoutWalkMatchesReference) {
   check_g64_walk(set, Metric::set, 3, 301);
 }
 
+// The walk of the paired sorted kernels, on the host, in the kernel's order: sorted-b (joint: the
+// layout in windows of 512, warp w takes chunk w then chunk 15 - w) and sorted-h (windows of 256,
+// warp w takes chunk w of window 2p then chunk 7 - w of window 2p + 1, which may not exist). Every
+// position walks its chunk's padded row count four masks at a time (bitslice_add4), counts leave
+// by the 8x8 transpose (or one at a time from 256 features), each column is produced exactly once
+// and matches the reference bit for bit.
+void check_paired_walk(const MoleculeSet& set, Metric metric, std::size_t begin, std::size_t end, bool joint) {
+  const auto encoding = detail::encode(set, nullptr, 1);
+  const auto bases = detail::feature_bases(encoding);
+  const auto features =
+      detail::expand_features(encoding.database, encoding.max_count, bases, metric == Metric::set);
+  constexpr std::uint32_t kPad = 0xffffffffu;
+  const std::uint32_t window = joint ? 512 : 256;
+  const auto layout = detail::build_interleaved_layout(features, begin, end, window, kPad, 4);
+  const std::size_t n = end - begin;
+  const std::size_t n_windows = (n + 255) / 256, n_pairs = (n + 511) / 512;
+  const std::size_t count = std::min<std::size_t>(32, set.size());
+  std::unordered_map<std::uint32_t, std::uint32_t> table;
+  for (std::size_t q = 0; q < count; ++q)
+    for (auto f = features.offsets[q]; f < features.offsets[q + 1]; ++f) table[features.features[f]] |= 1u << q;
+  std::vector<int> produced(n, 0);
+  for (std::size_t p = 0; p < n_pairs; ++p)
+    for (std::uint32_t warp = 0; warp < 8; ++warp)
+      for (std::uint32_t half = 0; half < 2; ++half) {
+        std::size_t base;
+        std::uint32_t chunk;
+        if (joint) {
+          base = p * 512;
+          chunk = half ? 15 - warp : warp;
+        } else {
+          if (2 * p + half >= n_windows) continue;
+          base = (2 * p + half) * 256;
+          chunk = half ? 7 - warp : warp;
+        }
+        for (std::uint32_t lane = 0; lane < 32; ++lane) {
+          const std::size_t pos = base + 32 * chunk + lane;
+          ASSERT_LT(pos, layout.length.size());
+          const std::uint32_t rows = (layout.length[pos & ~std::size_t{31}] + 3) / 4 * 4;
+          std::uint32_t planes[21] = {};
+          for (std::uint32_t k = 0; k < rows; k += 4) {
+            std::uint32_t m[4];
+            for (std::uint32_t u = 0; u < 4; ++u) {
+              const std::uint32_t f = layout.features[layout.warp_base[pos / 32] + 32ull * (k + u) + lane];
+              ASSERT_EQ(f == kPad, pos >= n || k + u >= layout.length[pos]);
+              auto it = table.find(f);
+              m[u] = it == table.end() ? 0u : it->second;
+            }
+            detail::bitslice_add4(planes, m[0], m[1], m[2], m[3]);
+          }
+          if (pos >= n) continue;
+          const std::size_t column = base + layout.column[pos];
+          ASSERT_LT(column, n);
+          ++produced[column];
+          std::uint32_t t[8];
+          detail::bitslice_transpose8(planes, t);
+          for (std::uint32_t q = 0; q < count; ++q) {
+            const std::uint32_t shared = layout.length[pos] < 256 ? (t[q % 8] >> (8 * (q / 8))) & 0xffu
+                                                                  : detail::bitslice_count(planes, q);
+            const float got = detail::ratio_similarity(shared, features.sizes[q], layout.size[pos]);
+            const float want = reference::pair_similarity(set, q, set, begin + column, metric);
+            ASSERT_EQ(std::bit_cast<std::uint32_t>(got), std::bit_cast<std::uint32_t>(want))
+                << "query " << q << " column " << begin + column;
+          }
+        }
+      }
+  for (std::size_t c = 0; c < n; ++c) ASSERT_EQ(produced[c], 1) << "column " << c;
+}
+
+TEST(LingoPieces, PairedSortedWalksMatchReference) {
+  const auto set = walk_test_set(1000, 300);
+  for (bool joint : {true, false}) {
+    check_paired_walk(set, Metric::tanimoto, 0, set.size(), joint);  // 1,002: the last window partial
+    check_paired_walk(set, Metric::tanimoto, 100, 650, joint);       // a slice: the last pair has one window
+    check_paired_walk(set, Metric::set, 3, 301, joint);
+  }
+}
+
 TEST(LingoPieces, InterleavedLayoutWalkMatchesReference) {
   const auto set = walk_test_set(700, 5);
   check_interleaved_walk(set, Metric::tanimoto, 0, set.size());

@@ -11,14 +11,18 @@
 // the queries only, never on the vocabulary, so a large or diverse vocabulary has no cliff.
 // Vidal (per-Lingo fractions) and queries too large for a table use a per-pair merge kernel.
 //
-// Variants of the hashed kernel (MOLACCEL_LINGO_GPU_KERNEL; H100, 32,768^2, same run, see
-// docs/lingo.md): the default csr-tdc reads the database in CSR order with four feature loads in
-// flight per thread, adds the four masks through carry-save adders, takes the counts out of the
-// bit planes by 8x8 bit transposes and forms the ratio without a division (168 G LINGOs/s, 184 G/s
-// on a diverse vocabulary); csr-ilp, its predecessor (135 / 152 G/s), csr-t / csr-td (steps in
-// between), csr-tdp (packed table), sorted / sorted-n (length-sorted windows, counts exchanged
-// through shared memory: 166 / 194 G/s, bound by the per-window barrier), g64 (64 queries per
-// block, 135 G/s), csr and interleaved (older). All are held to the same bit-identity tests.
+// Variants of the hashed kernel (MOLACCEL_LINGO_GPU_KERNEL; H100, 32,768^2 real / diverse set,
+// same run, see docs/lingo.md): the default sorted-hp reads the database in windows of 256
+// molecules sorted by length (coalesced, interleaved per warp), each warp walking a long chunk of
+// one window and a short chunk of the next so that the warps reach the barrier of the
+// shared-memory count exchange together, with a packed (key, mask) table, carry-save adds of four
+// masks, 8x8 bit-transposed counts and the division-free ratio (193 / 209 G LINGOs/s); sorted-h
+// (split table, 189 / 208), sorted-b / sorted-bp (the pairing inside joint windows of 512: 16 KiB
+// of exchange, 4 blocks per SM: 170-179 / 190-194); csr-tdc, the default before (CSR order, no
+// barrier: 170 / 187); csr-ilp (138 / 152), csr-t / csr-td (steps in between), csr-tdp (packed
+// table), sorted / sorted-n (sorted windows, one per barrier: 168 / 198, warp 0 always the
+// longest), g64 (64 queries per block), csr and interleaved (older). All are held to the same
+// bit-identity tests.
 #include <cub/block/block_scan.cuh>
 
 #include <algorithm>
@@ -320,7 +324,7 @@ __device__ __forceinline__ void store_group_row(const std::uint32_t (&planes)[Pl
   }
 }
 
-// Variants csr-t (FastDiv false), csr-td (true), csr-tdc (the default: also Csa, four masks at a
+// Variants csr-t (FastDiv false), csr-td (true), csr-tdc (the default before sorted-hp: also Csa, four masks at a
 // time through carry-save adders) and csr-tdp (also Packed: the table as (key, mask) pairs, one
 // 8-byte load per probe and no dependent mask load): csr-ilp's walk, store_group_row's output.
 template <int Planes, bool FastDiv, bool Csa, bool Packed = false>
@@ -460,6 +464,233 @@ __global__ void __launch_bounds__(kBlock, Planes <= 11 ? 5 : 1)
       store_count_bytes<true>(t, group.count, sizes, db_sizes[col], recip, rows_out + col, ld);
     }
     __syncthreads();  // `counts` is reused by the next window
+  }
+}
+
+// Variants sorted-b and sorted-bp (Packed: the table as (key, mask) pairs): the sorted kernel
+// without its imbalance at the barrier. The database in windows of 2 x kBlock = 512 molecules
+// sorted by length inside the window (16 chunks of 32, longest first); warp w takes chunk w and
+// then chunk 15 - w, so every warp walks about the same number of rows (a long chunk paired with a
+// short one) before the one barrier per 512 columns, where the sorted kernel's warp 0 always had
+// the longest chunk. The counts (32 B per molecule, 16 KiB per window) go back to window order
+// through shared memory; thread t then stores columns t and t + 256 (coalesced). Molecules of
+// >= 256 features store their own column from the sorted position, as in the sorted kernel.
+constexpr std::uint32_t kPairWindow = 2 * kBlock;
+
+template <int Planes, bool Packed>
+__global__ void __launch_bounds__(kBlock, Planes <= 11 ? 4 : 1)
+    hashed_similarity_sorted_b_kernel(const QueryGroup* groups, const std::uint64_t* q_offsets,
+                                      const std::uint32_t* q_features, const std::uint32_t* q_sizes,
+                                      InterleavedSlice db, const std::uint64_t* db_offsets,
+                                      const std::uint32_t* db_sizes, std::uint32_t n_cols, int log2_slots,
+                                      float* out, std::size_t ld) {
+  extern __shared__ std::uint32_t csr_table[];
+  const std::uint32_t slots = 1u << log2_slots;
+  std::uint32_t* keys = csr_table;
+  std::uint32_t* masks = csr_table + slots;
+  uint2* const pairs = reinterpret_cast<uint2*>(csr_table);
+  __shared__ std::uint32_t sizes[kQueriesPerGroup];
+  __shared__ float recip[detail::kReciprocals];
+  __shared__ std::uint32_t counts[8 * kPairWindow];  // word k of window column c at counts[k * 512 + c]
+  const QueryGroup group = groups[blockIdx.x];
+  fill_reciprocals(recip);
+  if (Packed)
+    fill_group_table(
+        group, q_offsets, q_features, q_sizes, slots, sizes,
+        [&](std::uint32_t s) { pairs[s] = make_uint2(kEmptySlot, 0u); },
+        [&](std::uint32_t feature, std::uint32_t q) { table_insert(pairs, log2_slots, feature, 1u << q); });
+  else
+    fill_split_table(group, q_offsets, q_features, q_sizes, keys, masks, log2_slots, sizes);
+  const auto lookup = [&](std::uint32_t f) {
+    return Packed ? table_lookup(pairs, log2_slots, f) : split_table_lookup(keys, masks, log2_slots, f);
+  };
+  float* const rows_out = out + static_cast<std::size_t>(group.first_row) * ld;
+
+  const std::uint32_t lane = threadIdx.x & 31u;
+  const std::uint32_t warp = threadIdx.x >> 5;
+  const std::uint32_t n_windows = (n_cols + kPairWindow - 1) / kPairWindow;
+  for (std::uint32_t w = blockIdx.y; w < n_windows; w += gridDim.y) {
+    const std::uint32_t base = w * kPairWindow;
+#pragma unroll 1
+    for (std::uint32_t half = 0; half < 2; ++half) {
+      const std::uint32_t chunk = half ? 2 * (kBlock / 32) - 1 - warp : warp;
+      const std::uint32_t pos = base + 32 * chunk + lane;  // < the layout's padded size
+      const std::uint32_t rows = (db.length[pos & ~31u] + 3u) & ~3u;  // lane 0: the chunk's longest
+      const std::uint32_t* feature = db.features + db.warp_base[pos / 32] + lane;
+      std::uint32_t planes[Planes];
+#pragma unroll
+      for (int b = 0; b < Planes; ++b) planes[b] = 0;
+      std::uint32_t v[4];
+      if (rows) {
+#pragma unroll
+        for (int u = 0; u < 4; ++u) v[u] = __ldg(feature + 32 * u);
+      }
+      for (std::uint32_t k = 0; k < rows; k += 4) {
+        std::uint32_t next[4];
+        if (k + 4 < rows) {
+#pragma unroll
+          for (int u = 0; u < 4; ++u) next[u] = __ldg(feature + 32 * (k + 4 + u));
+        }
+        std::uint32_t m[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) m[u] = lookup(v[u]);
+        detail::bitslice_add4(planes, m[0], m[1], m[2], m[3]);
+#pragma unroll
+        for (int u = 0; u < 4; ++u) v[u] = next[u];
+      }
+      if (pos < n_cols) {
+        const std::uint32_t c = db.column[pos];
+        if (db.length[pos] < 256) {
+          std::uint32_t t[8];
+          detail::bitslice_transpose8(planes, t);
+#pragma unroll
+          for (int k = 0; k < 8; ++k) counts[k * kPairWindow + c] = t[k];
+        } else {
+          store_group_row<Planes, true>(planes, false, group.count, sizes, db.size[pos], recip,
+                                        rows_out + base + c, ld);
+        }
+      }
+    }
+    __syncthreads();
+#pragma unroll 1
+    for (std::uint32_t c = threadIdx.x; c < kPairWindow; c += kBlock) {
+      const std::uint32_t col = base + c;
+      if (col < n_cols && db_offsets[col + 1] - db_offsets[col] < 256) {
+        std::uint32_t t[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) t[k] = counts[k * kPairWindow + c];
+        store_count_bytes<true>(t, group.count, sizes, db_sizes[col], recip, rows_out + col, ld);
+      }
+    }
+    __syncthreads();  // `counts` is reused by the next window
+  }
+}
+
+// Variants sorted-hp (Packed, the default) and sorted-h: the same pairing with the sorted kernel's layout
+// (windows of 256 sorted on their own) and its 8 KiB exchange, so 5 blocks fit an SM where
+// sorted-b's 16 KiB allow 4. Warp w takes chunk w of window 2p and then chunk 7 - w of window
+// 2p + 1; the counts of the first go to shared memory at once, those of the second stay in
+// registers until the first window is stored. Four barriers per 512 columns, each after balanced
+// work (the walks are paired, the stores uniform).
+template <int Planes, bool Packed>
+__global__ void __launch_bounds__(kBlock, Planes <= 11 ? 5 : 1)
+    hashed_similarity_sorted_h_kernel(const QueryGroup* groups, const std::uint64_t* q_offsets,
+                                      const std::uint32_t* q_features, const std::uint32_t* q_sizes,
+                                      InterleavedSlice db, const std::uint64_t* db_offsets,
+                                      const std::uint32_t* db_sizes, std::uint32_t n_cols, int log2_slots,
+                                      float* out, std::size_t ld) {
+  extern __shared__ std::uint32_t csr_table[];
+  const std::uint32_t slots = 1u << log2_slots;
+  std::uint32_t* keys = csr_table;
+  std::uint32_t* masks = csr_table + slots;
+  uint2* const pairs = reinterpret_cast<uint2*>(csr_table);
+  __shared__ std::uint32_t sizes[kQueriesPerGroup];
+  __shared__ float recip[detail::kReciprocals];
+  __shared__ std::uint32_t counts[8 * kBlock];  // word k of window column c at counts[k * kBlock + c]
+  const QueryGroup group = groups[blockIdx.x];
+  fill_reciprocals(recip);
+  if (Packed)
+    fill_group_table(
+        group, q_offsets, q_features, q_sizes, slots, sizes,
+        [&](std::uint32_t s) { pairs[s] = make_uint2(kEmptySlot, 0u); },
+        [&](std::uint32_t feature, std::uint32_t q) { table_insert(pairs, log2_slots, feature, 1u << q); });
+  else
+    fill_split_table(group, q_offsets, q_features, q_sizes, keys, masks, log2_slots, sizes);
+  const auto lookup = [&](std::uint32_t f) {
+    return Packed ? table_lookup(pairs, log2_slots, f) : split_table_lookup(keys, masks, log2_slots, f);
+  };
+  float* const rows_out = out + static_cast<std::size_t>(group.first_row) * ld;
+
+  const std::uint32_t lane = threadIdx.x & 31u;
+  const std::uint32_t warp = threadIdx.x >> 5;
+  const std::uint32_t n_windows = (n_cols + kBlock - 1) / kBlock;
+  const std::uint32_t n_pairs = (n_windows + 1) / 2;
+  // Walks sorted position pos's chunk (its padded row count) into the bit planes.
+  const auto walk = [&](std::uint32_t pos, std::uint32_t (&planes)[Planes]) {
+    const std::uint32_t rows = (db.length[pos & ~31u] + 3u) & ~3u;  // lane 0: the chunk's longest
+    const std::uint32_t* feature = db.features + db.warp_base[pos / 32] + lane;
+#pragma unroll
+    for (int b = 0; b < Planes; ++b) planes[b] = 0;
+    std::uint32_t v[4];
+    if (rows) {
+#pragma unroll
+      for (int u = 0; u < 4; ++u) v[u] = __ldg(feature + 32 * u);
+    }
+    for (std::uint32_t k = 0; k < rows; k += 4) {
+      std::uint32_t next[4];
+      if (k + 4 < rows) {
+#pragma unroll
+        for (int u = 0; u < 4; ++u) next[u] = __ldg(feature + 32 * (k + 4 + u));
+      }
+      std::uint32_t m[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) m[u] = lookup(v[u]);
+      detail::bitslice_add4(planes, m[0], m[1], m[2], m[3]);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) v[u] = next[u];
+    }
+  };
+  // Window column t of window `window` from shared memory to the output (thread t).
+  const auto store_window = [&](std::uint32_t window) {
+    const std::uint32_t col = window * kBlock + threadIdx.x;
+    if (col < n_cols && db_offsets[col + 1] - db_offsets[col] < 256) {
+      std::uint32_t t[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) t[k] = counts[k * kBlock + threadIdx.x];
+      store_count_bytes<true>(t, group.count, sizes, db_sizes[col], recip, rows_out + col, ld);
+    }
+  };
+  for (std::uint32_t p = blockIdx.y; p < n_pairs; p += gridDim.y) {
+    const bool second = 2 * p + 1 < n_windows;  // uniform over the block
+    {  // chunk `warp` of window 2p: counts straight to shared memory
+      const std::uint32_t base = 2 * p * kBlock;
+      const std::uint32_t pos = base + 32 * warp + lane;  // < the layout's padded size
+      std::uint32_t planes[Planes];
+      walk(pos, planes);
+      if (pos < n_cols) {
+        const std::uint32_t c = db.column[pos];
+        if (db.length[pos] < 256) {
+          std::uint32_t t[8];
+          detail::bitslice_transpose8(planes, t);
+#pragma unroll
+          for (int k = 0; k < 8; ++k) counts[k * kBlock + c] = t[k];
+        } else {
+          store_group_row<Planes, true>(planes, false, group.count, sizes, db.size[pos], recip,
+                                        rows_out + base + c, ld);
+        }
+      }
+    }
+    if (second) {  // chunk 7 - warp of window 2p + 1: counts held in registers
+      const std::uint32_t base = (2 * p + 1) * kBlock;
+      const std::uint32_t pos = base + 32 * (kBlock / 32 - 1 - warp) + lane;
+      std::uint32_t planes[Planes];
+      walk(pos, planes);
+      std::uint32_t held[8];
+      std::uint32_t held_column = kBlock;  // kBlock: none held
+      if (pos < n_cols) {
+        const std::uint32_t c = db.column[pos];
+        if (db.length[pos] < 256) {
+          detail::bitslice_transpose8(planes, held);
+          held_column = c;
+        } else {
+          store_group_row<Planes, true>(planes, false, group.count, sizes, db.size[pos], recip,
+                                        rows_out + base + c, ld);
+        }
+      }
+      __syncthreads();
+      store_window(2 * p);
+      __syncthreads();  // window 2p read by all before it is overwritten
+      if (held_column < kBlock) {
+#pragma unroll
+        for (int k = 0; k < 8; ++k) counts[k * kBlock + held_column] = held[k];
+      }
+      __syncthreads();
+      store_window(2 * p + 1);
+    } else {
+      __syncthreads();
+      store_window(2 * p);
+    }
+    __syncthreads();  // `counts` is reused by the next pair
   }
 }
 
@@ -1052,10 +1283,10 @@ int log2_of(std::uint32_t x) {
 
 }  // namespace
 
-// MOLACCEL_LINGO_GPU_KERNEL: csr-ilp (the default), g64 (64 queries per block, coalesced
-// database; measured no faster, opt-in), csr and interleaved (older variants, kept for
-// comparison); anything else means the default.
-enum class HashedKernel { g64, csr_ilp, csr, interleaved, csr_t, csr_td, csr_tdc, csr_tdp, sorted, sorted_n };
+// MOLACCEL_LINGO_GPU_KERNEL: sorted-hp (the default since 2026-11-22, second round), csr-tdc (the
+// default before), the other variants of the header comment (opt-in, kept for comparison);
+// anything else means the default.
+enum class HashedKernel { g64, csr_ilp, csr, interleaved, csr_t, csr_td, csr_tdc, csr_tdp, sorted, sorted_n, sorted_b, sorted_bp, sorted_h, sorted_hp };
 HashedKernel requested_kernel() {
   const char* v = std::getenv("MOLACCEL_LINGO_GPU_KERNEL");
   const std::string_view name = v ? v : "";
@@ -1066,9 +1297,14 @@ HashedKernel requested_kernel() {
   if (name == "csr-tdp") return HashedKernel::csr_tdp;
   if (name == "sorted") return HashedKernel::sorted;
   if (name == "sorted-n") return HashedKernel::sorted_n;
+  if (name == "sorted-b") return HashedKernel::sorted_b;
+  if (name == "sorted-bp") return HashedKernel::sorted_bp;
+  if (name == "sorted-h") return HashedKernel::sorted_h;
+  if (name == "sorted-hp") return HashedKernel::sorted_hp;
   if (name == "csr") return HashedKernel::csr;
   if (name == "interleaved") return HashedKernel::interleaved;
-  return HashedKernel::csr_tdc;
+  if (name == "csr-tdc") return HashedKernel::csr_tdc;
+  return HashedKernel::sorted_hp;
 }
 
 // Dynamic shared memory of the g64 kernel: 64-bit masks, then 32-bit keys.
@@ -1089,7 +1325,9 @@ struct GpuJob::Impl {
   bool interleaved = variant == HashedKernel::interleaved;
   bool csr_ilp = variant == HashedKernel::csr_ilp;
   bool g64 = variant == HashedKernel::g64;
-  bool sorted = variant == HashedKernel::sorted || variant == HashedKernel::sorted_n;
+  bool sorted_h = variant == HashedKernel::sorted_h || variant == HashedKernel::sorted_hp;
+  bool sorted = variant == HashedKernel::sorted || variant == HashedKernel::sorted_n || sorted_h;
+  bool sorted_b = variant == HashedKernel::sorted_b || variant == HashedKernel::sorted_bp;
   detail::FeatureSet db_features, query_features;  // query_features empty when self
 
   Impl(const detail::Encoding& e, Metric m) : encoding(e), metric(m), use_features(m != Metric::vidal) {
@@ -1132,6 +1370,14 @@ struct GpuJob::Impl {
         MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_kernel<21, true>, attr, large));
         MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_kernel<11, false>, attr, large));
         MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_kernel<21, false>, attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_b_kernel<11, false>, attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_b_kernel<21, false>, attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_b_kernel<11, true>, attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_b_kernel<21, true>, attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<11, false>, attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<21, false>, attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<11, true>, attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<21, true>, attr, large));
       }
       MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_g64_kernel<11>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1153,10 +1399,12 @@ struct GpuJob::Impl {
   void ensure_db(WorkerState& s, std::size_t b, std::size_t e) const {
     if (s.db.valid && s.db.begin == b && s.db.end == e) return;
     s.db.load(use_features ? &db_features : nullptr, encoding.database, b, e, s.stream);
-    if (use_features && (interleaved || g64 || sorted)) {
+    if (use_features && (interleaved || g64 || sorted || sorted_b)) {
       s.db.valid = false;
       if (g64)
         s.db.load_interleaved(db_features, b, e, s.stream, 32, 4);
+      else if (sorted_b)
+        s.db.load_interleaved(db_features, b, e, s.stream, kPairWindow, 4);
       else if (sorted)
         s.db.load_interleaved(db_features, b, e, s.stream, kBlock, 4);
       else
@@ -1236,8 +1484,9 @@ struct GpuJob::Impl {
     // the build); fewer when the pass has few query groups, so the launch still fills the GPU
     // (at least 4,096 blocks: the pipelined passes of dense_stream are ~1,024 rows).
     auto splits_for = [&](std::size_t n_groups) {
-      const std::size_t windows = (cols + kBlock - 1) / kBlock;
-      std::size_t per_block = 8;
+      const std::size_t window = sorted_b || sorted_h ? kPairWindow : kBlock;  // columns per block step
+      const std::size_t windows = (cols + window - 1) / window;
+      std::size_t per_block = 8 * kBlock / window;
       while (per_block > 1 && n_groups * ((windows + per_block - 1) / per_block) < 4096) per_block /= 2;
       return static_cast<unsigned>(std::min<std::size_t>((windows + per_block - 1) / per_block, 65535));
     };
@@ -1256,6 +1505,18 @@ struct GpuJob::Impl {
       if (g64_groups) {
         run(hashed_similarity_g64_kernel<11>, hashed_similarity_g64_kernel<21>, grid, g64_shared_bytes(slots), g,
             q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(), view, n, log2_slots, out, cols);
+      } else if (sorted_h) {
+        const bool packed = variant == HashedKernel::sorted_hp;
+        run(packed ? hashed_similarity_sorted_h_kernel<11, true> : hashed_similarity_sorted_h_kernel<11, false>,
+            packed ? hashed_similarity_sorted_h_kernel<21, true> : hashed_similarity_sorted_h_kernel<21, false>, grid,
+            csr_shared_bytes(slots), g, q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(), view,
+            s.db.feature_offsets.data(), s.db.feature_sizes.data(), n, log2_slots, out, cols);
+      } else if (sorted_b) {
+        const bool packed = variant == HashedKernel::sorted_bp;
+        run(packed ? hashed_similarity_sorted_b_kernel<11, true> : hashed_similarity_sorted_b_kernel<11, false>,
+            packed ? hashed_similarity_sorted_b_kernel<21, true> : hashed_similarity_sorted_b_kernel<21, false>, grid,
+            csr_shared_bytes(slots), g, q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(), view,
+            s.db.feature_offsets.data(), s.db.feature_sizes.data(), n, log2_slots, out, cols);
       } else if (sorted) {
         const bool csa = variant == HashedKernel::sorted;
         run(csa ? hashed_similarity_sorted_kernel<11, true> : hashed_similarity_sorted_kernel<11, false>,
@@ -1598,7 +1859,9 @@ std::size_t GpuJob::dense_budget(int device) const {
 std::string GpuJob::kernel_name() const {
   return impl_->use_features
              ? (impl_->g64 ? "hashed-g64"
+                : impl_->sorted_h ? (impl_->variant == HashedKernel::sorted_h ? "hashed-sorted-h" : "hashed-sorted-hp")
                 : impl_->sorted ? (impl_->variant == HashedKernel::sorted ? "hashed-sorted" : "hashed-sorted-n")
+                : impl_->sorted_b ? (impl_->variant == HashedKernel::sorted_b ? "hashed-sorted-b" : "hashed-sorted-bp")
                 : impl_->variant == HashedKernel::csr_t ? "hashed-csr-t"
                 : impl_->variant == HashedKernel::csr_td ? "hashed-csr-td"
                 : impl_->variant == HashedKernel::csr_tdc ? "hashed-csr-tdc"
