@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 #include "common/harness.hpp"
 #include "linalg/backend.hpp"
@@ -184,6 +185,7 @@ struct bicgstab_selection {
   bool fused = false;
   struct fused_geometry {
     int blocks = 0, threads = 0, per_sm = 0, barrier = 0, gather = 0;
+    int loads = 0, rows = 0;  // solver_options::fused_loads / fused_rows (0 automatic)
     std::string label = "fused";
   };
   std::vector<fused_geometry> fused_geometries = {{}};
@@ -241,6 +243,8 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
       o.fused_blocks = fused.blocks;
       o.fused_threads = fused.threads;
       o.fused_blocks_per_sm = fused.per_sm;
+      o.fused_loads = fused.loads;
+      o.fused_rows = fused.rows;
       o.solver = solver_kind::bicgstab;
       o.tolerance = 0;  // fixed iteration count: the iteration stops only on the cap or a breakdown
       o.max_iterations = n <= 100000 ? 400 : 100;
@@ -337,9 +341,15 @@ int main(int argc, char** argv) {
         bicgstab_selection::fused_geometry g;
         g.blocks = std::atoi(item.substr(0, x).c_str());
         std::string threads = item.substr(x + 1);
-        // Trailing A / Z: every warp / warp 0 gathers the block sums; n: barrier 6.
-        while (!threads.empty() && (threads.back() == 'A' || threads.back() == 'Z' || threads.back() == 'n')) {
-          if (threads.back() == 'n')
+        // Trailing A / Z: every warp / warp 0 gathers the block sums; n: barrier 6; c / a: vector
+        // loads through L2 / L1 (fused_loads 1 / 2); s / b: grid-stride / balanced rows (fused_rows 1 / 2).
+        while (!threads.empty() && std::string_view("AZncasb").find(threads.back()) != std::string_view::npos) {
+          const char t = threads.back();
+          if (t == 'c' || t == 'a')
+            g.loads = t == 'c' ? 1 : 2;
+          else if (t == 's' || t == 'b')
+            g.rows = t == 's' ? 1 : 2;
+          else if (t == 'n')
             g.barrier = 6;
           else
             g.gather = threads.back() == 'A' ? 1 : 2;
@@ -386,7 +396,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: bench_linalg [--quick] [--cpu] [--bicgstab-only] [--min-n=N] [--max-n=N] "
                    "[--modes=graph,stream,persistent,resident,fused] [--persistent=BxT,...] "
-                   "[--resident=BxT[c|g|o|a|e|n][+|-][s|l][A|Z],...] [--fused=BxT[1|2][n][A|Z],...]\n");
+                   "[--resident=BxT[c|g|o|a|e|n][+|-][s|l][A|Z],...] [--fused=BxT[1|2][n][A|Z][c|a][s|b],...]\n");
       return 1;
     }
   }

@@ -586,6 +586,13 @@ struct solver_options {
   // Registers of the fused kernel bounded for 1 (128 registers) or 2 (64) blocks of 512 threads
   // per SM; 0 = 2. The automatic grid is then that many blocks per SM (at 512 threads).
   int fused_blocks_per_sm = 0;
+  // Fused BiCGStab kernel (measured in docs/linalg.md): the loads of the vectors that other blocks
+  // wrote, 0 automatic (L1 up to 2,000,000 rows, L2 above), 1 through L2 only, 2 cached in L1 too;
+  // the rows of each thread, 0 automatic (grid-stride), 1 grid-stride, 2 balanced (the last
+  // partial pass split evenly over the blocks). The environment variables
+  // MOLACCEL_LINALG_FUSED_LOADS / _ROWS (1 or 2) override automatic.
+  int fused_loads = 0;
+  int fused_rows = 0;
 };
 // launch_mode::automatic picks the resident mode on a GPU for systems of at most this many rows
 // (measured faster than the graph mode at every size up to n = 199,809 on an H100: docs/linalg.md).

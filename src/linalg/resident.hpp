@@ -42,6 +42,10 @@ struct resident_setup {
   // Grid and cluster sums after the barrier: 0 automatic (2), 1 every warp of every block reads the
   // block sums, 2 warp 0 reads them and shares the totals through shared memory (same totals).
   int gather = 0;
+  // Fused BiCGStab kernel: loads of the exchanged vectors 0 automatic, 1 L2 only, 2 through L1;
+  // rows 0 automatic, 1 grid-stride, 2 balanced over the blocks (cuda/resident.cu, row_walk).
+  int fused_loads = 0;
+  int fused_rows = 0;
 };
 class resident_solver {
  public:

@@ -297,6 +297,8 @@ solver_result solve_on(const placement& where, const host_csr<double>& host_a, s
       rs.blocks = options.fused_blocks;
       rs.threads = options.fused_threads;
       rs.streaming_per_sm = options.fused_blocks_per_sm;
+      rs.fused_loads = options.fused_loads;
+      rs.fused_rows = options.fused_rows;
     }
     std::unique_ptr<gpu::resident_solver> resident;
     try {

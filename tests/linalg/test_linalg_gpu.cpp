@@ -501,6 +501,7 @@ struct fused_geometry {
   int blocks, threads, barrier, per_sm;
   std::size_t max_rows;  // skip larger systems (keeps the test short)
   int gather = 0;        // 1 every warp reads the block sums, 0 automatic (2: warp-wide)
+  int loads = 0, rows = 0;  // fused BiCGStab: vectors via L2 (1) / L1 (2), rows grid-stride (1) / balanced (2)
 };
 
 // Against the stream mode, as check_resident: same status, iteration count (reported, see below)
@@ -528,6 +529,10 @@ void check_fused(const Resources& res, const host_csr<double>& a, const std::vec
       {0, 0, 5, 0, 200000},           // counter with a red arrival
       {0, 0, 6, 0, 200000},           // counter with a generation word
       {0, 0, 0, 0, 200000, 1},        // every warp gathers the block sums
+      {0, 0, 0, 0, ~std::size_t(0), 0, 1, 1},  // L2 loads, grid-stride rows (automatic above 2,000,000 rows)
+      {0, 0, 0, 0, 200000, 0, 2, 1},           // L1 loads, grid-stride rows
+      {0, 0, 0, 0, 200000, 0, 1, 2},           // L2 loads, balanced rows
+      {8, 128, 0, 0, 200000, 0, 2, 2},         // L1 loads, balanced rows, many rows per thread
   };
   for (const auto& g : geometries) {
     if (a.rows > g.max_rows) continue;
@@ -537,10 +542,12 @@ void check_fused(const Resources& res, const host_csr<double>& a, const std::vec
     o.fused_blocks_per_sm = g.per_sm;
     o.resident_barrier = g.barrier;
     o.resident_gather = g.gather;
+    o.fused_loads = g.loads;
+    o.fused_rows = g.rows;
     const auto r = solve(res, a, b, o);
-    SCOPED_TRACE(fmt::format("{} {} n={} {} {} | {}x{} barrier {} per_sm {} -> {}", to_string(o.solver), what,
+    SCOPED_TRACE(fmt::format("{} {} n={} {} {} | {}x{} barrier {} per_sm {} loads {} rows {} -> {}", to_string(o.solver), what,
                              a.rows, o.precond == preconditioner::jacobi ? "jacobi" : "none",
-                             fp32 ? "fp32" : "fp64", g.blocks, g.threads, g.barrier, g.per_sm, r.backend));
+                             fp32 ? "fp32" : "fp64", g.blocks, g.threads, g.barrier, g.per_sm, g.loads, g.rows, r.backend));
     EXPECT_NE(r.backend.find("fused (streaming"), std::string::npos) << r.backend;
     EXPECT_NE(r.backend.find(cg ? "1 barrier/iteration" : "2 barriers/iteration"), std::string::npos)
         << r.backend;
@@ -587,6 +594,48 @@ TEST(LinalgGpuFused, AgreesWithStreamMode) {
   });
 }
 
+// The fused BiCGStab kernel reads the vectors other blocks wrote through L2 only (loads 1) or
+// cached in L1 (loads 2): the same values must arrive (a stale L1 line after a grid barrier would
+// change x), so the two give the same x and residual history bit for bit, with grid-stride and
+// balanced rows, under every grid barrier (each acquires differently: counter, flags,
+// cooperative groups, red counter, generation word), fp64 and fp32, Jacobi or not; Poisson
+// 317 x 317 and 1000 x 1000 (7 full passes and a partial one on an H100's 264 x 512 grid).
+TEST(LinalgGpuFused, LoadPathsAgree) {
+  MOLACCEL_REQUIRE_GPU();
+  Resources::Options ro;
+  ro.device = DeviceSpec::parse("gpu:0");
+  const Resources res = Resources::create(ro);
+  for (std::size_t grid : {std::size_t(317), std::size_t(1000)}) {
+    const auto a = poisson_2d(grid);
+    const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
+    for (int rows : {1, 2})
+      for (int barrier : {0, 2, 3, 5, 6}) {
+        if (grid == 1000 && barrier != 0 && barrier != 6) continue;
+        for (auto prec : {precision::fp64, precision::fp32}) {
+          solver_options o;
+          o.launch = launch_mode::fused;
+          o.resident_barrier = barrier;
+          o.precision = prec;
+          o.precond = barrier == 2 ? preconditioner::jacobi : preconditioner::none;
+          o.max_iterations = grid == 1000 ? 200 : 300;
+          o.batch = 64;
+          o.fused_rows = rows;
+          o.fused_loads = 1;
+          const auto l2 = solve(res, a, b, o);
+          o.fused_loads = 2;
+          const auto l1 = solve(res, a, b, o);
+          SCOPED_TRACE(fmt::format("n={} rows {} barrier {} {} -> {}", a.rows, rows, barrier,
+                                   prec == precision::fp32 ? "fp32" : "fp64", l1.backend));
+          EXPECT_NE(l1.backend.find("via L1"), std::string::npos) << l1.backend;
+          EXPECT_EQ(l2.status, l1.status);
+          EXPECT_EQ(l2.iterations, l1.iterations);
+          EXPECT_EQ(l2.residual_history, l1.residual_history);
+          EXPECT_EQ(l2.x, l1.x);
+        }
+      }
+  }
+}
+
 TEST(LinalgGpuFused, LargePoissonAgainstGraph) {
   MOLACCEL_REQUIRE_GPU();
   Resources::Options ro;
@@ -605,13 +654,17 @@ TEST(LinalgGpuFused, LargePoissonAgainstGraph) {
         o.max_iterations = 8000;
         o.launch = launch_mode::graph;
         const auto ref = solve(res, a, b, o);
-        for (int per_sm : {0, 1}) {
+        // Automatic in both register bounds (at these sizes L1 loads), then L2 loads, grid-stride rows.
+        for (int variant : {0, 1, 2}) {
+          const int per_sm = variant == 1 ? 1 : 0;
           o.launch = launch_mode::fused;
           o.fused_blocks_per_sm = per_sm;
+          o.fused_loads = variant == 2 ? 1 : 0;
+          o.fused_rows = variant == 2 ? 1 : 0;
           o.batch = 64;
           const auto r = solve(res, a, b, o);
-          SCOPED_TRACE(fmt::format("{} n={} precond {} per_sm {} -> {} ({} vs {} iterations)",
-                                   to_string(solver), a.rows, int(precond), per_sm, r.backend, r.iterations,
+          SCOPED_TRACE(fmt::format("{} n={} precond {} per_sm {} variant {} -> {} ({} vs {} iterations)",
+                                   to_string(solver), a.rows, int(precond), per_sm, variant, r.backend, r.iterations,
                                    ref.iterations));
           EXPECT_EQ(ref.status, solver_status::converged);
           EXPECT_EQ(r.status, solver_status::converged);

@@ -66,6 +66,14 @@ constexpr int kSmemNnz = 5;  // grid, 4 rows per thread: nonzeros per row kept i
 // (bit for bit up to 128 blocks). Measured on an H100 (docs/linalg.md): n = 1e5, 99 x 512 grid,
 // 12.5 vs 25.0 us per BiCGStab iteration; n = 1e4 cluster 6.7 vs 8.8 us; fused 1e6 112 vs 124 us.
 constexpr int kAutomaticGather = 2;
+// Fused BiCGStab kernel (fused_kernel): loads of the exchanged vectors, 1 L2 only (__ldcg), 2 also
+// L1 (__ldca): automatic L1 up to kFusedL1MaxRows rows, L2 above; rows, 1 grid-stride, 2 balanced
+// over the blocks (row_walk): automatic grid-stride. Measured on an H100 (docs/linalg.md, fp64
+// BiCGStab on Poisson, 264 x 512): n = 1e6 L1 107.2 vs L2 112.7 us per iteration, n = 1e7 L1
+// 1.040 vs L2 1.005 ms; balanced rows slower at both (116.3 us, 1.073 ms with L2; 164 vs 112 B
+// spilled at 64 registers), although the blocks' arrivals at the barriers spread less.
+constexpr std::size_t kFusedL1MaxRows = 2000000;
+constexpr int kAutomaticFusedRows = 1;
 
 enum sync_kind { sync_block = 0, sync_cluster = 1, sync_grid = 2 };
 
@@ -1015,15 +1023,69 @@ __device__ __forceinline__ T stream_row_product(const kernel_params<T>& kp, int 
   return acc;
 }
 
+// Loads of the vectors other blocks wrote in this launch (r, v, p, t), fused BiCGStab kernel:
+// LD 1 through L2 only (ld.global.cg); LD 2 cached in L1 as well (ld.global.ca), so the columns
+// i - 1, i, i + 1 of a stencil row and the own row's entries that the neighbour recomputation
+// reads again are served by L1 instead of 3-5 separate L2 requests. Coherent: every block passes
+// each grid barrier through a gpu-scope acquire (ld.acquire / atom.acq_rel / grid.sync) followed
+// by __syncthreads, which orders the other blocks' stores before the loads (PTX memory model: the
+// cache operator is a hint), and nothing read in a phase is written in the same phase (r, p, v
+// ping-pong; t written in phase B, read in phase A).
+template <int LD, class T>
+__device__ __forceinline__ T vload(const T* p) {
+  if constexpr (LD == 2)
+    return __ldca(p);
+  else
+    return __ldcg(p);
+}
+
+// Rows of a thread, ROWS 1 grid-stride (row first + k * stride while < n: with n = q * stride +
+// rem, the first rem threads of the grid get one row more, i.e. whole blocks at the front of the
+// grid one pass more than the rest); ROWS 2 balanced: the q full passes grid-stride, then the rem
+// remaining rows in gridDim.x contiguous pieces of rem / gridDim.x (+-1) rows, one piece per
+// block, so every block does the same work (+-1 row) and the blocks arrive at the barriers
+// together.
+template <int ROWS>
+struct row_walk {
+  int first, stride, end, tail;  // tail: the thread's row of the last partial pass, or -1
+  __device__ __forceinline__ explicit row_walk(int n) {
+    const int tid = int(threadIdx.x), nthreads = int(blockDim.x), blk = int(blockIdx.x), blocks = int(gridDim.x);
+    first = blk * nthreads + tid;
+    stride = blocks * nthreads;
+    end = n;
+    tail = -1;
+    if constexpr (ROWS == 2) {
+      const int full = n / stride;
+      const long long base = (long long)full * stride, rem = (long long)n - base;
+      const long long lo = base + rem * blk / blocks, hi = base + rem * (blk + 1) / blocks;
+      end = int(base);
+      tail = lo + tid < hi ? int(lo + tid) : -1;
+    }
+  }
+  // One copy of the body: fp64 at 64 registers spills 164 B (grid-stride: 112 B); a second copy
+  // for the tail row spilled 208 B, the walk recomputed at each loop 268 B.
+  template <class F>
+  __device__ __forceinline__ void operator()(F&& body) const {
+    if constexpr (ROWS == 2) {
+      // The full passes (rows < end), then the tail row (>= end), then -1.
+      for (int i = first < end ? first : tail; i >= 0; i = i + stride < end ? i + stride : (i < end ? tail : -1))
+        body(i);
+    } else {
+      for (int i = first; i < end; i += stride) body(i);
+    }
+  }
+};
+
 // MINB: blocks of kStreamThreads per SM the registers are bounded for (2: 64 registers, 1: 128).
-template <class T, int MINB>
+// LD: vload (1 L2, 2 L1); ROWS: row_walk (1 grid-stride, 2 balanced).
+template <class T, int MINB, int LD, int ROWS>
 __global__ void __launch_bounds__(kStreamThreads, MINB) fused_kernel(const kernel_params<T> kp) {
   __shared__ double warp_part[kSlots][kMaxWarps];
   __shared__ double block_part[kSlots];
   const int tid = int(threadIdx.x), nthreads = int(blockDim.x);
   context<T, sync_grid> c{kp, nullptr, warp_part, block_part, tid & 31, tid >> 5, (nthreads + 31) >> 5};
   const int n = kp.n;
-  const int first = int(blockIdx.x) * nthreads + tid, stride = int(gridDim.x) * nthreads;
+  const row_walk<ROWS> rows(n);
   const std::size_t nn = std::size_t(n);
   T* const xv = kp.xp;
   auto vec = [&](int which) { return xv + std::size_t(which) * nn; };
@@ -1034,23 +1096,23 @@ __global__ void __launch_bounds__(kStreamThreads, MINB) fused_kernel(const kerne
   int cur = 0;
   if (kp.init) {  // x = 0, r = p = b; rho = (r0, r) = (b, b); then v = A M p, sigma = (r0, v)
     double part[2] = {0, 0};
-    for (int i = first; i < n; i += stride) {
+    rows([&](int i) {
       const T bi = __ldg(kp.b + i);
       kp.x[i] = T(0);
       vec(sv_r)[i] = bi;
       vec(sv_p)[i] = bi;
       part[0] += double(bi) * double(bi);
-    }
+    });
     part[1] = part[0];
     c.template sum<2>(part, kSlot2A);
     rho = part[0];
     active = part[1] > kp.threshold ? 1.0 : 0.0;
     double sv[1] = {0};
-    for (int i = first; i < n; i += stride) {
+    rows([&](int i) {
       const T vi = stream_row_product(kp, i, [&](int j) { return diag(j) * __ldg(kp.b + j); });
       vec(sv_v)[i] = vi;
       sv[0] += double(__ldg(kp.b + i)) * double(vi);
-    }
+    });
     c.template sum<1>(sv, kSlotStreamInit);
     sigma = sv[0];
     if (blockIdx.x == 0 && tid == 0) {
@@ -1075,10 +1137,10 @@ __global__ void __launch_bounds__(kStreamThreads, MINB) fused_kernel(const kerne
     const T* const vc = vec(sv_v + cur);
     const T* const pc = vec(sv_p + cur);
     T* const tv = vec(sv_t);
-    auto s_of = [&](int j) { return step_s(__ldcg(rc + j), __ldcg(vc + j), ta); };
+    auto s_of = [&](int j) { return step_s(vload<LD>(rc + j), vload<LD>(vc + j), ta); };
     // Phase B.
     double q[4] = {0, 0, 0, 0};  // (t, s), (t, t), (r0, t), (r0, s)
-    for (int i = first; i < n; i += stride) {
+    rows([&](int i) {
       const T si = s_of(i);
       const T ti = stream_row_product(kp, i, [&](int j) { return diag(j) * s_of(j); });
       tv[i] = ti;
@@ -1087,7 +1149,7 @@ __global__ void __launch_bounds__(kStreamThreads, MINB) fused_kernel(const kerne
       q[1] += double(ti) * double(ti);
       q[2] += double(bi) * double(ti);
       q[3] += double(bi) * double(si);
-    }
+    });
     c.template sum<4>(q, kSlot2B);
     const double omega = safe_div(q[0], q[1]);
     const double rho_new = q[3] - omega * q[2];
@@ -1100,15 +1162,15 @@ __global__ void __launch_bounds__(kStreamThreads, MINB) fused_kernel(const kerne
     T* const pn = vec(sv_p + nxt);
     T* const vn = vec(sv_v + nxt);
     auto p_of = [&](int j) {
-      const T vj = __ldcg(vc + j);
-      const T rj = step_r(step_s(__ldcg(rc + j), vj, ta), __ldcg(tv + j), to);
-      return step_p(rj, __ldcg(pc + j), vj, to, tb);
+      const T vj = vload<LD>(vc + j);
+      const T rj = step_r(step_s(vload<LD>(rc + j), vj, ta), vload<LD>(tv + j), to);
+      return step_p(rj, vload<LD>(pc + j), vj, to, tb);
     };
     double part[2] = {0, 0};  // (r0, v'), (r', r')
-    for (int i = first; i < n; i += stride) {
-      const T vi = __ldcg(vc + i), pi = __ldcg(pc + i);
-      const T si = step_s(__ldcg(rc + i), vi, ta);
-      const T ri = step_r(si, __ldcg(tv + i), to);
+    rows([&](int i) {
+      const T vi = vload<LD>(vc + i), pi = vload<LD>(pc + i);
+      const T si = step_s(vload<LD>(rc + i), vi, ta);
+      const T ri = step_r(si, vload<LD>(tv + i), to);
       const T di = diag(i);
       kp.x[i] += ta * (di * pi) + to * (di * si);
       rn[i] = ri;
@@ -1119,7 +1181,7 @@ __global__ void __launch_bounds__(kStreamThreads, MINB) fused_kernel(const kerne
         vn[i] = vni;
         part[0] += double(__ldg(kp.b + i)) * double(vni);
       }
-    }
+    });
     c.template sum<2>(part, kSlot2A);
     sigma = part[0];
     const double next = (part[1] > kp.threshold && go_on) ? 1.0 : 0.0;
@@ -1431,6 +1493,7 @@ struct resident_solver::impl {
   std::vector<double> host_out;
   int capacity = 0;  // iterations per launch (records)
   int gather = 2;    // kernel_params::gather
+  int loads = 1, rows_mode = 1;  // fused BiCGStab: vload<LD>, row_walk<ROWS>
   // Opt-in trace (MOLACCEL_LINALG_RESIDENT_TRACE=1): stamps per block, the stamps skipped
   // (warm-up) and the sums per iteration (to group the phases).
   cuda::DeviceBuffer<unsigned long long> trace;
@@ -1520,7 +1583,12 @@ struct resident_solver::impl {
   template <class T>
   void (*fused_pick() const)(kernel_params<T>) {
     if (setup.cg) return setup.streaming_per_sm == 1 ? &fused_cg_kernel<T, 1> : &fused_cg_kernel<T, 2>;
-    return setup.streaming_per_sm == 1 ? &fused_kernel<T, 1> : &fused_kernel<T, 2>;
+    const bool one = setup.streaming_per_sm == 1;
+    if (loads == 2)
+      return rows_mode == 2 ? (one ? &fused_kernel<T, 1, 2, 2> : &fused_kernel<T, 2, 2, 2>)
+                            : (one ? &fused_kernel<T, 1, 2, 1> : &fused_kernel<T, 2, 2, 1>);
+    return rows_mode == 2 ? (one ? &fused_kernel<T, 1, 1, 2> : &fused_kernel<T, 2, 1, 2>)
+                          : (one ? &fused_kernel<T, 1, 1, 1> : &fused_kernel<T, 2, 1, 1>);
   }
   // Streaming kernel: a cooperative grid of co-resident blocks (automatic: as many as the
   // occupancy allows, at most one thread per row), grid-stride over rows.
@@ -1707,6 +1775,17 @@ resident_solver::resident_solver(int device, const resident_setup& setup) : impl
   if (setup.gather < 0 || setup.gather > 2)
     throw Error(fmt::format(fmt::runtime("linalg: resident gather {} (0-2)"), setup.gather), __FILE__, __LINE__);
   impl_->gather = setup.gather == 0 ? kAutomaticGather : setup.gather;
+  if (setup.fused_loads < 0 || setup.fused_loads > 2 || setup.fused_rows < 0 || setup.fused_rows > 2)
+    throw Error(fmt::format(fmt::runtime("linalg: fused loads {} / rows {} (0-2)"), setup.fused_loads, setup.fused_rows),
+                __FILE__, __LINE__);
+  impl_->loads = setup.fused_loads != 0 ? setup.fused_loads : setup.n <= kFusedL1MaxRows ? 2 : 1;
+  impl_->rows_mode = setup.fused_rows == 0 ? kAutomaticFusedRows : setup.fused_rows;
+  if (const char* g = std::getenv("MOLACCEL_LINALG_FUSED_LOADS"); g != nullptr && setup.fused_loads == 0 &&
+                                                                  (g[0] == '1' || g[0] == '2'))
+    impl_->loads = g[0] - '0';
+  if (const char* g = std::getenv("MOLACCEL_LINALG_FUSED_ROWS"); g != nullptr && setup.fused_rows == 0 &&
+                                                                 (g[0] == '1' || g[0] == '2'))
+    impl_->rows_mode = g[0] - '0';
   if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_GATHER"); g != nullptr && setup.gather == 0 &&
                                                                        (g[0] == '1' || g[0] == '2'))
     impl_->gather = g[0] - '0';
@@ -1774,8 +1853,12 @@ std::vector<double> resident_solver::run(int iterations) {
 
 std::string resident_solver::describe() const {
   if (impl_->streaming)
-    return fmt::format(fmt::runtime("streaming, {} blocks of {}, {} registers, grid-stride, {}, {} barrier{}/iteration{}"),
+    return fmt::format(fmt::runtime("streaming, {} blocks of {}, {} registers, {}, {}, {} barrier{}/iteration{}"),
                        impl_->blocks, impl_->threads, impl_->setup.streaming_per_sm == 1 ? 128 : 64,
+                       impl_->setup.cg ? "grid-stride"
+                       : impl_->rows_mode == 2
+                           ? (impl_->loads == 2 ? "balanced rows, vectors via L1" : "balanced rows, vectors via L2")
+                           : (impl_->loads == 2 ? "grid-stride, vectors via L1" : "grid-stride"),
                        impl_->setup.barrier == 2   ? "flag barrier"
                        : impl_->setup.barrier == 3 ? "cooperative groups barrier"
                        : impl_->setup.barrier == 5 ? "counter barrier (red)"
