@@ -4,7 +4,9 @@
 # from LINGO_VARIANTS, the page-locked pipeline with its per-pass timelines), then optionally
 # (LINGO_PROFILE=1) Nsight Compute on one pass of a kernel variant and the SASS of the hashed
 # kernels; LINGO_TEST_VARIANT="NAME ..." runs the GPU tests again with each as the default kernel
-# (after the benchmark).
+# (after the benchmark). LINGO_DEFAULT_TESTS=last runs the GPU tests with the default kernel after
+# those (a variant that may become the default is tested first), =0 not at all.
+# MOLACCEL_LINGO_OCCUPANCY=1 prints the sorted kernels' resident blocks per SM (timelines.txt).
 # Writes everything under ${OUT:-lingo-out}. Run from the repository root; carry
 # .deps/lingo (molecules_367k.smi.gz).
 set -uo pipefail
@@ -22,13 +24,17 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw -
 status=0
 "$build/tests/lingo/test_lingo_pieces" --gtest_brief=1 > "$out/pieces.log" 2>&1 || { status=1; tail -30 "$out/pieces.log"; }
 tail -3 "$out/pieces.log"
-ctest --test-dir "$build" -L gpu -R 'Lingo' --output-on-failure > "$out/gpu-tests.log" 2>&1 || { status=1; tail -60 "$out/gpu-tests.log"; }
-tail -4 "$out/gpu-tests.log"
-stamp tested
+default_tests() {
+  ctest --test-dir "$build" -L gpu -R 'Lingo' --output-on-failure > "$out/gpu-tests.log" 2>&1 || { status=1; tail -60 "$out/gpu-tests.log"; }
+  echo "with the default kernel:"; tail -4 "$out/gpu-tests.log"
+  stamp tested
+}
+[[ "${LINGO_DEFAULT_TESTS:-first}" == first ]] && default_tests
 "$build/bench/lingo/bench_lingo_allpairs" --quick ${LINGO_BENCH_ARGS---gpu-only} > "$out/bench.txt" 2> "$out/timelines.txt" || status=1
 stamp benched
 grep -E '^lingo/' "$out/bench.txt" | awk '{$1=$1};1' | cut -c1-200
-grep -E 'lingo timeline: [0-9]+ passes|copy ceiling|lingo kernel timeline: [0-9]+ passes|^lingo timeline: (fp32|pass)' "$out/timelines.txt" | head -${LINGO_TIMELINE_LINES:-60}
+grep -E 'lingo occupancy' "$out/timelines.txt" | head -1
+grep -E 'lingo timeline: [0-9]+ passes|copy ceiling|lingo kernel timeline( of variant|: [0-9]+ passes)|^lingo timeline: (fp32|pass)' "$out/timelines.txt" | head -${LINGO_TIMELINE_LINES:-60}
 # The whole GPU suite again with each of LINGO_TEST_VARIANT (space-separated) as the default kernel
 # (after the benchmark, so that a run cut short by its time limit still has the timings).
 for v in ${LINGO_TEST_VARIANT:-}; do
@@ -37,6 +43,7 @@ for v in ${LINGO_TEST_VARIANT:-}; do
   echo "with MOLACCEL_LINGO_GPU_KERNEL=$v:"; tail -4 "$out/gpu-tests-$v.log"
   stamp "tested $v"
 done
+[[ "${LINGO_DEFAULT_TESTS:-first}" == last ]] && default_tests
 if [[ -n "${LINGO_PROFILE:-}" ]]; then
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   lib=$(find "$build" -name 'libmolaccel*.so*' | head -1); [[ -z "$lib" ]] && lib="$build/bench/lingo/bench_lingo_allpairs"

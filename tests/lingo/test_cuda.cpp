@@ -363,13 +363,45 @@ TEST_P(LingoCudaNewKernels, RandomRealLargeAndSearch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, LingoCudaNewKernels, ::testing::Values("csr-ilp", "csr-t", "csr-td", "csr-tdc", "csr-tdp", "sorted", "sorted-n",
-                                                                   "sorted-b", "sorted-bp", "sorted-h", "sorted-hp"),
+                                                                   "sorted-b", "sorted-bp", "sorted-h", "sorted-hp",
+                                                                   "sorted-hp6", "sorted-hpb"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (auto& c : name)
                              if (c == '-') c = '_';
                            return name;
                          });
+
+// sorted-hp6 / sorted-hpb plan groups by simulating their bounded table: groups closed after a few
+// queries of ~400 distinct features, queries alone too large for it (1,536 to 2,048 features: the
+// 16,384-slot table), next to real molecules; matrix, search and neighbours.
+TEST(LingoCuda, BoundedTableGroupsAndLargeQueries) {
+  MOLACCEL_REQUIRE_GPU();
+  std::mt19937_64 rng(17);
+  const char atoms[] = "CNOSPFIBcnos";
+  std::vector<std::string> smiles = real_smiles("demo4096.smi", 150);
+  for (int i = 0; i < 90; ++i) {
+    const std::size_t len = i % 9 == 0 ? 1550 + rng() % 480 : i % 2 == 0 ? 380 + rng() % 60 : 5 + rng() % 60;
+    std::string s;
+    for (std::size_t k = 0; k < len; ++k) s += atoms[rng() % 12];
+    smiles.insert(smiles.begin() + static_cast<std::ptrdiff_t>(rng() % smiles.size()), s);
+  }
+  const auto set = make_molecules(smiles, {});
+  const auto others = make_molecules(real_smiles("demo4096.smi", 257), {});
+  for (const char* variant : {"sorted-hp6", "sorted-hpb"}) {
+    setenv("MOLACCEL_LINGO_GPU_KERNEL", variant, 1);
+    for (auto metric : {Metric::tanimoto, Metric::set}) {
+      expect_bit_identical(reference_matrix(set, nullptr, metric),
+                           similarity_matrix(gpu_subject().resources, set, nullptr, with(Backend::cuda, metric)),
+                           set.size(), fmt::format("{} self {}", variant, to_string(metric)));
+      expect_bit_identical(reference_matrix(set, &others, metric),
+                           similarity_matrix(gpu_subject().resources, set, &others, with(Backend::cuda, metric)),
+                           others.size(), fmt::format("{} x real {}", variant, to_string(metric)));
+    }
+    check_neighbors(gpu_subject(), set, 0.3f, Metric::tanimoto);
+    unsetenv("MOLACCEL_LINGO_GPU_KERNEL");
+  }
+}
 
 // The pipelined copy into page-locked memory with the pass schedule growing (the default) and with
 // equal passes, and with the per-pass timeline on: same bits.

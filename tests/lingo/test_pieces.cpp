@@ -1,10 +1,12 @@
 // The GPU kernels' building blocks, checked on the CPU: bit-sliced counters (add, single and
 // four-at-a-time extraction), feature expansion, and the interleaved database layout, walked
 // exactly as the interleaved kernel walks it and compared with the reference bit for bit.
+#include <algorithm>
 #include <unordered_map>
 
 #include "backend_checks.hpp"
 #include "lingo/bitslice.hpp"
+#include "lingo/bounded_table.hpp"
 #include "lingo/encoding.hpp"
 #include "lingo/interleaved_layout.hpp"
 #include "lingo/reference/reference.hpp"
@@ -268,6 +270,82 @@ void check_paired_walk(const MoleculeSet& set, Metric metric, std::size_t begin,
         }
       }
   for (std::size_t c = 0; c < n; ++c) ASSERT_EQ(produced[c], 1) << "column " << c;
+}
+
+// sorted-hp6's bounded probe table: the host planner's serial simulation against the device's
+// insertion (same probe rule, features of a group inserted in a random order, several queries
+// sharing features), its lookups (members give their query mask, others 0) and that no probe ever
+// passes the last slot; a refused query leaves the table as it was.
+TEST(LingoPieces, BoundedTablePlanMatchesAnyInsertionOrder) {
+  using detail::kBoundedEmpty;
+  using detail::kBoundedSlots;
+  EXPECT_LT(detail::bounded_home(0u), detail::kBoundedHashed);
+  for (std::uint32_t f : {1u, 7u, 0x9e3779b1u, 0xfffffffeu, 0x80000000u})
+    EXPECT_LT(detail::bounded_home(f), detail::kBoundedHashed);
+  std::mt19937 rng(11);
+  int refusals = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    // Queries of distinct features drawn from a vocabulary whose size sets the sharing.
+    const std::uint32_t vocabulary = 200 + static_cast<std::uint32_t>(rng() % 40000);
+    detail::BoundedTablePlanner plan;
+    std::vector<std::vector<std::uint32_t>> queries;
+    int refused = 0;
+    while (queries.size() < 32 && refused < 3) {
+      const std::size_t n = 1 + rng() % (trial % 4 == 0 ? 700 : 120);
+      std::vector<std::uint32_t> f;
+      for (std::size_t i = 0; i < n; ++i) f.push_back(static_cast<std::uint32_t>(rng() % vocabulary) * 2654435u);
+      std::sort(f.begin(), f.end());
+      f.erase(std::unique(f.begin(), f.end()), f.end());
+      const auto before = plan.keys();
+      if (plan.try_add(f.data(), f.size())) {
+        queries.push_back(f);
+      } else {
+        ++refused;
+        ++refusals;
+        ASSERT_EQ(plan.keys(), before) << "a refused query changed the table";
+      }
+    }
+    ASSERT_LE(plan.distinct(), detail::kBoundedMaxDistinct);
+    ASSERT_EQ(plan.keys()[kBoundedSlots - 1], kBoundedEmpty);
+    // The device's insertion: every (feature, query) in a random order, first free slot or match.
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> items;
+    std::unordered_map<std::uint32_t, std::uint32_t> expected;
+    for (std::uint32_t q = 0; q < queries.size(); ++q)
+      for (std::uint32_t f : queries[q]) {
+        items.push_back({f, q});
+        expected[f] |= 1u << q;
+      }
+    std::shuffle(items.begin(), items.end(), rng);
+    std::vector<std::uint32_t> keys(kBoundedSlots, kBoundedEmpty), masks(kBoundedSlots, 0);
+    for (const auto& [f, q] : items) {
+      std::uint32_t s = detail::bounded_home(f);
+      while (keys[s] != kBoundedEmpty && keys[s] != f) ASSERT_LT(++s, kBoundedSlots);
+      keys[s] = f;
+      masks[s] |= 1u << q;
+    }
+    std::vector<bool> planned(kBoundedSlots), placed(kBoundedSlots);
+    for (std::uint32_t s = 0; s < kBoundedSlots; ++s) {
+      planned[s] = plan.keys()[s] != kBoundedEmpty;
+      placed[s] = keys[s] != kBoundedEmpty;
+    }
+    ASSERT_EQ(planned, placed) << "trial " << trial;
+    const auto lookup = [&](std::uint32_t f) {
+      for (std::uint32_t s = detail::bounded_home(f);; ++s) {
+        EXPECT_LT(s, kBoundedSlots);
+        if (s >= kBoundedSlots) return ~0u;
+        if (keys[s] == f) return masks[s];
+        if (keys[s] == kBoundedEmpty) return 0u;
+      }
+    };
+    for (const auto& [f, m] : expected) ASSERT_EQ(lookup(f), m);
+    for (int i = 0; i < 2000; ++i) {
+      const std::uint32_t f = static_cast<std::uint32_t>(rng());
+      const auto it = expected.find(f);
+      ASSERT_EQ(lookup(f), it == expected.end() ? 0u : it->second);
+    }
+    ASSERT_EQ(lookup(kBoundedEmpty), 0u);  // the layout's padding feature
+  }
+  EXPECT_GT(refusals, 0) << "no group was closed by the table";
 }
 
 TEST(LingoPieces, PairedSortedWalksMatchReference) {

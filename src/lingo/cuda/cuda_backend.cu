@@ -21,8 +21,10 @@
 // of exchange, 4 blocks per SM: 170-179 / 190-194); csr-tdc, the default before (CSR order, no
 // barrier: 170 / 187); csr-ilp (138 / 152), csr-t / csr-td (steps in between), csr-tdp (packed
 // table), sorted / sorted-n (sorted windows, one per barrier: 168 / 198, warp 0 always the
-// longest), g64 (64 queries per block), csr and interleaved (older). All are held to the same
-// bit-identity tests.
+// longest), g64 (64 queries per block), csr and interleaved (older); sorted-hp6 / sorted-hpb
+// (sorted-hp with the bounded probe table of bounded_table.hpp, 6 / 5 blocks per SM; kernel speed
+// not yet measured apart from their host-side group planning, see docs/lingo.md). All are held to
+// the same bit-identity tests.
 #include <cub/block/block_scan.cuh>
 
 #include <algorithm>
@@ -34,6 +36,7 @@
 #include <string_view>
 
 #include "lingo/bitslice.hpp"
+#include "lingo/bounded_table.hpp"
 #include "lingo/cuda/cuda_backend.hpp"
 #include "lingo/interleaved_layout.hpp"
 #include "lingo/similarity_math.hpp"
@@ -88,6 +91,26 @@ __device__ __forceinline__ std::uint32_t table_lookup(const uint2* table, int lo
                                                       std::uint32_t feature) {
   const std::uint32_t wrap = (1u << log2_slots) - 1;
   for (std::uint32_t s = slot_of(feature, log2_slots);; s = (s + 1) & wrap) {
+    const uint2 e = table[s];
+    if (e.x == feature) return e.y;
+    if (e.x == kEmptySlot) return 0;
+  }
+}
+
+// The bounded probe table (bounded_table.hpp): probes from the home slot upwards, never wrapping;
+// the host planned the group so that the last slot stays free and every probe ends inside.
+__device__ void bounded_insert(uint2* table, std::uint32_t feature, std::uint32_t bit) {
+  for (std::uint32_t s = detail::bounded_home(feature);; ++s) {
+    const std::uint32_t prev = atomicCAS(&table[s].x, kEmptySlot, feature);
+    if (prev == kEmptySlot || prev == feature) {
+      atomicOr(&table[s].y, bit);
+      return;
+    }
+  }
+}
+
+__device__ __forceinline__ std::uint32_t bounded_lookup(const uint2* table, std::uint32_t feature) {
+  for (std::uint32_t s = detail::bounded_home(feature);; ++s) {
     const uint2 e = table[s];
     if (e.x == feature) return e.y;
     if (e.x == kEmptySlot) return 0;
@@ -572,8 +595,13 @@ __global__ void __launch_bounds__(kBlock, Planes <= 11 ? 4 : 1)
 // 2p + 1; the counts of the first go to shared memory at once, those of the second stay in
 // registers until the first window is stored. Four barriers per 512 columns, each after balanced
 // work (the walks are paired, the stores uniform).
-template <int Planes, bool Packed>
-__global__ void __launch_bounds__(kBlock, Planes <= 11 ? 5 : 1)
+//
+// Bounded (variant sorted-hp6): the packed table as a bounded probe table (bounded_table.hpp:
+// 3,136 slots, no wrap-around step, groups planned on the host by distinct features) whose 24.5 KiB
+// let 6 blocks share an SM instead of 5 (40 registers); log2_slots is unused. sorted-hpb: the same
+// table with 5 blocks per SM (48 registers), to tell the table's share from the occupancy's.
+template <int Planes, bool Packed, bool Bounded = false, int Blocks = 5>
+__global__ void __launch_bounds__(kBlock, Planes <= 11 ? Blocks : 1)
     hashed_similarity_sorted_h_kernel(const QueryGroup* groups, const std::uint64_t* q_offsets,
                                       const std::uint32_t* q_features, const std::uint32_t* q_sizes,
                                       InterleavedSlice db, const std::uint64_t* db_offsets,
@@ -589,7 +617,12 @@ __global__ void __launch_bounds__(kBlock, Planes <= 11 ? 5 : 1)
   __shared__ std::uint32_t counts[8 * kBlock];  // word k of window column c at counts[k * kBlock + c]
   const QueryGroup group = groups[blockIdx.x];
   fill_reciprocals(recip);
-  if (Packed)
+  if (Bounded)
+    fill_group_table(
+        group, q_offsets, q_features, q_sizes, detail::kBoundedSlots, sizes,
+        [&](std::uint32_t s) { pairs[s] = make_uint2(kEmptySlot, 0u); },
+        [&](std::uint32_t feature, std::uint32_t q) { bounded_insert(pairs, feature, 1u << q); });
+  else if (Packed)
     fill_group_table(
         group, q_offsets, q_features, q_sizes, slots, sizes,
         [&](std::uint32_t s) { pairs[s] = make_uint2(kEmptySlot, 0u); },
@@ -597,7 +630,9 @@ __global__ void __launch_bounds__(kBlock, Planes <= 11 ? 5 : 1)
   else
     fill_split_table(group, q_offsets, q_features, q_sizes, keys, masks, log2_slots, sizes);
   const auto lookup = [&](std::uint32_t f) {
-    return Packed ? table_lookup(pairs, log2_slots, f) : split_table_lookup(keys, masks, log2_slots, f);
+    return Bounded  ? bounded_lookup(pairs, f)
+           : Packed ? table_lookup(pairs, log2_slots, f)
+                    : split_table_lookup(keys, masks, log2_slots, f);
   };
   float* const rows_out = out + static_cast<std::size_t>(group.first_row) * ld;
 
@@ -1286,7 +1321,7 @@ int log2_of(std::uint32_t x) {
 // MOLACCEL_LINGO_GPU_KERNEL: sorted-hp (the default since 2026-11-22, second round), csr-tdc (the
 // default before), the other variants of the header comment (opt-in, kept for comparison);
 // anything else means the default.
-enum class HashedKernel { g64, csr_ilp, csr, interleaved, csr_t, csr_td, csr_tdc, csr_tdp, sorted, sorted_n, sorted_b, sorted_bp, sorted_h, sorted_hp };
+enum class HashedKernel { g64, csr_ilp, csr, interleaved, csr_t, csr_td, csr_tdc, csr_tdp, sorted, sorted_n, sorted_b, sorted_bp, sorted_h, sorted_hp, sorted_hp6, sorted_hpb };
 HashedKernel requested_kernel() {
   const char* v = std::getenv("MOLACCEL_LINGO_GPU_KERNEL");
   const std::string_view name = v ? v : "";
@@ -1301,6 +1336,8 @@ HashedKernel requested_kernel() {
   if (name == "sorted-bp") return HashedKernel::sorted_bp;
   if (name == "sorted-h") return HashedKernel::sorted_h;
   if (name == "sorted-hp") return HashedKernel::sorted_hp;
+  if (name == "sorted-hp6") return HashedKernel::sorted_hp6;
+  if (name == "sorted-hpb") return HashedKernel::sorted_hpb;
   if (name == "csr") return HashedKernel::csr;
   if (name == "interleaved") return HashedKernel::interleaved;
   if (name == "csr-tdc") return HashedKernel::csr_tdc;
@@ -1325,7 +1362,8 @@ struct GpuJob::Impl {
   bool interleaved = variant == HashedKernel::interleaved;
   bool csr_ilp = variant == HashedKernel::csr_ilp;
   bool g64 = variant == HashedKernel::g64;
-  bool sorted_h = variant == HashedKernel::sorted_h || variant == HashedKernel::sorted_hp;
+  bool bounded = variant == HashedKernel::sorted_hp6 || variant == HashedKernel::sorted_hpb;  // bounded table, groups by distinct features
+  bool sorted_h = variant == HashedKernel::sorted_h || variant == HashedKernel::sorted_hp || bounded;
   bool sorted = variant == HashedKernel::sorted || variant == HashedKernel::sorted_n || sorted_h;
   bool sorted_b = variant == HashedKernel::sorted_b || variant == HashedKernel::sorted_bp;
   detail::FeatureSet db_features, query_features;  // query_features empty when self
@@ -1378,6 +1416,10 @@ struct GpuJob::Impl {
         MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<21, false>, attr, large));
         MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<11, true>, attr, large));
         MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<21, true>, attr, large));
+        // 6 blocks of 37.6 KiB per SM need the largest shared-memory carveout.
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<11, true, true, 6>,
+                                               cudaFuncAttributePreferredSharedMemoryCarveout,
+                                               cudaSharedmemCarveoutMaxShared));
       }
       MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_g64_kernel<11>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1391,6 +1433,17 @@ struct GpuJob::Impl {
       MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_interleaved_kernel<21>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(shared_bytes(kLargeTableSlots))));
+      if (std::getenv("MOLACCEL_LINGO_OCCUPANCY")) {  // resident blocks per SM (stderr), for tuning
+        int hp = 0, hp6 = 0, hpb = 0;
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&hp, hashed_similarity_sorted_h_kernel<11, true>, kBlock,
+                                                      csr_shared_bytes(kSmallTableSlots));
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&hp6, hashed_similarity_sorted_h_kernel<11, true, true, 6>,
+                                                      kBlock, detail::kBoundedSlots * sizeof(uint2));
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&hpb, hashed_similarity_sorted_h_kernel<11, true, true, 5>,
+                                                      kBlock, detail::kBoundedSlots * sizeof(uint2));
+        std::fprintf(stderr, "lingo occupancy: blocks per SM sorted-hp %d, sorted-hp6 %d, sorted-hpb %d\n", hp, hp6,
+                     hpb);
+      }
       s.attributes_set = true;
     }
     return s;
@@ -1436,6 +1489,7 @@ struct GpuJob::Impl {
     const std::uint64_t small_cap = g64 ? kG64MaxFeatures : kSmallTableSlots / 2;
     const std::uint32_t group_max = g64 ? kG64Queries : kQueriesPerGroup;
     std::vector<QueryGroup> large;
+    detail::BoundedTablePlanner bounded_plan;  // sorted-hp6 only
     for (std::size_t r = r0; r < r1;) {
       const std::uint64_t first = fs.offsets[r + 1] - fs.offsets[r];
       if (first > kLargeTableSlots / 2) {
@@ -1449,6 +1503,21 @@ struct GpuJob::Impl {
         continue;
       }
       QueryGroup g{rel(r), 0};
+      if (bounded) {  // sorted-hp6: as many queries as the bounded table holds (simulated)
+        bounded_plan.clear();
+        while (r < r1 && g.count < group_max &&
+               bounded_plan.try_add(fs.features.data() + fs.offsets[r], fs.offsets[r + 1] - fs.offsets[r])) {
+          ++g.count;
+          ++r;
+        }
+        if (g.count == 0) {  // alone too large for the bounded table: the 16,384-slot one
+          large.push_back({rel(r), 1});
+          ++r;
+        } else {
+          groups.push_back(g);
+        }
+        continue;
+      }
       std::uint64_t total = 0;
       while (r < r1 && g.count < group_max) {
         const std::uint64_t f = fs.offsets[r + 1] - fs.offsets[r];
@@ -1506,7 +1575,15 @@ struct GpuJob::Impl {
         run(hashed_similarity_g64_kernel<11>, hashed_similarity_g64_kernel<21>, grid, g64_shared_bytes(slots), g,
             q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(), view, n, log2_slots, out, cols);
       } else if (sorted_h) {
-        const bool packed = variant == HashedKernel::sorted_hp;
+        const bool packed = variant == HashedKernel::sorted_hp || (bounded && slots == kLargeTableSlots);
+        if (bounded && slots != kLargeTableSlots)
+          run(variant == HashedKernel::sorted_hp6 ? hashed_similarity_sorted_h_kernel<11, true, true, 6>
+                                                  : hashed_similarity_sorted_h_kernel<11, true, true, 5>,
+              hashed_similarity_sorted_h_kernel<21, true, true>,
+              grid, detail::kBoundedSlots * sizeof(uint2), g, q.feature_offsets.data(), q.features.data(),
+              q.feature_sizes.data(), view, s.db.feature_offsets.data(), s.db.feature_sizes.data(), n, log2_slots,
+              out, cols);
+        else
         run(packed ? hashed_similarity_sorted_h_kernel<11, true> : hashed_similarity_sorted_h_kernel<11, false>,
             packed ? hashed_similarity_sorted_h_kernel<21, true> : hashed_similarity_sorted_h_kernel<21, false>, grid,
             csr_shared_bytes(slots), g, q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(), view,
@@ -1859,7 +1936,10 @@ std::size_t GpuJob::dense_budget(int device) const {
 std::string GpuJob::kernel_name() const {
   return impl_->use_features
              ? (impl_->g64 ? "hashed-g64"
-                : impl_->sorted_h ? (impl_->variant == HashedKernel::sorted_h ? "hashed-sorted-h" : "hashed-sorted-hp")
+                : impl_->sorted_h ? (impl_->variant == HashedKernel::sorted_h     ? "hashed-sorted-h"
+                                     : impl_->variant == HashedKernel::sorted_hp6 ? "hashed-sorted-hp6"
+                                     : impl_->variant == HashedKernel::sorted_hpb ? "hashed-sorted-hpb"
+                                                                                  : "hashed-sorted-hp")
                 : impl_->sorted ? (impl_->variant == HashedKernel::sorted ? "hashed-sorted" : "hashed-sorted-n")
                 : impl_->sorted_b ? (impl_->variant == HashedKernel::sorted_b ? "hashed-sorted-b" : "hashed-sorted-bp")
                 : impl_->variant == HashedKernel::csr_t ? "hashed-csr-t"
