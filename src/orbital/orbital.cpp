@@ -281,7 +281,7 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
   const TileRange tiles{grid.counts[0], planes_per_tile(grid, target.gpu, options.planes_per_tile)};
   const cpu::Variant& variant = cpu::select_variant();
   std::string gpu_kernel;
-  std::mutex name_mutex;
+  [[maybe_unused]] std::mutex name_mutex;  // GPU kernel name, written by GPU workers only
 
   cpu::KernelArgs cpu_args;
   cpu_args.basis = &basis;
@@ -332,7 +332,9 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
       const std::size_t strips = (ny + cpu::kTileRows - 1) / cpu::kTileRows;
       std::size_t c = 0;
       while (queue->take(ctx.worker(), c)) {
-        const auto [p0, planes] = queue->chunk(c);
+        // Plain variables, not a structured binding: the lambda below captures them (C++20 allows
+        // that, clang 14 does not).
+        const std::size_t p0 = queue->chunk(c).first, planes = queue->chunk(c).second;
         try {
           parallel_for(planes * strips, ctx.worker().cpu_threads, 1, [&](std::size_t b, std::size_t e) {
             for (std::size_t u = b; u < e; ++u) {
