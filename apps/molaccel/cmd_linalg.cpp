@@ -113,8 +113,11 @@ int run_solve(RunContext& ctx, const SolveOptions& o) {
   }
   ctx.report["system"] = {{"name", system}, {"n", a.rows}, {"nnz", a.nnz()}};
   ctx.report["solve"] = describe(result, true_residual);
-  return result.status == la::solver_status::converged || result.status == la::solver_status::zero_rhs ? 0
-                                                                                                       : 2;
+  // 5, not 2: 2 is every command's usage error (README, exit codes).
+  constexpr int kNotConverged = 5;
+  return result.status == la::solver_status::converged || result.status == la::solver_status::zero_rhs
+             ? 0
+             : kNotConverged;
 }
 
 const bool solve_registered = register_command({
@@ -130,8 +133,8 @@ const bool solve_registered = register_command({
           "||b - Ax|| / ||b|| is printed too) or after --max-iter iterations. Symmetric Matrix Market files "
           "are "
           "expanded, duplicate entries summed. x is written as a Matrix Market array (n x 1). Exit status: 0 "
-          "converged, 2 not converged (iteration limit or breakdown: rho = 0, omega = 0, (p, Ap) = 0), 1 "
-          "error. "
+          "converged, 5 not converged (iteration limit or breakdown: rho = 0, omega = 0, (p, Ap) = 0; x is "
+          "still written), 1 bad input, 2 usage, 3 device unavailable, 4 other errors. "
           "GPU launch modes: graph replays --batch iterations as one CUDA graph per host check; persistent "
           "runs "
           "them as one generated kernel with grid-wide barriers; resident runs the whole solve in one "
