@@ -480,7 +480,7 @@ void similarity_matrix(const Resources& resources, const MoleculeSet& queries, c
                        float* out, const ComputeOptions& options, RunInfo* info) {
   const double t0 = now_seconds();
   Job job(resources, queries, db, options, false);
-  const std::size_t nq = job.queries().size(), nd = job.db().size();
+  const std::size_t nd = job.db().size();
   const Grid grid = dense_grid(job, options, false, !job.gpu());
   std::size_t pairs = 0;
   std::mutex mutex;

@@ -55,7 +55,9 @@ class GpuJob {
   std::string kernel_name() const;  // which kernel family the metric uses
 
   // Benchmarks: computes the rect with results left in device memory; seconds by CUDA events
-  // (query uploads between passes included, the database upload not).
+  // (planning and plan uploads included; the database upload not). The worker state (database
+  // slice, result matrix, plan buffers) persists from call to call on a device, as it does from
+  // tile to tile in a job: the first call allocates, so time the later ones.
   double time_kernels(int device, const Rect& rect) const;
   // Benchmarks: wall seconds of dense_stream of the rect into host memory `out` (rect.rows() x
   // rect.cols() elements of `type`, row-major), database upload excluded.
