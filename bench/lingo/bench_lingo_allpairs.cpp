@@ -48,6 +48,36 @@ ComputeOptions on(Backend backend) {
   return o;
 }
 
+#ifdef MOLACCEL_HAVE_CUDA
+// The all-vs-all kernel loop of every variant in LINGO_VARIANTS (the default first), side by
+// side on one GPU: one row each, named `row` or `row-<variant>`. With `timeline`, each variant's
+// per-pass kernel times go to stderr too: the row times the whole loop from the first event, the
+// host's planning of the query groups included (it runs before the first kernel); the timeline's
+// sum of the passes' kernels leaves it out (sorted-hp6 plans by simulating its table: ~11 ms at
+// 32,768).
+void time_kernel_variants(const detail::Encoding& encoding, std::size_t n, const GpuInfo& g, const std::string& row,
+                          const std::string& note, bool timeline) {
+  const cuda_backend::Rect all{0, n, 0, n};
+  for (const std::string& name : variants()) {
+    const char* variant = name.c_str();
+    if (*variant) setenv("MOLACCEL_LINGO_GPU_KERNEL", variant, 1);
+    const cuda_backend::GpuJob job(encoding, Metric::tanimoto);
+    unsetenv("MOLACCEL_LINGO_GPU_KERNEL");
+    const auto kernel = mb::measure_with([&] { return job.time_kernels(g.index, all); }, 2, 7);
+    if (timeline) {
+      setenv("MOLACCEL_LINGO_TIMELINE", "1", 1);
+      std::fprintf(stderr, "lingo kernel timeline of variant %s\n", *variant ? variant : "default");
+      job.time_kernels(g.index, all);
+      unsetenv("MOLACCEL_LINGO_TIMELINE");
+    }
+    // Limit: every similarity is one 4-byte store; HBM3 bandwidth of the H100 (3.35 TB/s) caps it.
+    mb::print_row({*variant ? fmt::format("{}-{}", row, variant) : row, g.name, fmt::format("{}x{}", n, n), kernel,
+                   static_cast<double>(n) * n, "LINGOs", 4.0 * n * n, 3.35e12 / 4, "fp32 store bandwidth (3.35 TB/s)",
+                   note});
+  }
+}
+#endif
+
 void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
   const std::size_t n = set.size();
   const std::string size = fmt::format("{}x{}", n, n);
@@ -95,27 +125,8 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
   const auto encoding = detail::encode(set, nullptr);
   const cuda_backend::Rect all{0, n, 0, n};
   // The hashed-kernel variants (LINGO_VARIANTS): the default (sorted-hp) and others side by side.
-  for (const std::string& name : variants()) {
-    const char* variant = name.c_str();
-    if (*variant) setenv("MOLACCEL_LINGO_GPU_KERNEL", variant, 1);
-    const cuda_backend::GpuJob job(encoding, Metric::tanimoto);
-    unsetenv("MOLACCEL_LINGO_GPU_KERNEL");
-    const auto kernel = mb::measure_with([&] { return job.time_kernels(g.index, all); }, 2, 7);
-    if (n >= 32768 && !kernel_only) {  // per-pass kernel times of every variant (stderr)
-      // The row above times the whole loop from the first event, the host's planning of the query
-      // groups included (it runs before the first kernel); the timeline's sum of the passes'
-      // kernels leaves it out (sorted-hp6 plans by simulating its table: ~11 ms at 32,768).
-      setenv("MOLACCEL_LINGO_TIMELINE", "1", 1);
-      std::fprintf(stderr, "lingo kernel timeline of variant %s\n", *variant ? variant : "default");
-      job.time_kernels(g.index, all);
-      unsetenv("MOLACCEL_LINGO_TIMELINE");
-    }
-    // Limit: every similarity is one 4-byte store; HBM3 bandwidth of the H100 (3.35 TB/s) caps it.
-    mb::print_row({*variant ? fmt::format("lingo/allpairs/cuda/kernel-{}", variant) : "lingo/allpairs/cuda/kernel",
-                   g.name, size, kernel, static_cast<double>(n) * n, "LINGOs", 4.0 * n * n, 3.35e12 / 4,
-                   "fp32 store bandwidth (3.35 TB/s)",
-                   "full matrix, results in device memory (CUDA events)"});
-  }
+  time_kernel_variants(encoding, n, g, "lingo/allpairs/cuda/kernel",
+                       "full matrix, results in device memory (CUDA events)", n >= 32768 && !kernel_only);
   if (kernel_only) return;
   // The full matrix into host memory through the pipeline (compute of pass i+1, the D2H copy of
   // pass i into pinned staging, and the host copy of pass i-1 overlapped), per element type; the
@@ -244,19 +255,8 @@ void run_diverse(bool quick) {
   const auto set = make_molecules(smiles, {});
   const std::size_t n = set.size();
   const auto encoding = detail::encode(set, nullptr);
-  const cuda_backend::Rect all{0, n, 0, n};
-  for (const std::string& name : variants()) {
-    const char* variant = name.c_str();
-    if (*variant) setenv("MOLACCEL_LINGO_GPU_KERNEL", variant, 1);
-    const cuda_backend::GpuJob job(encoding, Metric::tanimoto);
-    unsetenv("MOLACCEL_LINGO_GPU_KERNEL");
-    const auto kernel = mb::measure_with([&] { return job.time_kernels(g.index, all); }, 2, 7);
-    mb::print_row({*variant ? fmt::format("lingo/allpairs/cuda/kernel-diverse-{}", variant)
-                            : "lingo/allpairs/cuda/kernel-diverse",
-                   g.name, fmt::format("{}x{}", n, n), kernel, static_cast<double>(n) * n, "LINGOs", 4.0 * n * n,
-                   3.35e12 / 4, "fp32 store bandwidth (3.35 TB/s)",
-                   fmt::format("random 30-50 letter strings, vocabulary {} Lingos", encoding.vocabulary_size)});
-  }
+  time_kernel_variants(encoding, n, g, "lingo/allpairs/cuda/kernel-diverse",
+                       fmt::format("random 30-50 letter strings, vocabulary {} Lingos", encoding.vocabulary_size), false);
 #else
   (void)quick;
 #endif
