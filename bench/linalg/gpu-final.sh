@@ -6,24 +6,18 @@
 # the demo; ViennaCL 1.7.1's BiCGStab (--quick: n <= 1e6). Whole log in $OUT/log.txt.
 #   bash bench/linalg/gpu-final.sh   (from the repository root; run with carry [".deps"])
 set -uo pipefail
-log=${OUT:-/tmp}/log.txt
-exec > >(tee "$log") 2>&1
 source bench/linalg/gpu-common.sh
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | head -1
+linalg_log log.txt
 linalg_configure
 targets="test_linalg_gpu bench_linalg molaccel_cli"
 grep -q "bench_linalg_viennacl" $b/build.ninja && targets="$targets bench_linalg_viennacl"
 linalg_build $targets
-export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
 linalg_gpu_tests "${TESTS:-Linalg*}" "${TEST_TIMEOUT:-110}"
-B=$b/bench/linalg/bench_linalg
 R="${RESIDENT:-0x0,0x0Z,0x0A,50x512A,16x512c}"
 echo "== bicgstab graph vs resident ($R) =="
-timeout 50 $B --bicgstab-only --max-n=2.1e5 --modes=graph,resident --resident=$R 2>&1 | grep bicgstab | grep -v failed |
-  sed -E 's/ +/ /g; s/linalg.bicgstab-poisson.fp64.//; s/ [0-9.]+ .B.s [0-9.]+% / /; s/, 1 kernels.iter, gpu:[0-9] (resident|fused) / /; s/gpu:[0-9] //; s/rows.thread/rpt/; s/barriers.iteration/bar/; s/, floor [0-9.]+ us//' | cut -c1-200; st resident
+timeout 50 $B --bicgstab-only --max-n=2.1e5 --modes=graph,resident --resident=$R 2>&1 | bicgstab_rows; st resident
 echo "== bicgstab graph vs fused, floor = 320 B/row at the measured copy bandwidth =="
-timeout 40 $B --bicgstab-only --min-n=9e5 --max-n=1.1e7 --modes=graph,fused --fused=0x0 2>&1 | grep bicgstab |
-  sed -E 's/ +/ /g; s/linalg.bicgstab-poisson.fp64.//; s/ [0-9.]+ .B.s [0-9.]+% / /; s/gpu:[0-9] //' | cut -c1-200; st fused
+timeout 40 $B --bicgstab-only --min-n=9e5 --max-n=1.1e7 --modes=graph,fused --fused=0x0 2>&1 | bicgstab_rows; st fused
 echo "== trace at 1e4 =="
 MOLACCEL_LINALG_RESIDENT_TRACE=1 timeout 20 $B --bicgstab-only --min-n=5e3 --max-n=1.1e4 --modes=resident --resident=0x0,0x0Z 2>&1 |
   grep -E "^trace" | sed -E 's/ +/ /g' | cut -c1-600 | awk 'NR%3==0'

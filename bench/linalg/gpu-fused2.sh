@@ -7,22 +7,16 @@
 # trace of the fused kernel at 1e6 (automatic vs FUSED_TRACE); the CLI. Whole log in $OUT/log.txt.
 #   bash bench/linalg/gpu-fused2.sh   (from the repository root)
 set -uo pipefail
-log=${OUT:-/tmp}/log.txt
-exec > >(tee "$log") 2>&1
 source bench/linalg/gpu-common.sh
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | head -1
+linalg_log log.txt
 linalg_configure
 linalg_build test_linalg_gpu bench_linalg molaccel_cli
-export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
-B=$b/bench/linalg/bench_linalg
 F="${FUSED:-0x0,0x0cs,0x0as,0x0cb,0x5121}"
 echo "== bicgstab graph vs fused ($F), floor = 320 B/row at the measured copy bandwidth =="
-timeout ${BENCH_TIMEOUT:-70} $B --bicgstab-only --min-n=9e5 --max-n=1.1e7 --modes=graph,fused --fused=$F 2>&1 | grep bicgstab |
-  sed -E 's/ +/ /g; s/linalg.bicgstab-poisson.fp64.//; s/ [0-9.]+ .B.s [0-9.]+% / /; s/gpu:[0-9] //' | cut -c1-220; st fused
+timeout ${BENCH_TIMEOUT:-70} $B --bicgstab-only --min-n=9e5 --max-n=1.1e7 --modes=graph,fused --fused=$F 2>&1 | bicgstab_rows; st fused
 linalg_gpu_tests "${TESTS:-LinalgGpuFused.*:LinalgGpuResident.*:LinalgGpuSolvers.*}" "${TEST_TIMEOUT:-120}"
 echo "== bicgstab graph vs resident (0x0) =="
-timeout 30 $B --bicgstab-only --max-n=2.1e5 --modes=graph,resident --resident=0x0 2>&1 | grep bicgstab | grep -v failed |
-  sed -E 's/ +/ /g; s/linalg.bicgstab-poisson.fp64.//; s/ [0-9.]+ .B.s [0-9.]+% / /; s/, 1 kernels.iter, gpu:[0-9] (resident|fused) / /; s/gpu:[0-9] //; s/rows.thread/rpt/; s/barriers.iteration/bar/; s/, floor [0-9.]+ us//' | cut -c1-200; st resident
+timeout 30 $B --bicgstab-only --max-n=2.1e5 --modes=graph,resident --resident=0x0 2>&1 | bicgstab_rows; st resident
 T="${FUSED_TRACE:-0x0,0x0cs}"
 echo "== trace, fused at 1e6 ($T) =="
 MOLACCEL_LINALG_RESIDENT_TRACE=1 timeout 25 $B --bicgstab-only --min-n=9e5 --max-n=1.1e6 --modes=fused --fused=$T 2>&1 |

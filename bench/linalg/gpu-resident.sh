@@ -13,7 +13,6 @@ linalg_build $targets
 filter="LinalgGpuResident*:LinalgGpuSolvers*:LinalgGpuOperations.MatrixTargets"
 [[ "${1:-}" == "all" ]] && filter="*"
 linalg_gpu_tests "$filter" 200
-B=$b/bench/linalg/bench_linalg
 R="${RESIDENT:-0x0,5x512c,16x512c,20x512a,0x512g,0x512o,99x512a,132x512a}"
 echo "== bicgstab: graph vs resident ($R) =="
 timeout 150 $B --bicgstab-only --max-n=1.1e7 --modes=graph,resident --resident=$R 2>&1 | grep bicgstab | sed -E 's/ +/ /g' | cut -c1-200; st bench

@@ -10,16 +10,11 @@
 # The whole log goes to $OUT/log.txt when $OUT is set.
 #   bash bench/linalg/gpu-trace.sh   (from the repository root)
 set -uo pipefail
-log=${OUT:-/tmp}/log.txt
-exec > >(tee "$log") 2>&1
 source bench/linalg/gpu-common.sh
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | head -1
+linalg_log log.txt
 linalg_configure
 linalg_build test_linalg_gpu bench_linalg molaccel_cli
-export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
 linalg_gpu_tests "${TESTS:-LinalgGpuResident.*:LinalgGpuFused.*:LinalgGpuSolvers.*}" "${TEST_TIMEOUT:-100}"
-B=$b/bench/linalg/bench_linalg
-short() { grep -E "bicgstab" | grep -v "failed" | sed -E 's/ +/ /g; s/linalg.bicgstab-poisson.fp64.//; s/ [0-9.]+ .B.s [0-9.]+% / /; s/, 1 kernels.iter, gpu:[0-9] (resident|fused) / /; s/gpu:[0-9] //; s/rows.thread/rpt/; s/barriers.iteration/bar/; s/, floor [0-9.]+ us//' | cut -c1-200; }
 T="${TRACE:-0x0,0x0+,16x512c+,50x512,0x0-}"
 echo "== trace ($T) =="
 MOLACCEL_LINALG_RESIDENT_TRACE=1 timeout 40 $B --bicgstab-only --min-n=5e3 --max-n=1.1e5 --modes=resident --resident=$T 2>&1 |
@@ -27,10 +22,10 @@ MOLACCEL_LINALG_RESIDENT_TRACE=1 timeout 40 $B --bicgstab-only --min-n=5e3 --max
 st trace
 R="${RESIDENT:-0x0,0x0A,50x512A,50x512,0x0+,16x512c+,16x512c,8x512c+,40x256+,0x0-}"
 echo "== bicgstab graph vs resident ($R) =="
-timeout 60 $B --bicgstab-only --max-n=2.1e5 --modes=graph,resident --resident=$R 2>&1 | short; st resident
+timeout 60 $B --bicgstab-only --max-n=2.1e5 --modes=graph,resident --resident=$R 2>&1 | bicgstab_rows; st resident
 F="${FUSED:-0x0,0x0A}"
 echo "== bicgstab graph vs fused ($F), floor = 320 B/row at the measured copy bandwidth =="
-timeout 60 $B --bicgstab-only --min-n=9e5 --max-n=1.1e7 --modes=graph,fused --fused=$F 2>&1 | grep bicgstab | sed -E 's/ +/ /g; s/linalg.bicgstab-poisson.fp64.//; s/ [0-9.]+ .B.s [0-9.]+% / /; s/gpu:[0-9] //' | cut -c1-200; st fused
+timeout 60 $B --bicgstab-only --min-n=9e5 --max-n=1.1e7 --modes=graph,fused --fused=$F 2>&1 | bicgstab_rows; st fused
 echo "== CLI =="
 for args in "--solver bicgstab" "--solver bicgstab --precond jacobi" "--solver cg"; do for m in auto fused graph; do
   echo "-- poisson 1000 $args --launch $m"; timeout 30 $b/bin/molaccel solve --poisson 1000 --device gpu $args --tol 1e-6 --max-iter 8000 --launch $m 2>&1 | tail -2; done; done

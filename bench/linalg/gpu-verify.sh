@@ -8,7 +8,6 @@ source bench/linalg/gpu-common.sh
 linalg_configure
 linalg_build test_linalg test_linalg_gpu bench_linalg molaccel_cli
 echo "== GPU tests, defaults =="; ctest --test-dir $b -L gpu -R Linalg --output-on-failure --timeout 150 2>&1 | grep -E "Test +#|tests passed|Failure|Expected|Which is|actual|Value of|n=|vs " | head -60; st tests
-B=$b/bench/linalg/bench_linalg
 echo "== bicgstab, defaults =="; timeout 90 $B --bicgstab-only --max-n=1.1e7 --modes=graph,stream,persistent 2>&1 | grep bicgstab | cut -c1-190; st bench
 for cfg in "MOLACCEL_LINALG_CSR_GROUP=4" "MOLACCEL_LINALG_CSR_GROUP=1"; do echo "== graph: $cfg =="; env $cfg timeout 40 $B --bicgstab-only --min-n=9e5 --max-n=1.1e7 --modes=graph 2>&1 | grep bicgstab | cut -c1-150; done; st variants
 echo "== CLI =="; for m in graph persistent; do timeout 30 $b/bin/molaccel solve --poisson 316 --device gpu --solver bicgstab --launch $m 2>&1 | tail -2; done
