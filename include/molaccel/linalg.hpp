@@ -558,25 +558,22 @@ struct solver_options {
   // (0 automatic: one block up to 4 x threads rows, one cluster of <= 16 blocks up to 32 x threads,
   // else a grid; 1 cluster with distributed shared memory; 2 grid, flag barrier (each block
   // publishes an epoch, no atomics); 3 grid, cooperative groups' grid.sync(); 4 grid, one arrival
-  // counter).
+  // counter; 5 grid, the arrival counter incremented by a non-returning red.release; 6 grid, the
+  // arrival counter, the last arrival publishing a generation word that the other blocks poll).
   int resident_blocks = 0;
   int resident_threads = 0;
   int resident_barrier = 0;
-  // Resident BiCGStab: 0 automatic (currently 1; measured faster: 2 in one block and on a grid),
-  // 1 four barriers per iteration, 2 two
-  // (every vector also published, p and v double-buffered, the other blocks' entries a product
-  // needs recomputed from the previous phase's vectors; docs/linalg.md). Barrier 5: grid with
-  // the arrival counter incremented by a non-returning red.release.
+  // Resident BiCGStab: 0 automatic (2 in one block and on a grid, 1 in a cluster), 1 four
+  // barriers per iteration, 2 two (every vector also published, p and v double-buffered, the other
+  // blocks' entries a product needs recomputed from the previous phase's vectors; docs/linalg.md).
   int resident_form = 0;
   // Resident grid with 4 rows per thread: keep the matrix rows of <= 5 nonzeros in shared memory
   // (loaded once per launch) instead of reading them from L2 in every product: 0 automatic
-  // (currently no; measured faster: yes), 1 no, 2 yes.
+  // (yes), 1 no, 2 yes.
   int resident_matrix_shared = 0;
   // Resident and fused modes, sums across blocks after the barrier: 0 automatic (currently 2),
   // 1 every warp of every block reads all block sums, 2 warp 0 of each block reads them and shares
   // the totals through shared memory (bit-identical totals; 16x fewer reads of the same L2 lines).
-  // Barrier 6 (grid): the arrival counter, the last arrival publishes a generation word that the
-  // other blocks poll (a separate cache line).
   int resident_gather = 0;
   // Fused launch geometry: blocks of the cooperative grid (0 = as many as are co-resident, at
   // most one thread per row) and threads per block (0 = 512; 128, 256 or 512). Its grid barrier
