@@ -326,23 +326,25 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
                                                  options.inject_fault);
 #endif
   }
+  // Planes [p0, p1) on a CPU worker. Work items: strips of cpu::kTileRows rows of one plane (the
+  // kernel's tiles; a single row would cost a whole tile).
+  const auto cpu_planes = [&](const WorkerContext& ctx, std::size_t p0, std::size_t p1) {
+    const std::size_t ny = grid.counts[1];
+    const std::size_t strips = (ny + cpu::kTileRows - 1) / cpu::kTileRows;
+    parallel_for((p1 - p0) * strips, ctx.worker().cpu_threads, 1, [&](std::size_t b, std::size_t e) {
+      for (std::size_t u = b; u < e; ++u) {
+        const std::size_t plane = p0 + u / strips;
+        const std::size_t r0 = plane * ny + (u % strips) * cpu::kTileRows;
+        variant.kernel(cpu_args, r0, std::min(r0 + cpu::kTileRows, (plane + 1) * ny));
+      }
+    });
+  };
   const TileFunction share_fn = [&](WorkerContext& ctx, std::size_t) {
     if (ctx.worker().kind == WorkerInfo::Kind::cpu) {
-      const std::size_t ny = grid.counts[1];
-      const std::size_t strips = (ny + cpu::kTileRows - 1) / cpu::kTileRows;
       std::size_t c = 0;
       while (queue->take(ctx.worker(), c)) {
-        // Plain variables, not a structured binding: the lambda below captures them (C++20 allows
-        // that, clang 14 does not).
-        const std::size_t p0 = queue->chunk(c).first, planes = queue->chunk(c).second;
         try {
-          parallel_for(planes * strips, ctx.worker().cpu_threads, 1, [&](std::size_t b, std::size_t e) {
-            for (std::size_t u = b; u < e; ++u) {
-              const std::size_t plane = p0 + u / strips;
-              const std::size_t r0 = plane * ny + (u % strips) * cpu::kTileRows;
-              variant.kernel(cpu_args, r0, std::min(r0 + cpu::kTileRows, (plane + 1) * ny));
-            }
-          });
+          cpu_planes(ctx, queue->chunk(c).first, queue->chunk(c).first + queue->chunk(c).second);
         } catch (...) {
           queue->give_back(c);
           throw;
@@ -360,17 +362,7 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
   const TileFunction tile_fn = [&](WorkerContext& ctx, std::size_t tile) {
     const std::size_t p0 = tiles.begin(tile), p1 = tiles.end(tile);
     if (ctx.worker().kind == WorkerInfo::Kind::cpu || backend == Backend::cpu) {
-      // Work items: strips of cpu::kTileRows rows of one plane (the kernel's tiles; a single row
-      // would cost a whole tile).
-      const std::size_t ny = grid.counts[1];
-      const std::size_t strips = (ny + cpu::kTileRows - 1) / cpu::kTileRows;
-      parallel_for((p1 - p0) * strips, ctx.worker().cpu_threads, 1, [&](std::size_t b, std::size_t e) {
-        for (std::size_t u = b; u < e; ++u) {
-          const std::size_t plane = p0 + u / strips;
-          const std::size_t r0 = plane * ny + (u % strips) * cpu::kTileRows;
-          variant.kernel(cpu_args, r0, std::min(r0 + cpu::kTileRows, (plane + 1) * ny));
-        }
-      });
+      cpu_planes(ctx, p0, p1);
       return;
     }
 #if MOLACCEL_HAVE_CUDA
