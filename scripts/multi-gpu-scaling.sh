@@ -5,6 +5,8 @@
 # which exercises the multi-GPU tile paths. Run on a multi-GPU machine from the repository root.
 #   scripts/multi-gpu-scaling.sh
 # Environment: ALIGN_THRESHOLDS="1024 3000" adds align runs with other long-subject thresholds;
+# ALIGN_CHUNKS="3700000 ..." adds align runs with other pipeline chunk sizes (residues);
+# ORBITAL_CHUNKS="24 48" adds orbital batch runs with other chunk counts per grid;
 # GPU_TEST_JOBS=N runs N GPU tests at once at the end (default 1).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -71,6 +73,11 @@ for th in ${ALIGN_THRESHOLDS:-}; do
   MOLACCEL_ALIGN_LONG_THRESHOLD=$th $build/bench/align/bench_align_search --gpu-only --repeats 3 --max-gpus "$gpus" 2>&1 \
     | grep -E "^align/" | grep -v loading | cut -c1-110
 done
+for c in ${ALIGN_CHUNKS:-}; do
+  echo "align, MOLACCEL_ALIGN_CHUNK_RESIDUES=$c:"
+  MOLACCEL_ALIGN_CHUNK_RESIDUES=$c $build/bench/align/bench_align_search --gpu-only --repeats 3 --max-gpus "$gpus" 2>&1 \
+    | grep -E "^align/" | grep -v loading | cut -c1-110
+done
 echo "align trace, last search per GPU count (ms from the tile's start):"
 grep "align trace" "$out/align-trace.log" \
   | awk '{ buf = buf $0 "\n" } /tiles,/ { last[$3] = buf; buf = "" } END { for (k = 1; k in last; ++k) printf "%s", last[k] }'
@@ -79,6 +86,12 @@ grep "align trace" "$out/align-trace.log" \
 # memory, checked bitwise identical across GPU counts.
 $build/bench/orbital/bench_orbital_c60 --quick --batch 32 2>&1 | tee "$out/orbital-batch.log" \
   | grep -E "^batch|^path|^sparse basis|^per-orbital|^matrix, page|^density|identical|GPUs" || echo "orbital batch failed"
+
+for c in ${ORBITAL_CHUNKS:-}; do
+  echo "orbital, MOLACCEL_ORBITAL_CHUNKS=$c:"
+  MOLACCEL_ORBITAL_CHUNKS=$c $build/bench/orbital/bench_orbital_c60 --quick --batch 32 2>&1 \
+    | grep -E "^matrix, page|^density|identical" || echo "orbital batch failed"
+done
 
 # The host link: device-to-host and host-to-device copies from 1..N GPUs at once into one
 # page-locked buffer (the ceiling of any multi-GPU result that must land in host memory).
