@@ -1,3 +1,8 @@
+#!/usr/bin/env bash
+# One GPU, the align pipeline's chunk size against the size of a device's share: the 486k
+# synthetic database and a quarter of it (one device's share on 4 GPUs), each with the automatic
+# chunk size and 2, 8 and 16 M residues (MOLACCEL_ALIGN_CHUNK_RESIDUES), per-device trace lines.
+# Run from the repository root on a GPU machine: bash bench/align/gpu-share.sh
 set -uo pipefail
 b=build-gpu-align
 mkdir -p $b
