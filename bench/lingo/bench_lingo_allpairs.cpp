@@ -5,7 +5,10 @@
 // Usage: bench_lingo_allpairs [--quick] [--data DIR] [--gpu-only | --kernel-only]
 // --gpu-only: no reference / CPU rows, and of the copies only those into page-locked memory;
 // --kernel-only: the kernels alone (for a profiler). LINGO_VARIANTS=",csr-t,sorted" picks the
-// kernel variants timed side by side (comma-separated, empty = the default kernel).
+// kernel variants timed side by side (comma-separated, empty = the default kernel); NAME#S sets
+// MOLACCEL_LINGO_BLOCK_STEPS=S (window steps per block at most), NAME@E times
+// NAME with E elements per pass (MOLACCEL_LINGO_DEVICE_PASS_ELEMENTS; NAME@budget: the dense
+// budget's 1 GiB passes, four at 32,768^2, the loop before 2026-11-22's fifth round).
 #include <cstdlib>
 #include <filesystem>
 #include <cstring>
@@ -60,9 +63,19 @@ void time_kernel_variants(const detail::Encoding& encoding, std::size_t n, const
   const cuda_backend::Rect all{0, n, 0, n};
   for (const std::string& name : variants()) {
     const char* variant = name.c_str();
-    if (*variant) setenv("MOLACCEL_LINGO_GPU_KERNEL", variant, 1);
+    const std::size_t at = name.find('@'), hash = name.find('#');
+    const std::string kernel_name = name.substr(0, std::min(at, hash));
+    if (hash != std::string::npos)
+      setenv("MOLACCEL_LINGO_BLOCK_STEPS", name.substr(hash + 1, at == std::string::npos || at < hash ? std::string::npos : at - hash - 1).c_str(), 1);
+    if (!kernel_name.empty()) setenv("MOLACCEL_LINGO_GPU_KERNEL", kernel_name.c_str(), 1);
+    if (at != std::string::npos) {
+      const std::string e = name.substr(at + 1, hash == std::string::npos || hash < at ? std::string::npos : hash - at - 1);
+      setenv("MOLACCEL_LINGO_DEVICE_PASS_ELEMENTS", e == "budget" ? "268435456" : e.c_str(), 1);
+    }
     const cuda_backend::GpuJob job(encoding, Metric::tanimoto);
     unsetenv("MOLACCEL_LINGO_GPU_KERNEL");
+    unsetenv("MOLACCEL_LINGO_DEVICE_PASS_ELEMENTS");
+    unsetenv("MOLACCEL_LINGO_BLOCK_STEPS");
     const auto kernel = mb::measure_with([&] { return job.time_kernels(g.index, all); }, 2, 7);
     if (timeline) {
       setenv("MOLACCEL_LINGO_TIMELINE", "1", 1);
@@ -124,7 +137,7 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
   const auto& g = gpus.front();
   const auto encoding = detail::encode(set, nullptr);
   const cuda_backend::Rect all{0, n, 0, n};
-  // The hashed-kernel variants (LINGO_VARIANTS): the default (sorted-hp) and others side by side.
+  // The hashed-kernel variants (LINGO_VARIANTS): the default (sorted-hp8l) and others side by side.
   time_kernel_variants(encoding, n, g, "lingo/allpairs/cuda/kernel",
                        "full matrix, results in device memory (CUDA events)", n >= 32768 && !kernel_only);
   if (kernel_only) return;

@@ -61,6 +61,67 @@ MOLACCEL_LINGO_HD void bitslice_add4(std::uint32_t (&planes)[Planes], std::uint3
   }
 }
 
+// Adds `carry` (one bit per counter) at plane From: a ripple that stops once no carry is left.
+template <int From, int Planes>
+MOLACCEL_LINGO_HD void bitslice_ripple(std::uint32_t (&planes)[Planes], std::uint32_t carry) {
+  MOLACCEL_LINGO_UNROLL
+  for (int p = From; p < Planes; ++p) {
+    if (!carry) break;
+    const std::uint32_t next = planes[p] & carry;
+    planes[p] ^= carry;
+    carry = next;
+  }
+}
+
+// Folds eight masks into planes 0, 1 and 2 (the Harley-Seal order) by seven carry-save adders:
+// planes[0] + m0..m3 = s + 2 (a + b), planes[1] + a + b = t + 2 f, the same for m4..m7 with f',
+// then planes[2] + f + f' = u + 2 e. Returns e, the carry into plane 3 (not yet added).
+template <int Planes>
+MOLACCEL_LINGO_HD std::uint32_t bitslice_fold8(std::uint32_t (&planes)[Planes], const std::uint32_t (&m)[8]) {
+  static_assert(Planes >= 4, "at least four planes");
+  std::uint32_t s, a, b, t, f0, f1, u, e;
+  bitslice_csa(s, a, planes[0], m[0], m[1]);
+  bitslice_csa(s, b, s, m[2], m[3]);
+  bitslice_csa(t, f0, planes[1], a, b);
+  bitslice_csa(s, a, s, m[4], m[5]);
+  bitslice_csa(s, b, s, m[6], m[7]);
+  bitslice_csa(t, f1, t, a, b);
+  bitslice_csa(u, e, planes[2], f0, f1);
+  planes[0] = s;
+  planes[1] = t;
+  planes[2] = u;
+  return e;
+}
+
+// Adds eight masks at once: bitslice_fold8, then only its carry ripples on, from plane 3: one
+// ripple per eight masks where two bitslice_add4 calls take two, each from plane 2. Same counters
+// as eight bitslice_add calls (integer logic, exact).
+template <int Planes>
+MOLACCEL_LINGO_HD void bitslice_add8(std::uint32_t (&planes)[Planes], const std::uint32_t (&m)[8]) {
+  bitslice_ripple<3>(planes, bitslice_fold8(planes, m));
+}
+
+// The end of a sixteen-mask add: the carries e0, e1 of two bitslice_fold8 calls into plane 3 by one
+// more carry-save adder (planes[3] + e0 + e1 = v + 2 x), and only x ripples on, from plane 4.
+template <int Planes>
+MOLACCEL_LINGO_HD void bitslice_finish16(std::uint32_t (&planes)[Planes], std::uint32_t e0, std::uint32_t e1) {
+  static_assert(Planes >= 5, "at least five planes");
+  std::uint32_t v, x;
+  bitslice_csa(v, x, planes[3], e0, e1);
+  planes[3] = v;
+  bitslice_ripple<4>(planes, x);
+}
+
+// Adds sixteen masks: two folds of eight, then bitslice_finish16 (the kernel folds the first eight
+// before it looks up the next: fewer live registers).
+template <int Planes>
+MOLACCEL_LINGO_HD void bitslice_add16(std::uint32_t (&planes)[Planes], const std::uint32_t (&m0)[8],
+                                      const std::uint32_t (&m1)[8]) {
+  const std::uint32_t e0 = bitslice_fold8(planes, m0);
+  const std::uint32_t e1 = bitslice_fold8(planes, m1);
+  bitslice_finish16(planes, e0, e1);
+}
+
 // Counter q.
 template <int Planes>
 MOLACCEL_LINGO_HD std::uint32_t bitslice_count(const std::uint32_t (&planes)[Planes], std::uint32_t q) {

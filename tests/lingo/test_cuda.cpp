@@ -6,6 +6,9 @@
 #include <random>
 
 #include "backend_checks.hpp"
+#ifdef MOLACCEL_HAVE_CUDA
+#include "lingo/cuda/cuda_backend.hpp"
+#endif
 
 namespace molaccel::lingo {
 namespace {
@@ -364,7 +367,9 @@ TEST_P(LingoCudaNewKernels, RandomRealLargeAndSearch) {
 
 INSTANTIATE_TEST_SUITE_P(Variants, LingoCudaNewKernels, ::testing::Values("csr-ilp", "csr-t", "csr-td", "csr-tdc", "csr-tdp", "sorted", "sorted-n",
                                                                    "sorted-b", "sorted-bp", "sorted-h", "sorted-hp",
-                                                                   "sorted-hp6", "sorted-hpb"),
+                                                                   "sorted-hp8", "sorted-hpl", "sorted-hp8l", "sorted-hp16l", "sorted-hp8lp",
+                                                                   "sorted-hp16lp", "sorted-hp6",
+                                                                   "sorted-hpb"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (auto& c : name)
@@ -375,6 +380,31 @@ INSTANTIATE_TEST_SUITE_P(Variants, LingoCudaNewKernels, ::testing::Values("csr-i
 // sorted-hp6 / sorted-hpb plan groups by simulating their bounded table: groups closed after a few
 // queries of ~400 distinct features, queries alone too large for it (1,536 to 2,048 features: the
 // 16,384-slot table), next to real molecules; matrix, search and neighbours.
+#ifdef MOLACCEL_HAVE_CUDA
+// The benchmark's loop with results in device memory (GpuJob::time_kernels, the default kernel or
+// MOLACCEL_LINGO_GPU_KERNEL's): the whole rect in one pass (its default when it fits), and in
+// passes of 61 rows, give the reference's bits; a second call reuses the worker state.
+TEST(LingoCuda, TimedKernelLoopKeepsBits) {
+  MOLACCEL_REQUIRE_GPU();
+  const auto set = make_molecules(real_smiles("demo4096.smi", 1100), {});
+  const std::size_t n = set.size();
+  const auto expected = reference_matrix(set, nullptr, Metric::tanimoto);
+  const auto encoding = detail::encode(set, nullptr);
+  const int device = gpu_list().front().index;
+  for (const char* elements : {"", "67100"}) {
+    if (*elements) setenv("MOLACCEL_LINGO_DEVICE_PASS_ELEMENTS", elements, 1);
+    const cuda_backend::GpuJob job(encoding, Metric::tanimoto);
+    unsetenv("MOLACCEL_LINGO_DEVICE_PASS_ELEMENTS");
+    for (int call = 0; call < 2; ++call) {
+      std::vector<float> got(n * n, -1.0f);
+      EXPECT_GT(job.time_kernels(device, {0, n, 0, n}, got.data()), 0.0);
+      expect_bit_identical(expected, got, n, fmt::format("time_kernels, {} elements per pass, call {}",
+                                                         *elements ? elements : "all", call));
+    }
+  }
+}
+#endif
+
 TEST(LingoCuda, BoundedTableGroupsAndLargeQueries) {
   MOLACCEL_REQUIRE_GPU();
   std::mt19937_64 rng(17);

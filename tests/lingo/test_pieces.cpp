@@ -74,6 +74,47 @@ TEST(LingoPieces, BitSliceAdd4MatchesSingleAdds) {
   }
 }
 
+// Eight masks at once (Harley-Seal order): the same planes as eight single adds, and as two
+// bitslice_add4 calls.
+TEST(LingoPieces, BitSliceAdd8MatchesSingleAdds) {
+  std::mt19937 rng(23);
+  for (int trial = 0; trial < 300; ++trial) {
+    std::uint32_t a[11] = {}, b[11] = {}, c[11] = {};
+    const int steps = static_cast<int>(rng() % 250);  // counts up to 2,000 (11 planes hold 2,047)
+    for (int k = 0; k < steps; ++k) {
+      std::uint32_t m[8];
+      for (auto& x : m) x = (trial % 4 == 0) ? 0xffffffffu : (trial % 4 == 1 ? 0u : static_cast<std::uint32_t>(rng()) & rng());
+      for (auto x : m) detail::bitslice_add(a, x);
+      detail::bitslice_add8(b, m);
+      detail::bitslice_add4(c, m[0], m[1], m[2], m[3]);
+      detail::bitslice_add4(c, m[4], m[5], m[6], m[7]);
+      for (int p = 0; p < 11; ++p) {
+        ASSERT_EQ(a[p], b[p]) << "trial " << trial << " step " << k;
+        ASSERT_EQ(c[p], b[p]) << "trial " << trial << " step " << k;
+      }
+    }
+  }
+}
+
+// Sixteen masks at once (two folds of eight and one more adder): the same planes as single adds.
+TEST(LingoPieces, BitSliceAdd16MatchesSingleAdds) {
+  std::mt19937 rng(29);
+  for (int trial = 0; trial < 300; ++trial) {
+    std::uint32_t a[11] = {}, b[11] = {};
+    const int steps = static_cast<int>(rng() % 125);  // counts up to 2,000 (11 planes hold 2,047)
+    for (int k = 0; k < steps; ++k) {
+      std::uint32_t m0[8], m1[8];
+      for (auto* m : {m0, m1})
+        for (int u = 0; u < 8; ++u)
+          m[u] = (trial % 4 == 0) ? 0xffffffffu : (trial % 4 == 1 ? 0u : static_cast<std::uint32_t>(rng()) & rng());
+      for (auto x : m0) detail::bitslice_add(a, x);
+      for (auto x : m1) detail::bitslice_add(a, x);
+      detail::bitslice_add16(b, m0, m1);
+      for (int p = 0; p < 11; ++p) ASSERT_EQ(a[p], b[p]) << "trial " << trial << " step " << k;
+    }
+  }
+}
+
 // The division-free ratio (reciprocal table + one exact correction) against the IEEE division, for
 // every shared <= union < kReciprocals (the domain the kernels use it on), and the empty union.
 TEST(LingoPieces, ReciprocalRatioIsTheCorrectlyRoundedQuotient) {
@@ -210,7 +251,11 @@ TEST(LingoPieces, G64LayoutWalkMatchesReference) {
 // position walks its chunk's padded row count four masks at a time (bitslice_add4), counts leave
 // by the 8x8 transpose (or one at a time from 256 features), each column is produced exactly once
 // and matches the reference bit for bit.
-void check_paired_walk(const MoleculeSet& set, Metric metric, std::size_t begin, std::size_t end, bool joint) {
+// With `width` 8, the walk of sorted-hp8 / sorted-hp8l: eight masks at a time (bitslice_add8) and,
+// when the padded row count is not a multiple of eight, the last four by bitslice_add4; with 16,
+// sorted-hp16l's: sixteen at a time (bitslice_add16), then eight, then four.
+void check_paired_walk(const MoleculeSet& set, Metric metric, std::size_t begin, std::size_t end, bool joint,
+                       int width = 4) {
   const auto encoding = detail::encode(set, nullptr, 1);
   const auto bases = detail::feature_bases(encoding);
   const auto features =
@@ -243,15 +288,27 @@ void check_paired_walk(const MoleculeSet& set, Metric metric, std::size_t begin,
           ASSERT_LT(pos, layout.length.size());
           const std::uint32_t rows = (layout.length[pos & ~std::size_t{31}] + 3) / 4 * 4;
           std::uint32_t planes[21] = {};
-          for (std::uint32_t k = 0; k < rows; k += 4) {
-            std::uint32_t m[4];
-            for (std::uint32_t u = 0; u < 4; ++u) {
+          for (std::uint32_t k = 0; k < rows;) {
+            const std::uint32_t step = width >= 16 && k + 16 <= rows ? 16 : width >= 8 && k + 8 <= rows ? 8 : 4;
+            std::uint32_t m[16];
+            for (std::uint32_t u = 0; u < step; ++u) {
               const std::uint32_t f = layout.features[layout.warp_base[pos / 32] + 32ull * (k + u) + lane];
               ASSERT_EQ(f == kPad, pos >= n || k + u >= layout.length[pos]);
               auto it = table.find(f);
               m[u] = it == table.end() ? 0u : it->second;
             }
-            detail::bitslice_add4(planes, m[0], m[1], m[2], m[3]);
+            std::uint32_t m0[8], m1[8];
+            for (int u = 0; u < 8; ++u) {
+              m0[u] = m[u];
+              m1[u] = m[8 + u];
+            }
+            if (step == 16)
+              detail::bitslice_add16(planes, m0, m1);
+            else if (step == 8)
+              detail::bitslice_add8(planes, m0);
+            else
+              detail::bitslice_add4(planes, m[0], m[1], m[2], m[3]);
+            k += step;
           }
           if (pos >= n) continue;
           const std::size_t column = base + layout.column[pos];
@@ -354,6 +411,10 @@ TEST(LingoPieces, PairedSortedWalksMatchReference) {
     check_paired_walk(set, Metric::tanimoto, 0, set.size(), joint);  // 1,002: the last window partial
     check_paired_walk(set, Metric::tanimoto, 100, 650, joint);       // a slice: the last pair has one window
     check_paired_walk(set, Metric::set, 3, 301, joint);
+  }
+  for (int width : {8, 16}) {  // sorted-hp8(l), sorted-hp16l
+    check_paired_walk(set, Metric::tanimoto, 0, set.size(), false, width);
+    check_paired_walk(set, Metric::set, 100, 650, false, width);
   }
 }
 

@@ -12,19 +12,23 @@
 // Vidal (per-Lingo fractions) and queries too large for a table use a per-pair merge kernel.
 //
 // Variants of the hashed kernel (MOLACCEL_LINGO_GPU_KERNEL; H100, 32,768^2 real / diverse set,
-// same run, see docs/lingo.md): the default sorted-hp reads the database in windows of 256
-// molecules sorted by length (coalesced, interleaved per warp), each warp walking a long chunk of
-// one window and a short chunk of the next so that the warps reach the barrier of the
-// shared-memory count exchange together, with a packed (key, mask) table, carry-save adds of four
-// masks, 8x8 bit-transposed counts and the division-free ratio (193 / 209 G LINGOs/s); sorted-h
-// (split table, 189 / 208), sorted-b / sorted-bp (the pairing inside joint windows of 512: 16 KiB
-// of exchange, 4 blocks per SM: 170-179 / 190-194); csr-tdc, the default before (CSR order, no
-// barrier: 170 / 187); csr-ilp (138 / 152), csr-t / csr-td (steps in between), csr-tdp (packed
-// table), sorted / sorted-n (sorted windows, one per barrier: 168 / 198, warp 0 always the
-// longest), g64 (64 queries per block), csr and interleaved (older); sorted-hp6 / sorted-hpb
-// (sorted-hp with the bounded probe table of bounded_table.hpp, 6 / 5 blocks per SM; kernel speed
-// not yet measured apart from their host-side group planning, see docs/lingo.md). All are held to
-// the same bit-identity tests.
+// see docs/lingo.md): the default sorted-hp8l reads the database in windows of 256 molecules sorted
+// by length (coalesced, interleaved per warp), each warp walking a long chunk of one window and a
+// short chunk of the next so that the warps reach the barrier of the shared-memory count exchange
+// together, with a packed (key, mask) table, eight masks at a time through carry-save adders
+// (one ripple per eight), 8x8 bit-transposed counts and the division-free ratio, stored without
+// per-pair checks for full groups of small queries (283 / 282 G LINGOs/s, fifth round, one
+// launch); sorted-hp (four masks at a time, checked stores: the default of rounds 2-4, 211 / 229
+// in the same run), sorted-hp8 / sorted-hpl (one of the two steps each: 260 / 246, 235 / 268),
+// sorted-hp16l (sixteen masks at a time), sorted-hp8lp / sorted-hp16lp (loads from a pointer advanced
+// per batch: 290 / 299 G/s, not the default yet, see docs/lingo.md); sorted-h (split table),
+// sorted-b / sorted-bp (the pairing inside joint windows of 512: 16 KiB of exchange, 4 blocks per
+// SM); csr-tdc, the first round's
+// default (CSR order, no barrier); csr-ilp, csr-t / csr-td (steps in between), csr-tdp (packed
+// table), sorted / sorted-n (sorted windows, one per barrier, warp 0 always the longest), g64 (64
+// queries per block), csr and interleaved (older); sorted-hp6 / sorted-hpb (sorted-hp with the
+// bounded probe table of bounded_table.hpp, 6 / 5 blocks per SM, planned by a host-side
+// simulation). All are held to the same bit-identity tests.
 #include <cub/block/block_scan.cuh>
 
 #include <algorithm>
@@ -332,6 +336,24 @@ __device__ __forceinline__ void store_count_bytes(const std::uint32_t (&t)[8], s
   }
 }
 
+// store_count_bytes for a full group (32 queries) whose every union is known to be below
+// kReciprocals (the block checked its largest query size; the column has < 256 features): no
+// per-pair bounds or range checks, the same arithmetic (ratio_from_reciprocal), the same bits.
+__device__ __forceinline__ void store_count_bytes_full(const std::uint32_t (&t)[8], const std::uint32_t* sizes,
+                                                       std::uint32_t db_size, const float* recip, float* o,
+                                                       std::size_t ld) {
+#pragma unroll
+  for (std::uint32_t j = 0; j < 4; ++j) {
+#pragma unroll
+    for (std::uint32_t r = 0; r < 8; ++r) {
+      const std::uint32_t q = 8 * j + r;
+      const std::uint32_t shared = (t[r] >> (8 * j)) & 0xffu;
+      const std::uint32_t u = sizes[q] + db_size - shared;
+      o[q * ld] = detail::ratio_from_reciprocal(shared, u, recip[u]);
+    }
+  }
+}
+
 template <int Planes, bool FastDiv>
 __device__ __forceinline__ void store_group_row(const std::uint32_t (&planes)[Planes], bool bytes,
                                                 std::uint32_t count, const std::uint32_t* sizes,
@@ -589,7 +611,8 @@ __global__ void __launch_bounds__(kBlock, Planes <= 11 ? 4 : 1)
   }
 }
 
-// Variants sorted-hp (Packed, the default) and sorted-h: the same pairing with the sorted kernel's layout
+// Variants sorted-hp (Packed; with Width 8 and Lean: sorted-hp8l, the default) and sorted-h: the same
+// pairing with the sorted kernel's layout
 // (windows of 256 sorted on their own) and its 8 KiB exchange, so 5 blocks fit an SM where
 // sorted-b's 16 KiB allow 4. Warp w takes chunk w of window 2p and then chunk 7 - w of window
 // 2p + 1; the counts of the first go to shared memory at once, those of the second stay in
@@ -600,7 +623,19 @@ __global__ void __launch_bounds__(kBlock, Planes <= 11 ? 4 : 1)
 // 3,136 slots, no wrap-around step, groups planned on the host by distinct features) whose 24.5 KiB
 // let 6 blocks share an SM instead of 5 (40 registers); log2_slots is unused. sorted-hpb: the same
 // table with 5 blocks per SM (48 registers), to tell the table's share from the occupancy's.
-template <int Planes, bool Packed, bool Bounded = false, int Blocks = 5>
+//
+// Width 8 (variants sorted-hp8, sorted-hp8l): the walk takes eight features per step and adds their
+// masks by bitslice_add8 (seven carry-save adders, one ripple from plane 3) instead of two
+// bitslice_add4 (six adders, two ripples from plane 2); a chunk whose padded row count is not a
+// multiple of 8 adds its last four by bitslice_add4. Width 16 (sorted-hp16l): sixteen per step by
+// bitslice_add16 (one ripple from plane 4), then eight, then four. Bump (sorted-hp8lp, sorted-hp16lp):
+// the wide walks load through a pointer advanced per batch (no 64-bit address arithmetic per load).
+//
+// Lean (variants sorted-hpl, sorted-hp8l): a block whose group is full (32 queries) and whose
+// largest query has fewer than kReciprocals - 255 features stores its window columns (< 256
+// features) by store_count_bytes_full: every union is below kReciprocals, so no per-pair checks.
+template <int Planes, bool Packed, bool Bounded = false, int Blocks = 5, int Width = 4, bool Lean = false,
+          bool Bump = false>
 __global__ void __launch_bounds__(kBlock, Planes <= 11 ? Blocks : 1)
     hashed_similarity_sorted_h_kernel(const QueryGroup* groups, const std::uint64_t* q_offsets,
                                       const std::uint32_t* q_features, const std::uint32_t* q_sizes,
@@ -646,6 +681,51 @@ __global__ void __launch_bounds__(kBlock, Planes <= 11 ? Blocks : 1)
     const std::uint32_t* feature = db.features + db.warp_base[pos / 32] + lane;
 #pragma unroll
     for (int b = 0; b < Planes; ++b) planes[b] = 0;
+    if (Width >= 8) {
+      std::uint32_t k = 0;
+      // Feature k + u of this lane. Bump: from a pointer advanced by each batch (one load with an
+      // immediate offset each) instead of 64-bit address arithmetic from k for every load.
+      const std::uint32_t* next = feature;
+      const auto load = [&](std::uint32_t kk, int u) {
+        return Bump ? __ldg(next + 32 * u) : __ldg(feature + 32 * (kk + u));
+      };
+      if (Width >= 16) {
+        for (; k + 16 <= rows; k += 16) {  // bitslice_add16, the first eight folded first
+          std::uint32_t v8[8], m8[8];
+#pragma unroll
+          for (int u = 0; u < 8; ++u) v8[u] = load(k, u);
+          if (Bump) next += 32 * 8;
+#pragma unroll
+          for (int u = 0; u < 8; ++u) m8[u] = lookup(v8[u]);
+          const std::uint32_t e0 = detail::bitslice_fold8(planes, m8);
+#pragma unroll
+          for (int u = 0; u < 8; ++u) v8[u] = load(k + 8, u);
+          if (Bump) next += 32 * 8;
+#pragma unroll
+          for (int u = 0; u < 8; ++u) m8[u] = lookup(v8[u]);
+          const std::uint32_t e1 = detail::bitslice_fold8(planes, m8);
+          detail::bitslice_finish16(planes, e0, e1);
+        }
+      }
+      for (; k + 8 <= rows; k += 8) {
+        std::uint32_t v8[8], m8[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) v8[u] = load(k, u);
+        if (Bump) next += 32 * 8;
+#pragma unroll
+        for (int u = 0; u < 8; ++u) m8[u] = lookup(v8[u]);
+        detail::bitslice_add8(planes, m8);
+      }
+      if (k < rows) {  // the last four (rows is a multiple of 4)
+        std::uint32_t v4[4], m4[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) v4[u] = load(k, u);
+#pragma unroll
+        for (int u = 0; u < 4; ++u) m4[u] = lookup(v4[u]);
+        detail::bitslice_add4(planes, m4[0], m4[1], m4[2], m4[3]);
+      }
+      return;
+    }
     std::uint32_t v[4];
     if (rows) {
 #pragma unroll
@@ -665,6 +745,12 @@ __global__ void __launch_bounds__(kBlock, Planes <= 11 ? Blocks : 1)
       for (int u = 0; u < 4; ++u) v[u] = next[u];
     }
   };
+  bool full_block = false;  // Lean: a full group whose unions all stay below kReciprocals
+  if (Lean) {
+    std::uint32_t largest = 0;
+    for (std::uint32_t q = 0; q < group.count; ++q) largest = max(largest, sizes[q]);
+    full_block = group.count == kQueriesPerGroup && largest + 255u < detail::kReciprocals;
+  }
   // Window column t of window `window` from shared memory to the output (thread t).
   const auto store_window = [&](std::uint32_t window) {
     const std::uint32_t col = window * kBlock + threadIdx.x;
@@ -672,7 +758,10 @@ __global__ void __launch_bounds__(kBlock, Planes <= 11 ? Blocks : 1)
       std::uint32_t t[8];
 #pragma unroll
       for (int k = 0; k < 8; ++k) t[k] = counts[k * kBlock + threadIdx.x];
-      store_count_bytes<true>(t, group.count, sizes, db_sizes[col], recip, rows_out + col, ld);
+      if (Lean && full_block)
+        store_count_bytes_full(t, sizes, db_sizes[col], recip, rows_out + col, ld);
+      else
+        store_count_bytes<true>(t, group.count, sizes, db_sizes[col], recip, rows_out + col, ld);
     }
   };
   for (std::uint32_t p = blockIdx.y; p < n_pairs; p += gridDim.y) {
@@ -1223,6 +1312,9 @@ struct WorkerState {
     std::size_t base = 0;
     std::vector<PassPlan> plans;
   } prepared;
+  // Host clock (s) in the last prepare_passes: entered, groups planned, plan uploaded (for the
+  // benchmark's timeline).
+  double prepare_marks[3] = {0, 0, 0};
   // dense_stream's pipeline: a copy stream, two result buffers (and their fp16/u8 copies) used in
   // turn, events ordering compute -> copy -> reuse.
   cuda::Stream copy_stream;
@@ -1318,10 +1410,10 @@ int log2_of(std::uint32_t x) {
 
 }  // namespace
 
-// MOLACCEL_LINGO_GPU_KERNEL: sorted-hp (the default since 2026-11-22, second round), csr-tdc (the
-// default before), the other variants of the header comment (opt-in, kept for comparison);
-// anything else means the default.
-enum class HashedKernel { g64, csr_ilp, csr, interleaved, csr_t, csr_td, csr_tdc, csr_tdp, sorted, sorted_n, sorted_b, sorted_bp, sorted_h, sorted_hp, sorted_hp6, sorted_hpb };
+// MOLACCEL_LINGO_GPU_KERNEL: sorted-hp8l (the default since 2026-11-22, fifth round), sorted-hp (the
+// default of the second to fourth rounds), csr-tdc (the first round's), the other variants of the
+// header comment (opt-in, kept for comparison); anything else means the default.
+enum class HashedKernel { g64, csr_ilp, csr, interleaved, csr_t, csr_td, csr_tdc, csr_tdp, sorted, sorted_n, sorted_b, sorted_bp, sorted_h, sorted_hp, sorted_hp8, sorted_hpl, sorted_hp8l, sorted_hp16l, sorted_hp8lp, sorted_hp16lp, sorted_hp6, sorted_hpb };
 HashedKernel requested_kernel() {
   const char* v = std::getenv("MOLACCEL_LINGO_GPU_KERNEL");
   const std::string_view name = v ? v : "";
@@ -1336,12 +1428,18 @@ HashedKernel requested_kernel() {
   if (name == "sorted-bp") return HashedKernel::sorted_bp;
   if (name == "sorted-h") return HashedKernel::sorted_h;
   if (name == "sorted-hp") return HashedKernel::sorted_hp;
+  if (name == "sorted-hp8") return HashedKernel::sorted_hp8;
+  if (name == "sorted-hpl") return HashedKernel::sorted_hpl;
+  if (name == "sorted-hp8l") return HashedKernel::sorted_hp8l;
+  if (name == "sorted-hp16l") return HashedKernel::sorted_hp16l;
+  if (name == "sorted-hp8lp") return HashedKernel::sorted_hp8lp;
+  if (name == "sorted-hp16lp") return HashedKernel::sorted_hp16lp;
   if (name == "sorted-hp6") return HashedKernel::sorted_hp6;
   if (name == "sorted-hpb") return HashedKernel::sorted_hpb;
   if (name == "csr") return HashedKernel::csr;
   if (name == "interleaved") return HashedKernel::interleaved;
   if (name == "csr-tdc") return HashedKernel::csr_tdc;
-  return HashedKernel::sorted_hp;
+  return HashedKernel::sorted_hp8l;
 }
 
 // Dynamic shared memory of the g64 kernel: 64-bit masks, then 32-bit keys.
@@ -1363,10 +1461,24 @@ struct GpuJob::Impl {
   bool csr_ilp = variant == HashedKernel::csr_ilp;
   bool g64 = variant == HashedKernel::g64;
   bool bounded = variant == HashedKernel::sorted_hp6 || variant == HashedKernel::sorted_hpb;  // bounded table, groups by distinct features
-  bool sorted_h = variant == HashedKernel::sorted_h || variant == HashedKernel::sorted_hp || bounded;
+  bool sorted_h = variant == HashedKernel::sorted_h || variant == HashedKernel::sorted_hp ||
+                  variant == HashedKernel::sorted_hp8 || variant == HashedKernel::sorted_hpl ||
+                  variant == HashedKernel::sorted_hp8l || variant == HashedKernel::sorted_hp16l ||
+                  variant == HashedKernel::sorted_hp8lp || variant == HashedKernel::sorted_hp16lp || bounded;
   bool sorted = variant == HashedKernel::sorted || variant == HashedKernel::sorted_n || sorted_h;
   bool sorted_b = variant == HashedKernel::sorted_b || variant == HashedKernel::sorted_bp;
   detail::FeatureSet db_features, query_features;  // query_features empty when self
+  // time_kernels' elements per pass (MOLACCEL_LINGO_DEVICE_PASS_ELEMENTS when the job is made; 0:
+  // the whole rect when it fits).
+  // Window steps per block at most (MOLACCEL_LINGO_BLOCK_STEPS; 0: 8 windows of 256 columns).
+  std::size_t block_steps = [] {
+    const char* v = std::getenv("MOLACCEL_LINGO_BLOCK_STEPS");
+    return v && std::atoll(v) > 0 ? static_cast<std::size_t>(std::atoll(v)) : std::size_t{0};
+  }();
+  std::size_t device_pass_elements = [] {
+    const char* v = std::getenv("MOLACCEL_LINGO_DEVICE_PASS_ELEMENTS");
+    return v && std::atoll(v) > 0 ? static_cast<std::size_t>(std::atoll(v)) : std::size_t{0};
+  }();
   // time_kernels' worker state, per device, kept from call to call as a job keeps it from tile to
   // tile: the result matrix and the plan buffers are allocated by the first (warm-up) call, not
   // inside the timed loop of every call (a 1 GiB cudaMalloc landed in the first pass's time).
@@ -1431,6 +1543,30 @@ struct GpuJob::Impl {
         MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<21, false>, attr, large));
         MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<11, true>, attr, large));
         MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<21, true>, attr, large));
+        MOLACCEL_CUDA_TRY(
+            cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<11, true, false, 5, 8>, attr, large));
+        MOLACCEL_CUDA_TRY(
+            cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<21, true, false, 5, 8>, attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<11, true, false, 5, 4, true>,
+                                               attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<21, true, false, 5, 4, true>,
+                                               attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<11, true, false, 5, 8, true>,
+                                               attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<21, true, false, 5, 8, true>,
+                                               attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<11, true, false, 5, 16, true>,
+                                               attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(
+            hashed_similarity_sorted_h_kernel<11, true, false, 5, 8, true, true>, attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(
+            hashed_similarity_sorted_h_kernel<21, true, false, 5, 8, true, true>, attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(
+            hashed_similarity_sorted_h_kernel<11, true, false, 5, 16, true, true>, attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(
+            hashed_similarity_sorted_h_kernel<21, true, false, 5, 16, true, true>, attr, large));
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<21, true, false, 5, 16, true>,
+                                               attr, large));
         // 6 blocks of 37.6 KiB per SM need the largest shared-memory carveout.
         MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<11, true, true, 6>,
                                                cudaFuncAttributePreferredSharedMemoryCarveout,
@@ -1570,7 +1706,7 @@ struct GpuJob::Impl {
     auto splits_for = [&](std::size_t n_groups) {
       const std::size_t window = sorted_b || sorted_h ? kPairWindow : kBlock;  // columns per block step
       const std::size_t windows = (cols + window - 1) / window;
-      std::size_t per_block = 8 * kBlock / window;
+      std::size_t per_block = block_steps ? block_steps : 8 * kBlock / window;
       while (per_block > 1 && n_groups * ((windows + per_block - 1) / per_block) < 4096) per_block /= 2;
       return static_cast<unsigned>(std::min<std::size_t>((windows + per_block - 1) / per_block, 65535));
     };
@@ -1598,6 +1734,33 @@ struct GpuJob::Impl {
               grid, detail::kBoundedSlots * sizeof(uint2), g, q.feature_offsets.data(), q.features.data(),
               q.feature_sizes.data(), view, s.db.feature_offsets.data(), s.db.feature_sizes.data(), n, log2_slots,
               out, cols);
+        else if (variant == HashedKernel::sorted_hp8)
+          run(hashed_similarity_sorted_h_kernel<11, true, false, 5, 8>,
+              hashed_similarity_sorted_h_kernel<21, true, false, 5, 8>, grid, csr_shared_bytes(slots), g,
+              q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(), view,
+              s.db.feature_offsets.data(), s.db.feature_sizes.data(), n, log2_slots, out, cols);
+        else if (variant == HashedKernel::sorted_hpl)
+          run(hashed_similarity_sorted_h_kernel<11, true, false, 5, 4, true>,
+              hashed_similarity_sorted_h_kernel<21, true, false, 5, 4, true>, grid, csr_shared_bytes(slots), g,
+              q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(), view,
+              s.db.feature_offsets.data(), s.db.feature_sizes.data(), n, log2_slots, out, cols);
+        else if (variant == HashedKernel::sorted_hp8l)
+          run(hashed_similarity_sorted_h_kernel<11, true, false, 5, 8, true>,
+              hashed_similarity_sorted_h_kernel<21, true, false, 5, 8, true>, grid, csr_shared_bytes(slots), g,
+              q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(), view,
+              s.db.feature_offsets.data(), s.db.feature_sizes.data(), n, log2_slots, out, cols);
+        else if (variant == HashedKernel::sorted_hp8lp || variant == HashedKernel::sorted_hp16lp)
+          run(variant == HashedKernel::sorted_hp8lp ? hashed_similarity_sorted_h_kernel<11, true, false, 5, 8, true, true>
+                                                    : hashed_similarity_sorted_h_kernel<11, true, false, 5, 16, true, true>,
+              variant == HashedKernel::sorted_hp8lp ? hashed_similarity_sorted_h_kernel<21, true, false, 5, 8, true, true>
+                                                    : hashed_similarity_sorted_h_kernel<21, true, false, 5, 16, true, true>,
+              grid, csr_shared_bytes(slots), g, q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(),
+              view, s.db.feature_offsets.data(), s.db.feature_sizes.data(), n, log2_slots, out, cols);
+        else if (variant == HashedKernel::sorted_hp16l)
+          run(hashed_similarity_sorted_h_kernel<11, true, false, 5, 16, true>,
+              hashed_similarity_sorted_h_kernel<21, true, false, 5, 16, true>, grid, csr_shared_bytes(slots), g,
+              q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(), view,
+              s.db.feature_offsets.data(), s.db.feature_sizes.data(), n, log2_slots, out, cols);
         else
         run(packed ? hashed_similarity_sorted_h_kernel<11, true> : hashed_similarity_sorted_h_kernel<11, false>,
             packed ? hashed_similarity_sorted_h_kernel<21, true> : hashed_similarity_sorted_h_kernel<21, false>, grid,
@@ -1699,6 +1862,7 @@ struct GpuJob::Impl {
     ~PreparedScope() { s->prepared.active = false; }
   };
   PreparedScope prepare_passes(WorkerState& s, const std::vector<std::size_t>& bounds) const {
+    s.prepare_marks[0] = now_seconds();
     s.prepared.active = false;
     s.prepared.plans.clear();
     const std::size_t first = bounds.front(), last = bounds.back();
@@ -1714,20 +1878,28 @@ struct GpuJob::Impl {
     std::vector<std::uint32_t> fallback;
     for (std::size_t i = 0; i + 1 < bounds.size(); ++i)
       s.prepared.plans.push_back(plan_pass(bounds[i], bounds[i + 1], s.prepared.base, groups, fallback));
+    s.prepare_marks[1] = now_seconds();
+    // Uploaded from ordinary memory, then one synchronisation. (An upload from a page-locked copy
+    // without the synchronisation did not move the time before the first kernel in the fourth
+    // round; the fifth round's form of it added a cudaMallocHost to every fresh worker state, such
+    // as each time_to_host call's, and was reverted.)
     upload_range(s.groups, groups.data(), groups.size(), s.stream);
     upload_range(s.fallback_rows, fallback.data(), fallback.size(), s.stream);
     MOLACCEL_CUDA_TRY(cudaStreamSynchronize(s.stream));
+    s.prepare_marks[2] = now_seconds();
     s.prepared.active = true;
     return PreparedScope{&s};
   }
 
   // Runs `body(r0, r1)` over the rect's rows in passes that fit the dense budget; out of memory
   // halves the pass and retries (shrink, never drop).
+  // `pass_rows` (time_kernels) overrides the budget's rows per pass.
   template <class Body>
-  void in_passes(WorkerContext& ctx, const Rect& rect, Body&& body) const {
+  void in_passes(WorkerContext& ctx, const Rect& rect, Body&& body, std::size_t pass_rows = 0) const {
     WorkerState& s = state(ctx);
     std::size_t pass = std::max<std::size_t>(
-        1, std::min(rect.rows(), budget(ctx.worker().device) / std::max<std::size_t>(rect.cols(), 1)));
+        1, std::min(rect.rows(), pass_rows ? pass_rows
+                                           : budget(ctx.worker().device) / std::max<std::size_t>(rect.cols(), 1)));
     std::size_t r = rect.row_begin;
     while (r < rect.row_end) {
       try {
@@ -1952,6 +2124,12 @@ std::string GpuJob::kernel_name() const {
   return impl_->use_features
              ? (impl_->g64 ? "hashed-g64"
                 : impl_->sorted_h ? (impl_->variant == HashedKernel::sorted_h     ? "hashed-sorted-h"
+                                     : impl_->variant == HashedKernel::sorted_hp8 ? "hashed-sorted-hp8"
+                                     : impl_->variant == HashedKernel::sorted_hpl ? "hashed-sorted-hpl"
+                                     : impl_->variant == HashedKernel::sorted_hp8l ? "hashed-sorted-hp8l"
+                                     : impl_->variant == HashedKernel::sorted_hp16l ? "hashed-sorted-hp16l"
+                                     : impl_->variant == HashedKernel::sorted_hp8lp ? "hashed-sorted-hp8lp"
+                                     : impl_->variant == HashedKernel::sorted_hp16lp ? "hashed-sorted-hp16lp"
                                      : impl_->variant == HashedKernel::sorted_hp6 ? "hashed-sorted-hp6"
                                      : impl_->variant == HashedKernel::sorted_hpb ? "hashed-sorted-hpb"
                                                                                   : "hashed-sorted-hp")
@@ -1967,11 +2145,28 @@ std::string GpuJob::kernel_name() const {
              : "merge";
 }
 
-double GpuJob::time_kernels(int device, const Rect& rect) const {
+double GpuJob::time_kernels(int device, const Rect& rect, float* results) const {
   cuda::DeviceGuard guard(device);
   WorkerContext& ctx = impl_->bench_context(device);
   WorkerState& s = impl_->state(ctx);
   impl_->ensure_db(s, rect.col_begin, rect.col_end);
+  // Rows per pass, decided with the database upload (before the start event): the results stay in
+  // device memory, so the whole rect is one pass (one launch: one prologue and one tail, where
+  // passes of the 1 GiB budget take four at 32,768^2) when it fits in a quarter of the free memory
+  // (the allocation is made by the first, warm-up call); otherwise the budget's passes.
+  // MOLACCEL_LINGO_DEVICE_PASS_ELEMENTS sets the elements per pass (268435456: the budget's 1 GiB).
+  std::size_t pass_rows = 0;
+  {
+    const std::size_t cols = std::max<std::size_t>(rect.cols(), 1);
+    if (impl_->device_pass_elements) {
+      pass_rows = std::max<std::size_t>(1, impl_->device_pass_elements / cols);
+    } else {
+      std::size_t free_bytes = 0, total = 0;
+      if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) free_bytes = 0;
+      const std::size_t have = s.sims.size() * sizeof(float) + free_bytes / 4;
+      pass_rows = rect.rows() * cols * sizeof(float) <= have ? rect.rows() : 0;  // 0: the budget's
+    }
+  }
   cuda::Event start, stop;
   // MOLACCEL_LINGO_TIMELINE=1: each pass's kernels timed apart (stderr), to set them against the
   // whole (host planning, uploads and gaps between passes included).
@@ -1979,21 +2174,39 @@ double GpuJob::time_kernels(int device, const Rect& rect) const {
   const bool timeline = timeline_env && *timeline_env && std::string_view(timeline_env) != "0";
   std::vector<std::pair<cuda::Event, cuda::Event>> marks;
   std::vector<std::size_t> rows;
+  double host_start = 0, host_first_launched = 0;
+  host_start = now_seconds();
   start.record(s.stream);
-  impl_->in_passes(ctx, rect, [&](WorkerState& st, std::size_t r0, std::size_t r1) {
-    if (timeline) {
-      marks.emplace_back();
-      marks.back().first.record(st.stream);
-    }
-    impl_->compute(st, r0, r1);
-    if (timeline) {
-      marks.back().second.record(st.stream);
-      rows.push_back(r1 - r0);
-    }
-  });
+  impl_->in_passes(
+      ctx, rect,
+      [&](WorkerState& st, std::size_t r0, std::size_t r1) {
+        if (timeline) {
+          marks.emplace_back();
+          marks.back().first.record(st.stream);
+        }
+        impl_->compute(st, r0, r1);
+        if (!host_first_launched) host_first_launched = now_seconds();
+        if (timeline) {
+          marks.back().second.record(st.stream);
+          rows.push_back(r1 - r0);
+        }
+        if (results) {  // tests: the pass's rows (in s.sims) to the host, outside any timing
+          MOLACCEL_CUDA_TRY(cudaMemcpyAsync(results + (r0 - rect.row_begin) * rect.cols(), st.sims.data(),
+                                            (r1 - r0) * rect.cols() * sizeof(float), cudaMemcpyDeviceToHost,
+                                            st.stream));
+          MOLACCEL_CUDA_TRY(cudaStreamSynchronize(st.stream));
+        }
+      },
+      pass_rows);
   stop.record(s.stream);
   stop.synchronize();
   if (timeline) {
+    const auto ms = [&](double t) { return (t - host_start) * 1e3; };
+    std::fprintf(stderr,
+                 "lingo kernel timeline: host from the start event: planning %.3f-%.3f ms, plan upload "
+                 "%.3f-%.3f ms, first pass enqueued %.3f ms\n",
+                 ms(s.prepare_marks[0]), ms(s.prepare_marks[1]), ms(s.prepare_marks[1]), ms(s.prepare_marks[2]),
+                 ms(host_first_launched));
     double kernels = 0;
     for (std::size_t i = 0; i < marks.size(); ++i) {
       const double ms = marks[i].second.elapsed_ms_since(marks[i].first);

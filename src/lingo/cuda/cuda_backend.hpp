@@ -57,8 +57,11 @@ class GpuJob {
   // Benchmarks: computes the rect with results left in device memory; seconds by CUDA events
   // (planning and plan uploads included; the database upload not). The worker state (database
   // slice, result matrix, plan buffers) persists from call to call on a device, as it does from
-  // tile to tile in a job: the first call allocates, so time the later ones.
-  double time_kernels(int device, const Rect& rect) const;
+  // tile to tile in a job: the first call allocates, so time the later ones. The whole rect is one
+  // pass when its results fit in a quarter of the free memory (MOLACCEL_LINGO_DEVICE_PASS_ELEMENTS
+  // sets the elements per pass). `results` (tests; rect.rows() x rect.cols()): the similarities
+  // also copied to the host, pass by pass.
+  double time_kernels(int device, const Rect& rect, float* results = nullptr) const;
   // Benchmarks: wall seconds of dense_stream of the rect into host memory `out` (rect.rows() x
   // rect.cols() elements of `type`, row-major), database upload excluded.
   double time_to_host(int device, const Rect& rect, OutputType type, void* out) const;
