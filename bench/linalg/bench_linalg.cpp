@@ -186,6 +186,7 @@ struct bicgstab_selection {
   struct fused_geometry {
     int blocks = 0, threads = 0, per_sm = 0, barrier = 0, gather = 0;
     int loads = 0, rows = 0;  // solver_options::fused_loads / fused_rows (0 automatic)
+    int matrix = 0;           // solver_options::fused_matrix (0 automatic, 1 CSR, 2 diagonals)
     std::string label = "fused";
   };
   std::vector<fused_geometry> fused_geometries = {{}};
@@ -245,6 +246,7 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
       o.fused_blocks_per_sm = fused.per_sm;
       o.fused_loads = fused.loads;
       o.fused_rows = fused.rows;
+      o.fused_matrix = fused.matrix;
       o.solver = solver_kind::bicgstab;
       o.tolerance = 0;  // fixed iteration count: the iteration stops only on the cap or a breakdown
       o.max_iterations = n <= 100000 ? 400 : 100;
@@ -342,10 +344,13 @@ int main(int argc, char** argv) {
         g.blocks = std::atoi(item.substr(0, x).c_str());
         std::string threads = item.substr(x + 1);
         // Trailing A / Z: every warp / warp 0 gathers the block sums; n: barrier 6; c / a: vector
-        // loads through L2 / L1 (fused_loads 1 / 2); s / b: grid-stride / balanced rows (fused_rows 1 / 2).
-        while (!threads.empty() && std::string_view("AZncasb").find(threads.back()) != std::string_view::npos) {
+        // loads through L2 / L1 (fused_loads 1 / 2); s / b: grid-stride / balanced rows (fused_rows 1 / 2);
+        // r / d: the matrix as CSR / by diagonals (fused_matrix 1 / 2).
+        while (!threads.empty() && std::string_view("AZncasbrd").find(threads.back()) != std::string_view::npos) {
           const char t = threads.back();
-          if (t == 'c' || t == 'a')
+          if (t == 'r' || t == 'd')
+            g.matrix = t == 'r' ? 1 : 2;
+          else if (t == 'c' || t == 'a')
             g.loads = t == 'c' ? 1 : 2;
           else if (t == 's' || t == 'b')
             g.rows = t == 's' ? 1 : 2;
@@ -371,14 +376,16 @@ int main(int argc, char** argv) {
         g.blocks = std::atoi(item.substr(0, x).c_str());
         g.threads = std::atoi(item.c_str() + x + 1);
         std::string shape = item;
-        while (shape.back() == '+' || shape.back() == '-' || shape.back() == 's' || shape.back() == 'l' ||
-               shape.back() == 'A' || shape.back() == 'Z') {
+        // Trailing + / - / t: BiCGStab with two / four / three barriers (resident_form 2 / 1 / 3);
+        // s / l: matrix in shared memory / from L2; A / Z: every warp / one read per block gathers.
+        while (shape.back() == '+' || shape.back() == '-' || shape.back() == 't' || shape.back() == 's' ||
+               shape.back() == 'l' || shape.back() == 'A' || shape.back() == 'Z') {
           if (shape.back() == 'A' || shape.back() == 'Z')
             g.gather = shape.back() == 'A' ? 1 : 2;
           else if (shape.back() == 's' || shape.back() == 'l')
             g.matrix_shared = shape.back() == 's' ? 2 : 1;
           else
-            g.form = shape.back() == '+' ? 2 : 1;
+            g.form = shape.back() == '+' ? 2 : shape.back() == 't' ? 3 : 1;
           shape.pop_back();
         }
         const char last = shape.back();
@@ -396,7 +403,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: bench_linalg [--quick] [--cpu] [--bicgstab-only] [--min-n=N] [--max-n=N] "
                    "[--modes=graph,stream,persistent,resident,fused] [--persistent=BxT,...] "
-                   "[--resident=BxT[c|g|o|a|e|n][+|-][s|l][A|Z],...] [--fused=BxT[1|2][n][A|Z][c|a][s|b],...]\n");
+                   "[--resident=BxT[c|g|o|a|e|n][+|-|t][s|l][A|Z],...] [--fused=BxT[1|2][n][A|Z][c|a][s|b][r|d],...]\n");
       return 1;
     }
   }

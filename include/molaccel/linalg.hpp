@@ -563,9 +563,12 @@ struct solver_options {
   int resident_blocks = 0;
   int resident_threads = 0;
   int resident_barrier = 0;
-  // Resident BiCGStab: 0 automatic (2 in one block and on a grid, 1 in a cluster), 1 four
+  // Resident BiCGStab: 0 automatic (2 in one block and on a grid, 3 in a cluster), 1 four
   // barriers per iteration, 2 two (every vector also published, p and v double-buffered, the other
-  // blocks' entries a product needs recomputed from the previous phase's vectors; docs/linalg.md).
+  // blocks' entries a product needs recomputed from the previous phase's vectors; docs/linalg.md),
+  // 3 three, in one block or one cluster only ((r0, A M p) summed as (M A^T r0, p) with (r, r),
+  // so the product needs no barrier of its own; MOLACCEL_LINALG_RESIDENT_CLUSTER_FORM=1|2|3
+  // overrides the automatic form in a cluster).
   int resident_form = 0;
   // Resident grid with 4 rows per thread: keep the matrix rows of <= 5 nonzeros in shared memory
   // (loaded once per launch) instead of reading them from L2 in every product: 0 automatic
@@ -590,6 +593,14 @@ struct solver_options {
   // MOLACCEL_LINALG_FUSED_LOADS / _ROWS (1 or 2) override automatic.
   int fused_loads = 0;
   int fused_rows = 0;
+  // Fused BiCGStab kernel, storage of the matrix: 0 automatic (= 2), 1 CSR, 2 by
+  // diagonals when the matrix qualifies (at most 8 distinct offsets j - i, at most 1.3 x nnz
+  // stored entries, rows sorted, no NaN; otherwise CSR): one value per row and diagonal, no
+  // column indices or row pointers (fp64 Poisson: 40 instead of 64 B per row and product), the
+  // same sums bit for bit (H100, Poisson: 84 vs 107 us per iteration at n = 1e6, 0.75 vs 1.01 ms
+  // at 1e7). Grid-stride rows only (balanced rows keep CSR). The environment
+  // variable MOLACCEL_LINALG_FUSED_MATRIX (1 or 2) overrides automatic. docs/linalg.md.
+  int fused_matrix = 0;
 };
 // launch_mode::automatic picks the resident mode on a GPU for systems of at most this many rows
 // (measured faster than the graph mode at every size up to n = 199,809 on an H100: docs/linalg.md).

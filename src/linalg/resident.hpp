@@ -31,7 +31,8 @@ struct resident_setup {
   int barrier = 0;  // 0 automatic, 1 cluster, 2 grid (flags), 3 grid (cooperative groups), 4 grid (counter),
                     // 5 grid (counter, non-returning red arrival), 6 grid (counter, the last arrival publishes a
                     // generation word that the others poll)
-  int form = 0;     // BiCGStab: 0 automatic (cuda/resident.cu, kAutomaticForm*), 1 four barriers, 2 two
+  int form = 0;     // BiCGStab: 0 automatic (cuda/resident.cu, kAutomaticForm*), 1 four barriers, 2 two,
+                    // 3 three (one block or cluster; needs r0hat)
   int matrix_smem = 0;  // grid with 4 rows per thread: 2 rows of <= 5 nonzeros in shared memory, 1 from L2;
                         // 0 automatic (kAutomaticMatrixShared)
   // The streaming kernel for any n (launch_mode::fused; BiCGStab two-barrier form, CG
@@ -46,6 +47,13 @@ struct resident_setup {
   // rows 0 automatic, 1 grid-stride, 2 balanced over the blocks (cuda/resident.cu, row_walk).
   int fused_loads = 0;
   int fused_rows = 0;
+  const void* r0hat = nullptr;  // BiCGStab: M A^T b (n, element type), for form 3
+  // Fused BiCGStab kernel with grid-stride rows: the matrix by diagonals instead of CSR when
+  // dia_values is set (linalg/diagonal.hpp: dia_count <= 8 increasing offsets, dia_count x n
+  // values of the element type, diagonal-major, NaN where the CSR row has no entry).
+  const void* dia_values = nullptr;
+  int dia_count = 0;
+  int dia_offsets[8] = {};
 };
 class resident_solver {
  public:

@@ -6,6 +6,8 @@
 #include <cstdlib>
 
 #include "linalg/case_harness.hpp"
+#include "linalg/diagonal.hpp"
+#include "linalg/diagonal_cases.hpp"
 #include "linalg/matrix_cases.hpp"
 #include "testing/testing.hpp"
 
@@ -310,10 +312,17 @@ void check_resident(const Resources& res, const host_csr<double>& a, const std::
       {132, 512, 6, 200000, 2},             // the whole GPU, generation-word barrier
       {0, 0, 4, ~std::size_t(0), 2, 0, 1},  // grid, every warp gathers
       {0, 0, 1, 16384, 1, 0, 1},            // cluster, every warp gathers
+      // BiCGStab with three barriers per iteration ((r0, A M p) as (M A^T r0, p)), block or cluster:
+      {1, 0, 0, 2048, 3},          // one block of 512
+      {1, 128, 0, 512, 3},         // one block of 128, up to 4 rows per thread
+      {0, 0, 1, 16384, 3},         // one cluster, automatic size
+      {2, 128, 1, 1024, 3},        // cluster of 2 x 128 (4 rows per thread)
+      {4, 128, 1, 1024, 3},        // cluster of 4 x 128 (2 rows per thread)
+      {0, 0, 1, 16384, 3, 0, 1},   // cluster, every warp gathers
   };
   for (const auto& g : geometries) {
     if (a.rows > g.max_rows) continue;
-    if (g.form == 2 && o.solver == solver_kind::cg) continue;
+    if (g.form >= 2 && o.solver == solver_kind::cg) continue;
     o.resident_form = g.form;
     o.resident_matrix_shared = g.matrix_shared;
     o.resident_gather = g.gather;
@@ -335,6 +344,7 @@ void check_resident(const Resources& res, const host_csr<double>& a, const std::
       EXPECT_EQ(r.backend.find("2 barriers/iteration") != std::string::npos,
                 o.solver == solver_kind::bicgstab && g.form == 2)
           << r.backend;
+    if (g.form == 3) EXPECT_NE(r.backend.find("3 barriers/iteration"), std::string::npos) << r.backend;
     EXPECT_EQ(r.status, ref.status) << to_string(r.status) << " vs " << to_string(ref.status);
     // BiCGStab on the 317 x 317 Poisson system (about 430 iterations) is erratic enough that
     // the summation order and rho' = (r0, s) - omega (r0, t) move the count: measured 12 to 17
@@ -397,8 +407,9 @@ TEST(LinalgGpuResident, BatchesAndCap) {
   const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
   for (auto solver : {solver_kind::cg, solver_kind::bicgstab})
     for (int barrier : {0, 2, 5, 6})
-      for (int form : {1, 2}) {
-        if (solver == solver_kind::cg && form == 2) continue;
+      for (int form : {1, 2, 3}) {
+        if (solver == solver_kind::cg && form >= 2) continue;
+        if (form == 3 && barrier != 0) continue;  // three barriers: one block or one cluster only
         solver_options o;
         o.solver = solver;
         o.launch = launch_mode::resident;
@@ -457,7 +468,8 @@ TEST(LinalgGpuResident, ImmediateConvergenceAndBreakdown) {
   skew.values = {1.0, -1.0};
   for (int barrier : {0, 2, 5, 6})
     for (auto precision : {precision::fp64, precision::fp32})
-      for (int form : {1, 2}) {
+      for (int form : {1, 2, 3}) {
+        if (form == 3 && barrier != 0) continue;  // one block (n = 2) or one cluster only
         o.resident_barrier = barrier;
         o.resident_form = form;
         o.precision = precision;
@@ -500,6 +512,12 @@ TEST(LinalgGpuResident, AutomaticChoice) {
   o.launch = launch_mode::resident;
   o.resident_blocks = 1;
   EXPECT_THROW(solve(res, a, multiply(a, std::vector<double>(a.rows, 1.0)), o), Error);
+  // The three-barrier form on a grid is refused.
+  o = solver_options{};
+  o.launch = launch_mode::resident;
+  o.resident_barrier = 4;
+  o.resident_form = 3;
+  EXPECT_THROW(solve(res, a, multiply(a, std::vector<double>(a.rows, 1.0)), o), Error);
 }
 
 // ---- Fused mode (launch_mode::fused): the streaming two-barrier BiCGStab kernel, any n ----
@@ -509,6 +527,7 @@ struct fused_geometry {
   std::size_t max_rows;  // skip larger systems (keeps the test short)
   int gather = 0;        // 1 every warp reads the block sums, 0 automatic (2: warp-wide)
   int loads = 0, rows = 0;  // fused BiCGStab: vectors via L2 (1) / L1 (2), rows grid-stride (1) / balanced (2)
+  int matrix = 0;           // fused BiCGStab: the matrix as CSR (1) / by diagonals when it qualifies (2)
 };
 
 // Against the stream mode, as check_resident: same status, iteration count (reported, see below)
@@ -540,7 +559,12 @@ void check_fused(const Resources& res, const host_csr<double>& a, const std::vec
       {0, 0, 0, 0, 200000, 0, 2, 1},           // L1 loads, grid-stride rows
       {0, 0, 0, 0, 200000, 0, 1, 2},           // L2 loads, balanced rows
       {8, 128, 0, 0, 200000, 0, 2, 2},         // L1 loads, balanced rows, many rows per thread
+      {0, 0, 0, 0, ~std::size_t(0), 0, 0, 0, 1},  // the matrix as CSR
+      {0, 0, 0, 0, ~std::size_t(0), 0, 0, 0, 2},  // the matrix by diagonals (when it qualifies)
+      {8, 128, 6, 0, 200000, 0, 1, 1, 2},         // diagonals, L2 loads, many rows per thread, generation word
+      {0, 0, 0, 1, 200000, 0, 2, 0, 2},           // diagonals, 128 registers
   };
+  const bool qualifies = diagonal_storage(a).has_value();
   for (const auto& g : geometries) {
     if (a.rows > g.max_rows) continue;
     o.launch = launch_mode::fused;
@@ -551,6 +575,7 @@ void check_fused(const Resources& res, const host_csr<double>& a, const std::vec
     o.resident_gather = g.gather;
     o.fused_loads = g.loads;
     o.fused_rows = g.rows;
+    o.fused_matrix = g.matrix;
     const auto r = solve(res, a, b, o);
     SCOPED_TRACE(fmt::format("{} {} n={} {} {} | {}x{} barrier {} per_sm {} loads {} rows {} -> {}", to_string(o.solver), what,
                              a.rows, o.precond == preconditioner::jacobi ? "jacobi" : "none",
@@ -558,6 +583,13 @@ void check_fused(const Resources& res, const host_csr<double>& a, const std::vec
     EXPECT_NE(r.backend.find("fused (streaming"), std::string::npos) << r.backend;
     EXPECT_NE(r.backend.find(cg ? "1 barrier/iteration" : "2 barriers/iteration"), std::string::npos)
         << r.backend;
+    // Diagonals when asked for or automatic (unless MOLACCEL_LINALG_FUSED_MATRIX=1), for BiCGStab
+    // with grid-stride rows on a matrix that qualifies; CSR otherwise (ani4 never qualifies).
+    const char* env = std::getenv("MOLACCEL_LINALG_FUSED_MATRIX");
+    const int asked = g.matrix != 0 ? g.matrix : env != nullptr && env[0] == '1' ? 1 : 2;
+    if (!cg)
+      EXPECT_NE(r.backend.find(asked == 2 && qualifies && g.rows != 2 ? "diagonals" : "CSR"), std::string::npos)
+          << r.backend;
     EXPECT_EQ(r.status, ref.status) << to_string(r.status) << " vs " << to_string(ref.status);
     // Iteration counts against the stream mode: printed, not asserted. The first GPU run of this
     // mode (one H200, 2026-11-22) found 5 cases outside +-10% of the stream mode's count (the
@@ -638,6 +670,93 @@ TEST(LinalgGpuFused, LoadPathsAgree) {
           expect_bitwise_same(l2, l1);
         }
       }
+  }
+}
+
+// The fused BiCGStab kernel with the matrix by diagonals (fused_matrix 2) against the same kernel
+// on CSR (1): the diagonal product adds the same products in the same order (the NaN padding is
+// skipped, never added as 0 x entry), so x, the residual history and the status are the same bit
+// for bit; x is also checked independently (||b - A x|| / ||b|| recomputed in double on the host).
+// Systems: Poisson 317 x 317 and 1000 x 1000 (holes in the +-1 diagonals at the grid's row ends),
+// the nonsymmetric banded system (n = 10007, 7), a random matrix on 8 diagonals with 15% holes
+// and explicit +0 / -0 entries (n = 20011) and one on 3 diagonals (n = 3); fp64 and fp32, Jacobi
+// or not, L1 and L2 loads, the automatic grid and 8 blocks of 128, counter and generation-word
+// barriers. A matrix without band structure (and ani4) is not stored by diagonals.
+TEST(LinalgGpuFused, DiagonalsAgreeWithCsr) {
+  MOLACCEL_REQUIRE_GPU();
+  Resources::Options ro;
+  ro.device = DeviceSpec::parse("gpu:0");
+  const Resources res = Resources::create(ro);
+  struct system {
+    std::string name;
+    host_csr<double> a;
+  };
+  const std::vector<system> systems = {
+      {"poisson 317", poisson_2d(317)},
+      {"poisson 1000", poisson_2d(1000)},
+      {"banded 10007", banded(10007, 0.3)},
+      {"banded 7", banded(7, 0.3)},
+      {"random 8 diagonals", random_banded(20011, {-140, -9, -1, 0, 1, 2, 9, 141}, 0.15, 11)},
+      {"random 3 diagonals", random_banded(3, {-1, 0, 1}, 0.0, 5)},
+  };
+  for (const auto& [name, a] : systems) {
+    ASSERT_TRUE(diagonal_storage(a).has_value()) << name;
+    const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
+    for (auto prec : {precision::fp64, precision::fp32})
+      for (auto precond : {preconditioner::none, preconditioner::jacobi})
+        for (int variant = 0; variant < 3; ++variant) {
+          if (a.rows > 200000 && variant == 2) continue;
+          solver_options o;
+          o.launch = launch_mode::fused;
+          o.precision = prec;
+          o.precond = precond;
+          o.tolerance = prec == precision::fp64 ? 1e-8 : 1e-4;
+          o.max_iterations = a.rows > 200000 ? 200 : 3000;
+          o.batch = 64;
+          o.fused_loads = variant == 1 ? 1 : variant == 2 ? 2 : 0;
+          o.fused_blocks = variant == 2 ? 8 : 0;
+          o.fused_threads = variant == 2 ? 128 : 0;
+          o.resident_barrier = variant == 1 ? 6 : 0;
+          o.fused_matrix = 1;
+          const auto csr = solve(res, a, b, o);
+          o.fused_matrix = 2;
+          const auto dia = solve(res, a, b, o);
+          SCOPED_TRACE(fmt::format("{} n={} {} {} variant {} -> {} ({} iterations, {})", name, a.rows,
+                                   prec == precision::fp32 ? "fp32" : "fp64", int(precond), variant, dia.backend,
+                                   dia.iterations, to_string(dia.status)));
+          EXPECT_NE(csr.backend.find("CSR"), std::string::npos) << csr.backend;
+          EXPECT_NE(dia.backend.find("diagonals"), std::string::npos) << dia.backend;
+          EXPECT_EQ(dia.status, csr.status);
+          expect_bitwise_same(dia, csr);
+          // fp32 stalls near 1e-4 on the larger Poisson systems (as in for_each_stream_comparison).
+          if (a.rows <= 200000 && (prec == precision::fp64 || a.rows <= 20011))
+            EXPECT_EQ(dia.status, solver_status::converged) << to_string(dia.status);
+          expect_valid_solution(dia, a, b, o);
+        }
+  }
+  // The automatic choices: launch_mode::automatic on Poisson 1000 x 1000 is the fused kernel on
+  // diagonals (unless MOLACCEL_LINALG_FUSED_MATRIX=1 overrides it).
+  if (const char* env = std::getenv("MOLACCEL_LINALG_FUSED_MATRIX"); env == nullptr || env[0] != '1') {
+    const auto& a = systems[1].a;
+    solver_options o;
+    o.max_iterations = 20;
+    const auto r = solve(res, a, multiply(a, std::vector<double>(a.rows, 1.0)), o);
+    EXPECT_NE(r.backend.find("fused (streaming"), std::string::npos) << r.backend;
+    EXPECT_NE(r.backend.find("5 diagonals"), std::string::npos) << r.backend;
+  }
+  // Not banded: CSR even when asked for diagonals, and the solve still converges.
+  for (const auto& a : {random_scattered(30000, 4, 3), read_matrix_market(molaccel::testing::data_dir() / "linalg" / "ani4.mtx")}) {
+    ASSERT_FALSE(diagonal_storage(a).has_value());
+    const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
+    solver_options o;
+    o.launch = launch_mode::fused;
+    o.fused_matrix = 2;
+    o.precond = preconditioner::jacobi;
+    o.max_iterations = 8000;
+    const auto r = solve(res, a, b, o);
+    EXPECT_NE(r.backend.find("CSR"), std::string::npos) << r.backend;
+    EXPECT_EQ(r.status, solver_status::converged) << to_string(r.status);
+    expect_valid_solution(r, a, b, o);
   }
 }
 

@@ -13,6 +13,9 @@
 // Reductions are fused so that an iteration needs as few barriers as the algorithm allows:
 //   BiCGStab (4): p published + (r, r) | (r0, v) | s published | (t, s), (t, t), (r0, t), (r0, s)
 //     with rho' = (r0, s) - omega (r0, t), so no separate barrier for rho.
+//   BiCGStab, three-barrier form (resident_kernel with THREE, form 3, block or cluster): p published
+//     + (r, r), (M A^T r0, p) | s published | (t, s), (t, t), (r0, t), (r0, s): (r0, A M p) is
+//     summed as (M A^T r0, p) before the product, so it needs no barrier of its own.
 //   BiCGStab, two-barrier form (resident_kernel_2, form 2): (t, s), (t, t), (r0, t), (r0, s) |
 //     (r0, v), (r, r); the entries of other blocks a product needs are recomputed from vectors
 //     published in the previous phase (see resident_kernel_2).
@@ -53,9 +56,14 @@ constexpr int kRecordWords = 5;
 // barrier is cheap); the matrix in shared memory helps grids of 4 rows per thread (n = 1e5:
 // 20.8 vs 24.0 us, four-barrier form; 2e5: 28.6 vs 32.3 us). Both passed the GPU tests there
 // (sm_90, as the H100), so the automatic choice is the faster one: two barriers in a block and on
-// a grid, four in a cluster, the matrix in shared memory on grids.
+// a grid, four in a cluster (now three, below), the matrix in shared memory on grids.
+// Three barriers (form 3: (r0, A M p) summed as (M A^T r0, p) with (r, r); one block or one
+// cluster) measured on an H100 (2026-11-22, docs/linalg.md): cluster of 10 x 512 at n = 1e4
+// 6.55 vs 6.86 us per iteration (four barriers), one block at 1e3 2.67 vs 2.53 us (two barriers);
+// it passed the resident and solver GPU tests as the automatic cluster form
+// (MOLACCEL_LINALG_RESIDENT_CLUSTER_FORM=3), so clusters use it.
 constexpr int kAutomaticFormBlock = 2;
-constexpr int kAutomaticFormCluster = 1;
+constexpr int kAutomaticFormCluster = 3;
 constexpr int kAutomaticFormGrid = 2;
 constexpr int kAutomaticMatrixShared = 2;
 constexpr int kSmemNnz = 5;  // grid, 4 rows per thread: nonzeros per row kept in shared memory
@@ -74,6 +82,9 @@ constexpr int kAutomaticGather = 2;
 // spilled at 64 registers), although the blocks' arrivals at the barriers spread less.
 constexpr std::size_t kFusedL1MaxRows = 2000000;
 constexpr int kAutomaticFusedRows = 1;
+// Fused BiCGStab kernel, diagonal storage (resident_setup::dia_*, linalg/diagonal.hpp): at most
+// this many diagonals, values diagonal-major (dia_count x n), NaN where the CSR has no entry.
+constexpr int kDiaMax = 8;
 
 enum sync_kind { sync_block = 0, sync_cluster = 1, sync_grid = 2 };
 
@@ -132,6 +143,14 @@ struct kernel_params {
   unsigned long long* trace = nullptr;
   int trace_skip = 0;
   int trace_cap = 0;
+  // Fused BiCGStab kernel with MAT 2: the matrix by diagonals (dia_count x n values, row i of
+  // diagonal k at dia[k * n + i] = a(i, i + dia_off[k]), offsets increasing, NaN = no entry).
+  const T* dia = nullptr;
+  int dia_count = 0;
+  int dia_off[kDiaMax] = {};
+  // BiCGStab, three-barrier form (resident_kernel with THREE): M A^T r0 (n), so that
+  // (r0, A M p) = (M A^T r0, p) is summed with (r, r) when p is formed, not after the product.
+  const T* r0hat = nullptr;
 };
 
 __device__ __forceinline__ double safe_div(double a, double b) {
@@ -488,7 +507,13 @@ constexpr int kSlotA = 2;      // BiCGStab (r0, v) | CG (p, q)
 constexpr int kSlotB = 3;      // BiCGStab 4 sums | CG 2 sums
 constexpr int kSlotRR = 7;     // BiCGStab (r, r)
 
-template <class T, bool CG, int RPT, int SYNC>
+// THREE (BiCGStab, form 3, block or cluster): three barriers per iteration instead of four.
+// sigma = (r0, v) = (r0, A M p) is computed as (M A^T r0, p) (kp.r0hat, computed once on the host:
+// r0 = b is fixed), summed with (r, r) when p is formed, so alpha is known when v = A M p is:
+//   M p published, (r, r), (M A^T r0, p) | M s published | (t, s), (t, t), (r0, t), (r0, s).
+// The same iterates in exact arithmetic; sigma rounds differently. A launch that continues a
+// solve sums (M A^T r0, p) from the stored p in its first barrier (the same sum, bit for bit).
+template <class T, bool CG, int RPT, int SYNC, bool THREE = false>
 __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_params<T> kp) {
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
   __shared__ double warp_part[kSlots][kMaxWarps];
@@ -500,6 +525,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
 
   owned_rows<T, RPT> m;
   T x[RPT], r[RPT], r0[RPT], p[RPT], dd[RPT];
+  T rh[THREE ? RPT : 1];  // M A^T r0
 #pragma unroll
   for (int k = 0; k < RPT; ++k) {
     const int row = base + k * nthreads + tid;
@@ -518,6 +544,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
     const T bk = valid ? kp.b[row] : T(0);
     dd[k] = !valid ? T(0) : kp.d ? kp.d[row] : T(1);
     r0[k] = bk;
+    if constexpr (THREE) rh[k] = valid ? kp.r0hat[row] : T(0);
     if (kp.init) {
       x[k] = T(0);
       r[k] = bk;
@@ -551,17 +578,19 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
     }
   }
 
-  double rho, active;
-  if (kp.init) {  // BiCGStab: rho = rr = (b, b); CG: rz = (b, M b), rr = (b, b)
-    double s[2] = {0, 0};
+  double rho, active, sigma3 = 0;  // sigma3: THREE's (M A^T r0, p)
+  if (kp.init) {  // BiCGStab: rho = rr = (b, b); CG: rz = (b, M b), rr = (b, b); THREE: (M A^T r0, b)
+    double s[THREE ? 3 : 2] = {};
 #pragma unroll
     for (int k = 0; k < RPT; ++k) {
       s[0] += double(r[k]) * double(CG ? p[k] : r[k]);
       s[1] += double(r[k]) * double(r[k]);
+      if constexpr (THREE) s[2] += double(rh[k]) * double(p[k]);
     }
-    c.template sum<2>(s, kSlotInit);
+    c.template sum<THREE ? 3 : 2>(s, kSlotInit);
     rho = s[0];
     active = s[1] > kp.threshold ? 1.0 : 0.0;
+    if constexpr (THREE) sigma3 = s[2];
     if (blockIdx.x == 0 && tid == 0) {
       kp.out[0] = rho;
       kp.out[1] = active;
@@ -571,7 +600,15 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
   } else {
     rho = kp.out[0];
     active = kp.out[1];
-    c.barrier();
+    if constexpr (THREE) {  // the barrier that publishes M p, with (M A^T r0, p)
+      double sg[1] = {0};
+#pragma unroll
+      for (int k = 0; k < RPT; ++k) sg[0] += double(rh[k]) * double(p[k]);
+      c.template sum<1>(sg, kSlotA);
+      sigma3 = sg[0];
+    } else {
+      c.barrier();
+    }
   }
 
   int done = 0;
@@ -622,9 +659,12 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
 #pragma unroll
       for (int k = 0; k < RPT; ++k) {
         v[k] = row_product(m, k, 0, c);
-        sigma[0] += double(r0[k]) * double(v[k]);
+        if constexpr (!THREE) sigma[0] += double(r0[k]) * double(v[k]);
       }
-      c.template sum<1>(sigma, kSlotA);
+      if constexpr (THREE)
+        sigma[0] = sigma3;
+      else
+        c.template sum<1>(sigma, kSlotA);
       const double alpha = safe_div(rho, sigma[0]);
 #pragma unroll
       for (int k = 0; k < RPT; ++k) {
@@ -646,7 +686,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
       const double omega = safe_div(q[0], q[1]);
       const double rho_new = q[3] - omega * q[2];
       const double beta = safe_div(rho_new, rho) * safe_div(alpha, omega);
-      double rr[1] = {0};
+      double rr[THREE ? 2 : 1] = {};  // (r, r); THREE: and (M A^T r0, p')
 #pragma unroll
       for (int k = 0; k < RPT; ++k) {
         x[k] += T(alpha) * (dd[k] * p[k]) + T(omega) * (dd[k] * s[k]);
@@ -654,8 +694,11 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
         p[k] = r[k] + T(beta) * (p[k] - T(omega) * v[k]);
         c.store(0, k * nthreads + tid, m.row[k], dd[k] * p[k]);
         rr[0] += double(r[k]) * double(r[k]);
+        if constexpr (THREE) rr[THREE ? 1 : 0] += double(rh[k]) * double(p[k]);
       }
-      c.template sum<1>(rr, kSlotRR);  // also publishes M p for the next iteration
+      // Also publishes M p for the next iteration. THREE: slots 0-1 (kSlotInit, free in the loop).
+      c.template sum<THREE ? 2 : 1>(rr, THREE ? kSlotInit : kSlotRR);
+      if constexpr (THREE) sigma3 = rr[THREE ? 1 : 0];
       const double next =
           (rr[0] > kp.threshold && rho_new != 0.0 && omega != 0.0 && alpha != 0.0) ? 1.0 : 0.0;
       if (blockIdx.x == 0 && tid == 0) {
@@ -1023,6 +1066,32 @@ __device__ __forceinline__ T stream_row_product(const kernel_params<T>& kp, int 
   return acc;
 }
 
+// The row product of the fused BiCGStab kernel: MAT 1 CSR (stream_row_product), MAT 2 diagonal
+// storage: the row's dia_count values (coalesced: diagonal-major), then value x entry(i + offset)
+// for every value that is not NaN, in increasing offset order. The CSR row holds exactly the
+// non-NaN entries, sorted by column (linalg/diagonal.hpp checks it on the host), so this is the
+// CSR loop's sequence of operations, bit for bit; the NaN padding never enters a sum (a padding
+// 0 x entry would turn -0 into +0 and an infinite entry into NaN), and entry() is never called
+// outside the matrix (the padding there is NaN too). 40 B per row (fp64, 5 diagonals) instead of
+// 64 B: no row pointer, no column indices.
+template <int MAT, class T, class F>
+__device__ __forceinline__ T stream_product(const kernel_params<T>& kp, int row, F entry) {
+  if constexpr (MAT == 2) {
+    T val[kDiaMax];
+    const std::size_t nn = std::size_t(kp.n);
+#pragma unroll
+    for (int k = 0; k < kDiaMax; ++k)
+      if (k < kp.dia_count) val[k] = __ldg(kp.dia + std::size_t(k) * nn + std::size_t(row));
+    T acc = T(0);
+#pragma unroll
+    for (int k = 0; k < kDiaMax; ++k)
+      if (k < kp.dia_count && val[k] == val[k]) acc += val[k] * entry(row + kp.dia_off[k]);
+    return acc;
+  } else {
+    return stream_row_product(kp, row, entry);
+  }
+}
+
 // Loads of the vectors other blocks wrote in this launch (r, v, p, t), fused BiCGStab kernel:
 // LD 1 through L2 only (ld.global.cg); LD 2 cached in L1 as well (ld.global.ca), so the columns
 // i - 1, i, i + 1 of a stencil row and the own row's entries that the neighbour recomputation
@@ -1077,8 +1146,9 @@ struct row_walk {
 };
 
 // MINB: blocks of kStreamThreads per SM the registers are bounded for (2: 64 registers, 1: 128).
-// LD: vload (1 L2, 2 L1); ROWS: row_walk (1 grid-stride, 2 balanced).
-template <class T, int MINB, int LD, int ROWS>
+// LD: vload (1 L2, 2 L1); ROWS: row_walk (1 grid-stride, 2 balanced); MAT: stream_product (1 CSR,
+// 2 diagonals).
+template <class T, int MINB, int LD, int ROWS, int MAT>
 __global__ void __launch_bounds__(kStreamThreads, MINB) fused_kernel(const kernel_params<T> kp) {
   __shared__ double warp_part[kSlots][kMaxWarps];
   __shared__ double block_part[kSlots];
@@ -1109,7 +1179,7 @@ __global__ void __launch_bounds__(kStreamThreads, MINB) fused_kernel(const kerne
     active = part[1] > kp.threshold ? 1.0 : 0.0;
     double sv[1] = {0};
     rows([&](int i) {
-      const T vi = stream_row_product(kp, i, [&](int j) { return diag(j) * __ldg(kp.b + j); });
+      const T vi = stream_product<MAT>(kp, i, [&](int j) { return diag(j) * __ldg(kp.b + j); });
       vec(sv_v)[i] = vi;
       sv[0] += double(__ldg(kp.b + i)) * double(vi);
     });
@@ -1142,7 +1212,7 @@ __global__ void __launch_bounds__(kStreamThreads, MINB) fused_kernel(const kerne
     double q[4] = {0, 0, 0, 0};  // (t, s), (t, t), (r0, t), (r0, s)
     rows([&](int i) {
       const T si = s_of(i);
-      const T ti = stream_row_product(kp, i, [&](int j) { return diag(j) * s_of(j); });
+      const T ti = stream_product<MAT>(kp, i, [&](int j) { return diag(j) * s_of(j); });
       tv[i] = ti;
       const T bi = __ldg(kp.b + i);
       q[0] += double(ti) * double(si);
@@ -1177,7 +1247,7 @@ __global__ void __launch_bounds__(kStreamThreads, MINB) fused_kernel(const kerne
       pn[i] = step_p(ri, pi, vi, to, tb);
       part[1] += double(ri) * double(ri);
       if (go_on) {  // uniform over the grid
-        const T vni = stream_row_product(kp, i, [&](int j) { return diag(j) * p_of(j); });
+        const T vni = stream_product<MAT>(kp, i, [&](int j) { return diag(j) * p_of(j); });
         vn[i] = vni;
         part[0] += double(__ldg(kp.b + i)) * double(vni);
       }
@@ -1359,6 +1429,18 @@ auto pick_rpt(int rpt) {
 }
 
 template <class T, int SYNC>
+auto pick_rpt_3(int rpt) {
+  switch (rpt) {
+    case 1:
+      return &resident_kernel<T, false, 1, SYNC, true>;
+    case 2:
+      return &resident_kernel<T, false, 2, SYNC, true>;
+    default:
+      return &resident_kernel<T, false, 4, SYNC, true>;
+  }
+}
+
+template <class T, int SYNC>
 auto pick_rpt_2(int rpt) {
   switch (rpt) {
     case 1:
@@ -1373,6 +1455,10 @@ auto pick_rpt_2(int rpt) {
 // form 2: BiCGStab with two barriers per iteration (CG has one form).
 template <class T>
 void (*pick_kernel(bool cg_solver, int rpt, int sync, int form))(kernel_params<T>) {
+  if (!cg_solver && form == 3) {  // block or cluster (configure() refuses a grid)
+    if (sync == sync_block) return pick_rpt_3<T, sync_block>(rpt);
+    return pick_rpt_3<T, sync_cluster>(rpt);
+  }
   if (!cg_solver && form == 2) {
     if (sync == sync_block) return pick_rpt_2<T, sync_block>(rpt);
     if (sync == sync_cluster) return pick_rpt_2<T, sync_cluster>(rpt);
@@ -1479,7 +1565,8 @@ struct resident_solver::impl {
   int device = -1;
   resident_setup setup;
   int sync = sync_grid;
-  int form = 1;  // 2: BiCGStab with two barriers per iteration
+  int form = 1;  // 2: BiCGStab with two barriers per iteration, 3: three (resident_kernel, THREE)
+  int cluster_form = kAutomaticFormCluster;  // form 0 in a cluster (MOLACCEL_LINALG_RESIDENT_CLUSTER_FORM)
   bool matrix_smem = false;
   unsigned matrix_offset = 0;
   int rpt = 1, blocks = 1, threads = kMaxThreads;
@@ -1531,6 +1618,12 @@ struct resident_solver::impl {
     kp.matrix_offset = matrix_offset;
     kp.aux = aux.data();
     kp.gather = gather;
+    if (!streaming && !setup.cg && form == 3) kp.r0hat = static_cast<const T*>(setup.r0hat);
+    if (diagonals()) {
+      kp.dia = static_cast<const T*>(setup.dia_values);
+      kp.dia_count = setup.dia_count;
+      for (int k = 0; k < kDiaMax; ++k) kp.dia_off[k] = setup.dia_offsets[k];
+    }
     if (trace_cap > 0) {
       trace.fill_zero(linalg_stream(device));
       kp.trace = trace.data();
@@ -1580,15 +1673,22 @@ struct resident_solver::impl {
     return vector_bytes<T>(r, s) + (matrix_in_shared(r, s) ? std::size_t(kSmemNnz) * rb * (sizeof(T) + sizeof(int)) : 0);
   }
 
+  // Fused BiCGStab with the matrix by diagonals: given by the caller, grid-stride rows.
+  bool diagonals() const {
+    return streaming && !setup.cg && setup.dia_values != nullptr && rows_mode == 1;
+  }
   template <class T>
   void (*fused_pick() const)(kernel_params<T>) {
     if (setup.cg) return setup.streaming_per_sm == 1 ? &fused_cg_kernel<T, 1> : &fused_cg_kernel<T, 2>;
     const bool one = setup.streaming_per_sm == 1;
+    if (diagonals())  // grid-stride rows only
+      return loads == 2 ? (one ? &fused_kernel<T, 1, 2, 1, 2> : &fused_kernel<T, 2, 2, 1, 2>)
+                        : (one ? &fused_kernel<T, 1, 1, 1, 2> : &fused_kernel<T, 2, 1, 1, 2>);
     if (loads == 2)
-      return rows_mode == 2 ? (one ? &fused_kernel<T, 1, 2, 2> : &fused_kernel<T, 2, 2, 2>)
-                            : (one ? &fused_kernel<T, 1, 2, 1> : &fused_kernel<T, 2, 2, 1>);
-    return rows_mode == 2 ? (one ? &fused_kernel<T, 1, 1, 2> : &fused_kernel<T, 2, 1, 2>)
-                          : (one ? &fused_kernel<T, 1, 1, 1> : &fused_kernel<T, 2, 1, 1>);
+      return rows_mode == 2 ? (one ? &fused_kernel<T, 1, 2, 2, 1> : &fused_kernel<T, 2, 2, 2, 1>)
+                            : (one ? &fused_kernel<T, 1, 2, 1, 1> : &fused_kernel<T, 2, 2, 1, 1>);
+    return rows_mode == 2 ? (one ? &fused_kernel<T, 1, 1, 2, 1> : &fused_kernel<T, 2, 1, 2, 1>)
+                          : (one ? &fused_kernel<T, 1, 1, 1, 1> : &fused_kernel<T, 2, 1, 1, 1>);
   }
   // Streaming kernel: a cooperative grid of co-resident blocks (automatic: as many as the
   // occupancy allows, at most one thread per row), grid-stride over rows.
@@ -1666,8 +1766,15 @@ struct resident_solver::impl {
       else
         kind = 2;
     }
-    if (form == 0)
-      form = kind == -1 ? kAutomaticFormBlock : kind == 1 ? kAutomaticFormCluster : kAutomaticFormGrid;
+    if (form == 0) {
+      form = kind == -1 ? kAutomaticFormBlock : kind == 1 ? cluster_form : kAutomaticFormGrid;
+      if (form == 3 && setup.r0hat == nullptr) form = 1;  // automatic: four barriers without M A^T r0
+    }
+    if (form == 3 && kind != -1 && kind != 1)
+      throw Error("linalg: the three-barrier BiCGStab form runs in one block or one cluster, not on a grid",
+                  __FILE__, __LINE__);
+    if (form == 3 && setup.r0hat == nullptr)
+      throw Error("linalg: the three-barrier BiCGStab form needs M A^T r0", __FILE__, __LINE__);
     if (kind == 1 && !clusters)
       throw Error(fmt::format(fmt::runtime("linalg: resident mode in a cluster needs compute capability 9.0 "
                                            "(this GPU has {}.{})"),
@@ -1768,7 +1875,11 @@ resident_solver::resident_solver(int device, const resident_setup& setup) : impl
   impl_->device = device;
   impl_->setup = setup;
   // Automatic (0): see kAutomaticForm* (resolved in configure()) and kAutomaticMatrixShared.
-  impl_->form = setup.cg ? 1 : setup.form == 0 ? 0 : setup.form == 2 ? 2 : 1;
+  if (setup.form < 0 || setup.form > 3)
+    throw Error(fmt::format(fmt::runtime("linalg: resident form {} (0-3)"), setup.form), __FILE__, __LINE__);
+  impl_->form = setup.cg ? 1 : setup.form == 0 ? 0 : setup.form;
+  if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_CLUSTER_FORM"); g != nullptr && g[0] >= '1' && g[0] <= '3')
+    impl_->cluster_form = g[0] - '0';
   if (setup.matrix_smem == 0) impl_->setup.matrix_smem = kAutomaticMatrixShared;
   if (setup.barrier < 0 || setup.barrier > 6)
     throw Error(fmt::format(fmt::runtime("linalg: resident barrier {} (0-6)"), setup.barrier), __FILE__, __LINE__);
@@ -1789,6 +1900,9 @@ resident_solver::resident_solver(int device, const resident_setup& setup) : impl
   if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_GATHER"); g != nullptr && setup.gather == 0 &&
                                                                        (g[0] == '1' || g[0] == '2'))
     impl_->gather = g[0] - '0';
+  if (setup.dia_values != nullptr && (setup.dia_count < 1 || setup.dia_count > kDiaMax))
+    throw Error(fmt::format(fmt::runtime("linalg: {} diagonals (1-{})"), setup.dia_count, kDiaMax), __FILE__,
+                __LINE__);
   if (setup.n == 0 || setup.n > std::size_t(1) << 30)
     throw Error(fmt::format(fmt::runtime("linalg: resident mode for {} rows"), setup.n), __FILE__, __LINE__);
   impl_->streaming = setup.streaming;
@@ -1801,7 +1915,7 @@ resident_solver::resident_solver(int device, const resident_setup& setup) : impl
                                                                      impl_->sync != sync_block) {
     // Barriers per iteration, and barriers before the first iteration of a launch that continues a
     // solve (a plain barrier; the two-barrier form's first product and its sum).
-    const int period = impl_->streaming ? (setup.cg ? 1 : 2) : setup.cg ? 3 : impl_->form == 2 ? 2 : 4;
+    const int period = impl_->streaming ? (setup.cg ? 1 : 2) : setup.cg ? 3 : impl_->form == 2 ? 2 : impl_->form == 3 ? 3 : 4;
     const int before = impl_->streaming ? 0 : !setup.cg && impl_->form == 2 ? 2 : 1;
     impl_->trace_period = period;
     impl_->trace_skip = 4 * (before + 4 * period);  // 4 stamps per barrier; 4 iterations of warm-up
@@ -1853,12 +1967,14 @@ std::vector<double> resident_solver::run(int iterations) {
 
 std::string resident_solver::describe() const {
   if (impl_->streaming)
-    return fmt::format(fmt::runtime("streaming, {} blocks of {}, {} registers, {}, {}, {} barrier{}/iteration{}"),
+    return fmt::format(fmt::runtime("streaming, {} blocks of {}, {} registers, {}, {}, {}, {} barrier{}/iteration{}"),
                        impl_->blocks, impl_->threads, impl_->setup.streaming_per_sm == 1 ? 128 : 64,
                        impl_->setup.cg ? "grid-stride"
                        : impl_->rows_mode == 2
                            ? (impl_->loads == 2 ? "balanced rows, vectors via L1" : "balanced rows, vectors via L2")
                            : (impl_->loads == 2 ? "grid-stride, vectors via L1" : "grid-stride"),
+                       impl_->diagonals() ? fmt::format(fmt::runtime("{} diagonals"), impl_->setup.dia_count)
+                                          : std::string("CSR"),
                        impl_->setup.barrier == 2   ? "flag barrier"
                        : impl_->setup.barrier == 3 ? "cooperative groups barrier"
                        : impl_->setup.barrier == 5 ? "counter barrier (red)"
@@ -1874,7 +1990,8 @@ std::string resident_solver::describe() const {
                      : impl_->setup.barrier == 6   ? "grid, counter barrier (generation word)"
                                                    : "grid, counter barrier";
   return fmt::format(fmt::runtime("{} blocks of {}, {} rows/thread, {}, {} barriers/iteration{}{}"),
-                     impl_->blocks, impl_->threads, impl_->rpt, kind, impl_->setup.cg ? 3 : impl_->form == 2 ? 2 : 4,
+                     impl_->blocks, impl_->threads, impl_->rpt, kind,
+                     impl_->setup.cg ? 3 : impl_->form == 2 ? 2 : impl_->form == 3 ? 3 : 4,
                      impl_->matrix_smem ? ", matrix in shared memory" : "",
                      impl_->sync != sync_block && impl_->gather != 2 ? ", every warp gathers" : "");
 }
