@@ -174,9 +174,10 @@ struct bicgstab_selection {
   // Resident geometries "BLOCKSxTHREADS[c|g|o|a|e][+]" (0x0 = automatic; c cluster, g grid with the
   // flag barrier, o grid with cooperative groups' grid.sync(), a grid with one arrival counter,
   // e the counter with a non-returning red arrival, n the counter with a generation word; +: the two-barrier BiCGStab form, - the four;
-  // s / l: matrix rows in shared memory / read from L2 (grid, 4 rows per thread; default s).
+  // s / l: matrix rows in shared memory / read from L2 (grid, 4 rows per thread; default s);
+  // r / d: the matrix as CSR / by diagonals (solver_options::resident_matrix 1 / 2).
   struct resident_geometry {
-    int blocks = 0, threads = 0, barrier = 0, form = 0, matrix_shared = 0, gather = 0;
+    int blocks = 0, threads = 0, barrier = 0, form = 0, matrix_shared = 0, gather = 0, matrix = 0;
     std::string label = "resident";
   };
   std::vector<resident_geometry> resident_geometries = {{}};
@@ -239,6 +240,7 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
       o.resident_barrier = resident.barrier;
       o.resident_form = resident.form;
       o.resident_matrix_shared = resident.matrix_shared;
+      o.resident_matrix = resident.matrix;
       o.resident_gather = mode == launch_mode::fused ? fused.gather : resident.gather;
       if (mode == launch_mode::fused) o.resident_barrier = fused.barrier;
       o.fused_blocks = fused.blocks;
@@ -377,10 +379,14 @@ int main(int argc, char** argv) {
         g.threads = std::atoi(item.c_str() + x + 1);
         std::string shape = item;
         // Trailing + / - / t: BiCGStab with two / four / three barriers (resident_form 2 / 1 / 3);
-        // s / l: matrix in shared memory / from L2; A / Z: every warp / one read per block gathers.
+        // s / l: matrix in shared memory / from L2; A / Z: every warp / one read per block gathers;
+        // r / d: the matrix as CSR / by diagonals.
         while (shape.back() == '+' || shape.back() == '-' || shape.back() == 't' || shape.back() == 's' ||
-               shape.back() == 'l' || shape.back() == 'A' || shape.back() == 'Z') {
-          if (shape.back() == 'A' || shape.back() == 'Z')
+               shape.back() == 'l' || shape.back() == 'A' || shape.back() == 'Z' || shape.back() == 'r' ||
+               shape.back() == 'd') {
+          if (shape.back() == 'r' || shape.back() == 'd')
+            g.matrix = shape.back() == 'r' ? 1 : 2;
+          else if (shape.back() == 'A' || shape.back() == 'Z')
             g.gather = shape.back() == 'A' ? 1 : 2;
           else if (shape.back() == 's' || shape.back() == 'l')
             g.matrix_shared = shape.back() == 's' ? 2 : 1;
@@ -403,7 +409,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: bench_linalg [--quick] [--cpu] [--bicgstab-only] [--min-n=N] [--max-n=N] "
                    "[--modes=graph,stream,persistent,resident,fused] [--persistent=BxT,...] "
-                   "[--resident=BxT[c|g|o|a|e|n][+|-|t][s|l][A|Z],...] [--fused=BxT[1|2][n][A|Z][c|a][s|b][r|d],...]\n");
+                   "[--resident=BxT[c|g|o|a|e|n][+|-|t][s|l][A|Z][r|d],...] [--fused=BxT[1|2][n][A|Z][c|a][s|b][r|d],...]\n");
       return 1;
     }
   }

@@ -51,8 +51,11 @@ struct resident_setup {
   // Fused BiCGStab kernel with grid-stride rows: the matrix by diagonals instead of CSR when
   // dia_values is set (linalg/diagonal.hpp: dia_count <= 8 increasing offsets, dia_count x n
   // values of the element type, diagonal-major, NaN where the CSR row has no entry).
+  // The resident BiCGStab kernels (forms 2 and 3) use the same layout: dia_mode 0 where the
+  // automatic choice says (cuda/resident.cu, kAutomaticDia), 2 wherever the values fit.
   const void* dia_values = nullptr;
   int dia_count = 0;
+  int dia_mode = 0;
   int dia_offsets[8] = {};
 };
 class resident_solver {

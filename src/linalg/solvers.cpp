@@ -55,6 +55,18 @@ namespace {
   return 2;
 }
 
+// solver_options::resident_matrix, MOLACCEL_LINALG_RESIDENT_MATRIX=1 or 2 overriding automatic:
+// 0 automatic (the resident kernel uses diagonals where cuda/resident.cu's kAutomaticDia says),
+// 1 CSR, 2 diagonals wherever they fit (resident BiCGStab, forms 2 and 3; the matrix qualifies).
+[[maybe_unused]] int resident_matrix_choice(const solver_options& options) {
+  if (options.resident_matrix < 0 || options.resident_matrix > 2)
+    throw Error(fmt::format("linalg: resident_matrix {} (0-2)", options.resident_matrix), __FILE__, __LINE__);
+  if (options.resident_matrix == 1 || options.resident_matrix == 2) return options.resident_matrix;
+  if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_MATRIX"); g != nullptr && (g[0] == '1' || g[0] == '2'))
+    return g[0] - '0';
+  return 0;
+}
+
 // Slot layout of the history array: field * slots + slot.
 enum field { f_rho = 0, f_alpha = 1, f_omega = 2, f_rr = 3, f_active = 4, n_fields = 5 };
 
@@ -329,16 +341,19 @@ solver_result solve_on(const placement& where, const host_csr<double>& host_a, s
       r0hat->copy_from_host(rh);
       rs.r0hat = r0hat->raw().data();
     }
-    // Fused BiCGStab with grid-stride rows: the matrix by diagonals when asked for and it qualifies
-    // (linalg/diagonal.hpp); the kernel's sums are the CSR ones bit for bit.
+    // Fused BiCGStab with grid-stride rows, resident BiCGStab (forms 2 and 3): the matrix by
+    // diagonals when asked for and it qualifies (linalg/diagonal.hpp); the kernels' sums are the
+    // CSR ones bit for bit.
     std::optional<vector<T>> dia;
-    if (fused && !cg && fused_matrix_choice(options) == 2 && options.fused_rows != 2)
+    if (!cg && (fused ? fused_matrix_choice(options) == 2 && options.fused_rows != 2
+                      : resident_matrix_choice(options) != 1 && options.resident_form != 1))
       if (const auto layout = diagonal_storage(host_a)) {
         dia.emplace(where, layout->values.size());
         dia->copy_from_host(std::vector<T>(layout->values.begin(), layout->values.end()));
         rs.dia_values = dia->raw().data();
         rs.dia_count = int(layout->offsets.size());
         std::copy(layout->offsets.begin(), layout->offsets.end(), rs.dia_offsets);
+        rs.dia_mode = fused ? 0 : resident_matrix_choice(options);
       }
     std::unique_ptr<gpu::resident_solver> resident;
     try {

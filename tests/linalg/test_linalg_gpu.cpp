@@ -520,6 +520,191 @@ TEST(LinalgGpuResident, AutomaticChoice) {
   EXPECT_THROW(solve(res, a, multiply(a, std::vector<double>(a.rows, 1.0)), o), Error);
 }
 
+// Resident BiCGStab with the matrix by diagonals (resident_matrix 2) against the same geometry on
+// CSR (1): the diagonal product adds the CSR row's products in the CSR order (NaN padding
+// skipped), so x, the residual history and the status are the same bit for bit; x is also
+// checked independently (||b - A x|| / ||b|| recomputed in double). Geometries: one block
+// (1 and 4 rows per thread), clusters (automatic, 2 x 128 with 4 rows, 4 x 128), grids (automatic:
+// 2 rows per thread, 4 rows per thread with the values in shared memory or from global memory,
+// 132 x 512), the two- and three-barrier forms; systems: Poisson 50, 100, 317 and 447 squared, the
+// nonsymmetric banded ones (n = 1000, 7), random matrices on 8 diagonals with 15% holes and
+// explicit +0 / -0 (n = 3001, 20011; 8 diagonals do not fit the 5 cached slots at 2 rows per
+// thread: CSR there), on 6 (n = 5000) and on 3 (n = 3); fp64 and fp32, Jacobi or not. Also:
+// batches of 7 equal to one launch, the own entries of a cluster read from shared memory
+// (MOLACCEL_LINALG_RESIDENT_LOCAL=1) equal to the reads through distributed shared memory, CSR
+// for the four-barrier form and CG, and the automatic choice (diagonals, unless
+// MOLACCEL_LINALG_RESIDENT_MATRIX=1).
+TEST(LinalgGpuResident, DiagonalsAgreeWithCsr) {
+  MOLACCEL_REQUIRE_GPU();
+  Resources::Options ro;
+  ro.device = DeviceSpec::parse("gpu:0");
+  const Resources res = Resources::create(ro);
+  struct system {
+    std::string name;
+    host_csr<double> a;
+  };
+  const std::vector<system> systems = {
+      {"poisson 100", poisson_2d(100)},
+      {"poisson 317", poisson_2d(317)},
+      {"banded 1000", banded(1000, 0.3)},
+      {"banded 7", banded(7, 0.3)},
+      {"random 8 diagonals 3001", random_banded(3001, {-60, -9, -1, 0, 1, 2, 9, 61}, 0.15, 21)},
+      {"random 8 diagonals 20011", random_banded(20011, {-140, -9, -1, 0, 1, 2, 9, 141}, 0.15, 11)},
+      {"random 6 diagonals 5000", random_banded(5000, {-71, -1, 0, 1, 3, 71}, 0.15, 7)},
+      {"random 3 diagonals", random_banded(3, {-1, 0, 1}, 0.0, 5)},
+      {"poisson 50", poisson_2d(50)},    // 8 x 128 grid: 4 rows per thread, values in shared memory
+      {"poisson 447", poisson_2d(447)},  // automatic grid: 4 rows per thread, values in shared memory
+  };
+  struct geometry {
+    int blocks, threads, barrier;
+    std::size_t max_rows;
+    int form = 0, matrix_shared = 0;
+  };
+  const std::vector<geometry> geometries = {
+      {0, 0, 0, ~std::size_t(0)},        // automatic (block: 2, cluster: 3, grid: 2 barriers)
+      {1, 0, 0, 2048, 2},                // one block of 512
+      {1, 128, 0, 512, 2},               // one block of 128, up to 4 rows per thread
+      {1, 0, 0, 2048, 3},                // one block, three barriers
+      {1, 128, 0, 512, 3},               // one block of 128, three barriers
+      {0, 0, 1, 16384, 2},               // one cluster, two barriers
+      {0, 0, 1, 16384, 3},               // one cluster, three barriers
+      {2, 128, 1, 1024, 3},              // cluster of 2 x 128 (4 rows per thread)
+      {4, 128, 1, 1024, 2},              // cluster of 4 x 128
+      {0, 0, 4, ~std::size_t(0), 2},     // grid, counter barrier
+      {8, 128, 2, 4096, 2, 2},           // grid of 8 x 128, 4 rows per thread, values in shared memory
+      {8, 128, 4, 4096, 2, 1},           // the same, values from global memory
+      {132, 512, 4, 200000, 2},          // the whole GPU
+  };
+  for (const auto& [name, a] : systems) {
+    const auto layout = diagonal_storage(a);
+    ASSERT_TRUE(layout.has_value()) << name;
+    const std::string count = fmt::format("{} diagonals", layout->offsets.size());
+    const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
+    for (auto prec : {precision::fp64, precision::fp32})
+      for (auto precond : {preconditioner::none, preconditioner::jacobi})
+        for (const auto& g : geometries) {
+          if (a.rows > g.max_rows) continue;
+          solver_options o;
+          o.launch = launch_mode::resident;
+          o.precision = prec;
+          o.precond = precond;
+          o.tolerance = prec == precision::fp64 ? 1e-8 : 1e-4;
+          o.max_iterations = 3000;
+          o.resident_blocks = g.blocks;
+          o.resident_threads = g.threads;
+          o.resident_barrier = g.barrier;
+          o.resident_form = g.form;
+          o.resident_matrix_shared = g.matrix_shared;
+          o.resident_matrix = 1;
+          const auto csr = solve(res, a, b, o);
+          o.resident_matrix = 2;
+          const auto dia = solve(res, a, b, o);
+          SCOPED_TRACE(fmt::format("{} n={} {} {} | {}x{} barrier {} form {} matrix {} -> {} ({} iterations, {})", name,
+                                   a.rows, prec == precision::fp32 ? "fp32" : "fp64",
+                                   precond == preconditioner::jacobi ? "jacobi" : "none", g.blocks, g.threads,
+                                   g.barrier, g.form, g.matrix_shared, dia.backend, dia.iterations,
+                                   to_string(dia.status)));
+          EXPECT_NE(csr.backend.find("resident"), std::string::npos) << csr.backend;
+          EXPECT_NE(csr.backend.find(", CSR"), std::string::npos) << csr.backend;
+          // By diagonals wherever the values fit: registers hold 8 at 1 row per thread, 5 at 2;
+          // at 4 rows per thread shared or global memory, any count.
+          const std::size_t dc = layout->offsets.size();
+          const bool fits = dia.backend.find(", 1 rows/thread") != std::string::npos   ? dc <= 8
+                            : dia.backend.find(", 2 rows/thread") != std::string::npos ? dc <= 5
+                                                                                      : true;
+          EXPECT_NE(dia.backend.find(fits ? count : std::string(", CSR")), std::string::npos) << dia.backend;
+          EXPECT_EQ(dia.status, csr.status);
+          expect_bitwise_same(dia, csr);
+          if (prec == precision::fp64) EXPECT_EQ(dia.status, solver_status::converged) << to_string(dia.status);
+          expect_valid_solution(dia, a, b, o);
+        }
+  }
+  const auto& a = systems[0].a;  // Poisson 100 x 100: a cluster automatically
+  const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
+  // Batches of 7 iterations (the state through global memory between launches) give the same x
+  // as one launch, in each form and kind of geometry.
+  const auto small = banded(500, 0.3);  // fits one block of 128 (4 rows per thread)
+  for (const auto& g : std::vector<geometry>{{1, 128, 0, 0, 2}, {1, 128, 0, 0, 3}, {0, 0, 1, 0, 2}, {0, 0, 1, 0, 3},
+                                             {0, 0, 4, 0, 2}, {8, 128, 2, 0, 2, 2}}) {
+    const auto& sys = g.blocks == 0 ? a : g.blocks == 8 ? systems[8].a : small;
+    const auto bs = multiply(sys, std::vector<double>(sys.rows, 1.0));
+    solver_options o;
+    o.launch = launch_mode::resident;
+    o.resident_blocks = g.blocks;
+    o.resident_threads = g.threads;
+    o.resident_barrier = g.barrier;
+    o.resident_form = g.form;
+    o.resident_matrix_shared = g.matrix_shared;
+    o.resident_matrix = 2;
+    const auto whole = solve(res, sys, bs, o);
+    o.batch = 7;
+    const auto batched = solve(res, sys, bs, o);
+    SCOPED_TRACE(fmt::format("batches: {}x{} barrier {} form {} -> {}", g.blocks, g.threads, g.barrier, g.form,
+                             batched.backend));
+    EXPECT_NE(batched.backend.find("diagonals"), std::string::npos) << batched.backend;
+    EXPECT_EQ(batched.status, solver_status::converged);
+    expect_bitwise_same(batched, whole);
+  }
+  // A cluster reading its own entries through distributed shared memory: the same values.
+  for (int form : {2, 3}) {
+    solver_options o;
+    o.launch = launch_mode::resident;
+    o.resident_barrier = 1;
+    o.resident_form = form;
+    o.resident_matrix = 2;
+    const auto remote = solve(res, a, b, o);
+    ::setenv("MOLACCEL_LINALG_RESIDENT_LOCAL", "1", 1);
+    const auto local = solve(res, a, b, o);
+    ::unsetenv("MOLACCEL_LINALG_RESIDENT_LOCAL");
+    SCOPED_TRACE(fmt::format("form {}: {} / {}", form, local.backend, remote.backend));
+    if (form == 3) EXPECT_NE(local.backend.find("own entries from shared memory"), std::string::npos) << local.backend;
+    EXPECT_NE(local.backend.find("5 diagonals"), std::string::npos) << local.backend;
+    expect_bitwise_same(local, remote);
+  }
+  // The four-barrier form and CG keep CSR when diagonals are asked for.
+  {
+    solver_options o;
+    o.launch = launch_mode::resident;
+    o.resident_matrix = 2;
+    o.resident_form = 1;
+    const auto four = solve(res, a, b, o);
+    EXPECT_NE(four.backend.find(", CSR"), std::string::npos) << four.backend;
+    EXPECT_EQ(four.status, solver_status::converged);
+    o.resident_form = 0;
+    o.solver = solver_kind::cg;
+    const auto cg = solve(res, a, b, o);
+    EXPECT_NE(cg.backend.find(", CSR"), std::string::npos) << cg.backend;
+    EXPECT_EQ(cg.status, solver_status::converged);
+  }
+  // The automatic choice: BiCGStab on Poisson 317 x 317 (a grid) and 100 x 100 (a cluster) runs
+  // on 5 diagonals (cuda/resident.cu, kAutomaticDia); MOLACCEL_LINALG_RESIDENT_MATRIX=1 makes both
+  // CSR. A matrix without band structure stays on CSR.
+  {
+    const char* env = std::getenv("MOLACCEL_LINALG_RESIDENT_MATRIX");
+    const char forced = env != nullptr && (env[0] == '1' || env[0] == '2') ? env[0] : '0';
+    solver_options o;
+    o.max_iterations = 50;
+    const auto& big = systems[1].a;
+    const auto rg = solve(res, big, multiply(big, std::vector<double>(big.rows, 1.0)), o);
+    const auto rc = solve(res, a, b, o);
+    EXPECT_NE(rg.backend.find("grid"), std::string::npos) << rg.backend;
+    EXPECT_NE(rc.backend.find("cluster"), std::string::npos) << rc.backend;
+    EXPECT_NE(rg.backend.find(forced == '1' ? ", CSR" : "5 diagonals"), std::string::npos) << rg.backend;
+    EXPECT_NE(rc.backend.find(forced == '1' ? ", CSR" : "5 diagonals"), std::string::npos) << rc.backend;
+  }
+  {
+    const auto s = random_scattered(3000, 4, 3);
+    ASSERT_FALSE(diagonal_storage(s).has_value());
+    solver_options o;
+    o.launch = launch_mode::resident;
+    o.resident_matrix = 2;
+    o.precond = preconditioner::jacobi;
+    const auto r = solve(res, s, multiply(s, std::vector<double>(s.rows, 1.0)), o);
+    EXPECT_NE(r.backend.find(", CSR"), std::string::npos) << r.backend;
+    EXPECT_EQ(r.status, solver_status::converged) << to_string(r.status);
+  }
+}
+
 // ---- Fused mode (launch_mode::fused): the streaming two-barrier BiCGStab kernel, any n ----
 
 struct fused_geometry {

@@ -85,6 +85,13 @@ constexpr int kAutomaticFusedRows = 1;
 // Fused BiCGStab kernel, diagonal storage (resident_setup::dia_*, linalg/diagonal.hpp): at most
 // this many diagonals, values diagonal-major (dia_count x n), NaN where the CSR has no entry.
 constexpr int kDiaMax = 8;
+// Resident BiCGStab by diagonals (resident_setup::dia_mode 0): per barrier kind (block, cluster,
+// grid). Measured on an H100 (2026-11-22, docs/linalg.md, fp64 BiCGStab on Poisson, per
+// iteration, CSR -> diagonals): one block 2.52-2.55 -> 2.28-2.33 us (n = 1e3), cluster 6.83-6.90
+// -> 6.43-6.47 us (1e4), grid 12.5-12.7 -> 11.8-11.9 us (1e5) and 16.0-16.1 -> 11.7-12.0 us (2e5);
+// the resident and solver GPU tests pass with diagonals wherever they fit
+// (MOLACCEL_LINALG_RESIDENT_MATRIX=2, the same kernels as this automatic choice), so everywhere.
+constexpr bool kAutomaticDia[3] = {true, true, true};
 
 enum sync_kind { sync_block = 0, sync_cluster = 1, sync_grid = 2 };
 
@@ -143,14 +150,19 @@ struct kernel_params {
   unsigned long long* trace = nullptr;
   int trace_skip = 0;
   int trace_cap = 0;
-  // Fused BiCGStab kernel with MAT 2: the matrix by diagonals (dia_count x n values, row i of
-  // diagonal k at dia[k * n + i] = a(i, i + dia_off[k]), offsets increasing, NaN = no entry).
+  // Fused BiCGStab kernel and resident BiCGStab kernels (forms 2, 3) with MAT 2: the matrix by
+  // diagonals (dia_count x n values, row i of diagonal k at dia[k * n + i] = a(i, i + dia_off[k]),
+  // offsets increasing, NaN = no entry).
   const T* dia = nullptr;
   int dia_count = 0;
   int dia_off[kDiaMax] = {};
   // BiCGStab, three-barrier form (resident_kernel with THREE): M A^T r0 (n), so that
   // (r0, A M p) = (M A^T r0, p) is summed with (r, r) when p is formed, not after the product.
   const T* r0hat = nullptr;
+  // Resident BiCGStab, three-barrier form with MAT 2 in a cluster: own entries from the block's
+  // shared memory by a branch per entry (1) or, as load(), through distributed shared memory (0,
+  // the default: measured faster, docs/linalg.md). MOLACCEL_LINALG_RESIDENT_LOCAL=1 turns it on.
+  int local_first = 0;
 };
 
 __device__ __forceinline__ double safe_div(double a, double b) {
@@ -308,6 +320,22 @@ struct context {
     }
   }
 
+  // A barrier without a sum (a vector published), stamped like a sum's barrier when tracing (the
+  // block's work ends when all its warps arrive; no reduction, no gather), so the trace covers
+  // every barrier of an iteration.
+  __device__ void plain_barrier() {
+    if constexpr (SYNC == sync_block) {
+      __syncthreads();
+    } else {
+      if (kp.trace != nullptr) __syncthreads();  // uniform: a kernel parameter
+      stamp(0);
+      stamp(1);
+      barrier();
+      stamp(2);
+      stamp(3);
+    }
+  }
+
   // Exchange vector `which` (0: p side, 1: s side): element `col` (any row of the system).
   __device__ __forceinline__ T load(int which, int col) const {
     if constexpr (SYNC == sync_block) {
@@ -319,6 +347,21 @@ struct context {
       return remote[(which << kp.rb_shift) + local];
     } else {
       return __ldcg(kp.xp + std::size_t(which) * std::size_t(kp.n) + std::size_t(col));
+    }
+  }
+  // load() for the diagonal products (MAT 2): in a cluster with kp.local_first (opt-in), the
+  // block's own entries are read from its shared memory directly by a branch per entry, the others
+  // through distributed shared memory (the same value; load() maps every entry, own rank included).
+  // Measured no faster (docs/linalg.md).
+  __device__ __forceinline__ T load_local_first(int which, int col) const {
+    if constexpr (SYNC == sync_cluster) {
+      const unsigned rank = unsigned(col) >> kp.rb_shift;
+      const int local = col - int(rank << kp.rb_shift);
+      if (kp.local_first && rank == blockIdx.x) return smem[(which << kp.rb_shift) + local];
+      const T* remote = cluster_map(smem, rank);
+      return remote[(which << kp.rb_shift) + local];
+    } else {
+      return load(which, col);
     }
   }
   // Publishes this thread's element (local index `li` of the block, global row `row`).
@@ -501,6 +544,75 @@ __device__ __forceinline__ T row_product(const owned_rows<T, RPT>& m, int k, int
   return acc;
 }
 
+// Row k of A by diagonals (MAT 2, resident BiCGStab forms 2 and 3): value x entry(row + offset)
+// for every value of the row that is not NaN, in increasing offset order: the CSR row's
+// operations in the CSR order (as stream_product, below), bit for bit. The entries' addresses
+// are the row plus uniform offsets (kernel parameters), so no column index is kept in a register
+// or read. Where the values are is fixed at compile time, one path per kernel (a first version
+// with all three paths in every kernel was slower in one block and in a cluster: docs/linalg.md):
+// at 1 and 2 rows per thread in registers (the host uses diagonals there only when dia_count fits
+// the cached slots: resident_solver::impl::dia_fits; NaN in the unused ones); at 4 rows per
+// thread on a grid in shared memory when kept there (dia_count <= kSmemNnz), otherwise, and at 4
+// rows per thread in a block or cluster, from global memory (coalesced, diagonal-major).
+template <class T, int RPT, int SYNC, class Entry>
+__device__ __forceinline__ T dia_row_product(const owned_rows<T, RPT>& m, int k, const context<T, SYNC>& c,
+                                             Entry entry) {
+  constexpr int cached = owned_rows<T, RPT>::cached;
+  const int row = m.row[k];
+  T acc = T(0);
+  if constexpr (cached > 0) {
+#pragma unroll
+    for (int e = 0; e < cached; ++e)
+      if (m.val[k][e] == m.val[k][e]) acc += m.val[k][e] * entry(row + c.kp.dia_off[e]);
+  } else {
+    if constexpr (SYNC == sync_grid) {
+      if (c.mval != nullptr) {  // shared memory: kSmemNnz slots, NaN beyond dia_count
+        const int rbm = 1 << c.kp.rb_shift, li = row & (rbm - 1);
+        T val[kSmemNnz];
+#pragma unroll
+        for (int e = 0; e < kSmemNnz; ++e) val[e] = c.mval[e * rbm + li];
+#pragma unroll
+        for (int e = 0; e < kSmemNnz; ++e)
+          if (val[e] == val[e]) acc += val[e] * entry(row + c.kp.dia_off[e]);
+        return acc;
+      }
+    }
+    const int dc = c.kp.dia_count;
+    const std::size_t nn = std::size_t(c.kp.n);
+    const bool valid = row < c.kp.n;
+    T val[kDiaMax];
+#pragma unroll
+    for (int e = 0; e < kDiaMax; ++e)
+      val[e] = e < dc && valid ? __ldg(c.kp.dia + std::size_t(e) * nn + std::size_t(row)) : T(NAN);
+#pragma unroll
+    for (int e = 0; e < kDiaMax; ++e)
+      if (val[e] == val[e]) acc += val[e] * entry(row + c.kp.dia_off[e]);
+  }
+  return acc;
+}
+
+// The matrix rows of a thread by diagonals (MAT 2): values into the cached slots (NaN where the
+// CSR row has no entry, and in the slots beyond dia_count; invalid rows all NaN), and on a grid
+// with the matrix in shared memory the values there ([e * RB + local row], NaN likewise).
+template <class T, int RPT>
+__device__ __forceinline__ void load_dia_rows(owned_rows<T, RPT>& m, const kernel_params<T>& kp) {
+  constexpr int cached = owned_rows<T, RPT>::cached;
+  const std::size_t nn = std::size_t(kp.n);
+#pragma unroll
+  for (int k = 0; k < RPT; ++k) {
+    m.start[k] = 0;
+    m.len[k] = 0;
+    if constexpr (cached > 0) {
+#pragma unroll
+      for (int e = 0; e < cached; ++e) {
+        m.col[k][e] = 0;
+        m.val[k][e] = e < kp.dia_count && m.row[k] < kp.n ? kp.dia[std::size_t(e) * nn + std::size_t(m.row[k])]
+                                                          : T(NAN);
+      }
+    }
+  }
+}
+
 // Reduction slots.
 constexpr int kSlotInit = 0;   // 2: init sums
 constexpr int kSlotA = 2;      // BiCGStab (r0, v) | CG (p, q)
@@ -513,7 +625,8 @@ constexpr int kSlotRR = 7;     // BiCGStab (r, r)
 //   M p published, (r, r), (M A^T r0, p) | M s published | (t, s), (t, t), (r0, t), (r0, s).
 // The same iterates in exact arithmetic; sigma rounds differently. A launch that continues a
 // solve sums (M A^T r0, p) from the stored p in its first barrier (the same sum, bit for bit).
-template <class T, bool CG, int RPT, int SYNC, bool THREE = false>
+// MAT 1: the matrix as CSR; 2: by diagonals (dia_row_product; BiCGStab, form 3 only: form 1 keeps CSR).
+template <class T, bool CG, int RPT, int SYNC, bool THREE = false, int MAT = 1>
 __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_params<T> kp) {
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
   __shared__ double warp_part[kSlots][kMaxWarps];
@@ -531,9 +644,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
     const int row = base + k * nthreads + tid;
     m.row[k] = row;
     const bool valid = row < kp.n;
-    m.start[k] = valid ? kp.row_ptr[row] : 0;
-    m.len[k] = valid ? kp.row_ptr[row + 1] - m.start[k] : 0;
-    if constexpr (owned_rows<T, RPT>::cached > 0) {
+    m.start[k] = MAT == 1 && valid ? kp.row_ptr[row] : 0;
+    m.len[k] = MAT == 1 && valid ? kp.row_ptr[row + 1] - m.start[k] : 0;
+    if constexpr (MAT == 1 && owned_rows<T, RPT>::cached > 0) {
 #pragma unroll
       for (int e = 0; e < owned_rows<T, RPT>::cached; ++e) {
         const bool here = e < m.len[k];
@@ -557,6 +670,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
     // CG multiplies p, BiCGStab M p.
     c.store(0, k * nthreads + tid, row, CG ? p[k] : dd[k] * p[k]);
   }
+  if constexpr (MAT == 2) load_dia_rows(m, kp);
 
   if constexpr (RPT == 4 && SYNC == sync_grid) {  // matrix rows into shared memory
     if (kp.matrix_smem) {
@@ -568,13 +682,20 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
         const int li = k * nthreads + tid;
 #pragma unroll
         for (int e = 0; e < kSmemNnz; ++e) {
-          const bool here = e < m.len[k] && m.len[k] <= kSmemNnz;
-          mc[e * rbm + li] = here ? kp.col_idx[m.start[k] + e] : 0;
-          mv[e * rbm + li] = here ? kp.values[m.start[k] + e] : T(0);
+          if constexpr (MAT == 2) {  // the values by diagonals (NaN: no entry), no column indices
+            const bool here = e < kp.dia_count && m.row[k] < kp.n;
+            mv[e * rbm + li] = here ? kp.dia[std::size_t(e) * std::size_t(kp.n) + std::size_t(m.row[k])] : T(NAN);
+          } else {
+            const bool here = e < m.len[k] && m.len[k] <= kSmemNnz;
+            mc[e * rbm + li] = here ? kp.col_idx[m.start[k] + e] : 0;
+            mv[e * rbm + li] = here ? kp.values[m.start[k] + e] : T(0);
+          }
         }
       }
-      c.mval = mv;
-      c.mcol = mc;
+      if (MAT == 1 || kp.dia_count <= kSmemNnz) {  // MAT 2 with more diagonals: from global memory
+        c.mval = mv;
+        c.mcol = mc;
+      }
     }
   }
 
@@ -607,7 +728,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
       c.template sum<1>(sg, kSlotA);
       sigma3 = sg[0];
     } else {
-      c.barrier();
+      c.plain_barrier();
     }
   }
 
@@ -652,13 +773,16 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
       }
       rho = rz_new;
       active = next;
-      if (active != 0.0 && done + 1 < kp.iterations) c.barrier();
+      if (active != 0.0 && done + 1 < kp.iterations) c.plain_barrier();
     } else {
       T v[RPT], s[RPT];
       double sigma[1] = {0};
 #pragma unroll
       for (int k = 0; k < RPT; ++k) {
-        v[k] = row_product(m, k, 0, c);
+        if constexpr (MAT == 2)
+          v[k] = dia_row_product(m, k, c, [&](int col) { return c.load_local_first(0, col); });
+        else
+          v[k] = row_product(m, k, 0, c);
         if constexpr (!THREE) sigma[0] += double(r0[k]) * double(v[k]);
       }
       if constexpr (THREE)
@@ -671,12 +795,15 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
         s[k] = r[k] - T(alpha) * v[k];
         c.store(1, k * nthreads + tid, m.row[k], dd[k] * s[k]);
       }
-      c.barrier();
+      c.plain_barrier();
       double q[4] = {0, 0, 0, 0};  // (t, s), (t, t), (r0, t), (r0, s)
       T t[RPT];
 #pragma unroll
       for (int k = 0; k < RPT; ++k) {
-        t[k] = row_product(m, k, 1, c);
+        if constexpr (MAT == 2)
+          t[k] = dia_row_product(m, k, c, [&](int col) { return c.load_local_first(1, col); });
+        else
+          t[k] = row_product(m, k, 1, c);
         q[0] += double(t[k]) * double(s[k]);
         q[1] += double(t[k]) * double(t[k]);
         q[2] += double(r0[k]) * double(t[k]);
@@ -820,7 +947,8 @@ __device__ __forceinline__ T row_product_2(const owned_rows<T, RPT>& m, int k, c
 constexpr int kSlot2A = 0;  // (r0, v), (r, r)   [init: (b, b) twice]
 constexpr int kSlot2B = 2;  // (t, s), (t, t), (r0, t), (r0, s)
 
-template <class T, int RPT, int SYNC>
+// MAT 1: the matrix as CSR (row_product_2); 2: by diagonals (dia_row_product).
+template <class T, int RPT, int SYNC, int MAT = 1>
 __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_2(const kernel_params<T> kp) {
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
   __shared__ double warp_part[kSlots][kMaxWarps];
@@ -840,9 +968,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_2(const kernel
     const int row = base + k * nthreads + tid;
     m.row[k] = row;
     const bool valid = row < kp.n;
-    m.start[k] = valid ? kp.row_ptr[row] : 0;
-    m.len[k] = valid ? kp.row_ptr[row + 1] - m.start[k] : 0;
-    if constexpr (owned_rows<T, RPT>::cached > 0) {
+    m.start[k] = MAT == 1 && valid ? kp.row_ptr[row] : 0;
+    m.len[k] = MAT == 1 && valid ? kp.row_ptr[row + 1] - m.start[k] : 0;
+    if constexpr (MAT == 1 && owned_rows<T, RPT>::cached > 0) {
 #pragma unroll
       for (int e = 0; e < owned_rows<T, RPT>::cached; ++e) {
         const bool here = e < m.len[k];
@@ -867,6 +995,23 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_2(const kernel
     c.pstore(pub_r, li, row, r[k]);
     c.pstore(pub_p, li, row, p[k]);
   }
+  if constexpr (MAT == 2) load_dia_rows(m, kp);
+  // The product of row k with a vector given element by element (own block: `local`, shared
+  // memory; other blocks: remote(col)), CSR or by diagonals.
+  auto product = [&](int k, auto remote) -> T {
+    if constexpr (MAT == 2) {
+      return dia_row_product(m, k, c, [&](int col) -> T {
+        if constexpr (SYNC == sync_block) {
+          return local[col];
+        } else {
+          const unsigned li = unsigned(col - base);
+          return li < (1u << kp.rb_shift) ? local[li] : remote(col);
+        }
+      });
+    } else {
+      return row_product_2(m, k, c, base, local, remote);
+    }
+  };
 
   if constexpr (RPT == 4 && SYNC == sync_grid) {  // matrix rows into shared memory
     if (kp.matrix_smem) {
@@ -878,13 +1023,20 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_2(const kernel
         const int li = k * nthreads + tid;
 #pragma unroll
         for (int e = 0; e < kSmemNnz; ++e) {
-          const bool here = e < m.len[k] && m.len[k] <= kSmemNnz;
-          mc[e * rbm + li] = here ? kp.col_idx[m.start[k] + e] : 0;
-          mv[e * rbm + li] = here ? kp.values[m.start[k] + e] : T(0);
+          if constexpr (MAT == 2) {  // the values by diagonals (NaN: no entry), no column indices
+            const bool here = e < kp.dia_count && m.row[k] < kp.n;
+            mv[e * rbm + li] = here ? kp.dia[std::size_t(e) * std::size_t(kp.n) + std::size_t(m.row[k])] : T(NAN);
+          } else {
+            const bool here = e < m.len[k] && m.len[k] <= kSmemNnz;
+            mc[e * rbm + li] = here ? kp.col_idx[m.start[k] + e] : 0;
+            mv[e * rbm + li] = here ? kp.values[m.start[k] + e] : T(0);
+          }
         }
       }
-      c.mval = mv;
-      c.mcol = mc;
+      if (MAT == 1 || kp.dia_count <= kSmemNnz) {  // MAT 2 with more diagonals: from global memory
+        c.mval = mv;
+        c.mcol = mc;
+      }
     }
   }
 
@@ -906,7 +1058,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_2(const kernel
   } else {
     rho = kp.out[0];
     active = kp.out[1];
-    c.barrier();
+    c.plain_barrier();
   }
 
   int done = 0;
@@ -916,7 +1068,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_2(const kernel
     double part[2] = {0, 0};
 #pragma unroll
     for (int k = 0; k < RPT; ++k) {
-      v[k] = row_product_2(m, k, c, base, local, [&](int col) { return diag(col) * c.pload(pub_p, col); });
+      v[k] = product(k, [&](int col) { return diag(col) * c.pload(pub_p, col); });
       c.pstore(pub_v, k * nthreads + tid, m.row[k], v[k]);
       part[0] += double(r0[k]) * double(v[k]);
     }
@@ -943,7 +1095,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_2(const kernel
     const int vcur = pub_v + cur;
 #pragma unroll
     for (int k = 0; k < RPT; ++k) {
-      t[k] = row_product_2(m, k, c, base, local, [&](int col) {
+      t[k] = product(k, [&](int col) {
         return diag(col) * step_s(c.pload(pub_r, col), c.pload(vcur, col), ta);
       });
       c.pstore(pub_t, k * nthreads + tid, m.row[k], t[k]);
@@ -977,7 +1129,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_2(const kernel
       const int pc = pub_p + cur, vc = pub_v + cur;
 #pragma unroll
       for (int k = 0; k < RPT; ++k) {
-        v[k] = row_product_2(m, k, c, base, local, [&](int col) {
+        v[k] = product(k, [&](int col) {
           const T rj = step_r(c.pload(pub_s, col), c.pload(pub_t, col), to);
           return diag(col) * step_p(rj, c.pload(pc, col), c.pload(vc, col), to, tb);
         });
@@ -1428,41 +1580,48 @@ auto pick_rpt(int rpt) {
   }
 }
 
-template <class T, int SYNC>
+template <class T, int SYNC, int MAT>
 auto pick_rpt_3(int rpt) {
   switch (rpt) {
     case 1:
-      return &resident_kernel<T, false, 1, SYNC, true>;
+      return &resident_kernel<T, false, 1, SYNC, true, MAT>;
     case 2:
-      return &resident_kernel<T, false, 2, SYNC, true>;
+      return &resident_kernel<T, false, 2, SYNC, true, MAT>;
     default:
-      return &resident_kernel<T, false, 4, SYNC, true>;
+      return &resident_kernel<T, false, 4, SYNC, true, MAT>;
   }
 }
 
-template <class T, int SYNC>
+template <class T, int SYNC, int MAT>
 auto pick_rpt_2(int rpt) {
   switch (rpt) {
     case 1:
-      return &resident_kernel_2<T, 1, SYNC>;
+      return &resident_kernel_2<T, 1, SYNC, MAT>;
     case 2:
-      return &resident_kernel_2<T, 2, SYNC>;
+      return &resident_kernel_2<T, 2, SYNC, MAT>;
     default:
-      return &resident_kernel_2<T, 4, SYNC>;
+      return &resident_kernel_2<T, 4, SYNC, MAT>;
   }
 }
 
-// form 2: BiCGStab with two barriers per iteration (CG has one form).
+// form 2: BiCGStab with two barriers per iteration (CG has one form); dia: the matrix by
+// diagonals (BiCGStab forms 2 and 3 only: resident_solver::impl::diagonals()).
 template <class T>
-void (*pick_kernel(bool cg_solver, int rpt, int sync, int form))(kernel_params<T>) {
+void (*pick_kernel(bool cg_solver, int rpt, int sync, int form, bool dia = false))(kernel_params<T>) {
   if (!cg_solver && form == 3) {  // block or cluster (configure() refuses a grid)
-    if (sync == sync_block) return pick_rpt_3<T, sync_block>(rpt);
-    return pick_rpt_3<T, sync_cluster>(rpt);
+    if (dia) return sync == sync_block ? pick_rpt_3<T, sync_block, 2>(rpt) : pick_rpt_3<T, sync_cluster, 2>(rpt);
+    if (sync == sync_block) return pick_rpt_3<T, sync_block, 1>(rpt);
+    return pick_rpt_3<T, sync_cluster, 1>(rpt);
   }
   if (!cg_solver && form == 2) {
-    if (sync == sync_block) return pick_rpt_2<T, sync_block>(rpt);
-    if (sync == sync_cluster) return pick_rpt_2<T, sync_cluster>(rpt);
-    return pick_rpt_2<T, sync_grid>(rpt);
+    if (dia) {
+      if (sync == sync_block) return pick_rpt_2<T, sync_block, 2>(rpt);
+      if (sync == sync_cluster) return pick_rpt_2<T, sync_cluster, 2>(rpt);
+      return pick_rpt_2<T, sync_grid, 2>(rpt);
+    }
+    if (sync == sync_block) return pick_rpt_2<T, sync_block, 1>(rpt);
+    if (sync == sync_cluster) return pick_rpt_2<T, sync_cluster, 1>(rpt);
+    return pick_rpt_2<T, sync_grid, 1>(rpt);
   }
   if (cg_solver) {
     if (sync == sync_block) return pick_rpt<T, true, sync_block>(rpt);
@@ -1581,6 +1740,7 @@ struct resident_solver::impl {
   int capacity = 0;  // iterations per launch (records)
   int gather = 2;    // kernel_params::gather
   int loads = 1, rows_mode = 1;  // fused BiCGStab: vload<LD>, row_walk<ROWS>
+  bool local_first = false;      // kernel_params::local_first (MOLACCEL_LINALG_RESIDENT_LOCAL=1: on)
   // Opt-in trace (MOLACCEL_LINALG_RESIDENT_TRACE=1): stamps per block, the stamps skipped
   // (warm-up) and the sums per iteration (to group the phases).
   cuda::DeviceBuffer<unsigned long long> trace;
@@ -1619,6 +1779,7 @@ struct resident_solver::impl {
     kp.aux = aux.data();
     kp.gather = gather;
     if (!streaming && !setup.cg && form == 3) kp.r0hat = static_cast<const T*>(setup.r0hat);
+    kp.local_first = local_first ? 1 : 0;
     if (diagonals()) {
       kp.dia = static_cast<const T*>(setup.dia_values);
       kp.dia_count = setup.dia_count;
@@ -1630,7 +1791,7 @@ struct resident_solver::impl {
       kp.trace_cap = trace_cap;
       kp.trace_skip = trace_skip;
     }
-    auto kernel = streaming ? fused_pick<T>() : pick_kernel<T>(setup.cg, rpt, sync, form);
+    auto kernel = streaming ? fused_pick<T>() : pick_kernel<T>(setup.cg, rpt, sync, form, diagonals());
     cudaLaunchConfig_t config{};
     config.gridDim = dim3(unsigned(blocks));
     config.blockDim = dim3(unsigned(threads));
@@ -1673,9 +1834,23 @@ struct resident_solver::impl {
     return vector_bytes<T>(r, s) + (matrix_in_shared(r, s) ? std::size_t(kSmemNnz) * rb * (sizeof(T) + sizeof(int)) : 0);
   }
 
-  // Fused BiCGStab with the matrix by diagonals: given by the caller, grid-stride rows.
+  // The matrix by diagonals (given by the caller): fused BiCGStab with grid-stride rows; resident
+  // BiCGStab in the two- and three-barrier forms (form resolved by configure(); the four-barrier
+  // form keeps CSR).
   bool diagonals() const {
-    return streaming && !setup.cg && setup.dia_values != nullptr && rows_mode == 1;
+    if (setup.cg || setup.dia_values == nullptr) return false;
+    return streaming ? rows_mode == 1 : diagonals_at(rpt, sync);
+  }
+  // Resident: the values of dia_count diagonals fit the cached slots at r rows per thread (1: 8,
+  // 2: 5; 4: shared or global memory, any count).
+  bool dia_fits(int r) const {
+    return r == 4 || setup.dia_count <= (r == 1 ? kCached : 5);
+  }
+  // Resident kernel at r rows per thread with barrier kind s: by diagonals (forms 2 and 3, the
+  // values fit; automatic, dia_mode 0: only where kAutomaticDia says, else wherever they fit).
+  bool diagonals_at(int r, int s) const {
+    if (setup.cg || setup.dia_values == nullptr || streaming || (form != 2 && form != 3) || !dia_fits(r)) return false;
+    return setup.dia_mode == 2 || kAutomaticDia[s];
   }
   template <class T>
   void (*fused_pick() const)(kernel_params<T>) {
@@ -1808,7 +1983,7 @@ struct resident_solver::impl {
         const int r = order[i];
         int resident = 0;
         const std::size_t bytes = shared_bytes<T>(r, sync_grid);
-        auto kernel = pick_kernel<T>(setup.cg, r, sync_grid, form);
+        auto kernel = pick_kernel<T>(setup.cg, r, sync_grid, form, diagonals_at(r, sync_grid));
         if (bytes > 48 * 1024)
           MOLACCEL_CUDA_TRY(
               cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
@@ -1833,10 +2008,10 @@ struct resident_solver::impl {
     matrix_smem = matrix_in_shared(rpt, sync);
     matrix_offset = unsigned(vector_bytes<T>(rpt, sync));
     if (smem_bytes > 48 * 1024)
-      MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(pick_kernel<T>(setup.cg, rpt, sync, form),
+      MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(pick_kernel<T>(setup.cg, rpt, sync, form, diagonals()),
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes)));
     if (sync == sync_cluster) {
-      auto kernel = pick_kernel<T>(setup.cg, rpt, sync_cluster, form);
+      auto kernel = pick_kernel<T>(setup.cg, rpt, sync_cluster, form, diagonals());
       if (blocks > 8)
         MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
       cudaLaunchConfig_t config{};
@@ -1897,6 +2072,8 @@ resident_solver::resident_solver(int device, const resident_setup& setup) : impl
   if (const char* g = std::getenv("MOLACCEL_LINALG_FUSED_ROWS"); g != nullptr && setup.fused_rows == 0 &&
                                                                  (g[0] == '1' || g[0] == '2'))
     impl_->rows_mode = g[0] - '0';
+  if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_LOCAL"); g != nullptr && g[0] == '1')
+    impl_->local_first = true;
   if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_GATHER"); g != nullptr && setup.gather == 0 &&
                                                                        (g[0] == '1' || g[0] == '2'))
     impl_->gather = g[0] - '0';
@@ -1989,11 +2166,16 @@ std::string resident_solver::describe() const {
                      : impl_->setup.barrier == 5   ? "grid, counter barrier (red)"
                      : impl_->setup.barrier == 6   ? "grid, counter barrier (generation word)"
                                                    : "grid, counter barrier";
-  return fmt::format(fmt::runtime("{} blocks of {}, {} rows/thread, {}, {} barriers/iteration{}{}"),
+  return fmt::format(fmt::runtime("{} blocks of {}, {} rows/thread, {}, {} barriers/iteration{}{}{}"),
                      impl_->blocks, impl_->threads, impl_->rpt, kind,
                      impl_->setup.cg ? 3 : impl_->form == 2 ? 2 : impl_->form == 3 ? 3 : 4,
                      impl_->matrix_smem ? ", matrix in shared memory" : "",
-                     impl_->sync != sync_block && impl_->gather != 2 ? ", every warp gathers" : "");
+                     impl_->sync != sync_block && impl_->gather != 2 ? ", every warp gathers" : "",
+                     impl_->diagonals() ? fmt::format(fmt::runtime(", {} diagonals{}"), impl_->setup.dia_count,
+                                                      impl_->sync == sync_cluster && impl_->form == 3 && impl_->local_first
+                                                          ? " (own entries from shared memory)"
+                                                          : "")
+                                        : std::string(", CSR"));
 }
 
 int resident_solver::blocks() const {
