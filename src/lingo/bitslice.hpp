@@ -16,17 +16,22 @@
 
 namespace molaccel::lingo::detail {
 
+// Adds `carry` (one bit per counter) at plane From: a ripple that stops once no carry is left.
+template <int From, int Planes>
+MOLACCEL_LINGO_HD void bitslice_ripple(std::uint32_t (&planes)[Planes], std::uint32_t carry) {
+  MOLACCEL_LINGO_UNROLL
+  for (int p = From; p < Planes; ++p) {
+    if (!carry) break;
+    const std::uint32_t next = planes[p] & carry;
+    planes[p] ^= carry;
+    carry = next;
+  }
+}
+
 // Adds one to every counter whose bit is set in `mask` (a ripple-carry add across the planes).
 template <int Planes>
 MOLACCEL_LINGO_HD void bitslice_add(std::uint32_t (&planes)[Planes], std::uint32_t mask) {
-  std::uint32_t carry = mask;
-  MOLACCEL_LINGO_UNROLL
-  for (int b = 0; b < Planes; ++b) {
-    if (!carry) break;
-    const std::uint32_t next = planes[b] & carry;
-    planes[b] ^= carry;
-    carry = next;
-  }
+  bitslice_ripple<0>(planes, mask);
 }
 
 // Full adder over 32 lanes (a carry-save step): a + b + c = sum + 2 carry in every lane.
@@ -51,26 +56,7 @@ MOLACCEL_LINGO_HD void bitslice_add4(std::uint32_t (&planes)[Planes], std::uint3
   bitslice_csa(s3, c3, planes[1], c1, c2);
   planes[0] = s2;
   planes[1] = s3;
-  std::uint32_t carry = c3;
-  MOLACCEL_LINGO_UNROLL
-  for (int b = 2; b < Planes; ++b) {
-    if (!carry) break;
-    const std::uint32_t next = planes[b] & carry;
-    planes[b] ^= carry;
-    carry = next;
-  }
-}
-
-// Adds `carry` (one bit per counter) at plane From: a ripple that stops once no carry is left.
-template <int From, int Planes>
-MOLACCEL_LINGO_HD void bitslice_ripple(std::uint32_t (&planes)[Planes], std::uint32_t carry) {
-  MOLACCEL_LINGO_UNROLL
-  for (int p = From; p < Planes; ++p) {
-    if (!carry) break;
-    const std::uint32_t next = planes[p] & carry;
-    planes[p] ^= carry;
-    carry = next;
-  }
+  bitslice_ripple<2>(planes, c3);
 }
 
 // Folds eight masks into planes 0, 1 and 2 (the Harley-Seal order) by seven carry-save adders:

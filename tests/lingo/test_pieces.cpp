@@ -58,6 +58,15 @@ TEST(LingoPieces, BitSliceTransposeGivesEveryCount) {
   }
 }
 
+// A mask for the wide-add tests: every trial of four all ones, one all zeros, the others random
+// (about a quarter of the bits set).
+std::uint32_t trial_mask(int trial, std::mt19937& rng) {
+  if (trial % 4 == 0) return 0xffffffffu;
+  if (trial % 4 == 1) return 0u;
+  const std::uint32_t a = static_cast<std::uint32_t>(rng());
+  return a & static_cast<std::uint32_t>(rng());
+}
+
 // Four masks at once through carry-save adders: the same planes as four single adds.
 TEST(LingoPieces, BitSliceAdd4MatchesSingleAdds) {
   std::mt19937 rng(17);
@@ -66,7 +75,7 @@ TEST(LingoPieces, BitSliceAdd4MatchesSingleAdds) {
     const int steps = static_cast<int>(rng() % 500);  // counts up to 2,000 (11 planes hold 2,047)
     for (int k = 0; k < steps; ++k) {
       std::uint32_t m[4];
-      for (auto& x : m) x = (trial % 4 == 0) ? 0xffffffffu : (trial % 4 == 1 ? 0u : static_cast<std::uint32_t>(rng()) & rng());
+      for (auto& x : m) x = trial_mask(trial, rng);
       for (auto x : m) detail::bitslice_add(a, x);
       detail::bitslice_add4(b, m[0], m[1], m[2], m[3]);
       for (int p = 0; p < 11; ++p) ASSERT_EQ(a[p], b[p]) << "trial " << trial << " step " << k;
@@ -83,7 +92,7 @@ TEST(LingoPieces, BitSliceAdd8MatchesSingleAdds) {
     const int steps = static_cast<int>(rng() % 250);  // counts up to 2,000 (11 planes hold 2,047)
     for (int k = 0; k < steps; ++k) {
       std::uint32_t m[8];
-      for (auto& x : m) x = (trial % 4 == 0) ? 0xffffffffu : (trial % 4 == 1 ? 0u : static_cast<std::uint32_t>(rng()) & rng());
+      for (auto& x : m) x = trial_mask(trial, rng);
       for (auto x : m) detail::bitslice_add(a, x);
       detail::bitslice_add8(b, m);
       detail::bitslice_add4(c, m[0], m[1], m[2], m[3]);
@@ -106,7 +115,7 @@ TEST(LingoPieces, BitSliceAdd16MatchesSingleAdds) {
       std::uint32_t m0[8], m1[8];
       for (auto* m : {m0, m1})
         for (int u = 0; u < 8; ++u)
-          m[u] = (trial % 4 == 0) ? 0xffffffffu : (trial % 4 == 1 ? 0u : static_cast<std::uint32_t>(rng()) & rng());
+          m[u] = trial_mask(trial, rng);
       for (auto x : m0) detail::bitslice_add(a, x);
       for (auto x : m1) detail::bitslice_add(a, x);
       detail::bitslice_add16(b, m0, m1);
