@@ -32,6 +32,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include <algorithm>
+#include <iterator>
 #include <cstdlib>
 #include <cstring>
 #include <future>
@@ -1414,33 +1415,77 @@ int log2_of(std::uint32_t x) {
 // default of the second to fourth rounds), csr-tdc (the first round's), the other variants of the
 // header comment (opt-in, kept for comparison); anything else means the default.
 enum class HashedKernel { g64, csr_ilp, csr, interleaved, csr_t, csr_td, csr_tdc, csr_tdp, sorted, sorted_n, sorted_b, sorted_bp, sorted_h, sorted_hp, sorted_hp8, sorted_hpl, sorted_hp8l, sorted_hp16l, sorted_hp8lp, sorted_hp16lp, sorted_hp6, sorted_hpb };
+// The variants' names (MOLACCEL_LINGO_GPU_KERNEL, and kernel_name() as "hashed-" + name).
+struct KernelName {
+  std::string_view name;
+  HashedKernel kernel;
+};
+constexpr KernelName kKernelNames[] = {
+    {"g64", HashedKernel::g64},
+    {"csr-ilp", HashedKernel::csr_ilp},
+    {"csr", HashedKernel::csr},
+    {"interleaved", HashedKernel::interleaved},
+    {"csr-t", HashedKernel::csr_t},
+    {"csr-td", HashedKernel::csr_td},
+    {"csr-tdc", HashedKernel::csr_tdc},
+    {"csr-tdp", HashedKernel::csr_tdp},
+    {"sorted", HashedKernel::sorted},
+    {"sorted-n", HashedKernel::sorted_n},
+    {"sorted-b", HashedKernel::sorted_b},
+    {"sorted-bp", HashedKernel::sorted_bp},
+    {"sorted-h", HashedKernel::sorted_h},
+    {"sorted-hp", HashedKernel::sorted_hp},
+    {"sorted-hp8", HashedKernel::sorted_hp8},
+    {"sorted-hpl", HashedKernel::sorted_hpl},
+    {"sorted-hp8l", HashedKernel::sorted_hp8l},
+    {"sorted-hp16l", HashedKernel::sorted_hp16l},
+    {"sorted-hp8lp", HashedKernel::sorted_hp8lp},
+    {"sorted-hp16lp", HashedKernel::sorted_hp16lp},
+    {"sorted-hp6", HashedKernel::sorted_hp6},
+    {"sorted-hpb", HashedKernel::sorted_hpb},
+};
+
 HashedKernel requested_kernel() {
   const char* v = std::getenv("MOLACCEL_LINGO_GPU_KERNEL");
   const std::string_view name = v ? v : "";
-  if (name == "g64") return HashedKernel::g64;
-  if (name == "csr-t") return HashedKernel::csr_t;
-  if (name == "csr-td") return HashedKernel::csr_td;
-  if (name == "csr-ilp") return HashedKernel::csr_ilp;
-  if (name == "csr-tdp") return HashedKernel::csr_tdp;
-  if (name == "sorted") return HashedKernel::sorted;
-  if (name == "sorted-n") return HashedKernel::sorted_n;
-  if (name == "sorted-b") return HashedKernel::sorted_b;
-  if (name == "sorted-bp") return HashedKernel::sorted_bp;
-  if (name == "sorted-h") return HashedKernel::sorted_h;
-  if (name == "sorted-hp") return HashedKernel::sorted_hp;
-  if (name == "sorted-hp8") return HashedKernel::sorted_hp8;
-  if (name == "sorted-hpl") return HashedKernel::sorted_hpl;
-  if (name == "sorted-hp8l") return HashedKernel::sorted_hp8l;
-  if (name == "sorted-hp16l") return HashedKernel::sorted_hp16l;
-  if (name == "sorted-hp8lp") return HashedKernel::sorted_hp8lp;
-  if (name == "sorted-hp16lp") return HashedKernel::sorted_hp16lp;
-  if (name == "sorted-hp6") return HashedKernel::sorted_hp6;
-  if (name == "sorted-hpb") return HashedKernel::sorted_hpb;
-  if (name == "csr") return HashedKernel::csr;
-  if (name == "interleaved") return HashedKernel::interleaved;
-  if (name == "csr-tdc") return HashedKernel::csr_tdc;
+  for (const KernelName& k : kKernelNames)
+    if (k.name == name) return k.kernel;
   return HashedKernel::sorted_hp8l;
 }
+
+std::string_view kernel_variant_name(HashedKernel kernel) {
+  for (const KernelName& k : kKernelNames)
+    if (k.kernel == kernel) return k.name;
+  return "?";
+}
+
+// The sorted-h family's kernels with an unbounded table, 11 and 21 planes (the bounded variants
+// sorted-hp6 / sorted-hpb take sorted-hp's for their groups with the large table).
+using SortedHKernel = decltype(&hashed_similarity_sorted_h_kernel<11, true>);
+struct SortedHPair {
+  SortedHKernel planes11, planes21;
+};
+template <bool Packed, int Width = 4, bool Lean = false, bool Bump = false>
+SortedHPair sorted_h_pair() {
+  return {hashed_similarity_sorted_h_kernel<11, Packed, false, 5, Width, Lean, Bump>,
+          hashed_similarity_sorted_h_kernel<21, Packed, false, 5, Width, Lean, Bump>};
+}
+SortedHPair sorted_h_kernels(HashedKernel kernel) {
+  switch (kernel) {
+    case HashedKernel::sorted_h: return sorted_h_pair<false>();
+    case HashedKernel::sorted_hp8: return sorted_h_pair<true, 8>();
+    case HashedKernel::sorted_hpl: return sorted_h_pair<true, 4, true>();
+    case HashedKernel::sorted_hp8l: return sorted_h_pair<true, 8, true>();
+    case HashedKernel::sorted_hp16l: return sorted_h_pair<true, 16, true>();
+    case HashedKernel::sorted_hp8lp: return sorted_h_pair<true, 8, true, true>();
+    case HashedKernel::sorted_hp16lp: return sorted_h_pair<true, 16, true, true>();
+    default: return sorted_h_pair<true>();  // sorted-hp, and the bounded variants' large groups
+  }
+}
+constexpr HashedKernel kSortedHFamily[] = {HashedKernel::sorted_h,     HashedKernel::sorted_hp,
+                                           HashedKernel::sorted_hp8,   HashedKernel::sorted_hpl,
+                                           HashedKernel::sorted_hp8l,  HashedKernel::sorted_hp16l,
+                                           HashedKernel::sorted_hp8lp, HashedKernel::sorted_hp16lp};
 
 // Dynamic shared memory of the g64 kernel: 64-bit masks, then 32-bit keys.
 std::size_t g64_shared_bytes(std::uint32_t slots) {
@@ -1461,20 +1506,18 @@ struct GpuJob::Impl {
   bool csr_ilp = variant == HashedKernel::csr_ilp;
   bool g64 = variant == HashedKernel::g64;
   bool bounded = variant == HashedKernel::sorted_hp6 || variant == HashedKernel::sorted_hpb;  // bounded table, groups by distinct features
-  bool sorted_h = variant == HashedKernel::sorted_h || variant == HashedKernel::sorted_hp ||
-                  variant == HashedKernel::sorted_hp8 || variant == HashedKernel::sorted_hpl ||
-                  variant == HashedKernel::sorted_hp8l || variant == HashedKernel::sorted_hp16l ||
-                  variant == HashedKernel::sorted_hp8lp || variant == HashedKernel::sorted_hp16lp || bounded;
+  bool sorted_h = bounded || std::find(std::begin(kSortedHFamily), std::end(kSortedHFamily), variant) !=
+                                 std::end(kSortedHFamily);
   bool sorted = variant == HashedKernel::sorted || variant == HashedKernel::sorted_n || sorted_h;
   bool sorted_b = variant == HashedKernel::sorted_b || variant == HashedKernel::sorted_bp;
   detail::FeatureSet db_features, query_features;  // query_features empty when self
-  // time_kernels' elements per pass (MOLACCEL_LINGO_DEVICE_PASS_ELEMENTS when the job is made; 0:
-  // the whole rect when it fits).
   // Window steps per block at most (MOLACCEL_LINGO_BLOCK_STEPS; 0: 8 windows of 256 columns).
   std::size_t block_steps = [] {
     const char* v = std::getenv("MOLACCEL_LINGO_BLOCK_STEPS");
     return v && std::atoll(v) > 0 ? static_cast<std::size_t>(std::atoll(v)) : std::size_t{0};
   }();
+  // time_kernels' elements per pass (MOLACCEL_LINGO_DEVICE_PASS_ELEMENTS when the job is made; 0:
+  // the whole rect when it fits).
   std::size_t device_pass_elements = [] {
     const char* v = std::getenv("MOLACCEL_LINGO_DEVICE_PASS_ELEMENTS");
     return v && std::atoll(v) > 0 ? static_cast<std::size_t>(std::atoll(v)) : std::size_t{0};
@@ -1539,34 +1582,11 @@ struct GpuJob::Impl {
         MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_b_kernel<21, false>, attr, large));
         MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_b_kernel<11, true>, attr, large));
         MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_b_kernel<21, true>, attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<11, false>, attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<21, false>, attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<11, true>, attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<21, true>, attr, large));
-        MOLACCEL_CUDA_TRY(
-            cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<11, true, false, 5, 8>, attr, large));
-        MOLACCEL_CUDA_TRY(
-            cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<21, true, false, 5, 8>, attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<11, true, false, 5, 4, true>,
-                                               attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<21, true, false, 5, 4, true>,
-                                               attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<11, true, false, 5, 8, true>,
-                                               attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<21, true, false, 5, 8, true>,
-                                               attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<11, true, false, 5, 16, true>,
-                                               attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(
-            hashed_similarity_sorted_h_kernel<11, true, false, 5, 8, true, true>, attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(
-            hashed_similarity_sorted_h_kernel<21, true, false, 5, 8, true, true>, attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(
-            hashed_similarity_sorted_h_kernel<11, true, false, 5, 16, true, true>, attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(
-            hashed_similarity_sorted_h_kernel<21, true, false, 5, 16, true, true>, attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<21, true, false, 5, 16, true>,
-                                               attr, large));
+        for (const HashedKernel v : kSortedHFamily) {
+          const SortedHPair k = sorted_h_kernels(v);
+          MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(k.planes11, attr, large));
+          MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(k.planes21, attr, large));
+        }
         // 6 blocks of 37.6 KiB per SM need the largest shared-memory carveout.
         MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<11, true, true, 6>,
                                                cudaFuncAttributePreferredSharedMemoryCarveout,
@@ -1726,46 +1746,19 @@ struct GpuJob::Impl {
         run(hashed_similarity_g64_kernel<11>, hashed_similarity_g64_kernel<21>, grid, g64_shared_bytes(slots), g,
             q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(), view, n, log2_slots, out, cols);
       } else if (sorted_h) {
-        const bool packed = variant == HashedKernel::sorted_hp || (bounded && slots == kLargeTableSlots);
-        if (bounded && slots != kLargeTableSlots)
+        if (bounded && slots != kLargeTableSlots) {
           run(variant == HashedKernel::sorted_hp6 ? hashed_similarity_sorted_h_kernel<11, true, true, 6>
                                                   : hashed_similarity_sorted_h_kernel<11, true, true, 5>,
               hashed_similarity_sorted_h_kernel<21, true, true>,
               grid, detail::kBoundedSlots * sizeof(uint2), g, q.feature_offsets.data(), q.features.data(),
               q.feature_sizes.data(), view, s.db.feature_offsets.data(), s.db.feature_sizes.data(), n, log2_slots,
               out, cols);
-        else if (variant == HashedKernel::sorted_hp8)
-          run(hashed_similarity_sorted_h_kernel<11, true, false, 5, 8>,
-              hashed_similarity_sorted_h_kernel<21, true, false, 5, 8>, grid, csr_shared_bytes(slots), g,
-              q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(), view,
-              s.db.feature_offsets.data(), s.db.feature_sizes.data(), n, log2_slots, out, cols);
-        else if (variant == HashedKernel::sorted_hpl)
-          run(hashed_similarity_sorted_h_kernel<11, true, false, 5, 4, true>,
-              hashed_similarity_sorted_h_kernel<21, true, false, 5, 4, true>, grid, csr_shared_bytes(slots), g,
-              q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(), view,
-              s.db.feature_offsets.data(), s.db.feature_sizes.data(), n, log2_slots, out, cols);
-        else if (variant == HashedKernel::sorted_hp8l)
-          run(hashed_similarity_sorted_h_kernel<11, true, false, 5, 8, true>,
-              hashed_similarity_sorted_h_kernel<21, true, false, 5, 8, true>, grid, csr_shared_bytes(slots), g,
-              q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(), view,
-              s.db.feature_offsets.data(), s.db.feature_sizes.data(), n, log2_slots, out, cols);
-        else if (variant == HashedKernel::sorted_hp8lp || variant == HashedKernel::sorted_hp16lp)
-          run(variant == HashedKernel::sorted_hp8lp ? hashed_similarity_sorted_h_kernel<11, true, false, 5, 8, true, true>
-                                                    : hashed_similarity_sorted_h_kernel<11, true, false, 5, 16, true, true>,
-              variant == HashedKernel::sorted_hp8lp ? hashed_similarity_sorted_h_kernel<21, true, false, 5, 8, true, true>
-                                                    : hashed_similarity_sorted_h_kernel<21, true, false, 5, 16, true, true>,
-              grid, csr_shared_bytes(slots), g, q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(),
-              view, s.db.feature_offsets.data(), s.db.feature_sizes.data(), n, log2_slots, out, cols);
-        else if (variant == HashedKernel::sorted_hp16l)
-          run(hashed_similarity_sorted_h_kernel<11, true, false, 5, 16, true>,
-              hashed_similarity_sorted_h_kernel<21, true, false, 5, 16, true>, grid, csr_shared_bytes(slots), g,
-              q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(), view,
-              s.db.feature_offsets.data(), s.db.feature_sizes.data(), n, log2_slots, out, cols);
-        else
-        run(packed ? hashed_similarity_sorted_h_kernel<11, true> : hashed_similarity_sorted_h_kernel<11, false>,
-            packed ? hashed_similarity_sorted_h_kernel<21, true> : hashed_similarity_sorted_h_kernel<21, false>, grid,
-            csr_shared_bytes(slots), g, q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(), view,
-            s.db.feature_offsets.data(), s.db.feature_sizes.data(), n, log2_slots, out, cols);
+        } else {
+          const SortedHPair k = sorted_h_kernels(variant);
+          run(k.planes11, k.planes21, grid, csr_shared_bytes(slots), g, q.feature_offsets.data(), q.features.data(),
+              q.feature_sizes.data(), view, s.db.feature_offsets.data(), s.db.feature_sizes.data(), n, log2_slots,
+              out, cols);
+        }
       } else if (sorted_b) {
         const bool packed = variant == HashedKernel::sorted_bp;
         run(packed ? hashed_similarity_sorted_b_kernel<11, true> : hashed_similarity_sorted_b_kernel<11, false>,
@@ -2121,28 +2114,7 @@ std::size_t GpuJob::dense_budget(int device) const {
 }
 
 std::string GpuJob::kernel_name() const {
-  return impl_->use_features
-             ? (impl_->g64 ? "hashed-g64"
-                : impl_->sorted_h ? (impl_->variant == HashedKernel::sorted_h     ? "hashed-sorted-h"
-                                     : impl_->variant == HashedKernel::sorted_hp8 ? "hashed-sorted-hp8"
-                                     : impl_->variant == HashedKernel::sorted_hpl ? "hashed-sorted-hpl"
-                                     : impl_->variant == HashedKernel::sorted_hp8l ? "hashed-sorted-hp8l"
-                                     : impl_->variant == HashedKernel::sorted_hp16l ? "hashed-sorted-hp16l"
-                                     : impl_->variant == HashedKernel::sorted_hp8lp ? "hashed-sorted-hp8lp"
-                                     : impl_->variant == HashedKernel::sorted_hp16lp ? "hashed-sorted-hp16lp"
-                                     : impl_->variant == HashedKernel::sorted_hp6 ? "hashed-sorted-hp6"
-                                     : impl_->variant == HashedKernel::sorted_hpb ? "hashed-sorted-hpb"
-                                                                                  : "hashed-sorted-hp")
-                : impl_->sorted ? (impl_->variant == HashedKernel::sorted ? "hashed-sorted" : "hashed-sorted-n")
-                : impl_->sorted_b ? (impl_->variant == HashedKernel::sorted_b ? "hashed-sorted-b" : "hashed-sorted-bp")
-                : impl_->variant == HashedKernel::csr_t ? "hashed-csr-t"
-                : impl_->variant == HashedKernel::csr_td ? "hashed-csr-td"
-                : impl_->variant == HashedKernel::csr_tdc ? "hashed-csr-tdc"
-                : impl_->variant == HashedKernel::csr_tdp ? "hashed-csr-tdp"
-                : impl_->interleaved ? "hashed-interleaved"
-                : impl_->csr_ilp   ? "hashed-csr-ilp"
-                                   : "hashed-csr")
-             : "merge";
+  return impl_->use_features ? "hashed-" + std::string(kernel_variant_name(impl_->variant)) : "merge";
 }
 
 double GpuJob::time_kernels(int device, const Rect& rect, float* results) const {
