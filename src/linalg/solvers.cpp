@@ -42,29 +42,27 @@ std::string_view to_string(solver_kind k) {
 
 namespace {
 
-// solver_options::fused_matrix with the automatic choice resolved: 1 CSR, 2 diagonals (when the
-// matrix qualifies). Automatic: diagonals (H100, fp64 BiCGStab on Poisson: 84 vs 107 us per
-// iteration at n = 1e6, 0.75 vs 1.01 ms at 1e7; the same x and residuals bit for bit, tested:
-// docs/linalg.md); MOLACCEL_LINALG_FUSED_MATRIX=1 or 2 overrides it.
+// A matrix-storage option of solver_options (0 automatic, 1 CSR, 2 diagonals) resolved: the
+// option when set, else the environment variable `env` when it says 1 or 2, else `automatic`.
+int matrix_choice(int value, const char* option, const char* env, int automatic) {
+  if (value < 0 || value > 2) throw Error(fmt::format("linalg: {} {} (0-2)", option, value), __FILE__, __LINE__);
+  if (value != 0) return value;
+  if (const char* g = std::getenv(env); g != nullptr && (g[0] == '1' || g[0] == '2')) return g[0] - '0';
+  return automatic;
+}
+
+// solver_options::fused_matrix: automatic = diagonals when the matrix qualifies (H100, fp64
+// BiCGStab on Poisson: 84 vs 107 us per iteration at n = 1e6, 0.75 vs 1.01 ms at 1e7; the same x
+// and residuals bit for bit, tested: docs/linalg.md); MOLACCEL_LINALG_FUSED_MATRIX=1 or 2.
 [[maybe_unused]] int fused_matrix_choice(const solver_options& options) {
-  if (options.fused_matrix < 0 || options.fused_matrix > 2)
-    throw Error(fmt::format("linalg: fused_matrix {} (0-2)", options.fused_matrix), __FILE__, __LINE__);
-  if (options.fused_matrix == 1 || options.fused_matrix == 2) return options.fused_matrix;
-  if (const char* g = std::getenv("MOLACCEL_LINALG_FUSED_MATRIX"); g != nullptr && (g[0] == '1' || g[0] == '2'))
-    return g[0] - '0';
-  return 2;
+  return matrix_choice(options.fused_matrix, "fused_matrix", "MOLACCEL_LINALG_FUSED_MATRIX", 2);
 }
 
 // solver_options::resident_matrix, MOLACCEL_LINALG_RESIDENT_MATRIX=1 or 2 overriding automatic:
 // 0 automatic (the resident kernel uses diagonals where cuda/resident.cu's kAutomaticDia says),
 // 1 CSR, 2 diagonals wherever they fit (resident BiCGStab, forms 2 and 3; the matrix qualifies).
 [[maybe_unused]] int resident_matrix_choice(const solver_options& options) {
-  if (options.resident_matrix < 0 || options.resident_matrix > 2)
-    throw Error(fmt::format("linalg: resident_matrix {} (0-2)", options.resident_matrix), __FILE__, __LINE__);
-  if (options.resident_matrix == 1 || options.resident_matrix == 2) return options.resident_matrix;
-  if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_MATRIX"); g != nullptr && (g[0] == '1' || g[0] == '2'))
-    return g[0] - '0';
-  return 0;
+  return matrix_choice(options.resident_matrix, "resident_matrix", "MOLACCEL_LINALG_RESIDENT_MATRIX", 0);
 }
 
 // Slot layout of the history array: field * slots + slot.

@@ -613,6 +613,43 @@ __device__ __forceinline__ void load_dia_rows(owned_rows<T, RPT>& m, const kerne
   }
 }
 
+// On a grid at 4 rows per thread with kernel_params::matrix_smem: the block's matrix rows into
+// shared memory at kp.matrix_offset ([e * RB + local row], kSmemNnz slots per row; CSR: values
+// and columns, zeros past the row's length; MAT 2: the values by diagonals, NaN where there is no
+// entry) and the context pointed at them. By diagonals with more than kSmemNnz diagonals the
+// values stay in global memory (the context is left as it was).
+template <int MAT, int RPT, int SYNC, class T>
+__device__ __forceinline__ void load_matrix_smem(const owned_rows<T, RPT>& m, context<T, SYNC>& c,
+                                                 const kernel_params<T>& kp, unsigned char* dynamic_smem,
+                                                 int nthreads, int tid) {
+  if constexpr (RPT == 4 && SYNC == sync_grid) {
+    if (kp.matrix_smem) {
+      const int rbm = 1 << kp.rb_shift;
+      T* mv = reinterpret_cast<T*>(dynamic_smem + kp.matrix_offset);
+      int* mc = reinterpret_cast<int*>(mv + kSmemNnz * rbm);
+#pragma unroll
+      for (int k = 0; k < RPT; ++k) {
+        const int li = k * nthreads + tid;
+#pragma unroll
+        for (int e = 0; e < kSmemNnz; ++e) {
+          if constexpr (MAT == 2) {  // the values by diagonals (NaN: no entry), no column indices
+            const bool here = e < kp.dia_count && m.row[k] < kp.n;
+            mv[e * rbm + li] = here ? kp.dia[std::size_t(e) * std::size_t(kp.n) + std::size_t(m.row[k])] : T(NAN);
+          } else {
+            const bool here = e < m.len[k] && m.len[k] <= kSmemNnz;
+            mc[e * rbm + li] = here ? kp.col_idx[m.start[k] + e] : 0;
+            mv[e * rbm + li] = here ? kp.values[m.start[k] + e] : T(0);
+          }
+        }
+      }
+      if (MAT == 1 || kp.dia_count <= kSmemNnz) {  // MAT 2 with more diagonals: from global memory
+        c.mval = mv;
+        c.mcol = mc;
+      }
+    }
+  }
+}
+
 // Reduction slots.
 constexpr int kSlotInit = 0;   // 2: init sums
 constexpr int kSlotA = 2;      // BiCGStab (r0, v) | CG (p, q)
@@ -672,32 +709,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
   }
   if constexpr (MAT == 2) load_dia_rows(m, kp);
 
-  if constexpr (RPT == 4 && SYNC == sync_grid) {  // matrix rows into shared memory
-    if (kp.matrix_smem) {
-      const int rbm = 1 << kp.rb_shift;
-      T* mv = reinterpret_cast<T*>(dynamic_smem + kp.matrix_offset);
-      int* mc = reinterpret_cast<int*>(mv + kSmemNnz * rbm);
-#pragma unroll
-      for (int k = 0; k < RPT; ++k) {
-        const int li = k * nthreads + tid;
-#pragma unroll
-        for (int e = 0; e < kSmemNnz; ++e) {
-          if constexpr (MAT == 2) {  // the values by diagonals (NaN: no entry), no column indices
-            const bool here = e < kp.dia_count && m.row[k] < kp.n;
-            mv[e * rbm + li] = here ? kp.dia[std::size_t(e) * std::size_t(kp.n) + std::size_t(m.row[k])] : T(NAN);
-          } else {
-            const bool here = e < m.len[k] && m.len[k] <= kSmemNnz;
-            mc[e * rbm + li] = here ? kp.col_idx[m.start[k] + e] : 0;
-            mv[e * rbm + li] = here ? kp.values[m.start[k] + e] : T(0);
-          }
-        }
-      }
-      if (MAT == 1 || kp.dia_count <= kSmemNnz) {  // MAT 2 with more diagonals: from global memory
-        c.mval = mv;
-        c.mcol = mc;
-      }
-    }
-  }
+  load_matrix_smem<MAT, RPT, SYNC>(m, c, kp, dynamic_smem, nthreads, tid);
 
   double rho, active, sigma3 = 0;  // sigma3: THREE's (M A^T r0, p)
   if (kp.init) {  // BiCGStab: rho = rr = (b, b); CG: rz = (b, M b), rr = (b, b); THREE: (M A^T r0, b)
@@ -1013,32 +1025,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_2(const kernel
     }
   };
 
-  if constexpr (RPT == 4 && SYNC == sync_grid) {  // matrix rows into shared memory
-    if (kp.matrix_smem) {
-      const int rbm = 1 << kp.rb_shift;
-      T* mv = reinterpret_cast<T*>(dynamic_smem + kp.matrix_offset);
-      int* mc = reinterpret_cast<int*>(mv + kSmemNnz * rbm);
-#pragma unroll
-      for (int k = 0; k < RPT; ++k) {
-        const int li = k * nthreads + tid;
-#pragma unroll
-        for (int e = 0; e < kSmemNnz; ++e) {
-          if constexpr (MAT == 2) {  // the values by diagonals (NaN: no entry), no column indices
-            const bool here = e < kp.dia_count && m.row[k] < kp.n;
-            mv[e * rbm + li] = here ? kp.dia[std::size_t(e) * std::size_t(kp.n) + std::size_t(m.row[k])] : T(NAN);
-          } else {
-            const bool here = e < m.len[k] && m.len[k] <= kSmemNnz;
-            mc[e * rbm + li] = here ? kp.col_idx[m.start[k] + e] : 0;
-            mv[e * rbm + li] = here ? kp.values[m.start[k] + e] : T(0);
-          }
-        }
-      }
-      if (MAT == 1 || kp.dia_count <= kSmemNnz) {  // MAT 2 with more diagonals: from global memory
-        c.mval = mv;
-        c.mcol = mc;
-      }
-    }
-  }
+  load_matrix_smem<MAT, RPT, SYNC>(m, c, kp, dynamic_smem, nthreads, tid);
 
   double rho, active;
   if (kp.init) {
