@@ -14,6 +14,19 @@
 namespace molaccel::linalg::testing {
 namespace {
 
+// A test system and the name its failures are reported under.
+struct named_system {
+  std::string name;
+  host_csr<double> a;
+};
+
+// Resources on the first GPU, where every test here runs.
+Resources first_gpu() {
+  Resources::Options ro;
+  ro.device = DeviceSpec::parse("gpu:0");
+  return Resources::create(ro);
+}
+
 placement gpu0() {
   placement p;
   p.device = 0;
@@ -60,9 +73,7 @@ double true_residual(const host_csr<double>& a, const std::vector<double>& b, co
 
 TEST(LinalgGpuSolvers, ConvergeInBothLaunchModes) {
   MOLACCEL_REQUIRE_GPU();
-  Resources::Options ro;
-  ro.device = DeviceSpec::parse("gpu:0");
-  const Resources res = Resources::create(ro);
+  const Resources res = first_gpu();
   // Poisson 100 (10^4 rows: BiCGStab with products inside the reductions) and 600 (3.6 x 10^5
   // rows: the 8-kernel form), and a nonsymmetric matrix.
   std::vector<host_csr<double>> systems = {
@@ -97,9 +108,7 @@ TEST(LinalgGpuSolvers, ConvergeInBothLaunchModes) {
 
 TEST(LinalgGpuSolvers, BiCGStabProductsInsideReductions) {
   MOLACCEL_REQUIRE_GPU();
-  Resources::Options ro;
-  ro.device = DeviceSpec::parse("gpu:0");
-  const Resources res = Resources::create(ro);
+  const Resources res = first_gpu();
   for (const auto& a :
        {poisson_2d(100), read_matrix_market(molaccel::testing::data_dir() / "linalg" / "ani4.mtx")}) {
     const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
@@ -123,9 +132,7 @@ TEST(LinalgGpuSolvers, BiCGStabProductsInsideReductions) {
 // threads; the same iteration as the stream mode (same iteration count, same x to rounding).
 TEST(LinalgGpuSolvers, PersistentGeometries) {
   MOLACCEL_REQUIRE_GPU();
-  Resources::Options ro;
-  ro.device = DeviceSpec::parse("gpu:0");
-  const Resources res = Resources::create(ro);
+  const Resources res = first_gpu();
   const std::vector<host_csr<double>> systems = {
       poisson_2d(32), poisson_2d(100),
       read_matrix_market(molaccel::testing::data_dir() / "linalg" / "ani4.mtx")};
@@ -165,9 +172,7 @@ TEST(LinalgGpuSolvers, PersistentGeometries) {
 
 TEST(LinalgGpuSolvers, BreakdownWithoutNaN) {
   MOLACCEL_REQUIRE_GPU();
-  Resources::Options ro;
-  ro.device = DeviceSpec::parse("gpu:0");
-  const Resources res = Resources::create(ro);
+  const Resources res = first_gpu();
   host_csr<double> skew;
   skew.rows = skew.cols = 2;
   skew.row_ptr = {0, 1, 2};
@@ -362,9 +367,7 @@ void check_resident(const Resources& res, const host_csr<double>& a, const std::
 
 TEST(LinalgGpuResident, AgreesWithStreamMode) {
   MOLACCEL_REQUIRE_GPU();
-  Resources::Options ro;
-  ro.device = DeviceSpec::parse("gpu:0");
-  const Resources res = Resources::create(ro);
+  const Resources res = first_gpu();
   for_each_stream_comparison([&](const host_csr<double>& a, const std::vector<double>& b, const solver_options& o,
                                  const std::string& what, std::size_t) { check_resident(res, a, b, o, what); });
 }
@@ -374,9 +377,7 @@ TEST(LinalgGpuResident, AgreesWithStreamMode) {
 // up to 128 blocks: the same x and residual history bit for bit, resident (grid, cluster) and fused.
 TEST(LinalgGpuResident, GatherFormsAgree) {
   MOLACCEL_REQUIRE_GPU();
-  Resources::Options ro;
-  ro.device = DeviceSpec::parse("gpu:0");
-  const Resources res = Resources::create(ro);
+  const Resources res = first_gpu();
   for (std::size_t grid : {std::size_t(100), std::size_t(317)}) {
     const auto a = poisson_2d(grid);
     const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
@@ -400,9 +401,7 @@ TEST(LinalgGpuResident, GatherFormsAgree) {
 
 TEST(LinalgGpuResident, BatchesAndCap) {
   MOLACCEL_REQUIRE_GPU();
-  Resources::Options ro;
-  ro.device = DeviceSpec::parse("gpu:0");
-  const Resources res = Resources::create(ro);
+  const Resources res = first_gpu();
   const auto a = poisson_2d(100);
   const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
   for (auto solver : {solver_kind::cg, solver_kind::bicgstab})
@@ -436,9 +435,7 @@ TEST(LinalgGpuResident, BatchesAndCap) {
 
 TEST(LinalgGpuResident, ImmediateConvergenceAndBreakdown) {
   MOLACCEL_REQUIRE_GPU();
-  Resources::Options ro;
-  ro.device = DeviceSpec::parse("gpu:0");
-  const Resources res = Resources::create(ro);
+  const Resources res = first_gpu();
   const auto a = banded(1000, 0.0);
   solver_options o;
   o.launch = launch_mode::resident;
@@ -487,9 +484,7 @@ TEST(LinalgGpuResident, ImmediateConvergenceAndBreakdown) {
 
 TEST(LinalgGpuResident, AutomaticChoice) {
   MOLACCEL_REQUIRE_GPU();
-  Resources::Options ro;
-  ro.device = DeviceSpec::parse("gpu:0");
-  const Resources res = Resources::create(ro);
+  const Resources res = first_gpu();
   for (std::size_t grid : {std::size_t(32), std::size_t(600)}) {
     const auto a = poisson_2d(grid);
     const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
@@ -536,14 +531,8 @@ TEST(LinalgGpuResident, AutomaticChoice) {
 // MOLACCEL_LINALG_RESIDENT_MATRIX=1).
 TEST(LinalgGpuResident, DiagonalsAgreeWithCsr) {
   MOLACCEL_REQUIRE_GPU();
-  Resources::Options ro;
-  ro.device = DeviceSpec::parse("gpu:0");
-  const Resources res = Resources::create(ro);
-  struct system {
-    std::string name;
-    host_csr<double> a;
-  };
-  const std::vector<system> systems = {
+  const Resources res = first_gpu();
+  const std::vector<named_system> systems = {
       {"poisson 100", poisson_2d(100)},
       {"poisson 317", poisson_2d(317)},
       {"banded 1000", banded(1000, 0.3)},
@@ -795,9 +784,7 @@ void check_fused(const Resources& res, const host_csr<double>& a, const std::vec
 
 TEST(LinalgGpuFused, AgreesWithStreamMode) {
   MOLACCEL_REQUIRE_GPU();
-  Resources::Options ro;
-  ro.device = DeviceSpec::parse("gpu:0");
-  const Resources res = Resources::create(ro);
+  const Resources res = first_gpu();
   const auto ani = read_matrix_market(molaccel::testing::data_dir() / "linalg" / "ani4.mtx");
   const auto bus = read_matrix_market(molaccel::testing::data_dir() / "linalg" / "1138_bus.mtx");
   for_each_stream_comparison([&](const host_csr<double>& a, const std::vector<double>& b, const solver_options& base,
@@ -826,9 +813,7 @@ TEST(LinalgGpuFused, AgreesWithStreamMode) {
 // 317 x 317 and 1000 x 1000 (7 full passes and a partial one on an H100's 264 x 512 grid).
 TEST(LinalgGpuFused, LoadPathsAgree) {
   MOLACCEL_REQUIRE_GPU();
-  Resources::Options ro;
-  ro.device = DeviceSpec::parse("gpu:0");
-  const Resources res = Resources::create(ro);
+  const Resources res = first_gpu();
   for (std::size_t grid : {std::size_t(317), std::size_t(1000)}) {
     const auto a = poisson_2d(grid);
     const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
@@ -869,14 +854,8 @@ TEST(LinalgGpuFused, LoadPathsAgree) {
 // barriers. A matrix without band structure (and ani4) is not stored by diagonals.
 TEST(LinalgGpuFused, DiagonalsAgreeWithCsr) {
   MOLACCEL_REQUIRE_GPU();
-  Resources::Options ro;
-  ro.device = DeviceSpec::parse("gpu:0");
-  const Resources res = Resources::create(ro);
-  struct system {
-    std::string name;
-    host_csr<double> a;
-  };
-  const std::vector<system> systems = {
+  const Resources res = first_gpu();
+  const std::vector<named_system> systems = {
       {"poisson 317", poisson_2d(317)},
       {"poisson 1000", poisson_2d(1000)},
       {"banded 10007", banded(10007, 0.3)},
@@ -947,9 +926,7 @@ TEST(LinalgGpuFused, DiagonalsAgreeWithCsr) {
 
 TEST(LinalgGpuFused, LargePoissonAgainstGraph) {
   MOLACCEL_REQUIRE_GPU();
-  Resources::Options ro;
-  ro.device = DeviceSpec::parse("gpu:0");
-  const Resources res = Resources::create(ro);
+  const Resources res = first_gpu();
   // n = 1,000,000 and an odd size (1001 x 999 would not be Poisson: 1001^2 = 1,002,001 rows).
   for (std::size_t grid : {std::size_t(1000), std::size_t(1001)}) {
     const auto a = poisson_2d(grid);
@@ -990,9 +967,7 @@ TEST(LinalgGpuFused, LargePoissonAgainstGraph) {
 
 TEST(LinalgGpuFused, BatchesAndCap) {
   MOLACCEL_REQUIRE_GPU();
-  Resources::Options ro;
-  ro.device = DeviceSpec::parse("gpu:0");
-  const Resources res = Resources::create(ro);
+  const Resources res = first_gpu();
   const auto a = poisson_2d(100);
   const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
   for (auto solver : {solver_kind::cg, solver_kind::bicgstab})
@@ -1027,9 +1002,7 @@ TEST(LinalgGpuFused, BatchesAndCap) {
 
 TEST(LinalgGpuFused, ImmediateConvergenceBreakdownAndErrors) {  // both solvers
   MOLACCEL_REQUIRE_GPU();
-  Resources::Options ro;
-  ro.device = DeviceSpec::parse("gpu:0");
-  const Resources res = Resources::create(ro);
+  const Resources res = first_gpu();
   const auto a = banded(1000, 0.0);
   solver_options o;
   o.launch = launch_mode::fused;
