@@ -1,6 +1,7 @@
 # Sourced (from the repository root) by the linalg one-call GPU scripts (gpu-resident.sh,
-# gpu-verify.sh, gpu-trace.sh, gpu-fused2.sh, gpu-final.sh): the engine-only Release build folder
-# $b, the benchmark binary $B, the timer st, and the steps they share.
+# gpu-verify.sh, gpu-trace.sh, gpu-fused2.sh, gpu-dia.sh, gpu-rdia.sh, gpu-final.sh) and by
+# scripts/gpu-verify-round.sh: the engine-only Release build folder $b, the benchmark binary $B,
+# the timer st, and the steps they share.
 b=build-gpu-linalg; B=$b/bench/linalg/bench_linalg; t0=$(date +%s); st(){ echo "-- $(( $(date +%s)-t0 )) s $*"; }
 # linalg_log FILE: everything printed from here on also goes to $OUT/FILE (/tmp/FILE without $OUT);
 # names the GPU and its clocks first.
@@ -32,4 +33,16 @@ bicgstab_rows() {
   grep bicgstab | grep -v failed |
     sed -E 's/ +/ /g; s/linalg.bicgstab-poisson.fp64.//; s/ [0-9.]+ .B.s [0-9.]+% / /; s/, 1 kernels.iter, gpu:[0-9] (resident|fused) / /; s/gpu:[0-9] //; s/rows.thread/rpt/; s/barriers.iteration/bar/; s/, floor [0-9.]+ us//' |
     cut -c1-200
+}
+# resident_trace VARIANTS MAX_N SECONDS WIDTH: the per-barrier trace
+# (MOLACCEL_LINALG_RESIDENT_TRACE=1) of the resident variants from 5e3 up to MAX_N rows, the last
+# of the bench's three repeats, lines cut at WIDTH.
+resident_trace() {
+  MOLACCEL_LINALG_RESIDENT_TRACE=1 timeout "$3" $B --bicgstab-only --min-n=5e3 --max-n="$2" --modes=resident --resident="$1" 2>&1 |
+    grep -E "^trace" | sed -E 's/ +/ /g' | cut -c1-"$4" | awk 'NR%3==0'
+}
+# fused_trace VARIANTS: the per-barrier trace of the fused variants at 1e6, the second repeat.
+fused_trace() {
+  MOLACCEL_LINALG_RESIDENT_TRACE=1 timeout 25 $B --bicgstab-only --min-n=9e5 --max-n=1.1e6 --modes=fused --fused="$1" 2>&1 |
+    grep -E "^trace" | sed -E 's/ +/ /g' | cut -c1-760 | awk -F: '{c[$1]++; if (c[$1]==2) print}'
 }

@@ -36,8 +36,7 @@ fi
 T="${FUSED_TRACE:-0x0r,0x0d}"
 if [[ "$T" != "-" ]]; then
   echo "== trace, fused at 1e6 ($T) =="
-  MOLACCEL_LINALG_RESIDENT_TRACE=1 timeout 25 $B --bicgstab-only --min-n=9e5 --max-n=1.1e6 --modes=fused --fused=$T 2>&1 |
-    grep -E "^trace" | sed -E 's/ +/ /g' | cut -c1-760 | awk -F: '{c[$1]++; if (c[$1]==2) print}'; st trace
+  fused_trace "$T"; st trace
 fi
 echo "== CLI =="
 for args in "--solver bicgstab" "--solver bicgstab --precond jacobi"; do

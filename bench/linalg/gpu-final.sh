@@ -19,8 +19,7 @@ timeout 50 $B --bicgstab-only --max-n=2.1e5 --modes=graph,resident --resident=$R
 echo "== bicgstab graph vs fused, floor = 320 B/row at the measured copy bandwidth =="
 timeout 40 $B --bicgstab-only --min-n=9e5 --max-n=1.1e7 --modes=graph,fused --fused=0x0 2>&1 | bicgstab_rows; st fused
 echo "== trace at 1e4 =="
-MOLACCEL_LINALG_RESIDENT_TRACE=1 timeout 20 $B --bicgstab-only --min-n=5e3 --max-n=1.1e4 --modes=resident --resident=0x0,0x0Z 2>&1 |
-  grep -E "^trace" | sed -E 's/ +/ /g' | cut -c1-600 | awk 'NR%3==0'
+resident_trace 0x0,0x0Z 1.1e4 20 600
 echo "== demo =="
 timeout 40 $b/bin/molaccel demo --only linalg --device gpu -o /tmp/demo 2>&1 | tail -4; st demo
 if [[ -x $b/bench/linalg/bench_linalg_viennacl ]]; then

@@ -19,8 +19,7 @@ echo "== bicgstab graph vs resident (0x0) =="
 timeout 30 $B --bicgstab-only --max-n=2.1e5 --modes=graph,resident --resident=0x0 2>&1 | bicgstab_rows; st resident
 T="${FUSED_TRACE:-0x0,0x0cs}"
 echo "== trace, fused at 1e6 ($T) =="
-MOLACCEL_LINALG_RESIDENT_TRACE=1 timeout 25 $B --bicgstab-only --min-n=9e5 --max-n=1.1e6 --modes=fused --fused=$T 2>&1 |
-  grep -E "^trace" | sed -E 's/ +/ /g' | cut -c1-760 | awk -F: '{c[$1]++; if (c[$1]==2) print}'; st trace
+fused_trace "$T"; st trace
 echo "== CLI =="
 for args in "--solver bicgstab" "--solver bicgstab --precond jacobi"; do
   echo "-- poisson 1000 $args --launch auto"; timeout 15 $b/bin/molaccel solve --poisson 1000 --device gpu $args --tol 1e-6 --max-iter 8000 2>&1 | tail -2; done

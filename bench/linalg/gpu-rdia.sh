@@ -35,8 +35,7 @@ timeout 20 $B --bicgstab-only --min-n=5e3 --max-n=1.1e4 --modes=resident --resid
 MOLACCEL_LINALG_RESIDENT_LOCAL=1 timeout 20 $B --bicgstab-only --min-n=5e3 --max-n=1.1e4 --modes=resident --resident=0x0d 2>&1 | bicgstab_rows; st local
 T="${TRACE:-0x0r,0x0d}"
 echo "== trace at 1e4 and 1e5 ($T) =="
-MOLACCEL_LINALG_RESIDENT_TRACE=1 timeout 30 $B --bicgstab-only --min-n=5e3 --max-n=1.1e5 --modes=resident --resident=$T 2>&1 |
-  grep -E "^trace" | sed -E 's/ +/ /g' | cut -c1-900 | awk 'NR%3==0'
+resident_trace "$T" 1.1e5 30 900
 st trace
 left=$(( ${LIMIT:-288} - ($(date +%s) - t0) - 5 ))
 linalg_gpu_tests "${TESTS:-LinalgGpuResident.DiagonalsAgreeWithCsr}" "$left"

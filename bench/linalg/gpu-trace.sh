@@ -17,8 +17,7 @@ linalg_build test_linalg_gpu bench_linalg molaccel_cli
 linalg_gpu_tests "${TESTS:-LinalgGpuResident.*:LinalgGpuFused.*:LinalgGpuSolvers.*}" "${TEST_TIMEOUT:-100}"
 T="${TRACE:-0x0,0x0+,16x512c+,50x512,0x0-}"
 echo "== trace ($T) =="
-MOLACCEL_LINALG_RESIDENT_TRACE=1 timeout 40 $B --bicgstab-only --min-n=5e3 --max-n=1.1e5 --modes=resident --resident=$T 2>&1 |
-  grep -E "^trace" | sed -E 's/ +/ /g' | cut -c1-600 | awk 'NR%3==0'
+resident_trace "$T" 1.1e5 40 600
 st trace
 R="${RESIDENT:-0x0,0x0A,50x512A,50x512,0x0+,16x512c+,16x512c,8x512c+,40x256+,0x0-}"
 echo "== bicgstab graph vs resident ($R) =="
