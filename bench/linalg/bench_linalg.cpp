@@ -168,6 +168,8 @@ void bench_blas2(const placement& where, const std::string& device, bool quick) 
 
 struct bicgstab_selection {
   std::size_t min_n = 0, max_n = 0;  // 0: no bound
+  // Poisson grid sides (n = side^2); 447: n = 2e5, the resident mode's range. --grids= replaces them.
+  std::vector<std::size_t> grids{32, 100, 317, 447, 1000, 3163};
   bool graph = true, stream = true, persistent = true, resident = true;
   // Persistent geometries "BLOCKSxTHREADS" (0x0 = one block of 256 per SM), compared side by side.
   std::vector<std::pair<int, int>> persistent_geometries = {{0, 0}};
@@ -199,7 +201,7 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
   // a row pointer, the input and output vector: 80 B) and 20 vector reads/writes of the
   // fused vector updates and inner products (160 B).
   const double bytes_per_row = 2 * 80.0 + 160.0;
-  for (std::size_t grid : {32, 100, 317, 447, 1000, 3163}) {  // 447: n = 2e5, the resident mode's range
+  for (std::size_t grid : sel.grids) {
     const std::size_t n = grid * grid;
     if (sel.max_n ? n > sel.max_n : quick && n > 2000000) break;
     if (n < sel.min_n) continue;
@@ -325,6 +327,14 @@ int main(int argc, char** argv) {
       bicgstab_only = true;
     } else if (auto v = value("--min-n=")) {
       sel.min_n = std::size_t(std::atof(v));
+    } else if (auto v = value("--grids=")) {  // e.g. 150,224,317
+      sel.grids.clear();
+      for (const char* q = v; *q != '\0';) {
+        sel.grids.push_back(std::size_t(std::strtoull(q, nullptr, 10)));
+        q = std::strchr(q, ',');
+        if (q == nullptr) break;
+        ++q;
+      }
     } else if (auto v = value("--max-n=")) {
       sel.max_n = std::size_t(std::atof(v));
     } else if (auto v = value("--modes=")) {  // e.g. graph,persistent
@@ -407,7 +417,7 @@ int main(int argc, char** argv) {
       });
     } else {
       std::fprintf(stderr,
-                   "usage: bench_linalg [--quick] [--cpu] [--bicgstab-only] [--min-n=N] [--max-n=N] "
+                   "usage: bench_linalg [--quick] [--cpu] [--bicgstab-only] [--min-n=N] [--max-n=N] [--grids=S,...] "
                    "[--modes=graph,stream,persistent,resident,fused] [--persistent=BxT,...] "
                    "[--resident=BxT[c|g|o|a|e|n][+|-|t][s|l][A|Z][r|d],...] [--fused=BxT[1|2][n][A|Z][c|a][s|b][r|d],...]\n");
       return 1;

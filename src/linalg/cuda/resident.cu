@@ -67,6 +67,12 @@ constexpr int kAutomaticFormCluster = 3;
 constexpr int kAutomaticFormGrid = 2;
 constexpr int kAutomaticMatrixShared = 2;
 constexpr int kSmemNnz = 5;  // grid, 4 rows per thread: nonzeros per row kept in shared memory
+// Automatic grid geometry: 2 rows per thread up to this many rows (80 blocks of 512), 4 above
+// (the matrix by diagonals in shared memory). Measured on an H100 (2026-11-22, sixth round,
+// docs/linalg.md, fp64 BiCGStab on Poisson, per iteration, 2 vs 4 rows per thread, two runs):
+// n = 22,500 9.7-10.0 vs 10.7 us; 50,176 10.0-10.2 vs 10.6-10.7; 67,600 10.2 vs 10.6-10.7;
+// 100,489 11.6-12.1 vs 11.2-11.3; 134,689 12.6-12.8 vs 11.5-11.6.
+constexpr long long kGridFourRowsAbove = 80LL * 2 * 512;
 // Grid and cluster sums after the barrier (kernel_params::gather): 2 the block sums are read once
 // per block (grid: a warp per sum and chunk of 128 blocks, the totals shared through shared
 // memory; cluster: pushed into every block's shared memory before the barrier); 1 every warp of
@@ -102,6 +108,14 @@ enum sync_kind { sync_block = 0, sync_cluster = 1, sync_grid = 2 };
 __device__ __forceinline__ void cluster_sync() {
   cg::this_cluster().sync();
 }
+// cluster_sync() in two halves (every thread of the cluster arrives once, then waits), so work
+// that needs no other block can run between them.
+__device__ __forceinline__ void cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
 template <class V>
 __device__ __forceinline__ V* cluster_map(V* p, unsigned rank) {
   return cg::this_cluster().map_shared_rank(p, rank);
@@ -110,12 +124,23 @@ __device__ __forceinline__ V* cluster_map(V* p, unsigned rank) {
 __device__ __forceinline__ void cluster_sync() {
   __trap();
 }
+__device__ __forceinline__ void cluster_arrive() {
+  __trap();
+}
+__device__ __forceinline__ void cluster_wait() {
+  __trap();
+}
 template <class V>
 __device__ __forceinline__ V* cluster_map(V* p, unsigned) {
   __trap();
   return p;
 }
 #endif
+
+// Cluster, gather 2: every block's sums pushed into every block's shared memory before the
+// barrier ([slot][rank], kMaxCluster ranks), so after it they are read locally.
+constexpr int kMaxCluster = 16;
+__shared__ double g_pushed[kSlots * kMaxCluster];
 
 template <class T>
 struct kernel_params {
@@ -336,6 +361,31 @@ struct context {
     }
   }
 
+  // plain_barrier() in two halves (split): in a cluster the arrival and the wait, with work that
+  // reads only the block's own shared memory allowed between them; elsewhere plain_arrive() is the
+  // whole barrier and plain_wait() nothing.
+  __device__ void plain_arrive() {
+    if constexpr (SYNC == sync_cluster) {
+      if (kp.trace != nullptr) __syncthreads();  // uniform: a kernel parameter
+      stamp(0);
+      stamp(1);
+      ++epoch;
+      cluster_arrive();  // every thread releases its own writes
+      // The work before the wait reads the block's own writes (other threads' rows); after the
+      // arrival, so this block barrier overlaps the cluster barrier's latency.
+      __syncthreads();
+    } else {
+      plain_barrier();
+    }
+  }
+  __device__ void plain_wait() {
+    if constexpr (SYNC == sync_cluster) {
+      cluster_wait();
+      stamp(2);
+      stamp(3);
+    }
+  }
+
   // Exchange vector `which` (0: p side, 1: s side): element `col` (any row of the system).
   __device__ __forceinline__ T load(int which, int col) const {
     if constexpr (SYNC == sync_block) {
@@ -398,10 +448,15 @@ struct context {
   // visible after it). Slots [slot, slot + NV) must not be reused before another barrier.
   template <int NV>
   __device__ void sum(double (&v)[NV], int slot) {
-    // Cluster, gather 2: every block's sums pushed into every block's shared memory before the
-    // barrier ([slot][rank], kMaxCluster ranks), so after it they are read locally.
-    constexpr int kMaxCluster = 16;
-    __shared__ double pushed[kSlots * kMaxCluster];
+    sum_arrive<NV>(v, slot);
+    sum_wait<NV>(v, slot);
+  }
+
+  // sum() in two halves (split), as plain_arrive() / plain_wait(): in a cluster sum_arrive() reduces
+  // the block's values, pushes the block sums and arrives, sum_wait() waits and adds them up (v
+  // holds the totals after it); in a block or on a grid sum_arrive() is the whole sum.
+  template <int NV>
+  __device__ void sum_arrive(double (&v)[NV], int slot) {
     warp_all_sum_n(v);
     if (lane == 0)
 #pragma unroll
@@ -424,7 +479,7 @@ struct context {
           if constexpr (SYNC == sync_cluster) {
             if (kp.gather == 2) {  // lane l pushes the total into rank l's shared memory
               if (lane < int(gridDim.x))
-                cluster_map(pushed, unsigned(lane))[(slot + k) * kMaxCluster + int(blockIdx.x)] = total;
+                cluster_map(g_pushed, unsigned(lane))[(slot + k) * kMaxCluster + int(blockIdx.x)] = total;
             } else if (lane == 0) {
               block_part[slot + k] = total;
             }
@@ -434,22 +489,17 @@ struct context {
         }
       }
       stamp(1);
+      if constexpr (SYNC == sync_cluster) {
+        ++epoch;
+        cluster_arrive();
+        return;  // sum_wait() gathers
+      }
       barrier();
       stamp(2);
       const int blocks = int(gridDim.x);
       constexpr int U = 4, kMaxChunks = 8;  // warp-wide loads in flight per lane; chunks of 32 x U blocks
       const int chunks = (blocks + 32 * U - 1) / (32 * U);
-      if (SYNC == sync_cluster && kp.gather == 2) {
-        // The totals are here already (pushed before the barrier, which orders the remote stores):
-        // every warp adds them as the all-warps form does (lane l: block l), bit for bit.
-#pragma unroll
-        for (int k = 0; k < NV; ++k) {
-          double acc = 0;
-          if (lane < blocks) acc += pushed[(slot + k) * kMaxCluster + lane];
-          v[k] = acc;
-        }
-        warp_all_sum_n(v);
-      } else if (kp.gather == 2 && chunks <= kMaxChunks) {
+      if (kp.gather == 2 && chunks <= kMaxChunks) {
         // One warp per (sum k, chunk of 128 blocks) reads that chunk's block sums (all loads in
         // flight) and leaves the chunk's total in shared memory; every thread then adds the chunk
         // totals in chunk order. The partials are read once per block instead of once per warp
@@ -477,14 +527,42 @@ struct context {
           v[k] = total;
         }
       } else {
+        gather_every_warp(v, slot);
+      }
+      stamp(3);
+    }
+  }
+  template <int NV>
+  __device__ void sum_wait(double (&v)[NV], int slot) {
+    if constexpr (SYNC == sync_cluster) {
+      cluster_wait();
+      stamp(2);
+      if (kp.gather == 2) {
+        // The totals are here already (pushed before the barrier, which orders the remote stores):
+        // every warp adds them as the all-warps form does (lane l: block l), bit for bit.
+        const int blocks = int(gridDim.x);
 #pragma unroll
         for (int k = 0; k < NV; ++k) {
           double acc = 0;
-          for (int blk = lane; blk < blocks; blk += 32) acc += partial(slot + k, blk, blocks);
-          v[k] = warp_all_sum(acc);
+          if (lane < blocks) acc += g_pushed[(slot + k) * kMaxCluster + lane];
+          v[k] = acc;
         }
+        warp_all_sum_n(v);
+      } else {
+        gather_every_warp(v, slot);
       }
       stamp(3);
+    }
+  }
+  // Gather 1: every warp reads every block sum (lane l: blocks l, l + 32, ...).
+  template <int NV>
+  __device__ void gather_every_warp(double (&v)[NV], int slot) const {
+    const int blocks = int(gridDim.x);
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      double acc = 0;
+      for (int blk = lane; blk < blocks; blk += 32) acc += partial(slot + k, blk, blocks);
+      v[k] = warp_all_sum(acc);
     }
   }
 };
@@ -663,6 +741,12 @@ constexpr int kSlotRR = 7;     // BiCGStab (r, r)
 // The same iterates in exact arithmetic; sigma rounds differently. A launch that continues a
 // solve sums (M A^T r0, p) from the stored p in its first barrier (the same sum, bit for bit).
 // MAT 1: the matrix as CSR; 2: by diagonals (dia_row_product; BiCGStab, form 3 only: form 1 keeps CSR).
+// SPLIT (THREE with MAT 2 in a cluster): the two barriers after which a product runs (M p published
+// with its sums; M s published) are split into arrival and wait, and between them each thread
+// computes the product for its interior rows (every entry in the block's own rows) from the
+// block's own shared memory; the boundary rows' products follow the wait. Each row's product is
+// the same arithmetic either way (bit for bit), so the cluster's barrier latency is overlapped
+// with about 80% of the products (n = 1e4: 1,024 rows per block, offsets +-100).
 template <class T, bool CG, int RPT, int SYNC, bool THREE = false, int MAT = 1>
 __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_params<T> kp) {
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
@@ -711,6 +795,36 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
 
   load_matrix_smem<MAT, RPT, SYNC>(m, c, kp, dynamic_smem, nthreads, tid);
 
+  constexpr bool SPLIT = THREE && MAT == 2 && SYNC == sync_cluster;
+  const int rb = 1 << kp.rb_shift;
+  bool inner[RPT];  // SPLIT: every entry of the row in the block's own rows (or not a row)
+#pragma unroll
+  for (int k = 0; k < RPT; ++k)
+    inner[k] = SPLIT && (m.row[k] >= kp.n || (m.row[k] + kp.dia_off[0] >= base &&
+                                              m.row[k] + kp.dia_off[kp.dia_count - 1] < base + rb));
+  // Row k's product with exchange vector `which`: from the block's own shared memory (interior
+  // rows, SPLIT) or through load_local_first (any row).
+  const auto own_product = [&](int k, int which) -> T {
+    if constexpr (SPLIT)
+      return dia_row_product(m, k, c, [&](int col) { return c.smem[(which << kp.rb_shift) + (col - base)]; });
+    else
+      return T(0);
+  };
+  const auto any_product = [&](int k, int which) -> T {
+    if constexpr (MAT == 2)
+      return dia_row_product(m, k, c, [&](int col) { return c.load_local_first(which, col); });
+    else
+      return row_product(m, k, which, c);
+  };
+  T v[RPT];  // BiCGStab: A M p; SPLIT: the interior rows' computed before the wait that publishes M p
+  const auto interior_v = [&] {
+    if constexpr (SPLIT) {
+#pragma unroll
+      for (int k = 0; k < RPT; ++k)
+        if (inner[k]) v[k] = own_product(k, 0);
+    }
+  };
+
   double rho, active, sigma3 = 0;  // sigma3: THREE's (M A^T r0, p)
   if (kp.init) {  // BiCGStab: rho = rr = (b, b); CG: rz = (b, M b), rr = (b, b); THREE: (M A^T r0, b)
     double s[THREE ? 3 : 2] = {};
@@ -720,7 +834,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
       s[1] += double(r[k]) * double(r[k]);
       if constexpr (THREE) s[2] += double(rh[k]) * double(p[k]);
     }
-    c.template sum<THREE ? 3 : 2>(s, kSlotInit);
+    c.template sum_arrive<THREE ? 3 : 2>(s, kSlotInit);
+    interior_v();
+    c.template sum_wait<THREE ? 3 : 2>(s, kSlotInit);
     rho = s[0];
     active = s[1] > kp.threshold ? 1.0 : 0.0;
     if constexpr (THREE) sigma3 = s[2];
@@ -737,7 +853,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
       double sg[1] = {0};
 #pragma unroll
       for (int k = 0; k < RPT; ++k) sg[0] += double(rh[k]) * double(p[k]);
-      c.template sum<1>(sg, kSlotA);
+      c.template sum_arrive<1>(sg, kSlotA);
+      interior_v();
+      c.template sum_wait<1>(sg, kSlotA);
       sigma3 = sg[0];
     } else {
       c.plain_barrier();
@@ -787,14 +905,11 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
       active = next;
       if (active != 0.0 && done + 1 < kp.iterations) c.plain_barrier();
     } else {
-      T v[RPT], s[RPT];
+      T s[RPT];
       double sigma[1] = {0};
 #pragma unroll
       for (int k = 0; k < RPT; ++k) {
-        if constexpr (MAT == 2)
-          v[k] = dia_row_product(m, k, c, [&](int col) { return c.load_local_first(0, col); });
-        else
-          v[k] = row_product(m, k, 0, c);
+        if (!inner[k]) v[k] = any_product(k, 0);
         if constexpr (!THREE) sigma[0] += double(r0[k]) * double(v[k]);
       }
       if constexpr (THREE)
@@ -807,15 +922,20 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
         s[k] = r[k] - T(alpha) * v[k];
         c.store(1, k * nthreads + tid, m.row[k], dd[k] * s[k]);
       }
-      c.plain_barrier();
-      double q[4] = {0, 0, 0, 0};  // (t, s), (t, t), (r0, t), (r0, s)
       T t[RPT];
+      c.plain_arrive();
+      if constexpr (SPLIT) {
+#pragma unroll
+        for (int k = 0; k < RPT; ++k)
+          if (inner[k]) t[k] = own_product(k, 1);
+      }
+      c.plain_wait();
+      double q[4] = {0, 0, 0, 0};  // (t, s), (t, t), (r0, t), (r0, s)
+#pragma unroll
+      for (int k = 0; k < RPT; ++k)
+        if (!inner[k]) t[k] = any_product(k, 1);
 #pragma unroll
       for (int k = 0; k < RPT; ++k) {
-        if constexpr (MAT == 2)
-          t[k] = dia_row_product(m, k, c, [&](int col) { return c.load_local_first(1, col); });
-        else
-          t[k] = row_product(m, k, 1, c);
         q[0] += double(t[k]) * double(s[k]);
         q[1] += double(t[k]) * double(t[k]);
         q[2] += double(r0[k]) * double(t[k]);
@@ -836,7 +956,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
         if constexpr (THREE) rr[THREE ? 1 : 0] += double(rh[k]) * double(p[k]);
       }
       // Also publishes M p for the next iteration. THREE: slots 0-1 (kSlotInit, free in the loop).
-      c.template sum<THREE ? 2 : 1>(rr, THREE ? kSlotInit : kSlotRR);
+      c.template sum_arrive<THREE ? 2 : 1>(rr, THREE ? kSlotInit : kSlotRR);
+      interior_v();  // the next iteration's (read from the block's own M p, just written)
+      c.template sum_wait<THREE ? 2 : 1>(rr, THREE ? kSlotInit : kSlotRR);
       if constexpr (THREE) sigma3 = rr[THREE ? 1 : 0];
       const double next =
           (rr[0] > kp.threshold && rho_new != 0.0 && omega != 0.0 && alpha != 0.0) ? 1.0 : 0.0;
@@ -1728,6 +1850,8 @@ struct resident_solver::impl {
   int gather = 2;    // kernel_params::gather
   int loads = 1, rows_mode = 1;  // fused BiCGStab: vload<LD>, row_walk<ROWS>
   bool local_first = false;      // kernel_params::local_first (MOLACCEL_LINALG_RESIDENT_LOCAL=1: on)
+  int grid_rpt = 0;              // automatic grid: rows per thread tried first, 0 by kGridFourRowsAbove
+                                 // (MOLACCEL_LINALG_RESIDENT_GRID_RPT=2|4 overrides)
   // Opt-in trace (MOLACCEL_LINALG_RESIDENT_TRACE=1): stamps per block, the stamps skipped
   // (warm-up) and the sums per iteration (to group the phases).
   cuda::DeviceBuffer<unsigned long long> trace;
@@ -1957,15 +2081,17 @@ struct resident_solver::impl {
     } else {
       sync = sync_grid;
       // Rows per thread whose grid is co-resident (each variant's own occupancy): with the block
-      // count given, the smallest that holds n; otherwise 2 rows per thread while they fit (the
-      // matrix rows in registers), then 4. Since the block sums are gathered once per block
-      // (kAutomaticGather), more blocks with fewer rows are faster: H100, n = 1e5, two-barrier
-      // BiCGStab: 99 x 512 with 2 rows per thread 12.8 us per iteration, 50 x 512 with 4 rows
-      // 14.9 us (before, with every warp gathering: 4 rows were faster, 20.6 vs 24.2 us).
+      // count given, the smallest that holds n; otherwise 2 rows per thread (the matrix rows in
+      // registers) up to kGridFourRowsAbove rows, then 4 (the matrix in shared memory), each
+      // falling back to the other where it does not fit. History (H100, n = 1e5, two-barrier
+      // BiCGStab): with CSR, 99 x 512 x 2 rows 12.8 us per iteration vs 50 x 512 x 4 rows 14.9 us;
+      // by diagonals (the 4-row kernel lost its index loads and spills) 4 rows are faster from
+      // about 1e5 rows on (kGridFourRowsAbove).
       bool ok = false;
       int cap = 0;
-      const int order_given[3] = {1, 2, 4}, order_auto[3] = {2, 4, 1};
-      const int* order = setup.blocks > 0 ? order_given : order_auto;
+      const int order_given[3] = {1, 2, 4}, order_two[3] = {2, 4, 1}, order_four[3] = {4, 2, 1};
+      const bool four = grid_rpt == 4 || (grid_rpt == 0 && n > kGridFourRowsAbove);
+      const int* order = setup.blocks > 0 ? order_given : four ? order_four : order_two;
       for (int i = 0; i < 3; ++i) {
         const int r = order[i];
         int resident = 0;
@@ -2061,6 +2187,8 @@ resident_solver::resident_solver(int device, const resident_setup& setup) : impl
     impl_->rows_mode = g[0] - '0';
   if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_LOCAL"); g != nullptr && g[0] == '1')
     impl_->local_first = true;
+  if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_GRID_RPT"); g != nullptr && (g[0] == '2' || g[0] == '4'))
+    impl_->grid_rpt = g[0] - '0';
   if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_GATHER"); g != nullptr && setup.gather == 0 &&
                                                                        (g[0] == '1' || g[0] == '2'))
     impl_->gather = g[0] - '0';
