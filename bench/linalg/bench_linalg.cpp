@@ -296,17 +296,24 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
   }
 }
 
+// Calls fn(item) for each non-empty item of a comma list.
+template <class Fn>
+void for_each_item(const std::string& list, Fn fn) {
+  for (std::size_t pos = 0; pos < list.size();) {
+    const std::size_t end = std::min(list.find(',', pos), list.size());
+    if (end > pos) fn(list.substr(pos, end - pos));
+    pos = end + 1;
+  }
+}
+
 // Calls fn(item, position of 'x') for each BLOCKSxTHREADS[suffix] item of a comma list (the
 // --persistent=, --resident= and --fused= geometries); items without an 'x' are ignored.
 template <class Fn>
 void for_each_geometry(const std::string& list, Fn fn) {
-  for (std::size_t pos = 0; pos < list.size();) {
-    const std::size_t end = std::min(list.find(',', pos), list.size());
-    const std::string item = list.substr(pos, end - pos);
+  for_each_item(list, [&](const std::string& item) {
     const std::size_t x = item.find('x');
     if (x != std::string::npos) fn(item, x);
-    pos = end + 1;
-  }
+  });
 }
 
 }  // namespace
@@ -329,12 +336,7 @@ int main(int argc, char** argv) {
       sel.min_n = std::size_t(std::atof(v));
     } else if (auto v = value("--grids=")) {  // e.g. 150,224,317
       sel.grids.clear();
-      for (const char* q = v; *q != '\0';) {
-        sel.grids.push_back(std::size_t(std::strtoull(q, nullptr, 10)));
-        q = std::strchr(q, ',');
-        if (q == nullptr) break;
-        ++q;
-      }
+      for_each_item(v, [&](const std::string& item) { sel.grids.push_back(std::size_t(std::atoll(item.c_str()))); });
     } else if (auto v = value("--max-n=")) {
       sel.max_n = std::size_t(std::atof(v));
     } else if (auto v = value("--modes=")) {  // e.g. graph,persistent

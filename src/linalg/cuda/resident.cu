@@ -324,58 +324,49 @@ struct context {
       return __ldcg(kp.partials + s * blocks + blk);
   }
 
-  __device__ void barrier() {
-    if constexpr (SYNC == sync_block) {
-      __syncthreads();
-    } else if constexpr (SYNC == sync_cluster) {
-      ++epoch;
-      cluster_sync();
-    } else {
-      ++epoch;
-      if (kp.grid_kind == 0)
-        grid_barrier_flags(kp.flags, kp.epoch_base + epoch);
-      else if (kp.grid_kind == 1)
-        cg::this_grid().sync();
-      else if (kp.grid_kind == 3)
-        grid_barrier_counter_red(kp.counter, kp.epoch_base + epoch);
-      else if (kp.grid_kind == 4)
-        grid_barrier_generation(kp.counter);
-      else
-        grid_barrier_counter(kp.counter);
-    }
+  // The grid barrier (kernel_params::grid_kind). One block: __syncthreads; one cluster: the
+  // arrival in plain_arrive() / sum_arrive() and the wait in plain_wait() / sum_wait().
+  __device__ void grid_barrier() {
+    ++epoch;
+    if (kp.grid_kind == 0)
+      grid_barrier_flags(kp.flags, kp.epoch_base + epoch);
+    else if (kp.grid_kind == 1)
+      cg::this_grid().sync();
+    else if (kp.grid_kind == 3)
+      grid_barrier_counter_red(kp.counter, kp.epoch_base + epoch);
+    else if (kp.grid_kind == 4)
+      grid_barrier_generation(kp.counter);
+    else
+      grid_barrier_counter(kp.counter);
   }
 
   // A barrier without a sum (a vector published), stamped like a sum's barrier when tracing (the
   // block's work ends when all its warps arrive; no reduction, no gather), so the trace covers
   // every barrier of an iteration.
   __device__ void plain_barrier() {
+    plain_arrive();
+    plain_wait();
+  }
+
+  // plain_barrier() in two halves (split): in a cluster every thread arrives (releasing its own
+  // writes) and waits later, so work that needs no other block can run between them (a caller
+  // that reads other threads' writes there synchronises the block first); in a block or on a
+  // grid plain_arrive() is the whole barrier and plain_wait() nothing.
+  __device__ void plain_arrive() {
     if constexpr (SYNC == sync_block) {
       __syncthreads();
     } else {
       if (kp.trace != nullptr) __syncthreads();  // uniform: a kernel parameter
       stamp(0);
       stamp(1);
-      barrier();
-      stamp(2);
-      stamp(3);
-    }
-  }
-
-  // plain_barrier() in two halves (split): in a cluster the arrival and the wait, with work that
-  // reads only the block's own shared memory allowed between them; elsewhere plain_arrive() is the
-  // whole barrier and plain_wait() nothing.
-  __device__ void plain_arrive() {
-    if constexpr (SYNC == sync_cluster) {
-      if (kp.trace != nullptr) __syncthreads();  // uniform: a kernel parameter
-      stamp(0);
-      stamp(1);
-      ++epoch;
-      cluster_arrive();  // every thread releases its own writes
-      // The work before the wait reads the block's own writes (other threads' rows); after the
-      // arrival, so this block barrier overlaps the cluster barrier's latency.
-      __syncthreads();
-    } else {
-      plain_barrier();
+      if constexpr (SYNC == sync_cluster) {
+        ++epoch;
+        cluster_arrive();
+      } else {
+        grid_barrier();
+        stamp(2);
+        stamp(3);
+      }
     }
   }
   __device__ void plain_wait() {
@@ -494,7 +485,7 @@ struct context {
         cluster_arrive();
         return;  // sum_wait() gathers
       }
-      barrier();
+      grid_barrier();
       stamp(2);
       const int blocks = int(gridDim.x);
       constexpr int U = 4, kMaxChunks = 8;  // warp-wide loads in flight per lane; chunks of 32 x U blocks
@@ -925,6 +916,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
       T t[RPT];
       c.plain_arrive();
       if constexpr (SPLIT) {
+        // The interior rows read other threads' M s; this block barrier overlaps the cluster's.
+        __syncthreads();
 #pragma unroll
         for (int k = 0; k < RPT; ++k)
           if (inner[k]) t[k] = own_product(k, 1);

@@ -690,31 +690,27 @@ __global__ void __launch_bounds__(kBlock, Planes <= 11 ? Blocks : 1)
       const auto load = [&](std::uint32_t kk, int u) {
         return Bump ? __ldg(next + 32 * u) : __ldg(feature + 32 * (kk + u));
       };
+      // The masks of features kk .. kk + 7: the eight loads issued before the lookups.
+      const auto masks8 = [&](std::uint32_t kk, std::uint32_t (&m8)[8]) {
+        std::uint32_t v8[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) v8[u] = load(kk, u);
+        if (Bump) next += 32 * 8;
+#pragma unroll
+        for (int u = 0; u < 8; ++u) m8[u] = lookup(v8[u]);
+      };
+      std::uint32_t m8[8];
       if (Width >= 16) {
         for (; k + 16 <= rows; k += 16) {  // bitslice_add16, the first eight folded first
-          std::uint32_t v8[8], m8[8];
-#pragma unroll
-          for (int u = 0; u < 8; ++u) v8[u] = load(k, u);
-          if (Bump) next += 32 * 8;
-#pragma unroll
-          for (int u = 0; u < 8; ++u) m8[u] = lookup(v8[u]);
+          masks8(k, m8);
           const std::uint32_t e0 = detail::bitslice_fold8(planes, m8);
-#pragma unroll
-          for (int u = 0; u < 8; ++u) v8[u] = load(k + 8, u);
-          if (Bump) next += 32 * 8;
-#pragma unroll
-          for (int u = 0; u < 8; ++u) m8[u] = lookup(v8[u]);
+          masks8(k + 8, m8);
           const std::uint32_t e1 = detail::bitslice_fold8(planes, m8);
           detail::bitslice_finish16(planes, e0, e1);
         }
       }
       for (; k + 8 <= rows; k += 8) {
-        std::uint32_t v8[8], m8[8];
-#pragma unroll
-        for (int u = 0; u < 8; ++u) v8[u] = load(k, u);
-        if (Bump) next += 32 * 8;
-#pragma unroll
-        for (int u = 0; u < 8; ++u) m8[u] = lookup(v8[u]);
+        masks8(k, m8);
         detail::bitslice_add8(planes, m8);
       }
       if (k < rows) {  // the last four (rows is a multiple of 4)
