@@ -175,7 +175,8 @@ struct bicgstab_selection {
   std::vector<std::pair<int, int>> persistent_geometries = {{0, 0}};
   // Resident geometries "BLOCKSxTHREADS[c|g|o|a|e][+]" (0x0 = automatic; c cluster, g grid with the
   // flag barrier, o grid with cooperative groups' grid.sync(), a grid with one arrival counter,
-  // e the counter with a non-returning red arrival, n the counter with a generation word; +: the two-barrier BiCGStab form, - the four;
+  // e the counter with a non-returning red arrival, n the counter with a generation word; +: the two-barrier BiCGStab form, - the four,
+  // t the three, i the one (grid, by diagonals);
   // s / l: matrix rows in shared memory / read from L2 (grid, 4 rows per thread; default s);
   // r / d: the matrix as CSR / by diagonals (solver_options::resident_matrix 1 / 2).
   struct resident_geometry {
@@ -390,10 +391,10 @@ int main(int argc, char** argv) {
         g.blocks = std::atoi(item.substr(0, x).c_str());
         g.threads = std::atoi(item.c_str() + x + 1);
         std::string shape = item;
-        // Trailing + / - / t: BiCGStab with two / four / three barriers (resident_form 2 / 1 / 3);
+        // Trailing + / - / t / i: BiCGStab with two / four / three / one barrier(s) (resident_form 2 / 1 / 3 / 4);
         // s / l: matrix in shared memory / from L2; A / Z: every warp / one read per block gathers;
         // r / d: the matrix as CSR / by diagonals.
-        while (shape.back() == '+' || shape.back() == '-' || shape.back() == 't' || shape.back() == 's' ||
+        while (shape.back() == '+' || shape.back() == '-' || shape.back() == 't' || shape.back() == 'i' || shape.back() == 's' ||
                shape.back() == 'l' || shape.back() == 'A' || shape.back() == 'Z' || shape.back() == 'r' ||
                shape.back() == 'd') {
           if (shape.back() == 'r' || shape.back() == 'd')
@@ -403,7 +404,7 @@ int main(int argc, char** argv) {
           else if (shape.back() == 's' || shape.back() == 'l')
             g.matrix_shared = shape.back() == 's' ? 2 : 1;
           else
-            g.form = shape.back() == '+' ? 2 : shape.back() == 't' ? 3 : 1;
+            g.form = shape.back() == '+' ? 2 : shape.back() == 't' ? 3 : shape.back() == 'i' ? 4 : 1;
           shape.pop_back();
         }
         const char last = shape.back();

@@ -25,7 +25,7 @@ linalg_build() {
 linalg_gpu_tests() {
   echo "== GPU tests ($1) =="
   timeout "$2" $b/tests/linalg/test_linalg_gpu --gtest_filter="$1" 2>&1 | grep -vE "^\[ +RUN " |
-    grep -E "PASSED|FAILED|Failure|Expected|Which is|actual|Value of|difference|evaluates to|vs |n=|^\[|error|what" | head -80
+    grep -E "PASSED|FAILED|Failure|Expected|Which is|actual|Value of|difference|evaluates to|vs |n=|^\[|error|what|exception" | head -80
   st tests
 }
 # bicgstab_rows: bench_linalg's BiCGStab rows (stdin), failed geometries dropped, one short line each.

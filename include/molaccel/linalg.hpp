@@ -563,12 +563,16 @@ struct solver_options {
   int resident_blocks = 0;
   int resident_threads = 0;
   int resident_barrier = 0;
-  // Resident BiCGStab: 0 automatic (2 in one block and on a grid, 3 in a cluster), 1 four
+  // Resident BiCGStab: 0 automatic (2 in one block, 3 in a cluster, 4 on a grid, else 2), 1 four
   // barriers per iteration, 2 two (every vector also published, p and v double-buffered, the other
   // blocks' entries a product needs recomputed from the previous phase's vectors; docs/linalg.md),
   // 3 three, in one block or one cluster only ((r0, A M p) summed as (M A^T r0, p) with (r, r),
   // so the product needs no barrier of its own; MOLACCEL_LINALG_RESIDENT_CLUSTER_FORM=1|2|3
-  // overrides the automatic form in a cluster).
+  // overrides the automatic form in a cluster), 4 one, on a grid, for matrices stored by
+  // diagonals (the automatic choice on a grid where the band's halo windows fit shared memory:
+  // (M A^T r0, p') is expanded into four more sums beside the four of omega, so one barrier gives
+  // omega, beta and the next alpha; each block recomputes its neighbours' entries two hops deep;
+  // MOLACCEL_LINALG_RESIDENT_GRID_FORM=2|4 overrides the automatic form on a grid).
   int resident_form = 0;
   // Resident grid with 4 rows per thread: keep the matrix rows of <= 5 nonzeros in shared memory
   // (loaded once per launch) instead of reading them from L2 in every product: 0 automatic

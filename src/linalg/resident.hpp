@@ -32,7 +32,8 @@ struct resident_setup {
                     // 5 grid (counter, non-returning red arrival), 6 grid (counter, the last arrival publishes a
                     // generation word that the others poll)
   int form = 0;     // BiCGStab: 0 automatic (cuda/resident.cu, kAutomaticForm*), 1 four barriers, 2 two,
-                    // 3 three (one block or cluster; needs r0hat)
+                    // 3 three (one block or cluster; needs r0hat), 4 one (grid; needs r0hat and the
+                    // matrix by diagonals, whose halo windows must fit shared memory)
   int matrix_smem = 0;  // grid with 4 rows per thread: 2 rows of <= 5 nonzeros in shared memory, 1 from L2;
                         // 0 automatic (kAutomaticMatrixShared)
   // The streaming kernel for any n (launch_mode::fused; BiCGStab two-barrier form, CG
@@ -47,7 +48,7 @@ struct resident_setup {
   // rows 0 automatic, 1 grid-stride, 2 balanced over the blocks (cuda/resident.cu, row_walk).
   int fused_loads = 0;
   int fused_rows = 0;
-  const void* r0hat = nullptr;  // BiCGStab: M A^T b (n, element type), for form 3
+  const void* r0hat = nullptr;  // BiCGStab: M A^T b (n, element type), for forms 3 and 4
   // Fused BiCGStab kernel with grid-stride rows: the matrix by diagonals instead of CSR when
   // dia_values is set (linalg/diagonal.hpp: dia_count <= 8 increasing offsets, dia_count x n
   // values of the element type, diagonal-major, NaN where the CSR row has no entry).

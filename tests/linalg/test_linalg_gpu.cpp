@@ -324,10 +324,17 @@ void check_resident(const Resources& res, const host_csr<double>& a, const std::
       {2, 128, 1, 1024, 3},        // cluster of 2 x 128 (4 rows per thread)
       {4, 128, 1, 1024, 3},        // cluster of 4 x 128 (2 rows per thread)
       {0, 0, 1, 16384, 3, 0, 1},   // cluster, every warp gathers
+      // BiCGStab with one barrier per iteration (grid, matrix by diagonals, halo two hops deep):
+      {0, 0, 4, ~std::size_t(0), 4},  // grid, counter barrier
+      {0, 0, 2, ~std::size_t(0), 4},  // grid, flag barrier
+      {8, 128, 5, 4096, 4},           // grid of 8 x 128 (1 to 4 rows per thread), red counter
+      {132, 512, 6, 200000, 4},       // the whole GPU, generation-word barrier
+      {0, 256, 4, 200000, 4, 0, 1},   // 256-thread blocks, every warp gathers
   };
   for (const auto& g : geometries) {
     if (a.rows > g.max_rows) continue;
     if (g.form >= 2 && o.solver == solver_kind::cg) continue;
+    if (g.form == 4 && !diagonal_storage(a).has_value()) continue;  // one barrier: banded matrices only
     o.resident_form = g.form;
     o.resident_matrix_shared = g.matrix_shared;
     o.resident_gather = g.gather;
@@ -350,6 +357,7 @@ void check_resident(const Resources& res, const host_csr<double>& a, const std::
                 o.solver == solver_kind::bicgstab && g.form == 2)
           << r.backend;
     if (g.form == 3) EXPECT_NE(r.backend.find("3 barriers/iteration"), std::string::npos) << r.backend;
+    if (g.form == 4) EXPECT_NE(r.backend.find("1 barrier/iteration"), std::string::npos) << r.backend;
     EXPECT_EQ(r.status, ref.status) << to_string(r.status) << " vs " << to_string(ref.status);
     // BiCGStab on the 317 x 317 Poisson system (about 430 iterations) is erratic enough that
     // the summation order and rho' = (r0, s) - omega (r0, t) move the count: measured 12 to 17
@@ -406,9 +414,10 @@ TEST(LinalgGpuResident, BatchesAndCap) {
   const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
   for (auto solver : {solver_kind::cg, solver_kind::bicgstab})
     for (int barrier : {0, 2, 5, 6})
-      for (int form : {1, 2, 3}) {
+      for (int form : {1, 2, 3, 4}) {
         if (solver == solver_kind::cg && form >= 2) continue;
         if (form == 3 && barrier != 0) continue;  // three barriers: one block or one cluster only
+        if (form == 4 && barrier == 0) continue;  // one barrier: a grid only
         solver_options o;
         o.solver = solver;
         o.launch = launch_mode::resident;
@@ -602,8 +611,14 @@ TEST(LinalgGpuResident, DiagonalsAgreeWithCsr) {
                             : dia.backend.find(", 2 rows/thread") != std::string::npos ? dc <= 5
                                                                                       : true;
           EXPECT_NE(dia.backend.find(fits ? count : std::string(", CSR")), std::string::npos) << dia.backend;
-          EXPECT_EQ(dia.status, csr.status);
-          expect_bitwise_same(dia, csr);
+          // Automatic on a grid: the one-barrier form for the diagonals (other arithmetic than the
+          // CSR run's two-barrier form; OneBarrierForm compares it), else the same kernel.
+          if (dia.backend.find("1 barrier/iteration") == std::string::npos) {
+            EXPECT_EQ(dia.status, csr.status);
+            expect_bitwise_same(dia, csr);
+          } else {
+            EXPECT_EQ(g.form, 0);
+          }
           if (prec == precision::fp64) EXPECT_EQ(dia.status, solver_status::converged) << to_string(dia.status);
           expect_valid_solution(dia, a, b, o);
         }
@@ -665,7 +680,7 @@ TEST(LinalgGpuResident, DiagonalsAgreeWithCsr) {
     EXPECT_NE(cg.backend.find(", CSR"), std::string::npos) << cg.backend;
     EXPECT_EQ(cg.status, solver_status::converged);
   }
-  // The automatic choice: BiCGStab on Poisson 317 x 317 (a grid) and 100 x 100 (a cluster) runs
+  // The automatic choice: BiCGStab on Poisson 317 x 317 and 100 x 100 (grids; a cluster as CSR) runs
   // on 5 diagonals (cuda/resident.cu, kAutomaticDia); MOLACCEL_LINALG_RESIDENT_MATRIX=1 makes both
   // CSR. A matrix without band structure stays on CSR.
   {
@@ -677,7 +692,8 @@ TEST(LinalgGpuResident, DiagonalsAgreeWithCsr) {
     const auto rg = solve(res, big, multiply(big, std::vector<double>(big.rows, 1.0)), o);
     const auto rc = solve(res, a, b, o);
     EXPECT_NE(rg.backend.find("grid"), std::string::npos) << rg.backend;
-    EXPECT_NE(rc.backend.find("cluster"), std::string::npos) << rc.backend;
+    // 100 x 100: by diagonals one barrier on a grid (blocks of 256); as CSR a cluster.
+    EXPECT_NE(rc.backend.find(forced == '1' ? "cluster" : "256, 1 rows/thread, grid"), std::string::npos) << rc.backend;
     EXPECT_NE(rg.backend.find(forced == '1' ? ", CSR" : "5 diagonals"), std::string::npos) << rg.backend;
     EXPECT_NE(rc.backend.find(forced == '1' ? ", CSR" : "5 diagonals"), std::string::npos) << rc.backend;
   }
@@ -691,6 +707,192 @@ TEST(LinalgGpuResident, DiagonalsAgreeWithCsr) {
     const auto r = solve(res, s, multiply(s, std::vector<double>(s.rows, 1.0)), o);
     EXPECT_NE(r.backend.find(", CSR"), std::string::npos) << r.backend;
     EXPECT_EQ(r.status, solver_status::converged) << to_string(r.status);
+  }
+}
+
+// Resident BiCGStab with one barrier per iteration (form 4, grid, matrix by diagonals): against
+// the two-barrier form on the same grid. The iterates are the same in exact arithmetic; sigma'
+// = (M A^T r0, p') is summed as four terms and (r, r) one pass later, so the rounding differs:
+// the same status, the iteration count within 10% + 1 (as the other forms against the stream
+// mode on large systems), and x meets the tolerance recomputed in double. Systems: Poisson
+// (100^2: 10 blocks; 317^2: rows not a multiple of the block's; 447^2: the largest automatic grid,
+// 98 x 512 x 4 with the windows in 210 KB of shared memory with Jacobi), the nonsymmetric banded
+// matrix on a grid of 8 x 128, and random matrices on 8 diagonals with holes and +-0 (band
+// -140 .. +141 over blocks of 256 rows: the two-hop halo spans two neighbours on each side; 3,001
+// rows on 4 x 1024-row blocks), on 3 diagonals (n = 3); fp64 and fp32, Jacobi or not; the
+// counter, flag, red-counter and generation-word barriers. Then: batches of 7 give x bit for bit
+// (the state x, r, p, rho, alpha between launches), the cap stops mid-batch, breakdowns give
+// finite x and the two-barrier form's status, the automatic choice (form 4 on grids, the
+// environment override, form 2 where the windows do not fit), and form 4 outside a grid is an error.
+TEST(LinalgGpuResident, OneBarrierForm) {
+  MOLACCEL_REQUIRE_GPU();
+  const Resources res = first_gpu();
+  struct shape {
+    int blocks, threads, barrier;
+  };
+  struct one_case {
+    std::string name;
+    host_csr<double> a;
+    std::vector<shape> shapes;
+  };
+  const std::vector<one_case> cases = {
+      {"poisson 100", poisson_2d(100), {{0, 0, 4}, {0, 0, 2}, {20, 128, 6}}},
+      {"poisson 317", poisson_2d(317), {{0, 0, 4}, {132, 512, 5}}},
+      {"poisson 447", poisson_2d(447), {{0, 0, 4}}},
+      {"banded 1000", banded(1000, 0.3), {{8, 128, 4}, {0, 0, 2}}},
+      {"random 8 diagonals 20011", random_banded(20011, {-140, -9, -1, 0, 1, 2, 9, 141}, 0.15, 11),
+       {{132, 128, 4}, {0, 0, 4}}},
+      {"random 8 diagonals 3001", random_banded(3001, {-60, -9, -1, 0, 1, 2, 9, 61}, 0.15, 21), {{4, 256, 4}}},
+      {"random 3 diagonals", random_banded(3, {-1, 0, 1}, 0.0, 5), {{0, 0, 4}}},
+  };
+  for (const auto& [name, a, shapes] : cases) {
+    const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
+    for (auto prec : {precision::fp64, precision::fp32})
+      for (auto precond : {preconditioner::none, preconditioner::jacobi})
+        for (const auto& g : shapes) {
+          if (prec == precision::fp32 && a.rows > 20000) continue;  // fp32 stalls near 1e-4 on large Poisson
+          solver_options o;
+          o.launch = launch_mode::resident;
+          o.precision = prec;
+          o.precond = precond;
+          o.tolerance = prec == precision::fp64 ? 1e-8 : 1e-4;
+          o.max_iterations = 4000;
+          o.resident_blocks = g.blocks;
+          o.resident_threads = g.threads;
+          o.resident_barrier = g.barrier;
+          const std::string what = fmt::format("{} n={} {} {} | {}x{} barrier {}", name, a.rows,
+                                               prec == precision::fp32 ? "fp32" : "fp64",
+                                               precond == preconditioner::jacobi ? "jacobi" : "none", g.blocks,
+                                               g.threads, g.barrier);
+          solver_result two, one;
+          try {
+            o.resident_form = 2;
+            two = solve(res, a, b, o);
+            o.resident_form = 4;
+            one = solve(res, a, b, o);
+          } catch (const std::exception& e) {
+            ADD_FAILURE() << what << ": " << e.what();
+            continue;
+          }
+          SCOPED_TRACE(fmt::format("{} n={} {} {} | {}x{} barrier {} -> {} ({} vs {} iterations, {})", name, a.rows,
+                                   prec == precision::fp32 ? "fp32" : "fp64",
+                                   precond == preconditioner::jacobi ? "jacobi" : "none", g.blocks, g.threads,
+                                   g.barrier, one.backend, one.iterations, two.iterations, to_string(one.status)));
+          EXPECT_NE(one.backend.find("1 barrier/iteration"), std::string::npos) << one.backend;
+          EXPECT_NE(two.backend.find("2 barriers/iteration"), std::string::npos) << two.backend;
+          EXPECT_EQ(one.status, two.status);
+          if (prec == precision::fp64) EXPECT_EQ(one.status, solver_status::converged) << to_string(one.status);
+          EXPECT_NEAR(one.iterations, two.iterations, 1 + two.iterations / 10);
+          expect_valid_solution(one, a, b, o);
+        }
+  }
+  // Batches of 7 (x, r, p, rho and alpha through memory between launches) and the cap.
+  for (const auto& [name, g] : std::vector<std::pair<std::string, shape>>{
+           {"poisson 100", {0, 0, 4}}, {"random 8 diagonals 20011", {132, 128, 2}}, {"poisson 317", {0, 0, 6}}}) {
+    const auto& a = name == "poisson 100" ? cases[0].a : name == "poisson 317" ? cases[1].a : cases[4].a;
+    const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
+    for (auto precond : {preconditioner::none, preconditioner::jacobi}) {
+      solver_options o;
+      o.launch = launch_mode::resident;
+      o.precond = precond;
+      o.resident_blocks = g.blocks;
+      o.resident_threads = g.threads;
+      o.resident_barrier = g.barrier;
+      o.resident_form = 4;
+      const auto whole = solve(res, a, b, o);
+      o.batch = 7;
+      const auto batched = solve(res, a, b, o);
+      SCOPED_TRACE(fmt::format("batches: {} {} -> {}", name, precond == preconditioner::jacobi ? "jacobi" : "none",
+                               batched.backend));
+      EXPECT_EQ(batched.status, solver_status::converged);
+      EXPECT_EQ(batched.host_checks, (whole.iterations + 6) / 7);
+      expect_bitwise_same(batched, whole);
+      const int cap = std::min(10, whole.iterations - 1);  // stops before convergence
+      o.max_iterations = cap;
+      const auto capped = solve(res, a, b, o);
+      EXPECT_EQ(capped.status, solver_status::max_iterations);
+      EXPECT_EQ(capped.iterations, cap);
+      ASSERT_EQ(capped.residual_history.size(), std::size_t(cap) + 1);
+      EXPECT_EQ(capped.residual_history, std::vector<double>(whole.residual_history.begin(),
+                                                             whole.residual_history.begin() + cap + 1));
+    }
+  }
+  // Breakdowns: a skew-symmetric tridiagonal matrix ((r0, A r0) = 0), and b = 0 / tolerance 1.
+  {
+    host_csr<double> skew;
+    skew.rows = skew.cols = 300;
+    for (std::size_t i = 0; i < skew.rows; ++i) {
+      if (i > 0) {
+        skew.col_idx.push_back(std::int32_t(i - 1));
+        skew.values.push_back(-1.0);
+      }
+      if (i + 1 < skew.rows) {
+        skew.col_idx.push_back(std::int32_t(i + 1));
+        skew.values.push_back(1.0);
+      }
+      skew.row_ptr.push_back(std::int32_t(skew.col_idx.size()));
+    }
+    ASSERT_TRUE(diagonal_storage(skew).has_value());
+    std::vector<double> b(skew.rows, 0.0);
+    b[0] = 1.0;
+    for (auto prec : {precision::fp64, precision::fp32}) {
+      solver_options o;
+      o.launch = launch_mode::resident;
+      o.precision = prec;
+      o.resident_barrier = 4;
+      o.resident_form = 2;
+      const auto two = solve(res, skew, b, o);
+      o.resident_form = 4;
+      const auto one = solve(res, skew, b, o);
+      SCOPED_TRACE(one.backend);
+      EXPECT_EQ(one.status, two.status) << to_string(one.status) << " vs " << to_string(two.status);
+      EXPECT_EQ(one.iterations, two.iterations);
+      for (double v : one.x) EXPECT_TRUE(std::isfinite(v));
+      auto r = solve(res, skew, std::vector<double>(skew.rows, 0.0), o);
+      EXPECT_EQ(r.status, solver_status::zero_rhs);
+      o.tolerance = 1.0;
+      r = solve(res, skew, b, o);
+      EXPECT_EQ(r.status, solver_status::converged);
+      EXPECT_EQ(r.iterations, 0);
+    }
+  }
+  // The automatic choice on a grid, its override, and the errors.
+  {
+    const auto& a = cases[1].a;  // Poisson 317: a grid
+    const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
+    solver_options o;
+    o.max_iterations = 30;
+    const auto automatic = solve(res, a, b, o);
+    EXPECT_NE(automatic.backend.find("1 barrier/iteration"), std::string::npos) << automatic.backend;
+    ::setenv("MOLACCEL_LINALG_RESIDENT_GRID_FORM", "2", 1);
+    const auto two = solve(res, a, b, o);
+    ::unsetenv("MOLACCEL_LINALG_RESIDENT_GRID_FORM");
+    EXPECT_NE(two.backend.find("2 barriers/iteration"), std::string::npos) << two.backend;
+    o.resident_matrix = 1;  // CSR: not by diagonals, so two barriers
+    const auto csr = solve(res, a, b, o);
+    EXPECT_NE(csr.backend.find("2 barriers/iteration"), std::string::npos) << csr.backend;
+    // A band too wide for the windows (offsets +-30,000 on 60,001 rows): automatic falls back to
+    // two barriers; form 4 asked for is an error.
+    const auto wide = random_banded(60001, {-30000, -1, 0, 1, 30000}, 0.0, 3);
+    ASSERT_TRUE(diagonal_storage(wide).has_value());
+    const auto bw = multiply(wide, std::vector<double>(wide.rows, 1.0));
+    solver_options w;
+    w.launch = launch_mode::resident;
+    w.max_iterations = 5;
+    const auto fallback = solve(res, wide, bw, w);
+    EXPECT_NE(fallback.backend.find("2 barriers/iteration"), std::string::npos) << fallback.backend;
+    w.resident_form = 4;
+    EXPECT_THROW(solve(res, wide, bw, w), Error);
+    // Form 4 in one block or one cluster is refused.
+    solver_options c;
+    c.launch = launch_mode::resident;
+    c.resident_form = 4;
+    c.resident_barrier = 1;
+    EXPECT_THROW(solve(res, cases[0].a, multiply(cases[0].a, std::vector<double>(cases[0].a.rows, 1.0)), c), Error);
+    c.resident_barrier = 0;
+    c.resident_blocks = 1;
+    const auto small = banded(500, 0.3);
+    EXPECT_THROW(solve(res, small, multiply(small, std::vector<double>(small.rows, 1.0)), c), Error);
   }
 }
 

@@ -19,6 +19,10 @@
 //   BiCGStab, two-barrier form (resident_kernel_2, form 2): (t, s), (t, t), (r0, t), (r0, s) |
 //     (r0, v), (r, r); the entries of other blocks a product needs are recomputed from vectors
 //     published in the previous phase (see resident_kernel_2).
+//   BiCGStab, one-barrier form (resident_kernel_1, form 4, grid, matrix by diagonals): (t, s),
+//     (t, t), (r0, t), (r0, s), (M A^T r0, s / t / p / v), (r, r); sigma' = (M A^T r0, p') is
+//     expanded, so the barrier gives the next alpha too, and each block recomputes its neighbours'
+//     entries two hops deep (see resident_kernel_1).
 //   CG (3): (p, q) | (r, z), (r, r) | p published.
 // Every thread computes the scalars itself from the same partial sums in the same order (warp
 // butterflies give bit-identical sums in every lane), so all threads take the same branches:
@@ -46,7 +50,7 @@ namespace {
 constexpr int kMaxThreads = 512;  // launch bound: 128 registers per thread
 constexpr int kMaxWarps = kMaxThreads / 32;
 constexpr int kCached = 8;  // nonzeros per row kept in registers (one row per thread; 6 for two)
-constexpr int kSlots = 8;   // reduction slots (each kind of partial sum has its own)
+constexpr int kSlots = 18;  // reduction slots (each kind of partial sum has its own; form 4: 2 x 9)
 constexpr int kStateWords = 5;  // {rho, active, rr0, iterations done, grid barriers passed}
 constexpr int kRecordWords = 5;
 // Automatic choices (resident_setup::form and matrix_smem 0). Measured side by side on an H200
@@ -64,7 +68,7 @@ constexpr int kRecordWords = 5;
 // (MOLACCEL_LINALG_RESIDENT_CLUSTER_FORM=3), so clusters use it.
 constexpr int kAutomaticFormBlock = 2;
 constexpr int kAutomaticFormCluster = 3;
-constexpr int kAutomaticFormGrid = 2;
+constexpr int kAutomaticFormGrid = 4;  // falls back to 2 where form 4 does not apply or fit
 constexpr int kAutomaticMatrixShared = 2;
 constexpr int kSmemNnz = 5;  // grid, 4 rows per thread: nonzeros per row kept in shared memory
 // Automatic grid geometry: 2 rows per thread up to this many rows (80 blocks of 512), 4 above
@@ -1270,6 +1274,286 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_2(const kernel
   if constexpr (SYNC == sync_cluster) cluster_sync();
 }
 
+// ---- One-barrier BiCGStab on a grid (form 4, resident_kernel_1; banded matrices) ----
+//
+// One grid barrier per iteration. Its sums give omega, rho' and beta of this iteration and,
+// through sigma' = (r0, A M p') = (M A^T r0, p') with p' = s - omega t + beta (p - omega v)
+// expanded, alpha' of the next one:
+//   (t, s), (t, t), (r0, t), (r0, s), (h, s), (h, t), (h, p), (h, v), (r, r)   [h = M A^T r0]
+//   omega = (t, s) / (t, t), rho' = (r0, s) - omega (r0, t), beta = rho' / rho * alpha / omega,
+//   sigma' = (h, s) - omega (h, t) + beta ((h, p) - omega (h, v)), alpha' = rho' / sigma'.
+// After the barrier a block needs v' = A M p' and s' = r' - alpha' v' on its rows and their
+// neighbours (t' = A M s' on its rows), so it recomputes p' two hops and r' one hop beyond its
+// rows from the s, t, p, v the other blocks published before the barrier (the matrix is banded:
+// offsets dia_off[0] = -L .. dia_off[dc - 1] = R, so the hops are windows of L and R rows):
+//   W2 = [base - 2L, base + RB + 2R): M p' (shared memory, `ph`);
+//   W1 = [base - L, base + RB + R): M s' (`sh`), r' on the halo part (`rh`), the matrix values
+//   by diagonals (`mat`, loaded once per launch; NaN where there is no entry or no row).
+// A pass: step 1 fills ph and rh (own rows from registers, halo rows recomputed: one L2 round
+// trip), step 2 computes v' and s' on W1, step 3 t' on the own rows, the nine sums and the
+// published s', t', p', v' (two buffer sets, alternating per pass, so nothing read in a pass is
+// overwritten before the next barrier; the sums' slots alternate likewise). Own and recomputed
+// entries come from the same inline functions (bit-identical).
+// (r, r) of an iteration's r is summed in the next pass, so the record of iteration k is
+// completed at the barrier after it; a launch that ran its iterations ends with one sum of
+// (r, r) (the next launch sums the same value again in its first pass, bit for bit) and stores x,
+// r, p, rho and alpha (aux[0]), from which the next launch starts without any other state.
+// More work per row than the two-barrier form (the halo recomputed two hops deep), for one grid
+// barrier and one gather less per iteration.
+constexpr int kSlot1Set = 9;  // the nine sums of a pass: slots [0, 9) and [9, 18) alternately
+enum one_vec { ov_s = 0, ov_t = 1, ov_p = 2, ov_v = 3, ov_count = 4 };  // published: 2 sets of 4 x n
+
+// Shared memory of resident_kernel_1 in elements: ph (W2), sh (W1), rh (L + R), the values (dc x
+// W1), the Jacobi diagonal (W2, with a preconditioner).
+__host__ __device__ constexpr long long one_barrier_elements(long long rb, long long left, long long right,
+                                                             long long dc, bool jacobi) {
+  return (rb + 2 * left + 2 * right) * (jacobi ? 2 : 1) + (rb + left + right) * (1 + dc) + left + right;
+}
+
+template <class T, int RPT>
+__global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel_params<T> kp) {
+  extern __shared__ __align__(16) unsigned char dynamic_smem[];
+  __shared__ double warp_part[kSlots][kMaxWarps];
+  __shared__ double block_part[kSlots];
+  const int tid = int(threadIdx.x), nthreads = int(blockDim.x);
+  context<T, sync_grid> c{kp, nullptr, warp_part, block_part, tid & 31, tid >> 5, (nthreads + 31) >> 5};
+  const int n = kp.n, dc = kp.dia_count;
+  const int left = kp.dia_off[0] < 0 ? -kp.dia_off[0] : 0;
+  const int right = kp.dia_off[dc - 1] > 0 ? kp.dia_off[dc - 1] : 0;
+  const int rb = RPT * nthreads;  // == 1 << kp.rb_shift
+  const int base = int(blockIdx.x) * rb;
+  const int n1 = rb + left + right, n2 = rb + 2 * left + 2 * right;
+  const int w1 = base - left, w2 = base - 2 * left;
+  const int halo1 = left + right, halo2 = 2 * (left + right);
+  const T* const dg = kp.d;
+  T* const ph = reinterpret_cast<T*>(dynamic_smem);  // M p' over W2
+  T* const sh = ph + n2;                              // M s' over W1
+  T* const rh = sh + n1;                              // r' over W1's halo: [0, L) left, [L, L + R) right
+  T* const mat = rh + halo1;                          // [e * n1 + row - w1]
+  T* const dw = mat + std::size_t(dc) * std::size_t(n1);  // Jacobi diagonal over W2 (dg only)
+  const std::size_t nn = std::size_t(n);
+  auto inside = [n](int row) { return row >= 0 && row < n; };
+
+  for (int i = tid; i < dc * n1; i += nthreads) {
+    const int e = i / n1, row = w1 + (i - e * n1);
+    mat[i] = inside(row) ? kp.dia[std::size_t(e) * nn + std::size_t(row)] : T(NAN);
+  }
+  if (dg != nullptr)
+    for (int i = tid; i < n2; i += nthreads) dw[i] = inside(w2 + i) ? dg[w2 + i] : T(0);
+  // Row `row` (in W1) of A times `vec` (a window starting at row `lo`), by diagonals: the non-NaN
+  // values in increasing offset order (the CSR order, as dia_row_product).
+  auto product = [&](int row, const T* vec, int lo) -> T {
+    const int mi = row - w1;
+    T acc = T(0);
+#pragma unroll
+    for (int e = 0; e < kDiaMax; ++e)
+      if (e < dc) {  // both loads unconditional (the window covers every offset), so all are in flight
+        const T a = mat[e * n1 + mi], xe = vec[row + kp.dia_off[e] - lo];
+        if (a == a) acc += a * xe;
+      }
+    return acc;
+  };
+  // Index in W2 of halo row q of W2 (q < 2L: left, else right), and of W1.
+  auto halo2_index = [&](int q) { return q < 2 * left ? q : rb + q; };
+  auto halo1_index = [&](int q) { return q < left ? q : rb + q; };
+
+  T x[RPT], r[RPT], r0[RPT], h[RPT], p[RPT], dd[RPT];
+#pragma unroll
+  for (int k = 0; k < RPT; ++k) {
+    const int row = base + k * nthreads + tid;
+    const bool valid = row < n;
+    const T bk = valid ? kp.b[row] : T(0);
+    r0[k] = bk;
+    h[k] = valid ? kp.r0hat[row] : T(0);
+    dd[k] = !valid ? T(0) : dg ? dg[row] : T(1);
+    x[k] = kp.init || !valid ? T(0) : kp.x[row];
+    r[k] = kp.init ? bk : valid ? kp.r[row] : T(0);
+    p[k] = kp.init ? bk : valid ? kp.p[row] : T(0);
+  }
+
+  double rho, alpha, active;
+  if (kp.init) {  // rho = (r0, r) = (b, b), (r, r), sigma = (h, p) with r = p = b
+    double q[3] = {0, 0, 0};
+#pragma unroll
+    for (int k = 0; k < RPT; ++k) {
+      q[0] += double(r[k]) * double(r[k]);
+      q[2] += double(h[k]) * double(p[k]);
+    }
+    q[1] = q[0];
+    c.template sum<3>(q, 0);
+    rho = q[0];
+    alpha = safe_div(rho, q[2]);
+    active = q[1] > kp.threshold ? 1.0 : 0.0;
+    if (blockIdx.x == 0 && tid == 0) kp.out[2] = q[1];
+  } else {
+    rho = kp.out[0];
+    active = kp.out[1];
+    alpha = kp.aux[0];
+  }
+
+  int done = 0;
+  if (kp.iterations > 0 && active != 0.0) {
+    T s[RPT], t[RPT], v[RPT];
+    T to = T(0), tb = T(0);  // omega and beta of the previous iteration (halo recomputation)
+    double alpha_prev = 0, omega_prev = 0;
+    bool go_prev = true;
+    // Completes the record of the previous iteration with its (r, r); false when the solve stops.
+    auto finish = [&](int j, double rr) {
+      const double next = rr > kp.threshold && go_prev ? 1.0 : 0.0;
+      if (blockIdx.x == 0 && tid == 0) {
+        double* rec = kp.out + kStateWords + kRecordWords * (j - 1);
+        rec[0] = rho;
+        rec[1] = alpha_prev;
+        rec[2] = omega_prev;
+        rec[3] = rr;
+        rec[4] = next;
+      }
+      active = next;
+      return next != 0.0;
+    };
+    for (int j = 0;; ++j) {
+      const int set = j & 1;
+      if (j == kp.iterations) {  // the last iteration's (r, r) for its record
+        double q[1] = {0};
+#pragma unroll
+        for (int k = 0; k < RPT; ++k) q[0] += double(r[k]) * double(r[k]);
+        c.template sum<1>(q, set * kSlot1Set + 8);
+        finish(j, q[0]);
+        done = j;
+        break;
+      }
+      // Step 1: M p' over W2, r' over W1's halo.
+#pragma unroll
+      for (int k = 0; k < RPT; ++k) ph[2 * left + k * nthreads + tid] = dd[k] * p[k];
+      const T* const pub = kp.xp + std::size_t(ov_count) * nn * std::size_t(set ^ 1);
+      for (int q0 = 0; q0 < halo2; q0 += 4 * nthreads) {
+        T hr[4], hp[4], hv[4], ht[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int q = q0 + u * nthreads + tid, row = w2 + halo2_index(q);
+          const bool ok = q < halo2 && inside(row);
+          hr[u] = hp[u] = hv[u] = ht[u] = T(0);
+          if (ok) {
+            if (j == 0) {
+              hr[u] = kp.init ? kp.b[row] : kp.r[row];
+              hp[u] = kp.init ? kp.b[row] : kp.p[row];
+            } else {
+              hr[u] = __ldcg(pub + std::size_t(ov_s) * nn + std::size_t(row));
+              ht[u] = __ldcg(pub + std::size_t(ov_t) * nn + std::size_t(row));
+              hp[u] = __ldcg(pub + std::size_t(ov_p) * nn + std::size_t(row));
+              hv[u] = __ldcg(pub + std::size_t(ov_v) * nn + std::size_t(row));
+            }
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int q = q0 + u * nthreads + tid;
+          if (q < halo2) {
+            const int i2 = halo2_index(q);
+            T rj = hr[u], pj = hp[u];
+            if (j > 0) {  // the owner's r' and p' (same functions, same operands)
+              rj = step_r(hr[u], ht[u], to);
+              pj = step_p(rj, hp[u], hv[u], to, tb);
+            }
+            ph[i2] = (dg ? dw[i2] : T(1)) * pj;
+            const int i1 = i2 - left;  // W1's halo: i1 in [0, L) or [L + RB, n1)
+            if (i1 >= 0 && i1 < left) rh[i1] = rj;
+            if (i1 >= left + rb && i1 < n1) rh[i1 - rb] = rj;
+          }
+        }
+      }
+      __syncthreads();
+      // Step 2: v' = A M p' and s' = r' - alpha' v' over W1.
+      const T ta = T(alpha);
+#pragma unroll
+      for (int k = 0; k < RPT; ++k) {
+        const int li = k * nthreads + tid;
+        v[k] = product(base + li, ph, w2);
+        s[k] = step_s(r[k], v[k], ta);
+        sh[left + li] = dd[k] * s[k];
+      }
+      for (int q0 = 0; q0 < halo1; q0 += 2 * nthreads) {  // two rows at once: their loads in flight together
+        T value[2];
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int q = q0 + u * nthreads + tid, i1 = halo1_index(q), row = w1 + i1;
+          value[u] = T(0);
+          if (q < halo1 && inside(row)) value[u] = (dg ? dw[i1 + left] : T(1)) * step_s(rh[q], product(row, ph, w2), ta);
+        }
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int q = q0 + u * nthreads + tid;
+          if (q < halo1) sh[halo1_index(q)] = value[u];
+        }
+      }
+      __syncthreads();
+      // Step 3: t' = A M s' on the own rows, the sums, s', t', p', v' published.
+      double q[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+      T* const out = kp.xp + std::size_t(ov_count) * nn * std::size_t(set);
+#pragma unroll
+      for (int k = 0; k < RPT; ++k) {
+        const int row = base + k * nthreads + tid;
+        t[k] = product(row, sh, w1);
+        const double sk = double(s[k]), tk = double(t[k]), hk = double(h[k]);
+        q[0] += tk * sk;
+        q[1] += tk * tk;
+        q[2] += double(r0[k]) * tk;
+        q[3] += double(r0[k]) * sk;
+        q[4] += hk * sk;
+        q[5] += hk * tk;
+        q[6] += hk * double(p[k]);
+        q[7] += hk * double(v[k]);
+        q[8] += double(r[k]) * double(r[k]);
+        if (row < n) {
+          out[std::size_t(ov_s) * nn + std::size_t(row)] = s[k];
+          out[std::size_t(ov_t) * nn + std::size_t(row)] = t[k];
+          out[std::size_t(ov_p) * nn + std::size_t(row)] = p[k];
+          out[std::size_t(ov_v) * nn + std::size_t(row)] = v[k];
+        }
+      }
+      c.template sum<9>(q, set * kSlot1Set);
+      if (j > 0 && !finish(j, q[8])) {
+        done = j;
+        break;
+      }
+      const double omega = safe_div(q[0], q[1]);
+      const double rho_new = q[3] - omega * q[2];
+      const double beta = safe_div(rho_new, rho) * safe_div(alpha, omega);
+      const double sigma_new = q[4] - omega * q[5] + beta * (q[6] - omega * q[7]);
+      go_prev = rho_new != 0.0 && omega != 0.0 && alpha != 0.0;
+      to = T(omega);
+      tb = T(beta);
+#pragma unroll
+      for (int k = 0; k < RPT; ++k) {
+        x[k] += ta * (dd[k] * p[k]) + to * (dd[k] * s[k]);
+        r[k] = step_r(s[k], t[k], to);
+        p[k] = step_p(r[k], p[k], v[k], to, tb);
+      }
+      alpha_prev = alpha;
+      omega_prev = omega;
+      rho = rho_new;
+      alpha = safe_div(rho_new, sigma_new);
+    }
+  }
+
+#pragma unroll
+  for (int k = 0; k < RPT; ++k) {
+    const int row = base + k * nthreads + tid;
+    if (row < n) {
+      kp.x[row] = x[k];
+      kp.r[row] = r[k];
+      kp.p[row] = p[k];
+    }
+  }
+  if (blockIdx.x == 0 && tid == 0) {
+    kp.out[0] = rho;
+    kp.out[1] = active;
+    kp.out[3] = done;
+    kp.out[4] = double(c.epoch);
+    kp.aux[0] = alpha;
+  }
+}
+
 // ---- Streaming two-barrier BiCGStab for any n (`launch_mode::fused`, resident_setup::streaming) ----
 //
 // The two-barrier form above with every vector in global memory instead of registers: a
@@ -1706,10 +1990,24 @@ auto pick_rpt_2(int rpt) {
   }
 }
 
+template <class T>
+auto pick_rpt_1(int rpt) {
+  switch (rpt) {
+    case 1:
+      return &resident_kernel_1<T, 1>;
+    case 2:
+      return &resident_kernel_1<T, 2>;
+    default:
+      return &resident_kernel_1<T, 4>;
+  }
+}
+
 // form 2: BiCGStab with two barriers per iteration (CG has one form); dia: the matrix by
-// diagonals (BiCGStab forms 2 and 3 only: resident_solver::impl::diagonals()).
+// diagonals (BiCGStab forms 2 and 3 only: resident_solver::impl::diagonals()); form 4: one
+// barrier, on a grid, always by diagonals.
 template <class T>
 void (*pick_kernel(bool cg_solver, int rpt, int sync, int form, bool dia = false))(kernel_params<T>) {
+  if (!cg_solver && form == 4) return pick_rpt_1<T>(rpt);
   if (!cg_solver && form == 3) {  // block or cluster (configure() refuses a grid)
     if (dia) return sync == sync_block ? pick_rpt_3<T, sync_block, 2>(rpt) : pick_rpt_3<T, sync_cluster, 2>(rpt);
     if (sync == sync_block) return pick_rpt_3<T, sync_block, 1>(rpt);
@@ -1733,6 +2031,16 @@ void (*pick_kernel(bool cg_solver, int rpt, int sync, int form, bool dia = false
   if (sync == sync_block) return pick_rpt<T, false, sync_block>(rpt);
   if (sync == sync_cluster) return pick_rpt<T, false, sync_cluster>(rpt);
   return pick_rpt<T, false, sync_grid>(rpt);
+}
+
+// Lets `kernel` take `bytes` of dynamic shared memory: above 48 KB with its static shared memory
+// (the default limit of the two together) the kernel must opt in.
+template <class K>
+void allow_shared(K kernel, std::size_t bytes) {
+  cudaFuncAttributes fa{};
+  MOLACCEL_CUDA_TRY(cudaFuncGetAttributes(&fa, reinterpret_cast<const void*>(kernel)));
+  if (bytes + fa.sharedSizeBytes > 48 * 1024)
+    MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
 void copy_and_wait(int device, void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
@@ -1826,7 +2134,12 @@ struct resident_solver::impl {
   int device = -1;
   resident_setup setup;
   int sync = sync_grid;
-  int form = 1;  // 2: BiCGStab with two barriers per iteration, 3: three (resident_kernel, THREE)
+  int form = 1;  // 2: BiCGStab with two barriers per iteration, 3: three (resident_kernel, THREE), 4: one
+  int grid_form = kAutomaticFormGrid;  // form 0 on a grid (MOLACCEL_LINALG_RESIDENT_GRID_FORM=2|4)
+  // Form 4 (resident_kernel_1): BiCGStab with the matrix by diagonals and M A^T r0.
+  bool one_barrier_applies() const {
+    return !setup.cg && setup.dia_values != nullptr && setup.dia_count >= 1 && setup.r0hat != nullptr;
+  }
   int cluster_form = kAutomaticFormCluster;  // form 0 in a cluster (MOLACCEL_LINALG_RESIDENT_CLUSTER_FORM)
   bool matrix_smem = false;
   unsigned matrix_offset = 0;
@@ -1882,7 +2195,7 @@ struct resident_solver::impl {
     kp.matrix_offset = matrix_offset;
     kp.aux = aux.data();
     kp.gather = gather;
-    if (!streaming && !setup.cg && form == 3) kp.r0hat = static_cast<const T*>(setup.r0hat);
+    if (!streaming && !setup.cg && (form == 3 || form == 4)) kp.r0hat = static_cast<const T*>(setup.r0hat);
     kp.local_first = local_first ? 1 : 0;
     if (diagonals()) {
       kp.dia = static_cast<const T*>(setup.dia_values);
@@ -1924,7 +2237,7 @@ struct resident_solver::impl {
   // matrix rows when they are kept there (grid, 4 rows per thread: kSmemNnz x RB values and
   // column indices).
   bool matrix_in_shared(int r, int s) const {
-    return setup.matrix_smem == 2 && s == sync_grid && r == 4;
+    return setup.matrix_smem == 2 && s == sync_grid && r == 4 && form != 4;  // form 4: its own windows
   }
   template <class T>
   std::size_t vector_bytes(int r, int s) const {
@@ -1932,9 +2245,16 @@ struct resident_solver::impl {
     const std::size_t bytes = form == 2 ? (s == sync_cluster ? 8 : 1) * rb * sizeof(T) : s == sync_grid ? 0 : 2 * rb * sizeof(T);
     return (bytes + 15) / 16 * 16;
   }
+  // Form 4: the halo windows of the band (resident_kernel_1).
+  int band_left() const { return std::max(0, -setup.dia_offsets[0]); }
+  int band_right() const { return std::max(0, setup.dia_offsets[std::max(0, setup.dia_count - 1)]); }
   template <class T>
   std::size_t shared_bytes(int r, int s) const {
     const std::size_t rb = std::size_t(r) * std::size_t(threads);
+    if (form == 4)
+      return std::size_t(one_barrier_elements((long long)rb, band_left(), band_right(), setup.dia_count,
+                                              setup.d != nullptr)) *
+             sizeof(T);
     return vector_bytes<T>(r, s) + (matrix_in_shared(r, s) ? std::size_t(kSmemNnz) * rb * (sizeof(T) + sizeof(int)) : 0);
   }
 
@@ -1943,6 +2263,7 @@ struct resident_solver::impl {
   // form keeps CSR).
   bool diagonals() const {
     if (setup.cg || setup.dia_values == nullptr) return false;
+    if (!streaming && form == 4) return true;
     return streaming ? rows_mode == 1 : diagonals_at(rpt, sync);
   }
   // Resident: the values of dia_count diagonals fit the cached slots at r rows per thread (1: 8,
@@ -1953,7 +2274,9 @@ struct resident_solver::impl {
   // Resident kernel at r rows per thread with barrier kind s: by diagonals (forms 2 and 3, the
   // values fit; automatic, dia_mode 0: only where kAutomaticDia says, else wherever they fit).
   bool diagonals_at(int r, int s) const {
-    if (setup.cg || setup.dia_values == nullptr || streaming || (form != 2 && form != 3) || !dia_fits(r)) return false;
+    if (setup.cg || setup.dia_values == nullptr || streaming) return false;
+    if (form == 4) return true;
+    if ((form != 2 && form != 3) || !dia_fits(r)) return false;
     return setup.dia_mode == 2 || kAutomaticDia[s];
   }
   template <class T>
@@ -2033,22 +2356,41 @@ struct resident_solver::impl {
       return false;
     };
     // Barrier kind: 1 cluster, 2 or 3 grid; 0 chooses: one block when it holds the system,
-    // one cluster of up to 16 blocks next, then the cooperative grid.
+    // one cluster of up to 16 blocks next, then the cooperative grid. BiCGStab by diagonals
+    // (form 4 applies) goes from one block straight to the grid: one grid barrier per iteration
+    // was measured faster than the cluster's three (H100, n = 1e4: 5.80 us with 40 blocks of
+    // 256 against 5.96-6.10 us; docs/linalg.md), and up to one block of 256 per SM the grid
+    // takes blocks of 256 (faster than 512 there: 5.80 vs 6.02 us at 1e4, 6.09 vs 6.19 at 22,500).
     int kind = setup.barrier;
     if (setup.blocks == 1) kind = -1;
     const bool clusters = prop.major >= 9;  // thread-block clusters: sm_90 and later
+    const bool automatic_grid_one = form == 0 && grid_form == 4 && one_barrier_applies();
     if (kind == 0) {
       if (n <= 4LL * threads)
         kind = -1;
+      else if (automatic_grid_one)
+        kind = 2;
       else if (n <= 16LL * 2 * threads && clusters)
         kind = 1;
       else
         kind = 2;
     }
+    if (setup.threads == 0 && kind >= 2 && automatic_grid_one && n <= 256LL * prop.multiProcessorCount) threads = 256;
+    bool automatic_one = false;  // form 4 chosen automatically: form 2 where it does not fit
     if (form == 0) {
-      form = kind == -1 ? kAutomaticFormBlock : kind == 1 ? cluster_form : kAutomaticFormGrid;
+      form = kind == -1 ? kAutomaticFormBlock : kind == 1 ? cluster_form : grid_form;
       if (form == 3 && setup.r0hat == nullptr) form = 1;  // automatic: four barriers without M A^T r0
+      if (form == 4) {
+        automatic_one = one_barrier_applies();
+        if (!automatic_one) form = 2;
+      }
     }
+    if (form == 4 && (kind == -1 || kind == 1))
+      throw Error("linalg: the one-barrier BiCGStab form runs on a grid, not in one block or one cluster", __FILE__,
+                  __LINE__);
+    if (form == 4 && !one_barrier_applies())
+      throw Error("linalg: the one-barrier BiCGStab form needs the matrix by diagonals and M A^T r0", __FILE__,
+                  __LINE__);
     if (form == 3 && kind != -1 && kind != 1)
       throw Error("linalg: the three-barrier BiCGStab form runs in one block or one cluster, not on a grid",
                   __FILE__, __LINE__);
@@ -2080,42 +2422,62 @@ struct resident_solver::impl {
       // BiCGStab): with CSR, 99 x 512 x 2 rows 12.8 us per iteration vs 50 x 512 x 4 rows 14.9 us;
       // by diagonals (the 4-row kernel lost its index loads and spills) 4 rows are faster from
       // about 1e5 rows on (kGridFourRowsAbove).
+      // Form 4 keeps the band's halo windows in shared memory: a shape whose windows do not fit
+      // is skipped (automatic form 4: then form 2).
       bool ok = false;
       int cap = 0;
       const int order_given[3] = {1, 2, 4}, order_two[3] = {2, 4, 1}, order_four[3] = {4, 2, 1};
-      const bool four = grid_rpt == 4 || (grid_rpt == 0 && n > kGridFourRowsAbove);
-      const int* order = setup.blocks > 0 ? order_given : four ? order_four : order_two;
-      for (int i = 0; i < 3; ++i) {
-        const int r = order[i];
-        int resident = 0;
-        const std::size_t bytes = shared_bytes<T>(r, sync_grid);
-        auto kernel = pick_kernel<T>(setup.cg, r, sync_grid, form, diagonals_at(r, sync_grid));
-        if (bytes > 48 * 1024)
-          MOLACCEL_CUDA_TRY(
-              cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-        MOLACCEL_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &resident, reinterpret_cast<const void*>(kernel), threads, bytes));
-        cap = resident * prop.multiProcessorCount;
-        if (cap > 0 && fits(r, cap)) {
-          rpt = r;
-          blocks = setup.blocks > 0 ? setup.blocks
-                                    : int((n + (long long)r * threads - 1) / ((long long)r * threads));
-          ok = true;
-          break;
+      auto try_shapes = [&] {
+        // Form 4: the fewest rows per thread that fit (measured faster: docs/linalg.md).
+        const bool four = grid_rpt == 4 || (grid_rpt == 0 && n > kGridFourRowsAbove);
+        const int* order = setup.blocks > 0 || grid_rpt == 1 || (form == 4 && grid_rpt == 0) ? order_given
+                           : four                                                             ? order_four
+                                                                                              : order_two;
+        for (int i = 0; i < 3 && !ok; ++i) {
+          const int r = order[i];
+          int resident = 0;
+          // Automatic form 4 at 4 rows per thread: measured slower than form 2 (docs/linalg.md).
+          if (form == 4 && automatic_one && r == 4) continue;
+          const std::size_t bytes = shared_bytes<T>(r, sync_grid);
+          auto kernel = pick_kernel<T>(setup.cg, r, sync_grid, form, diagonals_at(r, sync_grid));
+          if (form == 4) {
+            cudaFuncAttributes fa{};
+            MOLACCEL_CUDA_TRY(cudaFuncGetAttributes(&fa, reinterpret_cast<const void*>(kernel)));
+            if (bytes + fa.sharedSizeBytes > prop.sharedMemPerBlockOptin) continue;
+          }
+          allow_shared(kernel, bytes);
+          MOLACCEL_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+              &resident, reinterpret_cast<const void*>(kernel), threads, bytes));
+          cap = resident * prop.multiProcessorCount;
+          if (cap > 0 && fits(r, cap)) {
+            rpt = r;
+            blocks = setup.blocks > 0 ? setup.blocks
+                                      : int((n + (long long)r * threads - 1) / ((long long)r * threads));
+            ok = true;
+          }
         }
+      };
+      try_shapes();
+      if (!ok && automatic_one) {  // the band's windows do not fit: two barriers
+        form = 2;
+        try_shapes();
       }
+      if (!ok && form == 4)
+        throw Error(fmt::format(fmt::runtime("linalg: the one-barrier BiCGStab form does not fit this GPU for {} "
+                                             "rows (band -{} .. +{}: the halo windows exceed shared memory)"),
+                                n, band_left(), band_right()),
+                    __FILE__, __LINE__);
       if (!ok)
         throw Error(fmt::format(fmt::runtime("linalg: the resident mode holds at most {} rows on this GPU "
-                                             "(4 rows per thread, {} blocks of {}); {} given"),
-                                (long long)cap * 4 * threads, cap, threads, n),
+                                             "(4 rows per thread, {} blocks of {}, form {}, {} bytes of shared "
+                                             "memory per block); {} given"),
+                                (long long)cap * 4 * threads, cap, threads, form, shared_bytes<T>(4, sync_grid), n),
                     __FILE__, __LINE__);
     }
     smem_bytes = shared_bytes<T>(rpt, sync);
     matrix_smem = matrix_in_shared(rpt, sync);
     matrix_offset = unsigned(vector_bytes<T>(rpt, sync));
-    if (smem_bytes > 48 * 1024)
-      MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(pick_kernel<T>(setup.cg, rpt, sync, form, diagonals()),
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes)));
+    allow_shared(pick_kernel<T>(setup.cg, rpt, sync, form, diagonals()), smem_bytes);
     if (sync == sync_cluster) {
       auto kernel = pick_kernel<T>(setup.cg, rpt, sync_cluster, form, diagonals());
       if (blocks > 8)
@@ -2141,7 +2503,9 @@ struct resident_solver::impl {
       }
     }
     if (sync == sync_grid) {
-      exchange.resize(std::max<std::size_t>(1, std::size_t(form == 2 ? 7 : 2) * setup.n * sizeof(T)));
+      exchange.resize(
+          std::max<std::size_t>(1, std::size_t(form == 2 ? 7 : form == 4 ? 2 * ov_count : 2) * setup.n * sizeof(T)));
+      if (form == 4) aux.resize(1);
       partials.resize(std::size_t(kSlots) * std::size_t(blocks));
       counter.resize(32);  // the counter, the generation word at + 16 (barrier 6)
       counter.fill_zero(linalg_stream(device));
@@ -2156,11 +2520,13 @@ resident_solver::resident_solver(int device, const resident_setup& setup) : impl
   impl_->device = device;
   impl_->setup = setup;
   // Automatic (0): see kAutomaticForm* (resolved in configure()) and kAutomaticMatrixShared.
-  if (setup.form < 0 || setup.form > 3)
-    throw Error(fmt::format(fmt::runtime("linalg: resident form {} (0-3)"), setup.form), __FILE__, __LINE__);
+  if (setup.form < 0 || setup.form > 4)
+    throw Error(fmt::format(fmt::runtime("linalg: resident form {} (0-4)"), setup.form), __FILE__, __LINE__);
   impl_->form = setup.cg ? 1 : setup.form == 0 ? 0 : setup.form;
   if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_CLUSTER_FORM"); g != nullptr && g[0] >= '1' && g[0] <= '3')
     impl_->cluster_form = g[0] - '0';
+  if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_GRID_FORM"); g != nullptr && (g[0] == '2' || g[0] == '4'))
+    impl_->grid_form = g[0] - '0';
   if (setup.matrix_smem == 0) impl_->setup.matrix_smem = kAutomaticMatrixShared;
   if (setup.barrier < 0 || setup.barrier > 6)
     throw Error(fmt::format(fmt::runtime("linalg: resident barrier {} (0-6)"), setup.barrier), __FILE__, __LINE__);
@@ -2180,7 +2546,7 @@ resident_solver::resident_solver(int device, const resident_setup& setup) : impl
     impl_->rows_mode = g[0] - '0';
   if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_LOCAL"); g != nullptr && g[0] == '1')
     impl_->local_first = true;
-  if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_GRID_RPT"); g != nullptr && (g[0] == '2' || g[0] == '4'))
+  if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_GRID_RPT"); g != nullptr && (g[0] == '1' || g[0] == '2' || g[0] == '4'))
     impl_->grid_rpt = g[0] - '0';
   if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_GATHER"); g != nullptr && setup.gather == 0 &&
                                                                        (g[0] == '1' || g[0] == '2'))
@@ -2200,8 +2566,13 @@ resident_solver::resident_solver(int device, const resident_setup& setup) : impl
                                                                      impl_->sync != sync_block) {
     // Barriers per iteration, and barriers before the first iteration of a launch that continues a
     // solve (a plain barrier; the two-barrier form's first product and its sum).
-    const int period = impl_->streaming ? (setup.cg ? 1 : 2) : setup.cg ? 3 : impl_->form == 2 ? 2 : impl_->form == 3 ? 3 : 4;
-    const int before = impl_->streaming ? 0 : !setup.cg && impl_->form == 2 ? 2 : 1;
+    const int period = impl_->streaming ? (setup.cg ? 1 : 2)
+                       : setup.cg       ? 3
+                       : impl_->form == 2 ? 2
+                       : impl_->form == 3 ? 3
+                       : impl_->form == 4 ? 1
+                                          : 4;
+    const int before = impl_->streaming ? 0 : !setup.cg && impl_->form == 2 ? 2 : impl_->form == 4 ? 0 : 1;
     impl_->trace_period = period;
     impl_->trace_skip = 4 * (before + 4 * period);  // 4 stamps per barrier; 4 iterations of warm-up
     impl_->trace_cap = 4 * 8 * period;              // 8 iterations
@@ -2274,6 +2645,11 @@ std::string resident_solver::describe() const {
                      : impl_->setup.barrier == 5   ? "grid, counter barrier (red)"
                      : impl_->setup.barrier == 6   ? "grid, counter barrier (generation word)"
                                                    : "grid, counter barrier";
+  if (!impl_->setup.cg && impl_->form == 4)
+    return fmt::format(fmt::runtime("{} blocks of {}, {} rows/thread, {}, 1 barrier/iteration (halo recomputed, "
+                                    "band -{} .. +{}), matrix in shared memory{}, {} diagonals"),
+                       impl_->blocks, impl_->threads, impl_->rpt, kind, impl_->band_left(), impl_->band_right(),
+                       impl_->gather != 2 ? ", every warp gathers" : "", impl_->setup.dia_count);
   return fmt::format(fmt::runtime("{} blocks of {}, {} rows/thread, {}, {} barriers/iteration{}{}{}"),
                      impl_->blocks, impl_->threads, impl_->rpt, kind,
                      impl_->setup.cg ? 3 : impl_->form == 2 ? 2 : impl_->form == 3 ? 3 : 4,
