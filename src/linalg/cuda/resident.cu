@@ -441,16 +441,17 @@ struct context {
 
   // Sums v[0..NV) over the grid (into every thread) and is a barrier (writes before it are
   // visible after it). Slots [slot, slot + NV) must not be reused before another barrier.
-  template <int NV>
+  // PAIR: the grid gather takes two tasks per warp at a time (see sum_arrive).
+  template <int NV, bool PAIR = false>
   __device__ void sum(double (&v)[NV], int slot) {
-    sum_arrive<NV>(v, slot);
+    sum_arrive<NV, PAIR>(v, slot);
     sum_wait<NV>(v, slot);
   }
 
   // sum() in two halves (split), as plain_arrive() / plain_wait(): in a cluster sum_arrive() reduces
   // the block's values, pushes the block sums and arrives, sum_wait() waits and adds them up (v
   // holds the totals after it); in a block or on a grid sum_arrive() is the whole sum.
-  template <int NV>
+  template <int NV, bool PAIR = false>
   __device__ void sum_arrive(double (&v)[NV], int slot) {
     warp_all_sum_n(v);
     if (lane == 0)
@@ -501,18 +502,50 @@ struct context {
         // (16 x fewer requests to the same few L2 lines); deterministic and identical in every
         // thread, as the all-warps form (whose order of additions differs above 128 blocks).
         __shared__ double chunk_sum[kSlots][kMaxChunks];
-        for (int task = warp; task < NV * chunks; task += nwarps) {
-          const int k = task / chunks, ch = task - k * chunks;
-          const int s = slot + k, b0 = ch * 32 * U + lane;
-          double got[U];
+        const int tasks = NV * chunks;
+        if constexpr (PAIR) {
+          // A warp takes two tasks at a time (tasks t and t + nwarps), all their loads in flight
+          // together: with fewer warps than tasks (8 warps of a 256-thread block, 9 sums) one L2
+          // round trip instead of two. Only where asked for: the extra registers slowed the
+          // kernels that do not need it (docs/linalg.md).
+          for (int t0 = warp; t0 < tasks; t0 += 2 * nwarps) {
+            double got[2][U];
 #pragma unroll
-          for (int i = 0; i < U; ++i) got[i] = b0 + 32 * i < blocks ? partial(s, b0 + 32 * i, blocks) : 0.0;
-          double acc = 0;
+            for (int h = 0; h < 2; ++h) {
+              const int task = t0 + h * nwarps, k = task / chunks, ch = task - k * chunks;
+              const int b0 = ch * 32 * U + lane;
 #pragma unroll
-          for (int i = 0; i < U; ++i)
-            if (b0 + 32 * i < blocks) acc += got[i];
-          const double total = warp_all_sum(acc);
-          if (lane == 0) chunk_sum[s][ch] = total;
+              for (int i = 0; i < U; ++i)
+                got[h][i] = task < tasks && b0 + 32 * i < blocks ? partial(slot + k, b0 + 32 * i, blocks) : 0.0;
+            }
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int task = t0 + h * nwarps, k = task / chunks, ch = task - k * chunks;
+              if (task < tasks) {  // uniform over the warp
+                const int b0 = ch * 32 * U + lane;
+                double acc = 0;
+#pragma unroll
+                for (int i = 0; i < U; ++i)
+                  if (b0 + 32 * i < blocks) acc += got[h][i];
+                const double total = warp_all_sum(acc);
+                if (lane == 0) chunk_sum[slot + k][ch] = total;
+              }
+            }
+          }
+        } else {
+          for (int task = warp; task < tasks; task += nwarps) {
+            const int k = task / chunks, ch = task - k * chunks;
+            const int b0 = ch * 32 * U + lane;
+            double got[U];
+#pragma unroll
+            for (int i = 0; i < U; ++i) got[i] = b0 + 32 * i < blocks ? partial(slot + k, b0 + 32 * i, blocks) : 0.0;
+            double acc = 0;
+#pragma unroll
+            for (int i = 0; i < U; ++i)
+              if (b0 + 32 * i < blocks) acc += got[i];
+            const double total = warp_all_sum(acc);
+            if (lane == 0) chunk_sum[slot + k][ch] = total;
+          }
         }
         __syncthreads();
 #pragma unroll
@@ -1511,7 +1544,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
           out[std::size_t(ov_v) * nn + std::size_t(row)] = v[k];
         }
       }
-      c.template sum<9>(q, set * kSlot1Set);
+      c.template sum<9, RPT == 1>(q, set * kSlot1Set);  // 1 row per thread: blocks of 256 (8 warps)
       if (j > 0 && !finish(j, q[8])) {
         done = j;
         break;
