@@ -209,6 +209,22 @@ host_csr<double> banded(std::size_t n, double skew) {
   return a;
 }
 
+// Resident-mode options of the geometry tests: the precision's tolerance (fp64 1e-8, fp32 1e-4),
+// the iteration cap and the shape.
+solver_options resident_options(precision prec, preconditioner precond, int max_iterations, int blocks, int threads,
+                                int barrier) {
+  solver_options o;
+  o.launch = launch_mode::resident;
+  o.precision = prec;
+  o.precond = precond;
+  o.tolerance = prec == precision::fp64 ? 1e-8 : 1e-4;
+  o.max_iterations = max_iterations;
+  o.resident_blocks = blocks;
+  o.resident_threads = threads;
+  o.resident_barrier = barrier;
+  return o;
+}
+
 struct resident_geometry {
   int blocks, threads, barrier;
   std::size_t max_rows;  // skip larger systems (capacity of the shape)
@@ -582,15 +598,7 @@ TEST(LinalgGpuResident, DiagonalsAgreeWithCsr) {
       for (auto precond : {preconditioner::none, preconditioner::jacobi})
         for (const auto& g : geometries) {
           if (a.rows > g.max_rows) continue;
-          solver_options o;
-          o.launch = launch_mode::resident;
-          o.precision = prec;
-          o.precond = precond;
-          o.tolerance = prec == precision::fp64 ? 1e-8 : 1e-4;
-          o.max_iterations = 3000;
-          o.resident_blocks = g.blocks;
-          o.resident_threads = g.threads;
-          o.resident_barrier = g.barrier;
+          solver_options o = resident_options(prec, precond, 3000, g.blocks, g.threads, g.barrier);
           o.resident_form = g.form;
           o.resident_matrix_shared = g.matrix_shared;
           o.resident_matrix = 1;
@@ -751,15 +759,7 @@ TEST(LinalgGpuResident, OneBarrierForm) {
       for (auto precond : {preconditioner::none, preconditioner::jacobi})
         for (const auto& g : shapes) {
           if (prec == precision::fp32 && a.rows > 20000) continue;  // fp32 stalls near 1e-4 on large Poisson
-          solver_options o;
-          o.launch = launch_mode::resident;
-          o.precision = prec;
-          o.precond = precond;
-          o.tolerance = prec == precision::fp64 ? 1e-8 : 1e-4;
-          o.max_iterations = 4000;
-          o.resident_blocks = g.blocks;
-          o.resident_threads = g.threads;
-          o.resident_barrier = g.barrier;
+          solver_options o = resident_options(prec, precond, 4000, g.blocks, g.threads, g.barrier);
           const std::string what = fmt::format("{} n={} {} {} | {}x{} barrier {}", name, a.rows,
                                                prec == precision::fp32 ? "fp32" : "fp64",
                                                precond == preconditioner::jacobi ? "jacobi" : "none", g.blocks,
@@ -774,10 +774,8 @@ TEST(LinalgGpuResident, OneBarrierForm) {
             ADD_FAILURE() << what << ": " << e.what();
             continue;
           }
-          SCOPED_TRACE(fmt::format("{} n={} {} {} | {}x{} barrier {} -> {} ({} vs {} iterations, {})", name, a.rows,
-                                   prec == precision::fp32 ? "fp32" : "fp64",
-                                   precond == preconditioner::jacobi ? "jacobi" : "none", g.blocks, g.threads,
-                                   g.barrier, one.backend, one.iterations, two.iterations, to_string(one.status)));
+          SCOPED_TRACE(fmt::format("{} -> {} ({} vs {} iterations, {})", what, one.backend, one.iterations,
+                                   two.iterations, to_string(one.status)));
           EXPECT_NE(one.backend.find("1 barrier/iteration"), std::string::npos) << one.backend;
           EXPECT_NE(two.backend.find("2 barriers/iteration"), std::string::npos) << two.backend;
           EXPECT_EQ(one.status, two.status);

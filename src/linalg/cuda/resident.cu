@@ -503,48 +503,34 @@ struct context {
         // thread, as the all-warps form (whose order of additions differs above 128 blocks).
         __shared__ double chunk_sum[kSlots][kMaxChunks];
         const int tasks = NV * chunks;
-        if constexpr (PAIR) {
-          // A warp takes two tasks at a time (tasks t and t + nwarps), all their loads in flight
-          // together: with fewer warps than tasks (8 warps of a 256-thread block, 9 sums) one L2
-          // round trip instead of two. Only where asked for: the extra registers slowed the
-          // kernels that do not need it (docs/linalg.md).
-          for (int t0 = warp; t0 < tasks; t0 += 2 * nwarps) {
-            double got[2][U];
+        // With PAIR a warp takes two tasks at a time (tasks t and t + nwarps), all their loads in
+        // flight together: with fewer warps than tasks (8 warps of a 256-thread block, 9 sums) one
+        // L2 round trip instead of two. Only where asked for: the extra registers slowed the
+        // kernels that do not need it (docs/linalg.md).
+        constexpr int P = PAIR ? 2 : 1;
+        for (int t0 = warp; t0 < tasks; t0 += P * nwarps) {
+          double got[P][U];
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int task = t0 + h * nwarps, k = task / chunks, ch = task - k * chunks;
-              const int b0 = ch * 32 * U + lane;
-#pragma unroll
-              for (int i = 0; i < U; ++i)
-                got[h][i] = task < tasks && b0 + 32 * i < blocks ? partial(slot + k, b0 + 32 * i, blocks) : 0.0;
-            }
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int task = t0 + h * nwarps, k = task / chunks, ch = task - k * chunks;
-              if (task < tasks) {  // uniform over the warp
-                const int b0 = ch * 32 * U + lane;
-                double acc = 0;
-#pragma unroll
-                for (int i = 0; i < U; ++i)
-                  if (b0 + 32 * i < blocks) acc += got[h][i];
-                const double total = warp_all_sum(acc);
-                if (lane == 0) chunk_sum[slot + k][ch] = total;
-              }
-            }
-          }
-        } else {
-          for (int task = warp; task < tasks; task += nwarps) {
-            const int k = task / chunks, ch = task - k * chunks;
+          for (int h = 0; h < P; ++h) {
+            const int task = t0 + h * nwarps, k = task / chunks, ch = task - k * chunks;
             const int b0 = ch * 32 * U + lane;
-            double got[U];
-#pragma unroll
-            for (int i = 0; i < U; ++i) got[i] = b0 + 32 * i < blocks ? partial(slot + k, b0 + 32 * i, blocks) : 0.0;
-            double acc = 0;
 #pragma unroll
             for (int i = 0; i < U; ++i)
-              if (b0 + 32 * i < blocks) acc += got[i];
-            const double total = warp_all_sum(acc);
-            if (lane == 0) chunk_sum[slot + k][ch] = total;
+              got[h][i] = (h == 0 || task < tasks) && b0 + 32 * i < blocks ? partial(slot + k, b0 + 32 * i, blocks)
+                                                                           : 0.0;
+          }
+#pragma unroll
+          for (int h = 0; h < P; ++h) {
+            const int task = t0 + h * nwarps, k = task / chunks, ch = task - k * chunks;
+            if (h == 0 || task < tasks) {  // uniform over the warp
+              const int b0 = ch * 32 * U + lane;
+              double acc = 0;
+#pragma unroll
+              for (int i = 0; i < U; ++i)
+                if (b0 + 32 * i < blocks) acc += got[h][i];
+              const double total = warp_all_sum(acc);
+              if (lane == 0) chunk_sum[slot + k][ch] = total;
+            }
           }
         }
         __syncthreads();
@@ -1338,7 +1324,7 @@ enum one_vec { ov_s = 0, ov_t = 1, ov_p = 2, ov_v = 3, ov_count = 4 };  // publi
 
 // Shared memory of resident_kernel_1 in elements: ph (W2), sh (W1), rh (L + R), the values (dc x
 // W1), the Jacobi diagonal (W2, with a preconditioner).
-__host__ __device__ constexpr long long one_barrier_elements(long long rb, long long left, long long right,
+constexpr long long one_barrier_elements(long long rb, long long left, long long right,
                                                              long long dc, bool jacobi) {
   return (rb + 2 * left + 2 * right) * (jacobi ? 2 : 1) + (rb + left + right) * (1 + dc) + left + right;
 }
@@ -2408,15 +2394,12 @@ struct resident_solver::impl {
       else
         kind = 2;
     }
-    if (setup.threads == 0 && kind >= 2 && automatic_grid_one && n <= 256LL * prop.multiProcessorCount) threads = 256;
-    bool automatic_one = false;  // form 4 chosen automatically: form 2 where it does not fit
+    // Form 4 chosen automatically (on a grid): form 2 where its windows do not fit.
+    const bool automatic_one = automatic_grid_one && kind >= 2;
+    if (setup.threads == 0 && automatic_one && n <= 256LL * prop.multiProcessorCount) threads = 256;
     if (form == 0) {
-      form = kind == -1 ? kAutomaticFormBlock : kind == 1 ? cluster_form : grid_form;
+      form = kind == -1 ? kAutomaticFormBlock : kind == 1 ? cluster_form : automatic_one ? 4 : 2;
       if (form == 3 && setup.r0hat == nullptr) form = 1;  // automatic: four barriers without M A^T r0
-      if (form == 4) {
-        automatic_one = one_barrier_applies();
-        if (!automatic_one) form = 2;
-      }
     }
     if (form == 4 && (kind == -1 || kind == 1))
       throw Error("linalg: the one-barrier BiCGStab form runs on a grid, not in one block or one cluster", __FILE__,
