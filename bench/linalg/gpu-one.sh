@@ -14,9 +14,9 @@ linalg_log log.txt
 linalg_configure
 linalg_build test_linalg_gpu bench_linalg ${DEMO:+molaccel_cli}
 obj=$(find $b -name 'resident.cu.o' | head -1)
-echo "== registers / stack: resident_kernel_1<double | float, 1 | 2 | 4 rows> =="
+echo "== registers / stack: resident_kernel_1<double | float, 1 | 2 | 4 rows, unrolled for 5 | 8 diagonals> =="
 cuobjdump -res-usage "$obj" 2>/dev/null | grep -A1 'resident_kernel_1' | grep -oE 'Function [^ ]+|REG:[0-9]+ STACK:[0-9]+' |
-  sed -E 's/Function .*resident_kernel_1I([df])Li([124]).*/\1 \2 rows:/' | paste - - | sort -u
+  sed -E 's/Function .*resident_kernel_1I([df])Li([124])ELi([0-9]+)E.*/\1 \2 rows \3 diagonals:/' | paste - - | sort -u
 linalg_gpu_tests "${TESTS:-LinalgGpuResident.OneBarrierForm:LinalgGpuResident.BatchesAndCap}" "${TEST_SECONDS:-240}"
 for rep in $(seq 1 "${REPEAT:-2}"); do
   echo "== bicgstab per iteration: automatic | two barriers | cluster, three barriers, run $rep =="
