@@ -752,6 +752,8 @@ TEST(LinalgGpuResident, OneBarrierForm) {
        {{132, 128, 4}, {0, 0, 4}}},
       {"random 8 diagonals 3001", random_banded(3001, {-60, -9, -1, 0, 1, 2, 9, 61}, 0.15, 21), {{4, 256, 4}}},
       {"random 3 diagonals", random_banded(3, {-1, 0, 1}, 0.0, 5), {{0, 0, 4}}},
+      // Up to 5 diagonals: the kernel with zeros for the holes (no NaN test), 1 and 2 rows per thread.
+      {"random 5 diagonals 9001", random_banded(9001, {-97, -1, 0, 1, 96}, 0.2, 31), {{0, 0, 4}, {12, 512, 4}}},
   };
   for (const auto& [name, a, shapes] : cases) {
     const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
