@@ -640,11 +640,7 @@ TEST(LinalgGpuResident, DiagonalsAgreeWithCsr) {
                                              {0, 0, 4, 0, 2}, {8, 128, 2, 0, 2, 2}}) {
     const auto& sys = g.blocks == 0 ? a : g.blocks == 8 ? systems[8].a : small;
     const auto bs = multiply(sys, std::vector<double>(sys.rows, 1.0));
-    solver_options o;
-    o.launch = launch_mode::resident;
-    o.resident_blocks = g.blocks;
-    o.resident_threads = g.threads;
-    o.resident_barrier = g.barrier;
+    solver_options o = resident_options(precision::fp64, preconditioner::none, 1000, g.blocks, g.threads, g.barrier);
     o.resident_form = g.form;
     o.resident_matrix_shared = g.matrix_shared;
     o.resident_matrix = 2;
@@ -792,12 +788,7 @@ TEST(LinalgGpuResident, OneBarrierForm) {
     const auto& a = name == "poisson 100" ? cases[0].a : name == "poisson 317" ? cases[1].a : cases[4].a;
     const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
     for (auto precond : {preconditioner::none, preconditioner::jacobi}) {
-      solver_options o;
-      o.launch = launch_mode::resident;
-      o.precond = precond;
-      o.resident_blocks = g.blocks;
-      o.resident_threads = g.threads;
-      o.resident_barrier = g.barrier;
+      solver_options o = resident_options(precision::fp64, precond, 1000, g.blocks, g.threads, g.barrier);
       o.resident_form = 4;
       const auto whole = solve(res, a, b, o);
       o.batch = 7;

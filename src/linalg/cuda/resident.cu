@@ -320,6 +320,16 @@ struct context {
     }
   }
 
+  // The state words a launch leaves for the host and the next launch (kStateWords; word 2, (b, b)
+  // or (r, r) of the first launch, is written where it is summed): rho (CG: gamma), active,
+  // iterations done, barriers passed (added to the next launch's kernel_params::epoch_base).
+  __device__ void store_state(double rho, double active, int done) const {
+    kp.out[0] = rho;
+    kp.out[1] = active;
+    kp.out[3] = done;
+    kp.out[4] = double(epoch);
+  }
+
   // Block sum `s` of block `blk` (written before the last barrier).
   __device__ __forceinline__ double partial(int s, int blk, int blocks) const {
     if constexpr (SYNC == sync_cluster)
@@ -997,12 +1007,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
       kp.r[m.row[k]] = r[k];
       kp.p[m.row[k]] = p[k];
     }
-  if (blockIdx.x == 0 && tid == 0) {
-    kp.out[0] = rho;
-    kp.out[1] = active;
-    kp.out[3] = done;
-    kp.out[4] = double(c.epoch);
-  }
+  if (blockIdx.x == 0 && tid == 0) c.store_state(rho, active, done);
   // No block of a cluster may leave while another can still read its shared memory.
   if constexpr (SYNC == sync_cluster) cluster_sync();
 }
@@ -1284,12 +1289,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_2(const kernel
       kp.r[m.row[k]] = r[k];
       kp.p[m.row[k]] = p[k];
     }
-  if (blockIdx.x == 0 && tid == 0) {
-    kp.out[0] = rho;
-    kp.out[1] = active;
-    kp.out[3] = done;
-    kp.out[4] = double(c.epoch);
-  }
+  if (blockIdx.x == 0 && tid == 0) c.store_state(rho, active, done);
   if constexpr (SYNC == sync_cluster) cluster_sync();
 }
 
@@ -1581,10 +1581,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
     }
   }
   if (blockIdx.x == 0 && tid == 0) {
-    kp.out[0] = rho;
-    kp.out[1] = active;
-    kp.out[3] = done;
-    kp.out[4] = double(c.epoch);
+    c.store_state(rho, active, done);
     kp.aux[0] = alpha;
   }
 }
@@ -1840,10 +1837,7 @@ __global__ void __launch_bounds__(kStreamThreads, MINB) fused_kernel(const kerne
     cur = nxt;
   }
   if (blockIdx.x == 0 && tid == 0) {
-    kp.out[0] = rho;
-    kp.out[1] = active;
-    kp.out[3] = done;
-    kp.out[4] = double(c.epoch);
+    c.store_state(rho, active, done);
     kp.aux[0] = sigma;
     kp.aux[1] = cur;
   }
@@ -1976,10 +1970,7 @@ __global__ void __launch_bounds__(kStreamThreads, MINB) fused_cg_kernel(const ke
     cur = nxt;
   }
   if (blockIdx.x == 0 && tid == 0) {
-    kp.out[0] = gamma;
-    kp.out[1] = active;
-    kp.out[3] = done;
-    kp.out[4] = double(c.epoch);
+    c.store_state(gamma, active, done);
     kp.aux[0] = alpha;
     kp.aux[1] = cur;
     kp.aux[2] = beta;
