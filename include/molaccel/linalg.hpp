@@ -574,6 +574,12 @@ struct solver_options {
   // omega, beta and the next alpha; each block recomputes its neighbours' entries two hops deep;
   // MOLACCEL_LINALG_RESIDENT_GRID_FORM=2|4 overrides the automatic form on a grid).
   int resident_form = 0;
+  // Resident BiCGStab in the one-barrier form, the blocks' rows: 0 automatic (2 where the matrix
+  // is a stencil on a 2-D grid, else 1), 1 bands of consecutive rows (halo: the band's reach,
+  // whole grid rows for a grid), 2 rectangular tiles of the grid (halo: a few cells around each
+  // tile; fewer rows recomputed per block, docs/linalg.md). MOLACCEL_LINALG_RESIDENT_TILES=1|2
+  // overrides automatic, =IxJ asks for I x J tiles.
+  int resident_tiles = 0;
   // Resident grid with 4 rows per thread: keep the matrix rows of <= 5 nonzeros in shared memory
   // (loaded once per launch) instead of reading them from L2 in every product: 0 automatic
   // (yes), 1 no, 2 yes.

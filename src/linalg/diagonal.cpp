@@ -42,4 +42,54 @@ std::optional<diagonal_layout> diagonal_storage(const host_csr<double>& a, doubl
   return d;
 }
 
+std::optional<diagonal_grid> diagonal_grid_of(const diagonal_layout& d, std::size_t n) {
+  const int reach = diagonal_grid_max_reach;
+  if (n < 4 || d.offsets.empty() || d.values.size() != d.offsets.size() * n || n > (std::size_t(1) << 30))
+    return std::nullopt;
+  std::vector<long long> widths;
+  for (int off : d.offsets) {
+    const long long m = off < 0 ? -(long long)off : off;
+    if (m < reach + 1) continue;
+    for (long long w = m - reach; w <= m + reach; ++w)
+      if (w > 2 * reach && (long long)n % w == 0 && (long long)n / w >= 2 &&
+          std::find(widths.begin(), widths.end(), w) == widths.end())
+        widths.push_back(w);
+  }
+  std::optional<diagonal_grid> best;
+  int best_reach = reach + 1;
+  for (long long w : widths) {
+    diagonal_grid g;
+    g.width = int(w);
+    g.height = int((long long)n / w);
+    int most = 0;
+    bool ok = true;
+    for (int off : d.offsets) {
+      // a = off / w rounded to the nearest, b the remainder (|b| <= w / 2).
+      long long a = off >= 0 ? (off + w / 2) / w : -((-(long long)off + w / 2) / w);
+      long long b = off - a * w;
+      if (b > reach || b < -reach) {
+        ok = false;
+        break;
+      }
+      g.a.push_back(int(a));
+      g.b.push_back(int(b));
+      most = std::max(most, int(b < 0 ? -b : b));
+    }
+    // No entry crosses a grid row's edge (the layout holds NaN where the CSR row has no entry).
+    for (std::size_t k = 0; ok && k < d.offsets.size(); ++k) {
+      const int b = g.b[k];
+      if (b == 0) continue;
+      for (std::size_t row = 0; row < n && ok; ++row) {
+        const long long j = (long long)(row % std::size_t(w));
+        if ((j + b < 0 || j + b >= w) && !std::isnan(d.values[k * n + row])) ok = false;
+      }
+    }
+    if (ok && (most < best_reach || (most == best_reach && g.width > best->width))) {
+      best_reach = most;
+      best = std::move(g);
+    }
+  }
+  return best;
+}
+
 }  // namespace molaccel::linalg

@@ -32,4 +32,20 @@ struct diagonal_layout {
 // bit-for-bit the CSR product (padding never enters a sum: no 0 x Inf = NaN, no +0 for -0).
 std::optional<diagonal_layout> diagonal_storage(const host_csr<double>& a, double max_fill = diagonal_max_fill);
 
+// A diagonal layout that is a stencil on a 2-D grid: rows = height x width, row = i * width + j,
+// every offset a * width + b with |b| <= diagonal_grid_max_reach, and no entry that crosses the
+// edge of a grid row (no entry of row (i, j) at offset (a, b) with j + b outside [0, width)).
+// Then each entry of row (i, j) is the grid cell (i + a, j + b), so a partition of the grid into
+// 2-D tiles has a halo of a few cells around each tile instead of whole grid rows (the
+// one-barrier resident kernel, docs/linalg.md). The 2-D Poisson matrix is one (width N).
+inline constexpr int diagonal_grid_max_reach = 3;
+struct diagonal_grid {
+  int width = 0, height = 0;
+  std::vector<int> a, b;  // per offset of the layout: offsets[k] = a[k] * width + b[k]
+};
+// The grid of `d` (n rows), or nothing. Widths tried: |offset| - reach .. |offset| + reach for
+// the offsets with |offset| > reach, wider than 2 x reach, dividing n with a height of at least 2; of those that
+// qualify, the one with the smallest largest |b|, then the widest.
+std::optional<diagonal_grid> diagonal_grid_of(const diagonal_layout& d, std::size_t n);
+
 }  // namespace molaccel::linalg

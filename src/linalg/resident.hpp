@@ -58,6 +58,13 @@ struct resident_setup {
   int dia_count = 0;
   int dia_mode = 0;
   int dia_offsets[8] = {};
+  // One-barrier form (4): the diagonals as a stencil on a grid_height x grid_width grid
+  // (linalg/diagonal.hpp, diagonal_grid_of; 0: not a grid), offset k = dia_a[k] x grid_width +
+  // dia_b[k]. tiles: 0 automatic (2-D tiles of the grid where it is one, else bands of rows),
+  // 1 bands of rows, 2 tiles (bands where the matrix is not a grid).
+  int grid_width = 0, grid_height = 0;
+  int dia_a[8] = {}, dia_b[8] = {};
+  int tiles = 0;
 };
 class resident_solver {
  public:

@@ -352,6 +352,13 @@ solver_result solve_on(const placement& where, const host_csr<double>& host_a, s
         rs.dia_count = int(layout->offsets.size());
         std::copy(layout->offsets.begin(), layout->offsets.end(), rs.dia_offsets);
         rs.dia_mode = fused ? 0 : resident_matrix_choice(options);
+        rs.tiles = options.resident_tiles;
+        if (const auto grid = diagonal_grid_of(*layout, n)) {
+          rs.grid_width = grid->width;
+          rs.grid_height = grid->height;
+          std::copy(grid->a.begin(), grid->a.end(), rs.dia_a);
+          std::copy(grid->b.begin(), grid->b.end(), rs.dia_b);
+        }
       }
     std::unique_ptr<gpu::resident_solver> resident;
     try {

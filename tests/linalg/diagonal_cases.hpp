@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "molaccel/linalg.hpp"
@@ -46,6 +47,44 @@ inline host_csr<double> random_banded(std::size_t n, const std::vector<int>& off
     }
     a.row_ptr.push_back(std::int32_t(a.col_idx.size()));
   }
+  return a;
+}
+
+// A random stencil on a height x width grid (row = i * width + j): row (i, j) couples to the
+// cells (i + a, j + b) of `stencil` that lie in the grid (none across the grid's edges, so the
+// matrix is a grid in diagonal_grid_of's sense), with holes, +-0 and the diagonal as in
+// random_banded. `stencil` holds (a, b) pairs; (0, 0) must be among them.
+inline host_csr<double> random_stencil(int height, int width, const std::vector<std::pair<int, int>>& stencil,
+                                       double holes, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-1.0, 1.0), p(0.0, 1.0);
+  host_csr<double> a;
+  a.rows = a.cols = std::size_t(height) * std::size_t(width);
+  for (int i = 0; i < height; ++i)
+    for (int j = 0; j < width; ++j) {
+      std::vector<std::pair<std::int32_t, double>> row;
+      double off_sum = 0;
+      for (auto [da, db] : stencil) {
+        if (i + da < 0 || i + da >= height || j + db < 0 || j + db >= width) continue;
+        const auto col = std::int32_t((i + da) * width + j + db);
+        if (da == 0 && db == 0) {
+          row.push_back({col, 0.0});
+          continue;
+        }
+        const double q = p(rng);
+        if (q < holes) continue;
+        const double v = q < holes + 0.05 ? 0.0 : q < holes + 0.1 ? -0.0 : u(rng);
+        off_sum += std::abs(v);
+        row.push_back({col, v});
+      }
+      std::sort(row.begin(), row.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+      for (auto& [col, v] : row) {
+        if (col == std::int32_t(i * width + j)) v = 1.0 + off_sum;
+        a.col_idx.push_back(col);
+        a.values.push_back(v);
+      }
+      a.row_ptr.push_back(std::int32_t(a.col_idx.size()));
+    }
   return a;
 }
 

@@ -82,6 +82,59 @@ TEST(LinalgDiagonal, PoissonAndBandedQualify) {
   EXPECT_EQ(diagonal_storage(one)->offsets, std::vector<int>{0});
 }
 
+// diagonal_grid_of: the 2-D grid of a stencil matrix (the one-barrier resident kernel's tiles).
+TEST(LinalgDiagonal, GridOfStencils) {
+  const auto p = poisson_2d(317);
+  const auto g = diagonal_grid_of(*diagonal_storage(p), p.rows);
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ(g->width, 317);
+  EXPECT_EQ(g->height, 317);
+  EXPECT_EQ(g->a, (std::vector<int>{-1, 0, 0, 0, 1}));
+  EXPECT_EQ(g->b, (std::vector<int>{0, -1, 0, 1, 0}));
+  // A rectangular grid, 7 diagonals reaching diagonally, with holes: width 61, not the
+  // neighbouring widths (their remainders would cross grid rows).
+  const std::vector<std::pair<int, int>> seven = {{-1, -1}, {-1, 0}, {0, -1}, {0, 0}, {0, 1}, {1, 0}, {1, 1}};
+  const auto s = random_stencil(37, 61, seven, 0.2, 5);
+  const auto ds = diagonal_storage(s);
+  ASSERT_TRUE(ds.has_value());
+  EXPECT_EQ(ds->offsets, (std::vector<int>{-62, -61, -1, 0, 1, 61, 62}));
+  const auto gs = diagonal_grid_of(*ds, s.rows);
+  ASSERT_TRUE(gs.has_value());
+  EXPECT_EQ(gs->width, 61);
+  EXPECT_EQ(gs->height, 37);
+  EXPECT_EQ(gs->a, (std::vector<int>{-1, -1, 0, 0, 0, 1, 1}));
+  EXPECT_EQ(gs->b, (std::vector<int>{-1, 0, -1, 0, 1, 0, 1}));
+  // A band with entries across every would-be grid row's edge: not a grid (n = 1000, offsets
+  // +-40 would give width 40, but a(39, 40) is an entry).
+  const auto band = random_banded(1000, {-40, -1, 0, 1, 40}, 0.0, 9);
+  EXPECT_FALSE(diagonal_grid_of(*diagonal_storage(band), band.rows).has_value());
+  // One crossing entry is enough: Poisson 20 with a(19, 20) added.
+  auto crossed = poisson_2d(20);
+  {
+    host_csr<double> c;
+    c.rows = c.cols = crossed.rows;
+    for (std::size_t i = 0; i < crossed.rows; ++i) {
+      for (auto k = crossed.row_ptr[i]; k < crossed.row_ptr[i + 1]; ++k) {
+        c.col_idx.push_back(crossed.col_idx[k]);
+        c.values.push_back(crossed.values[k]);
+        if (i == 19 && crossed.col_idx[k] == 19) {
+          c.col_idx.push_back(20);
+          c.values.push_back(-0.5);
+        }
+      }
+      c.row_ptr.push_back(std::int32_t(c.col_idx.size()));
+    }
+    crossed = c;
+  }
+  ASSERT_TRUE(diagonal_storage(crossed).has_value());
+  EXPECT_FALSE(diagonal_grid_of(*diagonal_storage(crossed), crossed.rows).has_value());
+  // No offset beyond the reach (tridiagonal), and a width not dividing n: bands.
+  const auto tri = random_banded(500, {-1, 0, 1}, 0.0, 4);
+  EXPECT_FALSE(diagonal_grid_of(*diagonal_storage(tri), tri.rows).has_value());
+  const auto odd = random_banded(1009, {-50, 0, 50}, 0.0, 4);  // 1009 is prime
+  EXPECT_FALSE(diagonal_grid_of(*diagonal_storage(odd), odd.rows).has_value());
+}
+
 TEST(LinalgDiagonal, OtherMatricesDoNotQualify) {
   EXPECT_FALSE(diagonal_storage(random_scattered(500, 4, 1)).has_value());  // offsets everywhere
   // Nine diagonals (one more than diagonal_max_count).

@@ -733,16 +733,23 @@ TEST(LinalgGpuResident, OneBarrierForm) {
   const Resources res = first_gpu();
   struct shape {
     int blocks, threads, barrier;
+    int tiles = 0;  // solver_options::resident_tiles (grids: 0 and 2 tiles, 1 bands)
   };
   struct one_case {
     std::string name;
     host_csr<double> a;
     std::vector<shape> shapes;
   };
+  // Stencils on rectangular grids (tiles): 7 and 5 points, random values with holes and +-0.
+  const std::vector<std::pair<int, int>> seven = {{-1, -1}, {-1, 0}, {0, -1}, {0, 0}, {0, 1}, {1, 0}, {1, 1}};
+  const std::vector<std::pair<int, int>> five = {{-1, 0}, {0, -1}, {0, 0}, {0, 1}, {1, 0}};
   const std::vector<one_case> cases = {
-      {"poisson 100", poisson_2d(100), {{0, 0, 4}, {0, 0, 2}, {20, 128, 6}}},
-      {"poisson 317", poisson_2d(317), {{0, 0, 4}, {132, 512, 5}}},
+      {"poisson 100", poisson_2d(100), {{0, 0, 4}, {0, 0, 2}, {20, 128, 6}, {0, 0, 4, 1}}},
+      {"poisson 317", poisson_2d(317), {{0, 0, 4}, {132, 512, 5}, {0, 0, 4, 1}, {99, 512, 4, 1}}},
       {"poisson 447", poisson_2d(447), {{0, 0, 4}}},
+      {"stencil 7 on 97 x 203", random_stencil(97, 203, seven, 0.15, 41), {{0, 0, 4}, {30, 256, 4}, {0, 0, 4, 1}}},
+      {"stencil 5 on 211 x 89", random_stencil(211, 89, five, 0.15, 43), {{0, 0, 4}, {10, 512, 2}}},
+      {"stencil 5 on 5 x 9", random_stencil(5, 9, five, 0.0, 47), {{0, 0, 4}, {4, 128, 4, 2}}},
       {"banded 1000", banded(1000, 0.3), {{8, 128, 4}, {0, 0, 2}}},
       {"random 8 diagonals 20011", random_banded(20011, {-140, -9, -1, 0, 1, 2, 9, 141}, 0.15, 11),
        {{132, 128, 4}, {0, 0, 4}}},
@@ -758,10 +765,11 @@ TEST(LinalgGpuResident, OneBarrierForm) {
         for (const auto& g : shapes) {
           if (prec == precision::fp32 && a.rows > 20000) continue;  // fp32 stalls near 1e-4 on large Poisson
           solver_options o = resident_options(prec, precond, 4000, g.blocks, g.threads, g.barrier);
-          const std::string what = fmt::format("{} n={} {} {} | {}x{} barrier {}", name, a.rows,
+          o.resident_tiles = g.tiles;
+          const std::string what = fmt::format("{} n={} {} {} | {}x{} barrier {} tiles {}", name, a.rows,
                                                prec == precision::fp32 ? "fp32" : "fp64",
                                                precond == preconditioner::jacobi ? "jacobi" : "none", g.blocks,
-                                               g.threads, g.barrier);
+                                               g.threads, g.barrier, g.tiles);
           solver_result two, one;
           try {
             o.resident_form = 2;
@@ -775,6 +783,9 @@ TEST(LinalgGpuResident, OneBarrierForm) {
           SCOPED_TRACE(fmt::format("{} -> {} ({} vs {} iterations, {})", what, one.backend, one.iterations,
                                    two.iterations, to_string(one.status)));
           EXPECT_NE(one.backend.find("1 barrier/iteration"), std::string::npos) << one.backend;
+          // Grids take tiles unless bands are asked for; other matrices bands.
+          const bool grid = name.rfind("poisson", 0) == 0 || name.rfind("stencil", 0) == 0;
+          EXPECT_EQ(one.backend.find(" grid)") != std::string::npos, grid && g.tiles != 1) << one.backend;
           EXPECT_NE(two.backend.find("2 barriers/iteration"), std::string::npos) << two.backend;
           EXPECT_EQ(one.status, two.status);
           if (prec == precision::fp64) EXPECT_EQ(one.status, solver_status::converged) << to_string(one.status);
@@ -784,8 +795,11 @@ TEST(LinalgGpuResident, OneBarrierForm) {
   }
   // Batches of 7 (x, r, p, rho and alpha through memory between launches) and the cap.
   for (const auto& [name, g] : std::vector<std::pair<std::string, shape>>{
-           {"poisson 100", {0, 0, 4}}, {"random 8 diagonals 20011", {132, 128, 2}}, {"poisson 317", {0, 0, 6}}}) {
-    const auto& a = name == "poisson 100" ? cases[0].a : name == "poisson 317" ? cases[1].a : cases[4].a;
+           {"poisson 100", {0, 0, 4}},
+           {"random 8 diagonals 20011", {132, 128, 2}},
+           {"poisson 317", {0, 0, 6}},
+           {"stencil 7 on 97 x 203", {0, 0, 4}}}) {
+    const auto& a = std::find_if(cases.begin(), cases.end(), [&](const one_case& c) { return c.name == name; })->a;
     const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
     for (auto precond : {preconditioner::none, preconditioner::jacobi}) {
       solver_options o = resident_options(precision::fp64, precond, 1000, g.blocks, g.threads, g.barrier);

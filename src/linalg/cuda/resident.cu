@@ -84,6 +84,9 @@ constexpr long long kGridFourRowsAbove = 80LL * 2 * 512;
 // (bit for bit up to 128 blocks). Measured on an H100 (docs/linalg.md): n = 1e5, 99 x 512 grid,
 // 12.5 vs 25.0 us per BiCGStab iteration; n = 1e4 cluster 6.7 vs 8.8 us; fused 1e6 112 vs 124 us.
 constexpr int kAutomaticGather = 2;
+// Form 4 on a grid, choosing the tiles: the cost of one block more, in rows handled per
+// iteration (an arrival at the grid barrier and its block sums in every gather).
+constexpr double kTileBlockCost = 4.0;
 // Fused BiCGStab kernel (fused_kernel): loads of the exchanged vectors, 1 L2 only (__ldcg), 2 also
 // L1 (__ldca): automatic L1 up to kFusedL1MaxRows rows, L2 above; rows, 1 grid-stride, 2 balanced
 // over the blocks (row_walk): automatic grid-stride. Measured on an H100 (docs/linalg.md, fp64
@@ -185,6 +188,10 @@ struct kernel_params {
   const T* dia = nullptr;
   int dia_count = 0;
   int dia_off[kDiaMax] = {};
+  // One-barrier form (resident_kernel_1): the grid, its tiles and the stencil (see one_tiles).
+  int grid_w = 0, grid_h = 0, tiles_i = 1, tiles_j = 1;
+  int halo[4] = {};
+  int dia_a[kDiaMax] = {}, dia_b[kDiaMax] = {};
   // BiCGStab, three-barrier form (resident_kernel with THREE): M A^T r0 (n), so that
   // (r0, A M p) = (M A^T r0, p) is summed with (r, r) when p is formed, not after the product.
   const T* r0hat = nullptr;
@@ -1323,12 +1330,20 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_2(const kernel
 constexpr int kSlot1Set = 9;  // the nine sums of a pass: slots [0, 9) and [9, 18) alternately
 enum one_vec { ov_s = 0, ov_t = 1, ov_p = 2, ov_v = 3, ov_count = 4 };  // published: 2 sets of 4 x n
 
-// Shared memory of resident_kernel_1 in elements: ph (W2), sh (W1), rh (L + R), the values (dc x
-// W1), the Jacobi diagonal (W2, with a preconditioner).
-constexpr long long one_barrier_elements(long long rb, long long left, long long right,
-                                                             long long dc, bool jacobi) {
-  return (rb + 2 * left + 2 * right) * (jacobi ? 2 : 1) + (rb + left + right) * (1 + dc) + left + right;
-}
+// The rows of a block (form 4): the matrix as a stencil on a grid_h x grid_w grid (row = i x
+// grid_w + j; offset k = dia_a[k] x grid_w + dia_b[k]; a band is the grid of one row, grid_w =
+// n, dia_a = 0) cut into tiles_i x tiles_j tiles, balanced: block (bi, bj) owns the cells
+// [grid_h bi / tiles_i, grid_h (bi + 1) / tiles_i) x [grid_w bj / tiles_j, ...). halo = {above,
+// below, left, right}: how far the stencil reaches (max -a, max a, max -b, max b).
+// Shared memory of resident_kernel_1 in elements for tiles of at most ti x tj cells: ph (W2), sh
+// and rh (W1), the values (dc x W1), the Jacobi diagonal (W2, with a preconditioner).
+struct one_tiles {
+  int ti, tj;  // the largest tile
+  int halo[4];
+  long long w1() const { return (long long)(ti + halo[0] + halo[1]) * (tj + halo[2] + halo[3]); }
+  long long w2() const { return (long long)(ti + 2 * (halo[0] + halo[1])) * (tj + 2 * (halo[2] + halo[3])); }
+  long long elements(int dc, bool jacobi) const { return w2() * (jacobi ? 2 : 1) + w1() * (2 + dc); }
+};
 
 template <class T, int RPT, int DMAX>
 __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel_params<T> kp) {
@@ -1344,43 +1359,69 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
   __shared__ double block_part[kSlots];
   const int tid = int(threadIdx.x), nthreads = int(blockDim.x);
   context<T, sync_grid> c{kp, nullptr, warp_part, block_part, tid & 31, tid >> 5, (nthreads + 31) >> 5};
-  const int n = kp.n, dc = kp.dia_count;
-  const int left = kp.dia_off[0] < 0 ? -kp.dia_off[0] : 0;
-  const int right = kp.dia_off[dc - 1] > 0 ? kp.dia_off[dc - 1] : 0;
-  const int rb = RPT * nthreads;  // == 1 << kp.rb_shift
-  const int base = int(blockIdx.x) * rb;
-  const int n1 = rb + left + right, n2 = rb + 2 * left + 2 * right;
-  const int w1 = base - left, w2 = base - 2 * left;
-  const int halo1 = left + right, halo2 = 2 * (left + right);
+  const int dc = kp.dia_count, gw = kp.grid_w, gh = kp.grid_h;
+  // The block's tile: rows [i0, i0 + ti) x columns [j0, j0 + tj) of the grid.
+  const int bi = int(blockIdx.x) / kp.tiles_j, bj = int(blockIdx.x) - bi * kp.tiles_j;
+  const int i0 = int((long long)gh * bi / kp.tiles_i), ti = int((long long)gh * (bi + 1) / kp.tiles_i) - i0;
+  const int j0 = int((long long)gw * bj / kp.tiles_j), tj = int((long long)gw * (bj + 1) / kp.tiles_j) - j0;
+  const int ha = kp.halo[0], hb = kp.halo[2];  // above and left (below and right: halo[1], halo[3])
+  // W1: the tile and one hop around it ((ti + ha + halo[1]) x v1 cells, origin (i0 - ha, j0 - hb));
+  // W2: two hops (origin (i0 - 2 ha, j0 - 2 hb)). Cell (y, x) of W1 is (y + ha, x + hb) of W2.
+  const int v1 = tj + hb + kp.halo[3], v2 = tj + 2 * (hb + kp.halo[3]);
+  const int h1 = ti + ha + kp.halo[1], n1 = h1 * v1, n2 = (ti + 2 * (ha + kp.halo[1])) * v2;
+  const int own = ti * tj, halo1 = n1 - own, halo2 = n2 - own;
   const T* const dg = kp.d;
   T* const ph = reinterpret_cast<T*>(dynamic_smem);  // M p' over W2
   T* const sh = ph + n2;                              // M s' over W1
-  T* const rh = sh + n1;                              // r' over W1's halo: [0, L) left, [L, L + R) right
-  T* const mat = rh + halo1;                          // [e * n1 + row - w1]
+  T* const rh = sh + n1;                              // r' over W1 (its halo cells)
+  T* const mat = rh + n1;                             // [e * n1 + cell of W1]
   T* const dw = mat + std::size_t(dc) * std::size_t(n1);  // Jacobi diagonal over W2 (dg only)
-  const std::size_t nn = std::size_t(n);
-  auto inside = [n](int row) { return row >= 0 && row < n; };
+  const std::size_t nn = std::size_t(kp.n);
+  // The row of grid cell (gi, gj), or -1 outside the grid.
+  auto grid_row = [gw, gh](int gi, int gj) { return gi >= 0 && gi < gh && gj >= 0 && gj < gw ? gi * gw + gj : -1; };
+  // Cell q of a window's halo (the window of width vw around the tile, ma rows above and mb
+  // columns left of it, without the tile's cells): top rows, then the sides of the tile's rows,
+  // then the bottom rows.
+  auto halo_cell = [ti, tj](int q, int ma, int mb, int vw, int& y, int& x) {
+    const int top = ma * vw, side = vw - tj;
+    if (q < top) {
+      y = q / vw;
+      x = q - y * vw;
+    } else if (q - top < ti * side) {
+      const int u = (q - top) / side;
+      y = ma + u;
+      x = q - top - u * side;
+      if (x >= mb) x += tj;
+    } else {
+      const int m = q - top - ti * side, u = m / vw;
+      y = ma + ti + u;
+      x = m - u * vw;
+    }
+  };
 
   for (int i = tid; i < dc * n1; i += nthreads) {
-    const int e = i / n1, row = w1 + (i - e * n1);
+    const int e = i / n1, m = i - e * n1, y = m / v1, row = grid_row(i0 - ha + y, j0 - hb + (m - y * v1));
     if constexpr (ZERO) {
-      const T a = inside(row) ? kp.dia[std::size_t(e) * nn + std::size_t(row)] : T(0);
+      const T a = row >= 0 ? kp.dia[std::size_t(e) * nn + std::size_t(row)] : T(0);
       mat[i] = a == a ? a : T(0);
     } else {
-      mat[i] = inside(row) ? kp.dia[std::size_t(e) * nn + std::size_t(row)] : T(NAN);
+      mat[i] = row >= 0 ? kp.dia[std::size_t(e) * nn + std::size_t(row)] : T(NAN);
     }
   }
   if (dg != nullptr)
-    for (int i = tid; i < n2; i += nthreads) dw[i] = inside(w2 + i) ? dg[w2 + i] : T(0);
-  // Row `row` (in W1) of A times `vec` (a window starting at row `lo`), by diagonals: the non-NaN
-  // values (ZERO: every value) in increasing offset order (the CSR order, as dia_row_product).
-  auto product = [&](int row, const T* vec, int lo) -> T {
-    const int mi = row - w1;
+    for (int i = tid; i < n2; i += nthreads) {
+      const int y = i / v2, row = grid_row(i0 - 2 * ha + y, j0 - 2 * hb + (i - y * v2));
+      dw[i] = row >= 0 ? dg[row] : T(0);
+    }
+  // The row at cell `mi` of W1 times `vec` (pointing at the row's cell in a window of width vw),
+  // by diagonals: the non-NaN values (ZERO: every value) in increasing offset order (the CSR
+  // order, as dia_row_product). A neighbour outside the grid is a zero of the window.
+  auto product = [&](int mi, const T* vec, int vw) -> T {
     T acc = T(0);
 #pragma unroll
     for (int e = 0; e < DMAX; ++e)
       if (e < dc) {  // both loads unconditional (the window covers every offset), so all are in flight
-        const T a = mat[e * n1 + mi], xe = vec[row + kp.dia_off[e] - lo];
+        const T a = mat[e * n1 + mi], xe = vec[kp.dia_a[e] * vw + kp.dia_b[e]];
         if constexpr (ZERO)
           acc += a * xe;
         else if (a == a)
@@ -1388,15 +1429,18 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
       }
     return acc;
   };
-  // Index in W2 of halo row q of W2 (q < 2L: left, else right), and of W1.
-  auto halo2_index = [&](int q) { return q < 2 * left ? q : rb + q; };
-  auto halo1_index = [&](int q) { return q < left ? q : rb + q; };
 
+  // Own cells: o = k * nthreads + tid < ti x tj, row-major in the tile; their rows and cells of W1 / W2.
+  int orow[RPT], o1[RPT], o2[RPT];
   T x[RPT], r[RPT], r0[RPT], h[RPT], p[RPT], dd[RPT];
 #pragma unroll
   for (int k = 0; k < RPT; ++k) {
-    const int row = base + k * nthreads + tid;
-    const bool valid = row < n;
+    const int o = k * nthreads + tid, u = o / tj, w = o - u * tj;
+    const bool valid = o < own;
+    orow[k] = valid ? (i0 + u) * gw + j0 + w : -1;
+    o1[k] = valid ? (u + ha) * v1 + w + hb : 0;
+    o2[k] = valid ? (u + 2 * ha) * v2 + w + 2 * hb : 0;
+    const int row = orow[k];
     const T bk = valid ? kp.b[row] : T(0);
     r0[k] = bk;
     h[k] = valid ? kp.r0hat[row] : T(0);
@@ -1459,16 +1503,27 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
       }
       // Step 1: M p' over W2, r' over W1's halo.
 #pragma unroll
-      for (int k = 0; k < RPT; ++k) ph[2 * left + k * nthreads + tid] = dd[k] * p[k];
+      for (int k = 0; k < RPT; ++k)
+        if (orow[k] >= 0) ph[o2[k]] = dd[k] * p[k];
       const T* const pub = kp.xp + std::size_t(ov_count) * nn * std::size_t(set ^ 1);
       for (int q0 = 0; q0 < halo2; q0 += 4 * nthreads) {
         T hr[4], hp[4], hv[4], ht[4];
+        int i2[4], i1[4];  // the cell in W2 (-1: none), in W1 (-1: not in W1)
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
-          const int q = q0 + u * nthreads + tid, row = w2 + halo2_index(q);
-          const bool ok = q < halo2 && inside(row);
+          const int q = q0 + u * nthreads + tid;
+          int row = -1;
+          i2[u] = i1[u] = -1;
+          if (q < halo2) {
+            int y, xx;
+            halo_cell(q, 2 * ha, 2 * hb, v2, y, xx);
+            i2[u] = y * v2 + xx;
+            row = grid_row(i0 - 2 * ha + y, j0 - 2 * hb + xx);
+            const int y1 = y - ha, x1 = xx - hb;
+            if (y1 >= 0 && y1 < h1 && x1 >= 0 && x1 < v1) i1[u] = y1 * v1 + x1;
+          }
           hr[u] = hp[u] = hv[u] = ht[u] = T(0);
-          if (ok) {
+          if (row >= 0) {
             if (j == 0) {
               hr[u] = kp.init ? kp.b[row] : kp.r[row];
               hp[u] = kp.init ? kp.b[row] : kp.p[row];
@@ -1482,18 +1537,14 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
         }
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
-          const int q = q0 + u * nthreads + tid;
-          if (q < halo2) {
-            const int i2 = halo2_index(q);
+          if (i2[u] >= 0) {
             T rj = hr[u], pj = hp[u];
             if (j > 0) {  // the owner's r' and p' (same functions, same operands)
               rj = step_r(hr[u], ht[u], to);
               pj = step_p(rj, hp[u], hv[u], to, tb);
             }
-            ph[i2] = (dg ? dw[i2] : T(1)) * pj;
-            const int i1 = i2 - left;  // W1's halo: i1 in [0, L) or [L + RB, n1)
-            if (i1 >= 0 && i1 < left) rh[i1] = rj;
-            if (i1 >= left + rb && i1 < n1) rh[i1 - rb] = rj;
+            ph[i2[u]] = (dg ? dw[i2[u]] : T(1)) * pj;
+            if (i1[u] >= 0) rh[i1[u]] = rj;
           }
         }
       }
@@ -1502,24 +1553,30 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
       const T ta = T(alpha);
 #pragma unroll
       for (int k = 0; k < RPT; ++k) {
-        const int li = k * nthreads + tid;
-        v[k] = product(base + li, ph, w2);
+        v[k] = orow[k] >= 0 ? product(o1[k], ph + o2[k], v2) : T(0);
         s[k] = step_s(r[k], v[k], ta);
-        sh[left + li] = dd[k] * s[k];
+        if (orow[k] >= 0) sh[o1[k]] = dd[k] * s[k];
       }
-      for (int q0 = 0; q0 < halo1; q0 += 2 * nthreads) {  // two rows at once: their loads in flight together
+      for (int q0 = 0; q0 < halo1; q0 += 2 * nthreads) {  // two cells at once: their loads in flight together
         T value[2];
-#pragma unroll
-        for (int u = 0; u < 2; ++u) {
-          const int q = q0 + u * nthreads + tid, i1 = halo1_index(q), row = w1 + i1;
-          value[u] = T(0);
-          if (q < halo1 && inside(row)) value[u] = (dg ? dw[i1 + left] : T(1)) * step_s(rh[q], product(row, ph, w2), ta);
-        }
+        int i1[2];
 #pragma unroll
         for (int u = 0; u < 2; ++u) {
           const int q = q0 + u * nthreads + tid;
-          if (q < halo1) sh[halo1_index(q)] = value[u];
+          value[u] = T(0);
+          i1[u] = -1;
+          if (q < halo1) {
+            int y, xx;
+            halo_cell(q, ha, hb, v1, y, xx);
+            i1[u] = y * v1 + xx;
+            const int i2 = (y + ha) * v2 + xx + hb;
+            if (grid_row(i0 - ha + y, j0 - hb + xx) >= 0)
+              value[u] = (dg ? dw[i2] : T(1)) * step_s(rh[i1[u]], product(i1[u], ph + i2, v2), ta);
+          }
         }
+#pragma unroll
+        for (int u = 0; u < 2; ++u)
+          if (i1[u] >= 0) sh[i1[u]] = value[u];
       }
       __syncthreads();
       // Step 3: t' = A M s' on the own rows, the sums, s', t', p', v' published.
@@ -1527,8 +1584,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
       T* const out = kp.xp + std::size_t(ov_count) * nn * std::size_t(set);
 #pragma unroll
       for (int k = 0; k < RPT; ++k) {
-        const int row = base + k * nthreads + tid;
-        t[k] = product(row, sh, w1);
+        const int row = orow[k];
+        t[k] = row >= 0 ? product(o1[k], sh + o1[k], v1) : T(0);
         const double sk = double(s[k]), tk = double(t[k]), hk = double(h[k]);
         q[0] += tk * sk;
         q[1] += tk * tk;
@@ -1539,7 +1596,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
         q[6] += hk * double(p[k]);
         q[7] += hk * double(v[k]);
         q[8] += double(r[k]) * double(r[k]);
-        if (row < n) {
+        if (row >= 0) {
           out[std::size_t(ov_s) * nn + std::size_t(row)] = s[k];
           out[std::size_t(ov_t) * nn + std::size_t(row)] = t[k];
           out[std::size_t(ov_p) * nn + std::size_t(row)] = p[k];
@@ -1573,8 +1630,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
 
 #pragma unroll
   for (int k = 0; k < RPT; ++k) {
-    const int row = base + k * nthreads + tid;
-    if (row < n) {
+    const int row = orow[k];
+    if (row >= 0) {
       kp.x[row] = x[k];
       kp.r[row] = r[k];
       kp.p[row] = p[k];
@@ -2187,6 +2244,67 @@ struct resident_solver::impl {
   bool local_first = false;      // kernel_params::local_first (MOLACCEL_LINALG_RESIDENT_LOCAL=1: on)
   // Form 4 with at most 5 diagonals: the kernel unrolled for 5 (shorter products; docs/linalg.md).
   bool five() const { return setup.dia_count <= 5; }
+  // Form 4: the blocks' rows (resident_kernel_1, one_tiles): tiles of the matrix's grid or bands
+  // of rows (a grid of one row). tiles_mode 1 bands, 2 tiles where the matrix is a grid (0: 2);
+  // forced_i x forced_j from MOLACCEL_LINALG_RESIDENT_TILES=IxJ.
+  int tiles_mode = 0, forced_i = 0, forced_j = 0;
+  int tiles_i = 1, tiles_j = 1;
+  one_tiles tiles{};
+  bool on_grid() const { return tiles_mode != 1 && setup.grid_width > 0 && setup.grid_height > 0; }
+  int grid_w() const { return on_grid() ? setup.grid_width : int(setup.n); }
+  int grid_h() const { return on_grid() ? setup.grid_height : 1; }
+  int dia_a(int k) const { return on_grid() ? setup.dia_a[k] : 0; }
+  int dia_b(int k) const { return on_grid() ? setup.dia_b[k] : setup.dia_offsets[k]; }
+  // The tiles for blocks of `cells` rows (rows per thread x threads): max_blocks of them when
+  // exact (the count given), else bands of `cells` rows or at most max_blocks tiles, minimising the rows a block handles per iteration (its
+  // own, W1 and W2) plus kTileBlockCost per block (the barrier's arrivals and the gather).
+  // False when none fits.
+  bool choose_tiles(long long cells, int max_blocks, bool exact) {
+    const int gw = grid_w(), gh = grid_h();
+    int h[4] = {0, 0, 0, 0};
+    for (int k = 0; k < setup.dia_count; ++k) {
+      h[0] = std::max(h[0], -dia_a(k));
+      h[1] = std::max(h[1], dia_a(k));
+      h[2] = std::max(h[2], -dia_b(k));
+      h[3] = std::max(h[3], dia_b(k));
+    }
+    auto tile = [&](int ni, int nj) {
+      one_tiles t{(gh + ni - 1) / ni, (gw + nj - 1) / nj, {h[0], h[1], h[2], h[3]}};
+      return t;
+    };
+    auto take = [&](int ni, int nj) {
+      tiles_i = ni;
+      tiles_j = nj;
+      tiles = tile(ni, nj);
+      return true;
+    };
+    if (!on_grid()) {  // bands: ceil(n / cells) blocks unless given (co-residency checked by the caller)
+      const long long nb = exact ? max_blocks : ((long long)setup.n + cells - 1) / cells;
+      if (nb < 1 || nb > (1 << 20) || (long long)tile(1, int(nb)).tj > cells) return false;
+      return take(1, int(nb));
+    }
+    if (forced_i > 0) {
+      if (forced_i > gh || forced_j > gw || (exact && forced_i * forced_j != max_blocks) ||
+          forced_i * forced_j > max_blocks || (long long)tile(forced_i, forced_j).ti * tile(forced_i, forced_j).tj > cells)
+        return false;
+      return take(forced_i, forced_j);
+    }
+    double best = 0;
+    int bi = 0, bj = 0;
+    for (int ni = 1; ni <= std::min(gh, max_blocks); ++ni)
+      for (int nj = 1; nj <= std::min(gw, max_blocks / ni); ++nj) {
+        if (exact && ni * nj != max_blocks) continue;
+        const one_tiles t = tile(ni, nj);
+        if ((long long)t.ti * t.tj > cells) continue;
+        const double cost = double(t.ti) * t.tj + double(t.w1()) + double(t.w2()) + kTileBlockCost * ni * nj;
+        if (bi == 0 || cost < best) {
+          best = cost;
+          bi = ni;
+          bj = nj;
+        }
+      }
+    return bi > 0 && take(bi, bj);
+  }
   int grid_rpt = 0;              // automatic grid: rows per thread tried first, 0 by kGridFourRowsAbove
                                  // (MOLACCEL_LINALG_RESIDENT_GRID_RPT=2|4 overrides)
   // Opt-in trace (MOLACCEL_LINALG_RESIDENT_TRACE=1): stamps per block, the stamps skipped
@@ -2233,6 +2351,17 @@ struct resident_solver::impl {
       kp.dia_count = setup.dia_count;
       for (int k = 0; k < kDiaMax; ++k) kp.dia_off[k] = setup.dia_offsets[k];
     }
+    if (!streaming && form == 4) {
+      kp.grid_w = grid_w();
+      kp.grid_h = grid_h();
+      kp.tiles_i = tiles_i;
+      kp.tiles_j = tiles_j;
+      for (int k = 0; k < 4; ++k) kp.halo[k] = tiles.halo[k];
+      for (int k = 0; k < setup.dia_count; ++k) {
+        kp.dia_a[k] = dia_a(k);
+        kp.dia_b[k] = dia_b(k);
+      }
+    }
     if (trace_cap > 0) {
       trace.fill_zero(linalg_stream(device));
       kp.trace = trace.data();
@@ -2276,16 +2405,14 @@ struct resident_solver::impl {
     const std::size_t bytes = form == 2 ? (s == sync_cluster ? 8 : 1) * rb * sizeof(T) : s == sync_grid ? 0 : 2 * rb * sizeof(T);
     return (bytes + 15) / 16 * 16;
   }
-  // Form 4: the halo windows of the band (resident_kernel_1).
+  // Form 4: the band's reach (errors and the description).
   int band_left() const { return std::max(0, -setup.dia_offsets[0]); }
   int band_right() const { return std::max(0, setup.dia_offsets[std::max(0, setup.dia_count - 1)]); }
+  // Form 4: the windows of the tiles chosen last (choose_tiles).
   template <class T>
   std::size_t shared_bytes(int r, int s) const {
     const std::size_t rb = std::size_t(r) * std::size_t(threads);
-    if (form == 4)
-      return std::size_t(one_barrier_elements((long long)rb, band_left(), band_right(), setup.dia_count,
-                                              setup.d != nullptr)) *
-             sizeof(T);
+    if (form == 4) return std::size_t(tiles.elements(setup.dia_count, setup.d != nullptr)) * sizeof(T);
     return vector_bytes<T>(r, s) + (matrix_in_shared(r, s) ? std::size_t(kSmemNnz) * rb * (sizeof(T) + sizeof(int)) : 0);
   }
 
@@ -2466,6 +2593,11 @@ struct resident_solver::impl {
           int resident = 0;
           // Automatic form 4 at 4 rows per thread: measured slower than form 2 (docs/linalg.md).
           if (form == 4 && automatic_one && r == 4) continue;
+          // Form 4: tiles (or bands) for blocks of r x threads rows, one block per SM at most
+          // unless the count is given (then exactly that many).
+          if (form == 4 && !choose_tiles((long long)r * threads,
+                                         setup.blocks > 0 ? setup.blocks : prop.multiProcessorCount, setup.blocks > 0))
+            continue;
           const std::size_t bytes = shared_bytes<T>(r, sync_grid);
           auto kernel = pick_kernel<T>(setup.cg, r, sync_grid, form, diagonals_at(r, sync_grid), five());
           if (form == 4) {
@@ -2477,7 +2609,11 @@ struct resident_solver::impl {
           MOLACCEL_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
               &resident, reinterpret_cast<const void*>(kernel), threads, bytes));
           cap = resident * prop.multiProcessorCount;
-          if (cap > 0 && fits(r, cap)) {
+          if (form == 4 && cap >= tiles_i * tiles_j) {
+            rpt = r;
+            blocks = tiles_i * tiles_j;
+            ok = true;
+          } else if (form != 4 && cap > 0 && fits(r, cap)) {
             rpt = r;
             blocks = setup.blocks > 0 ? setup.blocks
                                       : int((n + (long long)r * threads - 1) / ((long long)r * threads));
@@ -2576,6 +2712,19 @@ resident_solver::resident_solver(int device, const resident_setup& setup) : impl
     impl_->local_first = true;
   if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_GRID_RPT"); g != nullptr && (g[0] == '1' || g[0] == '2' || g[0] == '4'))
     impl_->grid_rpt = g[0] - '0';
+  if (setup.tiles < 0 || setup.tiles > 2)
+    throw Error(fmt::format(fmt::runtime("linalg: resident tiles {} (0-2)"), setup.tiles), __FILE__, __LINE__);
+  impl_->tiles_mode = setup.tiles;
+  if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_TILES"); g != nullptr && setup.tiles == 0) {
+    int ti = 0, tj = 0;
+    if ((g[0] == '1' || g[0] == '2') && g[1] == '\0')
+      impl_->tiles_mode = g[0] - '0';
+    else if (std::sscanf(g, "%dx%d", &ti, &tj) == 2 && ti > 0 && tj > 0) {
+      impl_->tiles_mode = 2;
+      impl_->forced_i = ti;
+      impl_->forced_j = tj;
+    }
+  }
   if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_GATHER"); g != nullptr && setup.gather == 0 &&
                                                                        (g[0] == '1' || g[0] == '2'))
     impl_->gather = g[0] - '0';
@@ -2673,11 +2822,18 @@ std::string resident_solver::describe() const {
                      : impl_->setup.barrier == 5   ? "grid, counter barrier (red)"
                      : impl_->setup.barrier == 6   ? "grid, counter barrier (generation word)"
                                                    : "grid, counter barrier";
-  if (!impl_->setup.cg && impl_->form == 4)
+  if (!impl_->setup.cg && impl_->form == 4) {
+    const auto& t = impl_->tiles;
+    const std::string rows =
+        impl_->on_grid()
+            ? fmt::format(fmt::runtime("tiles {} x {} of <= {} x {} on the {} x {} grid"), impl_->tiles_i,
+                          impl_->tiles_j, t.ti, t.tj, impl_->grid_h(), impl_->grid_w())
+            : fmt::format(fmt::runtime("band -{} .. +{}"), impl_->band_left(), impl_->band_right());
     return fmt::format(fmt::runtime("{} blocks of {}, {} rows/thread, {}, 1 barrier/iteration (halo recomputed, "
-                                    "band -{} .. +{}), matrix in shared memory{}, {} diagonals"),
-                       impl_->blocks, impl_->threads, impl_->rpt, kind, impl_->band_left(), impl_->band_right(),
+                                    "{}), matrix in shared memory{}, {} diagonals"),
+                       impl_->blocks, impl_->threads, impl_->rpt, kind, rows,
                        impl_->gather != 2 ? ", every warp gathers" : "", impl_->setup.dia_count);
+  }
   return fmt::format(fmt::runtime("{} blocks of {}, {} rows/thread, {}, {} barriers/iteration{}{}{}"),
                      impl_->blocks, impl_->threads, impl_->rpt, kind,
                      impl_->setup.cg ? 3 : impl_->form == 2 ? 2 : impl_->form == 3 ? 3 : 4,
