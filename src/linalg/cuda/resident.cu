@@ -87,6 +87,10 @@ constexpr int kAutomaticGather = 2;
 // Form 4 on a grid, choosing the tiles: the cost of one block more, in rows handled per
 // iteration (an arrival at the grid barrier and its block sums in every gather).
 constexpr double kTileBlockCost = 4.0;
+// The grid gather reads the block sums in chunks of 32 x 4 blocks, one warp per sum and chunk: up
+// to 128 blocks one L2 round trip, above it two (form 4 at 1e4 on an H100: 5.6 us per iteration
+// on 100 or 121 tiles, 6.3 us on 130 or 132). Automatic tiles stay within one chunk.
+constexpr int kGatherChunk = 128;
 // Fused BiCGStab kernel (fused_kernel): loads of the exchanged vectors, 1 L2 only (__ldcg), 2 also
 // L1 (__ldca): automatic L1 up to kFusedL1MaxRows rows, L2 above; rows, 1 grid-stride, 2 balanced
 // over the blocks (row_walk): automatic grid-stride. Measured on an H100 (docs/linalg.md, fp64
@@ -203,6 +207,9 @@ struct kernel_params {
 
 __device__ __forceinline__ double safe_div(double a, double b) {
   return b == 0.0 ? 0.0 : a / b;
+}
+__device__ __forceinline__ double inv_or_zero(double b) {
+  return b == 0.0 ? 0.0 : 1.0 / b;
 }
 
 // Butterfly sum: every lane ends with the same bits (each step adds the same two numbers).
@@ -510,7 +517,7 @@ struct context {
       grid_barrier();
       stamp(2);
       const int blocks = int(gridDim.x);
-      constexpr int U = 4, kMaxChunks = 8;  // warp-wide loads in flight per lane; chunks of 32 x U blocks
+      constexpr int U = kGatherChunk / 32, kMaxChunks = 8;  // warp-wide loads in flight per lane; chunks of 32 x U blocks
       const int chunks = (blocks + 32 * U - 1) / (32 * U);
       if (kp.gather == 2 && chunks <= kMaxChunks) {
         // One warp per (sum k, chunk of 128 blocks) reads that chunk's block sums (all loads in
@@ -1343,6 +1350,10 @@ struct one_tiles {
   long long w1() const { return (long long)(ti + halo[0] + halo[1]) * (tj + halo[2] + halo[3]); }
   long long w2() const { return (long long)(ti + 2 * (halo[0] + halo[1])) * (tj + 2 * (halo[2] + halo[3])); }
   long long elements(int dc, bool jacobi) const { return w2() * (jacobi ? 2 : 1) + w1() * (2 + dc); }
+  // With the halo tables (one int4 per halo cell of W2 and of W1) after the values, 16-byte aligned.
+  long long bytes(int dc, bool jacobi, int element) const {
+    return (elements(dc, jacobi) * element + 15) / 16 * 16 + 16 * (w2() + w1() - 2LL * ti * tj);
+  }
 };
 
 template <class T, int RPT, int DMAX>
@@ -1376,6 +1387,11 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
   T* const rh = sh + n1;                              // r' over W1 (its halo cells)
   T* const mat = rh + n1;                             // [e * n1 + cell of W1]
   T* const dw = mat + std::size_t(dc) * std::size_t(n1);  // Jacobi diagonal over W2 (dg only)
+  // The halo cells, found once per launch (no index arithmetic per iteration): W2's {cell of W2,
+  // cell of W1 or -1, row or -1}, W1's {cell of W1, cell of W2, row or -1}.
+  const std::size_t values_end = std::size_t(n2) * (dg ? 2 : 1) + std::size_t(n1) * std::size_t(2 + dc);
+  int4* const tab2 = reinterpret_cast<int4*>(dynamic_smem + (values_end * sizeof(T) + 15) / 16 * 16);
+  int4* const tab1 = tab2 + halo2;
   const std::size_t nn = std::size_t(kp.n);
   // The row of grid cell (gi, gj), or -1 outside the grid.
   auto grid_row = [gw, gh](int gi, int gj) { return gi >= 0 && gi < gh && gj >= 0 && gj < gw ? gi * gw + gj : -1; };
@@ -1413,6 +1429,18 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
       const int y = i / v2, row = grid_row(i0 - 2 * ha + y, j0 - 2 * hb + (i - y * v2));
       dw[i] = row >= 0 ? dg[row] : T(0);
     }
+  for (int q = tid; q < halo2; q += nthreads) {
+    int y, xx;
+    halo_cell(q, 2 * ha, 2 * hb, v2, y, xx);
+    const int y1 = y - ha, x1 = xx - hb;
+    tab2[q] = make_int4(y * v2 + xx, y1 >= 0 && y1 < h1 && x1 >= 0 && x1 < v1 ? y1 * v1 + x1 : -1,
+                        grid_row(i0 - 2 * ha + y, j0 - 2 * hb + xx), 0);
+  }
+  for (int q = tid; q < halo1; q += nthreads) {
+    int y, xx;
+    halo_cell(q, ha, hb, v1, y, xx);
+    tab1[q] = make_int4(y * v1 + xx, (y + ha) * v2 + xx + hb, grid_row(i0 - ha + y, j0 - hb + xx), 0);
+  }
   // The row at cell `mi` of W1 times `vec` (pointing at the row's cell in a window of width vw),
   // by diagonals: the non-NaN values (ZERO: every value) in increasing offset order (the CSR
   // order, as dia_row_product). A neighbour outside the grid is a zero of the window.
@@ -1508,20 +1536,10 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
       const T* const pub = kp.xp + std::size_t(ov_count) * nn * std::size_t(set ^ 1);
       for (int q0 = 0; q0 < halo2; q0 += 4 * nthreads) {
         T hr[4], hp[4], hv[4], ht[4];
-        int i2[4], i1[4];  // the cell in W2 (-1: none), in W1 (-1: not in W1)
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
           const int q = q0 + u * nthreads + tid;
-          int row = -1;
-          i2[u] = i1[u] = -1;
-          if (q < halo2) {
-            int y, xx;
-            halo_cell(q, 2 * ha, 2 * hb, v2, y, xx);
-            i2[u] = y * v2 + xx;
-            row = grid_row(i0 - 2 * ha + y, j0 - 2 * hb + xx);
-            const int y1 = y - ha, x1 = xx - hb;
-            if (y1 >= 0 && y1 < h1 && x1 >= 0 && x1 < v1) i1[u] = y1 * v1 + x1;
-          }
+          const int row = q < halo2 ? tab2[q].z : -1;
           hr[u] = hp[u] = hv[u] = ht[u] = T(0);
           if (row >= 0) {
             if (j == 0) {
@@ -1537,14 +1555,16 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
         }
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
-          if (i2[u] >= 0) {
+          const int q = q0 + u * nthreads + tid;
+          if (q < halo2) {
+            const int4 cell = tab2[q];  // read again: fewer registers live across the loads
             T rj = hr[u], pj = hp[u];
             if (j > 0) {  // the owner's r' and p' (same functions, same operands)
               rj = step_r(hr[u], ht[u], to);
               pj = step_p(rj, hp[u], hv[u], to, tb);
             }
-            ph[i2[u]] = (dg ? dw[i2[u]] : T(1)) * pj;
-            if (i1[u] >= 0) rh[i1[u]] = rj;
+            ph[cell.x] = (dg ? dw[cell.x] : T(1)) * pj;
+            if (cell.y >= 0) rh[cell.y] = rj;
           }
         }
       }
@@ -1566,12 +1586,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
           value[u] = T(0);
           i1[u] = -1;
           if (q < halo1) {
-            int y, xx;
-            halo_cell(q, ha, hb, v1, y, xx);
-            i1[u] = y * v1 + xx;
-            const int i2 = (y + ha) * v2 + xx + hb;
-            if (grid_row(i0 - ha + y, j0 - hb + xx) >= 0)
-              value[u] = (dg ? dw[i2] : T(1)) * step_s(rh[i1[u]], product(i1[u], ph + i2, v2), ta);
+            const int4 cell = tab1[q];
+            i1[u] = cell.x;
+            if (cell.z >= 0) value[u] = (dg ? dw[cell.y] : T(1)) * step_s(rh[cell.x], product(cell.x, ph + cell.y, v2), ta);
           }
         }
 #pragma unroll
@@ -1608,9 +1625,13 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
         done = j;
         break;
       }
-      const double omega = safe_div(q[0], q[1]);
+      // Two divisions on the path instead of four: 1 / (t, t), 1 / (t, s) and 1 / rho side by
+      // side (alpha / omega = alpha (t, t) / (t, s)), then alpha'. The same guards as safe_div:
+      // a zero divisor gives 0 (omega = 0 or rho = 0: beta = 0).
+      const double inv_rho = inv_or_zero(rho);
+      const double omega = q[0] * inv_or_zero(q[1]);
       const double rho_new = q[3] - omega * q[2];
-      const double beta = safe_div(rho_new, rho) * safe_div(alpha, omega);
+      const double beta = rho_new * inv_rho * (alpha * q[1] * inv_or_zero(q[0]));
       const double sigma_new = q[4] - omega * q[5] + beta * (q[6] - omega * q[7]);
       go_prev = rho_new != 0.0 && omega != 0.0 && alpha != 0.0;
       to = T(omega);
@@ -2412,7 +2433,7 @@ struct resident_solver::impl {
   template <class T>
   std::size_t shared_bytes(int r, int s) const {
     const std::size_t rb = std::size_t(r) * std::size_t(threads);
-    if (form == 4) return std::size_t(tiles.elements(setup.dia_count, setup.d != nullptr)) * sizeof(T);
+    if (form == 4) return std::size_t(tiles.bytes(setup.dia_count, setup.d != nullptr, int(sizeof(T))));
     return vector_bytes<T>(r, s) + (matrix_in_shared(r, s) ? std::size_t(kSmemNnz) * rb * (sizeof(T) + sizeof(int)) : 0);
   }
 
@@ -2593,10 +2614,11 @@ struct resident_solver::impl {
           int resident = 0;
           // Automatic form 4 at 4 rows per thread: measured slower than form 2 (docs/linalg.md).
           if (form == 4 && automatic_one && r == 4) continue;
-          // Form 4: tiles (or bands) for blocks of r x threads rows, one block per SM at most
-          // unless the count is given (then exactly that many).
+          // Form 4: tiles (or bands) for blocks of r x threads rows, one block per SM and one
+          // gather chunk at most unless the count is given (then exactly that many).
           if (form == 4 && !choose_tiles((long long)r * threads,
-                                         setup.blocks > 0 ? setup.blocks : prop.multiProcessorCount, setup.blocks > 0))
+                                         setup.blocks > 0 ? setup.blocks : std::min(prop.multiProcessorCount, kGatherChunk),
+                                         setup.blocks > 0))
             continue;
           const std::size_t bytes = shared_bytes<T>(r, sync_grid);
           auto kernel = pick_kernel<T>(setup.cg, r, sync_grid, form, diagonals_at(r, sync_grid), five());
