@@ -1458,20 +1458,24 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
     return acc;
   };
 
-  // Own cells: o = k * nthreads + tid < ti x tj, row-major in the tile; their rows and cells of W1 / W2.
-  int orow[RPT], o1[RPT], o2[RPT];
-  T x[RPT], r[RPT], r0[RPT], h[RPT], p[RPT], dd[RPT];
+  // Own cells: o = k * nthreads + tid < ti x tj, row-major in the tile; their rows, and their cells
+  // of W1 (low 16 bits) and W2 (high 16 bits; windows hold fewer than 65,536 cells: the host
+  // checks) in one register.
+  int orow[RPT], o12[RPT];
+  auto o1 = [&](int k) { return o12[k] & 0xffff; };
+  auto o2 = [&](int k) { return int(unsigned(o12[k]) >> 16); };
+  // r0 = b and h = M A^T r0 are read again from global memory (L1) where the sums need them:
+  // 4 x RPT registers fewer across the loop (the 2-rows kernel spilled in its block sums).
+  T x[RPT], r[RPT], p[RPT], dd[RPT];
 #pragma unroll
   for (int k = 0; k < RPT; ++k) {
     const int o = k * nthreads + tid, u = o / tj, w = o - u * tj;
     const bool valid = o < own;
     orow[k] = valid ? (i0 + u) * gw + j0 + w : -1;
-    o1[k] = valid ? (u + ha) * v1 + w + hb : 0;
-    o2[k] = valid ? (u + 2 * ha) * v2 + w + 2 * hb : 0;
+    o12[k] = valid ? ((u + ha) * v1 + w + hb) | (((u + 2 * ha) * v2 + w + 2 * hb) << 16) : 0;
     const int row = orow[k];
     const T bk = valid ? kp.b[row] : T(0);
-    r0[k] = bk;
-    h[k] = valid ? kp.r0hat[row] : T(0);
+
     dd[k] = !valid ? T(0) : dg ? dg[row] : T(1);
     x[k] = kp.init || !valid ? T(0) : kp.x[row];
     r[k] = kp.init ? bk : valid ? kp.r[row] : T(0);
@@ -1484,7 +1488,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
 #pragma unroll
     for (int k = 0; k < RPT; ++k) {
       q[0] += double(r[k]) * double(r[k]);
-      q[2] += double(h[k]) * double(p[k]);
+      q[2] += double(orow[k] >= 0 ? kp.r0hat[orow[k]] : T(0)) * double(p[k]);
     }
     q[1] = q[0];
     c.template sum<3>(q, 0);
@@ -1532,7 +1536,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
       // Step 1: M p' over W2, r' over W1's halo.
 #pragma unroll
       for (int k = 0; k < RPT; ++k)
-        if (orow[k] >= 0) ph[o2[k]] = dd[k] * p[k];
+        if (orow[k] >= 0) ph[o2(k)] = dd[k] * p[k];
       const T* const pub = kp.xp + std::size_t(ov_count) * nn * std::size_t(set ^ 1);
       for (int q0 = 0; q0 < halo2; q0 += 4 * nthreads) {
         T hr[4], hp[4], hv[4], ht[4];
@@ -1573,9 +1577,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
       const T ta = T(alpha);
 #pragma unroll
       for (int k = 0; k < RPT; ++k) {
-        v[k] = orow[k] >= 0 ? product(o1[k], ph + o2[k], v2) : T(0);
+        v[k] = orow[k] >= 0 ? product(o1(k), ph + o2(k), v2) : T(0);
         s[k] = step_s(r[k], v[k], ta);
-        if (orow[k] >= 0) sh[o1[k]] = dd[k] * s[k];
+        if (orow[k] >= 0) sh[o1(k)] = dd[k] * s[k];
       }
       for (int q0 = 0; q0 < halo1; q0 += 2 * nthreads) {  // two cells at once: their loads in flight together
         T value[2];
@@ -1602,12 +1606,13 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
 #pragma unroll
       for (int k = 0; k < RPT; ++k) {
         const int row = orow[k];
-        t[k] = row >= 0 ? product(o1[k], sh + o1[k], v1) : T(0);
-        const double sk = double(s[k]), tk = double(t[k]), hk = double(h[k]);
+        const T r0k = row >= 0 ? __ldg(kp.b + row) : T(0), hkt = row >= 0 ? __ldg(kp.r0hat + row) : T(0);
+        t[k] = row >= 0 ? product(o1(k), sh + o1(k), v1) : T(0);
+        const double sk = double(s[k]), tk = double(t[k]), hk = double(hkt);
         q[0] += tk * sk;
         q[1] += tk * tk;
-        q[2] += double(r0[k]) * tk;
-        q[3] += double(r0[k]) * sk;
+        q[2] += double(r0k) * tk;
+        q[3] += double(r0k) * sk;
         q[4] += hk * sk;
         q[5] += hk * tk;
         q[6] += hk * double(p[k]);
@@ -2301,12 +2306,14 @@ struct resident_solver::impl {
     };
     if (!on_grid()) {  // bands: ceil(n / cells) blocks unless given (co-residency checked by the caller)
       const long long nb = exact ? max_blocks : ((long long)setup.n + cells - 1) / cells;
-      if (nb < 1 || nb > (1 << 20) || (long long)tile(1, int(nb)).tj > cells) return false;
+      if (nb < 1 || nb > (1 << 20) || (long long)tile(1, int(nb)).tj > cells || tile(1, int(nb)).w2() >= 65536)
+        return false;
       return take(1, int(nb));
     }
     if (forced_i > 0) {
       if (forced_i > gh || forced_j > gw || (exact && forced_i * forced_j != max_blocks) ||
-          forced_i * forced_j > max_blocks || (long long)tile(forced_i, forced_j).ti * tile(forced_i, forced_j).tj > cells)
+          forced_i * forced_j > max_blocks || (long long)tile(forced_i, forced_j).ti * tile(forced_i, forced_j).tj > cells ||
+          tile(forced_i, forced_j).w2() >= 65536)
         return false;
       return take(forced_i, forced_j);
     }
@@ -2316,7 +2323,7 @@ struct resident_solver::impl {
       for (int nj = 1; nj <= std::min(gw, max_blocks / ni); ++nj) {
         if (exact && ni * nj != max_blocks) continue;
         const one_tiles t = tile(ni, nj);
-        if ((long long)t.ti * t.tj > cells) continue;
+        if ((long long)t.ti * t.tj > cells || t.w2() >= 65536) continue;
         const double cost = double(t.ti) * t.tj + double(t.w1()) + double(t.w2()) + kTileBlockCost * ni * nj;
         if (bi == 0 || cost < best) {
           best = cost;
