@@ -85,7 +85,10 @@ constexpr long long kGridFourRowsAbove = 80LL * 2 * 512;
 // 12.5 vs 25.0 us per BiCGStab iteration; n = 1e4 cluster 6.7 vs 8.8 us; fused 1e6 112 vs 124 us.
 constexpr int kAutomaticGather = 2;
 // Form 4 on a grid, choosing the tiles: the cost of one block more, in rows handled per
-// iteration (an arrival at the grid barrier and its block sums in every gather).
+// iteration (an arrival at the grid barrier and its block sums in every gather). Tiles at least
+// as wide as they are tall are preferred (longer memory segments of the published vectors and
+// the halo loads): on the H100 at 1e5, 11 x 11 tiles of 29 x 29 took 7.49 us per iteration,
+// 10 x 12 of 32 x 27 7.63 us and 8 x 16 of 40 x 20 7.71 us (docs/linalg.md).
 constexpr double kTileBlockCost = 4.0;
 // The grid gather reads the block sums in chunks of 32 x 4 blocks, one warp per sum and chunk: up
 // to 128 blocks one L2 round trip, above it two (form 4 at 1e4 on an H100: 5.6 us per iteration
@@ -2283,7 +2286,8 @@ struct resident_solver::impl {
   int dia_b(int k) const { return on_grid() ? setup.dia_b[k] : setup.dia_offsets[k]; }
   // The tiles for blocks of `cells` rows (rows per thread x threads): max_blocks of them when
   // exact (the count given), else bands of `cells` rows or at most max_blocks tiles, minimising the rows a block handles per iteration (its
-  // own, W1 and W2) plus kTileBlockCost per block (the barrier's arrivals and the gather).
+  // own, W1 and W2) plus kTileBlockCost per block (the barrier's arrivals and the gather), among
+  // the tiles at least as wide as tall where there are such.
   // False when none fits.
   bool choose_tiles(long long cells, int max_blocks, bool exact) {
     const int gw = grid_w(), gh = grid_h();
@@ -2318,6 +2322,7 @@ struct resident_solver::impl {
       return take(forced_i, forced_j);
     }
     double best = 0;
+    bool best_wide = false;
     int bi = 0, bj = 0;
     for (int ni = 1; ni <= std::min(gh, max_blocks); ++ni)
       for (int nj = 1; nj <= std::min(gw, max_blocks / ni); ++nj) {
@@ -2325,7 +2330,9 @@ struct resident_solver::impl {
         const one_tiles t = tile(ni, nj);
         if ((long long)t.ti * t.tj > cells || t.w2() >= 65536) continue;
         const double cost = double(t.ti) * t.tj + double(t.w1()) + double(t.w2()) + kTileBlockCost * ni * nj;
-        if (bi == 0 || cost < best) {
+        const bool wide = t.ti <= t.tj;
+        if (bi == 0 || (wide && !best_wide) || (wide == best_wide && cost < best)) {
+          best_wide = wide;
           best = cost;
           bi = ni;
           bj = nj;
