@@ -1320,12 +1320,13 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_2(const kernel
 //   sigma' = (h, s) - omega (h, t) + beta ((h, p) - omega (h, v)), alpha' = rho' / sigma'.
 // After the barrier a block needs v' = A M p' and s' = r' - alpha' v' on its rows and their
 // neighbours (t' = A M s' on its rows), so it recomputes p' two hops and r' one hop beyond its
-// rows from the s, t, p, v the other blocks published before the barrier (the matrix is banded:
-// offsets dia_off[0] = -L .. dia_off[dc - 1] = R, so the hops are windows of L and R rows):
-//   W2 = [base - 2L, base + RB + 2R): M p' (shared memory, `ph`);
-//   W1 = [base - L, base + RB + R): M s' (`sh`), r' on the halo part (`rh`), the matrix values
-//   by diagonals (`mat`, loaded once per launch; NaN where there is no entry or no row, zero in
-//   the kernel for up to 5 diagonals).
+// rows from the s, t, p, v the other blocks published before the barrier. The block's rows are a
+// tile of the matrix's grid (a stencil on a 2-D grid) or a band of rows (see one_tiles), and the
+// hops are windows around them:
+//   W2 (the tile and two hops of the stencil around it): M p' (shared memory, `ph`);
+//   W1 (one hop): M s' (`sh`), r' on its halo cells (`rh`), the matrix values by diagonals
+//   (`mat`, loaded once per launch; NaN where there is no entry or no row, zero in the kernel
+//   for up to 5 diagonals).
 // A pass: step 1 fills ph and rh (own rows from registers, halo rows recomputed: one L2 round
 // trip), step 2 computes v' and s' on W1, step 3 t' on the own rows, the nine sums and the
 // published s', t', p', v' (two buffer sets, alternating per pass, so nothing read in a pass is
