@@ -1476,7 +1476,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
     const int o = k * nthreads + tid, u = o / tj, w = o - u * tj;
     const bool valid = o < own;
     orow[k] = valid ? (i0 + u) * gw + j0 + w : -1;
-    o12[k] = valid ? ((u + ha) * v1 + w + hb) | (((u + 2 * ha) * v2 + w + 2 * hb) << 16) : 0;
+    o12[k] = valid ? int(unsigned((u + ha) * v1 + w + hb) | (unsigned((u + 2 * ha) * v2 + w + 2 * hb) << 16)) : 0;
     const int row = orow[k];
     const T bk = valid ? kp.b[row] : T(0);
 
