@@ -47,3 +47,19 @@ fused_trace() {
   MOLACCEL_LINALG_RESIDENT_TRACE=1 timeout 25 $B --bicgstab-only --min-n=9e5 --max-n=1.1e6 --modes=fused --fused="$1" 2>&1 |
     grep -E "^trace" | sed -E 's/ +/ /g' | cut -c1-760 | awk -F: '{c[$1]++; if (c[$1]==2) print}'
 }
+# form4_registers: registers and stack of the one-barrier kernels (resident_kernel_1<double | float,
+# rows per thread, diagonals unrolled>) from the built object.
+form4_registers() {
+  local obj
+  obj=$(find $b -name 'resident.cu.o' | head -1)
+  echo "== registers / stack: resident_kernel_1<double | float, rows per thread, diagonals> =="
+  cuobjdump -res-usage "$obj" 2>/dev/null | grep -A1 'resident_kernel_1' | grep -oE 'Function [^ ]+|REG:[0-9]+ STACK:[0-9]+' |
+    sed -E 's/Function .*resident_kernel_1I([df])Li([124])ELi([0-9]+)E.*/\1 \2 rows \3 diagonals:/' | paste - - | sort -u
+}
+# cli_and_demo: two CLI solves (the last lines: residuals and time per iteration) and the linalg demo.
+cli_and_demo() {
+  echo "== CLI and demo =="
+  timeout 30 $b/bin/molaccel solve --poisson 100 --device gpu --solver bicgstab 2>&1 | tail -2
+  timeout 30 $b/bin/molaccel solve --poisson 316 --device gpu --solver bicgstab --precond jacobi 2>&1 | tail -2
+  timeout 60 $b/bin/molaccel demo --only linalg --device gpu -o /tmp/demo 2>&1 | tail -4
+}

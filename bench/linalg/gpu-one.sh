@@ -13,10 +13,7 @@ source bench/linalg/gpu-common.sh
 linalg_log log.txt
 linalg_configure
 linalg_build test_linalg_gpu bench_linalg ${DEMO:+molaccel_cli}
-obj=$(find $b -name 'resident.cu.o' | head -1)
-echo "== registers / stack: resident_kernel_1<double | float, 1 | 2 | 4 rows, unrolled for 5 | 8 diagonals> =="
-cuobjdump -res-usage "$obj" 2>/dev/null | grep -A1 'resident_kernel_1' | grep -oE 'Function [^ ]+|REG:[0-9]+ STACK:[0-9]+' |
-  sed -E 's/Function .*resident_kernel_1I([df])Li([124])ELi([0-9]+)E.*/\1 \2 rows \3 diagonals:/' | paste - - | sort -u
+form4_registers
 linalg_gpu_tests "${TESTS:-LinalgGpuResident.OneBarrierForm:LinalgGpuResident.BatchesAndCap}" "${TEST_SECONDS:-240}"
 for rep in $(seq 1 "${REPEAT:-2}"); do
   echo "== bicgstab per iteration: automatic | two barriers | cluster, three barriers, run $rep =="
@@ -39,11 +36,6 @@ if [[ -n ${SHAPES:-} ]]; then
 fi
 echo "== trace 1e4, 1e5 (automatic) =="
 resident_trace 0x0 1.1e5 40 700
-if [[ -n ${DEMO:-} ]]; then
-  echo "== CLI and demo =="
-  timeout 30 $b/bin/molaccel solve --poisson 100 --device gpu --solver bicgstab 2>&1 | tail -2
-  timeout 30 $b/bin/molaccel solve --poisson 316 --device gpu --solver bicgstab --precond jacobi 2>&1 | tail -2
-  timeout 60 $b/bin/molaccel demo --only linalg --device gpu -o /tmp/demo 2>&1 | tail -4
-fi
+if [[ -n ${DEMO:-} ]]; then cli_and_demo; fi
 if [[ -n ${TESTS2:-} ]]; then linalg_gpu_tests "$TESTS2" "${TEST2_SECONDS:-300}"; fi
 st done

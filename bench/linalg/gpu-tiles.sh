@@ -11,10 +11,7 @@ source bench/linalg/gpu-common.sh
 linalg_log log.txt
 linalg_configure
 linalg_build test_linalg_gpu bench_linalg ${DEMO:+molaccel_cli}
-obj=$(find $b -name 'resident.cu.o' | head -1)
-echo "== registers / stack: resident_kernel_1<double | float, rows per thread, diagonals> =="
-cuobjdump -res-usage "$obj" 2>/dev/null | grep -A1 'resident_kernel_1' | grep -oE 'Function [^ ]+|REG:[0-9]+ STACK:[0-9]+' |
-  sed -E 's/Function .*resident_kernel_1I([df])Li([124])ELi([0-9]+)E.*/\1 \2 rows \3 diagonals:/' | paste - - | sort -u
+form4_registers
 linalg_gpu_tests "${TESTS:-LinalgGpuResident.OneBarrierForm}" "${TEST_SECONDS:-300}"
 for rep in $(seq 1 "${REPEAT:-2}"); do
   for mode in 2 1; do
@@ -39,11 +36,6 @@ if [[ ${FUSED:-0} != 0 ]]; then
   echo "== fused mode at 1e6 and 1e7 =="
   timeout 90 $B --bicgstab-only --min-n=9e5 --modes=fused 2>&1 | bicgstab_rows
 fi
-if [[ -n ${DEMO:-} ]]; then
-  echo "== CLI and demo =="
-  timeout 30 $b/bin/molaccel solve --poisson 100 --device gpu --solver bicgstab 2>&1 | tail -2
-  timeout 30 $b/bin/molaccel solve --poisson 316 --device gpu --solver bicgstab --precond jacobi 2>&1 | tail -2
-  timeout 60 $b/bin/molaccel demo --only linalg --device gpu -o /tmp/demo 2>&1 | tail -4
-fi
+if [[ -n ${DEMO:-} ]]; then cli_and_demo; fi
 if [[ -n ${TESTS2:-} ]]; then linalg_gpu_tests "$TESTS2" "${TEST2_SECONDS:-300}"; fi
 st done

@@ -2315,19 +2315,12 @@ struct resident_solver::impl {
         return false;
       return take(1, int(nb));
     }
-    if (forced_i > 0) {
-      if (forced_i > gh || forced_j > gw || (exact && forced_i * forced_j != max_blocks) ||
-          forced_i * forced_j > max_blocks || (long long)tile(forced_i, forced_j).ti * tile(forced_i, forced_j).tj > cells ||
-          tile(forced_i, forced_j).w2() >= 65536)
-        return false;
-      return take(forced_i, forced_j);
-    }
     double best = 0;
     bool best_wide = false;
     int bi = 0, bj = 0;
     for (int ni = 1; ni <= std::min(gh, max_blocks); ++ni)
       for (int nj = 1; nj <= std::min(gw, max_blocks / ni); ++nj) {
-        if (exact && ni * nj != max_blocks) continue;
+        if ((exact && ni * nj != max_blocks) || (forced_i > 0 && (ni != forced_i || nj != forced_j))) continue;
         const one_tiles t = tile(ni, nj);
         if ((long long)t.ti * t.tj > cells || t.w2() >= 65536) continue;
         const double cost = double(t.ti) * t.tj + double(t.w1()) + double(t.w2()) + kTileBlockCost * ni * nj;
