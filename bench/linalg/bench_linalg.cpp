@@ -168,8 +168,11 @@ void bench_blas2(const placement& where, const std::string& device, bool quick) 
 
 struct bicgstab_selection {
   std::size_t min_n = 0, max_n = 0;  // 0: no bound
-  // Poisson grid sides (n = side^2); 447: n = 2e5, the resident mode's range. --grids= replaces them.
-  std::vector<std::size_t> grids{32, 100, 317, 447, 1000, 3163};
+  // Poisson grid sides (n = side^2); 316: n = 99,856, the largest square grid within the issue's
+  // n <= 1e5 (317: 100,489, the former "1e5" row); 447: n = 2e5, the resident mode's range.
+  // --grids= replaces them.
+  std::vector<std::size_t> grids{32, 100, 316, 317, 447, 1000, 3163};
+  int iterations = 0;  // per solve (--iterations=); 0: 400 up to n = 1e5, 100 above
   bool graph = true, stream = true, persistent = true, resident = true;
   // Persistent geometries "BLOCKSxTHREADS" (0x0 = one block of 256 per SM), compared side by side.
   std::vector<std::pair<int, int>> persistent_geometries = {{0, 0}};
@@ -254,7 +257,7 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
       o.fused_matrix = fused.matrix;
       o.solver = solver_kind::bicgstab;
       o.tolerance = 0;  // fixed iteration count: the iteration stops only on the cap or a breakdown
-      o.max_iterations = n <= 100000 ? 400 : 100;
+      o.max_iterations = sel.iterations > 0 ? sel.iterations : n <= 100000 ? 400 : 100;
       o.launch = mode;
       std::vector<double> per_iteration;
       solver_result last;
@@ -340,6 +343,8 @@ int main(int argc, char** argv) {
       for_each_item(v, [&](const std::string& item) { sel.grids.push_back(std::size_t(std::atoll(item.c_str()))); });
     } else if (auto v = value("--max-n=")) {
       sel.max_n = std::size_t(std::atof(v));
+    } else if (auto v = value("--iterations=")) {
+      sel.iterations = std::atoi(v);
     } else if (auto v = value("--modes=")) {  // e.g. graph,persistent
       const std::string m = v;
       sel.graph = m.find("graph") != std::string::npos;
@@ -414,15 +419,16 @@ int main(int argc, char** argv) {
                     : last == 'a' ? 4
                     : last == 'e' ? 5
                     : last == 'n' ? 6
+                    : last == 'q' ? 7
                                   : 0;
         g.label = item == "0x0" ? "resident" : "resident-" + item;
         sel.resident_geometries.push_back(g);
       });
     } else {
       std::fprintf(stderr,
-                   "usage: bench_linalg [--quick] [--cpu] [--bicgstab-only] [--min-n=N] [--max-n=N] [--grids=S,...] "
+                   "usage: bench_linalg [--quick] [--cpu] [--bicgstab-only] [--min-n=N] [--max-n=N] [--grids=S,...] [--iterations=N] "
                    "[--modes=graph,stream,persistent,resident,fused] [--persistent=BxT,...] "
-                   "[--resident=BxT[c|g|o|a|e|n][+|-|t][s|l][A|Z][r|d],...] [--fused=BxT[1|2][n][A|Z][c|a][s|b][r|d],...]\n");
+                   "[--resident=BxT[c|g|o|a|e|n|q][+|-|t][s|l][A|Z][r|d],...] [--fused=BxT[1|2][n][A|Z][c|a][s|b][r|d],...]\n");
       return 1;
     }
   }

@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   bench::print_header();
-  for (std::size_t grid : {32, 100, 317, 1000, 3163}) {
+  for (std::size_t grid : {32, 100, 316, 317, 1000, 3163}) {
     const std::size_t n = grid * grid;
     if (quick && n > 2000000) break;
     // 5-point stencil, as molaccel::linalg::poisson_2d.

@@ -559,7 +559,8 @@ struct solver_options {
   // else a grid; 1 cluster with distributed shared memory; 2 grid, flag barrier (each block
   // publishes an epoch, no atomics); 3 grid, cooperative groups' grid.sync(); 4 grid, one arrival
   // counter; 5 grid, the arrival counter incremented by a non-returning red.release; 6 grid, the
-  // arrival counter, the last arrival publishing a generation word that the other blocks poll).
+  // arrival counter, the last arrival publishing a generation word that the other blocks poll;
+  // 7 grid, the arrival counter whose last arrival leaves without polling).
   int resident_blocks = 0;
   int resident_threads = 0;
   int resident_barrier = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace molaccel::linalg {
@@ -90,6 +91,36 @@ std::optional<diagonal_grid> diagonal_grid_of(const diagonal_layout& d, std::siz
     }
   }
   return best;
+}
+
+std::optional<std::vector<double>> diagonal_constant_of(const diagonal_layout& d, const diagonal_grid& g,
+                                                        std::size_t n) {
+  const std::size_t count = d.offsets.size();
+  if (count == 0 || g.a.size() != count || g.b.size() != count || d.values.size() != count * n ||
+      std::size_t(g.width) * std::size_t(g.height) != n)
+    return std::nullopt;
+  std::vector<double> c(count, 0.0);
+  for (std::size_t k = 0; k < count; ++k) {
+    bool seen = false;
+    for (std::size_t row = 0; row < n; ++row) {
+      const long long i = (long long)(row / std::size_t(g.width)) + g.a[k];
+      const long long j = (long long)(row % std::size_t(g.width)) + g.b[k];
+      const double v = d.values[k * n + row];
+      if (i < 0 || i >= g.height || j < 0 || j >= g.width) {
+        if (!std::isnan(v)) return std::nullopt;  // an entry outside the grid (not a grid stencil)
+        continue;
+      }
+      if (!std::isfinite(v)) return std::nullopt;  // a hole (NaN) inside the grid, or infinite
+      if (!seen) {
+        c[k] = v;
+        seen = true;
+      } else if (std::memcmp(&v, &c[k], sizeof v) != 0) {
+        return std::nullopt;
+      }
+    }
+    if (!seen) return std::nullopt;
+  }
+  return c;
 }
 
 }  // namespace molaccel::linalg

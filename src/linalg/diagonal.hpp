@@ -48,4 +48,14 @@ struct diagonal_grid {
 // qualify, the one with the smallest largest |b|, then the widest.
 std::optional<diagonal_grid> diagonal_grid_of(const diagonal_layout& d, std::size_t n);
 
+// The coefficients of a constant stencil: per diagonal k one finite value c[k] that every row
+// (i, j) of the grid holds at offset k exactly (bit for bit) when the cell (i + a[k], j + b[k]) is
+// inside the grid, and no entry (NaN) when it is outside; else nothing (a varying value, a hole
+// inside the grid, an infinite value). The 2-D Poisson matrix is one ({-1, -1, 4, -1, -1}). Then
+// row (i, j) times x is sum_k c[k] x(i + a[k], j + b[k]) with x = 0 outside the grid: the same
+// terms in the same order as the layout's product, plus +-0 for the missing entries (which
+// never changes a sum that starts at +0), so the one-barrier kernel reads no matrix values.
+std::optional<std::vector<double>> diagonal_constant_of(const diagonal_layout& d, const diagonal_grid& g,
+                                                        std::size_t n);
+
 }  // namespace molaccel::linalg

@@ -30,7 +30,7 @@ struct resident_setup {
   int threads = 0;       // 0: 512; 128, 256 or 512
   int barrier = 0;  // 0 automatic, 1 cluster, 2 grid (flags), 3 grid (cooperative groups), 4 grid (counter),
                     // 5 grid (counter, non-returning red arrival), 6 grid (counter, the last arrival publishes a
-                    // generation word that the others poll)
+                    // generation word that the others poll), 7 grid (counter, the last arrival does not poll)
   int form = 0;     // BiCGStab: 0 automatic (cuda/resident.cu, kAutomaticForm*), 1 four barriers, 2 two,
                     // 3 three (one block or cluster; needs r0hat), 4 one (grid; needs r0hat and the
                     // matrix by diagonals, whose halo windows must fit shared memory)
@@ -65,6 +65,10 @@ struct resident_setup {
   int grid_width = 0, grid_height = 0;
   int dia_a[8] = {}, dia_b[8] = {};
   int tiles = 0;
+  // The grid's stencil has constant coefficients (diagonal_constant_of): dia_coef[k] on diagonal
+  // k. Form 4 on tiles then reads no matrix values (MOLACCEL_LINALG_RESIDENT_CONSTANT=0: it does).
+  bool dia_constant = false;
+  double dia_coef[8] = {};
 };
 class resident_solver {
  public:

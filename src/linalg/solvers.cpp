@@ -358,6 +358,10 @@ solver_result solve_on(const placement& where, const host_csr<double>& host_a, s
           rs.grid_height = grid->height;
           std::copy(grid->a.begin(), grid->a.end(), rs.dia_a);
           std::copy(grid->b.begin(), grid->b.end(), rs.dia_b);
+          if (const auto coef = diagonal_constant_of(*layout, *grid, n)) {
+            rs.dia_constant = true;
+            std::copy(coef->begin(), coef->end(), rs.dia_coef);
+          }
         }
       }
     std::unique_ptr<gpu::resident_solver> resident;

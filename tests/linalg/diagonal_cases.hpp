@@ -88,6 +88,32 @@ inline host_csr<double> random_stencil(int height, int width, const std::vector<
   return a;
 }
 
+// A constant stencil on a height x width grid: row (i, j) holds value v at cell (i + a, j + b)
+// for each {a, b, v} of `stencil` whose cell lies in the grid (sorted by column), so every
+// diagonal is one value (diagonal_constant_of).
+struct stencil_term {
+  int a, b;
+  double v;
+};
+inline host_csr<double> constant_stencil(int height, int width, const std::vector<stencil_term>& stencil) {
+  host_csr<double> m;
+  m.rows = m.cols = std::size_t(height) * std::size_t(width);
+  for (int i = 0; i < height; ++i)
+    for (int j = 0; j < width; ++j) {
+      std::vector<std::pair<std::int32_t, double>> row;
+      for (const auto& t : stencil)
+        if (i + t.a >= 0 && i + t.a < height && j + t.b >= 0 && j + t.b < width)
+          row.push_back({std::int32_t((i + t.a) * width + j + t.b), t.v});
+      std::sort(row.begin(), row.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+      for (const auto& [col, v] : row) {
+        m.col_idx.push_back(col);
+        m.values.push_back(v);
+      }
+      m.row_ptr.push_back(std::int32_t(m.col_idx.size()));
+    }
+  return m;
+}
+
 // A random sparse matrix with no band structure (columns anywhere): never stored by diagonals.
 inline host_csr<double> random_scattered(std::size_t n, int per_row, std::uint64_t seed) {
   std::mt19937_64 rng(seed);

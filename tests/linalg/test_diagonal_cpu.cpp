@@ -135,6 +135,50 @@ TEST(LinalgDiagonal, GridOfStencils) {
   EXPECT_FALSE(diagonal_grid_of(*diagonal_storage(odd), odd.rows).has_value());
 }
 
+// Constant stencils (diagonal_constant_of): Poisson and a 7-point stencil with a -0 coefficient
+// are; a random stencil, one changed value, a hole inside the grid and an infinite coefficient
+// are not.
+TEST(LinalgDiagonal, ConstantStencils) {
+  auto constant = [](const host_csr<double>& m) -> std::optional<std::vector<double>> {
+    const auto d = diagonal_storage(m);
+    if (!d) return std::nullopt;
+    const auto g = diagonal_grid_of(*d, m.rows);
+    if (!g) return std::nullopt;
+    return diagonal_constant_of(*d, *g, m.rows);
+  };
+  const auto p = poisson_2d(40);
+  const auto cp = constant(p);
+  ASSERT_TRUE(cp.has_value());
+  EXPECT_EQ(*cp, (std::vector<double>{-1, -1, 4, -1, -1}));
+  const std::vector<stencil_term> seven = {{-1, -1, -0.5}, {-1, 0, -1.25}, {0, -1, -0.0}, {0, 0, 6.0},
+                                           {0, 1, -1.0},   {1, 0, -1.5},   {1, 1, -0.25}};
+  const auto s = constant_stencil(23, 41, seven);
+  const auto cs = constant(s);
+  ASSERT_TRUE(cs.has_value());
+  EXPECT_EQ(*cs, (std::vector<double>{-0.5, -1.25, -0.0, 6.0, -1.0, -1.5, -0.25}));
+  EXPECT_TRUE(std::signbit((*cs)[2]));  // -0 kept as -0
+  EXPECT_FALSE(constant(random_stencil(23, 41, {{-1, 0}, {0, -1}, {0, 0}, {0, 1}, {1, 0}}, 0.0, 7)).has_value());
+  auto changed = p;
+  changed.values[changed.row_ptr[500]] = -1.0000000000000002;  // one off-diagonal of row 500
+  EXPECT_TRUE(diagonal_storage(changed).has_value());
+  EXPECT_FALSE(constant(changed).has_value());
+  // A hole: row 500 without its first entry (a neighbour inside the grid).
+  host_csr<double> hole;
+  hole.rows = hole.cols = p.rows;
+  for (std::size_t i = 0; i < p.rows; ++i) {
+    for (auto k = p.row_ptr[i]; k < p.row_ptr[i + 1]; ++k)
+      if (!(i == 500 && k == p.row_ptr[i])) {
+        hole.col_idx.push_back(p.col_idx[k]);
+        hole.values.push_back(p.values[k]);
+      }
+    hole.row_ptr.push_back(std::int32_t(hole.col_idx.size()));
+  }
+  EXPECT_FALSE(constant(hole).has_value());
+  auto infinite = seven;
+  infinite[0].v = std::numeric_limits<double>::infinity();
+  EXPECT_FALSE(constant(constant_stencil(23, 41, infinite)).has_value());
+}
+
 TEST(LinalgDiagonal, OtherMatricesDoNotQualify) {
   EXPECT_FALSE(diagonal_storage(random_scattered(500, 4, 1)).has_value());  // offsets everywhere
   // Nine diagonals (one more than diagonal_max_count).

@@ -724,7 +724,7 @@ TEST(LinalgGpuResident, DiagonalsAgreeWithCsr) {
 // matrix on a grid of 8 x 128, and random matrices on 8 diagonals with holes and +-0 (band
 // -140 .. +141 over blocks of 256 rows: the two-hop halo spans two neighbours on each side; 3,001
 // rows on 4 x 1024-row blocks), on 3 diagonals (n = 3); fp64 and fp32, Jacobi or not; the
-// counter, flag, red-counter and generation-word barriers. Then: batches of 7 give x bit for bit
+// counter, flag, red-counter, generation-word and last-arrival barriers. Then: batches of 7 give x bit for bit
 // (the state x, r, p, rho, alpha between launches), the cap stops mid-batch, breakdowns give
 // finite x and the two-barrier form's status, the automatic choice (form 4 on grids, the
 // environment override, form 2 where the windows do not fit), and form 4 outside a grid is an error.
@@ -743,13 +743,18 @@ TEST(LinalgGpuResident, OneBarrierForm) {
   // Stencils on rectangular grids (tiles): 7 and 5 points, random values with holes and +-0.
   const std::vector<std::pair<int, int>> seven = {{-1, -1}, {-1, 0}, {0, -1}, {0, 0}, {0, 1}, {1, 0}, {1, 1}};
   const std::vector<std::pair<int, int>> five = {{-1, 0}, {0, -1}, {0, 0}, {0, 1}, {1, 0}};
+  // A constant 7-point stencil (coefficients in shared memory not needed), one coefficient -0.
+  const std::vector<stencil_term> constant_seven = {{-1, -1, -0.5}, {-1, 0, -1.25}, {0, -1, -0.0}, {0, 0, 6.0},
+                                                    {0, 1, -1.0},   {1, 0, -1.5},   {1, 1, -0.25}};
   const std::vector<one_case> cases = {
-      {"poisson 100", poisson_2d(100), {{0, 0, 4}, {0, 0, 2}, {20, 128, 6}, {0, 0, 4, 1}}},
+      {"poisson 100", poisson_2d(100), {{0, 0, 4}, {0, 0, 2}, {20, 128, 6}, {0, 0, 4, 1}, {0, 0, 7}}},
       {"poisson 317", poisson_2d(317), {{0, 0, 4}, {132, 512, 5}, {0, 0, 4, 1}, {99, 512, 4, 1}}},
       {"poisson 447", poisson_2d(447), {{0, 0, 4}}},
-      {"stencil 7 on 97 x 203", random_stencil(97, 203, seven, 0.15, 41), {{0, 0, 4}, {30, 256, 4}, {0, 0, 4, 1}}},
+      {"stencil 7 on 97 x 203", random_stencil(97, 203, seven, 0.15, 41),
+       {{0, 0, 4}, {30, 256, 4}, {0, 0, 4, 1}, {0, 0, 7}}},
       {"stencil 5 on 211 x 89", random_stencil(211, 89, five, 0.15, 43), {{0, 0, 4}, {10, 512, 2}}},
       {"stencil 5 on 5 x 9", random_stencil(5, 9, five, 0.0, 47), {{0, 0, 4}, {4, 128, 4, 2}}},
+      {"stencil constant 7 on 53 x 167", constant_stencil(53, 167, constant_seven), {{0, 0, 4}, {0, 0, 4, 1}}},
       {"banded 1000", banded(1000, 0.3), {{8, 128, 4}, {0, 0, 2}}},
       {"random 8 diagonals 20011", random_banded(20011, {-140, -9, -1, 0, 1, 2, 9, 141}, 0.15, 11),
        {{132, 128, 4}, {0, 0, 4}}},
@@ -798,7 +803,7 @@ TEST(LinalgGpuResident, OneBarrierForm) {
            {"poisson 100", {0, 0, 4}},
            {"random 8 diagonals 20011", {132, 128, 2}},
            {"poisson 317", {0, 0, 6}},
-           {"stencil 7 on 97 x 203", {0, 0, 4}}}) {
+           {"stencil 7 on 97 x 203", {0, 0, 7}}}) {
     const auto& a = std::find_if(cases.begin(), cases.end(), [&](const one_case& c) { return c.name == name; })->a;
     const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
     for (auto precond : {preconditioner::none, preconditioner::jacobi}) {
@@ -821,6 +826,62 @@ TEST(LinalgGpuResident, OneBarrierForm) {
       EXPECT_EQ(capped.residual_history, std::vector<double>(whole.residual_history.begin(),
                                                              whole.residual_history.begin() + cap + 1));
     }
+  }
+  // The block sums reduced by warp_scatter_sum (automatic) and as before (warp butterflies of all
+  // sums, MOLACCEL_LINALG_RESIDENT_SCATTER=0): both converge to a valid x in about as many
+  // iterations (the sums round differently), on tiles of 256 threads (8 warps: two sums per
+  // warp), 512 x 2 rows, bands, and 132 blocks of 128 (4 warps: each adds up two pairs of sums).
+  for (const auto& [name, g] : std::vector<std::pair<std::string, shape>>{{"poisson 100", {0, 0, 4}},
+                                                                          {"poisson 317", {0, 0, 4}},
+                                                                          {"poisson 317", {0, 0, 4, 1}},
+                                                                          {"random 8 diagonals 20011", {132, 128, 4}}}) {
+    const auto& a = std::find_if(cases.begin(), cases.end(), [&](const one_case& c) { return c.name == name; })->a;
+    const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
+    for (auto precond : {preconditioner::none, preconditioner::jacobi}) {
+      solver_options o = resident_options(precision::fp64, precond, 4000, g.blocks, g.threads, g.barrier);
+      o.resident_form = 4;
+      o.resident_tiles = g.tiles;
+      const auto scattered = solve(res, a, b, o);
+      ::setenv("MOLACCEL_LINALG_RESIDENT_SCATTER", "0", 1);
+      const auto plain = solve(res, a, b, o);
+      ::unsetenv("MOLACCEL_LINALG_RESIDENT_SCATTER");
+      SCOPED_TRACE(fmt::format("scatter: {} {}: {} / {}", name, precond == preconditioner::jacobi ? "jacobi" : "none",
+                               scattered.backend, plain.backend));
+      EXPECT_NE(scattered.backend.find("scatter-reduced sums"), std::string::npos) << scattered.backend;
+      EXPECT_EQ(plain.backend.find("scatter-reduced"), std::string::npos) << plain.backend;
+      EXPECT_EQ(scattered.status, solver_status::converged);
+      EXPECT_EQ(plain.status, solver_status::converged);
+      EXPECT_NEAR(scattered.iterations, plain.iterations, 1 + plain.iterations / 10);
+      expect_valid_solution(scattered, a, b, o);
+      expect_valid_solution(plain, a, b, o);
+    }
+  }
+  // Constant stencils on tiles: the coefficients instead of the values in shared memory give the
+  // same x bit for bit (diagonal_constant_of: the same terms in the same order, +-0 for the
+  // neighbours outside the grid); bands keep the values.
+  for (const auto& [name, tiles] : std::vector<std::pair<std::string, int>>{
+           {"poisson 100", 0}, {"poisson 317", 0}, {"stencil constant 7 on 53 x 167", 0}, {"poisson 100", 1}}) {
+    const auto& a = std::find_if(cases.begin(), cases.end(), [&](const one_case& c) { return c.name == name; })->a;
+    const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
+    for (auto prec : {precision::fp64, precision::fp32})
+      for (auto precond : {preconditioner::none, preconditioner::jacobi}) {
+        if (prec == precision::fp32 && a.rows > 20000) continue;
+        solver_options o = resident_options(prec, precond, 4000, 0, 0, 4);
+        o.resident_form = 4;
+        o.resident_tiles = tiles;
+        const auto coefficients = solve(res, a, b, o);
+        ::setenv("MOLACCEL_LINALG_RESIDENT_CONSTANT", "0", 1);
+        const auto values = solve(res, a, b, o);
+        ::unsetenv("MOLACCEL_LINALG_RESIDENT_CONSTANT");
+        SCOPED_TRACE(fmt::format("constant: {} {} {}: {} / {}", name, prec == precision::fp32 ? "fp32" : "fp64",
+                                 precond == preconditioner::jacobi ? "jacobi" : "none", coefficients.backend,
+                                 values.backend));
+        EXPECT_EQ(coefficients.backend.find("constant stencil") != std::string::npos, tiles != 1)
+            << coefficients.backend;
+        EXPECT_EQ(values.backend.find("constant stencil"), std::string::npos) << values.backend;
+        if (prec == precision::fp64) EXPECT_EQ(coefficients.status, solver_status::converged);
+        expect_bitwise_same(coefficients, values);
+      }
   }
   // Breakdowns: a skew-symmetric tridiagonal matrix ((r0, A r0) = 0), and b = 0 / tolerance 1.
   {
@@ -935,6 +996,7 @@ void check_fused(const Resources& res, const host_csr<double>& a, const std::vec
       {0, 0, 3, 0, 200000},           // cooperative groups' grid.sync()
       {0, 0, 5, 0, 200000},           // counter with a red arrival
       {0, 0, 6, 0, 200000},           // counter with a generation word
+      {0, 0, 7, 0, 200000},           // counter whose last arrival does not poll
       {0, 0, 0, 0, 200000, 1},        // every warp gathers the block sums
       {0, 0, 0, 0, ~std::size_t(0), 0, 1, 1},  // L2 loads, grid-stride rows (automatic above 2,000,000 rows)
       {0, 0, 0, 0, 200000, 0, 2, 1},           // L1 loads, grid-stride rows

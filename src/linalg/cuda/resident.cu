@@ -84,6 +84,11 @@ constexpr long long kGridFourRowsAbove = 80LL * 2 * 512;
 // (bit for bit up to 128 blocks). Measured on an H100 (docs/linalg.md): n = 1e5, 99 x 512 grid,
 // 12.5 vs 25.0 us per BiCGStab iteration; n = 1e4 cluster 6.7 vs 8.8 us; fused 1e6 112 vs 124 us.
 constexpr int kAutomaticGather = 2;
+// Form 4: the block sums reduced by warp_scatter_sum (kernel_params::scatter). Measured on an
+// H100 (2026-11-23, tenth round, docs/linalg.md; fp64 BiCGStab on Poisson, per iteration, the
+// same jobs): n = 1e4 5.56 -> 5.01 us, 50,176 6.30 -> 5.49, 100,489 7.34-7.41 -> 6.76-6.80
+// (before the ring and the constant stencil); with both, 99,856: 6.47 -> 5.81-5.85 us.
+constexpr int kAutomaticScatter = 1;
 // Form 4 on a grid, choosing the tiles: the cost of one block more, in rows handled per
 // iteration (an arrival at the grid barrier and its block sums in every gather). Tiles at least
 // as wide as they are tall are preferred (longer memory segments of the published vectors and
@@ -183,6 +188,7 @@ struct kernel_params {
   unsigned matrix_offset = 0;     // their byte offset in the dynamic shared memory
   double* aux = nullptr;          // streaming kernel: sigma and the buffer index between launches
   int gather = 2;  // grid / cluster sums: 2 one read of the block sums per block (see kAutomaticGather), 1 every warp
+  int scatter = 0;  // grid sums: the block's sums reduced by warp_scatter_sum (form 4; 0: warp_all_sum_n)
   // Opt-in trace (MOLACCEL_LINALG_RESIDENT_TRACE): thread 0 of every block writes {globaltimer,
   // clock64} at 4 points of each grid / cluster sum (block work done, barrier entry, barrier exit,
   // sum done), stamps [trace_skip, trace_skip + trace_cap) of the launch, trace_cap per block.
@@ -199,6 +205,11 @@ struct kernel_params {
   int grid_w = 0, grid_h = 0, tiles_i = 1, tiles_j = 1;
   int halo[4] = {};
   int dia_a[kDiaMax] = {}, dia_b[kDiaMax] = {};
+  // A constant stencil on tiles (resident_setup::dia_constant): the products use coef, not the
+  // values in shared memory.
+  int constant = 0;
+  T coef[kDiaMax] = {};
+  int publish_all = 0;  // form 4: publish every own cell, not only the ring (MOLACCEL_LINALG_RESIDENT_RING=0)
   // BiCGStab, three-barrier form (resident_kernel with THREE): M A^T r0 (n), so that
   // (r0, A M p) = (M A^T r0, p) is summed with (r, r) when p is formed, not after the product.
   const T* r0hat = nullptr;
@@ -231,6 +242,54 @@ __device__ __forceinline__ void warp_all_sum_n(double (&v)[NV]) {
     for (int k = 0; k < NV; ++k) v[k] += __shfl_xor_sync(0xffffffffu, v[k], o);
 }
 
+// Reduce-scatter over a warp: NV <= 16 values in every lane in, in lane l the warp's total of
+// value `index` out (-1 where the lane holds none; `lead`: the lowest lane holding it). At the
+// step of offset O the lanes with bit O clear keep the first half of the values still held
+// (ceil(m / 2) of m; the others the rest, padded with zeros) and add their partner's copy, so a
+// step sends half the values instead of all of them: 12 shuffles for 9 values instead of
+// warp_all_sum_n's 45 (the shuffle unit takes one warp instruction per clock per SM, so 16 warps
+// reducing 9 doubles the classic way spend about 0.8 us in it on an H100). Deterministic (the
+// same operands in the same order on every run); the totals are rounded differently from
+// warp_all_sum_n's.
+template <int M, int O>
+__device__ __forceinline__ void scatter_step(double* v, int lane, int& base, int& count, bool& lead) {
+  if constexpr (O > 0) {
+    if constexpr (M == 1) {  // one value left: a plain butterfly step, every lane keeps the total
+      v[0] += __shfl_xor_sync(0xffffffffu, v[0], O);
+      if (lane & O) lead = false;
+      scatter_step<1, O / 2>(v, lane, base, count, lead);
+    } else {
+      constexpr int H = (M + 1) / 2;
+      const bool upper = (lane & O) != 0;
+      double kept[H];
+#pragma unroll
+      for (int i = 0; i < H; ++i) {
+        const double hi = H + i < M ? v[H + i] : 0.0;
+        const double got = __shfl_xor_sync(0xffffffffu, upper ? v[i] : hi, O);
+        kept[i] = (upper ? hi : v[i]) + got;
+      }
+#pragma unroll
+      for (int i = 0; i < H; ++i) v[i] = kept[i];
+      if (upper) {
+        base += H;
+        count -= H;
+      } else if (count > H) {
+        count = H;
+      }
+      scatter_step<H, O / 2>(v, lane, base, count, lead);
+    }
+  }
+}
+template <int NV>
+__device__ __forceinline__ double warp_scatter_sum(double (&v)[NV], int lane, int& index, bool& lead) {
+  static_assert(NV >= 1 && NV <= 16, "warp_scatter_sum: 1 to 16 values");
+  int base = 0, count = NV;
+  lead = true;
+  scatter_step<NV, 16>(v, lane, base, count, lead);
+  index = count >= 1 ? base : -1;
+  return v[0];
+}
+
 // Own barrier over the cooperative grid: a monotonic 64-bit arrival counter. Every barrier adds
 // exactly gridDim.x, so the counter is a multiple of it between barriers and each block derives
 // its target from its own arrival: no reset between launches.
@@ -261,6 +320,27 @@ __device__ __forceinline__ void grid_barrier_counter_red(unsigned long long* cou
     do {
       asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(counter) : "memory");
     } while (seen < target);
+  }
+  __syncthreads();
+}
+
+// The arrival counter, the last arrival not polling: its add is acq_rel and returns the count, so
+// the block that completes the multiple of the grid size knows every block has arrived (its
+// acquire reads the end of the other arrivals' release sequence) and leaves at once, one L2
+// round trip earlier than after a poll; the others poll as in grid_barrier_counter.
+__device__ __forceinline__ void grid_barrier_counter_last(unsigned long long* counter) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned long long blocks = gridDim.x;
+    unsigned long long old;
+    asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], 1;" : "=l"(old) : "l"(counter) : "memory");
+    const unsigned long long target = (old / blocks + 1) * blocks;
+    if (old + 1 != target) {
+      unsigned long long seen;
+      do {
+        asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(counter) : "memory");
+      } while (seen < target);
+    }
   }
   __syncthreads();
 }
@@ -367,6 +447,8 @@ struct context {
       grid_barrier_counter_red(kp.counter, kp.epoch_base + epoch);
     else if (kp.grid_kind == 4)
       grid_barrier_generation(kp.counter);
+    else if (kp.grid_kind == 5)
+      grid_barrier_counter_last(kp.counter);
     else
       grid_barrier_counter(kp.counter);
   }
@@ -480,18 +562,38 @@ struct context {
   // holds the totals after it); in a block or on a grid sum_arrive() is the whole sum.
   template <int NV, bool PAIR = false>
   __device__ void sum_arrive(double (&v)[NV], int slot) {
-    warp_all_sum_n(v);
-    if (lane == 0)
+    // kp.scatter (grid): warp_scatter_sum, then warp w adds up sums 2w (lanes 0-15) and 2w + 1
+    // (16-31) over the block's warps (<= 16), all warps at once, instead of warp 0 all NV sums.
+    const bool scatter = SYNC == sync_grid && kp.scatter != 0;
+    if (scatter) {
+      int index;
+      bool lead;
+      const double total = warp_scatter_sum(v, lane, index, lead);
+      if (index >= 0 && lead) warp_part[slot + index][warp] = total;
+    } else {
+      warp_all_sum_n(v);
+      if (lane == 0)
 #pragma unroll
-      for (int k = 0; k < NV; ++k) warp_part[slot + k][warp] = v[k];
+        for (int k = 0; k < NV; ++k) warp_part[slot + k][warp] = v[k];
+    }
     __syncthreads();
     if constexpr (SYNC != sync_block) stamp(0);
     if constexpr (SYNC == sync_block) {
 #pragma unroll
       for (int k = 0; k < NV; ++k) v[k] = lane < nwarps ? warp_part[slot + k][lane] : 0.0;
       warp_all_sum_n(v);
-    } else {
-      if (warp == 0) {
+    } else if (scatter) {
+      static_assert(kMaxWarps <= 16, "sum_arrive: the block's warps in 16 lanes");
+      for (int k2 = warp; 2 * k2 < NV; k2 += nwarps) {
+        const int k = 2 * k2 + (lane >> 4), src = lane & 15;
+        double total = k < NV && src < nwarps ? warp_part[slot + k][src] : 0.0;
+#pragma unroll
+        for (int o = 8; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
+        if (src == 0 && k < NV) kp.partials[(slot + k) * gridDim.x + blockIdx.x] = total;
+      }
+    }
+    if constexpr (SYNC != sync_block) {
+      if (!scatter && warp == 0) {
         double tot[NV];
 #pragma unroll
         for (int k = 0; k < NV; ++k) tot[k] = lane < nwarps ? warp_part[slot + k][lane] : 0.0;
@@ -1419,7 +1521,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
     }
   };
 
-  for (int i = tid; i < dc * n1; i += nthreads) {
+  for (int i = tid; i < (kp.constant ? 0 : dc * n1); i += nthreads) {
     const int e = i / n1, m = i - e * n1, y = m / v1, row = grid_row(i0 - ha + y, j0 - hb + (m - y * v1));
     if constexpr (ZERO) {
       const T a = row >= 0 ? kp.dia[std::size_t(e) * nn + std::size_t(row)] : T(0);
@@ -1448,8 +1550,18 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
   // The row at cell `mi` of W1 times `vec` (pointing at the row's cell in a window of width vw),
   // by diagonals: the non-NaN values (ZERO: every value) in increasing offset order (the CSR
   // order, as dia_row_product). A neighbour outside the grid is a zero of the window.
+  // With a constant stencil (kp.constant) the coefficients instead: the same terms, plus +-0 for
+  // the neighbours outside the grid (window zeros), which leaves a sum that starts at +0 unchanged
+  // (bit for bit, tested). Half the shared-memory loads of a product; measured on an H100
+  // (docs/linalg.md): 100,489 rows 6.59-6.61 -> 6.22-6.34 us per iteration.
   auto product = [&](int mi, const T* vec, int vw) -> T {
     T acc = T(0);
+    if (kp.constant) {
+#pragma unroll
+      for (int e = 0; e < DMAX; ++e)
+        if (e < dc) acc += kp.coef[e] * vec[kp.dia_a[e] * vw + kp.dia_b[e]];
+      return acc;
+    }
 #pragma unroll
     for (int e = 0; e < DMAX; ++e)
       if (e < dc) {  // both loads unconditional (the window covers every offset), so all are in flight
@@ -1465,7 +1577,13 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
   // Own cells: o = k * nthreads + tid < ti x tj, row-major in the tile; their rows, and their cells
   // of W1 (low 16 bits) and W2 (high 16 bits; windows hold fewer than 65,536 cells: the host
   // checks) in one register.
+  // `ring` bit k: own cell k lies within two hops of the tile's edges (2 halo[1] rows from the
+  // top, 2 halo[0] from the bottom, 2 halo[3] columns from the left, 2 halo[2] from the right),
+  // where another block's W2 can reach it: only those cells' s', t', p', v' are published (at
+  // 1e5, 224 of a 20 x 40 tile's 800 cells). Measured on an H100 (docs/linalg.md): 100,489 rows
+  // 6.89-6.94 -> 6.22-6.34 us per iteration (fewer stores for the barrier's release to wait for).
   int orow[RPT], o12[RPT];
+  unsigned ring = 0;
   auto o1 = [&](int k) { return o12[k] & 0xffff; };
   auto o2 = [&](int k) { return int(unsigned(o12[k]) >> 16); };
   // r0 = b and h = M A^T r0 are read again from global memory (L1) where the sums need them:
@@ -1477,6 +1595,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
     const bool valid = o < own;
     orow[k] = valid ? (i0 + u) * gw + j0 + w : -1;
     o12[k] = valid ? int(unsigned((u + ha) * v1 + w + hb) | (unsigned((u + 2 * ha) * v2 + w + 2 * hb) << 16)) : 0;
+    if (valid && (kp.publish_all || u < 2 * kp.halo[1] || u >= ti - 2 * ha || w < 2 * kp.halo[3] || w >= tj - 2 * hb))
+      ring |= 1u << k;
     const int row = orow[k];
     const T bk = valid ? kp.b[row] : T(0);
 
@@ -1622,7 +1742,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
         q[6] += hk * double(p[k]);
         q[7] += hk * double(v[k]);
         q[8] += double(r[k]) * double(r[k]);
-        if (row >= 0) {
+        if (ring & (1u << k)) {
           out[std::size_t(ov_s) * nn + std::size_t(row)] = s[k];
           out[std::size_t(ov_t) * nn + std::size_t(row)] = t[k];
           out[std::size_t(ov_p) * nn + std::size_t(row)] = p[k];
@@ -2270,6 +2390,7 @@ struct resident_solver::impl {
   std::vector<double> host_out;
   int capacity = 0;  // iterations per launch (records)
   int gather = 2;    // kernel_params::gather
+  int scatter = kAutomaticScatter;  // form 4: kernel_params::scatter (MOLACCEL_LINALG_RESIDENT_SCATTER=0|1)
   int loads = 1, rows_mode = 1;  // fused BiCGStab: vload<LD>, row_walk<ROWS>
   bool local_first = false;      // kernel_params::local_first (MOLACCEL_LINALG_RESIDENT_LOCAL=1: on)
   // Form 4 with at most 5 diagonals: the kernel unrolled for 5 (shorter products; docs/linalg.md).
@@ -2281,6 +2402,12 @@ struct resident_solver::impl {
   int tiles_i = 1, tiles_j = 1;
   one_tiles tiles{};
   bool on_grid() const { return tiles_mode != 1 && setup.grid_width > 0 && setup.grid_height > 0; }
+  // Form 4 on tiles of a constant stencil: the coefficients, not the values (kernel_params::constant;
+  // MOLACCEL_LINALG_RESIDENT_CONSTANT=0 turns it off). Not on bands: there a neighbour outside the
+  // 2-D grid is another row of the band's window, not a zero.
+  bool constant_allowed = true;
+  bool publish_all = false;  // kernel_params::publish_all
+  bool constant_stencil() const { return constant_allowed && setup.dia_constant && on_grid() && form == 4 && !streaming; }
   int grid_w() const { return on_grid() ? setup.grid_width : int(setup.n); }
   int grid_h() const { return on_grid() ? setup.grid_height : 1; }
   int dia_a(int k) const { return on_grid() ? setup.dia_a[k] : 0; }
@@ -2367,12 +2494,14 @@ struct resident_solver::impl {
                    : setup.barrier == 3 ? 1
                    : setup.barrier == 5 ? 3
                    : setup.barrier == 6 ? 4
+                   : setup.barrier == 7 ? 5
                                         : 2;
     kp.threshold = setup.threshold;
     kp.matrix_smem = matrix_smem ? 1 : 0;
     kp.matrix_offset = matrix_offset;
     kp.aux = aux.data();
     kp.gather = gather;
+    kp.scatter = !streaming && form == 4 ? scatter : 0;
     if (!streaming && !setup.cg && (form == 3 || form == 4)) kp.r0hat = static_cast<const T*>(setup.r0hat);
     kp.local_first = local_first ? 1 : 0;
     if (diagonals()) {
@@ -2389,7 +2518,10 @@ struct resident_solver::impl {
       for (int k = 0; k < setup.dia_count; ++k) {
         kp.dia_a[k] = dia_a(k);
         kp.dia_b[k] = dia_b(k);
+        kp.coef[k] = T(setup.dia_coef[k]);
       }
+      kp.constant = constant_stencil() ? 1 : 0;
+      kp.publish_all = publish_all ? 1 : 0;
     }
     if (trace_cap > 0) {
       trace.fill_zero(linalg_stream(device));
@@ -2722,8 +2854,8 @@ resident_solver::resident_solver(int device, const resident_setup& setup) : impl
   if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_GRID_FORM"); g != nullptr && (g[0] == '2' || g[0] == '4'))
     impl_->grid_form = g[0] - '0';
   if (setup.matrix_smem == 0) impl_->setup.matrix_smem = kAutomaticMatrixShared;
-  if (setup.barrier < 0 || setup.barrier > 6)
-    throw Error(fmt::format(fmt::runtime("linalg: resident barrier {} (0-6)"), setup.barrier), __FILE__, __LINE__);
+  if (setup.barrier < 0 || setup.barrier > 7)
+    throw Error(fmt::format(fmt::runtime("linalg: resident barrier {} (0-7)"), setup.barrier), __FILE__, __LINE__);
   if (setup.gather < 0 || setup.gather > 2)
     throw Error(fmt::format(fmt::runtime("linalg: resident gather {} (0-2)"), setup.gather), __FILE__, __LINE__);
   impl_->gather = setup.gather == 0 ? kAutomaticGather : setup.gather;
@@ -2755,6 +2887,11 @@ resident_solver::resident_solver(int device, const resident_setup& setup) : impl
       impl_->forced_j = tj;
     }
   }
+  if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_SCATTER"); g != nullptr && (g[0] == '0' || g[0] == '1'))
+    impl_->scatter = g[0] - '0';
+  if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_CONSTANT"); g != nullptr && g[0] == '0')
+    impl_->constant_allowed = false;
+  if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_RING"); g != nullptr && g[0] == '0') impl_->publish_all = true;
   if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_GATHER"); g != nullptr && setup.gather == 0 &&
                                                                        (g[0] == '1' || g[0] == '2'))
     impl_->gather = g[0] - '0';
@@ -2842,6 +2979,7 @@ std::string resident_solver::describe() const {
                        : impl_->setup.barrier == 3 ? "cooperative groups barrier"
                        : impl_->setup.barrier == 5 ? "counter barrier (red)"
                        : impl_->setup.barrier == 6 ? "counter barrier (generation word)"
+                       : impl_->setup.barrier == 7 ? "counter barrier (last arrival leaves at once)"
                                                    : "counter barrier",
                        impl_->setup.cg ? 1 : 2, impl_->setup.cg ? "" : "s",
                        impl_->gather == 2 ? "" : ", every warp gathers");
@@ -2851,6 +2989,7 @@ std::string resident_solver::describe() const {
                      : impl_->setup.barrier == 3   ? "grid, cooperative groups barrier"
                      : impl_->setup.barrier == 5   ? "grid, counter barrier (red)"
                      : impl_->setup.barrier == 6   ? "grid, counter barrier (generation word)"
+                     : impl_->setup.barrier == 7   ? "grid, counter barrier (last arrival leaves at once)"
                                                    : "grid, counter barrier";
   if (!impl_->setup.cg && impl_->form == 4) {
     const auto& t = impl_->tiles;
@@ -2860,9 +2999,11 @@ std::string resident_solver::describe() const {
                           impl_->tiles_j, t.ti, t.tj, impl_->grid_h(), impl_->grid_w())
             : fmt::format(fmt::runtime("band -{} .. +{}"), impl_->band_left(), impl_->band_right());
     return fmt::format(fmt::runtime("{} blocks of {}, {} rows/thread, {}, 1 barrier/iteration (halo recomputed, "
-                                    "{}), matrix in shared memory{}, {} diagonals"),
+                                    "{}), {}{}{}, {} diagonals"),
                        impl_->blocks, impl_->threads, impl_->rpt, kind, rows,
-                       impl_->gather != 2 ? ", every warp gathers" : "", impl_->setup.dia_count);
+                       impl_->constant_stencil() ? "constant stencil (no matrix values read)" : "matrix in shared memory",
+                       impl_->gather != 2 ? ", every warp gathers" : "",
+                       impl_->scatter ? ", scatter-reduced sums" : "", impl_->setup.dia_count);
   }
   return fmt::format(fmt::runtime("{} blocks of {}, {} rows/thread, {}, {} barriers/iteration{}{}{}"),
                      impl_->blocks, impl_->threads, impl_->rpt, kind,
