@@ -1,6 +1,6 @@
 # Sourced (from the repository root) by the linalg one-call GPU scripts (gpu-resident.sh,
 # gpu-verify.sh, gpu-trace.sh, gpu-fused2.sh, gpu-dia.sh, gpu-rdia.sh, gpu-final.sh, gpu-split.sh,
-# gpu-one.sh, gpu-stalls.sh) and by
+# gpu-one.sh, gpu-stalls.sh, gpu-tiles.sh, gpu-sums.sh) and by
 # scripts/gpu-verify-round.sh: the engine-only Release build folder $b, the benchmark binary $B,
 # the timer st, and the steps they share.
 b=build-gpu-linalg; B=$b/bench/linalg/bench_linalg; t0=$(date +%s); st(){ echo "-- $(( $(date +%s)-t0 )) s $*"; }
