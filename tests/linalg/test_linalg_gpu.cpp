@@ -830,7 +830,7 @@ TEST(LinalgGpuResident, OneBarrierForm) {
   // The block sums reduced by warp_scatter_sum (automatic) and as before (warp butterflies of all
   // sums, MOLACCEL_LINALG_RESIDENT_SCATTER=0): both converge to a valid x in about as many
   // iterations (the sums round differently), on tiles of 256 threads (8 warps: two sums per
-  // warp), 512 x 2 rows, bands, and 132 blocks of 128 (4 warps: each adds up two pairs of sums).
+  // warp), 512 x 2 rows, bands, and 132 blocks of 128 (4 warps for 5 pairs of sums: warp 0 adds two).
   for (const auto& [name, g] : std::vector<std::pair<std::string, shape>>{{"poisson 100", {0, 0, 4}},
                                                                           {"poisson 317", {0, 0, 4}},
                                                                           {"poisson 317", {0, 0, 4, 1}},

@@ -1431,9 +1431,11 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_2(const kernel
 //   for up to 5 diagonals).
 // A pass: step 1 fills ph and rh (own rows from registers, halo rows recomputed: one L2 round
 // trip), step 2 computes v' and s' on W1, step 3 t' on the own rows, the nine sums and the
-// published s', t', p', v' (two buffer sets, alternating per pass, so nothing read in a pass is
-// overwritten before the next barrier; the sums' slots alternate likewise). Own and recomputed
-// entries come from the same inline functions (bit-identical).
+// published s', t', p', v' of the tile's ring (the own cells another block's W2 reaches; two
+// buffer sets, alternating per pass, so nothing read in a pass is overwritten before the next
+// barrier; the sums' slots alternate likewise). Own and recomputed entries come from the same
+// inline functions (bit-identical). A constant stencil (kernel_params::constant) is applied from
+// its coefficients; `mat` is then left unfilled.
 // (r, r) of an iteration's r is summed in the next pass, so the record of iteration k is
 // completed at the barrier after it; a launch that ran its iterations ends with one sum of
 // (r, r) (the next launch sums the same value again in its first pass, bit for bit) and stores x,
