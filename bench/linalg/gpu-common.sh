@@ -63,3 +63,26 @@ cli_and_demo() {
   timeout 30 $b/bin/molaccel solve --poisson 316 --device gpu --solver bicgstab --precond jacobi 2>&1 | tail -2
   timeout 60 $b/bin/molaccel demo --only linalg --device gpu -o /tmp/demo 2>&1 | tail -4
 }
+# form4_start DEFAULT_TESTS SECONDS: the opening steps of the form-4 scripts (gpu-one.sh,
+# gpu-tiles.sh, gpu-sums.sh): the log, the build (with the CLI when DEMO is set), the form-4
+# registers, the GPU tests in $TESTS (else DEFAULT_TESTS) within $TEST_SECONDS (else SECONDS).
+form4_start() {
+  linalg_log log.txt
+  linalg_configure
+  linalg_build test_linalg_gpu bench_linalg ${DEMO:+molaccel_cli}
+  form4_registers
+  linalg_gpu_tests "${TESTS:-$1}" "${TEST_SECONDS:-$2}"
+}
+# form4_finish: their closing steps: DEMO=1 the CLI and the demo, then the GPU tests in $TESTS2.
+form4_finish() {
+  if [[ -n ${DEMO:-} ]]; then cli_and_demo; fi
+  if [[ -n ${TESTS2:-} ]]; then linalg_gpu_tests "$TESTS2" "${TEST2_SECONDS:-300}"; fi
+  st done
+}
+# fused_rows: FUSED=1: the fused mode's BiCGStab rows at 1e6 and 1e7.
+fused_rows() {
+  if [[ ${FUSED:-0} != 0 ]]; then
+    echo "== fused mode at 1e6 and 1e7 =="
+    timeout 90 $B --bicgstab-only --min-n=9e5 --modes=fused 2>&1 | bicgstab_rows
+  fi
+}

@@ -10,11 +10,7 @@
 #   bash bench/linalg/gpu-one.sh      (from the repository root)
 set -uo pipefail
 source bench/linalg/gpu-common.sh
-linalg_log log.txt
-linalg_configure
-linalg_build test_linalg_gpu bench_linalg ${DEMO:+molaccel_cli}
-form4_registers
-linalg_gpu_tests "${TESTS:-LinalgGpuResident.OneBarrierForm:LinalgGpuResident.BatchesAndCap}" "${TEST_SECONDS:-240}"
+form4_start LinalgGpuResident.OneBarrierForm:LinalgGpuResident.BatchesAndCap 240
 for rep in $(seq 1 "${REPEAT:-2}"); do
   echo "== bicgstab per iteration: automatic | two barriers | cluster, three barriers, run $rep =="
   timeout 90 $B --bicgstab-only --grids="${GRIDS:-100,150,224,317,367,447}" --modes=resident --resident=0x0,0x0+,0x0ct 2>&1 | bicgstab_rows
@@ -36,6 +32,4 @@ if [[ -n ${SHAPES:-} ]]; then
 fi
 echo "== trace 1e4, 1e5 (automatic) =="
 resident_trace 0x0 1.1e5 40 700
-if [[ -n ${DEMO:-} ]]; then cli_and_demo; fi
-if [[ -n ${TESTS2:-} ]]; then linalg_gpu_tests "$TESTS2" "${TEST2_SECONDS:-300}"; fi
-st done
+form4_finish

@@ -10,11 +10,7 @@
 #   bash bench/linalg/gpu-sums.sh      (from the repository root)
 set -uo pipefail
 source bench/linalg/gpu-common.sh
-linalg_log log.txt
-linalg_configure
-linalg_build test_linalg_gpu bench_linalg ${DEMO:+molaccel_cli}
-form4_registers
-linalg_gpu_tests "${TESTS:-LinalgGpuResident.OneBarrierForm}" "${TEST_SECONDS:-300}"
+form4_start LinalgGpuResident.OneBarrierForm 300
 variants=${VARIANTS:-"SCATTER=1,CONSTANT=1,RING=1 SCATTER=1,CONSTANT=0,RING=1 SCATTER=1,CONSTANT=1,RING=0"}
 # with_variant V COMMAND...: COMMAND (a program or a function) with the settings of variant V in
 # its environment (a subshell).
@@ -45,10 +41,5 @@ if [[ ${TRACE:-1} != 0 ]]; then
     with_variant "$v" resident_trace "$geometries" 1.1e5 80 700
   done
 fi
-if [[ ${FUSED:-0} != 0 ]]; then
-  echo "== fused mode at 1e6 and 1e7 =="
-  timeout 90 $B --bicgstab-only --min-n=9e5 --modes=fused 2>&1 | bicgstab_rows
-fi
-if [[ -n ${DEMO:-} ]]; then cli_and_demo; fi
-if [[ -n ${TESTS2:-} ]]; then linalg_gpu_tests "$TESTS2" "${TEST2_SECONDS:-300}"; fi
-st done
+fused_rows
+form4_finish

@@ -8,11 +8,7 @@
 #   bash bench/linalg/gpu-tiles.sh      (from the repository root)
 set -uo pipefail
 source bench/linalg/gpu-common.sh
-linalg_log log.txt
-linalg_configure
-linalg_build test_linalg_gpu bench_linalg ${DEMO:+molaccel_cli}
-form4_registers
-linalg_gpu_tests "${TESTS:-LinalgGpuResident.OneBarrierForm}" "${TEST_SECONDS:-300}"
+form4_start LinalgGpuResident.OneBarrierForm 300
 for rep in $(seq 1 "${REPEAT:-2}"); do
   for mode in 2 1; do
     echo "== bicgstab per iteration, MOLACCEL_LINALG_RESIDENT_TILES=$mode (2 tiles, 1 bands), run $rep =="
@@ -32,10 +28,5 @@ if [[ ${TRACE:-1} != 0 ]]; then
     MOLACCEL_LINALG_RESIDENT_TILES=$mode resident_trace 0x0 1.1e5 40 700
   done
 fi
-if [[ ${FUSED:-0} != 0 ]]; then
-  echo "== fused mode at 1e6 and 1e7 =="
-  timeout 90 $B --bicgstab-only --min-n=9e5 --modes=fused 2>&1 | bicgstab_rows
-fi
-if [[ -n ${DEMO:-} ]]; then cli_and_demo; fi
-if [[ -n ${TESTS2:-} ]]; then linalg_gpu_tests "$TESTS2" "${TEST2_SECONDS:-300}"; fi
-st done
+fused_rows
+form4_finish

@@ -290,6 +290,15 @@ __device__ __forceinline__ double warp_scatter_sum(double (&v)[NV], int lane, in
   return v[0];
 }
 
+// Polls `word` with acquire loads until it reaches `target` (the counter barriers' wait; the
+// generation word's).
+__device__ __forceinline__ void wait_for_count(const unsigned long long* word, unsigned long long target) {
+  unsigned long long seen;
+  do {
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(word) : "memory");
+  } while (seen < target);
+}
+
 // Own barrier over the cooperative grid: a monotonic 64-bit arrival counter. Every barrier adds
 // exactly gridDim.x, so the counter is a multiple of it between barriers and each block derives
 // its target from its own arrival: no reset between launches.
@@ -300,10 +309,7 @@ __device__ __forceinline__ void grid_barrier_counter(unsigned long long* counter
     unsigned long long old;
     asm volatile("atom.release.gpu.global.add.u64 %0, [%1], 1;" : "=l"(old) : "l"(counter) : "memory");
     const unsigned long long target = (old / blocks + 1) * blocks;
-    unsigned long long seen;
-    do {
-      asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(counter) : "memory");
-    } while (seen < target);
+    wait_for_count(counter, target);
   }
   __syncthreads();
 }
@@ -316,10 +322,7 @@ __device__ __forceinline__ void grid_barrier_counter_red(unsigned long long* cou
   if (threadIdx.x == 0) {
     const unsigned long long target = epoch * gridDim.x;
     asm volatile("red.release.gpu.global.add.u64 [%0], 1;" ::"l"(counter) : "memory");
-    unsigned long long seen;
-    do {
-      asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(counter) : "memory");
-    } while (seen < target);
+    wait_for_count(counter, target);
   }
   __syncthreads();
 }
@@ -335,12 +338,7 @@ __device__ __forceinline__ void grid_barrier_counter_last(unsigned long long* co
     unsigned long long old;
     asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], 1;" : "=l"(old) : "l"(counter) : "memory");
     const unsigned long long target = (old / blocks + 1) * blocks;
-    if (old + 1 != target) {
-      unsigned long long seen;
-      do {
-        asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(counter) : "memory");
-      } while (seen < target);
-    }
+    if (old + 1 != target) wait_for_count(counter, target);
   }
   __syncthreads();
 }
@@ -360,10 +358,7 @@ __device__ __forceinline__ void grid_barrier_generation(unsigned long long* coun
     if (old + 1 == target) {
       asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(generation), "l"(target) : "memory");
     } else {
-      unsigned long long seen;
-      do {
-        asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(generation) : "memory");
-      } while (seen < target);
+      wait_for_count(generation, target);
     }
   }
   __syncthreads();
