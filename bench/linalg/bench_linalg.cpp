@@ -178,7 +178,8 @@ struct bicgstab_selection {
   std::vector<std::pair<int, int>> persistent_geometries = {{0, 0}};
   // Resident geometries "BLOCKSxTHREADS[c|g|o|a|e][+]" (0x0 = automatic; c cluster, g grid with the
   // flag barrier, o grid with cooperative groups' grid.sync(), a grid with one arrival counter,
-  // e the counter with a non-returning red arrival, n the counter with a generation word; +: the two-barrier BiCGStab form, - the four,
+  // e the counter with a non-returning red arrival, n the counter with a generation word, q the
+  // counter whose last arrival does not poll; +: the two-barrier BiCGStab form, - the four,
   // t the three, i the one (grid, by diagonals);
   // s / l: matrix rows in shared memory / read from L2 (grid, 4 rows per thread; default s);
   // r / d: the matrix as CSR / by diagonals (solver_options::resident_matrix 1 / 2).

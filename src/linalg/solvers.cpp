@@ -353,7 +353,9 @@ solver_result solve_on(const placement& where, const host_csr<double>& host_a, s
         std::copy(layout->offsets.begin(), layout->offsets.end(), rs.dia_offsets);
         rs.dia_mode = fused ? 0 : resident_matrix_choice(options);
         rs.tiles = options.resident_tiles;
-        if (const auto grid = diagonal_grid_of(*layout, n)) {
+        // The grid and its constant stencil serve the resident one-barrier form only (the fused
+        // kernel reads neither): not searched for there (n up to 1e7).
+        if (const auto grid = fused ? std::nullopt : diagonal_grid_of(*layout, n)) {
           rs.grid_width = grid->width;
           rs.grid_height = grid->height;
           std::copy(grid->a.begin(), grid->a.end(), rs.dia_a);

@@ -763,6 +763,10 @@ TEST(LinalgGpuResident, OneBarrierForm) {
       // Up to 5 diagonals: the kernel with zeros for the holes (no NaN test), 1 and 2 rows per thread.
       {"random 5 diagonals 9001", random_banded(9001, {-97, -1, 0, 1, 96}, 0.2, 31), {{0, 0, 4}, {12, 512, 4}}},
   };
+  // The matrix of the case named `name`.
+  auto matrix_of = [&](const std::string& name) -> const host_csr<double>& {
+    return std::find_if(cases.begin(), cases.end(), [&](const one_case& c) { return c.name == name; })->a;
+  };
   for (const auto& [name, a, shapes] : cases) {
     const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
     for (auto prec : {precision::fp64, precision::fp32})
@@ -804,7 +808,7 @@ TEST(LinalgGpuResident, OneBarrierForm) {
            {"random 8 diagonals 20011", {132, 128, 2}},
            {"poisson 317", {0, 0, 6}},
            {"stencil 7 on 97 x 203", {0, 0, 7}}}) {
-    const auto& a = std::find_if(cases.begin(), cases.end(), [&](const one_case& c) { return c.name == name; })->a;
+    const auto& a = matrix_of(name);
     const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
     for (auto precond : {preconditioner::none, preconditioner::jacobi}) {
       solver_options o = resident_options(precision::fp64, precond, 1000, g.blocks, g.threads, g.barrier);
@@ -835,7 +839,7 @@ TEST(LinalgGpuResident, OneBarrierForm) {
                                                                           {"poisson 317", {0, 0, 4}},
                                                                           {"poisson 317", {0, 0, 4, 1}},
                                                                           {"random 8 diagonals 20011", {132, 128, 4}}}) {
-    const auto& a = std::find_if(cases.begin(), cases.end(), [&](const one_case& c) { return c.name == name; })->a;
+    const auto& a = matrix_of(name);
     const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
     for (auto precond : {preconditioner::none, preconditioner::jacobi}) {
       solver_options o = resident_options(precision::fp64, precond, 4000, g.blocks, g.threads, g.barrier);
@@ -861,7 +865,7 @@ TEST(LinalgGpuResident, OneBarrierForm) {
   // neighbours outside the grid); bands keep the values.
   for (const auto& [name, tiles] : std::vector<std::pair<std::string, int>>{
            {"poisson 100", 0}, {"poisson 317", 0}, {"stencil constant 7 on 53 x 167", 0}, {"poisson 100", 1}}) {
-    const auto& a = std::find_if(cases.begin(), cases.end(), [&](const one_case& c) { return c.name == name; })->a;
+    const auto& a = matrix_of(name);
     const auto b = multiply(a, std::vector<double>(a.rows, 1.0));
     for (auto prec : {precision::fp64, precision::fp32})
       for (auto precond : {preconditioner::none, preconditioner::jacobi}) {

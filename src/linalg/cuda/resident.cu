@@ -327,18 +327,25 @@ __device__ __forceinline__ void grid_barrier_counter_red(unsigned long long* cou
   __syncthreads();
 }
 
-// The arrival counter, the last arrival not polling: its add is acq_rel and returns the count, so
-// the block that completes the multiple of the grid size knows every block has arrived (its
-// acquire reads the end of the other arrivals' release sequence) and leaves at once, one L2
-// round trip earlier than after a poll; the others poll as in grid_barrier_counter.
+// An arrival at the counter with an acq_rel add that returns the count (barriers 6 and 7): the
+// count every block reaches at this barrier (`target`), and whether this arrival completed it
+// (then every block has arrived: its acquire reads the end of the other arrivals' release
+// sequence).
+__device__ __forceinline__ bool counter_arrive_last(unsigned long long* counter, unsigned long long& target) {
+  const unsigned long long blocks = gridDim.x;
+  unsigned long long old;
+  asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], 1;" : "=l"(old) : "l"(counter) : "memory");
+  target = (old / blocks + 1) * blocks;
+  return old + 1 == target;
+}
+
+// The arrival counter, the last arrival not polling: it leaves at once, one L2 round trip earlier
+// than after a poll; the others poll as in grid_barrier_counter.
 __device__ __forceinline__ void grid_barrier_counter_last(unsigned long long* counter) {
   __syncthreads();
   if (threadIdx.x == 0) {
-    const unsigned long long blocks = gridDim.x;
-    unsigned long long old;
-    asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], 1;" : "=l"(old) : "l"(counter) : "memory");
-    const unsigned long long target = (old / blocks + 1) * blocks;
-    if (old + 1 != target) wait_for_count(counter, target);
+    unsigned long long target;
+    if (!counter_arrive_last(counter, target)) wait_for_count(counter, target);
   }
   __syncthreads();
 }
@@ -350,12 +357,9 @@ __device__ __forceinline__ void grid_barrier_counter_last(unsigned long long* co
 __device__ __forceinline__ void grid_barrier_generation(unsigned long long* counter) {
   __syncthreads();
   if (threadIdx.x == 0) {
-    const unsigned long long blocks = gridDim.x;
-    unsigned long long old;
-    asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], 1;" : "=l"(old) : "l"(counter) : "memory");
-    const unsigned long long target = (old / blocks + 1) * blocks;
+    unsigned long long target;
     unsigned long long* const generation = counter + 16;
-    if (old + 1 == target) {
+    if (counter_arrive_last(counter, target)) {
       asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(generation), "l"(target) : "memory");
     } else {
       wait_for_count(generation, target);
