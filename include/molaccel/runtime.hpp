@@ -384,6 +384,12 @@ MOLACCEL_LOG_HELPER(log_info, LogLevel::info)
 MOLACCEL_LOG_HELPER(log_debug, LogLevel::debug)
 #undef MOLACCEL_LOG_HELPER
 
+// Engine traces on stderr (per-stage timings for performance work): `MOLACCEL_TRACE=align,orbital`
+// names the engines to trace ("all" traces every engine). Read once per process, on first use.
+bool trace_enabled(std::string_view engine);
+// Prints one trace line, "molaccel trace ENGINE: message", when trace_enabled(engine).
+void trace_message(std::string_view engine, std::string_view message);
+
 // Global switch for progress bars (the CLI's --quiet turns them off).
 void set_progress_enabled(bool enabled);
 bool progress_enabled();

@@ -2,7 +2,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "molaccel/runtime.hpp"
 
@@ -22,6 +25,31 @@ void log_message(LogLevel level, std::string_view message) {
   std::lock_guard lock(g_stderr_mutex);
   std::fprintf(stderr, "molaccel: %s: %.*s\n", names[static_cast<int>(level)], static_cast<int>(message.size()),
                message.data());
+}
+
+bool trace_enabled(std::string_view engine) {
+  // Parsed once: the list is a user setting for a whole run, not a switch to flip mid-process.
+  static const std::vector<std::string> engines = [] {
+    std::vector<std::string> names;
+    const char* value = std::getenv("MOLACCEL_TRACE");
+    std::string_view rest = value ? value : "";
+    while (!rest.empty()) {
+      const std::size_t comma = rest.find(',');
+      std::string_view name = rest.substr(0, comma);
+      if (!name.empty()) names.emplace_back(name);
+      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    }
+    return names;
+  }();
+  return std::any_of(engines.begin(), engines.end(),
+                     [&](const std::string& name) { return name == engine || name == "all"; });
+}
+
+void trace_message(std::string_view engine, std::string_view message) {
+  if (!trace_enabled(engine)) return;
+  std::lock_guard lock(g_stderr_mutex);
+  std::fprintf(stderr, "molaccel trace %.*s: %.*s\n", static_cast<int>(engine.size()), engine.data(),
+               static_cast<int>(message.size()), message.data());
 }
 
 void set_progress_enabled(bool enabled) { g_progress = enabled; }
