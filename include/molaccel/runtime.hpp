@@ -163,6 +163,7 @@ std::string_view to_string(ComputeBackend backend);
 ComputeBackend parse_compute_backend(std::string_view text);  // throws InputError("--backend", 0, ...)
 
 class WorkerPool;
+class PinnedPool;
 
 // What runs a job: CPU threads and/or GPUs. Cheap to copy (shares the worker pool).
 class Resources {
@@ -185,6 +186,7 @@ class Resources {
   bool show_progress() const { return show_progress_; }
   std::string describe() const;  // "cpu (8 threads)" or "gpu:0 (NVIDIA H100 ...)"
   WorkerPool& pool() const;
+  PinnedPool& pinned_pool() const;  // page-locked staging shared by this handle's jobs
 
  private:
   std::vector<int> gpus_;
@@ -216,30 +218,104 @@ class CancelToken {
   std::atomic<bool> flag_{false};
 };
 
-// Per-worker, per-job state: `ctx.local<Scratch>()` creates a Scratch on first use on that
-// worker (on the worker's own thread, with its device current) and keeps it until the job ends.
+// Page-locked host memory lent by a PinnedPool; goes back to the pool when destroyed. Where memory
+// cannot be page-locked (no driver, CPU-only build, refused) it is ordinary memory: copies into it
+// are then correct but not asynchronous.
+class PinnedBlock {
+ public:
+  PinnedBlock() = default;
+  ~PinnedBlock();
+  PinnedBlock(PinnedBlock&& other) noexcept;
+  PinnedBlock& operator=(PinnedBlock&& other) noexcept;
+  PinnedBlock(const PinnedBlock&) = delete;
+  PinnedBlock& operator=(const PinnedBlock&) = delete;
+  std::byte* data() const noexcept { return data_; }
+  template <class T>
+  T* as() const noexcept {
+    return reinterpret_cast<T*>(data_);
+  }
+  std::size_t bytes() const noexcept { return bytes_; }
+  bool page_locked() const noexcept { return page_locked_; }
+  explicit operator bool() const noexcept { return data_ != nullptr; }
+
+ private:
+  friend class PinnedPool;
+  struct Store;
+  std::shared_ptr<Store> store_;
+  std::byte* data_ = nullptr;
+  std::size_t bytes_ = 0;
+  bool page_locked_ = false;
+};
+
+// The one pool of page-locked staging memory. Page-locking costs milliseconds (and the driver
+// serialises it across GPUs), more than a small request takes, so blocks are kept from job to
+// job. Each Resources handle owns one (shared by its workers and copies); thread-safe.
+class PinnedPool {
+ public:
+  PinnedPool();
+  // A block of at least `bytes` (the smallest kept one that fits, else a new one).
+  PinnedBlock take(std::size_t bytes);
+  std::size_t kept_bytes() const;  // held for reuse now
+
+ private:
+  std::shared_ptr<PinnedBlock::Store> store_;
+};
+
+// What a worker sees of its job and of itself.
+// - `ctx.local<T>()`: per-job state, created on first use on that worker (on the worker's own
+//   thread, with its device current) and destroyed when the job ends.
+// - `ctx.kept<T>()`: per-worker state kept from job to job for the life of the Resources handle
+//   (device scratch, streams, a device's copy of the inputs), destroyed on the worker's thread,
+//   device current, when the worker pool stops. The user resets what a job sets.
+// - `ctx.pinned(bytes)`: page-locked staging from the Resources' PinnedPool.
 class WorkerContext {
  public:
-  explicit WorkerContext(const WorkerInfo& info) : info_(info) {}
+  struct Slots {
+    template <class T, class... Args>
+    T& get(Args&&... args) {
+      for (auto& slot : slots)
+        if (slot.type == std::type_index(typeid(T))) return *static_cast<T*>(slot.ptr.get());
+      auto owned = std::make_shared<T>(std::forward<Args>(args)...);
+      T& ref = *owned;
+      slots.push_back({std::type_index(typeid(T)), std::shared_ptr<void>(std::move(owned))});
+      return ref;
+    }
+    void clear() {
+      while (!slots.empty()) slots.pop_back();  // newest first: later slots may use earlier ones
+    }
+    struct Slot {
+      std::type_index type;
+      std::shared_ptr<void> ptr;
+    };
+    std::vector<Slot> slots;
+  };
+
+  explicit WorkerContext(const WorkerInfo& info, Slots* kept = nullptr, PinnedPool* pinned = nullptr)
+      : info_(info), kept_(kept), pinned_(pinned) {}
+  ~WorkerContext() { clear(); }
+  WorkerContext(const WorkerContext&) = delete;
+  WorkerContext& operator=(const WorkerContext&) = delete;
   const WorkerInfo& worker() const { return info_; }
   template <class T, class... Args>
   T& local(Args&&... args) {
-    for (auto& slot : slots_)
-      if (slot.type == std::type_index(typeid(T))) return *static_cast<T*>(slot.ptr.get());
-    auto owned = std::make_shared<T>(std::forward<Args>(args)...);
-    T& ref = *owned;
-    slots_.push_back({std::type_index(typeid(T)), std::shared_ptr<void>(std::move(owned))});
-    return ref;
+    return job_.get<T>(std::forward<Args>(args)...);
   }
-  void clear() { slots_.clear(); }
+  // Outside a worker pool (a context made by hand) kept state lasts as long as the context.
+  template <class T, class... Args>
+  T& kept(Args&&... args) {
+    return (kept_ ? *kept_ : own_kept_).get<T>(std::forward<Args>(args)...);
+  }
+  PinnedBlock pinned(std::size_t bytes);
+  void clear() {
+    job_.clear();
+    own_kept_.clear();
+  }
 
  private:
-  struct Slot {
-    std::type_index type;
-    std::shared_ptr<void> ptr;
-  };
   WorkerInfo info_;
-  std::vector<Slot> slots_;
+  Slots* kept_;
+  PinnedPool* pinned_;
+  Slots job_, own_kept_;
 };
 
 struct JobOptions {
@@ -269,6 +345,7 @@ class WorkerPool {
   WorkerPool& operator=(const WorkerPool&) = delete;
 
   const std::vector<WorkerInfo>& workers() const { return workers_; }
+  PinnedPool& pinned_pool() const;
   // Runs tiles [0, n_tiles) over the workers; every tile runs successfully exactly once or the
   // job throws. A tile that throws is handed to another worker; when every worker has failed a
   // tile, the job stops and rethrows that tile's last error. One job at a time per pool.

@@ -42,6 +42,7 @@ struct WorkerPool::Impl {
   std::uint64_t healthy_mask = 0;
   std::vector<std::thread> threads;
   std::mutex run_mutex;             // one job at a time
+  PinnedPool pinned;                // page-locked staging for every worker's jobs
 
   bool can_take(std::size_t worker, std::size_t& tile) {
     const std::uint64_t bit = std::uint64_t{1} << worker;
@@ -68,24 +69,26 @@ struct WorkerPool::Impl {
       broken[me] = std::current_exception();
       healthy_mask &= ~(std::uint64_t{1} << me);
     }
+    WorkerContext::Slots kept;  // this worker's state kept from job to job (WorkerContext::kept)
     std::uint64_t seen = 0;
     std::unique_lock lock(mutex);
     for (;;) {
       cv.wait(lock, [&] { return stopping || generation != seen; });
       if (stopping) break;
       seen = generation;
-      if (!broken[me]) run_job(info, lock);
+      if (!broken[me]) run_job(info, kept, lock);
       if (--active == 0) cv_done.notify_all();
     }
     lock.unlock();
+    kept.clear();  // on this thread, with its device still current
     detail::release_thread_device();
   }
 
   // Called with the lock held; returns with it held.
-  void run_job(const WorkerInfo& info, std::unique_lock<std::mutex>& lock) {
+  void run_job(const WorkerInfo& info, WorkerContext::Slots& kept, std::unique_lock<std::mutex>& lock) {
     const std::size_t me = static_cast<std::size_t>(info.index);
     const JobOptions& options = *job.options;
-    WorkerContext ctx(info);
+    WorkerContext ctx(info, &kept, &pinned);
     for (;;) {
       std::size_t tile = 0;
       cv.wait(lock, [&] {
@@ -177,6 +180,8 @@ WorkerPool::~WorkerPool() {
   impl_->cv.notify_all();
   for (auto& t : impl_->threads) t.join();
 }
+
+PinnedPool& WorkerPool::pinned_pool() const { return impl_->pinned; }
 
 JobStats WorkerPool::run(std::size_t n_tiles, const TileFunction& fn, const JobOptions& options) {
   std::lock_guard run_lock(impl_->run_mutex);

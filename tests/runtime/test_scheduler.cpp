@@ -143,6 +143,68 @@ TEST(Scheduler, WorkerLocalStateLivesForTheJob) {
   EXPECT_GE(creations.load(), 1);
 }
 
+TEST(Scheduler, KeptStateOutlivesJobsAndIsDestroyedWithThePool) {
+  std::atomic<int> created{0}, destroyed{0};
+  struct Counted {
+    Counted(std::atomic<int>& c, std::atomic<int>& d) : destroyed(d) { c++; }
+    ~Counted() { destroyed++; }
+    std::atomic<int>& destroyed;
+    int jobs_seen = 0;
+  };
+  {
+    WorkerPool pool(fake_workers(2));
+    for (int job = 0; job < 5; ++job)
+      pool.run(20, [&](WorkerContext& ctx, std::size_t) {
+        auto& kept = ctx.kept<Counted>(created, destroyed);
+        kept.jobs_seen++;
+        ctx.local<int>()++;  // per-job state beside it
+      });
+    // At most one kept object per worker, whatever the number of jobs.
+    EXPECT_GE(created.load(), 1);
+    EXPECT_LE(created.load(), 2);
+    EXPECT_EQ(destroyed.load(), 0);
+  }
+  EXPECT_EQ(destroyed.load(), created.load());
+}
+
+TEST(PinnedPool, ReusesTheSmallestBlockThatFits) {
+  PinnedPool pool;
+  std::byte* small_block = nullptr;
+  std::byte* large_block = nullptr;
+  {
+    PinnedBlock a = pool.take(1000);
+    PinnedBlock b = pool.take(1 << 20);
+    ASSERT_TRUE(a);
+    ASSERT_GE(a.bytes(), 1000u);
+    ASSERT_GE(b.bytes(), std::size_t{1} << 20);
+    a.data()[999] = std::byte{7};  // writable over its whole size
+    small_block = a.data();
+    large_block = b.data();
+    EXPECT_EQ(pool.kept_bytes(), 0u);
+  }
+  EXPECT_GE(pool.kept_bytes(), (std::size_t{1} << 20) + 1000);
+  PinnedBlock c = pool.take(500);
+  EXPECT_EQ(c.data(), small_block);
+  PinnedBlock d = pool.take(2000);  // too big for the small block: the large one
+  EXPECT_EQ(d.data(), large_block);
+  PinnedBlock e = pool.take(0);
+  EXPECT_FALSE(e);
+  PinnedBlock moved = std::move(d);
+  EXPECT_EQ(moved.data(), large_block);
+  EXPECT_FALSE(d);  // NOLINT(bugprone-use-after-move): a moved-from block is empty
+}
+
+TEST(PinnedPool, ResourcesShareOnePoolWithTheirWorkers) {
+  auto r = Resources::cpu(2);
+  std::atomic<int> from_pool{0};
+  run_tiles(r, 8, [&](WorkerContext& ctx, std::size_t) {
+    PinnedBlock block = ctx.pinned(4096);
+    if (block && block.bytes() >= 4096) from_pool++;
+  });
+  EXPECT_EQ(from_pool.load(), 8);
+  EXPECT_GE(r.pinned_pool().kept_bytes(), 4096u);
+}
+
 TEST(Scheduler, RunTilesThroughResources) {
   auto r = Resources::cpu(2);
   std::atomic<std::size_t> sum{0};
