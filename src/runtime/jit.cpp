@@ -44,17 +44,22 @@ bool bind(void* h, F& f, const char* name) {
   return f != nullptr;
 }
 
+// Where a CUDA toolkit may be: $CUDA_HOME, $CUDA_PATH, then the usual prefix.
+std::vector<std::string> cuda_roots() {
+  std::vector<std::string> roots;
+  if (const char* v = std::getenv("CUDA_HOME"); v && *v) roots.emplace_back(v);
+  if (const char* v = std::getenv("CUDA_PATH"); v && *v) roots.emplace_back(v);
+  roots.emplace_back("/usr/local/cuda");
+  return roots;
+}
+
 const Nvrtc& nvrtc() {
   static const Nvrtc lib = [] {
     Nvrtc n;
     std::vector<std::string> candidates;
     if (const char* env = std::getenv("MOLACCEL_NVRTC_LIBRARY")) candidates.emplace_back(env);
     for (const char* name : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) candidates.emplace_back(name);
-    std::vector<std::string> roots;
-    for (const char* var : {"CUDA_HOME", "CUDA_PATH"})
-      if (const char* v = std::getenv(var)) roots.emplace_back(v);
-    roots.emplace_back("/usr/local/cuda");
-    for (auto& r : roots)
+    for (const std::string& r : cuda_roots())
       for (const char* name : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) {
         candidates.push_back(r + "/lib64/" + name);
         candidates.push_back(r + "/targets/x86_64-linux/lib/" + name);
@@ -83,11 +88,7 @@ const Nvrtc& nvrtc() {
 }
 
 std::string cuda_include_dir() {
-  std::vector<std::string> roots;
-  for (const char* var : {"CUDA_HOME", "CUDA_PATH"})
-    if (const char* v = std::getenv(var)) roots.emplace_back(v);
-  roots.emplace_back("/usr/local/cuda");
-  for (auto& r : roots) {
+  for (const std::string& r : cuda_roots()) {
     std::error_code ec;
     if (std::filesystem::exists(r + "/include/cuda_runtime.h", ec)) return r + "/include";
   }
