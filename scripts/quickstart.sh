@@ -4,10 +4,12 @@
 #   scripts/quickstart.sh demo    build, then `molaccel demo` on the bundled data (GPU if present)
 #   scripts/quickstart.sh test    build, then every test (GPU tests are skipped without a GPU)
 #   scripts/quickstart.sh build   build only
+# Further arguments go to CMake's configure step (CI adds -DMOLACCEL_WERROR=ON).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-demo}"
-case "$what" in demo|test|build) ;; *) echo "usage: $0 demo|test|build" >&2; exit 2 ;; esac
+case "$what" in demo|test|build) ;; *) echo "usage: $0 demo|test|build [CMAKE_ARGS...]" >&2; exit 2 ;; esac
+shift $(( $# > 0 ? 1 : 0 ))
 
 packages=(cmake ninja-build g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
           libfmt-dev nlohmann-json3-dev zlib1g-dev libpng-dev)
@@ -26,7 +28,7 @@ fi
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
 
 jobs="${MOLACCEL_JOBS:-$(nproc)}"
-cmake --preset default
+cmake --preset default "$@"
 cmake --build --preset default -j"$jobs"
 case "$what" in
   demo) ./build/default/bin/molaccel demo --output-dir build/demo ;;

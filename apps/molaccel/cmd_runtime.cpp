@@ -14,26 +14,37 @@ int run_info(RunContext& ctx) {
   std::printf("molaccel %s\n", b.version.c_str());
   std::printf("build:  %s, %s, CUDA %s\n", b.compiler.c_str(), b.build_type.c_str(),
               b.cuda ? fmt::format("{} (sm_{})", b.cuda_version, b.cuda_archs).c_str() : "not compiled in");
-  std::printf("nvrtc:  %s\n", nvrtc_available() ? fmt::format("{}.{}", nvrtc_version() / 1000, (nvrtc_version() % 1000) / 10).c_str()
-                                                : "not found (run-time compiled kernels unavailable)");
-  std::printf("cpu:    %s, %d logical cores, SIMD %s\n", c.model.c_str(), c.logical_cores, std::string(to_string(c.simd)).c_str());
+  std::printf("nvrtc:  %s\n",
+              nvrtc_available()
+                  ? fmt::format("{}.{}", nvrtc_version() / 1000, (nvrtc_version() % 1000) / 10).c_str()
+                  : "not found (run-time compiled kernels unavailable)");
+  std::printf("cpu:    %s, %d logical cores, SIMD %s\n", c.model.c_str(), c.logical_cores,
+              std::string(to_string(c.simd)).c_str());
   nlohmann::json jg = nlohmann::json::array();
   if (gpus.empty()) {
     std::printf("gpu:    no GPU (%s)\n", gpu_absence_reason().c_str());
   } else {
     for (const auto& g : gpus) {
-      std::printf("gpu %d:  %s, compute capability %d.%d, %d SMs, %.1f GiB (%.1f GiB free), L2 %.0f MiB\n", g.index,
-                  g.name.c_str(), g.cc_major, g.cc_minor, g.sm_count, g.total_memory / 1073741824.0,
+      std::printf("gpu %d:  %s, compute capability %d.%d, %d SMs, %.1f GiB (%.1f GiB free), L2 %.0f MiB\n",
+                  g.index, g.name.c_str(), g.cc_major, g.cc_minor, g.sm_count, g.total_memory / 1073741824.0,
                   g.free_memory / 1073741824.0, g.l2_bytes / 1048576.0);
-      jg.push_back({{"index", g.index}, {"name", g.name}, {"compute_capability", fmt::format("{}.{}", g.cc_major, g.cc_minor)},
-                    {"sm_count", g.sm_count}, {"memory_bytes", g.total_memory}, {"free_bytes", g.free_memory}});
+      jg.push_back({{"index", g.index},
+                    {"name", g.name},
+                    {"compute_capability", fmt::format("{}.{}", g.cc_major, g.cc_minor)},
+                    {"sm_count", g.sm_count},
+                    {"memory_bytes", g.total_memory},
+                    {"free_bytes", g.free_memory}});
     }
   }
   std::printf("cache:  %s\n", default_jit_cache().directory().string().c_str());
-  ctx.report["build"] = {{"version", b.version}, {"cuda", b.cuda}, {"cuda_version", b.cuda_version},
-                         {"cuda_archs", b.cuda_archs}, {"compiler", b.compiler}};
+  ctx.report["build"] = {{"version", b.version},
+                         {"cuda", b.cuda},
+                         {"cuda_version", b.cuda_version},
+                         {"cuda_archs", b.cuda_archs},
+                         {"compiler", b.compiler}};
   ctx.report["nvrtc"] = nvrtc_version();
-  ctx.report["cpu"] = {{"model", c.model}, {"logical_cores", c.logical_cores}, {"simd", std::string(to_string(c.simd))}};
+  ctx.report["cpu"] = {
+      {"model", c.model}, {"logical_cores", c.logical_cores}, {"simd", std::string(to_string(c.simd))}};
   ctx.report["gpus"] = jg;
   if (gpus.empty()) ctx.report["no_gpu_reason"] = gpu_absence_reason();
   return 0;
@@ -59,7 +70,8 @@ int run_demo(RunContext& ctx, const DemoOptions& opts) {
   std::filesystem::create_directories(out);
   Resources resources = ctx.resources();
   std::printf("molaccel demo: running on %s\n", resources.describe().c_str());
-  std::printf("bundled data: %s\noutputs:      %s\n", data.string().c_str(), std::filesystem::absolute(out).string().c_str());
+  std::printf("bundled data: %s\noutputs:      %s\n", data.string().c_str(),
+              std::filesystem::absolute(out).string().c_str());
   ctx.report["device"] = resources.describe();
   ctx.report["output_dir"] = std::filesystem::absolute(out).string();
   const auto& steps = demo_steps();
@@ -79,7 +91,8 @@ int run_demo(RunContext& ctx, const DemoOptions& opts) {
     std::fflush(stdout);
     ++ran;
   }
-  if (!opts.only.empty() && ran == 0) throw InputError("--only", 0, "no engine named '" + opts.only + "' in this build");
+  if (!opts.only.empty() && ran == 0)
+    throw InputError("--only", 0, "no engine named '" + opts.only + "' in this build");
   std::printf("\nDemo finished: %d engine%s; output files are in %s\n", ran, ran == 1 ? "" : "s",
               std::filesystem::absolute(out).string().c_str());
   return 0;
@@ -92,7 +105,8 @@ const bool demo_registered = register_command({
     .example = "molaccel demo --output-dir demo-out",
     .setup = [](CLI::App& app, CommonOptions& common) -> Action {
       auto opts = std::make_shared<DemoOptions>();
-      app.add_option("-o,--output-dir", opts->output_dir, "Where the demo writes its files")->default_val("molaccel-demo");
+      app.add_option("-o,--output-dir", opts->output_dir, "Where the demo writes its files")
+          ->default_val("molaccel-demo");
       app.add_option("--only", opts->only, "Run only this engine's demo (lingo, align, orbital, linalg)");
       common.add_device_options(app);
       return [opts](RunContext& ctx) { return run_demo(ctx, *opts); };

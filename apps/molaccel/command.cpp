@@ -37,7 +37,8 @@ bool register_demo(DemoStep step) {
 
 const std::vector<DemoStep>& demo_steps() {
   auto& t = demo_table();
-  std::stable_sort(t.begin(), t.end(), [](const DemoStep& a, const DemoStep& b) { return a.order < b.order; });
+  std::stable_sort(t.begin(), t.end(),
+                   [](const DemoStep& a, const DemoStep& b) { return a.order < b.order; });
   return t;
 }
 
@@ -53,7 +54,9 @@ void CommonOptions::add_device_options(CLI::App& app) {
           return e.detail();
         }
       });
-  app.add_option("--threads", threads, "CPU threads (0 = all cores)")->default_val(0)->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", threads, "CPU threads (0 = all cores)")
+      ->default_val(0)
+      ->check(CLI::NonNegativeNumber);
 }
 
 Resources CommonOptions::make_resources() const {
@@ -75,7 +78,8 @@ std::filesystem::path find_data_dir() {
     if (fs::is_directory(installed, ec)) return installed;
   }
 #ifdef MOLACCEL_SOURCE_DIR
-  if (fs::is_directory(fs::path(MOLACCEL_SOURCE_DIR) / "data", ec)) return fs::path(MOLACCEL_SOURCE_DIR) / "data";
+  if (fs::is_directory(fs::path(MOLACCEL_SOURCE_DIR) / "data", ec))
+    return fs::path(MOLACCEL_SOURCE_DIR) / "data";
 #endif
 #ifdef MOLACCEL_INSTALL_DATADIR
   if (fs::is_directory(MOLACCEL_INSTALL_DATADIR, ec)) return MOLACCEL_INSTALL_DATADIR;

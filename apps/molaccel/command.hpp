@@ -3,8 +3,8 @@
 // action to run. Files apps/molaccel/cmd_*.cpp register themselves at start-up:
 //
 //   static const bool registered = molaccel::cli::register_command({
-//       .group = "lingo", .name = "search", .purpose = "...", .example = "molaccel lingo search q.smi db.smi -k 10",
-//       .setup = [](CLI::App& app, molaccel::cli::CommonOptions& common) -> molaccel::cli::Action {
+//       .group = "lingo", .name = "search", .purpose = "...", .example = "molaccel lingo search q.smi db.smi
+//       -k 10", .setup = [](CLI::App& app, molaccel::cli::CommonOptions& common) -> molaccel::cli::Action {
 //         auto opts = std::make_shared<MyOptions>();
 //         app.add_option("QUERIES", opts->queries)->required()->check(CLI::ExistingFile);
 //         common.add_device_options(app);   // --device, --threads
@@ -52,12 +52,12 @@ struct RunContext {
 using Action = std::function<int(RunContext&)>;
 
 struct Command {
-  std::string group;    // "" for top-level, else "lingo", "align", "orbital", "linalg"
+  std::string group;  // "" for top-level, else "lingo", "align", "orbital", "linalg"
   std::string name;
   std::string purpose;  // one line
   std::string example;  // one command line
   std::function<Action(CLI::App&, CommonOptions&)> setup;
-  int order = 100;      // position within its group in --help
+  int order = 100;  // position within its group in --help
 };
 
 bool register_command(Command command);

@@ -47,7 +47,8 @@ int write_report(const molaccel::cli::CommonOptions& common, const nlohmann::jso
     }
     return 0;
   }
-  molaccel::write_file_atomically(common.json_path, [&](std::FILE* f) { std::fwrite(text.data(), 1, text.size(), f); });
+  molaccel::write_file_atomically(common.json_path,
+                                  [&](std::FILE* f) { std::fwrite(text.data(), 1, text.size(), f); });
   return 0;
 }
 
@@ -55,17 +56,21 @@ int write_report(const molaccel::cli::CommonOptions& common, const nlohmann::jso
 
 int main(int argc, char** argv) {
   using namespace molaccel::cli;
-  CLI::App app{"molaccel: GPU toolkit for molecular computing (LINGO similarity, Smith-Waterman search, "
-               "molecular orbitals, fused linear algebra)",
-               "molaccel"};
+  CLI::App app{
+      "molaccel: GPU toolkit for molecular computing (LINGO similarity, Smith-Waterman search, "
+      "molecular orbitals, fused linear algebra)",
+      "molaccel"};
   app.require_subcommand(1);
   app.set_version_flag("--version", molaccel::build_info().version);
-  app.footer("Run `molaccel <command> --help` for the options of a command. Start with `molaccel info` and `molaccel demo`.");
+  app.footer(
+      "Run `molaccel <command> --help` for the options of a command. Start with `molaccel info` and "
+      "`molaccel demo`.");
 
   CommonOptions common;
   app.add_flag("-q,--quiet", common.quiet, "No progress bars or informational messages");
   app.add_flag("-v,--verbose", common.verbosity, "More log output (-v info, -vv debug)");
-  app.add_option("--json", common.json_path, "Also write a machine-readable report (JSON) to FILE ('-' = stdout)");
+  app.add_option("--json", common.json_path,
+                 "Also write a machine-readable report (JSON) to FILE ('-' = stdout)");
 
   std::map<std::string, CLI::App*> groups;
   Action chosen;
@@ -77,7 +82,8 @@ int main(int argc, char** argv) {
     if (!cmd.group.empty()) {
       auto it = groups.find(cmd.group);
       if (it == groups.end()) {
-        auto purpose = group_purposes().count(cmd.group) ? group_purposes().at(cmd.group) : cmd.group + " commands";
+        auto purpose =
+            group_purposes().count(cmd.group) ? group_purposes().at(cmd.group) : cmd.group + " commands";
         CLI::App* g = app.add_subcommand(cmd.group, purpose);
         g->require_subcommand(1);
         g->fallthrough();

@@ -61,20 +61,32 @@ std::string human_time(double s) {
 }  // namespace
 
 void print_header() {
-  std::printf("%-38s %-16s %12s %16s %12s %s\n", "benchmark", "size", "median", "throughput", "of limit", "note");
+  std::printf("%-38s %-16s %12s %16s %12s %s\n", "benchmark", "size", "median", "throughput", "of limit",
+              "note");
 }
 
 void print_row(const Row& row) {
   const double rate = row.timing.median_s > 0 ? row.work / row.timing.median_s : 0;
   std::string of_limit = row.limit > 0 ? fmt::format("{:.1f}%", 100.0 * rate / row.limit) : "-";
-  std::printf("%-38s %-16s %12s %16s %12s %s\n", row.benchmark.c_str(), row.size.c_str(), human_time(row.timing.median_s).c_str(),
-              row.work > 0 ? human_rate(rate, row.work_unit).c_str() : "-", of_limit.c_str(), row.note.c_str());
+  std::printf("%-38s %-16s %12s %16s %12s %s\n", row.benchmark.c_str(), row.size.c_str(),
+              human_time(row.timing.median_s).c_str(),
+              row.work > 0 ? human_rate(rate, row.work_unit).c_str() : "-", of_limit.c_str(),
+              row.note.c_str());
   std::fflush(stdout);
   if (const char* path = std::getenv("MOLACCEL_BENCH_JSON"); path && *path) {
-    nlohmann::json j = {{"benchmark", row.benchmark}, {"device", row.device}, {"size", row.size},
-                        {"median_s", row.timing.median_s}, {"min_s", row.timing.min_s}, {"max_s", row.timing.max_s},
-                        {"repeats", row.timing.repeats}, {"work", row.work}, {"work_unit", row.work_unit},
-                        {"rate", rate}, {"bytes", row.bytes}, {"limit", row.limit}, {"limit_name", row.limit_name},
+    nlohmann::json j = {{"benchmark", row.benchmark},
+                        {"device", row.device},
+                        {"size", row.size},
+                        {"median_s", row.timing.median_s},
+                        {"min_s", row.timing.min_s},
+                        {"max_s", row.timing.max_s},
+                        {"repeats", row.timing.repeats},
+                        {"work", row.work},
+                        {"work_unit", row.work_unit},
+                        {"rate", rate},
+                        {"bytes", row.bytes},
+                        {"limit", row.limit},
+                        {"limit_name", row.limit_name},
                         {"note", row.note}};
     std::ofstream(path, std::ios::app) << j.dump() << "\n";
   }
@@ -83,7 +95,8 @@ void print_row(const Row& row) {
 Resources first_gpus(std::size_t n) {
   const auto gpus = gpu_list();
   std::string spec = "gpu:";
-  for (std::size_t i = 0; i < n && i < gpus.size(); ++i) spec += (i ? "," : "") + std::to_string(gpus[i].index);
+  for (std::size_t i = 0; i < n && i < gpus.size(); ++i)
+    spec += (i ? "," : "") + std::to_string(gpus[i].index);
   Resources::Options options;
   options.device = DeviceSpec::parse(spec);
   return Resources::create(options);

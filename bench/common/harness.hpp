@@ -26,11 +26,11 @@ struct Row {
   std::string device;     // e.g. "NVIDIA H100 80GB HBM3" or the CPU model
   std::string size;       // e.g. "32768x32768"
   Timing timing;
-  double work = 0;        // operations (or items) per run, for throughput
-  std::string work_unit;  // e.g. "pairs", "cells", "points"
-  double bytes = 0;       // bytes moved per run (0 = not counted)
-  double limit = 0;       // hardware limit in work_unit/s (0 = none stated)
-  std::string limit_name; // what the limit is, e.g. "fp32 store bandwidth"
+  double work = 0;         // operations (or items) per run, for throughput
+  std::string work_unit;   // e.g. "pairs", "cells", "points"
+  double bytes = 0;        // bytes moved per run (0 = not counted)
+  double limit = 0;        // hardware limit in work_unit/s (0 = none stated)
+  std::string limit_name;  // what the limit is, e.g. "fp32 store bandwidth"
   std::string note;
 };
 

@@ -23,19 +23,27 @@ int main() {
     WorkerPool pool(w);
     constexpr std::size_t tiles = 100000;
     auto t = measure([&] { pool.run(tiles, [](WorkerContext&, std::size_t) {}); }, 1, 5);
-    print_row({.benchmark = fmt::format("runtime/tile-handout/{}-workers", workers), .device = cpu,
-               .size = fmt::format("{} tiles", tiles), .timing = t, .work = double(tiles), .work_unit = "tiles",
+    print_row({.benchmark = fmt::format("runtime/tile-handout/{}-workers", workers),
+               .device = cpu,
+               .size = fmt::format("{} tiles", tiles),
+               .timing = t,
+               .work = double(tiles),
+               .work_unit = "tiles",
                .note = fmt::format("{:.0f} ns per tile", t.median_s / tiles * 1e9)});
   }
   // Job start/stop on the persistent pool: one job of one tile.
   {
     auto r = Resources::cpu(2);
     auto t = measure([&] { run_tiles(r, 1, [](WorkerContext&, std::size_t) {}); }, 10, 201);
-    print_row({.benchmark = "runtime/job-round-trip", .device = cpu, .size = "1 tile", .timing = t,
+    print_row({.benchmark = "runtime/job-round-trip",
+               .device = cpu,
+               .size = "1 tile",
+               .timing = t,
                .note = "wake workers, run, join"});
   }
   if (nvrtc_available()) {
-    const auto dir = std::filesystem::temp_directory_path() / fmt::format("molaccel-bench-cache-{}", ::getpid());
+    const auto dir =
+        std::filesystem::temp_directory_path() / fmt::format("molaccel-bench-cache-{}", ::getpid());
     JitRequest req;
     req.program_name = "bench.cu";
     req.source = "__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n";
@@ -43,19 +51,31 @@ int main() {
     req.arch = "sm_90";
     {
       JitCache cache(dir);
-      auto miss = measure([&] {
-        cache.clear_memory();
-        std::filesystem::remove_all(dir);
-        cache.compile(req);
-      }, 1, 3);
-      print_row({.benchmark = "runtime/jit-compile (miss)", .device = cpu, .size = "1 kernel", .timing = miss, .note = "NVRTC"});
+      auto miss = measure(
+          [&] {
+            cache.clear_memory();
+            std::filesystem::remove_all(dir);
+            cache.compile(req);
+          },
+          1, 3);
+      print_row({.benchmark = "runtime/jit-compile (miss)",
+                 .device = cpu,
+                 .size = "1 kernel",
+                 .timing = miss,
+                 .note = "NVRTC"});
       auto hit = measure([&] { cache.compile(req); }, 10, 1001);
-      print_row({.benchmark = "runtime/jit-cache-hit (memory)", .device = cpu, .size = "1 kernel", .timing = hit});
-      auto disk = measure([&] {
-        cache.clear_memory();
-        cache.compile(req);
-      }, 5, 201);
-      print_row({.benchmark = "runtime/jit-cache-hit (disk)", .device = cpu, .size = "1 kernel", .timing = disk,
+      print_row(
+          {.benchmark = "runtime/jit-cache-hit (memory)", .device = cpu, .size = "1 kernel", .timing = hit});
+      auto disk = measure(
+          [&] {
+            cache.clear_memory();
+            cache.compile(req);
+          },
+          5, 201);
+      print_row({.benchmark = "runtime/jit-cache-hit (disk)",
+                 .device = cpu,
+                 .size = "1 kernel",
+                 .timing = disk,
                  .note = "read + checksum"});
     }
     std::filesystem::remove_all(dir);

@@ -31,24 +31,32 @@ void host_link_ceiling() {
       streams[d].synchronize();
     }
     for (const bool to_host : {true, false}) {
-      auto t = measure([&] {
-        for (std::size_t d = 0; d < g; ++d) {
-          cuda::DeviceGuard guard(gpus[d].index);
-          unsigned char* h = host.data() + d * share;
-          if (to_host)
-            MOLACCEL_CUDA_TRY(cudaMemcpyAsync(h, device[d].data(), share, cudaMemcpyDeviceToHost, streams[d]));
-          else
-            MOLACCEL_CUDA_TRY(cudaMemcpyAsync(device[d].data(), h, share, cudaMemcpyHostToDevice, streams[d]));
-        }
-        for (std::size_t d = 0; d < g; ++d) {
-          cuda::DeviceGuard guard(gpus[d].index);
-          streams[d].synchronize();
-        }
-      }, 1, 5);
-      print_row({.benchmark = fmt::format(fmt::runtime("runtime/{}-aggregate/{}gpu"), to_host ? "d2h" : "h2d", g),
-                 .device = g == 1 ? gpus[0].name : fmt::format(fmt::runtime("{} x {}"), g, gpus[0].name),
-                 .size = "2 GiB, one page-locked buffer", .timing = t, .work = double(g * share), .work_unit = "B",
-                 .note = "all GPUs' copies in flight at once"});
+      auto t = measure(
+          [&] {
+            for (std::size_t d = 0; d < g; ++d) {
+              cuda::DeviceGuard guard(gpus[d].index);
+              unsigned char* h = host.data() + d * share;
+              if (to_host)
+                MOLACCEL_CUDA_TRY(
+                    cudaMemcpyAsync(h, device[d].data(), share, cudaMemcpyDeviceToHost, streams[d]));
+              else
+                MOLACCEL_CUDA_TRY(
+                    cudaMemcpyAsync(device[d].data(), h, share, cudaMemcpyHostToDevice, streams[d]));
+            }
+            for (std::size_t d = 0; d < g; ++d) {
+              cuda::DeviceGuard guard(gpus[d].index);
+              streams[d].synchronize();
+            }
+          },
+          1, 5);
+      print_row(
+          {.benchmark = fmt::format(fmt::runtime("runtime/{}-aggregate/{}gpu"), to_host ? "d2h" : "h2d", g),
+           .device = g == 1 ? gpus[0].name : fmt::format(fmt::runtime("{} x {}"), g, gpus[0].name),
+           .size = "2 GiB, one page-locked buffer",
+           .timing = t,
+           .work = double(g * share),
+           .work_unit = "B",
+           .note = "all GPUs' copies in flight at once"});
     }
     for (std::size_t d = 0; d < g; ++d) {
       cuda::DeviceGuard guard(gpus[d].index);
@@ -63,28 +71,40 @@ void run_gpu_runtime_benchmarks() {
   cuda::Stream stream;
   // Launch throughput: many empty launches, one synchronise.
   constexpr int launches = 10000;
-  auto t = measure([&] {
-    for (int i = 0; i < launches; ++i) empty_kernel<<<1, 32, 0, stream>>>();
-    stream.synchronize();
-  }, 2, 7);
-  print_row({.benchmark = "runtime/empty-kernel-launch", .device = gpu.name, .size = fmt::format(fmt::runtime("{} launches"), launches),
-             .timing = t, .work = double(launches), .work_unit = "launches",
+  auto t = measure(
+      [&] {
+        for (int i = 0; i < launches; ++i) empty_kernel<<<1, 32, 0, stream>>>();
+        stream.synchronize();
+      },
+      2, 7);
+  print_row({.benchmark = "runtime/empty-kernel-launch",
+             .device = gpu.name,
+             .size = fmt::format(fmt::runtime("{} launches"), launches),
+             .timing = t,
+             .work = double(launches),
+             .work_unit = "launches",
              .note = fmt::format(fmt::runtime("{:.2f} us per launch"), t.median_s / launches * 1e6)});
   // Round trip: launch + synchronise, one at a time.
-  auto rt = measure([&] {
-    empty_kernel<<<1, 32, 0, stream>>>();
-    stream.synchronize();
-  }, 20, 501);
-  print_row({.benchmark = "runtime/launch+sync-round-trip", .device = gpu.name, .size = "1 launch", .timing = rt});
+  auto rt = measure(
+      [&] {
+        empty_kernel<<<1, 32, 0, stream>>>();
+        stream.synchronize();
+      },
+      20, 501);
+  print_row(
+      {.benchmark = "runtime/launch+sync-round-trip", .device = gpu.name, .size = "1 launch", .timing = rt});
   // 4-byte copy round trip to pinned memory.
   cuda::DeviceBuffer<int> d(1);
   cuda::PinnedBuffer<int> h(1);
-  auto cp = measure([&] {
-    d.copy_from_host(h.data(), 1, stream);
-    d.copy_to_host(h.data(), 1, stream);
-    stream.synchronize();
-  }, 20, 501);
-  print_row({.benchmark = "runtime/4-byte-copy-round-trip", .device = gpu.name, .size = "H2D+D2H", .timing = cp});
+  auto cp = measure(
+      [&] {
+        d.copy_from_host(h.data(), 1, stream);
+        d.copy_to_host(h.data(), 1, stream);
+        stream.synchronize();
+      },
+      20, 501);
+  print_row(
+      {.benchmark = "runtime/4-byte-copy-round-trip", .device = gpu.name, .size = "H2D+D2H", .timing = cp});
   // JIT kernel launch through cudaLibraryLoadData + cudaKernel_t.
   if (nvrtc_available()) {
     JitRequest req;
@@ -94,12 +114,18 @@ void run_gpu_runtime_benchmarks() {
     auto program = default_jit_cache().compile(req);
     cuda::LoadedProgram loaded(program);
     auto k = loaded.kernel("jit_empty");
-    auto jt = measure([&] {
-      for (int i = 0; i < launches; ++i) cuda::launch(k, dim3(1), dim3(32), 0, stream.get());
-      stream.synchronize();
-    }, 2, 7);
-    print_row({.benchmark = "runtime/jit-kernel-launch", .device = gpu.name, .size = fmt::format(fmt::runtime("{} launches"), launches),
-               .timing = jt, .work = double(launches), .work_unit = "launches",
+    auto jt = measure(
+        [&] {
+          for (int i = 0; i < launches; ++i) cuda::launch(k, dim3(1), dim3(32), 0, stream.get());
+          stream.synchronize();
+        },
+        2, 7);
+    print_row({.benchmark = "runtime/jit-kernel-launch",
+               .device = gpu.name,
+               .size = fmt::format(fmt::runtime("{} launches"), launches),
+               .timing = jt,
+               .work = double(launches),
+               .work_unit = "launches",
                .note = fmt::format(fmt::runtime("{:.2f} us per launch"), jt.median_s / launches * 1e6)});
   }
   // Large device-to-device copy: the memory-bandwidth ceiling other benchmarks compare with.
@@ -107,15 +133,23 @@ void run_gpu_runtime_benchmarks() {
   cuda::DeviceBuffer<float> a(n), b(n);
   a.fill_zero(stream);
   cuda::Event e0, e1;
-  auto bw = measure_with([&] {
-    e0.record(stream);
-    MOLACCEL_CUDA_TRY(cudaMemcpyAsync(b.data(), a.data(), n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
-    e1.record(stream);
-    e1.synchronize();
-    return e1.elapsed_ms_since(e0) / 1e3;
-  }, 2, 9);
-  print_row({.benchmark = "runtime/d2d-copy-bandwidth", .device = gpu.name, .size = "1 GiB", .timing = bw,
-             .work = 2.0 * n * sizeof(float), .work_unit = "B", .note = "read + write bytes"});
+  auto bw = measure_with(
+      [&] {
+        e0.record(stream);
+        MOLACCEL_CUDA_TRY(
+            cudaMemcpyAsync(b.data(), a.data(), n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+        e1.record(stream);
+        e1.synchronize();
+        return e1.elapsed_ms_since(e0) / 1e3;
+      },
+      2, 9);
+  print_row({.benchmark = "runtime/d2d-copy-bandwidth",
+             .device = gpu.name,
+             .size = "1 GiB",
+             .timing = bw,
+             .work = 2.0 * n * sizeof(float),
+             .work_unit = "B",
+             .note = "read + write bytes"});
   a.reset();
   b.reset();
   host_link_ceiling();

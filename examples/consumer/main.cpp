@@ -7,7 +7,9 @@
 int main() {
   auto resources = molaccel::Resources::create({});
   std::atomic<long> sum{0};
-  molaccel::run_tiles(resources, 100, [&](molaccel::WorkerContext&, std::size_t tile) { sum += static_cast<long>(tile); });
-  std::printf("molaccel %s on %s: sum %ld\n", molaccel::build_info().version.c_str(), resources.describe().c_str(), sum.load());
+  molaccel::run_tiles(resources, 100,
+                      [&](molaccel::WorkerContext&, std::size_t tile) { sum += static_cast<long>(tile); });
+  std::printf("molaccel %s on %s: sum %ld\n", molaccel::build_info().version.c_str(),
+              resources.describe().c_str(), sum.load());
   return sum == 4950 ? 0 : 1;
 }

@@ -62,8 +62,7 @@ class CudaError : public Error {
 // NVRTC rejected generated source: carries the whole log and the offending source line.
 class NvrtcError : public Error {
  public:
-  NvrtcError(std::string message, std::string log, std::string offending_line, const char* file,
-             int line);
+  NvrtcError(std::string message, std::string log, std::string offending_line, const char* file, int line);
   const std::string& log() const noexcept { return log_; }
   const std::string& offending_line() const noexcept { return offending_line_; }
 
@@ -97,8 +96,8 @@ class InjectedFault : public Error {
 };
 
 #define MOLACCEL_THROW(ExceptionType, ...) throw ExceptionType(__VA_ARGS__, __FILE__, __LINE__)
-#define MOLACCEL_EXPECTS(cond, msg)                                              \
-  do {                                                                           \
+#define MOLACCEL_EXPECTS(cond, msg)                                                                         \
+  do {                                                                                                      \
     if (!(cond)) throw ::molaccel::Error(std::string("precondition failed: ") + (msg), __FILE__, __LINE__); \
   } while (0)
 
@@ -107,10 +106,10 @@ class InjectedFault : public Error {
 // ---------------------------------------------------------------------------------------------
 struct BuildInfo {
   std::string version;
-  bool cuda = false;             // CUDA backends compiled in
-  std::string cuda_version;      // nvcc version used to build (empty without CUDA)
-  std::string cuda_archs;        // e.g. "90"
-  std::string compiler;          // host compiler
+  bool cuda = false;         // CUDA backends compiled in
+  std::string cuda_version;  // nvcc version used to build (empty without CUDA)
+  std::string cuda_archs;    // e.g. "90"
+  std::string compiler;      // host compiler
   std::string build_type;
 };
 const BuildInfo& build_info();
@@ -150,7 +149,7 @@ std::string gpu_absence_reason();
 struct DeviceSpec {
   enum class Kind { automatic, cpu, gpu };
   Kind kind = Kind::automatic;
-  std::vector<int> gpu_ids;  // empty with Kind::gpu = every GPU
+  std::vector<int> gpu_ids;                        // empty with Kind::gpu = every GPU
   static DeviceSpec parse(std::string_view text);  // throws InputError("--device", 0, ...)
   std::string to_string() const;
 };
@@ -170,7 +169,7 @@ class Resources {
  public:
   struct Options {
     DeviceSpec device;
-    int cpu_threads = 0;         // 0 = all logical cores
+    int cpu_threads = 0;                // 0 = all logical cores
     bool cpu_worker_with_gpus = false;  // add a CPU worker beside the GPUs in the scheduler
     bool show_progress = false;
   };
@@ -203,9 +202,9 @@ class Resources {
 struct WorkerInfo {
   enum class Kind { cpu, gpu };
   Kind kind = Kind::cpu;
-  int device = -1;      // CUDA device ordinal for GPU workers
-  int index = 0;        // position in the pool
-  int cpu_threads = 1;  // threads a CPU worker may use inside one tile
+  int device = -1;           // CUDA device ordinal for GPU workers
+  int index = 0;             // position in the pool
+  int cpu_threads = 1;       // threads a CPU worker may use inside one tile
   std::string name() const;  // "cpu" or "gpu:1"
 };
 
@@ -378,20 +377,20 @@ void parallel_for(std::size_t n, int threads, std::size_t chunk,
 // JIT: NVRTC compile of generated CUDA source, cached in memory and on disk.
 // ---------------------------------------------------------------------------------------------
 struct JitRequest {
-  std::string source;                      // complete CUDA C++ translation unit
+  std::string source;                            // complete CUDA C++ translation unit
   std::string program_name = "molaccel_jit.cu";  // shown in compile errors
-  std::vector<std::string> kernel_names;   // name expressions, e.g. "my_kernel" or "f<float>"
-  std::vector<std::string> options;        // extra NVRTC options, e.g. "-use_fast_math"
-  std::string arch;                        // "sm_90"; empty = first selected GPU, else build default
+  std::vector<std::string> kernel_names;         // name expressions, e.g. "my_kernel" or "f<float>"
+  std::vector<std::string> options;              // extra NVRTC options, e.g. "-use_fast_math"
+  std::string arch;                              // "sm_90"; empty = first selected GPU, else build default
 };
 
 struct JitProgram {
-  std::string cubin;                        // CUBIN image for `arch`
+  std::string cubin;  // CUBIN image for `arch`
   std::string arch;
-  std::vector<std::string> kernel_names;    // as requested
-  std::vector<std::string> lowered_names;   // mangled symbols, same order
-  std::string log;                          // NVRTC log (warnings)
-  std::string key;                          // cache key (hex)
+  std::vector<std::string> kernel_names;   // as requested
+  std::vector<std::string> lowered_names;  // mangled symbols, same order
+  std::string log;                         // NVRTC log (warnings)
+  std::string key;                         // cache key (hex)
   enum class Origin { compiled, memory_cache, disk_cache } origin = Origin::compiled;
   const std::string& lowered(std::string_view kernel_name) const;
 };
@@ -444,15 +443,15 @@ void log_message(LogLevel level, std::string_view message);
 // sources the log helpers take a run-time format string, and .cu code formats with
 // fmt::format(fmt::runtime("..."), ...).
 #ifdef __CUDACC__
-#define MOLACCEL_LOG_HELPER(name, level)                                                      \
-  template <class... Args>                                                                    \
-  void name(std::string_view f, const Args&... args) {                                        \
+#define MOLACCEL_LOG_HELPER(name, level)                                                           \
+  template <class... Args>                                                                         \
+  void name(std::string_view f, const Args&... args) {                                             \
     if (log_level() >= level) log_message(level, fmt::vformat(f, fmt::make_format_args(args...))); \
   }
 #else
-#define MOLACCEL_LOG_HELPER(name, level)                                                      \
-  template <class... Args>                                                                    \
-  void name(fmt::format_string<Args...> f, Args&&... args) {                                  \
+#define MOLACCEL_LOG_HELPER(name, level)                                                       \
+  template <class... Args>                                                                     \
+  void name(fmt::format_string<Args...> f, Args&&... args) {                                   \
     if (log_level() >= level) log_message(level, fmt::format(f, std::forward<Args>(args)...)); \
   }
 #endif
@@ -503,9 +502,8 @@ HostBuffer allocate_host_buffer(std::size_t bytes);
 
 // Writes a file atomically: the callback writes to a temporary file in the same directory,
 // which is renamed over `path` only when the callback returns; on an exception it is removed.
-void write_file_atomically(const std::filesystem::path& path,
-                           const std::function<void(std::FILE*)>& write);
-std::string hash_hex(std::string_view data);         // 128-bit non-cryptographic hash, 32 hex digits
+void write_file_atomically(const std::filesystem::path& path, const std::function<void(std::FILE*)>& write);
+std::string hash_hex(std::string_view data);  // 128-bit non-cryptographic hash, 32 hex digits
 std::uint64_t hash64(std::string_view data, std::uint64_t seed = 0);
 bool stderr_is_terminal();
 double now_seconds();  // monotonic clock

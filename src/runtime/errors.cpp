@@ -26,10 +26,12 @@ CudaError::CudaError(int code, std::string message, const char* file, int line)
     : Error(std::move(message), file, line), code_(code) {}
 
 // cudaErrorMemoryAllocation is 2 in every CUDA version.
-bool CudaError::is_out_of_memory() const noexcept { return code_ == 2; }
+bool CudaError::is_out_of_memory() const noexcept {
+  return code_ == 2;
+}
 
-NvrtcError::NvrtcError(std::string message, std::string log, std::string offending_line,
-                       const char* file, int line)
+NvrtcError::NvrtcError(std::string message, std::string log, std::string offending_line, const char* file,
+                       int line)
     : Error(std::move(message), file, line),
       log_(std::move(log)),
       offending_line_(std::move(offending_line)) {}

@@ -26,7 +26,8 @@ struct Nvrtc {
   int major = 0, minor = 0;
   nvrtcResult (*Version)(int*, int*) = nullptr;
   const char* (*GetErrorString)(nvrtcResult) = nullptr;
-  nvrtcResult (*CreateProgram)(nvrtcProgram*, const char*, const char*, int, const char* const*, const char* const*) = nullptr;
+  nvrtcResult (*CreateProgram)(nvrtcProgram*, const char*, const char*, int, const char* const*,
+                               const char* const*) = nullptr;
   nvrtcResult (*DestroyProgram)(nvrtcProgram*) = nullptr;
   nvrtcResult (*CompileProgram)(nvrtcProgram, int, const char* const*) = nullptr;
   nvrtcResult (*GetProgramLogSize)(nvrtcProgram, std::size_t*) = nullptr;
@@ -58,7 +59,8 @@ const Nvrtc& nvrtc() {
     Nvrtc n;
     std::vector<std::string> candidates;
     if (const char* env = std::getenv("MOLACCEL_NVRTC_LIBRARY")) candidates.emplace_back(env);
-    for (const char* name : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) candidates.emplace_back(name);
+    for (const char* name : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"})
+      candidates.emplace_back(name);
     for (const std::string& r : cuda_roots())
       for (const char* name : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) {
         candidates.push_back(r + "/lib64/" + name);
@@ -68,11 +70,14 @@ const Nvrtc& nvrtc() {
       void* h = ::dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
       if (!h) continue;
       bool all = bind(h, n.Version, "nvrtcVersion") && bind(h, n.GetErrorString, "nvrtcGetErrorString") &&
-                 bind(h, n.CreateProgram, "nvrtcCreateProgram") && bind(h, n.DestroyProgram, "nvrtcDestroyProgram") &&
+                 bind(h, n.CreateProgram, "nvrtcCreateProgram") &&
+                 bind(h, n.DestroyProgram, "nvrtcDestroyProgram") &&
                  bind(h, n.CompileProgram, "nvrtcCompileProgram") &&
-                 bind(h, n.GetProgramLogSize, "nvrtcGetProgramLogSize") && bind(h, n.GetProgramLog, "nvrtcGetProgramLog") &&
+                 bind(h, n.GetProgramLogSize, "nvrtcGetProgramLogSize") &&
+                 bind(h, n.GetProgramLog, "nvrtcGetProgramLog") &&
                  bind(h, n.GetCUBINSize, "nvrtcGetCUBINSize") && bind(h, n.GetCUBIN, "nvrtcGetCUBIN") &&
-                 bind(h, n.AddNameExpression, "nvrtcAddNameExpression") && bind(h, n.GetLoweredName, "nvrtcGetLoweredName");
+                 bind(h, n.AddNameExpression, "nvrtcAddNameExpression") &&
+                 bind(h, n.GetLoweredName, "nvrtcGetLoweredName");
       if (!all) {
         ::dlclose(h);
         continue;
@@ -108,8 +113,12 @@ std::string default_arch() {
 }
 }  // namespace
 
-bool nvrtc_available() { return nvrtc().ok(); }
-int nvrtc_version() { return nvrtc().ok() ? nvrtc().major * 1000 + nvrtc().minor * 10 : 0; }
+bool nvrtc_available() {
+  return nvrtc().ok();
+}
+int nvrtc_version() {
+  return nvrtc().ok() ? nvrtc().major * 1000 + nvrtc().minor * 10 : 0;
+}
 
 const std::string& JitProgram::lowered(std::string_view kernel_name) const {
   for (std::size_t i = 0; i < kernel_names.size(); ++i)
@@ -123,7 +132,9 @@ namespace {
 constexpr char kMagic[] = "MOLACCEL-JIT\n";
 constexpr std::size_t kMagicLen = sizeof(kMagic) - 1;
 
-void put_u64(std::string& out, std::uint64_t v) { out.append(reinterpret_cast<const char*>(&v), 8); }
+void put_u64(std::string& out, std::uint64_t v) {
+  out.append(reinterpret_cast<const char*>(&v), 8);
+}
 void put_str(std::string& out, std::string_view s) {
   put_u64(out, s.size());
   out.append(s);
@@ -175,7 +186,8 @@ std::string encode_cache_entry(const JitProgram& p) {
 }
 
 std::optional<JitProgram> decode_cache_entry(std::string_view bytes, std::string_view expected_key) {
-  if (bytes.size() < kMagicLen + 4 + 16 || bytes.substr(0, kMagicLen) != std::string_view(kMagic, kMagicLen)) return std::nullopt;
+  if (bytes.size() < kMagicLen + 4 + 16 || bytes.substr(0, kMagicLen) != std::string_view(kMagic, kMagicLen))
+    return std::nullopt;
   std::uint32_t version;
   std::memcpy(&version, bytes.data() + kMagicLen, 4);
   if (version != kJitCacheFormat) return std::nullopt;
@@ -217,7 +229,8 @@ std::filesystem::path default_cache_dir() {
 }
 
 // "name.cu(12): error: ..." -> 12
-std::string offending_line(const std::string& log, const std::string& program_name, const std::string& source, int& line_no) {
+std::string offending_line(const std::string& log, const std::string& program_name, const std::string& source,
+                           int& line_no) {
   line_no = 0;
   const auto needle = program_name + "(";
   auto pos = log.find(needle);
@@ -238,12 +251,13 @@ std::string offending_line(const std::string& log, const std::string& program_na
 }
 }  // namespace
 
-JitCache::JitCache(std::filesystem::path dir) : dir_(dir.empty() ? default_cache_dir() : std::move(dir)), impl_(std::make_unique<Impl>()) {}
+JitCache::JitCache(std::filesystem::path dir)
+    : dir_(dir.empty() ? default_cache_dir() : std::move(dir)), impl_(std::make_unique<Impl>()) {}
 JitCache::~JitCache() = default;
 
 std::string JitCache::key_for(const JitRequest& request) const {
-  std::string material = fmt::format("format={}\nnvrtc={}\narch={}\n", detail::kJitCacheFormat, nvrtc_version(),
-                                     request.arch.empty() ? default_arch() : request.arch);
+  std::string material = fmt::format("format={}\nnvrtc={}\narch={}\n", detail::kJitCacheFormat,
+                                     nvrtc_version(), request.arch.empty() ? default_arch() : request.arch);
   for (auto& o : request.options) material += "option=" + o + "\n";
   for (auto& k : request.kernel_names) material += "kernel=" + k + "\n";
   material += "source=\n" + request.source;
@@ -303,12 +317,16 @@ JitProgram JitCache::compile(const JitRequest& request) {
   // Compile.
   const Nvrtc& nv = nvrtc();
   if (!nv.ok())
-    MOLACCEL_THROW(NotCompiled, "run-time compilation: NVRTC (libnvrtc.so from the CUDA toolkit) could not be loaded; set MOLACCEL_NVRTC_LIBRARY");
+    MOLACCEL_THROW(NotCompiled,
+                   "run-time compilation: NVRTC (libnvrtc.so from the CUDA toolkit) could not be loaded; set "
+                   "MOLACCEL_NVRTC_LIBRARY");
   nvrtcProgram prog = nullptr;
   auto check = [&](nvrtcResult r, const char* what) {
-    if (r != 0) throw Error(fmt::format("NVRTC {} failed: {}", what, nv.GetErrorString(r)), __FILE__, __LINE__);
+    if (r != 0)
+      throw Error(fmt::format("NVRTC {} failed: {}", what, nv.GetErrorString(r)), __FILE__, __LINE__);
   };
-  check(nv.CreateProgram(&prog, request.source.c_str(), request.program_name.c_str(), 0, nullptr, nullptr), "create program");
+  check(nv.CreateProgram(&prog, request.source.c_str(), request.program_name.c_str(), 0, nullptr, nullptr),
+        "create program");
   struct Destroy {
     const Nvrtc& nv;
     nvrtcProgram* p;
@@ -332,7 +350,8 @@ JitProgram JitCache::compile(const JitRequest& request) {
   if (rc != 0) {
     int line_no = 0;
     auto line = offending_line(log, request.program_name, request.source, line_no);
-    std::string msg = fmt::format("NVRTC could not compile {} for {}: {}", request.program_name, arch, nv.GetErrorString(rc));
+    std::string msg = fmt::format("NVRTC could not compile {} for {}: {}", request.program_name, arch,
+                                  nv.GetErrorString(rc));
     if (line_no > 0) msg += fmt::format("\n  line {}: {}", line_no, line);
     msg += "\n" + log;
     throw NvrtcError(msg, log, line, __FILE__, __LINE__);

@@ -17,14 +17,18 @@ std::atomic<bool> g_progress{true};
 std::mutex g_stderr_mutex;
 }  // namespace
 
-void set_log_level(LogLevel level) { g_level = static_cast<int>(level); }
-LogLevel log_level() { return static_cast<LogLevel>(g_level.load(std::memory_order_relaxed)); }
+void set_log_level(LogLevel level) {
+  g_level = static_cast<int>(level);
+}
+LogLevel log_level() {
+  return static_cast<LogLevel>(g_level.load(std::memory_order_relaxed));
+}
 
 void log_message(LogLevel level, std::string_view message) {
   static constexpr const char* names[] = {"error", "warning", "info", "debug"};
   std::lock_guard lock(g_stderr_mutex);
-  std::fprintf(stderr, "molaccel: %s: %.*s\n", names[static_cast<int>(level)], static_cast<int>(message.size()),
-               message.data());
+  std::fprintf(stderr, "molaccel: %s: %.*s\n", names[static_cast<int>(level)],
+               static_cast<int>(message.size()), message.data());
 }
 
 bool trace_enabled(std::string_view engine) {
@@ -52,8 +56,12 @@ void trace_message(std::string_view engine, std::string_view message) {
                static_cast<int>(message.size()), message.data());
 }
 
-void set_progress_enabled(bool enabled) { g_progress = enabled; }
-bool progress_enabled() { return g_progress.load(std::memory_order_relaxed); }
+void set_progress_enabled(bool enabled) {
+  g_progress = enabled;
+}
+bool progress_enabled() {
+  return g_progress.load(std::memory_order_relaxed);
+}
 
 struct ProgressBar::Impl {
   std::string title, unit;
@@ -73,16 +81,19 @@ struct ProgressBar::Impl {
     bar.resize(width, '.');
     const double elapsed = now - start;
     std::string eta;
-    if (done > 0 && done < total) eta = fmt::format(" eta {:.0f}s", elapsed / static_cast<double>(done) * static_cast<double>(total - done));
+    if (done > 0 && done < total)
+      eta = fmt::format(" eta {:.0f}s",
+                        elapsed / static_cast<double>(done) * static_cast<double>(total - done));
     std::lock_guard lock(g_stderr_mutex);
-    std::fprintf(stderr, "\r%s [%s] %3.0f%% %zu/%zu %s %.1fs%s\x1b[K", title.c_str(), bar.c_str(), frac * 100.0, done,
-                 total, unit.c_str(), elapsed, eta.c_str());
+    std::fprintf(stderr, "\r%s [%s] %3.0f%% %zu/%zu %s %.1fs%s\x1b[K", title.c_str(), bar.c_str(),
+                 frac * 100.0, done, total, unit.c_str(), elapsed, eta.c_str());
     if (final_draw) std::fputc('\n', stderr);
     std::fflush(stderr);
   }
 };
 
-ProgressBar::ProgressBar(std::string title, std::size_t total, std::string unit) : impl_(std::make_unique<Impl>()) {
+ProgressBar::ProgressBar(std::string title, std::size_t total, std::string unit)
+    : impl_(std::make_unique<Impl>()) {
   impl_->title = std::move(title);
   impl_->unit = std::move(unit);
   impl_->total = total;
@@ -90,7 +101,9 @@ ProgressBar::ProgressBar(std::string title, std::size_t total, std::string unit)
   impl_->active = progress_enabled() && stderr_is_terminal();
 }
 
-ProgressBar::~ProgressBar() { finish(); }
+ProgressBar::~ProgressBar() {
+  finish();
+}
 
 void ProgressBar::advance(std::size_t n) {
   std::lock_guard lock(impl_->mutex);

@@ -108,6 +108,8 @@ PinnedBlock WorkerContext::pinned(std::size_t bytes) {
   return own.take(bytes);
 }
 
-PinnedPool& Resources::pinned_pool() const { return pool().pinned_pool(); }
+PinnedPool& Resources::pinned_pool() const {
+  return pool().pinned_pool();
+}
 
 }  // namespace molaccel

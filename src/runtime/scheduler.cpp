@@ -35,14 +35,14 @@ struct WorkerPool::Impl {
   std::condition_variable cv;       // wakes workers: new job, new retriable tile, abort, stop
   std::condition_variable cv_done;  // wakes run(): a worker left the job
   std::uint64_t generation = 0;
-  std::size_t active = 0;           // workers still inside the current job
+  std::size_t active = 0;  // workers still inside the current job
   bool stopping = false;
   Job job;
   std::vector<std::exception_ptr> broken;  // per worker: start-up failure, if any
   std::uint64_t healthy_mask = 0;
   std::vector<std::thread> threads;
-  std::mutex run_mutex;             // one job at a time
-  PinnedPool pinned;                // page-locked staging for every worker's jobs
+  std::mutex run_mutex;  // one job at a time
+  PinnedPool pinned;     // page-locked staging for every worker's jobs
 
   bool can_take(std::size_t worker, std::size_t& tile) {
     const std::uint64_t bit = std::uint64_t{1} << worker;
@@ -104,7 +104,8 @@ struct WorkerPool::Impl {
       });
       if (job.aborted) break;
       if (options.cancel && options.cancel->cancelled()) {
-        abort_with(std::make_exception_ptr(Cancelled(fmt::format("{} cancelled", options.name), __FILE__, __LINE__)));
+        abort_with(std::make_exception_ptr(
+            Cancelled(fmt::format("{} cancelled", options.name), __FILE__, __LINE__)));
         break;
       }
       if (!can_take(me, tile)) break;  // in_flight == 0 and nothing for this worker
@@ -114,7 +115,8 @@ struct WorkerPool::Impl {
       std::exception_ptr error;
       try {
         if (options.inject_fault && options.inject_fault(info, tile, attempt))
-          throw InjectedFault(fmt::format("injected fault in tile {} on {}", tile, info.name()), __FILE__, __LINE__);
+          throw InjectedFault(fmt::format("injected fault in tile {} on {}", tile, info.name()), __FILE__,
+                              __LINE__);
         (*job.fn)(ctx, tile);
       } catch (...) {
         error = std::current_exception();
@@ -162,10 +164,12 @@ struct WorkerPool::Impl {
   }
 };
 
-WorkerPool::WorkerPool(std::vector<WorkerInfo> workers) : workers_(std::move(workers)), impl_(std::make_unique<Impl>()) {
+WorkerPool::WorkerPool(std::vector<WorkerInfo> workers)
+    : workers_(std::move(workers)), impl_(std::make_unique<Impl>()) {
   MOLACCEL_EXPECTS(!workers_.empty() && workers_.size() <= 64, "a worker pool needs 1 to 64 workers");
   impl_->broken.resize(workers_.size());
-  impl_->healthy_mask = workers_.size() == 64 ? ~std::uint64_t{0} : ((std::uint64_t{1} << workers_.size()) - 1);
+  impl_->healthy_mask =
+      workers_.size() == 64 ? ~std::uint64_t{0} : ((std::uint64_t{1} << workers_.size()) - 1);
   for (std::size_t i = 0; i < workers_.size(); ++i) {
     workers_[i].index = static_cast<int>(i);
     impl_->threads.emplace_back([this, info = workers_[i]] { impl_->worker_main(info); });
@@ -181,7 +185,9 @@ WorkerPool::~WorkerPool() {
   for (auto& t : impl_->threads) t.join();
 }
 
-PinnedPool& WorkerPool::pinned_pool() const { return impl_->pinned; }
+PinnedPool& WorkerPool::pinned_pool() const {
+  return impl_->pinned;
+}
 
 JobStats WorkerPool::run(std::size_t n_tiles, const TileFunction& fn, const JobOptions& options) {
   std::lock_guard run_lock(impl_->run_mutex);
@@ -210,7 +216,8 @@ JobStats WorkerPool::run(std::size_t n_tiles, const TileFunction& fn, const JobO
   lock.unlock();
   if (job.fatal) std::rethrow_exception(job.fatal);
   if (job.done != n_tiles)
-    throw Error(fmt::format("{}: {} of {} tiles were not done", options.name, n_tiles - job.done, n_tiles), __FILE__, __LINE__);
+    throw Error(fmt::format("{}: {} of {} tiles were not done", options.name, n_tiles - job.done, n_tiles),
+                __FILE__, __LINE__);
   stats.retries = job.retries;
   stats.tiles_per_worker = std::move(job.tiles_per_worker);
   stats.seconds = now_seconds() - start;
@@ -242,7 +249,8 @@ class HelperThreads {
     return pool;
   }
   // Runs `task` on up to `count` helper threads; returns how many will run it.
-  std::size_t launch(std::size_t count, const std::function<void()>& task, std::atomic<std::size_t>& pending) {
+  std::size_t launch(std::size_t count, const std::function<void()>& task,
+                     std::atomic<std::size_t>& pending) {
     std::lock_guard lock(mutex_);
     grow(count);
     for (std::size_t i = 0; i < count; ++i) queue_.push_back({&task, &pending});
@@ -300,7 +308,8 @@ void parallel_for(std::size_t n, int threads, std::size_t chunk,
   if (n == 0) return;
   if (chunk == 0) chunk = 1;
   const std::size_t chunks = (n + chunk - 1) / chunk;
-  std::size_t t = threads > 0 ? static_cast<std::size_t>(threads) : static_cast<std::size_t>(cpu_info().logical_cores);
+  std::size_t t =
+      threads > 0 ? static_cast<std::size_t>(threads) : static_cast<std::size_t>(cpu_info().logical_cores);
   t = std::min(t, chunks);
   // Nested calls run inline: a helper waiting for other helpers could deadlock the pool.
   if (t <= 1 || HelperThreads::on_helper_thread()) {

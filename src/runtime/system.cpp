@@ -43,10 +43,14 @@ const BuildInfo& build_info() {
 
 std::string_view to_string(SimdLevel level) {
   switch (level) {
-    case SimdLevel::scalar: return "scalar";
-    case SimdLevel::sse4: return "sse4";
-    case SimdLevel::avx2: return "avx2";
-    case SimdLevel::avx512: return "avx512";
+    case SimdLevel::scalar:
+      return "scalar";
+    case SimdLevel::sse4:
+      return "sse4";
+    case SimdLevel::avx2:
+      return "avx2";
+    case SimdLevel::avx512:
+      return "avx512";
   }
   return "?";
 }
@@ -120,7 +124,9 @@ std::vector<GpuInfo> cached_gpus(std::string* reason, bool refresh_free) {
 }
 }  // namespace
 
-std::vector<GpuInfo> gpu_list() { return cached_gpus(nullptr, true); }
+std::vector<GpuInfo> gpu_list() {
+  return cached_gpus(nullptr, true);
+}
 
 std::string gpu_absence_reason() {
   std::string reason;
@@ -128,7 +134,9 @@ std::string gpu_absence_reason() {
   return gpus.empty() ? reason : std::string();
 }
 
-std::string GpuInfo::arch() const { return fmt::format("sm_{}{}", cc_major, cc_minor); }
+std::string GpuInfo::arch() const {
+  return fmt::format("sm_{}{}", cc_major, cc_minor);
+}
 
 // ---- DeviceSpec ---------------------------------------------------------------------------------
 std::string_view to_string(ComputeBackend backend) {
@@ -157,8 +165,8 @@ DeviceSpec DeviceSpec::parse(std::string_view text) {
   DeviceSpec spec;
   auto bad = [&](const std::string& why) {
     throw InputError("--device", 0,
-                     fmt::format("'{}' {}; expected auto, cpu, gpu or gpu:N[,M...]", text, why),
-                     __FILE__, __LINE__);
+                     fmt::format("'{}' {}; expected auto, cpu, gpu or gpu:N[,M...]", text, why), __FILE__,
+                     __LINE__);
   };
   if (text == "auto") return spec;
   if (text == "cpu") {
@@ -196,8 +204,10 @@ DeviceSpec DeviceSpec::parse(std::string_view text) {
 
 std::string DeviceSpec::to_string() const {
   switch (kind) {
-    case Kind::automatic: return "auto";
-    case Kind::cpu: return "cpu";
+    case Kind::automatic:
+      return "auto";
+    case Kind::cpu:
+      return "cpu";
     case Kind::gpu: {
       if (gpu_ids.empty()) return "gpu";
       std::string s = "gpu:";
@@ -224,17 +234,20 @@ Resources Resources::create(const Options& options) {
     auto gpus = cached_gpus(&reason, false);
     if (spec.kind == DeviceSpec::Kind::gpu) {
       if (!build_info().cuda)
-        MOLACCEL_THROW(NotCompiled, "--device " + spec.to_string() +
-                                        ": this build of molaccel has no CUDA support (rebuild with the cuda preset)");
+        MOLACCEL_THROW(NotCompiled,
+                       "--device " + spec.to_string() +
+                           ": this build of molaccel has no CUDA support (rebuild with the cuda preset)");
       if (gpus.empty())
-        MOLACCEL_THROW(DeviceUnavailable, "--device " + spec.to_string() + ": no GPU available (" + reason + ")");
+        MOLACCEL_THROW(DeviceUnavailable,
+                       "--device " + spec.to_string() + ": no GPU available (" + reason + ")");
       if (spec.gpu_ids.empty()) {
         for (auto& g : gpus) r.gpus_.push_back(g.index);
       } else {
         for (int id : spec.gpu_ids) {
           if (id >= static_cast<int>(gpus.size()))
-            MOLACCEL_THROW(DeviceUnavailable, fmt::format("--device {}: GPU {} does not exist (this machine has {} GPU{})",
-                                                          spec.to_string(), id, gpus.size(), gpus.size() == 1 ? "" : "s"));
+            MOLACCEL_THROW(DeviceUnavailable,
+                           fmt::format("--device {}: GPU {} does not exist (this machine has {} GPU{})",
+                                       spec.to_string(), id, gpus.size(), gpus.size() == 1 ? "" : "s"));
           r.gpus_.push_back(id);
         }
       }

@@ -2,15 +2,15 @@
 
 #include <zlib.h>
 
+#include <unistd.h>
 #include <cerrno>
 #include <cstring>
-#include <unistd.h>
 
 namespace molaccel::io {
 
 struct LineReader::Impl {
-  gzFile gz = nullptr;            // file input (zlib reads plain files transparently)
-  std::string_view memory;        // in-memory input
+  gzFile gz = nullptr;      // file input (zlib reads plain files transparently)
+  std::string_view memory;  // in-memory input
   std::size_t memory_pos = 0;
   bool from_memory = false;
   std::string buffer;
@@ -35,7 +35,8 @@ struct LineReader::Impl {
     if (n < 0) {
       int err = 0;
       const char* msg = gzerror(gz, &err);
-      throw InputError(name, 0, fmt::format("read error: {}", err == Z_ERRNO ? std::strerror(errno) : msg), __FILE__, __LINE__);
+      throw InputError(name, 0, fmt::format("read error: {}", err == Z_ERRNO ? std::strerror(errno) : msg),
+                       __FILE__, __LINE__);
     }
     if (n == 0) {
       eof = true;
@@ -46,7 +47,8 @@ struct LineReader::Impl {
   }
 };
 
-LineReader::LineReader(const std::filesystem::path& path) : impl_(std::make_unique<Impl>()), name_(path.string()) {
+LineReader::LineReader(const std::filesystem::path& path)
+    : impl_(std::make_unique<Impl>()), name_(path.string()) {
   if (path == "-") {
     name_ = "<stdin>";
     impl_->gz = gzdopen(::dup(STDIN_FILENO), "rb");
@@ -57,11 +59,13 @@ LineReader::LineReader(const std::filesystem::path& path) : impl_(std::make_uniq
     impl_->gz = gzopen(path.c_str(), "rb");
   }
   if (!impl_->gz)
-    throw InputError(name_, 0, fmt::format("cannot open: {}", std::strerror(errno ? errno : ENOENT)), __FILE__, __LINE__);
+    throw InputError(name_, 0, fmt::format("cannot open: {}", std::strerror(errno ? errno : ENOENT)),
+                     __FILE__, __LINE__);
   gzbuffer(impl_->gz, 1 << 17);
 }
 
-LineReader::LineReader(std::string_view name, std::string_view content) : impl_(std::make_unique<Impl>()), name_(name) {
+LineReader::LineReader(std::string_view name, std::string_view content)
+    : impl_(std::make_unique<Impl>()), name_(name) {
   impl_->from_memory = true;
   impl_->memory = content;
 }

@@ -18,16 +18,18 @@ std::string temporary_name_for(const std::filesystem::path& path) {
 }
 }  // namespace
 
-void write_file_atomically(const std::filesystem::path& path,
-                           const std::function<void(std::FILE*)>& write) {
+void write_file_atomically(const std::filesystem::path& path, const std::function<void(std::FILE*)>& write) {
   const auto dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
   const auto tmp = dir / temporary_name_for(path);
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw InputError(path.string(), 0, fmt::format("cannot create output file: {}", std::strerror(errno)), __FILE__, __LINE__);
+  if (!f)
+    throw InputError(path.string(), 0, fmt::format("cannot create output file: {}", std::strerror(errno)),
+                     __FILE__, __LINE__);
   try {
     write(f);
     if (std::fflush(f) != 0 || std::ferror(f))
-      throw InputError(path.string(), 0, fmt::format("write failed: {}", std::strerror(errno)), __FILE__, __LINE__);
+      throw InputError(path.string(), 0, fmt::format("write failed: {}", std::strerror(errno)), __FILE__,
+                       __LINE__);
   } catch (...) {
     std::fclose(f);
     std::error_code ec;
@@ -37,18 +39,23 @@ void write_file_atomically(const std::filesystem::path& path,
   if (std::fclose(f) != 0) {
     std::error_code ec;
     std::filesystem::remove(tmp, ec);
-    throw InputError(path.string(), 0, fmt::format("write failed: {}", std::strerror(errno)), __FILE__, __LINE__);
+    throw InputError(path.string(), 0, fmt::format("write failed: {}", std::strerror(errno)), __FILE__,
+                     __LINE__);
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
     std::filesystem::remove(tmp, ec);
-    throw InputError(path.string(), 0, fmt::format("cannot rename temporary output into place: {}", ec.message()), __FILE__, __LINE__);
+    throw InputError(path.string(), 0,
+                     fmt::format("cannot rename temporary output into place: {}", ec.message()), __FILE__,
+                     __LINE__);
   }
 }
 
 namespace {
-inline std::uint64_t rotl(std::uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+inline std::uint64_t rotl(std::uint64_t x, int r) {
+  return (x << r) | (x >> (64 - r));
+}
 inline std::uint64_t finalize(std::uint64_t h) {
   h ^= h >> 33;
   h *= 0xff51afd7ed558ccdULL;
@@ -81,10 +88,13 @@ std::uint64_t hash64(std::string_view data, std::uint64_t seed) {
 }
 
 std::string hash_hex(std::string_view data) {
-  return fmt::format("{:016x}{:016x}", hash64(data, 0x6d6f6c6163636531ULL), hash64(data, 0x2545f4914f6cdd1dULL));
+  return fmt::format("{:016x}{:016x}", hash64(data, 0x6d6f6c6163636531ULL),
+                     hash64(data, 0x2545f4914f6cdd1dULL));
 }
 
-bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
+bool stderr_is_terminal() {
+  return ::isatty(STDERR_FILENO) == 1;
+}
 
 double now_seconds() {
   using clock = std::chrono::steady_clock;
@@ -96,7 +106,8 @@ HostBuffer allocate_host_buffer(std::size_t bytes) {
   buffer.bytes = bytes;
   if (bytes == 0) return buffer;
   if (void* p = detail::allocate_page_locked(bytes)) {
-    buffer.data = std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [](std::byte* q) { detail::free_page_locked(q); });
+    buffer.data = std::shared_ptr<std::byte>(static_cast<std::byte*>(p),
+                                             [](std::byte* q) { detail::free_page_locked(q); });
     buffer.page_locked = true;
   } else {
     buffer.data = std::shared_ptr<std::byte>(new std::byte[bytes], std::default_delete<std::byte[]>());

@@ -19,7 +19,8 @@ TEST(DeviceSpec, ParsesEveryForm) {
 }
 
 TEST(DeviceSpec, RejectsMalformedSpecs) {
-  for (const char* bad : {"", "GPU", "gpu:", "gpu:a", "gpu:1,", "gpu:-1", "gpu:1,1", "tpu", "gpu:1;2", "cpu:0"}) {
+  for (const char* bad :
+       {"", "GPU", "gpu:", "gpu:a", "gpu:1,", "gpu:-1", "gpu:1,1", "tpu", "gpu:1;2", "cpu:0"}) {
     EXPECT_THROW(DeviceSpec::parse(bad), InputError) << bad;
   }
   try {
@@ -91,7 +92,9 @@ TEST(HostBuffer, AllocatesWritableMemoryWithOrWithoutAGpu) {
   EXPECT_EQ(buffer.bytes, std::size_t{1} << 20);
   std::memset(buffer.data.get(), 7, buffer.bytes);
   EXPECT_EQ(static_cast<int>(buffer.data.get()[buffer.bytes - 1]), 7);
-  if (gpu_list().empty()) EXPECT_FALSE(buffer.page_locked);
+  if (gpu_list().empty()) {
+    EXPECT_FALSE(buffer.page_locked);
+  }
 }
 
 }  // namespace
@@ -101,7 +104,8 @@ namespace molaccel {
 namespace {
 
 TEST(ComputeBackend, ParsesEveryNameAndRejectsOthers) {
-  for (auto b : {ComputeBackend::automatic, ComputeBackend::reference, ComputeBackend::cpu, ComputeBackend::cuda})
+  for (auto b :
+       {ComputeBackend::automatic, ComputeBackend::reference, ComputeBackend::cpu, ComputeBackend::cuda})
     EXPECT_EQ(parse_compute_backend(to_string(b)), b);
   EXPECT_EQ(parse_compute_backend("gpu"), ComputeBackend::cuda);
   EXPECT_THROW(parse_compute_backend("fpga"), InputError);

@@ -31,7 +31,8 @@ TEST(Environment, OnlyDocumentedVariablesAreRead) {
   for (const char* dir : {"src", "apps", "include"}) {
     for (const auto& entry : std::filesystem::recursive_directory_iterator(root / dir)) {
       const auto ext = entry.path().extension().string();
-      if (!entry.is_regular_file() || !(ext == ".cpp" || ext == ".hpp" || ext == ".cu" || ext == ".cuh" || ext == ".h"))
+      if (!entry.is_regular_file() ||
+          !(ext == ".cpp" || ext == ".hpp" || ext == ".cu" || ext == ".cuh" || ext == ".h"))
         continue;
       ++files;
       std::ifstream in(entry.path());

@@ -28,7 +28,10 @@ TEST(JitCacheFormat, RoundTripAndRejections) {
   p.key = "0123abcd";
   p.arch = "sm_90";
   p.log = "warning: x";
-  p.cubin = std::string("\x7f" "ELF\0\1\2", 7);
+  p.cubin = std::string(
+      "\x7f"
+      "ELF\0\1\2",
+      7);
   p.kernel_names = {"k<float>"};
   p.lowered_names = {"_Z1kIfEvv"};
   const auto bytes = detail::encode_cache_entry(p);
@@ -36,11 +39,11 @@ TEST(JitCacheFormat, RoundTripAndRejections) {
   ASSERT_TRUE(back);
   EXPECT_EQ(back->cubin, p.cubin);
   EXPECT_EQ(back->lowered_names, p.lowered_names);
-  EXPECT_FALSE(detail::decode_cache_entry(bytes, "other-key"));         // foreign entry
-  for (std::size_t cut : {0ul, 5ul, 20ul, bytes.size() - 1})               // truncated
+  EXPECT_FALSE(detail::decode_cache_entry(bytes, "other-key"));  // foreign entry
+  for (std::size_t cut : {0ul, 5ul, 20ul, bytes.size() - 1})     // truncated
     EXPECT_FALSE(detail::decode_cache_entry(bytes.substr(0, cut), "0123abcd")) << cut;
   auto flipped = bytes;
-  flipped[bytes.size() - 3] ^= 0x40;                                       // corrupt payload
+  flipped[bytes.size() - 3] ^= 0x40;  // corrupt payload
   EXPECT_FALSE(detail::decode_cache_entry(flipped, "0123abcd"));
 }
 

@@ -109,23 +109,28 @@ TEST(GpuRuntime, GpuWorkersRunTilesAndFailedTilesMoveToTheCpu) {
   JobOptions options;
   // Every fourth tile fails on a GPU worker (as an out-of-memory tile would); the CPU worker is
   // slowed down so that the GPU certainly meets some of them first.
-  options.inject_fault = [](const WorkerInfo& w, std::size_t tile, int) { return w.kind == WorkerInfo::Kind::gpu && tile % 4 == 3; };
-  auto stats = run_tiles(r, 32, [&](WorkerContext& ctx, std::size_t tile) {
-    if (ctx.worker().kind == WorkerInfo::Kind::gpu) {
-      int device = -1;
-      MOLACCEL_CUDA_TRY(cudaGetDevice(&device));
-      EXPECT_EQ(device, ctx.worker().device);
-      auto& buf = ctx.local<cuda::DeviceBuffer<int>>(256);
-      iota_kernel<<<1, 256>>>(256, buf.data());
-      MOLACCEL_CUDA_CHECK_LAUNCH("iota_kernel");
-      MOLACCEL_CUDA_TRY(cudaDeviceSynchronize());
-      done_on_gpu[tile] = 1;
-      gpu_tiles++;
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      cpu_tiles++;
-    }
-  }, options);
+  options.inject_fault = [](const WorkerInfo& w, std::size_t tile, int) {
+    return w.kind == WorkerInfo::Kind::gpu && tile % 4 == 3;
+  };
+  auto stats = run_tiles(
+      r, 32,
+      [&](WorkerContext& ctx, std::size_t tile) {
+        if (ctx.worker().kind == WorkerInfo::Kind::gpu) {
+          int device = -1;
+          MOLACCEL_CUDA_TRY(cudaGetDevice(&device));
+          EXPECT_EQ(device, ctx.worker().device);
+          auto& buf = ctx.local<cuda::DeviceBuffer<int>>(256);
+          iota_kernel<<<1, 256>>>(256, buf.data());
+          MOLACCEL_CUDA_CHECK_LAUNCH("iota_kernel");
+          MOLACCEL_CUDA_TRY(cudaDeviceSynchronize());
+          done_on_gpu[tile] = 1;
+          gpu_tiles++;
+        } else {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          cpu_tiles++;
+        }
+      },
+      options);
   EXPECT_EQ(gpu_tiles + cpu_tiles, 32);
   EXPECT_GE(stats.retries, 1u);
   EXPECT_GE(cpu_tiles.load(), 1);

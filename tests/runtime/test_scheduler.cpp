@@ -35,7 +35,8 @@ TEST(Scheduler, FastWorkerTakesMoreTilesThanSlowOne) {
     std::this_thread::sleep_for(std::chrono::milliseconds(ctx.worker().index == 0 ? 1 : 8));
   });
   // Dynamic hand-out: the 8x faster worker should do clearly more than half (static split: 30/30).
-  EXPECT_GT(stats.tiles_per_worker[0], 40u) << stats.tiles_per_worker[0] << " vs " << stats.tiles_per_worker[1];
+  EXPECT_GT(stats.tiles_per_worker[0], 40u)
+      << stats.tiles_per_worker[0] << " vs " << stats.tiles_per_worker[1];
   EXPECT_EQ(stats.tiles_per_worker[0] + stats.tiles_per_worker[1], 60u);
 }
 
@@ -45,7 +46,9 @@ TEST(Scheduler, FailedTileIsRetriedOnAnotherWorker) {
   std::map<std::size_t, std::set<int>> done_by;
   JobOptions options;
   // Worker 0 fails every tile divisible by 5 (think: out of memory on a smaller GPU).
-  options.inject_fault = [](const WorkerInfo& w, std::size_t tile, int) { return w.index == 0 && tile % 5 == 0; };
+  options.inject_fault = [](const WorkerInfo& w, std::size_t tile, int) {
+    return w.index == 0 && tile % 5 == 0;
+  };
   auto stats = pool.run(
       100,
       [&](WorkerContext& ctx, std::size_t tile) {
@@ -56,7 +59,9 @@ TEST(Scheduler, FailedTileIsRetriedOnAnotherWorker) {
   ASSERT_EQ(done_by.size(), 100u);
   for (auto& [tile, workers] : done_by) {
     EXPECT_EQ(workers.size(), 1u);
-    if (tile % 5 == 0) EXPECT_EQ(workers.count(0), 0u) << "tile " << tile << " completed on the failing worker";
+    if (tile % 5 == 0) {
+      EXPECT_EQ(workers.count(0), 0u) << "tile " << tile << " completed on the failing worker";
+    }
   }
   EXPECT_EQ(stats.retries + 0, stats.retries);  // counted
   EXPECT_LE(stats.retries, 20u);
@@ -70,7 +75,8 @@ TEST(Scheduler, RetriedTileSucceedsOnSecondWorker) {
     if (tile == 7) attempts++;
     return tile == 7 && attempt == 0;  // first try fails wherever it lands
   };
-  auto stats = pool.run(20, [](WorkerContext&, std::size_t) {}, options);
+  auto stats = pool.run(
+      20, [](WorkerContext&, std::size_t) {}, options);
   EXPECT_EQ(stats.retries, 1u);
   EXPECT_EQ(attempts.load(), 2);
 }
@@ -121,7 +127,8 @@ TEST(Scheduler, ProgressIsReportedInOrderUpToTotal) {
     EXPECT_EQ(total, 50u);
     seen.push_back(done);
   };
-  pool.run(50, [](WorkerContext&, std::size_t) {}, options);
+  pool.run(
+      50, [](WorkerContext&, std::size_t) {}, options);
   ASSERT_EQ(seen.size(), 50u);
   for (std::size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], i + 1);
 }
@@ -221,9 +228,10 @@ TEST(ParallelFor, CoversRangeOnceAndPropagatesErrors) {
     for (std::size_t i = b; i < e; ++i) hits[i]++;
   });
   for (auto& h : hits) ASSERT_EQ(h.load(), 1);
-  EXPECT_THROW(parallel_for(100, 2, 1, [](std::size_t b, std::size_t) {
-                 if (b == 50) throw Error("boom");
-               }),
+  EXPECT_THROW(parallel_for(100, 2, 1,
+                            [](std::size_t b, std::size_t) {
+                              if (b == 50) throw Error("boom");
+                            }),
                Error);
   parallel_for(0, 2, 1, [](std::size_t, std::size_t) { FAIL(); });
 }

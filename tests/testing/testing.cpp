@@ -11,9 +11,15 @@ bool gpu_available() {
   return available;
 }
 
-std::filesystem::path source_dir() { return MOLACCEL_SOURCE_DIR; }
-std::filesystem::path data_dir() { return source_dir() / "data"; }
-std::filesystem::path shared_data_dir() { return source_dir().parent_path() / "shared" / "data"; }
+std::filesystem::path source_dir() {
+  return MOLACCEL_SOURCE_DIR;
+}
+std::filesystem::path data_dir() {
+  return source_dir() / "data";
+}
+std::filesystem::path shared_data_dir() {
+  return source_dir().parent_path() / "shared" / "data";
+}
 
 TempDir::TempDir() {
   std::random_device rd;

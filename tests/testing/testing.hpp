@@ -14,16 +14,16 @@ namespace molaccel::testing {
 bool gpu_available();
 
 // Skips the current test (reported as SKIPPED by CTest) when there is no GPU.
-#define MOLACCEL_REQUIRE_GPU()                                                           \
-  do {                                                                                   \
-    if (!::molaccel::testing::gpu_available())                                           \
-      GTEST_SKIP() << "no GPU: " << ::molaccel::gpu_absence_reason();                    \
+#define MOLACCEL_REQUIRE_GPU()                                        \
+  do {                                                                \
+    if (!::molaccel::testing::gpu_available())                        \
+      GTEST_SKIP() << "no GPU: " << ::molaccel::gpu_absence_reason(); \
   } while (0)
 
 // Skips the current test when NVRTC cannot be loaded.
-#define MOLACCEL_REQUIRE_NVRTC()                                                         \
-  do {                                                                                   \
-    if (!::molaccel::nvrtc_available()) GTEST_SKIP() << "NVRTC not available";           \
+#define MOLACCEL_REQUIRE_NVRTC()                                               \
+  do {                                                                         \
+    if (!::molaccel::nvrtc_available()) GTEST_SKIP() << "NVRTC not available"; \
   } while (0)
 
 // The repository root, the bundled data/ folder, and ../shared/data (may not exist).

@@ -12,14 +12,15 @@ namespace molaccel::cuda {
 void throw_cuda_error(cudaError_t code, const char* expr, const char* file, int line) {
   cudaGetLastError();  // clear a non-sticky error so the worker can go on with other tiles
   throw CudaError(static_cast<int>(code),
-                  fmt::format(fmt::runtime("CUDA error {} ({}): {} in `{}`"), static_cast<int>(code), cudaGetErrorName(code),
-                              cudaGetErrorString(code), expr),
+                  fmt::format(fmt::runtime("CUDA error {} ({}): {} in `{}`"), static_cast<int>(code),
+                              cudaGetErrorName(code), cudaGetErrorString(code), expr),
                   file, line);
 }
 
 void report_cuda_error_nothrow(cudaError_t code, const char* expr, const char* file, int line) {
-  log_message(LogLevel::error, fmt::format(fmt::runtime("CUDA error {} ({}) in `{}` at {}:{}"), static_cast<int>(code),
-                                           cudaGetErrorString(code), expr, file, line));
+  log_message(LogLevel::error,
+              fmt::format(fmt::runtime("CUDA error {} ({}) in `{}` at {}:{}"), static_cast<int>(code),
+                          cudaGetErrorString(code), expr, file, line));
 }
 
 bool debug_sync_enabled() {
@@ -56,7 +57,9 @@ DeviceGuard::~DeviceGuard() {
   if (previous_ >= 0) MOLACCEL_CUDA_TRY_NOTHROW(cudaSetDevice(previous_));
 }
 
-Stream::Stream() { MOLACCEL_CUDA_TRY(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+Stream::Stream() {
+  MOLACCEL_CUDA_TRY(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
+}
 Stream::~Stream() {
   if (s_) MOLACCEL_CUDA_TRY_NOTHROW(cudaStreamDestroy(s_));
 }
@@ -67,7 +70,9 @@ Stream& Stream::operator=(Stream&& o) noexcept {
   }
   return *this;
 }
-void Stream::synchronize() const { MOLACCEL_CUDA_TRY(cudaStreamSynchronize(s_)); }
+void Stream::synchronize() const {
+  MOLACCEL_CUDA_TRY(cudaStreamSynchronize(s_));
+}
 
 Event::Event(bool timing) {
   MOLACCEL_CUDA_TRY(cudaEventCreateWithFlags(&e_, timing ? cudaEventDefault : cudaEventDisableTiming));
@@ -82,8 +87,12 @@ Event& Event::operator=(Event&& o) noexcept {
   }
   return *this;
 }
-void Event::record(cudaStream_t stream) { MOLACCEL_CUDA_TRY(cudaEventRecord(e_, stream)); }
-void Event::synchronize() const { MOLACCEL_CUDA_TRY(cudaEventSynchronize(e_)); }
+void Event::record(cudaStream_t stream) {
+  MOLACCEL_CUDA_TRY(cudaEventRecord(e_, stream));
+}
+void Event::synchronize() const {
+  MOLACCEL_CUDA_TRY(cudaEventSynchronize(e_));
+}
 float Event::elapsed_ms_since(const Event& start) const {
   float ms = 0;
   MOLACCEL_CUDA_TRY(cudaEventElapsedTime(&ms, start.e_, e_));
@@ -91,7 +100,8 @@ float Event::elapsed_ms_since(const Event& start) const {
 }
 
 LoadedProgram::LoadedProgram(const JitProgram& program) {
-  MOLACCEL_CUDA_TRY(cudaLibraryLoadData(&lib_, program.cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+  MOLACCEL_CUDA_TRY(
+      cudaLibraryLoadData(&lib_, program.cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
   names_ = program.kernel_names;
   kernels_.resize(names_.size());
   for (std::size_t i = 0; i < names_.size(); ++i)
@@ -100,7 +110,9 @@ LoadedProgram::LoadedProgram(const JitProgram& program) {
 LoadedProgram::~LoadedProgram() {
   if (lib_) MOLACCEL_CUDA_TRY_NOTHROW(cudaLibraryUnload(lib_));
 }
-LoadedProgram::LoadedProgram(LoadedProgram&& o) noexcept { *this = std::move(o); }
+LoadedProgram::LoadedProgram(LoadedProgram&& o) noexcept {
+  *this = std::move(o);
+}
 LoadedProgram& LoadedProgram::operator=(LoadedProgram&& o) noexcept {
   if (this != &o) {
     if (lib_) MOLACCEL_CUDA_TRY_NOTHROW(cudaLibraryUnload(lib_));
@@ -113,7 +125,8 @@ LoadedProgram& LoadedProgram::operator=(LoadedProgram&& o) noexcept {
 cudaKernel_t LoadedProgram::kernel(std::string_view name_expression) const {
   for (std::size_t i = 0; i < names_.size(); ++i)
     if (names_[i] == name_expression) return kernels_[i];
-  throw Error(fmt::format(fmt::runtime("JIT program has no kernel '{}'"), name_expression), __FILE__, __LINE__);
+  throw Error(fmt::format(fmt::runtime("JIT program has no kernel '{}'"), name_expression), __FILE__,
+              __LINE__);
 }
 
 }  // namespace molaccel::cuda
@@ -193,7 +206,9 @@ void refresh_free_memory(std::vector<GpuInfo>& gpus) noexcept {
   if (previous >= 0) cudaSetDevice(previous);
 }
 
-void bind_thread_to_device(int device) { MOLACCEL_CUDA_TRY(cudaSetDevice(device)); }
+void bind_thread_to_device(int device) {
+  MOLACCEL_CUDA_TRY(cudaSetDevice(device));
+}
 
 void release_thread_device() noexcept {}
 

@@ -25,17 +25,17 @@ void check_launch(const char* what, const char* file, int line);
 }  // namespace molaccel::cuda
 
 // Throws molaccel::CudaError with the expression, file and line when a CUDA call fails.
-#define MOLACCEL_CUDA_TRY(expr)                                                       \
-  do {                                                                                \
-    cudaError_t molaccel_status_ = (expr);                                            \
-    if (molaccel_status_ != cudaSuccess)                                              \
+#define MOLACCEL_CUDA_TRY(expr)                                                        \
+  do {                                                                                 \
+    cudaError_t molaccel_status_ = (expr);                                             \
+    if (molaccel_status_ != cudaSuccess)                                               \
       ::molaccel::cuda::throw_cuda_error(molaccel_status_, #expr, __FILE__, __LINE__); \
   } while (0)
 // For destructors: logs instead of throwing.
-#define MOLACCEL_CUDA_TRY_NOTHROW(expr)                                                        \
-  do {                                                                                         \
-    cudaError_t molaccel_status_ = (expr);                                                     \
-    if (molaccel_status_ != cudaSuccess)                                                       \
+#define MOLACCEL_CUDA_TRY_NOTHROW(expr)                                                         \
+  do {                                                                                          \
+    cudaError_t molaccel_status_ = (expr);                                                      \
+    if (molaccel_status_ != cudaSuccess)                                                        \
       ::molaccel::cuda::report_cuda_error_nothrow(molaccel_status_, #expr, __FILE__, __LINE__); \
   } while (0)
 // After a <<<>>> launch: checks the launch error, and synchronises in debug-sync mode.
@@ -236,11 +236,11 @@ class LoadedProgram {
 
 // Launches a JIT kernel: args are the kernel's parameters, by value, in order.
 template <class... Args>
-void launch(cudaKernel_t kernel, dim3 grid, dim3 block, std::size_t shared_bytes,
-            cudaStream_t stream, Args... args) {
+void launch(cudaKernel_t kernel, dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream,
+            Args... args) {
   void* params[] = {static_cast<void*>(&args)..., nullptr};
-  MOLACCEL_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, params,
-                                     shared_bytes, stream));
+  MOLACCEL_CUDA_TRY(
+      cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, params, shared_bytes, stream));
   check_launch("JIT kernel", __FILE__, __LINE__);
 }
 
@@ -314,9 +314,10 @@ class DeviceLease {
 
 // Launches a JIT kernel whose parameter list is only known at run time (generated code):
 // `args` holds one pointer per parameter, in order.
-inline void launch_raw(cudaKernel_t kernel, dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream,
-                       void** args) {
-  MOLACCEL_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, args, shared_bytes, stream));
+inline void launch_raw(cudaKernel_t kernel, dim3 grid, dim3 block, std::size_t shared_bytes,
+                       cudaStream_t stream, void** args) {
+  MOLACCEL_CUDA_TRY(
+      cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, args, shared_bytes, stream));
   check_launch("JIT kernel", __FILE__, __LINE__);
 }
 
