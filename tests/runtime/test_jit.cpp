@@ -147,8 +147,11 @@ TEST(Jit, ConcurrentCompilesShareTheCacheSafely) {
   JitCache check(dir.path());
   EXPECT_EQ(check.compile(request).origin, JitProgram::Origin::disk_cache);
   // No temporary files left behind.
-  for (auto& e : std::filesystem::recursive_directory_iterator(dir.path()))
-    if (e.is_regular_file()) EXPECT_EQ(e.path().extension(), ".jit") << e.path();
+  for (auto& e : std::filesystem::recursive_directory_iterator(dir.path())) {
+    if (e.is_regular_file()) {
+      EXPECT_EQ(e.path().extension(), ".jit") << e.path();
+    }
+  }
 }
 
 TEST(Jit, CompileErrorCarriesLogAndOffendingLine) {
