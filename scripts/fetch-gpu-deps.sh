@@ -2,7 +2,7 @@
 # Prepares .deps/ (git-ignored) for runs on the GPU machine, which reaches no package registry:
 # the Debian packages of the benchmark baselines, unpacked under .deps/<engine>/root, and the
 # large lingo benchmark set. Run here (Debian/Ubuntu with apt), then carry ".deps" in the call:
-#   scripts/fetch-gpu-deps.sh && (device run) scripts/gpu-check.sh
+#   scripts/fetch-gpu-deps.sh && (device run) scripts/gpu.sh all
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fetch() {  # engine package...

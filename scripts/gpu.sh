@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# The GPU driver, on a machine with an NVIDIA GPU, from the repository root (one device call):
+#   scripts/gpu.sh check   build the `cuda` preset, run every GPU test and then the CPU tests
+#   scripts/gpu.sh bench   build, run each engine's headline benchmarks, print a table
+#   scripts/gpu.sh all     check, then bench
+#   scripts/gpu.sh profile ENGINE   the engine's headline benchmark under Nsight Compute
+# Options:
+#   --engines "lingo;align"  a subset of the engines (default: all four)
+#   --quick                  shorter benchmarks (fewer repeats, smaller sizes where they allow)
+#   --tuning ENGINE:k=v      passed as `--tuning k=v` to that engine's benchmark (repeatable)
+#   --filter REGEX           only the GPU tests whose name matches (ctest -R)
+#   --jobs N                 GPU tests run N at a time (default 1)
+#   --timeout S              per-test limit in seconds (default 600)
+#   --build DIR              build folder (default build/cuda)
+# Large inputs and baselines (scripts/fetch-gpu-deps.sh) travel in .deps/. Logs go to $OUT when set
+# (the device machine), else build/gpu/.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+mode="${1:-}"
+[ $# -gt 0 ] && shift
+profile_engine=""
+if [ "$mode" = profile ]; then
+  profile_engine="${1:-}"
+  [ $# -gt 0 ] && shift
+fi
+engines="lingo;align;orbital;linalg"
+quick=0
+filter=""
+jobs=1
+timeout=600
+build=build/cuda
+tunings=()
+usage() {
+  sed -n '2,16p' "$0" >&2
+  exit 2
+}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --engines) engines="$2"; shift 2 ;;
+    --quick) quick=1; shift ;;
+    --tuning) tunings+=("$2"); shift 2 ;;
+    --filter) filter="$2"; shift 2 ;;
+    --jobs) jobs="$2"; shift 2 ;;
+    --timeout) timeout="$2"; shift 2 ;;
+    --build) build="$2"; shift 2 ;;
+    *) usage ;;
+  esac
+done
+case "$mode" in check|bench|all|profile) ;; *) usage ;; esac
+[ "$mode" = profile ] && [ -z "$profile_engine" ] && usage
+logdir="${OUT:-build/gpu}"
+mkdir -p "$logdir"
+t0=$(date +%s)
+summary=()
+note() { summary+=("$1"); echo "-- $1"; }
+failed=0
+
+# The benchmark arguments of one engine: --quick and its --tuning settings.
+engine_args() {
+  local engine=$1 t
+  [ $quick -eq 1 ] && echo --quick
+  for t in "${tunings[@]}"; do
+    [[ "$t" == "$engine":* ]] && printf -- '--tuning\n%s\n' "${t#*:}"
+  done
+}
+
+build_all() {
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader 2>/dev/null |
+    sed 's/^/gpu: /' || echo "gpu: nvidia-smi not found"
+  local start=$(date +%s)
+  if ! cmake -S . -B "$build" --preset cuda -DMOLACCEL_ENGINES="$engines" -DMOLACCEL_BUILD_FUZZ=OFF \
+    >"$logdir/configure.log" 2>&1; then
+    tail -30 "$logdir/configure.log"; echo "RESULT: FAIL (configure)"; exit 1
+  fi
+  if ! cmake --build "$build" -j"$(nproc)" >"$logdir/build.log" 2>&1; then
+    grep -E "error|FAILED" "$logdir/build.log" | head -40; echo "RESULT: FAIL (build)"; exit 1
+  fi
+  note "build ($build, engines $engines): $(( $(date +%s) - start )) s"
+}
+
+run_tests() {
+  local start=$(date +%s) select=()
+  [ -n "$filter" ] && select=(-R "$filter")
+  ctest --test-dir "$build" -L gpu "${select[@]}" --timeout "$timeout" --output-on-failure -j"$jobs" \
+    >"$logdir/ctest-gpu.log" 2>&1 || failed=1
+  note "GPU tests: $(grep -E 'tests passed|tests failed' "$logdir/ctest-gpu.log" | tail -1) ($(( $(date +%s) - start )) s)"
+  grep -E "^\s+[0-9]+ - .*(Failed|Timeout|Exception)" "$logdir/ctest-gpu.log" | head -20
+  grep -E -A3 "Failure$|\*\*\*Exception" "$logdir/ctest-gpu.log" | head -40
+  start=$(date +%s)
+  ctest --test-dir "$build" -L cpu "${select[@]}" -j"$(nproc)" --output-on-failure >"$logdir/ctest-cpu.log" 2>&1 || failed=1
+  note "CPU tests: $(grep -E 'tests passed|tests failed' "$logdir/ctest-cpu.log" | tail -1) ($(( $(date +%s) - start )) s)"
+}
+
+# Each engine's headline benchmarks; their rows go to the table.
+bench_runtime() { "$build/bench/runtime/bench_runtime"; }
+bench_lingo() {
+  mapfile -t args < <(engine_args lingo)
+  "$build/bench/lingo/bench_lingo_allpairs" --gpu-only "${args[@]}"
+  "$build/bench/lingo/bench_lingo_search" "${args[@]}"
+}
+bench_align() {
+  mapfile -t args < <(engine_args align)
+  "$build/bench/align/bench_align_search" --gpu-only "${args[@]}"
+}
+bench_orbital() {
+  mapfile -t args < <(engine_args orbital)
+  "$build/bench/orbital/bench_orbital_c60" "${args[@]}"
+}
+bench_linalg() {
+  mapfile -t args < <(engine_args linalg)
+  "$build/bench/linalg/bench_linalg" --bicgstab-only "${args[@]}"
+  [ -x "$build/bench/linalg/bench_linalg_viennacl" ] && "$build/bench/linalg/bench_linalg_viennacl" --quick
+  return 0
+}
+
+run_benchmarks() {
+  export MOLACCEL_BENCH_JSON="$logdir/bench.jsonl"
+  rm -f "$MOLACCEL_BENCH_JSON"
+  local e start
+  IFS=';' read -r -a list <<<"runtime;$engines"
+  for e in "${list[@]}"; do
+    start=$(date +%s)
+    if "bench_$e" >"$logdir/bench-$e.log" 2>&1; then
+      note "$e benchmarks: OK ($(( $(date +%s) - start )) s)"
+    else
+      failed=1; note "$e benchmarks: FAILED ($logdir/bench-$e.log)"; tail -5 "$logdir/bench-$e.log"
+    fi
+  done
+  echo
+  echo "================ benchmarks ($(date -u +%F), $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)) ================"
+  grep -hE "^(benchmark|[a-z]+/)" "$logdir"/bench-*.log | awk '!seen[$0]++' | cut -c1-200
+}
+
+# The program (and its fixed arguments) that `profile` runs for an engine.
+headline_program() {
+  case "$1" in
+    lingo) echo "$build/bench/lingo/bench_lingo_allpairs --gpu-only" ;;
+    align) echo "$build/bench/align/bench_align_search --gpu-only" ;;
+    orbital) echo "$build/bench/orbital/bench_orbital_c60" ;;
+    linalg) echo "$build/bench/linalg/bench_linalg --bicgstab-only" ;;
+    *) echo "unknown engine $1" >&2; exit 2 ;;
+  esac
+}
+
+profile() {
+  local engine=$1 program
+  command -v ncu >/dev/null || { echo "ncu not found"; exit 1; }
+  program=$(headline_program "$engine")
+  quick=1
+  mapfile -t args < <(engine_args "$engine")
+  # The first kernels of the short benchmark, every section.
+  # shellcheck disable=SC2086
+  ncu --set full --launch-count 5 -o "$logdir/profile-$engine" --force-overwrite $program "${args[@]}" \
+    >"$logdir/profile-$engine.log" 2>&1 || failed=1
+  tail -20 "$logdir/profile-$engine.log"
+  note "profile of $engine: $logdir/profile-$engine.ncu-rep"
+}
+
+build_all
+case "$mode" in
+  check) run_tests ;;
+  bench) run_benchmarks ;;
+  all) run_tests; run_benchmarks ;;
+  profile) profile "$profile_engine" ;;
+esac
+echo
+echo "================ molaccel $mode ($(( $(date +%s) - t0 )) s) ================"
+printf '%s\n' "${summary[@]}"
+[ $failed -eq 0 ] && { echo "RESULT: PASS"; exit 0; }
+echo "RESULT: FAIL"
+exit 1
