@@ -23,7 +23,7 @@ Timing measure_with(const std::function<double()>& timed_fn, int warmup = 2, int
 
 struct Row {
   std::string benchmark;  // e.g. "lingo/allpairs/cuda"
-  std::string device;     // e.g. "NVIDIA H100 80GB HBM3" or the CPU model
+  std::string device;     // the GPU's or the CPU's model name
   std::string size;       // e.g. "32768x32768"
   Timing timing;
   double work = 0;         // operations (or items) per run, for throughput

@@ -183,7 +183,7 @@ class Resources {
   const std::vector<int>& gpus() const { return gpus_; }
   int cpu_threads() const { return cpu_threads_; }
   bool show_progress() const { return show_progress_; }
-  std::string describe() const;  // "cpu (8 threads)" or "gpu:0 (NVIDIA H100 ...)"
+  std::string describe() const;  // "cpu (8 threads)" or "gpu:0 (the GPU's name)"
   WorkerPool& pool() const;
   PinnedPool& pinned_pool() const;  // page-locked staging shared by this handle's jobs
 
