@@ -51,12 +51,12 @@ int main(int argc, char** argv) try {
       else if (key == "chunk_residues" && !value.empty())
         tuning.chunk_residues = std::stoull(value);
       else {
-        fmt::print(stderr, "bench_align_search: unknown tuning '{}' (long_threshold=N, chunk_residues=N)\n", kv);
+        fmt::print(stderr, "bench_align_search: unknown tuning '{}' (long_threshold=N, chunk_residues=N)\n",
+                   kv);
         return 2;
       }
       tuning_notes.push_back(kv);
-    }
-    else if (a == "--dbdir" && i + 1 < argc)
+    } else if (a == "--dbdir" && i + 1 < argc)
       dbdir = argv[++i];
     else if (a == "--max-gpus" && i + 1 < argc)
       max_gpus = std::stoi(argv[++i]);
@@ -70,7 +70,8 @@ int main(int argc, char** argv) try {
   }
   // --quick keeps the whole 486k database (a smaller one fills less than one wave of the GPU and
   // measures the tail, not the kernel) but times one repeat (unless --repeats) and a small CPU row.
-  if (quick) cpu_sequences = std::min<std::size_t>(cpu_sequences, 1000), repeats = repeats_given ? repeats : 1;
+  if (quick)
+    cpu_sequences = std::min<std::size_t>(cpu_sequences, 1000), repeats = repeats_given ? repeats : 1;
   const std::filesystem::path source = MOLACCEL_SOURCE_DIR;
   const auto queries = al::read_fasta(source / "data" / "align" / "queries20.fasta");
   std::uint64_t query_residues = 0;
@@ -108,8 +109,8 @@ int main(int argc, char** argv) try {
       return row;
     };
     const al::gpu_entry::Tuning* chosen = tuning_notes.empty() ? nullptr : &tuning;
-    const std::string tuning_note =
-        tuning_notes.empty() ? std::string("default tuning") : fmt::format("{}", fmt::join(tuning_notes, " "));
+    const std::string tuning_note = tuning_notes.empty() ? std::string("default tuning")
+                                                         : fmt::format("{}", fmt::join(tuning_notes, " "));
     // In-memory database: "with upload+layout" is the whole score_database_batch call; "compute
     // only" the slowest device's span from its first kernel launch to its last score on the host
     // (the layout and upload of later chunks overlap it).
@@ -119,7 +120,8 @@ int main(int argc, char** argv) try {
       std::vector<double> device_times;
       const auto timing = mb::measure(
           [&] {
-            al::detail::score_database_batch(resources, queries, db, scoring, al::Backend::cuda, &stats, chosen);
+            al::detail::score_database_batch(resources, queries, db, scoring, al::Backend::cuda, &stats,
+                                             chosen);
             device_times.push_back(stats.slowest_device_seconds);
           },
           1, repeats);
@@ -147,7 +149,8 @@ int main(int argc, char** argv) try {
       const auto timing = mb::measure(
           [&] {
             const auto opened = al::Database::open(dbdir);
-            al::detail::score_database_batch(resources, queries, opened, scoring, al::Backend::cuda, &stats, chosen);
+            al::detail::score_database_batch(resources, queries, opened, scoring, al::Backend::cuda, &stats,
+                                             chosen);
           },
           1, repeats);
       mb::Row row = base_row(devices);
@@ -157,8 +160,8 @@ int main(int argc, char** argv) try {
                              dbdir.filename().string(), write_seconds);
       mb::print_row(row);
     };
-    const int max_devices = max_gpus > 0 ? std::min<int>(max_gpus, static_cast<int>(gpus.size()))
-                                         : static_cast<int>(gpus.size());
+    const int max_devices =
+        max_gpus > 0 ? std::min<int>(max_gpus, static_cast<int>(gpus.size())) : static_cast<int>(gpus.size());
     for (int devices = 1; devices <= max_devices; ++devices) {
       run_in_memory(devices, true);
       run_loading(devices);

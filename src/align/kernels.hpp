@@ -78,9 +78,10 @@ std::vector<std::vector<int>> score_database_batch(const Resources& resources, c
 
 // score_database_batch on a given worker pool (tests: e.g. two workers on the same GPU exercise
 // the multi-device path on a one-GPU machine). `job_stats` receives the scheduler's statistics.
-std::vector<std::vector<int>> score_database_batch_on(WorkerPool& pool, int cpu_threads, const SequenceSet& queries,
-                                                      const Database& database, const Scoring& scoring,
-                                                      Backend backend, ScoreStats* stats = nullptr,
+std::vector<std::vector<int>> score_database_batch_on(WorkerPool& pool, int cpu_threads,
+                                                      const SequenceSet& queries, const Database& database,
+                                                      const Scoring& scoring, Backend backend,
+                                                      ScoreStats* stats = nullptr,
                                                       JobStats* job_stats = nullptr,
                                                       const gpu_entry::Tuning* tuning = nullptr);
 

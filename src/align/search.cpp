@@ -63,8 +63,8 @@ struct Workers {
 };
 
 std::vector<std::vector<int>> score_batch_on(const Workers& workers, const SequenceSet& queries,
-                                             const Database& database, const Scoring& scoring, Backend backend,
-                                             ScoreStats* stats, JobStats* job_stats,
+                                             const Database& database, const Scoring& scoring,
+                                             Backend backend, ScoreStats* stats, JobStats* job_stats,
                                              const gpu_entry::Tuning* tuning) {
   scoring.validate();
   const double started = now_seconds();
@@ -172,8 +172,10 @@ std::vector<std::vector<int>> score_batch_on(const Workers& workers, const Seque
       job);
   if (job_stats) *job_stats = job_result;
   if (trace_enabled("align"))
-    trace_message("align", fmt::format("{} tiles, score arrays ready {:.1f} ms, tiles done {:.1f} ms after the call began",
-                                       tiles, (tiles_started - started) * 1e3, (now_seconds() - started) * 1e3));
+    trace_message(
+        "align",
+        fmt::format("{} tiles, score arrays ready {:.1f} ms, tiles done {:.1f} ms after the call began",
+                    tiles, (tiles_started - started) * 1e3, (now_seconds() - started) * 1e3));
 
   if (stats) {
     stats->kernel = fmt::format("{}", fmt::join(kernels, "+"));
@@ -202,10 +204,10 @@ std::vector<std::vector<int>> score_database_batch(const Resources& resources, c
   return score_batch_on(workers, queries, database, scoring, backend, stats, nullptr, tuning);
 }
 
-
-std::vector<std::vector<int>> score_database_batch_on(WorkerPool& pool, int cpu_threads, const SequenceSet& queries,
-                                                      const Database& database, const Scoring& scoring,
-                                                      Backend backend, ScoreStats* stats, JobStats* job_stats,
+std::vector<std::vector<int>> score_database_batch_on(WorkerPool& pool, int cpu_threads,
+                                                      const SequenceSet& queries, const Database& database,
+                                                      const Scoring& scoring, Backend backend,
+                                                      ScoreStats* stats, JobStats* job_stats,
                                                       const gpu_entry::Tuning* tuning) {
   Workers workers;
   workers.pool = &pool;

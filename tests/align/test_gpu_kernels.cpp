@@ -23,7 +23,8 @@ Resources gpu_resources() {
 void expect_gpu_equals_reference(const SequenceSet& queries, const Database& db, const Scoring& scoring,
                                  ScoreStats* stats_out = nullptr, const gpu_entry::Tuning* tuning = nullptr) {
   ScoreStats stats;
-  const auto gpu = detail::score_database_batch(gpu_resources(), queries, db, scoring, Backend::cuda, &stats, tuning);
+  const auto gpu =
+      detail::score_database_batch(gpu_resources(), queries, db, scoring, Backend::cuda, &stats, tuning);
   const auto ref = score_database_batch(Resources::cpu(0), queries, db, scoring, Backend::reference);
   for (std::size_t q = 0; q < queries.size(); ++q)
     for (std::size_t i = 0; i < db.size(); ++i)
@@ -87,8 +88,9 @@ TEST(AlignGpu, InterTaskAllMatricesAndGaps) {
   }
   db_letters.push_back(std::string(1200, 'W'));  // 13,200 with BLOSUM62: deep in 16 bits
   const auto db = Database::from_sequences(make_set(db_letters));
-  const auto queries = make_set({random_protein(rng, 1), random_protein(rng, 70), mutate(rng, db_letters[5], 0.1),
-                                 random_protein(rng, 211), std::string(1300, 'W')});
+  const auto queries =
+      make_set({random_protein(rng, 1), random_protein(rng, 70), mutate(rng, db_letters[5], 0.1),
+                random_protein(rng, 211), std::string(1300, 'W')});
   int round = 0;
   for (const auto& name : builtin_matrix_names()) {
     Scoring scoring;
@@ -118,9 +120,9 @@ TEST(AlignGpu, PipelineWithManyChunks) {
   db_letters.push_back(std::string(1500, 'W'));  // long at threshold 600
   db_letters.push_back(std::string(500, 'W'));   // short: saturates 16 bits with the x10 matrix
   const auto db = Database::from_sequences(make_set(db_letters));
-  const auto queries = make_set({random_protein(rng, 7), random_protein(rng, 130), mutate(rng, db_letters[11], 0.1),
-                                 random_protein(rng, 260), random_protein(rng, 61), std::string(1400, 'W'),
-                                 random_protein(rng, 333)});
+  const auto queries = make_set({random_protein(rng, 7), random_protein(rng, 130),
+                                 mutate(rng, db_letters[11], 0.1), random_protein(rng, 260),
+                                 random_protein(rng, 61), std::string(1400, 'W'), random_protein(rng, 333)});
   for (std::uint64_t chunk : {1, 3000, 20000, 0})
     for (unsigned threshold : {600u, 2048u}) {
       gpu_entry::Tuning tuning;
@@ -141,9 +143,11 @@ TEST(AlignGpu, SeveralWorkersShareTheDatabase) {
   MOLACCEL_REQUIRE_GPU();
   std::mt19937 rng(606);
   std::vector<std::string> db_letters;
-  for (int i = 0; i < 700; ++i) db_letters.push_back(random_protein(rng, 1 + rng() % (i % 50 == 0 ? 3000 : 500)));
+  for (int i = 0; i < 700; ++i)
+    db_letters.push_back(random_protein(rng, 1 + rng() % (i % 50 == 0 ? 3000 : 500)));
   const auto db = Database::from_sequences(make_set(db_letters));
-  const auto queries = make_set({random_protein(rng, 50), mutate(rng, db_letters[42], 0.1), random_protein(rng, 401)});
+  const auto queries =
+      make_set({random_protein(rng, 50), mutate(rng, db_letters[42], 0.1), random_protein(rng, 401)});
   const auto ref = score_database_batch(Resources::cpu(0), queries, db, Scoring{}, Backend::reference);
   for (bool with_cpu : {false, true}) {
     std::vector<WorkerInfo> infos(with_cpu ? 3 : 2);
@@ -156,7 +160,8 @@ TEST(AlignGpu, SeveralWorkersShareTheDatabase) {
     SCOPED_TRACE(fmt::format("CPU worker {}", with_cpu));
     ScoreStats stats;
     JobStats job;
-    const auto gpu = detail::score_database_batch_on(pool, 4, queries, db, Scoring{}, Backend::cuda, &stats, &job);
+    const auto gpu =
+        detail::score_database_batch_on(pool, 4, queries, db, Scoring{}, Backend::cuda, &stats, &job);
     EXPECT_EQ(job.tiles, infos.size());  // one interleaved tile per worker
     for (std::size_t q = 0; q < queries.size(); ++q)
       for (std::size_t i = 0; i < db.size(); ++i)

@@ -9,7 +9,9 @@
 
 namespace molaccel::align::gpu_entry {
 
-Tuning tuning_for(int /*device*/) { return Tuning{}; }
+Tuning tuning_for(int /*device*/) {
+  return Tuning{};
+}
 
 std::uint64_t chunk_residues_for(const Tuning& t, std::uint64_t short_residues, std::size_t query_pairs,
                                  bool multi_strip) {
@@ -19,9 +21,10 @@ std::uint64_t chunk_residues_for(const Tuning& t, std::uint64_t short_residues, 
   // smaller share on several GPUs must not be cut into more, smaller chunks: a quarter of the
   // 486k database on one GPU took 400 ms in 12 chunks, 360 ms in 6 and 344 ms in 3 (1/4 of the
   // whole database's 1,359 ms is 340 ms); the whole database 1,359 ms in 11 or 12 chunks alike.
-  std::uint64_t chunk = t.chunk_residues > 0 ? t.chunk_residues
-                                             : std::clamp<std::uint64_t>(short_residues / 3 + 1, std::uint64_t{1} << 20,
-                                                                         std::uint64_t{16} << 20);
+  std::uint64_t chunk = t.chunk_residues > 0
+                            ? t.chunk_residues
+                            : std::clamp<std::uint64_t>(short_residues / 3 + 1, std::uint64_t{1} << 20,
+                                                        std::uint64_t{16} << 20);
   if (multi_strip) {
     // Boundary rows take ~9 bytes per residue and query pair per set in flight: keep each set
     // within min(2 GB, free memory / (2 x sets)).
@@ -29,8 +32,8 @@ std::uint64_t chunk_residues_for(const Tuning& t, std::uint64_t short_residues, 
     MOLACCEL_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes));
     const std::uint64_t budget =
         std::min<std::uint64_t>(std::uint64_t{2} << 30, free_bytes / (2 * kChunkSets));
-    chunk = std::min<std::uint64_t>(chunk,
-                                    std::max<std::uint64_t>(std::uint64_t{1} << 14, budget / (9 * query_pairs)));
+    chunk = std::min<std::uint64_t>(
+        chunk, std::max<std::uint64_t>(std::uint64_t{1} << 14, budget / (9 * query_pairs)));
   }
   return chunk;
 }
@@ -49,8 +52,8 @@ void score_tile(WorkerContext& ctx, const TileRequest& request, TileResult& resu
   const TileSubjects tile{request.residues, request.offsets, request.subjects, request.count};
   for (;;) {
     try {
-      score_tile_pipelined(tuning, scratch, request.queries, request.query_count, tile, scoring, request.scores,
-                           request.layout_threads, result);
+      score_tile_pipelined(tuning, scratch, request.queries, request.query_count, tile, scoring,
+                           request.scores, request.layout_threads, result);
       return;
     } catch (const CudaError& e) {
       // Out of memory: free what we hold, clear the error and retry with chunks half as large
@@ -65,7 +68,8 @@ void score_tile(WorkerContext& ctx, const TileRequest& request, TileResult& resu
                                         : std::min<std::uint64_t>(residues, std::uint64_t{16} << 20);
       if (current < (std::uint64_t{1} << 14)) throw;
       tuning.chunk_residues = current / 2;
-      log_warn("align: GPU out of memory; retrying the tile with chunks of {} residues", tuning.chunk_residues);
+      log_warn("align: GPU out of memory; retrying the tile with chunks of {} residues",
+               tuning.chunk_residues);
     }
   }
 }

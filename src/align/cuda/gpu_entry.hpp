@@ -30,7 +30,7 @@ struct TileRequest {
   int saturation_threshold = 32767;
   // Per query: the score of tile subject i goes to scores[q][subjects ? subjects[i] : i].
   int* const* scores = nullptr;
-  int layout_threads = 1;  // host threads for the tile layout
+  int layout_threads = 1;          // host threads for the tile layout
   const Tuning* tuning = nullptr;  // nullptr: tuning_for(the worker's device)
 };
 

@@ -15,8 +15,8 @@ void launch_inter(const InterLaunch& a, GapCosts gaps, cudaStream_t stream) {
 }
 
 void launch_intra(const unsigned char* residues, const unsigned long long* offset, const unsigned* length,
-                  const unsigned long long* scratch_offset, int2* rows, int jobs, const unsigned char* query, int m,
-                  const int* matrix, GapCosts gaps, int* best, cudaStream_t stream) {
+                  const unsigned long long* scratch_offset, int2* rows, int jobs, const unsigned char* query,
+                  int m, const int* matrix, GapCosts gaps, int* best, cudaStream_t stream) {
   const int warps_per_block = kIntraThreads / gpu::kWarp;
   const int blocks = (jobs + warps_per_block - 1) / warps_per_block;
   gpu::intra_task_kernel<kIntraRowsPerLane><<<blocks, kIntraThreads, 0, stream>>>(
@@ -28,8 +28,8 @@ void launch_intra_jobs(const IntraJobsLaunch& a, GapCosts gaps, cudaStream_t str
   const int warps_per_block = kIntraThreads / gpu::kWarp;
   const int blocks = (a.job_count + warps_per_block - 1) / warps_per_block;
   gpu::intra_task_kernel_jobs<kIntraRowsPerLane><<<blocks, kIntraThreads, 0, stream>>>(
-      a.residues, a.subject_offset, a.subject_length, a.jobs, a.job_scratch, a.scratch, a.job_count, a.queries,
-      a.query_offset, a.query_length, a.matrix, gaps.open, gaps.extend, a.best, a.best_stride);
+      a.residues, a.subject_offset, a.subject_length, a.jobs, a.job_scratch, a.scratch, a.job_count,
+      a.queries, a.query_offset, a.query_length, a.matrix, gaps.open, gaps.extend, a.best, a.best_stride);
   MOLACCEL_CUDA_CHECK_LAUNCH("align intra_task_kernel_jobs");
 }
 

@@ -10,8 +10,8 @@ namespace molaccel::align::gpu_entry {
 // cap guarantees: R = 32 with 3 blocks measured fastest (see docs/align.md).
 constexpr int kStripRows = 32;
 constexpr int kInterMinBlocks = 3;
-constexpr int kInterThreads = 128;  // per block (4 warps: one work item)
-constexpr int kIntraThreads = 128;  // per block of the intra-task kernels (one job per warp)
+constexpr int kInterThreads = 128;    // per block (4 warps: one work item)
+constexpr int kIntraThreads = 128;    // per block of the intra-task kernels (one job per warp)
 constexpr int kIntraRowsPerLane = 8;  // the intra-task kernel's 32 lanes x 8 = 256 query rows per pass
 constexpr int kWarpSize = 32;
 constexpr int kMatrixDim = 32;  // padded alphabet (row/column 31 = padding)
@@ -40,8 +40,8 @@ void launch_inter(const InterLaunch& a, GapCosts gaps, cudaStream_t stream);
 
 // Exact 32-bit scores of one query (device pointer) against `jobs` subjects.
 void launch_intra(const unsigned char* residues, const unsigned long long* offset, const unsigned* length,
-                  const unsigned long long* scratch_offset, int2* rows, int jobs, const unsigned char* query, int m,
-                  const int* matrix, GapCosts gaps, int* best, cudaStream_t stream);
+                  const unsigned long long* scratch_offset, int2* rows, int jobs, const unsigned char* query,
+                  int m, const int* matrix, GapCosts gaps, int* best, cudaStream_t stream);
 
 // Jobs (subject, query) in one launch; best[query * best_stride + subject].
 struct IntraJobsLaunch {

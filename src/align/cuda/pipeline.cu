@@ -40,17 +40,18 @@ std::vector<int> rescore_exact(PipelineScratch& ps, const TileSubjects& tile,
   ps.rescue_length.upload(length, stream);
   ps.rescue_rows.resize(std::max<std::size_t>(1, residues.size()));
   ps.rescue_best.resize(positions.size());
-  launch_intra(ps.rescue_residues.data(), ps.rescue_offset.data(), ps.rescue_length.data(), ps.rescue_scratch.data(),
-               ps.rescue_rows.data(), static_cast<int>(positions.size()), query, m, ps.matrix.data(),
-               GapCosts{scoring.gap_open, scoring.gap_extend}, ps.rescue_best.data(), stream);
+  launch_intra(ps.rescue_residues.data(), ps.rescue_offset.data(), ps.rescue_length.data(),
+               ps.rescue_scratch.data(), ps.rescue_rows.data(), static_cast<int>(positions.size()), query, m,
+               ps.matrix.data(), GapCosts{scoring.gap_open, scoring.gap_extend}, ps.rescue_best.data(),
+               stream);
   return ps.rescue_best.download(stream);
 }
 
 }  // namespace
 
-void score_tile_pipelined(const Tuning& t, PipelineScratch& ps, const QueryView* queries, std::size_t query_count,
-                          const TileSubjects& tile, const Scoring& scoring, int* const* scores, int layout_threads,
-                          TileResult& counters) {
+void score_tile_pipelined(const Tuning& t, PipelineScratch& ps, const QueryView* queries,
+                          std::size_t query_count, const TileSubjects& tile, const Scoring& scoring,
+                          int* const* scores, int layout_threads, TileResult& counters) {
   const double entered = now_seconds();
   constexpr int R = kStripRows;
   const int threads = std::max(1, layout_threads);
@@ -65,7 +66,10 @@ void score_tile_pipelined(const Tuning& t, PipelineScratch& ps, const QueryView*
     std::size_t lo = 0, hi = tile.count;
     while (lo < hi) {
       const std::size_t mid = (lo + hi) / 2;
-      if (tile.length(mid) <= t.long_threshold) lo = mid + 1; else hi = mid;
+      if (tile.length(mid) <= t.long_threshold)
+        lo = mid + 1;
+      else
+        hi = mid;
     }
     n_short = lo;
   }
@@ -86,8 +90,8 @@ void score_tile_pipelined(const Tuning& t, PipelineScratch& ps, const QueryView*
   for (std::size_t p = 0; p < pairs; ++p) {
     pair_a[p] = order[2 * p];
     pair_b[p] = 2 * p + 1 < query_count ? order[2 * p + 1] : query_count;
-    const std::size_t m_max = std::max(queries[pair_a[p]].length,
-                                       pair_b[p] < query_count ? queries[pair_b[p]].length : 0);
+    const std::size_t m_max =
+        std::max(queries[pair_a[p]].length, pair_b[p] < query_count ? queries[pair_b[p]].length : 0);
     pair_m_pad[p] = static_cast<int>((m_max + R - 1) / R * R);
     multi_strip |= pair_m_pad[p] > R;
     pair_profile[p] = profile_words;
@@ -206,9 +210,11 @@ void score_tile_pipelined(const Tuning& t, PipelineScratch& ps, const QueryView*
     for (std::size_t q = 0; q < query_count; ++q)
       for (std::size_t k = 0; k < n_long; ++k) {
         const unsigned long long passes = (queries[q].length + kIntraRows - 1) / kIntraRows;
-        jobs.push_back({passes * (long_length[k] + kWarpSize), make_uint2(static_cast<unsigned>(k), static_cast<unsigned>(q))});
+        jobs.push_back({passes * (long_length[k] + kWarpSize),
+                        make_uint2(static_cast<unsigned>(k), static_cast<unsigned>(q))});
       }
-    std::stable_sort(jobs.begin(), jobs.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+    std::stable_sort(jobs.begin(), jobs.end(),
+                     [](const auto& x, const auto& y) { return x.first > y.first; });
     std::size_t free_bytes = 0, total_bytes = 0;
     MOLACCEL_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes));
     const unsigned long long budget = std::max<unsigned long long>(
@@ -234,12 +240,13 @@ void score_tile_pipelined(const Tuning& t, PipelineScratch& ps, const QueryView*
     ps.long_rows.resize(std::max<unsigned long long>(1, budget));
     for (std::size_t w = 0; w + 1 < waves.size(); ++w)
       if (waves[w + 1] > waves[w])
-        launch_intra_jobs(IntraJobsLaunch{ps.d_long_residues.data(), ps.long_offset.data(), ps.long_length.data(),
-                                          ps.long_jobs.data() + waves[w], ps.long_scratch.data() + waves[w],
-                                          ps.long_rows.data(), static_cast<int>(waves[w + 1] - waves[w]),
-                                          ps.queries.data(), ps.query_offset.data(), ps.query_length.data(),
-                                          ps.matrix.data(), ps.long_best.data(), n_long},
-                          GapCosts{scoring.gap_open, scoring.gap_extend}, stream);
+        launch_intra_jobs(
+            IntraJobsLaunch{ps.d_long_residues.data(), ps.long_offset.data(), ps.long_length.data(),
+                            ps.long_jobs.data() + waves[w], ps.long_scratch.data() + waves[w],
+                            ps.long_rows.data(), static_cast<int>(waves[w + 1] - waves[w]), ps.queries.data(),
+                            ps.query_offset.data(), ps.query_length.data(), ps.matrix.data(),
+                            ps.long_best.data(), n_long},
+            GapCosts{scoring.gap_open, scoring.gap_extend}, stream);
     ps.long_best.copy_to_host(ps.long_best_host.data(), n_long * query_count, stream);
     ps.long_done->record(stream);
   }
@@ -322,11 +329,12 @@ void score_tile_pipelined(const Tuning& t, PipelineScratch& ps, const QueryView*
     c.d_warp_base.copy_from_host(c.warp_base.data(), c.warps, c.stream);
     c.d_warp_quads.copy_from_host(c.warp_quads.data(), c.warps, c.stream);
     c.d_items.copy_from_host(c.items.data(), items.size(), c.stream);
-    launch_inter(InterLaunch{c.d_layout.data(), c.d_warp_base.data(), c.d_warp_quads.data(), c.d_boundary.data(),
-                             multi_strip ? total * 4 : 0, c.warps, c.d_items.data(), static_cast<int>(items.size()),
-                             ps.profiles.data(), ps.pair_profile.data(), ps.pair_m_pad.data(), c.d_best.data(),
-                             static_cast<unsigned long long>(c.warps) * kWarpSize},
-                 GapCosts{scoring.gap_open, scoring.gap_extend}, c.stream);
+    launch_inter(
+        InterLaunch{c.d_layout.data(), c.d_warp_base.data(), c.d_warp_quads.data(), c.d_boundary.data(),
+                    multi_strip ? total * 4 : 0, c.warps, c.d_items.data(), static_cast<int>(items.size()),
+                    ps.profiles.data(), ps.pair_profile.data(), ps.pair_m_pad.data(), c.d_best.data(),
+                    static_cast<unsigned long long>(c.warps) * kWarpSize},
+        GapCosts{scoring.gap_open, scoring.gap_extend}, c.stream);
     c.d_best.copy_to_host(c.best.data(), static_cast<std::size_t>(c.warps) * kWarpSize * pairs, c.stream);
     c.done.record(c.stream);
     in_flight.push_back(&c);
@@ -338,7 +346,8 @@ void score_tile_pipelined(const Tuning& t, PipelineScratch& ps, const QueryView*
   if (n_long > 0) {
     ps.long_done->synchronize();
     for (std::size_t q = 0; q < query_count; ++q)
-      for (std::size_t k = 0; k < n_long; ++k) scores[q][tile.id(n_short + k)] = ps.long_best_host[q * n_long + k];
+      for (std::size_t k = 0; k < n_long; ++k)
+        scores[q][tile.id(n_short + k)] = ps.long_best_host[q * n_long + k];
   }
   const double long_done = now_seconds();
   for (std::size_t q = 0; q < query_count; ++q) {
@@ -359,12 +368,13 @@ void score_tile_pipelined(const Tuning& t, PipelineScratch& ps, const QueryView*
     for (std::size_t k = 0; k < n_long; ++k) long_residues += long_length[k];
     trace_message(
         "align",
-        fmt::format(fmt::runtime("gpu{}: {} short ({:.1f} M res, {} chunks) + {} long ({:.1f} M res); setup "
-                                 "{:.1f} ms, chunks done {:.1f}, long done {:.1f}{}, rescored {} by {:.1f} ms"),
-                    device, n_short, static_cast<double>(short_residues) / 1e6, chunks, n_long,
-               static_cast<double>(long_residues) / 1e6, (first_launch - entered) * 1e3,
-               (chunks_done - entered) * 1e3, (long_done - entered) * 1e3, long_pending ? " (waited)" : "",
-                    counters.rescored, (ended - entered) * 1e3));
+        fmt::format(
+            fmt::runtime("gpu{}: {} short ({:.1f} M res, {} chunks) + {} long ({:.1f} M res); setup "
+                         "{:.1f} ms, chunks done {:.1f}, long done {:.1f}{}, rescored {} by {:.1f} ms"),
+            device, n_short, static_cast<double>(short_residues) / 1e6, chunks, n_long,
+            static_cast<double>(long_residues) / 1e6, (first_launch - entered) * 1e3,
+            (chunks_done - entered) * 1e3, (long_done - entered) * 1e3, long_pending ? " (waited)" : "",
+            counters.rescored, (ended - entered) * 1e3));
   }
 }
 

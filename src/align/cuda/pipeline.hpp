@@ -97,8 +97,8 @@ std::uint64_t chunk_residues_for(const Tuning& t, std::uint64_t short_residues, 
                                  bool multi_strip);
 
 // Scores every query against every subject of the tile; throws CudaError (out of memory included).
-void score_tile_pipelined(const Tuning& t, PipelineScratch& ps, const QueryView* queries, std::size_t query_count,
-                          const TileSubjects& tile, const Scoring& scoring, int* const* scores, int layout_threads,
-                          TileResult& counters);
+void score_tile_pipelined(const Tuning& t, PipelineScratch& ps, const QueryView* queries,
+                          std::size_t query_count, const TileSubjects& tile, const Scoring& scoring,
+                          int* const* scores, int layout_threads, TileResult& counters);
 
 }  // namespace molaccel::align::gpu_entry

@@ -82,7 +82,8 @@ __device__ __forceinline__ void inter_qp_agent(const unsigned* __restrict__ subj
         next_residues = my_subjects[static_cast<size_t>(c + 1) * kWarp];
         if (!first_strip) {
 #pragma unroll
-          for (int k = 0; k < 4; ++k) next_above[k] = my_boundary[(static_cast<size_t>(c + 1) * 4 + k) * kWarp];
+          for (int k = 0; k < 4; ++k)
+            next_above[k] = my_boundary[(static_cast<size_t>(c + 1) * 4 + k) * kWarp];
         }
       }
 #pragma unroll
@@ -121,10 +122,12 @@ __device__ __forceinline__ void inter_qp_agent(const unsigned* __restrict__ subj
 // boundary rows (boundary_stride uint2 apart) and its own outputs (best_stride words apart).
 template <int R, int MinBlocks>
 __global__ void __launch_bounds__(128, MinBlocks)
-    inter_task_kernel_qpm(const unsigned* __restrict__ subjects, const unsigned long long* __restrict__ warp_base,
+    inter_task_kernel_qpm(const unsigned* __restrict__ subjects,
+                          const unsigned long long* __restrict__ warp_base,
                           const unsigned* __restrict__ warp_quads, uint2* __restrict__ boundary,
                           unsigned long long boundary_stride, int warps, const uint2* __restrict__ items,
-                          const unsigned* __restrict__ profiles, const unsigned long long* __restrict__ pair_profile,
+                          const unsigned* __restrict__ profiles,
+                          const unsigned long long* __restrict__ pair_profile,
                           const int* __restrict__ pair_m_pad, int open, int extend,
                           unsigned* __restrict__ best_out, unsigned long long best_stride) {
   const uint2 item = items[blockIdx.x];
@@ -147,9 +150,10 @@ __global__ void __launch_bounds__(128, MinBlocks)
 // `transposed`: the scoring matrix in shared memory, [subject letter][query letter], row 31 =
 // padding (query rows past the end). Called by all 32 lanes of the warp; returns the best score.
 template <int R>
-__device__ __forceinline__ int intra_job(const int* transposed, const unsigned char* __restrict__ subject, int n,
-                                         int2* __restrict__ row_below, const unsigned char* __restrict__ query,
-                                         int m, int open, int extend, int lane) {
+__device__ __forceinline__ int intra_job(const int* transposed, const unsigned char* __restrict__ subject,
+                                         int n, int2* __restrict__ row_below,
+                                         const unsigned char* __restrict__ query, int m, int open, int extend,
+                                         int lane) {
   constexpr int kMinusInfinity = -(1 << 28);
   constexpr unsigned kAll = 0xffffffffu;
   constexpr int kPad = kMatrixDim - 1;
@@ -255,17 +259,18 @@ __global__ void __launch_bounds__(128)
                            const unsigned long long* __restrict__ job_scratch, int2* __restrict__ scratch,
                            int job_count, const unsigned char* __restrict__ queries,
                            const unsigned long long* __restrict__ query_offset,
-                           const unsigned* __restrict__ query_length, const int* __restrict__ matrix, int open,
-                           int extend, int* __restrict__ best_out, unsigned long long best_stride) {
+                           const unsigned* __restrict__ query_length, const int* __restrict__ matrix,
+                           int open, int extend, int* __restrict__ best_out, unsigned long long best_stride) {
   __shared__ int transposed[kMatrixDim * kMatrixDim];
   load_transposed_matrix(transposed, matrix);
   const int job = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (job >= job_count) return;
   const uint2 pair = jobs[job];
-  const int best = intra_job<R>(transposed, residues + subject_offset[pair.x], static_cast<int>(subject_length[pair.x]),
-                                scratch + job_scratch[job], queries + query_offset[pair.y],
-                                static_cast<int>(query_length[pair.y]), open, extend, lane);
+  const int best =
+      intra_job<R>(transposed, residues + subject_offset[pair.x], static_cast<int>(subject_length[pair.x]),
+                   scratch + job_scratch[job], queries + query_offset[pair.y],
+                   static_cast<int>(query_length[pair.y]), open, extend, lane);
   if (lane == 0) best_out[pair.y * best_stride + pair.x] = best;
 }
 
