@@ -5,16 +5,16 @@
 // makedb directory the bench writes once, then the search); CPU: all cores on a 5,000-sequence
 // database of the same distribution, in the same run.
 //   bench_align_search [--quick] [--sequences N] [--cpu-sequences N] [--repeats N] [--gpu-only]
-//                      [--variant INTER:ROWS[:MIN_BLOCKS]]... [--dbdir DIR] [--max-gpus N]
-// Each --variant (e.g. qp:40:3, qp1:48:2, pf:48:2) times the 1-GPU search on the same database with
-// MOLACCEL_ALIGN_INTER / _STRIP_ROWS / _MIN_BLOCKS set, so kernel variants are compared side by side;
-// the per-device-count rows then use the default tuning.
+//                      [--tuning KEY=VALUE]... [--dbdir DIR] [--max-gpus N]
+// --tuning sets a GPU setting for every GPU row instead of the device's own choice:
+// long_threshold=N (subjects longer than N residues go to the intra-task kernel) and
+// chunk_residues=N (pipeline chunk size; 0 = automatic).
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 
+#include "align/kernels.hpp"
 #include "align/synthetic_database.hpp"
 #include "common/harness.hpp"
 #include "molaccel/align.hpp"
@@ -26,7 +26,8 @@ int main(int argc, char** argv) try {
   bool quick = false, cpu_row = true, repeats_given = false;
   std::size_t sequences = 486000, cpu_sequences = 5000;
   int repeats = 3;
-  std::vector<std::string> variants;
+  al::gpu_entry::Tuning tuning;
+  std::vector<std::string> tuning_notes;
   std::filesystem::path dbdir;
   int max_gpus = 0;
   for (int i = 1; i < argc; ++i) {
@@ -41,23 +42,36 @@ int main(int argc, char** argv) try {
       repeats = std::stoi(argv[++i]), repeats_given = true;
     else if (a == "--gpu-only")
       cpu_row = false;
-    else if (a == "--variant" && i + 1 < argc)
-      variants.push_back(argv[++i]);
-    else if (a == "--dbdir" && i + 1 < argc)
+    else if (a == "--tuning" && i + 1 < argc) {
+      const std::string kv = argv[++i];
+      const auto eq = kv.find('=');
+      const std::string key = kv.substr(0, eq), value = eq == std::string::npos ? "" : kv.substr(eq + 1);
+      if (key == "long_threshold" && !value.empty())
+        tuning.long_threshold = static_cast<unsigned>(std::max(1ul, std::stoul(value)));
+      else if (key == "chunk_residues" && !value.empty())
+        tuning.chunk_residues = std::stoull(value);
+      else {
+        fmt::print(stderr, "bench_align_search: unknown tuning '{}' (long_threshold=N, chunk_residues=N)\n",
+                   kv);
+        return 2;
+      }
+      tuning_notes.push_back(kv);
+    } else if (a == "--dbdir" && i + 1 < argc)
       dbdir = argv[++i];
     else if (a == "--max-gpus" && i + 1 < argc)
       max_gpus = std::stoi(argv[++i]);
     else {
       fmt::print(stderr,
                  "usage: {} [--quick] [--sequences N] [--cpu-sequences N] [--repeats N] [--gpu-only]\n"
-                 "          [--variant INTER:ROWS[:MIN_BLOCKS]]... [--dbdir DIR] [--max-gpus N]\n",
+                 "          [--tuning KEY=VALUE]... [--dbdir DIR] [--max-gpus N]\n",
                  argv[0]);
       return 2;
     }
   }
   // --quick keeps the whole 486k database (a smaller one fills less than one wave of the GPU and
   // measures the tail, not the kernel) but times one repeat (unless --repeats) and a small CPU row.
-  if (quick) cpu_sequences = std::min<std::size_t>(cpu_sequences, 1000), repeats = repeats_given ? repeats : 1;
+  if (quick)
+    cpu_sequences = std::min<std::size_t>(cpu_sequences, 1000), repeats = repeats_given ? repeats : 1;
   const std::filesystem::path source = MOLACCEL_SOURCE_DIR;
   const auto queries = al::read_fasta(source / "data" / "align" / "queries20.fasta");
   std::uint64_t query_residues = 0;
@@ -81,9 +95,8 @@ int main(int argc, char** argv) try {
     const double write_seconds = molaccel::now_seconds() - t0;
     const double cells = static_cast<double>(query_residues) * static_cast<double>(db.residues());
     const auto& g = gpus[0];
-    // Issue-rate limit: the default (qp) inner loop spends ~6.1 instructions (SASS, counted by
-    // gpu-run.sh) per packed cell pair, i.e. ~3 per cell; 4 schedulers x 32 lanes per SM issue one
-    // each per clock.
+    // Issue-rate limit: the inter-task inner loop spends ~6.1 instructions (SASS, cuobjdump -sass)
+    // per packed cell pair, i.e. ~3 per cell; 4 schedulers x 32 lanes per SM issue one each per clock.
     const double issue_limit = g.sm_count * 128.0 * g.clock_khz * 1e3 / 3.0;
     const auto base_row = [&](int devices) {
       mb::Row row;
@@ -95,14 +108,9 @@ int main(int argc, char** argv) try {
       row.limit_name = "issue rate at 3 instr/cell";
       return row;
     };
-    const auto tuning_note = [] {
-      const char* inter = std::getenv("MOLACCEL_ALIGN_INTER");
-      const char* strip = std::getenv("MOLACCEL_ALIGN_STRIP_ROWS");
-      const char* min_blocks = std::getenv("MOLACCEL_ALIGN_MIN_BLOCKS");
-      if (!inter && !strip && !min_blocks) return std::string("default tuning");
-      return fmt::format("{}:{}{}", inter ? inter : "qp", strip ? strip : "default R",
-                         min_blocks ? fmt::format(":{}", min_blocks) : "");
-    };
+    const al::gpu_entry::Tuning* chosen = tuning_notes.empty() ? nullptr : &tuning;
+    const std::string tuning_note = tuning_notes.empty() ? std::string("default tuning")
+                                                         : fmt::format("{}", fmt::join(tuning_notes, " "));
     // In-memory database: "with upload+layout" is the whole score_database_batch call; "compute
     // only" the slowest device's span from its first kernel launch to its last score on the host
     // (the layout and upload of later chunks overlap it).
@@ -112,7 +120,8 @@ int main(int argc, char** argv) try {
       std::vector<double> device_times;
       const auto timing = mb::measure(
           [&] {
-            al::score_database_batch(resources, queries, db, scoring, al::Backend::cuda, &stats);
+            al::detail::score_database_batch(resources, queries, db, scoring, al::Backend::cuda, &stats,
+                                             chosen);
             device_times.push_back(stats.slowest_device_seconds);
           },
           1, repeats);
@@ -120,7 +129,7 @@ int main(int argc, char** argv) try {
       mb::Row row = base_row(devices);
       row.benchmark = fmt::format("align/search20/cuda/{}gpu (with upload+layout)", devices);
       row.timing = timing;
-      row.note = fmt::format("{} [{}], rescored {}", stats.kernel, tuning_note(), stats.rescored);
+      row.note = fmt::format("{} [{}], rescored {}", stats.kernel, tuning_note, stats.rescored);
       mb::print_row(row);
       if (!compute_row) return;
       mb::Timing kernels;
@@ -130,7 +139,7 @@ int main(int argc, char** argv) try {
       kernels.max_s = device_times.back();
       row.benchmark = fmt::format("align/search20/cuda/{}gpu (compute only)", devices);
       row.timing = kernels;
-      row.note = fmt::format("[{}] db build {:.2f} s (not timed)", tuning_note(), build_seconds);
+      row.note = fmt::format("[{}] db build {:.2f} s (not timed)", tuning_note, build_seconds);
       mb::print_row(row);
     };
     // From the makedb directory: Database::open (memory map + checks) and the search.
@@ -140,44 +149,21 @@ int main(int argc, char** argv) try {
       const auto timing = mb::measure(
           [&] {
             const auto opened = al::Database::open(dbdir);
-            al::score_database_batch(resources, queries, opened, scoring, al::Backend::cuda, &stats);
+            al::detail::score_database_batch(resources, queries, opened, scoring, al::Backend::cuda, &stats,
+                                             chosen);
           },
           1, repeats);
       mb::Row row = base_row(devices);
       row.benchmark = fmt::format("align/search20/cuda/{}gpu (with loading)", devices);
       row.timing = timing;
-      row.note = fmt::format("{}, open {} (written once in {:.2f} s)", stats.kernel, dbdir.filename().string(),
-                             write_seconds);
+      row.note = fmt::format("{} [{}], open {} (written once in {:.2f} s)", stats.kernel, tuning_note,
+                             dbdir.filename().string(), write_seconds);
       mb::print_row(row);
     };
-    const auto set_variant = [](const std::string& spec) {  // INTER:ROWS[:MIN_BLOCKS]
-      const auto first = spec.find(':');
-      const auto second = first == std::string::npos ? first : spec.find(':', first + 1);
-      setenv("MOLACCEL_ALIGN_INTER", spec.substr(0, first).c_str(), 1);
-      if (first != std::string::npos)
-        setenv("MOLACCEL_ALIGN_STRIP_ROWS", spec.substr(first + 1, second - first - 1).c_str(), 1);
-      else
-        unsetenv("MOLACCEL_ALIGN_STRIP_ROWS");
-      if (second != std::string::npos)
-        setenv("MOLACCEL_ALIGN_MIN_BLOCKS", spec.substr(second + 1).c_str(), 1);
-      else
-        unsetenv("MOLACCEL_ALIGN_MIN_BLOCKS");
-    };
-    // Kernel variants side by side on one device.
-    for (const auto& spec : variants) {
-      set_variant(spec);
-      run_in_memory(1, true);
-    }
-    // The default tuning (or the environment's), per number of devices.
-    if (!variants.empty()) {
-      unsetenv("MOLACCEL_ALIGN_INTER");
-      unsetenv("MOLACCEL_ALIGN_STRIP_ROWS");
-      unsetenv("MOLACCEL_ALIGN_MIN_BLOCKS");
-    }
-    const int max_devices = max_gpus > 0 ? std::min<int>(max_gpus, static_cast<int>(gpus.size()))
-                                         : static_cast<int>(gpus.size());
+    const int max_devices =
+        max_gpus > 0 ? std::min<int>(max_gpus, static_cast<int>(gpus.size())) : static_cast<int>(gpus.size());
     for (int devices = 1; devices <= max_devices; ++devices) {
-      if (devices > 1 || variants.empty()) run_in_memory(devices, true);
+      run_in_memory(devices, true);
       run_loading(devices);
     }
     std::error_code ec;

@@ -151,12 +151,12 @@ int reference_score(std::span<const std::uint8_t> query, std::span<const std::ui
                     const Scoring& scoring);
 
 struct ScoreStats {
-  std::string kernel;          // which code ran, e.g. "cpu/inter16/avx2", "cuda/inter16x2+intra32"
-  std::uint64_t cells = 0;     // query length x subject residues
-  std::uint64_t rescored = 0;  // pairs rescored exactly after 16-bit saturation
-  double seconds = 0;          // wall time, database upload and layout included
-  double device_seconds = 0;   // GPU: time from kernel launch to results on the host, summed
-                               // over tiles (without upload/layout); 0 on the CPU
+  std::string kernel;                 // which code ran, e.g. "cpu/inter16/avx2", "cuda/inter16x2+intra32"
+  std::uint64_t cells = 0;            // query length x subject residues
+  std::uint64_t rescored = 0;         // pairs rescored exactly after 16-bit saturation
+  double seconds = 0;                 // wall time, database upload and layout included
+  double device_seconds = 0;          // GPU: time from kernel launch to results on the host, summed
+                                      // over tiles (without upload/layout); 0 on the CPU
   double slowest_device_seconds = 0;  // GPU: the largest of those per tile (one tile per GPU:
                                       // the compute span of the slowest device)
 };

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "align/cuda/tuning.hpp"
 #include "molaccel/align.hpp"
 
 namespace molaccel::align::detail {
@@ -61,17 +62,27 @@ namespace cuda {
 // Device buffers are kept per worker across tiles through ctx.local().
 // With `index`, tile subject i is batch subject index[i] (ascending lengths) and its score goes to
 // scores[q][index[i]]; without, subject i of the contiguous batch, to scores[q][i].
-// `layout_threads` host threads lay the tile out for the device.
+// `layout_threads` host threads lay the tile out for the device. `tuning`: nullptr for the
+// device's own (gpu_entry::tuning_for).
 void score_batch(WorkerContext& ctx, const std::vector<std::span<const std::uint8_t>>& queries,
                  const SubjectBatch& batch, const std::uint32_t* index, const Scoring& scoring,
-                 std::vector<int*>& scores, int layout_threads, KernelCounters& counters);
+                 std::vector<int*>& scores, int layout_threads, const gpu_entry::Tuning* tuning,
+                 KernelCounters& counters);
 }  // namespace cuda
+
+// score_database_batch with explicit GPU settings (tests and benchmarks; nullptr: tuning_for).
+std::vector<std::vector<int>> score_database_batch(const Resources& resources, const SequenceSet& queries,
+                                                   const Database& database, const Scoring& scoring,
+                                                   Backend backend, ScoreStats* stats,
+                                                   const gpu_entry::Tuning* tuning);
 
 // score_database_batch on a given worker pool (tests: e.g. two workers on the same GPU exercise
 // the multi-device path on a one-GPU machine). `job_stats` receives the scheduler's statistics.
-std::vector<std::vector<int>> score_database_batch_on(WorkerPool& pool, int cpu_threads, const SequenceSet& queries,
-                                                      const Database& database, const Scoring& scoring,
-                                                      Backend backend, ScoreStats* stats = nullptr,
-                                                      JobStats* job_stats = nullptr);
+std::vector<std::vector<int>> score_database_batch_on(WorkerPool& pool, int cpu_threads,
+                                                      const SequenceSet& queries, const Database& database,
+                                                      const Scoring& scoring, Backend backend,
+                                                      ScoreStats* stats = nullptr,
+                                                      JobStats* job_stats = nullptr,
+                                                      const gpu_entry::Tuning* tuning = nullptr);
 
 }  // namespace molaccel::align::detail

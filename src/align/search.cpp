@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstdlib>
 #include <mutex>
 #include <set>
 
@@ -64,8 +63,9 @@ struct Workers {
 };
 
 std::vector<std::vector<int>> score_batch_on(const Workers& workers, const SequenceSet& queries,
-                                             const Database& database, const Scoring& scoring, Backend backend,
-                                             ScoreStats* stats, JobStats* job_stats) {
+                                             const Database& database, const Scoring& scoring,
+                                             Backend backend, ScoreStats* stats, JobStats* job_stats,
+                                             const gpu_entry::Tuning* tuning) {
   scoring.validate();
   const double started = now_seconds();
   Backend chosen = backend;
@@ -133,7 +133,7 @@ std::vector<std::vector<int>> score_batch_on(const Workers& workers, const Seque
             for (std::size_t q = 0; q < queries.size(); ++q) outputs[q] = scores[q].data();
             detail::SubjectBatch batch{database.residue_data(), database.offsets(), index.size()};
             detail::cuda::score_batch(ctx, query_views, batch, index.data(), scoring, outputs, layout_threads,
-                                      counters);
+                                      tuning, counters);
           } else {  // a CPU worker beside the GPUs: the tile's runs of consecutive subjects
             for (std::size_t b = 0; b < index.size();) {
               std::size_t e = b + 1;
@@ -171,9 +171,11 @@ std::vector<std::vector<int>> score_batch_on(const Workers& workers, const Seque
       },
       job);
   if (job_stats) *job_stats = job_result;
-  if (std::getenv("MOLACCEL_ALIGN_TRACE"))
-    fmt::print(stderr, "align trace: {} tiles, score arrays ready {:.1f} ms, tiles done {:.1f} ms after the call began\n",
-               tiles, (tiles_started - started) * 1e3, (now_seconds() - started) * 1e3);
+  if (trace_enabled("align"))
+    trace_message(
+        "align",
+        fmt::format("{} tiles, score arrays ready {:.1f} ms, tiles done {:.1f} ms after the call began",
+                    tiles, (tiles_started - started) * 1e3, (now_seconds() - started) * 1e3));
 
   if (stats) {
     stats->kernel = fmt::format("{}", fmt::join(kernels, "+"));
@@ -188,22 +190,25 @@ std::vector<std::vector<int>> score_batch_on(const Workers& workers, const Seque
 
 }  // namespace
 
+namespace detail {
 std::vector<std::vector<int>> score_database_batch(const Resources& resources, const SequenceSet& queries,
                                                    const Database& database, const Scoring& scoring,
-                                                   Backend backend, ScoreStats* stats) {
+                                                   Backend backend, ScoreStats* stats,
+                                                   const gpu_entry::Tuning* tuning) {
   Workers workers;
   workers.resources = &resources;
   workers.gpus = resources.gpus().size();
   workers.cpu = resources.uses_cpu();
   workers.cpu_threads = resources.cpu_threads();
   if (backend != Backend::automatic) resolve_backend(resources, backend);  // its errors
-  return score_batch_on(workers, queries, database, scoring, backend, stats, nullptr);
+  return score_batch_on(workers, queries, database, scoring, backend, stats, nullptr, tuning);
 }
 
-namespace detail {
-std::vector<std::vector<int>> score_database_batch_on(WorkerPool& pool, int cpu_threads, const SequenceSet& queries,
-                                                      const Database& database, const Scoring& scoring,
-                                                      Backend backend, ScoreStats* stats, JobStats* job_stats) {
+std::vector<std::vector<int>> score_database_batch_on(WorkerPool& pool, int cpu_threads,
+                                                      const SequenceSet& queries, const Database& database,
+                                                      const Scoring& scoring, Backend backend,
+                                                      ScoreStats* stats, JobStats* job_stats,
+                                                      const gpu_entry::Tuning* tuning) {
   Workers workers;
   workers.pool = &pool;
   for (const auto& w : pool.workers()) {
@@ -213,9 +218,15 @@ std::vector<std::vector<int>> score_database_batch_on(WorkerPool& pool, int cpu_
       workers.cpu = true;
   }
   workers.cpu_threads = std::max(1, cpu_threads);
-  return score_batch_on(workers, queries, database, scoring, backend, stats, job_stats);
+  return score_batch_on(workers, queries, database, scoring, backend, stats, job_stats, tuning);
 }
 }  // namespace detail
+
+std::vector<std::vector<int>> score_database_batch(const Resources& resources, const SequenceSet& queries,
+                                                   const Database& database, const Scoring& scoring,
+                                                   Backend backend, ScoreStats* stats) {
+  return detail::score_database_batch(resources, queries, database, scoring, backend, stats, nullptr);
+}
 
 std::vector<int> score_database(const Resources& resources, std::span<const std::uint8_t> query,
                                 const Database& database, const Scoring& scoring, Backend backend,

@@ -94,7 +94,9 @@ TEST(AlignCpuKernels, EveryVariantMatchesReferenceOnRandomGroups) {
           // A lane is exact unless flagged; it must be flagged when the score reaches the threshold.
           if (bits != 32 && saturated[i]) continue;
           EXPECT_EQ(scores[i], expected) << v.name << "/i" << bits << " " << matrix_name << " lane " << i;
-          if (bits == 8) EXPECT_LT(expected, 127 - scoring.matrix.max_score());
+          if (bits == 8) {
+            EXPECT_LT(expected, 127 - scoring.matrix.max_score());
+          }
         }
       }
     }

@@ -1,7 +1,6 @@
 // Tier 2 on the GPU: the CUDA backend (inter-task 16x2 kernel, intra-task 32-bit kernel, 16-bit
-// overflow rescoring, tile splitting over run_tiles) against the reference, exact.
-#include <cstdlib>
-
+// overflow rescoring, tile splitting over run_tiles) against the reference, exact. Settings other
+// than the device's own go in through detail::score_database_batch(..., &tuning).
 #include "align/align_test_util.hpp"
 #include "align/kernels.hpp"
 #include "testing/testing.hpp"
@@ -22,9 +21,10 @@ Resources gpu_resources() {
 }
 
 void expect_gpu_equals_reference(const SequenceSet& queries, const Database& db, const Scoring& scoring,
-                                 ScoreStats* stats_out = nullptr) {
+                                 ScoreStats* stats_out = nullptr, const gpu_entry::Tuning* tuning = nullptr) {
   ScoreStats stats;
-  const auto gpu = score_database_batch(gpu_resources(), queries, db, scoring, Backend::cuda, &stats);
+  const auto gpu =
+      detail::score_database_batch(gpu_resources(), queries, db, scoring, Backend::cuda, &stats, tuning);
   const auto ref = score_database_batch(Resources::cpu(0), queries, db, scoring, Backend::reference);
   for (std::size_t q = 0; q < queries.size(); ++q)
     for (std::size_t i = 0; i < db.size(); ++i)
@@ -58,7 +58,7 @@ TEST(AlignGpu, RandomSetsAllMatricesAndGaps) {
   }
 }
 
-TEST(AlignGpu, StripAndThresholdTunings) {
+TEST(AlignGpu, LongSubjectThresholds) {
   MOLACCEL_REQUIRE_GPU();
   std::mt19937 rng(8);
   std::vector<std::string> db_letters;
@@ -66,31 +66,18 @@ TEST(AlignGpu, StripAndThresholdTunings) {
   const auto db = Database::from_sequences(make_set(db_letters));
   const auto queries =
       make_set({random_protein(rng, 95), mutate(rng, db_letters[3], 0.15), random_protein(rng, 290)});
-  for (const char* rows : {"16", "32", "64"})
-    for (const char* threshold : {"1", "100", "2048"}) {
-      setenv("MOLACCEL_ALIGN_STRIP_ROWS", rows, 1);
-      setenv("MOLACCEL_ALIGN_LONG_THRESHOLD", threshold, 1);
-      SCOPED_TRACE(fmt::format("strip rows {}, long threshold {}", rows, threshold));
-      expect_gpu_equals_reference(queries, db, Scoring{});
-    }
-  unsetenv("MOLACCEL_ALIGN_STRIP_ROWS");
-  unsetenv("MOLACCEL_ALIGN_LONG_THRESHOLD");
+  for (unsigned threshold : {1u, 100u, 2048u}) {
+    gpu_entry::Tuning tuning;
+    tuning.long_threshold = threshold;
+    SCOPED_TRACE(fmt::format("long threshold {}", threshold));
+    expect_gpu_equals_reference(queries, db, Scoring{}, nullptr, &tuning);
+  }
 }
 
-// Every instantiated inter-task variant (MOLACCEL_ALIGN_INTER=qp|qp1|pf with each (R, min blocks)
-// pair, and the older kernel, base) against the reference on all matrices with several gap settings, overflow
-// rescoring included.
-TEST(AlignGpu, InterVariantsAllMatricesAndGaps) {
+// The inter-task kernel on all matrices with several gap settings, an odd number of queries (a lone
+// query in the last pair), queries of one and of many strips, and 16-bit overflow rescoring.
+TEST(AlignGpu, InterTaskAllMatricesAndGaps) {
   MOLACCEL_REQUIRE_GPU();
-  struct Variant {
-    const char *inter, *rows, *min_blocks;
-  };
-  const Variant variants[] = {{"base", "64", "2"}, {"pf", "64", "2"}, {"pf", "64", "3"}, {"pf", "48", "2"},
-                              {"pf", "48", "3"},   {"pf", "32", "3"}, {"pf", "32", "4"}, {"pf", "16", "4"},
-                              {"qp", "64", "2"},   {"qp", "48", "2"}, {"qp", "48", "3"}, {"qp", "40", "2"},
-                              {"qp", "40", "3"},   {"qp", "32", "3"}, {"qp", "32", "4"}, {"qp", "16", "4"},
-                              {"qp1", "64", "2"},  {"qp1", "48", "2"}, {"qp1", "48", "3"}, {"qp1", "40", "2"},
-                              {"qp1", "40", "3"},  {"qp1", "32", "3"}, {"qp1", "32", "4"}, {"qp1", "16", "4"}};
   std::mt19937 rng(77);
   const std::vector<std::pair<int, int>> gaps = {{11, 1}, {10, 2}, {5, 5}, {1, 1},
                                                  {15, 3}, {14, 2}, {8, 1}, {12, 3}};
@@ -101,39 +88,23 @@ TEST(AlignGpu, InterVariantsAllMatricesAndGaps) {
   }
   db_letters.push_back(std::string(1200, 'W'));  // 13,200 with BLOSUM62: deep in 16 bits
   const auto db = Database::from_sequences(make_set(db_letters));
-  const auto queries = make_set({random_protein(rng, 1), random_protein(rng, 70), mutate(rng, db_letters[5], 0.1),
-                                 random_protein(rng, 211), std::string(1300, 'W')});
-  for (const auto& v : variants) {
-    setenv("MOLACCEL_ALIGN_INTER", v.inter, 1);
-    setenv("MOLACCEL_ALIGN_STRIP_ROWS", v.rows, 1);
-    setenv("MOLACCEL_ALIGN_MIN_BLOCKS", v.min_blocks, 1);
-    int round = 0;
-    for (const auto& name : builtin_matrix_names()) {
-      Scoring scoring;
-      scoring.matrix = builtin_matrix(name);
-      std::tie(scoring.gap_open, scoring.gap_extend) = gaps[round++];
-      SCOPED_TRACE(fmt::format("inter {}, rows {}, min blocks {}, {} {}/{}", v.inter, v.rows, v.min_blocks,
-                               name, scoring.gap_open, scoring.gap_extend));
-      ScoreStats stats;
-      expect_gpu_equals_reference(queries, db, scoring, &stats);
-      if (std::string(v.inter) != "base")
-        EXPECT_NE(stats.kernel.find(std::string("-") + v.inter + "+"), std::string::npos) << stats.kernel;
-    }
+  const auto queries =
+      make_set({random_protein(rng, 1), random_protein(rng, 70), mutate(rng, db_letters[5], 0.1),
+                random_protein(rng, 211), std::string(1300, 'W')});
+  int round = 0;
+  for (const auto& name : builtin_matrix_names()) {
+    Scoring scoring;
+    scoring.matrix = builtin_matrix(name);
+    std::tie(scoring.gap_open, scoring.gap_extend) = gaps[round++];
+    SCOPED_TRACE(fmt::format("{} {}/{}", name, scoring.gap_open, scoring.gap_extend));
+    ScoreStats stats;
+    expect_gpu_equals_reference(queries, db, scoring, &stats);
+    EXPECT_NE(stats.kernel.find("-qp+"), std::string::npos) << stats.kernel;
   }
   // Past 16 bits: the x10 matrix pushes scores over 32,767, which must be rescored exactly.
-  const Scoring x10 = blosum62_times_ten();
-  for (const auto& v : variants) {
-    setenv("MOLACCEL_ALIGN_INTER", v.inter, 1);
-    setenv("MOLACCEL_ALIGN_STRIP_ROWS", v.rows, 1);
-    setenv("MOLACCEL_ALIGN_MIN_BLOCKS", v.min_blocks, 1);
-    SCOPED_TRACE(fmt::format("x10: inter {}, rows {}, min blocks {}", v.inter, v.rows, v.min_blocks));
-    ScoreStats stats;
-    expect_gpu_equals_reference(queries, db, x10, &stats);
-    EXPECT_GE(stats.rescored, 1u);
-  }
-  unsetenv("MOLACCEL_ALIGN_INTER");
-  unsetenv("MOLACCEL_ALIGN_STRIP_ROWS");
-  unsetenv("MOLACCEL_ALIGN_MIN_BLOCKS");
+  ScoreStats stats;
+  expect_gpu_equals_reference(queries, db, blosum62_times_ten(), &stats);
+  EXPECT_GE(stats.rescored, 1u);
 }
 
 // The default pipeline with many small chunks (several sets in flight and reused), an odd number of
@@ -149,22 +120,21 @@ TEST(AlignGpu, PipelineWithManyChunks) {
   db_letters.push_back(std::string(1500, 'W'));  // long at threshold 600
   db_letters.push_back(std::string(500, 'W'));   // short: saturates 16 bits with the x10 matrix
   const auto db = Database::from_sequences(make_set(db_letters));
-  const auto queries = make_set({random_protein(rng, 7), random_protein(rng, 130), mutate(rng, db_letters[11], 0.1),
-                                 random_protein(rng, 260), random_protein(rng, 61), std::string(1400, 'W'),
-                                 random_protein(rng, 333)});
-  for (const char* chunk : {"1", "3000", "20000", "0"})
-    for (const char* threshold : {"600", "2048"}) {
-      setenv("MOLACCEL_ALIGN_CHUNK_RESIDUES", chunk, 1);
-      setenv("MOLACCEL_ALIGN_LONG_THRESHOLD", threshold, 1);
+  const auto queries = make_set({random_protein(rng, 7), random_protein(rng, 130),
+                                 mutate(rng, db_letters[11], 0.1), random_protein(rng, 260),
+                                 random_protein(rng, 61), std::string(1400, 'W'), random_protein(rng, 333)});
+  for (std::uint64_t chunk : {1, 3000, 20000, 0})
+    for (unsigned threshold : {600u, 2048u}) {
+      gpu_entry::Tuning tuning;
+      tuning.chunk_residues = chunk;
+      tuning.long_threshold = threshold;
       SCOPED_TRACE(fmt::format("chunk residues {}, long threshold {}", chunk, threshold));
       ScoreStats stats;
-      expect_gpu_equals_reference(queries, db, Scoring{}, &stats);
+      expect_gpu_equals_reference(queries, db, Scoring{}, &stats, &tuning);
       EXPECT_NE(stats.kernel.find("-qp+"), std::string::npos) << stats.kernel;
-      expect_gpu_equals_reference(queries, db, blosum62_times_ten(), &stats);
+      expect_gpu_equals_reference(queries, db, blosum62_times_ten(), &stats, &tuning);
       EXPECT_GE(stats.rescored, 1u);
     }
-  unsetenv("MOLACCEL_ALIGN_CHUNK_RESIDUES");
-  unsetenv("MOLACCEL_ALIGN_LONG_THRESHOLD");
 }
 
 // The multi-device path on a one-GPU machine: two GPU workers on the same device (and a CPU worker
@@ -173,9 +143,11 @@ TEST(AlignGpu, SeveralWorkersShareTheDatabase) {
   MOLACCEL_REQUIRE_GPU();
   std::mt19937 rng(606);
   std::vector<std::string> db_letters;
-  for (int i = 0; i < 700; ++i) db_letters.push_back(random_protein(rng, 1 + rng() % (i % 50 == 0 ? 3000 : 500)));
+  for (int i = 0; i < 700; ++i)
+    db_letters.push_back(random_protein(rng, 1 + rng() % (i % 50 == 0 ? 3000 : 500)));
   const auto db = Database::from_sequences(make_set(db_letters));
-  const auto queries = make_set({random_protein(rng, 50), mutate(rng, db_letters[42], 0.1), random_protein(rng, 401)});
+  const auto queries =
+      make_set({random_protein(rng, 50), mutate(rng, db_letters[42], 0.1), random_protein(rng, 401)});
   const auto ref = score_database_batch(Resources::cpu(0), queries, db, Scoring{}, Backend::reference);
   for (bool with_cpu : {false, true}) {
     std::vector<WorkerInfo> infos(with_cpu ? 3 : 2);
@@ -185,20 +157,16 @@ TEST(AlignGpu, SeveralWorkersShareTheDatabase) {
     }
     if (with_cpu) infos[2].cpu_threads = 2;
     WorkerPool pool(infos);
-    for (const char* inter : {"qp", "qp1"}) {
-      setenv("MOLACCEL_ALIGN_INTER", inter, 1);
-      SCOPED_TRACE(fmt::format("inter {}, CPU worker {}", inter, with_cpu));
-      ScoreStats stats;
-      JobStats job;
-      const auto gpu =
-          detail::score_database_batch_on(pool, 4, queries, db, Scoring{}, Backend::cuda, &stats, &job);
-      EXPECT_EQ(job.tiles, infos.size());  // one interleaved tile per worker
-      for (std::size_t q = 0; q < queries.size(); ++q)
-        for (std::size_t i = 0; i < db.size(); ++i)
-          ASSERT_EQ(gpu[q][i], ref[q][i]) << "query " << q << ", subject " << i << ", " << stats.kernel;
-    }
+    SCOPED_TRACE(fmt::format("CPU worker {}", with_cpu));
+    ScoreStats stats;
+    JobStats job;
+    const auto gpu =
+        detail::score_database_batch_on(pool, 4, queries, db, Scoring{}, Backend::cuda, &stats, &job);
+    EXPECT_EQ(job.tiles, infos.size());  // one interleaved tile per worker
+    for (std::size_t q = 0; q < queries.size(); ++q)
+      for (std::size_t i = 0; i < db.size(); ++i)
+        ASSERT_EQ(gpu[q][i], ref[q][i]) << "query " << q << ", subject " << i << ", " << stats.kernel;
   }
-  unsetenv("MOLACCEL_ALIGN_INTER");
 }
 
 TEST(AlignGpu, OverflowPastSixteenBitsIsRescored) {

@@ -94,7 +94,9 @@ TEST(AlignSearch, TopHitsAreOrderedAndTiesFollowDatabaseOrder) {
   EXPECT_EQ(result.hits[1][0].subject, 30u);
   for (const auto& list : result.hits)
     for (std::size_t i = 0; i < list.size(); ++i) {
-      if (i) EXPECT_TRUE(hit_before(list[i - 1], list[i]));
+      if (i) {
+        EXPECT_TRUE(hit_before(list[i - 1], list[i]));
+      }
       EXPECT_EQ(list[i].alignment.score, list[i].score);
       EXPECT_GT(list[i].bitscore, 0);
       EXPECT_TRUE(std::isfinite(list[i].evalue));

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "align/cuda/tuning.hpp"
 #include "molaccel/runtime.hpp"
 
 namespace molaccel::align::gpu_entry {
@@ -29,14 +30,15 @@ struct TileRequest {
   int saturation_threshold = 32767;
   // Per query: the score of tile subject i goes to scores[q][subjects ? subjects[i] : i].
   int* const* scores = nullptr;
-  int layout_threads = 1;  // host threads for the tile layout
+  int layout_threads = 1;          // host threads for the tile layout
+  const Tuning* tuning = nullptr;  // nullptr: tuning_for(the worker's device)
 };
 
 struct TileResult {
   std::string kernel;
   std::uint64_t rescored = 0;
-  // From the first kernel launch to the last score on the host (the default pipeline overlaps the
-  // layout and upload of later chunks with it); the older paths: launch to scores, per query pair.
+  // From the first kernel launch to the last score on the host (the pipeline overlaps the layout
+  // and upload of later chunks with it).
   double device_seconds = 0;
 };
 

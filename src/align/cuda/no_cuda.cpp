@@ -4,7 +4,8 @@
 namespace molaccel::align::detail::cuda {
 
 void score_batch(WorkerContext&, const std::vector<std::span<const std::uint8_t>>&, const SubjectBatch&,
-                 const std::uint32_t*, const Scoring&, std::vector<int*>&, int, KernelCounters&) {
+                 const std::uint32_t*, const Scoring&, std::vector<int*>&, int, const gpu_entry::Tuning*,
+                 KernelCounters&) {
   MOLACCEL_THROW(NotCompiled, "the CUDA backend of align (this build has no CUDA)");
 }
 

@@ -8,7 +8,8 @@ namespace molaccel::align::detail::cuda {
 
 void score_batch(WorkerContext& ctx, const std::vector<std::span<const std::uint8_t>>& queries,
                  const SubjectBatch& batch, const std::uint32_t* index, const Scoring& scoring,
-                 std::vector<int*>& scores, int layout_threads, KernelCounters& counters) {
+                 std::vector<int*>& scores, int layout_threads, const gpu_entry::Tuning* tuning,
+                 KernelCounters& counters) {
   std::vector<gpu_entry::QueryView> views;
   for (const auto& q : queries) views.push_back({q.data(), q.size()});
   std::vector<int> matrix(kMatrixStride * kMatrixStride, kPaddingScore);
@@ -27,6 +28,7 @@ void score_batch(WorkerContext& ctx, const std::vector<std::span<const std::uint
   request.gap_extend = scoring.gap_extend;
   request.saturation_threshold = saturation_threshold16(scoring);
   request.scores = scores.data();
+  request.tuning = tuning;
   gpu_entry::TileResult result;
   gpu_entry::score_tile(ctx, request, result);
   counters.kernel = result.kernel;

@@ -1,8 +1,8 @@
 // GPU Smith-Waterman pieces (CUB-style layering, bottom two layers):
-//  - cell updates (one DP cell, packed 16x2 with Hopper DPX instructions, or exact 32-bit),
-//  - the inter-task agents: one thread = two subjects (inter_task_kernel, _pf) or two queries
-//    (inter_task_kernel_qp, the default) in the two 16-bit halves of each register, a strip of R
-//    query rows in registers, boundary row of each strip in global memory;
+//  - cell updates: packed 16x2 with DPX instructions (inline in the inter-task agent) or exact 32-bit;
+//  - the inter-task agent: one thread = one subject against two queries in the two 16-bit halves of
+//    each register, a strip of R query rows in registers, the boundary row of each strip in global
+//    memory; its kernel takes every query pair of a chunk in one launch;
 //  - the intra-task agent: one warp = one subject, each lane R query rows, anti-diagonal wavefront
 //    across lanes (values passed by shuffle), exact 32-bit.
 // Recurrences as in reference/gotoh.cpp; a gap of length k costs open + (k-1)*extend.
@@ -19,23 +19,8 @@ __device__ __forceinline__ unsigned pack16x2(int value) {
   return (static_cast<unsigned>(value) & 0xffffu) * 0x10001u;
 }
 
-// One cell of two independent DP matrices (low and high halfwords). `sub` holds both
-// substitution scores. E (gap in the query) runs along the subject, F down the query. T = H - open
-// is kept beside H because both gap recurrences need it: one subtraction serves E and F.
-// DPX: __viaddmax_s16x2(a, b, c) = max(a + b, c) per halfword; *_relu also clamps at 0.
-__device__ __forceinline__ void cell16x2(unsigned& h_left_then_h, unsigned& t_left_then_t, unsigned& e,
-                                         unsigned& f, unsigned& t_up, unsigned& diagonal, unsigned sub,
-                                         unsigned minus_open, unsigned minus_extend, unsigned& best) {
-  e = __viaddmax_s16x2(e, minus_extend, t_left_then_t);  // max(E - extend, H_left - open)
-  f = __viaddmax_s16x2(f, minus_extend, t_up);           // max(F - extend, H_up - open)
-  const unsigned h = __viaddmax_s16x2_relu(diagonal, sub, __vmaxs2(e, f));
-  diagonal = h_left_then_h;
-  h_left_then_h = h;
-  t_left_then_t = __vadd2(h, minus_open);
-  t_up = t_left_then_t;
-  best = __vimax_s16x2_relu(best, h);
-}
-
+// One exact 32-bit cell. E (gap in the query) runs along the subject, F down the query; T = H - open
+// is kept beside H because both gap recurrences need it. DPX: __viaddmax_s32(a, b, c) = max(a + b, c).
 __device__ __forceinline__ void cell32(int& h_left_then_h, int& t_left_then_t, int& e, int& f, int& t_up,
                                        int& diagonal, int sub, int open, int extend, int& best) {
   e = __viaddmax_s32(e, -extend, t_left_then_t);
@@ -48,167 +33,12 @@ __device__ __forceinline__ void cell32(int& h_left_then_h, int& t_left_then_t, i
   best = max(best, h);
 }
 
-// Inter-task agent. Subject layout: per warp w, quad c (4 columns), lane l: uint2 with the 4
-// residues of subject A (x) and B (y) of pair 32w+l. boundary: per warp, column j, lane: (H, F) of
-// the last row of the previous strip. profile: int16 [32 letters][m_pad] (row 31 = padding).
-// Blocks run in reverse order so the longest subjects (last warps) start first.
-template <int R>
-__global__ void __launch_bounds__(128)
-    inter_task_kernel(const uint2* __restrict__ subjects, const unsigned long long* __restrict__ warp_base,
-                      const unsigned* __restrict__ warp_quads, uint2* __restrict__ boundary, int warps,
-                      const short* __restrict__ profile, int m_pad, int open, int extend,
-                      unsigned* __restrict__ best_out) {
-  constexpr int kRowStride = R + 8;  // int16 per letter row in shared memory: +16 B spreads banks
-  __shared__ __align__(16) short strip[kMatrixDim * kRowStride];
-  const int warps_per_block = blockDim.x / kWarp;
-  const int warp = (gridDim.x - 1 - blockIdx.x) * warps_per_block + threadIdx.x / kWarp;
-  const int lane = threadIdx.x % kWarp;
-  const bool active = warp < warps;
-  const unsigned quads = active ? warp_quads[warp] : 0;
-  const unsigned long long base = active ? warp_base[warp] : 0;
-  const uint2* my_subjects = subjects + base + lane;
-  uint2* my_boundary = boundary + base * 4 + lane;
-  const unsigned minus_open = pack16x2(-open), minus_extend = pack16x2(-extend);
-  unsigned best = 0;
-
-  for (int row0 = 0; row0 < m_pad; row0 += R) {
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < kMatrixDim * R / 2; idx += blockDim.x) {
-      const int letter = idx / (R / 2), k = idx % (R / 2);
-      reinterpret_cast<unsigned*>(strip)[letter * (kRowStride / 2) + k] =
-          reinterpret_cast<const unsigned*>(profile + static_cast<size_t>(letter) * m_pad + row0)[k];
-    }
-    __syncthreads();
-    if (!active) continue;
-    const bool first_strip = row0 == 0, last_strip = row0 + R >= m_pad;
-    unsigned h[R], t[R], e[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) h[r] = 0, t[r] = minus_open, e[r] = minus_open;
-    unsigned diagonal_top = 0;  // H of the row above the strip, previous column
-    for (unsigned c = 0; c < quads; ++c) {
-      const uint2 residues = my_subjects[static_cast<size_t>(c) * kWarp];
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const unsigned a = (residues.x >> (8 * k)) & 0xffu, b = (residues.y >> (8 * k)) & 0xffu;
-        const size_t column = static_cast<size_t>(c) * 4 + k;
-        uint2 above = first_strip ? make_uint2(0u, minus_open) : my_boundary[column * kWarp];
-        unsigned t_up = __vadd2(above.x, minus_open), f = above.y, diagonal = diagonal_top;
-        diagonal_top = above.x;
-        const uint4* pa = reinterpret_cast<const uint4*>(strip + a * kRowStride);
-        const uint4* pb = reinterpret_cast<const uint4*>(strip + b * kRowStride);
-#pragma unroll
-        for (int v = 0; v < R / 8; ++v) {
-          const uint4 wa = pa[v], wb = pb[v];
-          const unsigned la[4] = {wa.x, wa.y, wa.z, wa.w}, lb[4] = {wb.x, wb.y, wb.z, wb.w};
-#pragma unroll
-          for (int w = 0; w < 4; ++w) {
-            const int r = v * 8 + 2 * w;
-            cell16x2(h[r], t[r], e[r], f, t_up, diagonal, __byte_perm(la[w], lb[w], 0x5410), minus_open,
-                     minus_extend, best);
-            cell16x2(h[r + 1], t[r + 1], e[r + 1], f, t_up, diagonal, __byte_perm(la[w], lb[w], 0x7632),
-                     minus_open, minus_extend, best);
-          }
-        }
-        if (!last_strip) my_boundary[column * kWarp] = make_uint2(h[R - 1], f);
-      }
-    }
-  }
-  if (active) best_out[static_cast<size_t>(warp) * kWarp + lane] = best;
-}
-
-// Inter-task agent, variant "pf" (opt-in: MOLACCEL_ALIGN_INTER=pf). Same layout, recurrences and
-// results as inter_task_kernel, with three changes aimed at latency and registers:
-//  - E for the next column is formed at the end of each cell from T = H - open, which the F chain
-//    needs anyway, so T is no longer kept per row (R registers fewer);
-//  - the next quad's residues and boundary values are loaded one quad ahead (software pipelining:
-//    the global-memory latency overlaps 4 columns of compute instead of being exposed per column);
-//  - MinBlocks in __launch_bounds__ caps registers so that more warps share an SM.
-template <int R, int MinBlocks>
-__global__ void __launch_bounds__(128, MinBlocks)
-    inter_task_kernel_pf(const uint2* __restrict__ subjects, const unsigned long long* __restrict__ warp_base,
-                         const unsigned* __restrict__ warp_quads, uint2* __restrict__ boundary, int warps,
-                         const short* __restrict__ profile, int m_pad, int open, int extend,
-                         unsigned* __restrict__ best_out) {
-  constexpr int kRowStride = R + 8;
-  __shared__ __align__(16) short strip[kMatrixDim * kRowStride];
-  const int warps_per_block = blockDim.x / kWarp;
-  const int warp = (gridDim.x - 1 - blockIdx.x) * warps_per_block + threadIdx.x / kWarp;
-  const int lane = threadIdx.x % kWarp;
-  const bool active = warp < warps;
-  const unsigned quads = active ? warp_quads[warp] : 0;
-  const unsigned long long base = active ? warp_base[warp] : 0;
-  const uint2* my_subjects = subjects + base + lane;
-  uint2* my_boundary = boundary + base * 4 + lane;
-  const unsigned minus_open = pack16x2(-open), minus_extend = pack16x2(-extend);
-  unsigned best = 0;
-
-  for (int row0 = 0; row0 < m_pad; row0 += R) {
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < kMatrixDim * R / 2; idx += blockDim.x) {
-      const int letter = idx / (R / 2), k = idx % (R / 2);
-      reinterpret_cast<unsigned*>(strip)[letter * (kRowStride / 2) + k] =
-          reinterpret_cast<const unsigned*>(profile + static_cast<size_t>(letter) * m_pad + row0)[k];
-    }
-    __syncthreads();
-    if (!active || quads == 0) continue;
-    const bool first_strip = row0 == 0, last_strip = row0 + R >= m_pad;
-    unsigned h[R], e[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) h[r] = 0, e[r] = minus_open;
-    unsigned diagonal_top = 0;
-    uint2 next_residues = my_subjects[0];
-    uint2 next_above[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k)
-      next_above[k] = first_strip ? make_uint2(0u, minus_open) : my_boundary[static_cast<size_t>(k) * kWarp];
-    for (unsigned c = 0; c < quads; ++c) {
-      const uint2 residues = next_residues;
-      uint2 above_quad[4];
-#pragma unroll
-      for (int k = 0; k < 4; ++k) above_quad[k] = next_above[k];
-      if (c + 1 < quads) {
-        next_residues = my_subjects[static_cast<size_t>(c + 1) * kWarp];
-        if (!first_strip) {
-#pragma unroll
-          for (int k = 0; k < 4; ++k) next_above[k] = my_boundary[(static_cast<size_t>(c + 1) * 4 + k) * kWarp];
-        }
-      }
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const unsigned a = (residues.x >> (8 * k)) & 0xffu, b = (residues.y >> (8 * k)) & 0xffu;
-        const uint2 above = above_quad[k];
-        unsigned t_up = __vadd2(above.x, minus_open), f = above.y, diagonal = diagonal_top;
-        diagonal_top = above.x;
-        const uint4* pa = reinterpret_cast<const uint4*>(strip + a * kRowStride);
-        const uint4* pb = reinterpret_cast<const uint4*>(strip + b * kRowStride);
-#pragma unroll
-        for (int v = 0; v < R / 8; ++v) {
-          const uint4 wa = pa[v], wb = pb[v];
-          const unsigned la[4] = {wa.x, wa.y, wa.z, wa.w}, lb[4] = {wb.x, wb.y, wb.z, wb.w};
-#pragma unroll
-          for (int w = 0; w < 8; ++w) {
-            const int r = v * 8 + w;
-            const unsigned sub = __byte_perm(la[w / 2], lb[w / 2], (w % 2) ? 0x7632 : 0x5410);
-            f = __viaddmax_s16x2(f, minus_extend, t_up);  // F of this cell
-            const unsigned hv = __viaddmax_s16x2_relu(diagonal, sub, __vmaxs2(e[r], f));
-            diagonal = h[r];
-            h[r] = hv;
-            t_up = __vadd2(hv, minus_open);
-            e[r] = __viaddmax_s16x2(e[r], minus_extend, t_up);  // E of the next column
-            best = __vimax_s16x2_relu(best, hv);
-          }
-        }
-        if (!last_strip) my_boundary[(static_cast<size_t>(c) * 4 + k) * kWarp] = make_uint2(h[R - 1], f);
-      }
-    }
-  }
-  if (active) best_out[static_cast<size_t>(warp) * kWarp + lane] = best;
-}
-
-// Inter-task agent, variant "qp" (the default): one subject per thread and two queries in the two
-// 16-bit halves (low = first query of the pair, high = second). The query profile then holds both
-// queries' scores for a letter in one word, so one 16-byte shared-memory load serves 4 rows and no
-// byte permute is needed per cell. Otherwise as inter_task_kernel_pf.
+// Inter-task agent: one subject per thread and two queries in the two 16-bit halves (low = first
+// query of the pair, high = second). The query profile holds both queries' scores for a letter in
+// one word, so one 16-byte shared-memory load serves 4 rows and no byte permute is needed per cell.
+// E for the next column is formed at the end of each cell from T = H - open, which the F chain needs
+// anyway (no T per row); the next quad's residues and boundary values are loaded one quad ahead, so
+// global-memory latency overlaps 4 columns of compute.
 // Subject layout: per warp w, quad c, lane l: one word with the 4 residues of subject 32w+l.
 // profile: uint32 [32 letters][m_pad] (row 31 = padding). `warp` < 0: the thread only takes part
 // in the block's shared-memory loads (all threads of the block must call this).
@@ -252,7 +82,8 @@ __device__ __forceinline__ void inter_qp_agent(const unsigned* __restrict__ subj
         next_residues = my_subjects[static_cast<size_t>(c + 1) * kWarp];
         if (!first_strip) {
 #pragma unroll
-          for (int k = 0; k < 4; ++k) next_above[k] = my_boundary[(static_cast<size_t>(c + 1) * 4 + k) * kWarp];
+          for (int k = 0; k < 4; ++k)
+            next_above[k] = my_boundary[(static_cast<size_t>(c + 1) * 4 + k) * kWarp];
         }
       }
 #pragma unroll
@@ -285,30 +116,18 @@ __device__ __forceinline__ void inter_qp_agent(const unsigned* __restrict__ subj
   if (active) best_out[lane] = best;
 }
 
-// One launch per query pair (MOLACCEL_ALIGN_MERGED=0): warps in reverse order, so the longest
-// subjects (last warps) start first.
-template <int R, int MinBlocks>
-__global__ void __launch_bounds__(128, MinBlocks)
-    inter_task_kernel_qp(const unsigned* __restrict__ subjects, const unsigned long long* __restrict__ warp_base,
-                         const unsigned* __restrict__ warp_quads, uint2* __restrict__ boundary, int warps,
-                         const unsigned* __restrict__ profile, int m_pad, int open, int extend,
-                         unsigned* __restrict__ best_out) {
-  const int warp = (gridDim.x - 1 - blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
-  const bool active = warp < warps;
-  inter_qp_agent<R>(subjects, active ? warp_base[warp] : 0, active ? warp_quads[warp] : 0, active, boundary,
-                    profile, m_pad, open, extend, best_out + static_cast<size_t>(warp) * kWarp);
-}
-
-// The default: every query pair of a chunk in one launch. Block b does work item items[b] =
+// Every query pair of a chunk in one launch. Block b does work item items[b] =
 // (block of 4 warps, query pair); the host orders items by cost (quads x rows), largest first, so
 // the length-sorted tail is balanced over all pairs at once. Each pair has its own profile, its own
 // boundary rows (boundary_stride uint2 apart) and its own outputs (best_stride words apart).
 template <int R, int MinBlocks>
 __global__ void __launch_bounds__(128, MinBlocks)
-    inter_task_kernel_qpm(const unsigned* __restrict__ subjects, const unsigned long long* __restrict__ warp_base,
+    inter_task_kernel_qpm(const unsigned* __restrict__ subjects,
+                          const unsigned long long* __restrict__ warp_base,
                           const unsigned* __restrict__ warp_quads, uint2* __restrict__ boundary,
                           unsigned long long boundary_stride, int warps, const uint2* __restrict__ items,
-                          const unsigned* __restrict__ profiles, const unsigned long long* __restrict__ pair_profile,
+                          const unsigned* __restrict__ profiles,
+                          const unsigned long long* __restrict__ pair_profile,
                           const int* __restrict__ pair_m_pad, int open, int extend,
                           unsigned* __restrict__ best_out, unsigned long long best_stride) {
   const uint2 item = items[blockIdx.x];
@@ -331,9 +150,10 @@ __global__ void __launch_bounds__(128, MinBlocks)
 // `transposed`: the scoring matrix in shared memory, [subject letter][query letter], row 31 =
 // padding (query rows past the end). Called by all 32 lanes of the warp; returns the best score.
 template <int R>
-__device__ __forceinline__ int intra_job(const int* transposed, const unsigned char* __restrict__ subject, int n,
-                                         int2* __restrict__ row_below, const unsigned char* __restrict__ query,
-                                         int m, int open, int extend, int lane) {
+__device__ __forceinline__ int intra_job(const int* transposed, const unsigned char* __restrict__ subject,
+                                         int n, int2* __restrict__ row_below,
+                                         const unsigned char* __restrict__ query, int m, int open, int extend,
+                                         int lane) {
   constexpr int kMinusInfinity = -(1 << 28);
   constexpr unsigned kAll = 0xffffffffu;
   constexpr int kPad = kMatrixDim - 1;
@@ -439,17 +259,18 @@ __global__ void __launch_bounds__(128)
                            const unsigned long long* __restrict__ job_scratch, int2* __restrict__ scratch,
                            int job_count, const unsigned char* __restrict__ queries,
                            const unsigned long long* __restrict__ query_offset,
-                           const unsigned* __restrict__ query_length, const int* __restrict__ matrix, int open,
-                           int extend, int* __restrict__ best_out, unsigned long long best_stride) {
+                           const unsigned* __restrict__ query_length, const int* __restrict__ matrix,
+                           int open, int extend, int* __restrict__ best_out, unsigned long long best_stride) {
   __shared__ int transposed[kMatrixDim * kMatrixDim];
   load_transposed_matrix(transposed, matrix);
   const int job = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (job >= job_count) return;
   const uint2 pair = jobs[job];
-  const int best = intra_job<R>(transposed, residues + subject_offset[pair.x], static_cast<int>(subject_length[pair.x]),
-                                scratch + job_scratch[job], queries + query_offset[pair.y],
-                                static_cast<int>(query_length[pair.y]), open, extend, lane);
+  const int best =
+      intra_job<R>(transposed, residues + subject_offset[pair.x], static_cast<int>(subject_length[pair.x]),
+                   scratch + job_scratch[job], queries + query_offset[pair.y],
+                   static_cast<int>(query_length[pair.y]), open, extend, lane);
   if (lane == 0) best_out[pair.y * best_stride + pair.x] = best;
 }
 

@@ -179,11 +179,13 @@ Database Database::open(const std::filesystem::path& dbdir) {
     // One pass over the mapping, on all cores (it also faults the pages in, in parallel).
     const auto* r = storage->residues;
     std::atomic<bool> bad{false};
-    parallel_for(static_cast<std::size_t>(residues), 0, std::size_t{8} << 20, [&](std::size_t b, std::size_t e) {
-      std::uint8_t any = 0;
-      for (std::size_t i = b; i < e; ++i) any |= static_cast<std::uint8_t>(r[i] >= kAlphabetSize);
-      if (any) bad = true;
-    });
+    parallel_for(static_cast<std::size_t>(residues), 0, std::size_t{8} << 20,
+                 [&](std::size_t b, std::size_t e) {
+                   std::uint8_t any = 0;
+                   for (std::size_t i = b; i < e; ++i)
+                     any |= static_cast<std::uint8_t>(r[i] >= kAlphabetSize);
+                   if (any) bad = true;
+                 });
     if (bad) throw InputError((dbdir / "residues.bin").string(), 0, "contains codes outside the alphabet");
   }
   {
