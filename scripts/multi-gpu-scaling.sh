@@ -4,12 +4,20 @@
 # spreads the same job over 1, 2 or 4 devices. Also runs the GPU tests with every GPU visible,
 # which exercises the multi-GPU tile paths. Run on a multi-GPU machine from the repository root.
 #   scripts/multi-gpu-scaling.sh
-# Environment: ALIGN_THRESHOLDS="1024 3000" adds align runs with other long-subject thresholds;
-# ALIGN_CHUNKS="3700000 ..." adds align runs with other pipeline chunk sizes (residues);
-# ORBITAL_CHUNKS="24 48" adds orbital batch runs with other chunk counts per grid;
-# GPU_TEST_JOBS=N runs N GPU tests at once at the end (default 1).
+#   scripts/multi-gpu-scaling.sh [--tuning ENGINE:k=v]... [--test-jobs N]
+# --tuning adds runs of that engine's benchmark with the setting, beside the default (align:
+# long_threshold=N, chunk_residues=N); --test-jobs runs N GPU tests at once at the end (default 1).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+tunings=()
+test_jobs=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --tuning) tunings+=("$2"); shift 2 ;;
+    --test-jobs) test_jobs="$2"; shift 2 ;;
+    *) sed -n '2,10p' "$0" >&2; exit 2 ;;
+  esac
+done
 build=build/cuda
 out="${OUT:-build/scaling}"   # logs
 work="${TMPDIR:-/tmp}/molaccel-scaling"   # large inputs and outputs
@@ -61,37 +69,25 @@ cmp -s "$work/hits-0.tsv" "$work/hits-${sets[-1]}.tsv" && echo "align: hits iden
 
 # align, the GPU part alone: bench_align_search times the same search with 1..N devices (compute
 # + upload + layout, in-memory database; and with loading from a makedb directory).
-# MOLACCEL_ALIGN_TRACE=1 adds, per device and search, where its time goes (set-up, short-subject
+# MOLACCEL_TRACE=align adds, per device and search, where its time goes (set-up, short-subject
 # chunks, long subjects, rescoring) to the log.
-MOLACCEL_ALIGN_TRACE=1 $build/bench/align/bench_align_search --gpu-only --repeats 3 --max-gpus "$gpus" \
+MOLACCEL_TRACE=align $build/bench/align/bench_align_search --gpu-only --repeats 3 --max-gpus "$gpus" \
   >"$out/align-bench.log" 2>"$out/align-trace.log"
 grep -E "^align/|GPUs|gpus" "$out/align-bench.log" || echo "bench_align_search failed"
-# ALIGN_THRESHOLDS="1024 3000": the same bench with other long-subject thresholds (subjects longer
-# go to the intra-task kernel), side by side with the default.
-for th in ${ALIGN_THRESHOLDS:-}; do
-  echo "align, MOLACCEL_ALIGN_LONG_THRESHOLD=$th:"
-  MOLACCEL_ALIGN_LONG_THRESHOLD=$th $build/bench/align/bench_align_search --gpu-only --repeats 3 --max-gpus "$gpus" 2>&1 \
-    | grep -E "^align/" | grep -v loading | cut -c1-110
-done
-for c in ${ALIGN_CHUNKS:-}; do
-  echo "align, MOLACCEL_ALIGN_CHUNK_RESIDUES=$c:"
-  MOLACCEL_ALIGN_CHUNK_RESIDUES=$c $build/bench/align/bench_align_search --gpu-only --repeats 3 --max-gpus "$gpus" 2>&1 \
+for t in "${tunings[@]}"; do
+  [[ "$t" == align:* ]] || continue
+  echo "align, --tuning ${t#align:}:"
+  $build/bench/align/bench_align_search --gpu-only --repeats 3 --max-gpus "$gpus" --tuning "${t#align:}" 2>&1 \
     | grep -E "^align/" | grep -v loading | cut -c1-110
 done
 echo "align trace, last search per GPU count (ms from the tile's start):"
-grep "align trace" "$out/align-trace.log" \
-  | awk '{ buf = buf $0 "\n" } /tiles,/ { last[$3] = buf; buf = "" } END { for (k = 1; k in last; ++k) printf "%s", last[k] }'
+grep "trace align" "$out/align-trace.log" \
+  | awk '{ buf = buf $0 "\n" } /tiles,/ { last[$4] = buf; buf = "" } END { for (k = 1; k in last; ++k) printf "%s", last[k] }'
 
 # orbital: a batch of 32 orbitals of C60 6-31G* (172^3 grid each) on 1..N GPUs, results in host
 # memory, checked bitwise identical across GPU counts.
 $build/bench/orbital/bench_orbital_c60 --quick --batch 32 2>&1 | tee "$out/orbital-batch.log" \
   | grep -E "^batch|^path|^sparse basis|^per-orbital|^matrix, page|^density|identical|GPUs" || echo "orbital batch failed"
-
-for c in ${ORBITAL_CHUNKS:-}; do
-  echo "orbital, MOLACCEL_ORBITAL_CHUNKS=$c:"
-  MOLACCEL_ORBITAL_CHUNKS=$c $build/bench/orbital/bench_orbital_c60 --quick --batch 32 2>&1 \
-    | grep -E "^matrix, page|^density|identical" || echo "orbital batch failed"
-done
 
 # The host link: device-to-host and host-to-device copies from 1..N GPUs at once into one
 # page-locked buffer (the ceiling of any multi-GPU result that must land in host memory).
@@ -117,7 +113,7 @@ fi
 
 # Last, so that the numbers above come back even if time runs out: every GPU test with all GPUs
 # visible (the multi-GPU tile paths).
-ctest --test-dir $build -L gpu -j"${GPU_TEST_JOBS:-1}" --timeout 400 >"$out/ctest-gpu-all-visible.log" 2>&1
+ctest --test-dir $build -L gpu -j"$test_jobs" --timeout 400 >"$out/ctest-gpu-all-visible.log" 2>&1
 echo "GPU tests with all $gpus GPUs visible: $(grep -E 'tests passed|tests failed' "$out/ctest-gpu-all-visible.log")"
 grep -E "\(Failed\)" "$out/ctest-gpu-all-visible.log" | head
 

@@ -266,7 +266,7 @@ class PinnedPool {
 // - `ctx.kept<T>()`: per-worker state kept from job to job for the life of the Resources handle
 //   (device scratch, streams, a device's copy of the inputs), destroyed on the worker's thread,
 //   device current, when the worker pool stops. The user resets what a job sets.
-// - `ctx.pinned(bytes)`: page-locked staging from the Resources' PinnedPool.
+// - `ctx.pinned_pool()`: the Resources' pool of page-locked staging memory.
 class WorkerContext {
  public:
   struct Slots {
@@ -304,7 +304,8 @@ class WorkerContext {
   T& kept(Args&&... args) {
     return (kept_ ? *kept_ : own_kept_).get<T>(std::forward<Args>(args)...);
   }
-  PinnedBlock pinned(std::size_t bytes);
+  // Outside a worker pool, a pool of the context's own.
+  PinnedPool& pinned_pool() { return pinned_ ? *pinned_ : own_pinned_; }
   void clear() {
     job_.clear();
     own_kept_.clear();
@@ -315,6 +316,7 @@ class WorkerContext {
   Slots* kept_;
   PinnedPool* pinned_;
   Slots job_, own_kept_;
+  PinnedPool own_pinned_;
 };
 
 struct JobOptions {

@@ -101,13 +101,6 @@ std::size_t PinnedPool::kept_bytes() const {
   return total;
 }
 
-PinnedBlock WorkerContext::pinned(std::size_t bytes) {
-  if (pinned_) return pinned_->take(bytes);
-  // A context made by hand (tests) has no Resources: a pool of its own, freed with the block.
-  PinnedPool own;
-  return own.take(bytes);
-}
-
 PinnedPool& Resources::pinned_pool() const {
   return pool().pinned_pool();
 }

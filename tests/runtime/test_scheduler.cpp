@@ -205,7 +205,7 @@ TEST(PinnedPool, ResourcesShareOnePoolWithTheirWorkers) {
   auto r = Resources::cpu(2);
   std::atomic<int> from_pool{0};
   run_tiles(r, 8, [&](WorkerContext& ctx, std::size_t) {
-    PinnedBlock block = ctx.pinned(4096);
+    PinnedBlock block = ctx.pinned_pool().take(4096);
     if (block && block.bytes() >= 4096) from_pool++;
   });
   EXPECT_EQ(from_pool.load(), 8);

@@ -48,10 +48,11 @@ void score_tile(WorkerContext& ctx, const TileRequest& request, TileResult& resu
   Tuning tuning = request.tuning ? *request.tuning : tuning_for(device);
   if (request.count == 0 || request.query_count == 0) return;
   const Scoring scoring{request.matrix, request.gap_open, request.gap_extend, request.saturation_threshold};
-  PipelineScratch& scratch = ctx.local<PipelineLease>().get(device);
+  PipelineScratch& scratch = ctx.kept<PipelineScratch>();
   const TileSubjects tile{request.residues, request.offsets, request.subjects, request.count};
   for (;;) {
     try {
+      scratch.pinned = &ctx.pinned_pool();
       score_tile_pipelined(tuning, scratch, request.queries, request.query_count, tile, scoring,
                            request.scores, request.layout_threads, result);
       return;

@@ -159,11 +159,11 @@ void score_tile_pipelined(const Tuning& t, PipelineScratch& ps, const QueryView*
   const std::size_t max_blocks = (max_warps + 3) / 4;
   for (auto& set : ps.sets) {
     ChunkSet& c = *set;
-    c.layout.resize(max_words);
-    c.warp_base.resize(max_warps);
-    c.warp_quads.resize(max_warps);
-    c.items.resize(max_blocks * pairs);
-    c.best.resize(max_warps * kWarpSize * pairs);
+    c.layout.resize(max_words, ps.pinned);
+    c.warp_base.resize(max_warps, ps.pinned);
+    c.warp_quads.resize(max_warps, ps.pinned);
+    c.items.resize(max_blocks * pairs, ps.pinned);
+    c.best.resize(max_warps * kWarpSize * pairs, ps.pinned);
     c.d_layout.resize(max_words);
     c.d_warp_base.resize(max_warps);
     c.d_warp_quads.resize(max_warps);
@@ -184,7 +184,7 @@ void score_tile_pipelined(const Tuning& t, PipelineScratch& ps, const QueryView*
   ps.setup->synchronize();  // profiles, queries and matrix are on the device
   const double first_launch = now_seconds();
   if (n_long > 0) {
-    ps.long_residues.resize(long_total);
+    ps.long_residues.resize(long_total, ps.pinned);
     parallel_for(n_long, threads, 16, [&](std::size_t b, std::size_t e) {
       for (std::size_t k = b; k < e; ++k)
         std::copy_n(tile.subject(n_short + k), long_length[k], ps.long_residues.data() + long_offset[k]);
@@ -195,7 +195,7 @@ void score_tile_pipelined(const Tuning& t, PipelineScratch& ps, const QueryView*
     ps.long_offset.upload(long_offset, stream);
     ps.long_length.upload(long_length, stream);
     ps.long_best.resize(n_long * query_count);
-    ps.long_best_host.resize(n_long * query_count);
+    ps.long_best_host.resize(n_long * query_count, ps.pinned);
     std::vector<unsigned long long> query_start(query_offset.begin(), query_offset.end());
     std::vector<unsigned> query_length(query_count);
     for (std::size_t q = 0; q < query_count; ++q) query_length[q] = static_cast<unsigned>(queries[q].length);

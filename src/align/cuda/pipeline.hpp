@@ -55,8 +55,10 @@ struct ChunkSet {
   int warps = 0;
 };
 
-// Per worker (ctx.local), kept across the tiles of a job.
+// Per worker (ctx.kept), kept from job to job: allocating and freeing page-locked and device memory
+// costs tens of milliseconds per GPU and search, serialised across GPUs.
 struct PipelineScratch {
+  PinnedPool* pinned = nullptr;  // the Resources' pool, where the page-locked buffers come from
   std::vector<std::unique_ptr<ChunkSet>> sets;
   std::unique_ptr<Stream> setup, intra;
   std::unique_ptr<Event> long_done;
@@ -84,10 +86,6 @@ struct PipelineScratch {
 };
 
 constexpr int kChunkSets = 3;
-
-// The pipeline's buffers outlive a job, per device (DevicePool): allocating and freeing pinned
-// and device memory costs tens of milliseconds per GPU and search, serialised across GPUs.
-using PipelineLease = molaccel::cuda::DeviceLease<PipelineScratch>;
 
 // The settings for `device` (dispatch.cu): the same on every device so far.
 Tuning tuning_for(int device);

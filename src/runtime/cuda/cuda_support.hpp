@@ -133,49 +133,39 @@ class DeviceBuffer {
   int device_ = -1;
 };
 
-// Page-locked host memory (fast, asynchronous copies).
+// Page-locked host memory for n objects of T (fast, asynchronous copies), a typed view of a block
+// from a PinnedPool: an engine passes its Resources' pool (WorkerContext::pinned_pool), so staging
+// is reused from job to job; without a pool the block is the buffer's own. Growing takes a larger
+// block and hands the old one back; the contents are not kept.
 template <class T>
 class PinnedBuffer {
  public:
   PinnedBuffer() = default;
-  explicit PinnedBuffer(std::size_t n) { resize(n); }
-  ~PinnedBuffer() { reset(); }
-  PinnedBuffer(PinnedBuffer&& o) noexcept { *this = std::move(o); }
-  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
-    if (this != &o) {
-      reset();
-      ptr_ = std::exchange(o.ptr_, nullptr);
-      size_ = std::exchange(o.size_, 0);
-      capacity_ = std::exchange(o.capacity_, 0);
-    }
-    return *this;
-  }
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  void resize(std::size_t n) {
-    if (n <= capacity_ && ptr_) {
+  explicit PinnedBuffer(std::size_t n, PinnedPool* pool = nullptr) { resize(n, pool); }
+  void resize(std::size_t n, PinnedPool* pool = nullptr) {
+    if (n * sizeof(T) <= block_.bytes() && block_) {
       size_ = n;
       return;
     }
     reset();
     if (n == 0) return;
-    MOLACCEL_CUDA_TRY(cudaMallocHost(reinterpret_cast<void**>(&ptr_), n * sizeof(T)));
-    size_ = capacity_ = n;
+    block_ = pool ? pool->take(n * sizeof(T)) : PinnedPool().take(n * sizeof(T));
+    size_ = n;
   }
   void reset() noexcept {
-    if (ptr_) MOLACCEL_CUDA_TRY_NOTHROW(cudaFreeHost(ptr_));
-    ptr_ = nullptr;
-    size_ = capacity_ = 0;
+    block_ = PinnedBlock{};
+    size_ = 0;
   }
-  T* data() noexcept { return ptr_; }
-  const T* data() const noexcept { return ptr_; }
-  T& operator[](std::size_t i) noexcept { return ptr_[i]; }
-  const T& operator[](std::size_t i) const noexcept { return ptr_[i]; }
+  T* data() noexcept { return block_.as<T>(); }
+  const T* data() const noexcept { return block_.as<T>(); }
+  T& operator[](std::size_t i) noexcept { return data()[i]; }
+  const T& operator[](std::size_t i) const noexcept { return data()[i]; }
   std::size_t size() const noexcept { return size_; }
+  std::size_t capacity() const noexcept { return block_.bytes() / sizeof(T); }
 
  private:
-  T* ptr_ = nullptr;
-  std::size_t size_ = 0, capacity_ = 0;
+  PinnedBlock block_;
+  std::size_t size_ = 0;
 };
 
 class Stream {
