@@ -35,8 +35,7 @@ using bench_data::c60_631gs;
 // --batch N: N orbitals (HOMO-N+1 .. HOMO), one grid each, through the library (evaluate_orbitals_into
 // into one reused buffer) on 1, 2, ... all visible GPUs (gpu:0, gpu:0,1, ...): time per batch, the
 // speed-up over one GPU, and whether the values are bitwise identical whatever the GPU count. The
-// default path for N > 4 orbitals is the sparse basis matrix; "per-orbital JIT" rows set
-// MOLACCEL_ORBITAL_MANY=jit (one JIT launch per orbital and tile).
+// path for N > 4 orbitals is the sparse basis matrix.
 int run_batch(const Wavefunction& wfn, const GridSpec& grid, std::size_t batch, int repeats) {
 #if MOLACCEL_HAVE_CUDA
   const auto gpus = gpu_list();
@@ -61,10 +60,8 @@ int run_batch(const Wavefunction& wfn, const GridSpec& grid, std::size_t batch, 
   // engines write the result directly, with no host-side copy.
   auto pinned = allocate_host_buffer(points * batch * sizeof(float));
   std::vector<float> matrix_first;
-  for (const char* path : {"matrix", "jit", "pinned"}) {
+  for (const char* path : {"matrix", "pinned"}) {
     if (std::string(path) == "pinned" && !pinned.page_locked) continue;
-    if (std::string(path) == "jit") setenv("MOLACCEL_ORBITAL_MANY", "jit", 1);
-    else unsetenv("MOLACCEL_ORBITAL_MANY");
     float* dst = std::string(path) == "pinned" ? reinterpret_cast<float*>(pinned.data.get()) : out.data();
     double one_gpu_ms = 0;
     for (std::size_t g = 1; g <= gpus.size(); ++g) {
@@ -81,31 +78,18 @@ int run_batch(const Wavefunction& wfn, const GridSpec& grid, std::size_t batch, 
       else if (std::string(path) == "pinned")
         identical = std::memcmp(matrix_first.data(), out.data(), out.size() * sizeof(float)) == 0;
       else identical = std::memcmp(first.data(), out.data(), out.size() * sizeof(float)) == 0;
-      if (std::string(path) == "jit" && g == 1) {  // per-orbital JIT vs matrix path: same values within fp32
-        double worst = 0, scale = 0;
-        for (std::size_t i = 0; i < out.size(); ++i) {
-          worst = std::max(worst, static_cast<double>(std::abs(out[i] - first[i])));
-          scale = std::max(scale, static_cast<double>(std::abs(first[i])));
-        }
-        std::printf("  per-orbital JIT vs matrix path, 1 GPU: max diff %.1e of max\n", worst / scale);
-        first = out;  // the JIT rows compare with the 1-GPU JIT result
-        identical = true;
-      }
       all_identical = all_identical && identical;
       if (g == 1) one_gpu_ms = ms;
       std::string tiles;
       for (std::size_t w = 0; w < info.job.tiles_per_worker.size(); ++w)
         tiles += (w ? "," : "") + std::to_string(info.job.tiles_per_worker[w]);
       std::printf("%-22s %5zu %10.2f %8.2fx %10.0f%% %10.1f %s / %s (%s)\n",
-                  std::string(path) == "jit"      ? "per-orbital JIT"
-                  : std::string(path) == "pinned" ? "matrix, page-locked out"
-                                                  : "sparse basis matrix",
+                  std::string(path) == "pinned" ? "matrix, page-locked out" : "sparse basis matrix",
                   g, ms, one_gpu_ms / ms,
                   100.0 * one_gpu_ms / ms / static_cast<double>(g), 4.0 * points * batch / timing.median_s / 1e9,
                   identical ? "yes" : "NO", tiles.c_str(), info.backend.c_str());
     }
   }
-  unsetenv("MOLACCEL_ORBITAL_MANY");
   // The density of all occupied orbitals: a batch of 180 orbitals reduced on the GPUs, so only one
   // grid (20 MB) crosses to the host; its scaling is that of the GPU work. Into one reused buffer
   // (evaluate_density_into), like the orbital rows: no 20 MB allocation and page faults per call.
@@ -193,9 +177,7 @@ int main(int argc, char** argv) {
     double jit_ms = 0, generic_ms = 0;
     const std::vector<const char*> kinds =
         density_only ? std::vector<const char*>{}
-                     : std::vector<const char*>{"jit", "jit-brick", "jit-brick3d", "jit-row", "jit-split", "jit-cull:2x8x8", "jit-cull:1x16x8",
-                             "jit-cull:4x4x8", "jit-cull:4x8x8/2", "jit-cull:2x8x16/2", "jit-cull:8x8x8/4", "jit-cull:4x8x16/4",
-                             "jit-cull:4x16x8/4", "jit-cull:16x8x8/8", "jit-cull:8x8x16/8", "generic"};
+                     : std::vector<const char*>{"jit", "generic"};
     for (const char* kind : kinds) {
       const auto timing = bench::measure_with([&] { return cuda_backend::time_kernel(gpu.index, job, kind, 3) * 1e-3; }, 1,
                                               quick ? 3 : 5);
@@ -220,7 +202,7 @@ int main(int argc, char** argv) {
       std::printf("JIT speed-up over the generic kernel: %.2fx (target >= 3x; target <= 0.5 ms per orbital)\n",
                   generic_ms / jit_ms);
     // Atoms per block that the culled JIT kernel keeps (same rule as the kernel, on the CPU).
-    const std::array<std::array<int, 3>, 3> shapes{{{2, 8, 8}, {4, 8, 8}, {8, 8, 8}}};
+    const std::array<std::array<int, 3>, 1> shapes{{{8, 8, 8}}};
     for (const auto& shape : shapes) {
       const int bx = shape[0], by = shape[1], bz = shape[2];
       double radius = 0;
@@ -290,15 +272,14 @@ int main(int argc, char** argv) {
       std::printf("sparse density path: %.1f of %d components per 4x4x8 brick on average (%.1f%% of the dense flops)\n",
                   kept / bricks, basis.components, 100.0 * kept / bricks / basis.components);
     }
-    // Default path (sparse per-brick shell lists) and the dense basis matrix, side by side.
-    for (const char* kind : {"density-sparse", "density-sparse2", "density-dense"}) {
+    {
+      const char* kind = "density";
       const auto timing = bench::measure_with([&] { return cuda_backend::time_kernel(gpu.index, density, kind, 1) * 1e-3; },
                                               1, quick ? 2 : 3);
       const double padded_components = std::ceil(basis.components / 8.0) * 8.0;
       const double flops = 2.0 * points * padded_components * std::ceil(n_orbitals / 192.0) * 192.0;
       bench::Row row;
-      row.benchmark = std::string("orbital/c60-631gs/density-180/cuda") +
-                      (std::string(kind) == "density-dense" ? "-dense" : std::string(kind) == "density-sparse2" ? "-sparse-2blocks" : "");
+      row.benchmark = "orbital/c60-631gs/density-180/cuda";
       row.device = gpu.name;
       row.size = size;
       row.timing = timing;
@@ -307,7 +288,7 @@ int main(int argc, char** argv) {
       row.bytes = 2.0 * 4.0 * points * padded_components;
       row.limit = fma_flops;
       row.limit_name = "fp32 FMA peak";
-      row.note = fmt::format("{:.2f} ms (target <= 25 ms), {}, {}", timing.median_s * 1e3, std::string(kind) == "density-dense" ? "dense" : "sparse (flop/s dense-equivalent)",
+      row.note = fmt::format("{:.2f} ms (target <= 25 ms), sparse (flop/s dense-equivalent), {}", timing.median_s * 1e3,
                              bench::human_rate(points / timing.median_s, "pt"));
       bench::print_row(row);
     }

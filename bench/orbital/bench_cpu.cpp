@@ -1,9 +1,8 @@
 // The CPU target of issue 6 (>= 10x gau2grid per core on the same points), measured side by side:
 // our CPU kernel (the variant the library picks; one thread), its AVX2 build (on AVX-512
-// machines), the previous kernel (bench/orbital/previous_cpu_kernel.cpp, AVX-512 machines only),
-// the same evaluation through the library (evaluate_orbitals_into, one thread) and gau2grid
+// machines), the same evaluation through the library (evaluate_orbitals_into, one thread) and gau2grid
 // (Debian libgg-dev), on a slab of central planes of the C60 6-31G* benchmark grid (172^3 points at
-// 0.075 A), HOMO. Runs are interleaved (ours, avx2, previous, library, gau2grid, ours, ...) after
+// 0.075 A), HOMO. Runs are interleaved (ours, avx2, library, gau2grid, ours, ...) after
 // one warm-up each, so machine noise hits all of them alike; a ratio is the median of the
 // per-round ratios, next to the ratio of the medians.
 //
@@ -26,12 +25,6 @@
 #include "orbital/cpu/cpu_kernel.hpp"
 #include "orbital/packed_basis.hpp"
 #include "gau2grid_baseline.hpp"
-
-#if MOLACCEL_HAVE_PREVIOUS_KERNEL
-namespace molaccel::orbital::cpu::previous_kernel {
-void evaluate_rows(const KernelArgs& args, std::size_t row_begin, std::size_t row_end);
-}
-#endif
 
 using namespace molaccel;
 using namespace molaccel::orbital;
@@ -161,7 +154,7 @@ int main(int argc, char** argv) {
   };
   std::vector<Contender> contenders;
   const auto& variant = cpu::select_variant();
-  std::vector<float> ours(slab_points), previous(slab_points);
+  std::vector<float> ours(slab_points);
   const cpu::KernelArgs args{&basis, coefficients.data(), refs.size(), weights_ptr, &slab, ours.data()};
   contenders.push_back({variant.name, [&] { variant.kernel(args, 0, rows); }, {}});
   // The other compiled variants this CPU can run (informational: machines without AVX-512).
@@ -169,11 +162,6 @@ int main(int argc, char** argv) {
   const cpu::KernelArgs other_args{&basis, coefficients.data(), refs.size(), weights_ptr, &slab, other.data()};
   if (variant.name == "cpu/avx512")
     contenders.push_back({"cpu/avx2", [&] { cpu::isa_avx2::evaluate_rows(other_args, 0, rows); }, {}});
-#if MOLACCEL_HAVE_PREVIOUS_KERNEL
-  const cpu::KernelArgs previous_args{&basis, coefficients.data(), refs.size(), weights_ptr, &slab, previous.data()};
-  if (cpu_info().simd >= SimdLevel::avx512)
-    contenders.push_back({"previous-kernel/avx512", [&] { cpu::previous_kernel::evaluate_rows(previous_args, 0, rows); }, {}});
-#endif
   // The same orbital through the library (evaluate_orbitals_into), one CPU thread: the kernel plus
   // the basis packing and the scheduler.
   const Resources one_thread = Resources::cpu(1);
@@ -227,12 +215,6 @@ int main(int argc, char** argv) {
                 std::memcmp(ours.data(), through_library.data(), ours.size() * sizeof(float)) == 0 ? "yes" : "NO");
 #if MOLACCEL_HAVE_GAU2GRID
   if (density_orbitals == 0) std::printf("max |ours - gau2grid| = %.1e of max |psi|\n", max_relative_difference(ours, gg));
-#endif
-#if MOLACCEL_HAVE_PREVIOUS_KERNEL
-  if (cpu_info().simd >= SimdLevel::avx512) {
-    std::vector<double> prev_d(previous.begin(), previous.end());
-    std::printf("max |ours - previous kernel| = %.1e of max |psi|\n", max_relative_difference(ours, prev_d));
-  }
 #endif
   return 0;
 }

@@ -76,18 +76,9 @@ Backend resolve(Backend backend, const Target& target) {
   return backend;
 }
 
-// Grid planes per scheduler tile. GPU tiles: about 16 per grid (at most ~2M points each), so that
-// 2 to 4 GPUs share a grid with at most one tile of imbalance; the count depends on the grid only,
-// never on the number of workers, so the tiling (and with it every value, bit for bit) is the
-// same whatever the GPU count. CPU tiles: 2 planes, for load balance.
-std::size_t planes_per_tile(const GridSpec& grid, bool gpu, std::size_t requested) {
-  if (requested > 0) return requested;
-  if (!gpu) return 2;
-  const std::size_t planes = grid.counts[0];
-  const std::size_t plane_points = std::max<std::size_t>(1, grid.counts[1] * grid.counts[2]);
-  const std::size_t largest = std::max<std::size_t>(1, (2u << 20) / plane_points);
-  return std::clamp<std::size_t>((planes + 15) / 16, 1, largest);
-}
+// Grid planes per scheduler tile when the chunk pool does not run (CPU pools, or tiles asked for
+// through EvaluateOptions::planes_per_tile): 2 planes by default, for load balance.
+std::size_t planes_per_tile(std::size_t requested) { return requested > 0 ? requested : 2; }
 
 // Request-invariant host preparation, kept across requests (a batch of requests asks for the same
 // basis set and orbitals again and again; on a GPU this host work is time no GPU count shrinks):
@@ -246,12 +237,9 @@ class RequestCache {
 };
 
 // GPU pools take the chunk pool (chunk_queue.hpp) unless tiles of a given size are asked for
-// (EvaluateOptions::planes_per_tile) or MOLACCEL_ORBITAL_TILING=tiles (the previous scheme: ~16
-// fixed tiles per grid, each pipelined and drained on its own; kept for comparison).
+// (EvaluateOptions::planes_per_tile: tests cut bricks with it).
 bool use_chunk_pool(const Target& target, Backend backend, const EvaluateOptions& options) {
-  if (!target.gpu || backend == Backend::cpu || options.planes_per_tile > 0) return false;
-  const char* v = std::getenv("MOLACCEL_ORBITAL_TILING");
-  return !(v && std::string(v) == "tiles");
+  return target.gpu && backend != Backend::cpu && options.planes_per_tile == 0;
 }
 
 // One request for the fast backends: orbital values (weights empty) or a weighted density, into
@@ -278,7 +266,7 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
   const double prepared_at = trace ? now_seconds() : 0.0;
 
   const bool pool_mode = use_chunk_pool(target, backend, options);
-  const TileRange tiles{grid.counts[0], planes_per_tile(grid, target.gpu, options.planes_per_tile)};
+  const TileRange tiles{grid.counts[0], planes_per_tile(options.planes_per_tile)};
   const cpu::Variant& variant = cpu::select_variant();
   std::string gpu_kernel;
   [[maybe_unused]] std::mutex name_mutex;  // GPU kernel name, written by GPU workers only

@@ -32,18 +32,11 @@ TEST(OrbitalCuda, KernelsMatchReferenceOnRandomBasisSets) {
     grid.counts[2] = 131;  // past a 128-thread block, odd remainder
     const std::vector<OrbitalRef> one{{Spin::alpha, 1}};
     const auto expected = reference::evaluate_orbitals(wfn, grid, one, 0);
-    // JIT: default (culled, 2x8x8 bricks), other culled brick shapes (one plane, two and four
-    // points per thread), the kernels without culling (brick, brick3d and row layouts, the row
-    // layout with fp32 hi/lo coordinate splits); "" = the generic kernel.
-    for (const char* coords : {"default", "1x16x8", "4x4x8", "4x8x8/2", "8x8x8/4", "2x8x16/2", "split", "brick",
-                               "brick3d", "row", ""}) {
+    // JIT: the default brick (8x8x8, 4 points per thread) and other brick shapes (one plane, one
+    // and two points per thread); "" = the generic kernel.
+    for (const char* coords : {"default", "1x16x8", "4x4x8", "4x8x8/2", "2x8x16/2", ""}) {
       const Backend backend = coords[0] ? Backend::cuda_jit : Backend::cuda_generic;
       const std::string c = coords;
-      if (c == "split") {
-        setenv("MOLACCEL_ORBITAL_JIT_COORDS", "split", 1);
-        setenv("MOLACCEL_ORBITAL_JIT_LAYOUT", "row", 1);
-      }
-      if (c == "brick" || c == "brick3d" || c == "row") setenv("MOLACCEL_ORBITAL_JIT_LAYOUT", coords, 1);
       if (c.find('x') != std::string::npos) setenv("MOLACCEL_ORBITAL_JIT_BRICK", coords, 1);
       EvaluateOptions options;
       options.backend = backend;
@@ -51,8 +44,6 @@ TEST(OrbitalCuda, KernelsMatchReferenceOnRandomBasisSets) {
       const auto got = evaluate_orbitals(resources, wfn, grid, one, options, &info);
       EXPECT_LT(test::relative_max_error(got, expected), kFp32Tolerance)
           << "seed " << seed << " " << info.backend << " " << coords;
-      unsetenv("MOLACCEL_ORBITAL_JIT_COORDS");
-      unsetenv("MOLACCEL_ORBITAL_JIT_LAYOUT");
       unsetenv("MOLACCEL_ORBITAL_JIT_BRICK");
     }
     // Eight orbitals: the basis-matrix + contraction path.
@@ -69,10 +60,10 @@ TEST(OrbitalCuda, KernelsMatchReferenceOnRandomBasisSets) {
   }
 }
 
-// Many orbitals and densities: the sparse (per-brick shell lists, default) and the dense basis-
-// matrix paths, with more than 64 orbitals (the 192-wide contraction tiles), tiles of 1, 2, 3 and
-// more planes (the three brick shapes, with bricks cut by the tile and grid edges) and a sheared
-// grid (the brick's bounding sphere with non-orthogonal axes), against the reference.
+// Many orbitals and densities: the sparse basis-matrix path (per-brick shell lists) with more than
+// 64 orbitals (the 192-wide contraction tiles), tiles of 1, 2, 3 and more planes (the three brick
+// shapes, with bricks cut by the tile and grid edges) and a sheared grid (the brick's bounding
+// sphere with non-orthogonal axes), against the reference.
 TEST(OrbitalCuda, BasisMatrixPathsMatchReferenceForManyOrbitals) {
   MOLACCEL_REQUIRE_GPU();
   const auto resources = gpu_resources();
@@ -86,13 +77,10 @@ TEST(OrbitalCuda, BasisMatrixPathsMatchReferenceForManyOrbitals) {
   for (int d = 0; d < 3; ++d) sheared.axes[1][d] += 0.3 * grid.axes[2][d];
   std::vector<OrbitalRef> many;
   for (std::size_t o = 0; o < 100; ++o) many.push_back({Spin::alpha, o});
-  const char* saved = std::getenv("MOLACCEL_ORBITAL_MATRIX");
-  const std::string saved_value = saved ? saved : "";
   for (const GridSpec* g : {&grid, &sheared}) {
     const auto expected = reference::evaluate_orbitals(wfn, *g, many, 0);
     const auto rho_expected = reference::evaluate_density(wfn, *g, DensityKind::total, 0);
-    for (const char* path : {"sparse", "dense"}) {
-      setenv("MOLACCEL_ORBITAL_MATRIX", path, 1);
+    {
       for (std::size_t per_tile : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{0}}) {
         EvaluateOptions options;
         options.backend = Backend::cuda_jit;
@@ -100,17 +88,14 @@ TEST(OrbitalCuda, BasisMatrixPathsMatchReferenceForManyOrbitals) {
         EvaluationInfo info;
         const auto got = evaluate_orbitals(resources, wfn, *g, many, options, &info);
         EXPECT_LT(test::relative_max_error(got, expected), kFp32Tolerance)
-            << path << " planes/tile " << per_tile << " " << info.backend;
-        EXPECT_NE(info.backend.find(std::string(path) == "sparse" ? "sparse" : "cuda/basis-matrix"), std::string::npos)
-            << info.backend;
+            << "planes/tile " << per_tile << " " << info.backend;
+        EXPECT_NE(info.backend.find("sparse"), std::string::npos) << info.backend;
         const auto rho = evaluate_density(resources, wfn, *g, DensityKind::total, options, &info);
         EXPECT_LT(test::relative_max_error(rho, rho_expected), kFp32Tolerance)
-            << path << " planes/tile " << per_tile << " " << info.backend;
+            << "planes/tile " << per_tile << " " << info.backend;
       }
     }
   }
-  if (saved) setenv("MOLACCEL_ORBITAL_MATRIX", saved_value.c_str(), 1);
-  else unsetenv("MOLACCEL_ORBITAL_MATRIX");
 }
 
 // Culled JIT kernel edge cases: atoms far apart (most bricks have an empty atom list, some lists
@@ -161,8 +146,8 @@ TEST(OrbitalCuda, CulledJitHandlesEmptyBricksAndAtomsOnBrickCorners) {
 
 // The multi-device path with two workers on the same GPU (DeviceSpec cannot name a GPU twice, so
 // the pool is built directly): per-orbital JIT launches (3 orbitals), the sparse basis matrix (8
-// orbitals) and a density, bit for bit equal to one worker and to the previous tiling
-// (MOLACCEL_ORBITAL_TILING=tiles: ~16 fixed tiles); then two chunks of the chunk pool fail at their
+// orbitals) and a density, bit for bit equal to one worker and to fixed tiles of about 1/16 of
+// the grid (EvaluateOptions::planes_per_tile); then two chunks of the chunk pool fail at their
 // first attempt, each in the share of whichever worker claimed it: the share gives its unfinished
 // chunks back, the scheduler runs it again on the other worker, and the grid is still bit for bit
 // the same.
@@ -180,6 +165,7 @@ TEST(OrbitalCuda, TwoWorkersOnOneGpuGiveBitwiseTheSameGridsAndRedoFailedTiles) {
   WorkerPool one({gpu_worker(0)});
   WorkerPool two({gpu_worker(0), gpu_worker(1)});
   const std::size_t n = grid.point_count();
+  const std::size_t fixed_tile = (grid.counts[0] + 15) / 16;  // planes: ~16 tiles per grid
   for (std::size_t count : {std::size_t{3}, std::size_t{8}}) {
     std::vector<OrbitalRef> refs;
     for (std::size_t o = 0; o < count; ++o) refs.push_back({Spin::alpha, 20 + o});
@@ -195,10 +181,10 @@ TEST(OrbitalCuda, TwoWorkersOnOneGpuGiveBitwiseTheSameGridsAndRedoFailedTiles) {
     EXPECT_GE(info.job.tiles, 4u);  // chunks of the grid, whatever the worker count
     const auto expected = reference::evaluate_orbitals(wfn, grid, refs, 0);
     EXPECT_LT(test::relative_max_error(a, expected), kFp32Tolerance) << info.backend;
-    setenv("MOLACCEL_ORBITAL_TILING", "tiles", 1);
+    EvaluateOptions tiled = options;
+    tiled.planes_per_tile = fixed_tile;
     std::fill(b.begin(), b.end(), -1.0f);
-    detail::evaluate_orbitals_on_pool(two, wfn, grid, refs, b.data(), b.size(), options, &info);
-    unsetenv("MOLACCEL_ORBITAL_TILING");
+    detail::evaluate_orbitals_on_pool(two, wfn, grid, refs, b.data(), b.size(), tiled, &info);
     EXPECT_EQ(a, b) << count << " orbitals, fixed tiles vs chunk pool " << info.backend;
     EXPECT_GE(info.job.tiles, 8u);  // ~16 fixed tiles
     // Chunks 1 and 3 (tiles 2 + c: the two shares come first) fail at their first attempt.
@@ -216,9 +202,9 @@ TEST(OrbitalCuda, TwoWorkersOnOneGpuGiveBitwiseTheSameGridsAndRedoFailedTiles) {
   detail::evaluate_density_on_pool(one, wfn, grid, DensityKind::total, rho1.data(), rho1.size(), options);
   detail::evaluate_density_on_pool(two, wfn, grid, DensityKind::total, rho2.data(), rho2.size(), options);
   EXPECT_EQ(rho1, rho2);
-  setenv("MOLACCEL_ORBITAL_TILING", "tiles", 1);
-  detail::evaluate_density_on_pool(two, wfn, grid, DensityKind::total, rho3.data(), rho3.size(), options);
-  unsetenv("MOLACCEL_ORBITAL_TILING");
+  EvaluateOptions tiled = options;
+  tiled.planes_per_tile = fixed_tile;
+  detail::evaluate_density_on_pool(two, wfn, grid, DensityKind::total, rho3.data(), rho3.size(), tiled);
   EXPECT_EQ(rho1, rho3) << "density, fixed tiles vs chunk pool";
   // A repeated request reuses the cached preparation and the device states' uploads: same bits.
   std::fill(rho2.begin(), rho2.end(), -1.0f);

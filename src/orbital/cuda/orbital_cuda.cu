@@ -1,13 +1,11 @@
 // CUDA backends of the orbital engine.
 //  * generic kernel: one thread per grid point, the packed basis and the orbital's Cartesian
 //    coefficients staged in shared memory, loops over atoms/shells/primitives with screening;
-//  * JIT kernel: source from generate_jit_source() (basis folded in), compiled by NVRTC through
-//    the runtime's JitCache and launched with cuda::launch;
-//  * many orbitals / densities: sparse (default) = per brick of 128 points, the shells that
+//  * JIT kernel: source from generate_jit_source() (basis folded in, per-brick atom lists),
+//    compiled by NVRTC through the runtime's JitCache and launched with cuda::launch;
+//  * many orbitals / densities (sparse basis matrix): per brick of 128 points, the shells that
 //    survive screening somewhere in the brick, their basis values in shared memory and a
-//    register-tiled contraction with the gathered coefficient rows, fused with the density sum;
-//    dense (MOLACCEL_ORBITAL_MATRIX=dense) = the whole (components x points) basis matrix, then
-//    the same contraction over all components.
+//    register-tiled contraction with the gathered coefficient rows, fused with the density sum.
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -191,122 +189,11 @@ __global__ void __launch_bounds__(kPointsPerBlock) generic_orbital_kernel(BasisV
   out[(static_cast<std::size_t>(blockIdx.z) * g.ny + j) * g.nz + k] = value;
 }
 
-// Basis values of `points` consecutive grid points starting at linear index `first_point`
-// (plane-major), into b[component * pitch + point]; screened shells are written as zeros.
-__global__ void __launch_bounds__(kPointsPerBlock) basis_values_kernel(BasisView basis, OrbitalGridArgs g,
-                                                                       std::size_t first_point, int points,
-                                                                       float* b, std::size_t pitch) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  const SharedBasis s = stage_basis(basis, smem);
-  __syncthreads();
-  const int local = blockIdx.x * blockDim.x + threadIdx.x;
-  if (local >= static_cast<int>(pitch)) return;
-  float* column = b + local;
-  if (local >= points) {
-    for (int c = 0; c < basis.components; ++c) column[c * pitch] = 0.0f;
-    return;
-  }
-  const std::size_t linear = first_point + local;
-  const std::size_t plane = static_cast<std::size_t>(g.ny) * g.nz;
-  const int i = static_cast<int>(linear / plane);
-  const int j = static_cast<int>((linear % plane) / g.nz);
-  const int k = static_cast<int>(linear % g.nz);
-  double p[3];
-  grid_point(g, i, j, k, p);
-  for (int a = 0; a < basis.atoms; ++a) {
-    const float x = static_cast<float>(p[0] - s.atom_xyz[3 * a]);
-    const float y = static_cast<float>(p[1] - s.atom_xyz[3 * a + 1]);
-    const float z = static_cast<float>(p[2] - s.atom_xyz[3 * a + 2]);
-    const float r2 = x * x + y * y + z * z;
-    for (int sh = s.atom_first_shell[a]; sh < s.atom_first_shell[a + 1]; ++sh) {
-      const int4 shell = s.shells[sh];
-      const float radial = r2 < s.shell_cut[sh] ? shell_radial(s, shell, r2) : 0.0f;
-      store_monomials(shell.x, radial, x, y, z, column + shell.w * pitch, pitch);
-    }
-  }
-}
-
-// Contraction psi[o][p] = sum_c C[c][o] * B[c][p]: tiles of 128 points x (16 x R) orbitals,
-// 256 threads with 8 points x R orbitals each (strided, so shared-memory reads are conflict-free
-// or broadcasts), 8 components per shared-memory step loaded as float4. Density mode
-// (weights != nullptr) sums w_o psi^2 over all orbital tiles in the block, so psi never leaves
-// registers. B has `components_padded` rows (zero-padded), Ct is components_padded x
-// orbitals_padded (orbitals_padded a multiple of 16 R).
-constexpr int kTileP = 128, kTileK = 8;
-template <int R>
-__global__ void __launch_bounds__(256) contract_kernel(const float* __restrict__ b, std::size_t pitch,
-                                                       const float* __restrict__ ct, int components_padded,
-                                                       int orbitals_padded, int orbitals,
-                                                       const float* __restrict__ weights, int points,
-                                                       float* __restrict__ out, std::size_t out_pitch) {
-  constexpr int kTileO = 16 * R;
-  __shared__ __align__(16) float bs[kTileK][kTileP];
-  __shared__ __align__(16) float cs[kTileK][kTileO];
-  __shared__ float rho[kTileP];
-  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-  const int p0 = blockIdx.x * kTileP;
-  if (weights)
-    for (int i = threadIdx.x; i < kTileP; i += blockDim.x) rho[i] = 0.0f;
-  for (int o0 = 0; o0 < orbitals_padded; o0 += kTileO) {
-    float acc[R][8];
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int q = 0; q < 8; ++q) acc[r][q] = 0.0f;
-    for (int k0 = 0; k0 < components_padded; k0 += kTileK) {
-      __syncthreads();
-      {  // 8 x 128 floats of B: one float4 per thread
-        const int kk = threadIdx.x / 32, pp = (threadIdx.x % 32) * 4;
-        *reinterpret_cast<float4*>(&bs[kk][pp]) =
-            *reinterpret_cast<const float4*>(&b[static_cast<std::size_t>(k0 + kk) * pitch + p0 + pp]);
-      }
-      for (int i = threadIdx.x; i < kTileK * kTileO / 4; i += blockDim.x) {
-        const int kk = i / (kTileO / 4), oo = (i % (kTileO / 4)) * 4;
-        *reinterpret_cast<float4*>(&cs[kk][oo]) =
-            *reinterpret_cast<const float4*>(&ct[static_cast<std::size_t>(k0 + kk) * orbitals_padded + o0 + oo]);
-      }
-      __syncthreads();
-#pragma unroll
-      for (int kk = 0; kk < kTileK; ++kk) {
-        float bv[8], cv[R];
-#pragma unroll
-        for (int q = 0; q < 8; ++q) bv[q] = bs[kk][tx + 16 * q];
-#pragma unroll
-        for (int r = 0; r < R; ++r) cv[r] = cs[kk][ty + 16 * r];
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-#pragma unroll
-          for (int q = 0; q < 8; ++q) acc[r][q] = fmaf(cv[r], bv[q], acc[r][q]);
-      }
-    }
-    if (weights) {
-#pragma unroll
-      for (int q = 0; q < 8; ++q) {
-        float sum = 0.0f;
-#pragma unroll
-        for (int r = 0; r < R; ++r) sum += weights[o0 + ty + 16 * r] * acc[r][q] * acc[r][q];
-        atomicAdd(&rho[tx + 16 * q], sum);
-      }
-    } else {
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int q = 0; q < 8; ++q) {
-          const int p = p0 + tx + 16 * q, o = o0 + ty + 16 * r;
-          if (p < points && o < orbitals) out[static_cast<std::size_t>(o) * out_pitch + p] = acc[r][q];
-        }
-    }
-  }
-  if (weights) {
-    __syncthreads();
-    for (int i = threadIdx.x; i < kTileP; i += blockDim.x)
-      if (p0 + i < points) out[p0 + i] = rho[i];
-  }
-}
-
 // Orbitals per thread of the contraction: 4 (tiles of 64) for few orbitals, 12 (tiles of 192,
 // e.g. C60's 180 occupied orbitals in one pass over the basis matrix) for many.
 inline int contraction_width(std::size_t orbitals) { return orbitals <= 64 ? 4 : 12; }
+// Rows of the transposed coefficient matrix are padded to a multiple of this.
+constexpr int kComponentPad = 8;
 
 // ---------------------------------------------------------------------------------------------
 // Sparse (screened) basis-matrix path for many orbitals and densities. One block of 256 threads
@@ -315,11 +202,12 @@ inline int contraction_width(std::size_t orbitals) { return orbitals <= 64 ? 4 :
 // sphere to the atom against the shell's screening radius, conservative by 1e-3 bohr, so a shell
 // left out is one that the per-point test would have zeroed at every point of the brick), then
 // walks that list in chunks of at most kSparseK Cartesian components: basis values of the chunk
-// into shared memory (same per-point screening and arithmetic as basis_values_kernel), the
-// matching rows of the coefficient matrix gathered into shared memory, and the same register-tiled
-// contraction (and fused density) as contract_kernel. The values are those of the dense path up
-// to the order of the fp32 sums (terms that are exactly zero are skipped). For C60 6-31G* on
-// the 0.075 A grid a brick needs on the order of 100 of the 900 components.
+// into shared memory (per-point screening), the matching rows of the coefficient matrix gathered
+// into shared memory, and a register-tiled contraction: 256 threads with 8 points x R orbitals
+// each (strided, so shared-memory reads are conflict-free or broadcasts), tiles of 128 points x
+// (16 x R) orbitals. Density mode (weights != nullptr) sums w_o psi^2 over all orbital tiles of
+// the block, so psi never leaves registers. For C60 6-31G* on the 0.075 A grid a brick needs on
+// the order of 150 of the 900 components.
 // ---------------------------------------------------------------------------------------------
 constexpr int kBrickPoints = 128, kSparseK = 32, kSparseThreads = 256;
 
@@ -347,8 +235,8 @@ inline std::size_t sparse_dynamic_bytes(const BasisView& b) {
   return sizeof(int) * (4 * static_cast<std::size_t>(b.shell_count) + 3 + static_cast<std::size_t>(b.components));
 }
 
-template <int R, int MinBlocks>
-__global__ void __launch_bounds__(kSparseThreads, MinBlocks)
+template <int R>
+__global__ void __launch_bounds__(kSparseThreads, 1)
     sparse_contract_kernel(BasisView basis, const int* __restrict__ shell_atom, OrbitalGridArgs g, int planes,
                            BrickShape shape, const float* __restrict__ ct, int orbitals_padded, int orbitals,
                            const float* __restrict__ weights, float* __restrict__ out, std::size_t out_pitch) {
@@ -545,63 +433,18 @@ __global__ void __launch_bounds__(kSparseThreads, MinBlocks)
   }
 }
 
-// Which JIT kernel runs single orbitals. MOLACCEL_ORBITAL_JIT_LAYOUT: "cull" (default: per-brick
-// atom lists, see generate_culled_jit_source; brick shape from MOLACCEL_ORBITAL_JIT_BRICK, e.g.
-// "2x8x8" or "4x8x8/2"), or the kernels without culling, which loop over every atom at every point:
-// "brick" (a block covers 16 rows x 8 columns, a warp 4 x 8 points), "row" (128 consecutive
-// columns per block) or "brick3d" (2 planes x 8 x 8, a warp 2 x 4 x 4). H100, C60 6-31G*, 172^3,
-// 2026-11-22, before culling: row 0.625 ms, brick 0.537 ms, brick3d 0.523 ms.
-// MOLACCEL_ORBITAL_JIT_COORDS=split (non-culled layouts only): atom offsets from fp32 hi/lo
-// coordinate splits instead of a double subtraction and conversion per atom and point (measured
-// slower: 0.691 vs 0.627 ms with the row layout).
+// Brick of the JIT kernel: 8 planes x 8 rows x 8 columns, 4 points per thread (points of a
+// thread 2 planes apart share the atom list entry and the shell branches).
 constexpr const char* kDefaultCullBrick = "8x8x8/4";
 
-struct JitVariant {
-  std::string layout = "cull";  // cull, brick, brick3d, row
-  bool split = false;
-  detail::CullLayout cull;
-};
-
-inline JitVariant jit_variant_from_env() {
-  JitVariant v;
-  if (const char* l = std::getenv("MOLACCEL_ORBITAL_JIT_LAYOUT")) {
-    const std::string s(l);
-    if (s == "row" || s == "brick" || s == "brick3d" || s == "cull") v.layout = s;
-    else throw Error(fmt::format("MOLACCEL_ORBITAL_JIT_LAYOUT='{}': expected cull, brick, brick3d or row", s));
-  }
-  const char* c = std::getenv("MOLACCEL_ORBITAL_JIT_COORDS");
-  v.split = c && std::string(c) == "split";
+inline detail::CullLayout jit_brick_from_env() {
   const char* b = std::getenv("MOLACCEL_ORBITAL_JIT_BRICK");
-  v.cull = detail::parse_cull_layout(b && *b ? b : kDefaultCullBrick);
-  return v;
+  return detail::parse_cull_layout(b && *b ? b : kDefaultCullBrick);
 }
 
-// Benchmark names: "jit" (the default), "jit-row", "jit-brick", "jit-brick3d", "jit-split" (row
-// layout, split coordinates), "jit-cull:SHAPE".
-inline JitVariant jit_variant_named(const std::string& kind) {
-  JitVariant v = jit_variant_from_env();
-  if (kind == "jit") return v;
-  v.split = kind == "jit-split";
-  if (kind == "jit-row" || kind == "jit-split") v.layout = "row";
-  else if (kind == "jit-brick") v.layout = "brick";
-  else if (kind == "jit-brick3d") v.layout = "brick3d";
-  else if (kind.rfind("jit-cull:", 0) == 0) {
-    v.layout = "cull";
-    v.cull = detail::parse_cull_layout(kind.substr(9));
-  } else {
-    throw Error("unknown orbital kernel kind '" + kind + "'");
-  }
-  return v;
-}
-
-// Many orbitals (more than 4) and densities take the basis-matrix path; MOLACCEL_ORBITAL_MANY=jit
-// runs orbital values one JIT launch per orbital instead (benchmark comparison).
-inline bool use_matrix_path(const GpuJob& job) {
-  if (job.weights != nullptr) return true;
-  if (job.orbitals <= 4) return false;
-  const char* v = std::getenv("MOLACCEL_ORBITAL_MANY");
-  return !(job.jit && v && std::string(v) == "jit");
-}
+// Many orbitals (more than 4) and densities take the sparse basis-matrix path; up to 4 orbitals
+// run one kernel launch per orbital.
+inline bool use_matrix_path(const GpuJob& job) { return job.weights != nullptr || job.orbitals > 4; }
 
 // The JIT request for a basis set and kernel variant (the source is the cache key).
 JitRequest jit_request(const detail::JitSource& source, int device) {
@@ -615,18 +458,17 @@ JitRequest jit_request(const detail::JitSource& source, int device) {
   return request;
 }
 
-detail::JitSource jit_source_for(const detail::PackedBasis& basis, const JitVariant& jit) {
-  return jit.layout == "cull" ? detail::generate_culled_jit_source(basis, jit.cull)
-                              : detail::generate_jit_source(basis, jit.split, jit.layout == "brick", jit.layout == "brick3d");
+detail::JitSource jit_source_for(const detail::PackedBasis& basis, const detail::CullLayout& brick) {
+  return detail::generate_jit_source(basis, brick);
 }
 
 // What a device state holds after init: the request cache's ids of the basis and the
-// coefficients, the path and kernel variant, and the density weights. Empty (never reused) when
-// the job does not come from the cache.
-std::string state_key(const GpuJob& job, bool want_jit, const JitVariant& jit) {
+// coefficients, the path and JIT brick, and the density weights. Empty (never reused) when the
+// job does not come from the cache.
+std::string state_key(const GpuJob& job, bool want_jit, const detail::CullLayout& brick) {
   if (job.basis_id == 0 || job.coefficients_id == 0) return {};
-  std::string key = fmt::format(fmt::runtime("{}/{}/{}/{}/{}/{}/{}/{}/"), job.basis_id, job.coefficients_id, job.orbitals,
-                                want_jit, use_matrix_path(job), jit.layout, jit.split, jit.cull.name());
+  std::string key = fmt::format(fmt::runtime("{}/{}/{}/{}/{}/{}/"), job.basis_id, job.coefficients_id, job.orbitals,
+                                want_jit, use_matrix_path(job), brick.name());
   if (job.weights) key.append(reinterpret_cast<const char*>(job.weights), job.orbitals * sizeof(float));
   return key;
 }
@@ -684,10 +526,7 @@ struct DeviceState {
   cuda::DeviceBuffer<float> coefficients;     // orbitals x components (row per orbital)
   cuda::DeviceBuffer<float> coefficients_t;   // components_padded x orbitals_padded
   cuda::DeviceBuffer<float> weights;          // orbitals_padded
-  cuda::DeviceBuffer<int2> atom_type_base;
-  cuda::DeviceBuffer<float> atom_split;       // JIT: hi x y z, lo x y z per atom
   cuda::DeviceBuffer<int> shell_atom;         // atom of each shell (sparse matrix path)
-  cuda::DeviceBuffer<float> basis_matrix;
   cuda::DeviceBuffer<float> result;            // benchmarks (time_kernel)
   // Tile pipeline (evaluate_planes): two device result buffers and two pinned host buffers, the
   // kernels on `stream`, the device-to-host copies on `copy_stream`.
@@ -700,18 +539,13 @@ struct DeviceState {
   std::unique_ptr<cuda::Stream> stream;
   std::unique_ptr<cuda::LoadedProgram> program;
   cudaKernel_t jit_kernel = nullptr;
-  int jit_points_per_thread = 1;
-  bool jit_brick_layout_used = false;
-  bool jit_brick3d_layout_used = false;
-  bool jit_culled = false;
   detail::CullLayout jit_cull;
-  cuda::DeviceBuffer<int> atom_base;     // culled JIT: sorted by type
+  cuda::DeviceBuffer<int> atom_base;     // JIT: sorted by type
   cuda::DeviceBuffer<float> atom_cut2;
   cuda::DeviceBuffer<int> type_first;
   cuda::DeviceBuffer<double> atom_xyz_sorted;
   BasisView view{};
   int components_padded = 0, orbitals_padded = 0;
-  std::size_t chunk_points = 0;  // basis-matrix columns per step (shrinks on out-of-memory)
 
   DeviceState() = default;
   DeviceState(const DeviceState&) = delete;
@@ -732,13 +566,11 @@ struct DeviceState {
   // Uploads one job's basis and coefficients. A state taken from its DevicePool keeps its
   // streams, events and buffers from earlier jobs (buffers grow, never shrink), so a job pays no
   // allocation, which the driver serialises across GPUs.
-  void init(const GpuJob& job, int dev, bool want_jit, const JitVariant& jit = jit_variant_from_env()) {
+  void init(const GpuJob& job, int dev, bool want_jit, const detail::CullLayout& brick = jit_brick_from_env()) {
     device = dev;
     chunk_planes = 0;
     jit_kernel = nullptr;
-    jit_culled = jit_brick_layout_used = jit_brick3d_layout_used = false;
     components_padded = orbitals_padded = 0;
-    chunk_points = 0;
     const auto& basis = *job.basis;
     if (!stream) stream = std::make_unique<cuda::Stream>();
     atom_xyz.upload(basis.atom_xyz, *stream);
@@ -766,7 +598,7 @@ struct DeviceState {
       if (!copied[b]) copied[b] = std::make_unique<cuda::Event>(false);
     }
     if (use_matrix_path(job)) {
-      components_padded = (basis.components + kTileK - 1) / kTileK * kTileK;
+      components_padded = (basis.components + kComponentPad - 1) / kComponentPad * kComponentPad;
       const std::size_t tile_o = 16u * static_cast<std::size_t>(contraction_width(job.orbitals));
       orbitals_padded = static_cast<int>((job.orbitals + tile_o - 1) / tile_o * tile_o);
       std::vector<float> ct(static_cast<std::size_t>(components_padded) * orbitals_padded, 0.0f);
@@ -782,18 +614,10 @@ struct DeviceState {
         for (int sh = basis.atom_first_shell[a]; sh < basis.atom_first_shell[a + 1]; ++sh)
           sa[static_cast<std::size_t>(sh)] = static_cast<int>(a);
       shell_atom.upload(sa, *stream);
-      // Basis matrix: at most ~512 MiB or a quarter of free memory.
-      std::size_t free_bytes = 0, total = 0;
-      MOLACCEL_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total));
-      const std::size_t budget = std::min<std::size_t>(512u << 20, free_bytes / 4);
-      chunk_points = std::max<std::size_t>(kTileP, budget / (sizeof(float) * components_padded) / kTileP * kTileP);
     } else if (want_jit) {
-      const auto source = jit_source_for(basis, jit);
-      jit_brick_layout_used = source.brick_layout;
-      jit_brick3d_layout_used = source.brick3d_layout;
-      jit_culled = source.culled;
+      const auto source = jit_source_for(basis, brick);
       jit_cull = source.cull;
-      if (source.culled) {
+      {
         std::vector<double> xyz;
         std::vector<int> bases;
         std::vector<float> cuts;
@@ -811,32 +635,13 @@ struct DeviceState {
         atom_cut2.upload(cuts, *stream);
         type_first.upload(source.type_first, *stream);
       }
-      std::vector<float> split;
-      for (std::size_t a = 0; a < basis.atom_count(); ++a) {
-        float hi[3], lo[3];
-        for (int d = 0; d < 3; ++d) {
-          const double x = basis.atom_xyz[3 * a + static_cast<std::size_t>(d)];
-          hi[d] = static_cast<float>(x);
-          lo[d] = static_cast<float>(x - static_cast<double>(hi[d]));
-        }
-        split.insert(split.end(), {hi[0], hi[1], hi[2], lo[0], lo[1], lo[2]});
-      }
-      atom_split.upload(split, *stream);
-      std::vector<int2> tb;
-      for (std::size_t a = 0; a < basis.atom_count(); ++a) {
-        const int first = basis.atom_first_shell[a];
-        const int base = first < basis.atom_first_shell[a + 1] ? basis.shells[static_cast<std::size_t>(first)].first_component : 0;
-        tb.push_back(make_int2(source.atom_type[a], base));
-      }
-      atom_type_base.upload(tb, *stream);
       const JitRequest request = jit_request(source, dev);
       const JitProgram compiled = default_jit_cache().compile(request);
       program = std::make_unique<cuda::LoadedProgram>(compiled);
       jit_kernel = program->kernel(source.kernel_name);
-      jit_points_per_thread = source.points_per_thread;
     }
     stream->synchronize();
-    key = state_key(job, want_jit, jit);
+    key = state_key(job, want_jit, brick);
     ready = true;
   }
 
@@ -869,7 +674,7 @@ void launch_orbital(DeviceState& st, const GpuJob& job, std::size_t o, std::size
   const dim3 blocks(static_cast<unsigned>((grid.counts[2] + kPointsPerBlock - 1) / kPointsPerBlock),
                     static_cast<unsigned>(grid.counts[1]), static_cast<unsigned>(planes));
   const float* coef = st.coefficients.data() + o * job.basis->components;
-  if (st.jit_kernel && st.jit_culled) {
+  if (st.jit_kernel) {
     const std::size_t shared = sizeof(float) * job.basis->components;
     const detail::CullLayout& l = st.jit_cull;
     const std::size_t first_brick = p0 / static_cast<std::size_t>(l.bx);
@@ -879,20 +684,6 @@ void launch_orbital(DeviceState& st, const GpuJob& job, std::size_t o, std::size
                           static_cast<unsigned>(last_brick - first_brick + 1));
     cuda::launch(st.jit_kernel, jit_blocks, block, shared, *st.stream, st.atom_xyz_sorted.data(), st.atom_base.data(),
                  st.atom_cut2.data(), st.type_first.data(), st.view.atoms, coef, g, dst);
-  } else if (st.jit_kernel) {
-    const std::size_t shared = sizeof(float) * job.basis->components;
-    const std::size_t per_block = static_cast<std::size_t>(kPointsPerBlock) * st.jit_points_per_thread;
-    const dim3 jit_blocks = st.jit_brick3d_layout_used
-                                ? dim3(static_cast<unsigned>((grid.counts[2] + 7) / 8),
-                                       static_cast<unsigned>((grid.counts[1] + 7) / 8), static_cast<unsigned>((planes + 1) / 2))
-                            : st.jit_brick_layout_used
-                                ? dim3(static_cast<unsigned>((grid.counts[2] + 7) / 8),
-                                       static_cast<unsigned>((grid.counts[1] + 15) / 16), static_cast<unsigned>(planes))
-                                : dim3(static_cast<unsigned>((grid.counts[2] + per_block - 1) / per_block),
-                                       static_cast<unsigned>(grid.counts[1]), static_cast<unsigned>(planes));
-    cuda::launch(st.jit_kernel, jit_blocks, block, shared, *st.stream, st.atom_xyz.data(), st.atom_split.data(),
-                 st.atom_type_base.data(),
-                 st.view.atoms, coef, g, dst);
   } else {
     const std::size_t shared = st.generic_shared_bytes();
     check_shared_fits(shared, st.device);
@@ -903,54 +694,10 @@ void launch_orbital(DeviceState& st, const GpuJob& job, std::size_t o, std::size
   }
 }
 
-// Basis matrix + contraction over points [first, first + count) of the grid into dst
-// (density: dst[p]; orbitals: dst[o * dst_pitch + p]).
-void launch_matrix(DeviceState& st, const GpuJob& job, std::size_t first, std::size_t count, float* dst,
-                   std::size_t dst_pitch) {
-  const GridSpec& grid = *job.grid;
-  const OrbitalGridArgs g = grid_args(grid, 0, job.basis->components);
-  const std::size_t shared = shared_basis_bytes(st.view);
-  check_shared_fits(shared, st.device);
-  MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(basis_values_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(shared)));
-  for (std::size_t done = 0; done < count;) {
-    const std::size_t n = std::min(st.chunk_points, count - done);
-    const std::size_t pitch = (n + kTileP - 1) / kTileP * kTileP;
-    if (st.basis_matrix.size() < pitch * st.components_padded) {
-      st.basis_matrix.resize(pitch * st.components_padded);
-      st.basis_matrix.fill_zero(*st.stream);  // padded component rows stay zero
-    }
-    basis_values_kernel<<<static_cast<unsigned>(pitch / kPointsPerBlock), kPointsPerBlock, shared, *st.stream>>>(
-        st.view, g, first + done, static_cast<int>(n), st.basis_matrix.data(), pitch);
-    MOLACCEL_CUDA_CHECK_LAUNCH("basis_values_kernel");
-    const unsigned blocks = static_cast<unsigned>(pitch / kTileP);
-    const float* weights = job.weights ? st.weights.data() : nullptr;
-    if (contraction_width(job.orbitals) == 4)
-      contract_kernel<4><<<blocks, 256, 0, *st.stream>>>(st.basis_matrix.data(), pitch, st.coefficients_t.data(),
-                                                          st.components_padded, st.orbitals_padded,
-                                                          static_cast<int>(job.orbitals), weights,
-                                                          static_cast<int>(n), dst + done, dst_pitch);
-    else
-      contract_kernel<12><<<blocks, 256, 0, *st.stream>>>(st.basis_matrix.data(), pitch, st.coefficients_t.data(),
-                                                           st.components_padded, st.orbitals_padded,
-                                                          static_cast<int>(job.orbitals), weights,
-                                                           static_cast<int>(n), dst + done, dst_pitch);
-    MOLACCEL_CUDA_CHECK_LAUNCH("contract_kernel");
-    done += n;
-  }
-}
-
-// Which basis-matrix path runs many orbitals and densities: "sparse" (default: per-brick shell
-// lists, fused) or "dense" (whole basis matrix, then the contraction), from MOLACCEL_ORBITAL_MATRIX.
-bool sparse_matrix_path() {
-  const char* v = std::getenv("MOLACCEL_ORBITAL_MATRIX");
-  return !(v && std::string(v) == "dense");
-}
-
 // Sparse path over planes [p0, p0 + planes) of the grid into dst (density: dst[p]; orbitals:
 // dst[o * dst_pitch + p], p relative to the first plane).
 void launch_sparse(DeviceState& st, const GpuJob& job, std::size_t p0, std::size_t planes, float* dst,
-                   std::size_t dst_pitch, int min_blocks = 1) {
+                   std::size_t dst_pitch) {
   const GridSpec& grid = *job.grid;
   const OrbitalGridArgs g = grid_args(grid, p0, job.basis->components);
   const BrickShape shape = brick_shape(planes, grid.counts[1], grid.counts[2]);
@@ -968,24 +715,15 @@ void launch_sparse(DeviceState& st, const GpuJob& job, std::size_t p0, std::size
         orbitals, weights, dst, dst_pitch);
     MOLACCEL_CUDA_CHECK_LAUNCH(r == 4 ? "sparse_contract_kernel<4>" : "sparse_contract_kernel<12>");
   };
-  if (contraction_width(job.orbitals) == 4) run(sparse_contract_kernel<4, 1>, 4);
-  else if (min_blocks == 2) run(sparse_contract_kernel<12, 2>, 12);
-  else run(sparse_contract_kernel<12, 1>, 12);
-}
-
-int current_device() {
-  int dev = 0;
-  MOLACCEL_CUDA_TRY(cudaGetDevice(&dev));
-  return dev;
+  if (contraction_width(job.orbitals) == 4) run(sparse_contract_kernel<4>, 4);
+  else run(sparse_contract_kernel<12>, 12);
 }
 
 // Compute of planes [p, p + planes) into dst (outputs x points of those planes).
 void launch_planes(DeviceState& st, const GpuJob& job, std::size_t p, std::size_t planes, float* dst) {
   const std::size_t points = planes * job.grid->counts[1] * job.grid->counts[2];
-  if (use_matrix_path(job) && sparse_matrix_path()) {
+  if (use_matrix_path(job)) {
     launch_sparse(st, job, p, planes, dst, points);
-  } else if (use_matrix_path(job)) {
-    launch_matrix(st, job, p * job.grid->counts[1] * job.grid->counts[2], points, dst, points);
   } else {
     for (std::size_t o = 0; o < job.orbitals; ++o) launch_orbital(st, job, o, p, planes, dst + o * points);
   }
@@ -1080,19 +818,18 @@ void run_tile(DeviceState& st, const GpuJob& job, std::size_t plane_begin, std::
 
 void precompile(const GpuJob& job, int device) {
   if (!job.jit || use_matrix_path(job)) return;
-  const JitVariant variant = jit_variant_from_env();
+  const detail::CullLayout brick = jit_brick_from_env();
   // Once per basis (request cache id), variant and device: generating the source and looking it
   // up in the JIT cache is request-invariant host work.
   static std::mutex mutex;
   static std::vector<std::string> done;
   const std::string key = job.basis_id == 0 ? std::string()
-                                            : fmt::format(fmt::runtime("{}/{}/{}/{}/{}"), job.basis_id, device,
-                                                          variant.layout, variant.split, variant.cull.name());
+                                            : fmt::format(fmt::runtime("{}/{}/{}"), job.basis_id, device, brick.name());
   if (!key.empty()) {
     std::lock_guard lock(mutex);
     if (std::find(done.begin(), done.end(), key) != done.end()) return;
   }
-  (void)default_jit_cache().compile(jit_request(jit_source_for(*job.basis, variant), device));
+  (void)default_jit_cache().compile(jit_request(jit_source_for(*job.basis, brick), device));
   if (!key.empty()) {
     std::lock_guard lock(mutex);
     if (done.size() >= 64) done.erase(done.begin());
@@ -1116,22 +853,21 @@ DeviceState& job_state(WorkerContext& ctx, const GpuJob& job) {
   bool fresh = false;  // first tile of this job on this worker
   DeviceState& st = ctx.local<DeviceStateLease>().get(ctx.worker().device, &fresh);
   if (fresh) st.chunk_planes = 0;
-  if (!st.ready || (fresh && (st.key.empty() || st.key != state_key(job, job.jit, jit_variant_from_env()))))
+  if (!st.ready || (fresh && (st.key.empty() || st.key != state_key(job, job.jit, jit_brick_from_env()))))
     st.init(job, ctx.worker().device, job.jit);
   return st;
 }
 
 std::string kernel_name(const DeviceState& st, const GpuJob& job) {
   if (use_matrix_path(job)) {
-    const char* kind = sparse_matrix_path() ? "cuda/sparse-basis-matrix" : "cuda/basis-matrix";
-    return job.weights ? std::string(kind) + "+density" : std::string(kind);
+    const std::string kind = "cuda/sparse-basis-matrix";
+    return job.weights ? kind + "+density" : kind;
   }
-  if (!st.jit_kernel) return "cuda/generic";
-  return st.jit_culled ? "cuda/jit-cull-" + st.jit_cull.name() : std::string("cuda/jit");
+  return st.jit_kernel ? "cuda/jit-cull-" + st.jit_cull.name() : std::string("cuda/generic");
 }
 
 // Planes [plane_begin, plane_end) as one pipelined tile; out of GPU memory halves the planes per
-// launch (then the basis-matrix chunk) and redoes the tile.
+// launch and redoes the tile.
 void run_tile_adaptive(WorkerContext& ctx, DeviceState& st, const GpuJob& job, std::size_t plane_begin,
                        std::size_t plane_end) {
   const GridSpec& grid = *job.grid;
@@ -1146,16 +882,12 @@ void run_tile_adaptive(WorkerContext& ctx, DeviceState& st, const GpuJob& job, s
       run_tile(st, job, plane_begin, plane_end, step);
       return;
     } catch (const CudaError& e) {
-      if (!e.is_out_of_memory() || (step == 1 && st.chunk_points <= kTileP)) throw;
+      if (!e.is_out_of_memory() || step == 1) throw;
       cudaGetLastError();  // clear the sticky allocation error
       cudaStreamSynchronize(*st.stream);
       cudaStreamSynchronize(*st.copy_stream);
-      for (int b = 0; b < 2; ++b) {
-        st.results[b].reset();
-      }
-      st.basis_matrix.reset();
-      if (step > 1) step = std::max<std::size_t>(1, step / 2);
-      else st.chunk_points = std::max<std::size_t>(kTileP, st.chunk_points / 2);
+      for (int b = 0; b < 2; ++b) st.results[b].reset();
+      step = std::max<std::size_t>(1, step / 2);
       st.chunk_planes = step;
       log_warn("orbital: out of GPU memory on {}, retrying with {} plane(s) per launch", ctx.worker().name(), step);
     } catch (...) {
@@ -1176,11 +908,9 @@ std::vector<std::pair<std::size_t, std::size_t>> plan_chunks(const GpuJob& job) 
   const std::size_t outputs = job.weights ? 1 : std::max<std::size_t>(1, job.orbitals);
   std::size_t granule = 1;  // planes of the kernel's bricks
   if (use_matrix_path(job)) {
-    granule = sparse_matrix_path() ? 4 : 1;
+    granule = 4;
   } else if (job.jit) {
-    const JitVariant v = jit_variant_from_env();
-    if (v.layout == "cull") granule = static_cast<std::size_t>(v.cull.bx);
-    else if (v.layout == "brick3d") granule = 2;
+    granule = static_cast<std::size_t>(jit_brick_from_env().bx);
   }
   const std::size_t by_memory = std::max<std::size_t>(1, (8u << 20) / (plane_points * outputs));
   // MOLACCEL_ORBITAL_CHUNKS: chunks per grid to aim at (default 24; benchmark comparison).
@@ -1306,7 +1036,6 @@ std::string evaluate_chunks(WorkerContext& ctx, const GpuJob& job, detail::Chunk
     if (!e.is_out_of_memory()) throw;
     cudaGetLastError();  // clear the sticky allocation error
     for (int b = 0; b < 2; ++b) st.results[b].reset();
-    st.basis_matrix.reset();
     log_warn("orbital: out of GPU memory on {}, the rest of its share chunk by chunk", ctx.worker().name());
     fallback = true;
   } catch (...) {
@@ -1361,32 +1090,28 @@ std::string evaluate_planes(WorkerContext& ctx, const GpuJob& job, std::size_t p
 
 
 double time_kernel(int device, const GpuJob& job, const std::string& kind, int repeats) {
+  MOLACCEL_EXPECTS(kind == "jit" || kind == "generic" || kind == "density", "time_kernel: jit, generic or density");
+  const bool density = kind == "density";
+  MOLACCEL_EXPECTS(!density || job.weights != nullptr, "density timing needs a job with weights");
   cuda::DeviceGuard guard(device);
   DeviceState st;
   GpuJob local = job;
-  // "jit" = the default JIT kernel; "jit-..." = the variants (see jit_variant_named).
-  local.jit = kind.rfind("jit", 0) == 0;
-  st.init(local, device, local.jit, local.jit ? jit_variant_named(kind) : jit_variant_from_env());
+  local.jit = kind == "jit";
+  st.init(local, device, local.jit);
   const GridSpec& grid = *job.grid;
   const std::size_t n_points = grid.point_count();
-  const bool density = kind.rfind("density", 0) == 0;  // "density", "density-dense", "density-sparse"
-  const bool sparse = kind == "density-sparse" || kind == "density-sparse2" || (kind == "density" && sparse_matrix_path());
-  const int min_blocks = kind == "density-sparse2" ? 2 : 1;  // register cap for two blocks per SM (variant)
-  MOLACCEL_EXPECTS(!density || st.chunk_points > 0, "density timing needs a job with weights");
   st.result.resize(n_points);
   std::vector<float> times;
   for (int r = 0; r < repeats + 1; ++r) {  // first run warms up (JIT load, caches)
     cuda::Event start, stop;
     start.record(*st.stream);
-    if (density && sparse) launch_sparse(st, local, 0, grid.counts[0], st.result.data(), n_points, min_blocks);
-    else if (density) launch_matrix(st, local, 0, n_points, st.result.data(), n_points);
+    if (density) launch_sparse(st, local, 0, grid.counts[0], st.result.data(), n_points);
     else launch_orbital(st, local, 0, 0, grid.counts[0], st.result.data());
     stop.record(*st.stream);
     stop.synchronize();
     if (r > 0) times.push_back(stop.elapsed_ms_since(start));
   }
   std::sort(times.begin(), times.end());
-  (void)current_device;
   return times.empty() ? 0.0 : times[times.size() / 2];
 }
 
