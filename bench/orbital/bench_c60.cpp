@@ -22,7 +22,9 @@
 #include "molaccel/orbital.hpp"
 #include "orbital/basis_functions.hpp"
 #include "orbital/cpu/cpu_kernel.hpp"
+#include "orbital/evaluate_on_pool.hpp"
 #include "orbital/packed_basis.hpp"
+#include "orbital/tuning.hpp"
 #if MOLACCEL_HAVE_CUDA
 #include "orbital/cuda/orbital_cuda.hpp"
 #endif
@@ -31,6 +33,36 @@ using namespace molaccel;
 using namespace molaccel::orbital;
 
 using bench_data::c60_631gs;
+
+namespace {
+
+// --tuning k=v settings (detail::set_tuning), applied over the library's tuning for each problem.
+std::vector<std::string> tuning_settings;
+
+detail::Tuning tuned(std::size_t orbitals, bool density) {
+  detail::Tuning t = detail::tuning_for(0, {orbitals, density});
+  for (const auto& s : tuning_settings) detail::set_tuning(t, s);
+  return t;
+}
+
+// The library call, with the benchmark's tuning when one was given (else the public API).
+void orbitals_into(const Resources& resources, const Wavefunction& wfn, const GridSpec& grid,
+                   const std::vector<OrbitalRef>& refs, float* out, std::size_t size, const EvaluateOptions& options,
+                   EvaluationInfo* info) {
+  if (tuning_settings.empty()) evaluate_orbitals_into(resources, wfn, grid, refs, out, size, options, info);
+  else detail::evaluate_orbitals_tuned(resources, wfn, grid, refs, out, size, options, tuned(refs.size(), false), info);
+}
+
+void density_into(const Resources& resources, const Wavefunction& wfn, const GridSpec& grid, float* out,
+                  std::size_t size, const EvaluateOptions& options, EvaluationInfo* info) {
+  const std::size_t occupied = wfn.alpha.count();  // every generated orbital is doubly occupied
+  if (tuning_settings.empty()) evaluate_density_into(resources, wfn, grid, DensityKind::total, out, size, options, info);
+  else
+    detail::evaluate_density_tuned(resources, wfn, grid, DensityKind::total, out, size, options,
+                                   tuned(occupied, true), info);
+}
+
+}  // namespace
 
 // --batch N: N orbitals (HOMO-N+1 .. HOMO), one grid each, through the library (evaluate_orbitals_into
 // into one reused buffer) on 1, 2, ... all visible GPUs (gpu:0, gpu:0,1, ...): time per batch, the
@@ -68,9 +100,9 @@ int run_batch(const Wavefunction& wfn, const GridSpec& grid, std::size_t batch, 
       const Resources resources = bench::first_gpus(g);
       EvaluationInfo info;
       std::fill(dst, dst + out.size(), -1.0f);
-      evaluate_orbitals_into(resources, wfn, grid, refs, dst, out.size(), options, &info);  // warm-up
-      const auto timing = bench::measure(
-          [&] { evaluate_orbitals_into(resources, wfn, grid, refs, dst, out.size(), options, &info); }, 1, repeats);
+      orbitals_into(resources, wfn, grid, refs, dst, out.size(), options, &info);  // warm-up
+      const auto timing =
+          bench::measure([&] { orbitals_into(resources, wfn, grid, refs, dst, out.size(), options, &info); }, 1, repeats);
       const double ms = timing.median_s * 1e3;
       if (dst != out.data()) std::copy(dst, dst + out.size(), out.begin());
       bool identical = true;
@@ -100,12 +132,9 @@ int run_batch(const Wavefunction& wfn, const GridSpec& grid, std::size_t batch, 
       const Resources resources = bench::first_gpus(g);
       EvaluationInfo info;
       std::fill(density.begin(), density.end(), -1.0f);
-      evaluate_density_into(resources, wfn, grid, DensityKind::total, density.data(), density.size(), options, &info);
+      density_into(resources, wfn, grid, density.data(), density.size(), options, &info);
       const auto timing = bench::measure(
-          [&] {
-            evaluate_density_into(resources, wfn, grid, DensityKind::total, density.data(), density.size(), options, &info);
-          },
-          1, repeats);
+          [&] { density_into(resources, wfn, grid, density.data(), density.size(), options, &info); }, 1, repeats);
       const double ms = timing.median_s * 1e3;
       if (g == 1) one_gpu_ms = ms, density_first = density;
       const bool identical = std::memcmp(density_first.data(), density.data(), density.size() * sizeof(float)) == 0;
@@ -139,8 +168,20 @@ int main(int argc, char** argv) {
     } else if (arg == "--batch") {
       batch = 32;
       if (a + 1 < argc && std::isdigit(static_cast<unsigned char>(argv[a + 1][0]))) batch = std::stoul(argv[++a]);
+    } else if (arg == "--tuning" && a + 1 < argc) {
+      tuning_settings.push_back(argv[++a]);
+      try {
+        detail::Tuning check;
+        detail::set_tuning(check, tuning_settings.back());  // reject a bad setting before any work
+      } catch (const Error& e) {
+        std::fprintf(stderr, "bench_orbital_c60: %s\n", e.what());
+        return 2;
+      }
     } else {
-      std::fprintf(stderr, "usage: bench_orbital_c60 [--quick] [--batch [N]] [--density-kernel]\n");
+      std::fprintf(stderr,
+                   "usage: bench_orbital_c60 [--quick] [--batch [N]] [--density-kernel] [--tuning k=v]...\n"
+                   "  --tuning: basis_matrix=0|1, jit_brick=BXxBYxBZ[/P], chunks=N, drain_threads=N, "
+                   "drain_piece_mib=N (src/orbital/tuning.hpp)\n");
       return 2;
     }
   }
@@ -174,6 +215,7 @@ int main(int argc, char** argv) {
     job.coefficients = coefficients.data();
     job.orbitals = 1;
     job.grid = &grid;
+    job.tuning = tuned(1, false);
     double jit_ms = 0, generic_ms = 0;
     const std::vector<const char*> kinds =
         density_only ? std::vector<const char*>{}
@@ -201,10 +243,9 @@ int main(int argc, char** argv) {
     if (!density_only)
       std::printf("JIT speed-up over the generic kernel: %.2fx (target >= 3x; target <= 0.5 ms per orbital)\n",
                   generic_ms / jit_ms);
-    // Atoms per block that the culled JIT kernel keeps (same rule as the kernel, on the CPU).
-    const std::array<std::array<int, 3>, 1> shapes{{{8, 8, 8}}};
-    for (const auto& shape : shapes) {
-      const int bx = shape[0], by = shape[1], bz = shape[2];
+    // Atoms per block that the JIT kernel keeps (same rule as the kernel, on the CPU).
+    {
+      const int bx = job.tuning.jit_brick.bx, by = job.tuning.jit_brick.by, bz = job.tuning.jit_brick.bz;
       double radius = 0;
       const int ext[3] = {bx - 1, by - 1, bz - 1};
       for (int e = 0; e < 3; ++e)
@@ -228,7 +269,7 @@ int main(int argc, char** argv) {
               const double gap = std::max(0.0, std::sqrt(d2) - radius - 1e-3);
               if (gap * gap < cut) kept += 1;
             }
-      std::printf("culled JIT, %dx%dx%d bricks: %.1f of %zu atoms per block on average\n", bx, by, bz, kept / bricks,
+      std::printf("JIT, %dx%dx%d bricks: %.1f of %zu atoms per block on average\n", bx, by, bz, kept / bricks,
                   basis.atom_count());
     }
     // Density of the 180 orbitals: basis matrix + contraction (a GEMM with a fused square-sum).
@@ -243,6 +284,7 @@ int main(int argc, char** argv) {
     density.coefficients = all_coefficients.data();
     density.orbitals = n_orbitals;
     density.weights = weights.data();
+    density.tuning = tuned(n_orbitals, true);
     // Components per 4x4x8 brick that the sparse path keeps (same conservative sphere test).
     {
       double kept = 0;

@@ -4,8 +4,6 @@
 // chunks are redone elsewhere), otherwise as tiles of planes.
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -16,6 +14,7 @@
 #include "orbital/evaluate_on_pool.hpp"
 #include "orbital/packed_basis.hpp"
 #include "orbital/reference/reference.hpp"
+#include "orbital/tuning.hpp"
 #if MOLACCEL_HAVE_CUDA
 #include "orbital/cuda/orbital_cuda.hpp"
 #endif
@@ -243,14 +242,15 @@ bool use_chunk_pool(const Target& target, Backend backend, const EvaluateOptions
 }
 
 // One request for the fast backends: orbital values (weights empty) or a weighted density, into
-// `out` (orbitals x points, or points for a density; every value is written).
+// `out` (orbitals x points, or points for a density; every value is written). `tuning`: the GPU
+// settings a test or benchmark asks for (nullptr: detail::tuning_for).
 void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& grid,
               const std::vector<OrbitalRef>& orbitals, const std::vector<float>& weights, Backend backend,
-              const EvaluateOptions& options, EvaluationInfo* info, float* out) {
+              const EvaluateOptions& options, EvaluationInfo* info, float* out, const detail::Tuning* tuning) {
   // The cpu backend on GPU resources: a CPU-only pool, so every tile runs threaded on the CPU.
   if (backend == Backend::cpu && target.gpu) {
     const Resources cpu = Resources::cpu(target.cpu_threads);
-    return run_fast(target_of(cpu), wfn, grid, orbitals, weights, backend, options, info, out);
+    return run_fast(target_of(cpu), wfn, grid, orbitals, weights, backend, options, info, out, tuning);
   }
   const double start = now_seconds();
   const bool density = !weights.empty() || orbitals.empty();
@@ -262,7 +262,7 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
   const RequestCache::Prepared prepared = RequestCache::instance().get(wfn, options.screening_tolerance, orbitals);
   const detail::PackedBasis& basis = *prepared.basis;
   const std::vector<float>& coefficients = *prepared.coefficients;
-  static const bool trace = std::getenv("MOLACCEL_ORBITAL_TRACE") != nullptr;
+  const bool trace = trace_enabled("orbital");
   const double prepared_at = trace ? now_seconds() : 0.0;
 
   const bool pool_mode = use_chunk_pool(target, backend, options);
@@ -290,15 +290,16 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
   gpu.jit = backend == Backend::cuda_jit;
   gpu.basis_id = prepared.basis_id;
   gpu.coefficients_id = prepared.coefficients_id;
+  int first_gpu = -1;
+  for (const auto& w : target.pool->workers())
+    if (w.kind == WorkerInfo::Kind::gpu) {
+      first_gpu = w.device;
+      break;
+    }
+  gpu.tuning = tuning ? *tuning : detail::tuning_for(first_gpu, {orbitals.size(), density});
   // The JIT program is compiled once here (the GPU workers then find it in the JIT cache's memory
   // and only load it), not by the first tile of each worker.
-  if (target.gpu && backend != Backend::cpu) {
-    for (const auto& w : target.pool->workers())
-      if (w.kind == WorkerInfo::Kind::gpu) {
-        cuda_backend::precompile(gpu, w.device);
-        break;
-      }
-  }
+  if (target.gpu && backend != Backend::cpu && first_gpu >= 0) cuda_backend::precompile(gpu, first_gpu);
 #endif
 
   JobOptions job;
@@ -374,12 +375,12 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
     // Also the time since the previous request ended: what the caller and the entry checks took.
     static std::atomic<double> last_end{0.0};
     const double end = now_seconds(), previous = last_end.exchange(end);
-    std::fprintf(stderr,
-                 "orbital trace request: %zu %s, %.3f ms after the previous one, preparation %.3f ms, JIT %.3f ms, "
-                 "%zu %s, run %.3f ms\n",
-                 orbitals.size(), density ? "orbitals (density)" : "orbitals", previous > 0 ? (start - previous) * 1e3 : 0.0,
-                 (prepared_at - start) * 1e3, (compiled_at - prepared_at) * 1e3, stats.tiles,
-                 queue ? "chunks" : "tiles", (end - compiled_at) * 1e3);
+    trace_message("orbital", fmt::format(fmt::runtime("request: {} {}, {:.3f} ms after the previous one, preparation "
+                                                      "{:.3f} ms, JIT {:.3f} ms, {} {}, run {:.3f} ms"),
+                                         orbitals.size(), density ? "orbitals (density)" : "orbitals",
+                                         previous > 0 ? (start - previous) * 1e3 : 0.0, (prepared_at - start) * 1e3,
+                                         (compiled_at - prepared_at) * 1e3, stats.tiles, queue ? "chunks" : "tiles",
+                                         (end - compiled_at) * 1e3));
   }
   if (info) {
     info->job = stats;
@@ -404,7 +405,7 @@ void check_output(const float* out, std::size_t size, std::size_t needed) {
 
 void orbitals_into(const Target& target, const Wavefunction& wfn, const GridSpec& grid,
                    const std::vector<OrbitalRef>& orbitals, float* out, std::size_t size,
-                   const EvaluateOptions& options, EvaluationInfo* info) {
+                   const EvaluateOptions& options, EvaluationInfo* info, const detail::Tuning* tuning = nullptr) {
   validate(wfn, grid, orbitals);
   check_output(out, size, grid.point_count() * orbitals.size());
   const Backend backend = resolve(options.backend, target);
@@ -418,11 +419,12 @@ void orbitals_into(const Target& target, const Wavefunction& wfn, const GridSpec
     }
     return;
   }
-  run_fast(target, wfn, grid, orbitals, {}, backend, options, info, out);
+  run_fast(target, wfn, grid, orbitals, {}, backend, options, info, out, tuning);
 }
 
 void density_into(const Target& target, const Wavefunction& wfn, const GridSpec& grid, DensityKind kind,
-                  float* out, std::size_t size, const EvaluateOptions& options, EvaluationInfo* info) {
+                  float* out, std::size_t size, const EvaluateOptions& options, EvaluationInfo* info,
+                  const detail::Tuning* tuning = nullptr) {
   validate(wfn, grid, {});
   check_output(out, size, grid.point_count());
   const Backend backend = resolve(options.backend, target);
@@ -437,7 +439,7 @@ void density_into(const Target& target, const Wavefunction& wfn, const GridSpec&
     return;
   }
   const detail::DensityTerms terms = detail::density_terms(wfn, kind);
-  run_fast(target, wfn, grid, terms.orbitals, terms.weights, backend, options, info, out);
+  run_fast(target, wfn, grid, terms.orbitals, terms.weights, backend, options, info, out, tuning);
 }
 
 }  // namespace
@@ -474,13 +476,26 @@ namespace detail {
 
 void evaluate_orbitals_on_pool(WorkerPool& pool, const Wavefunction& wfn, const GridSpec& grid,
                                const std::vector<OrbitalRef>& orbitals, float* out, std::size_t size,
-                               const EvaluateOptions& options, EvaluationInfo* info) {
-  orbitals_into(target_of(pool), wfn, grid, orbitals, out, size, options, info);
+                               const EvaluateOptions& options, EvaluationInfo* info, const Tuning* tuning) {
+  orbitals_into(target_of(pool), wfn, grid, orbitals, out, size, options, info, tuning);
 }
 
 void evaluate_density_on_pool(WorkerPool& pool, const Wavefunction& wfn, const GridSpec& grid, DensityKind kind,
-                              float* out, std::size_t size, const EvaluateOptions& options, EvaluationInfo* info) {
-  density_into(target_of(pool), wfn, grid, kind, out, size, options, info);
+                              float* out, std::size_t size, const EvaluateOptions& options, EvaluationInfo* info,
+                              const Tuning* tuning) {
+  density_into(target_of(pool), wfn, grid, kind, out, size, options, info, tuning);
+}
+
+void evaluate_orbitals_tuned(const Resources& resources, const Wavefunction& wfn, const GridSpec& grid,
+                             const std::vector<OrbitalRef>& orbitals, float* out, std::size_t size,
+                             const EvaluateOptions& options, const Tuning& tuning, EvaluationInfo* info) {
+  orbitals_into(target_of(resources), wfn, grid, orbitals, out, size, options, info, &tuning);
+}
+
+void evaluate_density_tuned(const Resources& resources, const Wavefunction& wfn, const GridSpec& grid,
+                            DensityKind kind, float* out, std::size_t size, const EvaluateOptions& options,
+                            const Tuning& tuning, EvaluationInfo* info) {
+  density_into(target_of(resources), wfn, grid, kind, out, size, options, info, &tuning);
 }
 
 }  // namespace detail

@@ -1,7 +1,6 @@
 // Tier 2 for the GPU kernels: generic, JIT and basis-matrix (many orbitals, density) against the
 // reference on random molecules and basis sets (every shell type, pure and Cartesian), odd grid
 // sizes, and the Psi4 cubes; a failed GPU tile is redone on the CPU worker.
-#include <cstdlib>
 #include <string>
 
 #include "orbital/evaluate_on_pool.hpp"
@@ -23,6 +22,13 @@ Resources gpu_resources(bool with_cpu = false) {
 // path): 2e-5 of the largest value; a convention or indexing error is O(1).
 constexpr double kFp32Tolerance = 2e-5;
 
+// The library's tuning for a request, with another JIT brick shape.
+detail::Tuning with_jit_brick(std::size_t orbitals, const char* brick) {
+  detail::Tuning tuning = detail::tuning_for(0, {orbitals, false});
+  tuning.jit_brick = detail::parse_cull_layout(brick);
+  return tuning;
+}
+
 TEST(OrbitalCuda, KernelsMatchReferenceOnRandomBasisSets) {
   MOLACCEL_REQUIRE_GPU();
   const auto resources = gpu_resources();
@@ -34,17 +40,18 @@ TEST(OrbitalCuda, KernelsMatchReferenceOnRandomBasisSets) {
     const auto expected = reference::evaluate_orbitals(wfn, grid, one, 0);
     // JIT: the default brick (8x8x8, 4 points per thread) and other brick shapes (one plane, one
     // and two points per thread); "" = the generic kernel.
-    for (const char* coords : {"default", "1x16x8", "4x4x8", "4x8x8/2", "2x8x16/2", ""}) {
-      const Backend backend = coords[0] ? Backend::cuda_jit : Backend::cuda_generic;
-      const std::string c = coords;
-      if (c.find('x') != std::string::npos) setenv("MOLACCEL_ORBITAL_JIT_BRICK", coords, 1);
+    for (const char* brick : {"default", "1x16x8", "4x4x8", "4x8x8/2", "2x8x16/2", ""}) {
+      const std::string b = brick;
       EvaluateOptions options;
-      options.backend = backend;
+      options.backend = b.empty() ? Backend::cuda_generic : Backend::cuda_jit;
       EvaluationInfo info;
-      const auto got = evaluate_orbitals(resources, wfn, grid, one, options, &info);
+      std::vector<float> got(expected.size());
+      if (b == "default" || b.empty()) got = evaluate_orbitals(resources, wfn, grid, one, options, &info);
+      else
+        detail::evaluate_orbitals_tuned(resources, wfn, grid, one, got.data(), got.size(), options,
+                                        with_jit_brick(one.size(), brick), &info);
       EXPECT_LT(test::relative_max_error(got, expected), kFp32Tolerance)
-          << "seed " << seed << " " << info.backend << " " << coords;
-      unsetenv("MOLACCEL_ORBITAL_JIT_BRICK");
+          << "seed " << seed << " " << info.backend << " " << brick;
     }
     // Eight orbitals: the basis-matrix + contraction path.
     std::vector<OrbitalRef> many;
@@ -98,9 +105,9 @@ TEST(OrbitalCuda, BasisMatrixPathsMatchReferenceForManyOrbitals) {
   }
 }
 
-// Culled JIT kernel edge cases: atoms far apart (most bricks have an empty atom list, some lists
-// hold one atom), an atom exactly on a brick corner (grid point (2a, 8b, 8c) of the default 2x8x8
-// bricks: offsets of exactly 0 and points on both sides of the brick faces), a sheared grid, and
+// JIT kernel edge cases: atoms far apart (most bricks have an empty atom list, some lists hold one
+// atom), an atom exactly on a brick corner (grid point (2a, 8b, 8c) of 2x8x8 bricks: offsets of
+// exactly 0 and points on both sides of the brick faces), a sheared grid, and
 // tiles of 1 and 3 planes, which cut bricks. Against the reference (fp32 tolerance), and bit for
 // bit against the same kernel with other tilings: bricks are aligned to the grid, not to the tile,
 // so the tiling cannot change a value.
@@ -122,16 +129,17 @@ TEST(OrbitalCuda, CulledJitHandlesEmptyBricksAndAtomsOnBrickCorners) {
   const std::vector<OrbitalRef> orbitals{{Spin::alpha, 0}, {Spin::alpha, 3}};
   for (const GridSpec* g : {&grid, &sheared}) {
     const auto expected = reference::evaluate_orbitals(wfn, *g, orbitals, 0);
-    for (const char* brick : {"2x8x8", "4x8x8/2", "1x16x8"}) {
-      setenv("MOLACCEL_ORBITAL_JIT_BRICK", brick, 1);
+    for (const char* brick : {"8x8x8/4", "2x8x8", "4x8x8/2", "1x16x8"}) {
       std::vector<float> first;
       for (std::size_t per_tile : {std::size_t{0}, std::size_t{1}, std::size_t{3}}) {
         EvaluateOptions options;
         options.backend = Backend::cuda_jit;
         options.planes_per_tile = per_tile;
         EvaluationInfo info;
-        const auto got = evaluate_orbitals(resources, wfn, *g, orbitals, options, &info);
-        EXPECT_NE(info.backend.find("jit-cull"), std::string::npos) << info.backend;
+        std::vector<float> got(expected.size());
+        detail::evaluate_orbitals_tuned(resources, wfn, *g, orbitals, got.data(), got.size(), options,
+                                        with_jit_brick(orbitals.size(), brick), &info);
+        EXPECT_NE(info.backend.find(std::string("jit-cull-") + brick), std::string::npos) << info.backend;
         EXPECT_LT(test::relative_max_error(got, expected), kFp32Tolerance) << brick << " planes/tile " << per_tile;
         if (first.empty()) first = got;
         else EXPECT_EQ(got, first) << brick << " planes/tile " << per_tile;
@@ -140,7 +148,6 @@ TEST(OrbitalCuda, CulledJitHandlesEmptyBricksAndAtomsOnBrickCorners) {
       const std::size_t at = (44 * g->counts[1] + 16) * g->counts[2] + 16;
       EXPECT_NEAR(first[at], expected[at], kFp32Tolerance * std::abs(expected[at]) + 1e-7) << brick;
     }
-    unsetenv("MOLACCEL_ORBITAL_JIT_BRICK");
   }
 }
 

@@ -2,6 +2,7 @@
 // gives atoms with the same basis the same element type.
 #include "orbital/jit_source.hpp"
 #include "orbital/packed_basis.hpp"
+#include "orbital/tuning.hpp"
 #include "orbital_test_util.hpp"
 
 namespace molaccel::orbital {
@@ -58,6 +59,30 @@ TEST(OrbitalJitSource, SortsAtomsByTypeAndCompiles) {
       EXPECT_FALSE(default_jit_cache().compile(request).cubin.empty()) << shape;
     }
   }
+}
+
+// The GPU tuning: the defaults the library runs, and the benchmarks' --tuning settings.
+TEST(OrbitalTuning, DefaultsAndSettings) {
+  const detail::Tuning one = detail::tuning_for(0, {1, false});
+  EXPECT_FALSE(one.basis_matrix);
+  EXPECT_EQ(one.jit_brick.name(), "8x8x8/4");
+  EXPECT_EQ(one.chunks_per_grid, 24u);
+  EXPECT_TRUE(detail::tuning_for(0, {5, false}).basis_matrix);
+  EXPECT_FALSE(detail::tuning_for(0, {4, false}).basis_matrix);
+  EXPECT_TRUE(detail::tuning_for(-1, {1, true}).basis_matrix);
+  detail::Tuning t = one;
+  detail::set_tuning(t, "jit_brick=4x16x8/4");
+  detail::set_tuning(t, "chunks=48");
+  detail::set_tuning(t, "drain_threads=8");
+  detail::set_tuning(t, "drain_piece_mib=8");
+  detail::set_tuning(t, "basis_matrix=1");
+  EXPECT_EQ(t.jit_brick.name(), "4x16x8/4");
+  EXPECT_EQ(t.chunks_per_grid, 48u);
+  EXPECT_EQ(t.drain_threads, 8);
+  EXPECT_EQ(t.drain_piece_mib, 8u);
+  EXPECT_TRUE(t.basis_matrix);
+  for (const char* bad : {"chunks=0", "chunks=x", "drain_piece_mib=65", "jit_brick=3x8x8", "layout=row", "chunks"})
+    EXPECT_THROW(detail::set_tuning(t, bad), Error) << bad;
 }
 
 }  // namespace

@@ -433,18 +433,8 @@ __global__ void __launch_bounds__(kSparseThreads, 1)
   }
 }
 
-// Brick of the JIT kernel: 8 planes x 8 rows x 8 columns, 4 points per thread (points of a
-// thread 2 planes apart share the atom list entry and the shell branches).
-constexpr const char* kDefaultCullBrick = "8x8x8/4";
-
-inline detail::CullLayout jit_brick_from_env() {
-  const char* b = std::getenv("MOLACCEL_ORBITAL_JIT_BRICK");
-  return detail::parse_cull_layout(b && *b ? b : kDefaultCullBrick);
-}
-
-// Many orbitals (more than 4) and densities take the sparse basis-matrix path; up to 4 orbitals
-// run one kernel launch per orbital.
-inline bool use_matrix_path(const GpuJob& job) { return job.weights != nullptr || job.orbitals > 4; }
+// Densities and (by the tuning: more than 4) many orbitals take the sparse basis-matrix path.
+inline bool use_matrix_path(const GpuJob& job) { return job.weights != nullptr || job.tuning.basis_matrix; }
 
 // The JIT request for a basis set and kernel variant (the source is the cache key).
 JitRequest jit_request(const detail::JitSource& source, int device) {
@@ -465,10 +455,10 @@ detail::JitSource jit_source_for(const detail::PackedBasis& basis, const detail:
 // What a device state holds after init: the request cache's ids of the basis and the
 // coefficients, the path and JIT brick, and the density weights. Empty (never reused) when the
 // job does not come from the cache.
-std::string state_key(const GpuJob& job, bool want_jit, const detail::CullLayout& brick) {
+std::string state_key(const GpuJob& job, bool want_jit) {
   if (job.basis_id == 0 || job.coefficients_id == 0) return {};
   std::string key = fmt::format(fmt::runtime("{}/{}/{}/{}/{}/{}/"), job.basis_id, job.coefficients_id, job.orbitals,
-                                want_jit, use_matrix_path(job), brick.name());
+                                want_jit, use_matrix_path(job), job.tuning.jit_brick.name());
   if (job.weights) key.append(reinterpret_cast<const char*>(job.weights), job.orbitals * sizeof(float));
   return key;
 }
@@ -566,7 +556,7 @@ struct DeviceState {
   // Uploads one job's basis and coefficients. A state taken from its DevicePool keeps its
   // streams, events and buffers from earlier jobs (buffers grow, never shrink), so a job pays no
   // allocation, which the driver serialises across GPUs.
-  void init(const GpuJob& job, int dev, bool want_jit, const detail::CullLayout& brick = jit_brick_from_env()) {
+  void init(const GpuJob& job, int dev, bool want_jit) {
     device = dev;
     chunk_planes = 0;
     jit_kernel = nullptr;
@@ -615,7 +605,7 @@ struct DeviceState {
           sa[static_cast<std::size_t>(sh)] = static_cast<int>(a);
       shell_atom.upload(sa, *stream);
     } else if (want_jit) {
-      const auto source = jit_source_for(basis, brick);
+      const auto source = jit_source_for(basis, job.tuning.jit_brick);
       jit_cull = source.cull;
       {
         std::vector<double> xyz;
@@ -641,7 +631,7 @@ struct DeviceState {
       jit_kernel = program->kernel(source.kernel_name);
     }
     stream->synchronize();
-    key = state_key(job, want_jit, brick);
+    key = state_key(job, want_jit);
     ready = true;
   }
 
@@ -734,19 +724,9 @@ void launch_planes(DeviceState& st, const GpuJob& job, std::size_t p, std::size_
 void drain_chunk(const float* staging, const GpuJob& job, std::size_t p, std::size_t points, std::size_t outputs) {
   const std::size_t plane_points = job.grid->counts[1] * job.grid->counts[2];
   const std::size_t n_points = job.grid->point_count();
-  // Floats per piece: 1 MiB (MOLACCEL_ORBITAL_DRAIN_PIECE_MIB for a benchmark comparison).
-  static const std::size_t kPiece = [] {
-    const char* v = std::getenv("MOLACCEL_ORBITAL_DRAIN_PIECE_MIB");
-    const long mib = v ? std::atol(v) : 1;
-    return static_cast<std::size_t>(std::max(1L, std::min(mib, 64L))) << 18;
-  }();
+  const std::size_t kPiece = std::clamp<std::size_t>(job.tuning.drain_piece_mib, 1, 64) << 18;  // floats
   const std::size_t pieces_per_output = (points + kPiece - 1) / kPiece;
-  // MOLACCEL_ORBITAL_DRAIN_THREADS: threads per GPU worker (default 4; benchmark comparison).
-  static const int threads = [] {
-    const char* v = std::getenv("MOLACCEL_ORBITAL_DRAIN_THREADS");
-    const int n = v ? std::atoi(v) : 4;
-    return std::max(1, std::min(n > 0 ? n : 4, cpu_info().logical_cores));
-  }();
+  const int threads = std::max(1, std::min(job.tuning.drain_threads, cpu_info().logical_cores));
   parallel_for(outputs * pieces_per_output, threads, 1, [&](std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) {
       const std::size_t o = i / pieces_per_output, first = (i % pieces_per_output) * kPiece;
@@ -818,7 +798,7 @@ void run_tile(DeviceState& st, const GpuJob& job, std::size_t plane_begin, std::
 
 void precompile(const GpuJob& job, int device) {
   if (!job.jit || use_matrix_path(job)) return;
-  const detail::CullLayout brick = jit_brick_from_env();
+  const detail::CullLayout& brick = job.tuning.jit_brick;
   // Once per basis (request cache id), variant and device: generating the source and looking it
   // up in the JIT cache is request-invariant host work.
   static std::mutex mutex;
@@ -839,13 +819,10 @@ void precompile(const GpuJob& job, int device) {
 
 namespace {
 
-// MOLACCEL_ORBITAL_TRACE=1: per tile or share, the device, its planes or chunks, when it started
+// MOLACCEL_TRACE=orbital: per tile or share, the device, its planes or chunks, when it started
 // and ended (ms on the process clock) and the set-up it paid, to see what does not shrink with
 // more GPUs.
-bool trace_on() {
-  static const bool on = std::getenv("MOLACCEL_ORBITAL_TRACE") != nullptr;
-  return on;
-}
+bool trace_on() { return trace_enabled("orbital"); }
 
 // The worker's device state for this job: taken from the per-device pool on the job's first tile
 // and initialised, unless it already holds this request's basis, coefficients and path.
@@ -853,7 +830,7 @@ DeviceState& job_state(WorkerContext& ctx, const GpuJob& job) {
   bool fresh = false;  // first tile of this job on this worker
   DeviceState& st = ctx.local<DeviceStateLease>().get(ctx.worker().device, &fresh);
   if (fresh) st.chunk_planes = 0;
-  if (!st.ready || (fresh && (st.key.empty() || st.key != state_key(job, job.jit, jit_brick_from_env()))))
+  if (!st.ready || (fresh && (st.key.empty() || st.key != state_key(job, job.jit))))
     st.init(job, ctx.worker().device, job.jit);
   return st;
 }
@@ -910,15 +887,10 @@ std::vector<std::pair<std::size_t, std::size_t>> plan_chunks(const GpuJob& job) 
   if (use_matrix_path(job)) {
     granule = 4;
   } else if (job.jit) {
-    granule = static_cast<std::size_t>(jit_brick_from_env().bx);
+    granule = static_cast<std::size_t>(job.tuning.jit_brick.bx);
   }
   const std::size_t by_memory = std::max<std::size_t>(1, (8u << 20) / (plane_points * outputs));
-  // MOLACCEL_ORBITAL_CHUNKS: chunks per grid to aim at (default 24; benchmark comparison).
-  static const std::size_t target = [] {
-    const char* v = std::getenv("MOLACCEL_ORBITAL_CHUNKS");
-    const long n = v ? std::atol(v) : 24;
-    return static_cast<std::size_t>(n > 0 ? n : 24);
-  }();
+  const std::size_t target = std::max<std::size_t>(1, job.tuning.chunks_per_grid);
   std::size_t planes = std::min(by_memory, (nx + target - 1) / target);
   planes = std::max(planes, std::min(granule, by_memory));
   if (planes >= granule) planes = planes / granule * granule;
@@ -1060,9 +1032,10 @@ std::string evaluate_chunks(WorkerContext& ctx, const GpuJob& job, detail::Chunk
     }
   }
   if (trace)
-    std::fprintf(stderr, "orbital trace gpu%d: share of %zu chunks (%s) from %.3f ms, set-up %.3f ms, done at %.3f ms\n",
-                 ctx.worker().device, claimed, first_chunks.c_str(), std::fmod(entered * 1e3, 1e5),
-                 (initialised - entered) * 1e3, std::fmod(now_seconds() * 1e3, 1e5));
+    trace_message("orbital", fmt::format(fmt::runtime("gpu{}: share of {} chunks ({}) from {:.3f} ms, set-up {:.3f} ms, "
+                                                      "done at {:.3f} ms"),
+                                         ctx.worker().device, claimed, first_chunks, std::fmod(entered * 1e3, 1e5),
+                                         (initialised - entered) * 1e3, std::fmod(now_seconds() * 1e3, 1e5)));
   return kernel_name(st, job);
 }
 
@@ -1079,9 +1052,10 @@ std::string evaluate_planes(WorkerContext& ctx, const GpuJob& job, std::size_t p
     double entered, initialised;
     ~TraceLine() {
       if (on)
-        std::fprintf(stderr, "orbital trace gpu%d: planes [%zu, %zu) from %.3f ms, set-up %.3f ms, done at %.3f ms\n",
-                     device, p0, p1, std::fmod(entered * 1e3, 1e5), (initialised - entered) * 1e3,
-                     std::fmod(now_seconds() * 1e3, 1e5));
+        trace_message("orbital", fmt::format(fmt::runtime("gpu{}: planes [{}, {}) from {:.3f} ms, set-up {:.3f} ms, "
+                                                          "done at {:.3f} ms"),
+                                             device, p0, p1, std::fmod(entered * 1e3, 1e5), (initialised - entered) * 1e3,
+                                             std::fmod(now_seconds() * 1e3, 1e5)));
     }
   } trace_line{trace, ctx.worker().device, plane_begin, plane_end, entered, initialised};
   run_tile_adaptive(ctx, st, job, plane_begin, plane_end);

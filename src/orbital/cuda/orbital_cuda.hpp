@@ -13,6 +13,7 @@
 #include "molaccel/runtime.hpp"
 #include "orbital/chunk_queue.hpp"
 #include "orbital/packed_basis.hpp"
+#include "orbital/tuning.hpp"
 
 namespace molaccel::orbital::cuda_backend {
 
@@ -28,6 +29,7 @@ struct GpuJob {
   // cached): a device state that already holds them (same ids, path, kernel variant and weights)
   // skips its uploads, so a repeated request pays no host-to-device copy and no synchronisation.
   std::uint64_t basis_id = 0, coefficients_id = 0;
+  detail::Tuning tuning;  // detail::tuning_for(device, problem) unless a test or benchmark passes another
 };
 
 // The chunk pool (chunk_queue.hpp): the request's chunks of planes, from the grid, the number of
