@@ -1,7 +1,8 @@
-// CUDA backends of the orbital engine, behind a CUDA-free interface (the front file includes it).
-// Layering: evaluate_planes (public entry per scheduler tile) -> dispatch (kernel kind, launch
-// shape per device) -> kernels (generic: basis in shared memory; JIT: basis folded into code;
-// basis-values + contraction for many orbitals and densities).
+// CUDA backend of the orbital engine, behind a CUDA-free interface (the front file includes it).
+// Layers: pipeline.cu (these entry points: chunk pool, fixed tiles, compute/copy pipeline) ->
+// dispatch.cu (kernel per chunk: JIT or generic per orbital, or the sparse basis matrix; launch
+// shapes) -> kernels.cu (generic and sparse kernels; the JIT kernel's source: jit_source.cpp);
+// device_state.cu holds a worker's uploads and JIT program.
 #pragma once
 
 #include <cstddef>
@@ -26,7 +27,7 @@ struct GpuJob {
   float* out = nullptr;                 // host output, same layout as the CPU path
   bool jit = true;                      // JIT kernel for orbital values (generic otherwise)
   // Ids of the front's request cache entries for the basis and the coefficients (0 = not
-  // cached): a device state that already holds them (same ids, path, kernel variant and weights)
+  // cached): a device state that already holds them (same ids, path, JIT brick and weights)
   // skips its uploads, so a repeated request pays no host-to-device copy and no synchronisation.
   std::uint64_t basis_id = 0, coefficients_id = 0;
   detail::Tuning tuning;  // detail::tuning_for(device, problem) unless a test or benchmark passes another
@@ -34,8 +35,8 @@ struct GpuJob {
 
 // The chunk pool (chunk_queue.hpp): the request's chunks of planes, from the grid, the number of
 // outputs and the kernel path only (never the number of GPUs): chunks of at most ~8M values
-// (32 MiB), about 1/24 of the grid, whole bricks of the kernel where possible (4 planes for the
-// sparse basis matrix, the culled JIT brick's depth).
+// (32 MiB), about 1/tuning.chunks_per_grid of the grid, whole bricks of the kernel where possible (4
+// planes for the sparse basis matrix, the JIT brick's depth).
 std::vector<std::pair<std::size_t, std::size_t>> plan_chunks(const GpuJob& job);
 
 // One worker's share of the chunk pool: claims chunks until none is left, pipelined (the kernels
