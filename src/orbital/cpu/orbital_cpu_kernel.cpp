@@ -1,8 +1,8 @@
 // CPU kernel, compiled once per instruction set (MOLACCEL_ISA_NAMESPACE). Points are processed in
 // tiles of one plane held in one native vector register (GCC vector extensions): 4 rows x 4 columns
 // with AVX-512 (16 lanes), 2 x 4 with AVX2, 2 x 2 in the baseline SSE2 build; tiles are aligned to
-// the grid. Every arithmetic step is a vector instruction (the previous kernel's exp() and offset
-// loops, written as `omp simd` lane loops, were compiled to scalar code by GCC 12). Per tile:
+// the grid. Every arithmetic step is a vector instruction (exp() and offset loops written as
+// `omp simd` lane loops were compiled to scalar code by GCC 12). Per tile:
 //  1. atom culling: an atom is skipped when the tile's bounding sphere is beyond the atom's largest
 //     screening radius (every point would have screened out all of its primitives); the distances
 //     of all atoms to the tile centre come from per-row terms, |w + s u|^2 = A + s (2B + s |u|^2);
@@ -68,8 +68,8 @@ inline V shift_left_23(V t) { return std::bit_cast<V>(std::bit_cast<VI>(t) << 23
 // them left by 23 gives 2^n), ln2 split in two, |r| <= ln2/2, and p(r) = 1 + r q(r) with q of
 // degree 4 fitted for minimax relative error on that interval (9.2e-8 in exact arithmetic). Max
 // relative error of the fp32 evaluation against double exp over [-87.3, 0]: 1.6e-7 with FMA,
-// 1.8e-7 without (tests/orbital/test_cpu.cpp checks < 2e-7); the previous degree-6 Taylor
-// polynomial, one FMA more, measured 2.3e-7 / 2.5e-7.
+// 1.8e-7 without (tests/orbital/test_cpu.cpp checks < 2e-7); a degree-6 Taylor polynomial, one
+// FMA more, measured 2.3e-7 / 2.5e-7.
 inline V exp_nonpositive(V x) {
   x = max_with(x, -87.3f);
   const V shifter = splat(12582912.0f + 127.0f);
