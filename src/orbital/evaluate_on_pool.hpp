@@ -18,13 +18,15 @@ void evaluate_orbitals_on_pool(WorkerPool& pool, const Wavefunction& wfn, const 
                                const std::vector<OrbitalRef>& orbitals, float* out, std::size_t size,
                                const EvaluateOptions& options = {}, EvaluationInfo* info = nullptr,
                                const Tuning* tuning = nullptr);
-void evaluate_density_on_pool(WorkerPool& pool, const Wavefunction& wfn, const GridSpec& grid, DensityKind kind,
-                              float* out, std::size_t size, const EvaluateOptions& options = {},
-                              EvaluationInfo* info = nullptr, const Tuning* tuning = nullptr);
+void evaluate_density_on_pool(WorkerPool& pool, const Wavefunction& wfn, const GridSpec& grid,
+                              DensityKind kind, float* out, std::size_t size,
+                              const EvaluateOptions& options = {}, EvaluationInfo* info = nullptr,
+                              const Tuning* tuning = nullptr);
 
 void evaluate_orbitals_tuned(const Resources& resources, const Wavefunction& wfn, const GridSpec& grid,
                              const std::vector<OrbitalRef>& orbitals, float* out, std::size_t size,
-                             const EvaluateOptions& options, const Tuning& tuning, EvaluationInfo* info = nullptr);
+                             const EvaluateOptions& options, const Tuning& tuning,
+                             EvaluationInfo* info = nullptr);
 void evaluate_density_tuned(const Resources& resources, const Wavefunction& wfn, const GridSpec& grid,
                             DensityKind kind, float* out, std::size_t size, const EvaluateOptions& options,
                             const Tuning& tuning, EvaluationInfo* info = nullptr);

@@ -51,11 +51,13 @@ std::string atom_type_key(const PackedBasis& basis, std::size_t atom) {
 // One element type's function: PPT points at once (dx[q], dy[q], dz[q], r2[q]); a primitive is
 // added at point q only where r2[q] < its cutoff, a shell is entered when any of the points is
 // inside its radius.
-void emit_type_function_points(std::string& src, const PackedBasis& basis, std::size_t atom, int type, int ppt) {
+void emit_type_function_points(std::string& src, const PackedBasis& basis, std::size_t atom, int type,
+                               int ppt) {
   const int first = basis.atom_first_shell[atom], last = basis.atom_first_shell[atom + 1];
   const int base = first < last ? basis.shells[static_cast<std::size_t>(first)].first_component : 0;
   float type_cut = 0;
-  for (int s = first; s < last; ++s) type_cut = std::max(type_cut, basis.shells[static_cast<std::size_t>(s)].cutoff_r2);
+  for (int s = first; s < last; ++s)
+    type_cut = std::max(type_cut, basis.shells[static_cast<std::size_t>(s)].cutoff_r2);
   auto any_inside = [ppt](const std::string& cut) {
     std::string out = "(";
     for (int q = 0; q < ppt; ++q) out += fmt::format("{}r2[{}] < {}", q ? " || " : "", q, cut);
@@ -63,22 +65,27 @@ void emit_type_function_points(std::string& src, const PackedBasis& basis, std::
   };
   src += fmt::format(
       "// element type {}: {} shells, PPT points\n"
-      "__device__ __forceinline__ void evalp_type_{}(const float* dx, const float* dy, const float* dz, const float* r2,\n"
+      "__device__ __forceinline__ void evalp_type_{}(const float* dx, const float* dy, const float* dz, "
+      "const float* r2,\n"
       "                                              const float* __restrict__ c, float* v) {{\n"
       "  if (!{}) return;\n",
       type, last - first, type, any_inside(literal(type_cut)));
   for (int s = first; s < last; ++s) {
     const PackedShell& shell = basis.shells[static_cast<std::size_t>(s)];
     const int offset = shell.first_component - base;
-    src += fmt::format("  if ({}) {{  // l = {}\n    float R[PPT];\n#pragma unroll\n    for (int q = 0; q < PPT; ++q) {{\n      R[q] = 0.0f;\n",
-                       any_inside(literal(shell.cutoff_r2)), shell.l);
+    src += fmt::format(
+        "  if ({}) {{  // l = {}\n    float R[PPT];\n#pragma unroll\n    for (int q = 0; q < PPT; ++q) {{\n  "
+        "    R[q] = 0.0f;\n",
+        any_inside(literal(shell.cutoff_r2)), shell.l);
     for (int q = 0; q < shell.primitive_count; ++q) {
       const std::size_t p = static_cast<std::size_t>(shell.first_primitive + q);
       const std::string term = fmt::format("{} * ex2_approx({} * r2[q])", literal(basis.coefficient[p]),
                                            literal(-static_cast<double>(basis.exponent[p]) * kLog2e));
       // One point: inside the shell's radius means inside this primitive's too.
-      if (ppt == 1 && basis.cutoff_r2[p] >= shell.cutoff_r2) src += fmt::format("      R[q] += {};\n", term);
-      else src += fmt::format("      if (r2[q] < {}) R[q] += {};\n", literal(basis.cutoff_r2[p]), term);
+      if (ppt == 1 && basis.cutoff_r2[p] >= shell.cutoff_r2)
+        src += fmt::format("      R[q] += {};\n", term);
+      else
+        src += fmt::format("      if (r2[q] < {}) R[q] += {};\n", literal(basis.cutoff_r2[p]), term);
     }
     std::string angular;
     for (int cc = 0; cc < cartesian_count(shell.l); ++cc) {
@@ -141,18 +148,21 @@ std::string CullLayout::name() const {
 CullLayout parse_cull_layout(const std::string& text) {
   CullLayout l;
   int used = -1, used_ppt = -1;
-  const int n = std::sscanf(text.c_str(), "%dx%dx%d%n/%d%n", &l.bx, &l.by, &l.bz, &used, &l.points_per_thread, &used_ppt);
+  const int n = std::sscanf(text.c_str(), "%dx%dx%d%n/%d%n", &l.bx, &l.by, &l.bz, &used, &l.points_per_thread,
+                            &used_ppt);
   if (n == 3) l.points_per_thread = 1;
   const bool whole = (n == 3 && used == static_cast<int>(text.size())) ||
                      (n == 4 && used_ppt == static_cast<int>(text.size()));
-  const bool shape_ok = whole && l.bx > 0 && l.by > 0 && l.bz > 0 && l.points_per_thread > 0 &&
-                        l.bx % l.points_per_thread == 0;
+  const bool shape_ok =
+      whole && l.bx > 0 && l.by > 0 && l.bz > 0 && l.points_per_thread > 0 && l.bx % l.points_per_thread == 0;
   const int tx = shape_ok ? l.bx / l.points_per_thread : 0;
   const bool threads_ok = shape_ok && tx * l.by * l.bz == 128 && l.by % 4 == 0 &&
                           (tx == 1 ? l.bz % 8 == 0 : tx % 2 == 0 && l.bz % 4 == 0);
   if (!threads_ok)
-    throw Error(fmt::format("orbital JIT brick '{}': expected BXxBYxBZ[/P] with (BX/P)*BY*BZ = 128 threads, BY a "
-                            "multiple of 4, BZ a multiple of 4 (of 8 when BX/P = 1) and BX/P even or 1", text));
+    throw Error(
+        fmt::format("orbital JIT brick '{}': expected BXxBYxBZ[/P] with (BX/P)*BY*BZ = 128 threads, BY a "
+                    "multiple of 4, BZ a multiple of 4 (of 8 when BX/P = 1) and BX/P even or 1",
+                    text));
   return l;
 }
 
@@ -212,21 +222,25 @@ JitSource generate_jit_source(const PackedBasis& basis, const CullLayout& layout
       "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n"
       "  for (int i = tid; i < g.components; i += 128) c[i] = coefficients[i];\n"
       "{}"
-      "  const int bi0 = (g.plane_begin / BX + (int)blockIdx.z) * BX, bj0 = blockIdx.y * BY, bk0 = blockIdx.x * BZ;\n"
+      "  const int bi0 = (g.plane_begin / BX + (int)blockIdx.z) * BX, bj0 = blockIdx.y * BY, bk0 = "
+      "blockIdx.x * BZ;\n"
       "  double cen[3];\n"
       "  const double ci = bi0 + 0.5 * (BX - 1), cj = bj0 + 0.5 * (BY - 1), ck = bk0 + 0.5 * (BZ - 1);\n"
-      "  for (int d = 0; d < 3; ++d) cen[d] = g.origin[d] + ci * g.axes[0][d] + cj * g.axes[1][d] + ck * g.axes[2][d];\n"
+      "  for (int d = 0; d < 3; ++d) cen[d] = g.origin[d] + ci * g.axes[0][d] + cj * g.axes[1][d] + ck * "
+      "g.axes[2][d];\n"
       "  double radius = 0.0;\n"
       "  {{\n"
       "    const int ext[3] = {{BX - 1, BY - 1, BZ - 1}};\n"
       "    for (int e = 0; e < 3; ++e)\n"
-      "      radius += 0.5 * ext[e] * sqrt(g.axes[e][0] * g.axes[e][0] + g.axes[e][1] * g.axes[e][1] + g.axes[e][2] * g.axes[e][2]);\n"
+      "      radius += 0.5 * ext[e] * sqrt(g.axes[e][0] * g.axes[e][0] + g.axes[e][1] * g.axes[e][1] + "
+      "g.axes[e][2] * g.axes[e][2]);\n"
       "  }}\n"
       "  // Offsets of this thread's points from the brick centre (small: exact enough in fp32).\n"
       "  float px[PPT], py[PPT], pz[PPT], v[PPT];\n"
       "#pragma unroll\n"
       "  for (int q = 0; q < PPT; ++q) {{\n"
-      "    const double oi = li + q * TX - 0.5 * (BX - 1), oj = lj - 0.5 * (BY - 1), ok = lk - 0.5 * (BZ - 1);\n"
+      "    const double oi = li + q * TX - 0.5 * (BX - 1), oj = lj - 0.5 * (BY - 1), ok = lk - 0.5 * (BZ - "
+      "1);\n"
       "    px[q] = (float)(oi * g.axes[0][0] + oj * g.axes[1][0] + ok * g.axes[2][0]);\n"
       "    py[q] = (float)(oi * g.axes[0][1] + oj * g.axes[1][1] + ok * g.axes[2][1]);\n"
       "    pz[q] = (float)(oi * g.axes[0][2] + oj * g.axes[1][2] + ok * g.axes[2][2]);\n"
@@ -242,7 +256,8 @@ JitSource generate_jit_source(const PackedBasis& basis, const CullLayout& layout
       "      bool keep = false;\n"
       "      float4 e = make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n"
       "      if (s < end) {{\n"
-      "        const double dx = atom_xyz[3 * s] - cen[0], dy = atom_xyz[3 * s + 1] - cen[1], dz = atom_xyz[3 * s + 2] - cen[2];\n"
+      "        const double dx = atom_xyz[3 * s] - cen[0], dy = atom_xyz[3 * s + 1] - cen[1], dz = "
+      "atom_xyz[3 * s + 2] - cen[2];\n"
       "        const double gap = fmax(0.0, sqrt(dx * dx + dy * dy + dz * dz) - radius - 1e-3);\n"
       "        keep = gap * gap < (double)atom_cut2[s];\n"
       "        e = make_float4((float)dx, (float)dy, (float)dz, __int_as_float(atom_base[s]));\n"
@@ -273,10 +288,13 @@ JitSource generate_jit_source(const PackedBasis& basis, const CullLayout& layout
       "    }}\n"
       "    __syncthreads();\n"
       "    int j = 0;\n",
-      tx == 1 ? "  const int li = 0, lj = (warp / (BZ / 8)) * 4 + (lane >> 3), lk = (warp % (BZ / 8)) * 8 + (lane & 7);\n"
+      tx == 1 ? "  const int li = 0, lj = (warp / (BZ / 8)) * 4 + (lane >> 3), lk = (warp % (BZ / 8)) * 8 + "
+                "(lane & 7);\n"
               : "  // warps of 2 planes x 4 rows x 4 columns\n"
-                "  const int wk = warp % (BZ / 4), wj = (warp / (BZ / 4)) % (BY / 4), wi = warp / ((BZ / 4) * (BY / 4));\n"
-                "  const int li = wi * 2 + (lane >> 4), lj = wj * 4 + ((lane >> 2) & 3), lk = wk * 4 + (lane & 3);\n");
+                "  const int wk = warp % (BZ / 4), wj = (warp / (BZ / 4)) % (BY / 4), wi = warp / ((BZ / 4) "
+                "* (BY / 4));\n"
+                "  const int li = wi * 2 + (lane >> 4), lj = wj * 4 + ((lane >> 2) & 3), lk = wk * 4 + (lane "
+                "& 3);\n");
   for (int t = 0; t < out.type_count; ++t)
     src += fmt::format(
         "    for (const int e = type_end[{0}]; j < e; ++j) {{\n"

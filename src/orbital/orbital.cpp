@@ -28,14 +28,15 @@ void validate(const Wavefunction& wfn, const GridSpec& grid, const std::vector<O
   for (const auto& ref : orbitals) {
     const OrbitalSet& set = ref.spin == Spin::alpha ? wfn.alpha : wfn.beta;
     if (ref.index >= set.count())
-      throw InputError(wfn.source, 0, fmt::format("orbital {} does not exist ({} orbitals)", ref.index + 1, set.count()));
+      throw InputError(wfn.source, 0,
+                       fmt::format("orbital {} does not exist ({} orbitals)", ref.index + 1, set.count()));
   }
 }
 
 // Where a request runs: a worker pool (GPU workers and/or a CPU worker) and the CPU threads.
 struct Target {
   WorkerPool* pool = nullptr;
-  bool gpu = false;         // the pool has GPU workers
+  bool gpu = false;  // the pool has GPU workers
   int cpu_threads = 1;
   const Resources* resources = nullptr;  // for progress bars, when there is one
   // Only for error messages: Resources::describe() queries the driver for every GPU's
@@ -69,15 +70,17 @@ Backend resolve(Backend backend, const Target& target) {
     MOLACCEL_THROW(NotCompiled, "the CUDA orbital backends (this build has no CUDA)");
 #endif
     if (!target.gpu)
-      throw DeviceUnavailable(fmt::format("backend {} needs a GPU but the resources are {}", to_string(backend),
-                                          target.describe()));
+      throw DeviceUnavailable(fmt::format("backend {} needs a GPU but the resources are {}",
+                                          to_string(backend), target.describe()));
   }
   return backend;
 }
 
 // Grid planes per scheduler tile when the chunk pool does not run (CPU pools, or tiles asked for
 // through EvaluateOptions::planes_per_tile): 2 planes by default, for load balance.
-std::size_t planes_per_tile(std::size_t requested) { return requested > 0 ? requested : 2; }
+std::size_t planes_per_tile(std::size_t requested) {
+  return requested > 0 ? requested : 2;
+}
 
 // Request-invariant host preparation, kept across requests (a batch of requests asks for the same
 // basis set and orbitals again and again; on a GPU this host work is time no GPU count shrinks):
@@ -131,7 +134,8 @@ class RequestCache {
       auto entry = std::make_shared<BasisEntry>();
       entry->key = std::move(basis_key);
       entry->expanded = expanded;
-      entry->basis = std::make_shared<const detail::PackedBasis>(detail::pack_basis(wfn, expanded, tolerance));
+      entry->basis =
+          std::make_shared<const detail::PackedBasis>(detail::pack_basis(wfn, expanded, tolerance));
       entry->id = ++next_id_;
       std::lock_guard lock(mutex_);
       bases_.insert(bases_.begin(), entry);
@@ -140,8 +144,8 @@ class RequestCache {
     }
     auto coefficients = std::make_shared<CoefficientEntry>();
     coefficients->basis_id = basis->id;
-    coefficients->coefficients =
-        std::make_shared<const std::vector<float>>(detail::cartesian_coefficients(wfn, basis->expanded, orbitals));
+    coefficients->coefficients = std::make_shared<const std::vector<float>>(
+        detail::cartesian_coefficients(wfn, basis->expanded, orbitals));
     out.basis = basis->basis;
     out.basis_id = basis->id;
     out.coefficients = coefficients->coefficients;
@@ -191,25 +195,29 @@ class RequestCache {
   };
 
   // Per orbital: spin (0 alpha, 1 beta), index, its n MO coefficients; compared in place.
-  static bool same_rows(const std::vector<double>& rows, const Wavefunction& wfn, const std::vector<OrbitalRef>& orbitals,
-                        std::size_t n) {
+  static bool same_rows(const std::vector<double>& rows, const Wavefunction& wfn,
+                        const std::vector<OrbitalRef>& orbitals, std::size_t n) {
     if (rows.size() != orbitals.size() * (n + 2)) return false;
     const double* r = rows.data();
     for (const auto& ref : orbitals) {
       const OrbitalSet& set = ref.spin == Spin::alpha ? wfn.alpha : wfn.beta;
-      if (r[0] != (ref.spin == Spin::alpha ? 0.0 : 1.0) || r[1] != static_cast<double>(ref.index)) return false;
-      if (n > 0 && std::memcmp(r + 2, set.coefficients.data() + ref.index * n, n * sizeof(double)) != 0) return false;
+      if (r[0] != (ref.spin == Spin::alpha ? 0.0 : 1.0) || r[1] != static_cast<double>(ref.index))
+        return false;
+      if (n > 0 && std::memcmp(r + 2, set.coefficients.data() + ref.index * n, n * sizeof(double)) != 0)
+        return false;
       r += n + 2;
     }
     return true;
   }
   static bool same(const std::vector<double>& a, const std::vector<double>& b) {
-    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
+    return a.size() == b.size() &&
+           (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
   }
   // Everything pack_basis reads: atom positions, shells (atom, l, pure, exponents, contraction
   // coefficients) and the tolerance.
   static std::vector<double> basis_signature(const Wavefunction& wfn, double tolerance) {
-    std::vector<double> key{tolerance, static_cast<double>(wfn.atoms.size()), static_cast<double>(wfn.shells.size())};
+    std::vector<double> key{tolerance, static_cast<double>(wfn.atoms.size()),
+                            static_cast<double>(wfn.shells.size())};
     for (const Atom& a : wfn.atoms) key.insert(key.end(), a.position.begin(), a.position.end());
     for (const Shell& sh : wfn.shells) {
       key.push_back(sh.atom);
@@ -246,7 +254,8 @@ bool use_chunk_pool(const Target& target, Backend backend, const EvaluateOptions
 // settings a test or benchmark asks for (nullptr: detail::tuning_for).
 void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& grid,
               const std::vector<OrbitalRef>& orbitals, const std::vector<float>& weights, Backend backend,
-              const EvaluateOptions& options, EvaluationInfo* info, float* out, const detail::Tuning* tuning) {
+              const EvaluateOptions& options, EvaluationInfo* info, float* out,
+              const detail::Tuning* tuning) {
   // The cpu backend on GPU resources: a CPU-only pool, so every tile runs threaded on the CPU.
   if (backend == Backend::cpu && target.gpu) {
     const Resources cpu = Resources::cpu(target.cpu_threads);
@@ -259,7 +268,8 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
     std::fill(out, out + n_points, 0.0f);
     return;
   }
-  const RequestCache::Prepared prepared = RequestCache::instance().get(wfn, options.screening_tolerance, orbitals);
+  const RequestCache::Prepared prepared =
+      RequestCache::instance().get(wfn, options.screening_tolerance, orbitals);
   const detail::PackedBasis& basis = *prepared.basis;
   const std::vector<float>& coefficients = *prepared.coefficients;
   const bool trace = trace_enabled("orbital");
@@ -311,8 +321,8 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
   std::unique_ptr<detail::ChunkQueue> queue;
   if (pool_mode) {
 #if MOLACCEL_HAVE_CUDA
-    queue = std::make_unique<detail::ChunkQueue>(cuda_backend::plan_chunks(gpu), target.pool->workers().size(),
-                                                 options.inject_fault);
+    queue = std::make_unique<detail::ChunkQueue>(cuda_backend::plan_chunks(gpu),
+                                                 target.pool->workers().size(), options.inject_fault);
 #endif
   }
   // Planes [p0, p1) on a CPU worker. Work items: strips of cpu::kTileRows rows of one plane (the
@@ -364,7 +374,8 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
   };
   const std::size_t n_tiles = queue ? target.pool->workers().size() : tiles.count();
   const TileFunction& fn = queue ? share_fn : tile_fn;
-  JobStats stats = target.resources ? run_tiles(*target.resources, n_tiles, fn, job) : target.pool->run(n_tiles, fn, job);
+  JobStats stats =
+      target.resources ? run_tiles(*target.resources, n_tiles, fn, job) : target.pool->run(n_tiles, fn, job);
   if (queue) {  // report chunks (the shares are one per worker)
     stats.tiles = queue->size();
     std::vector<std::size_t> done = queue->done_per_worker();
@@ -375,12 +386,13 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
     // Also the time since the previous request ended: what the caller and the entry checks took.
     static std::atomic<double> last_end{0.0};
     const double end = now_seconds(), previous = last_end.exchange(end);
-    trace_message("orbital", fmt::format(fmt::runtime("request: {} {}, {:.3f} ms after the previous one, preparation "
-                                                      "{:.3f} ms, JIT {:.3f} ms, {} {}, run {:.3f} ms"),
-                                         orbitals.size(), density ? "orbitals (density)" : "orbitals",
-                                         previous > 0 ? (start - previous) * 1e3 : 0.0, (prepared_at - start) * 1e3,
-                                         (compiled_at - prepared_at) * 1e3, stats.tiles, queue ? "chunks" : "tiles",
-                                         (end - compiled_at) * 1e3));
+    trace_message("orbital",
+                  fmt::format(fmt::runtime("request: {} {}, {:.3f} ms after the previous one, preparation "
+                                           "{:.3f} ms, JIT {:.3f} ms, {} {}, run {:.3f} ms"),
+                              orbitals.size(), density ? "orbitals (density)" : "orbitals",
+                              previous > 0 ? (start - previous) * 1e3 : 0.0, (prepared_at - start) * 1e3,
+                              (compiled_at - prepared_at) * 1e3, stats.tiles, queue ? "chunks" : "tiles",
+                              (end - compiled_at) * 1e3));
   }
   if (info) {
     info->job = stats;
@@ -405,7 +417,8 @@ void check_output(const float* out, std::size_t size, std::size_t needed) {
 
 void orbitals_into(const Target& target, const Wavefunction& wfn, const GridSpec& grid,
                    const std::vector<OrbitalRef>& orbitals, float* out, std::size_t size,
-                   const EvaluateOptions& options, EvaluationInfo* info, const detail::Tuning* tuning = nullptr) {
+                   const EvaluateOptions& options, EvaluationInfo* info,
+                   const detail::Tuning* tuning = nullptr) {
   validate(wfn, grid, orbitals);
   check_output(out, size, grid.point_count() * orbitals.size());
   const Backend backend = resolve(options.backend, target);
@@ -444,9 +457,9 @@ void density_into(const Target& target, const Wavefunction& wfn, const GridSpec&
 
 }  // namespace
 
-std::vector<float> evaluate_orbitals(const Resources& resources, const Wavefunction& wfn, const GridSpec& grid,
-                                     const std::vector<OrbitalRef>& orbitals, const EvaluateOptions& options,
-                                     EvaluationInfo* info) {
+std::vector<float> evaluate_orbitals(const Resources& resources, const Wavefunction& wfn,
+                                     const GridSpec& grid, const std::vector<OrbitalRef>& orbitals,
+                                     const EvaluateOptions& options, EvaluationInfo* info) {
   validate(wfn, grid, orbitals);
   std::vector<float> out(grid.point_count() * orbitals.size());
   orbitals_into(target_of(resources), wfn, grid, orbitals, out.data(), out.size(), options, info);
@@ -467,8 +480,9 @@ std::vector<float> evaluate_density(const Resources& resources, const Wavefuncti
   return out;
 }
 
-void evaluate_density_into(const Resources& resources, const Wavefunction& wfn, const GridSpec& grid, DensityKind kind,
-                           float* out, std::size_t size, const EvaluateOptions& options, EvaluationInfo* info) {
+void evaluate_density_into(const Resources& resources, const Wavefunction& wfn, const GridSpec& grid,
+                           DensityKind kind, float* out, std::size_t size, const EvaluateOptions& options,
+                           EvaluationInfo* info) {
   density_into(target_of(resources), wfn, grid, kind, out, size, options, info);
 }
 
@@ -480,9 +494,9 @@ void evaluate_orbitals_on_pool(WorkerPool& pool, const Wavefunction& wfn, const 
   orbitals_into(target_of(pool), wfn, grid, orbitals, out, size, options, info, tuning);
 }
 
-void evaluate_density_on_pool(WorkerPool& pool, const Wavefunction& wfn, const GridSpec& grid, DensityKind kind,
-                              float* out, std::size_t size, const EvaluateOptions& options, EvaluationInfo* info,
-                              const Tuning* tuning) {
+void evaluate_density_on_pool(WorkerPool& pool, const Wavefunction& wfn, const GridSpec& grid,
+                              DensityKind kind, float* out, std::size_t size, const EvaluateOptions& options,
+                              EvaluationInfo* info, const Tuning* tuning) {
   density_into(target_of(pool), wfn, grid, kind, out, size, options, info, tuning);
 }
 

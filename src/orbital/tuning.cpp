@@ -23,14 +23,21 @@ void set_tuning(Tuning& tuning, const std::string& setting) {
       throw Error(fmt::format("orbital tuning '{}': expected an integer from {} to {}", setting, low, high));
     return n;
   };
-  if (key == "basis_matrix") tuning.basis_matrix = number(0, 1) != 0;
-  else if (key == "jit_brick") tuning.jit_brick = parse_cull_layout(value);
-  else if (key == "chunks") tuning.chunks_per_grid = static_cast<std::size_t>(number(1, 1 << 20));
-  else if (key == "drain_threads") tuning.drain_threads = static_cast<int>(number(1, 1024));
-  else if (key == "drain_piece_mib") tuning.drain_piece_mib = static_cast<std::size_t>(number(1, 64));
+  if (key == "basis_matrix")
+    tuning.basis_matrix = number(0, 1) != 0;
+  else if (key == "jit_brick")
+    tuning.jit_brick = parse_cull_layout(value);
+  else if (key == "chunks")
+    tuning.chunks_per_grid = static_cast<std::size_t>(number(1, 1 << 20));
+  else if (key == "drain_threads")
+    tuning.drain_threads = static_cast<int>(number(1, 1024));
+  else if (key == "drain_piece_mib")
+    tuning.drain_piece_mib = static_cast<std::size_t>(number(1, 64));
   else
-    throw Error(fmt::format("orbital tuning '{}': expected basis_matrix, jit_brick, chunks, drain_threads or "
-                            "drain_piece_mib=VALUE", setting));
+    throw Error(
+        fmt::format("orbital tuning '{}': expected basis_matrix, jit_brick, chunks, drain_threads or "
+                    "drain_piece_mib=VALUE",
+                    setting));
 }
 
 }  // namespace molaccel::orbital::detail

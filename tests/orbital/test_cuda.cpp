@@ -46,7 +46,8 @@ TEST(OrbitalCuda, KernelsMatchReferenceOnRandomBasisSets) {
       options.backend = b.empty() ? Backend::cuda_generic : Backend::cuda_jit;
       EvaluationInfo info;
       std::vector<float> got(expected.size());
-      if (b == "default" || b.empty()) got = evaluate_orbitals(resources, wfn, grid, one, options, &info);
+      if (b == "default" || b.empty())
+        got = evaluate_orbitals(resources, wfn, grid, one, options, &info);
       else
         detail::evaluate_orbitals_tuned(resources, wfn, grid, one, got.data(), got.size(), options,
                                         with_jit_brick(one.size(), brick), &info);
@@ -140,9 +141,12 @@ TEST(OrbitalCuda, CulledJitHandlesEmptyBricksAndAtomsOnBrickCorners) {
         detail::evaluate_orbitals_tuned(resources, wfn, *g, orbitals, got.data(), got.size(), options,
                                         with_jit_brick(orbitals.size(), brick), &info);
         EXPECT_NE(info.backend.find(std::string("jit-cull-") + brick), std::string::npos) << info.backend;
-        EXPECT_LT(test::relative_max_error(got, expected), kFp32Tolerance) << brick << " planes/tile " << per_tile;
-        if (first.empty()) first = got;
-        else EXPECT_EQ(got, first) << brick << " planes/tile " << per_tile;
+        EXPECT_LT(test::relative_max_error(got, expected), kFp32Tolerance)
+            << brick << " planes/tile " << per_tile;
+        if (first.empty())
+          first = got;
+        else
+          EXPECT_EQ(got, first) << brick << " planes/tile " << per_tile;
       }
       // The value at the atom on the brick corner, where every offset is exactly 0.
       const std::size_t at = (44 * g->counts[1] + 16) * g->counts[2] + 16;
@@ -297,7 +301,8 @@ TEST(OrbitalCuda, FailedGpuTileIsRedoneOnTheCpuWorker) {
     return attempt == 0 && (tile == 1 || tile == 4);
   };
   EvaluationInfo info;
-  const auto got = evaluate_orbitals(gpu_resources(true), wfn, grid, {parse_orbital("homo", wfn)}, options, &info);
+  const auto got =
+      evaluate_orbitals(gpu_resources(true), wfn, grid, {parse_orbital("homo", wfn)}, options, &info);
   const auto expected = reference::evaluate_orbitals(wfn, grid, {parse_orbital("homo", wfn)}, 0);
   EXPECT_LT(test::relative_max_error(got, expected), kFp32Tolerance);
   EXPECT_EQ(info.job.retries, 2u);

@@ -20,7 +20,8 @@ TEST(OrbitalJitSource, ElementTypesAndConstants) {
   // Primitive loops unrolled into one exponential per primitive of each type: O has 15
   // primitives (s6, s3, p3, s1, p1, d1), H has 4 (s3, s1).
   std::size_t exponentials = 0;
-  for (auto at = jit.source.find("* r2[q])"); at != std::string::npos; at = jit.source.find("* r2[q])", at + 1))
+  for (auto at = jit.source.find("* r2[q])"); at != std::string::npos;
+       at = jit.source.find("* r2[q])", at + 1))
     ++exponentials;
   EXPECT_EQ(exponentials, 19u);
 }
@@ -50,7 +51,8 @@ TEST(OrbitalJitSource, SortsAtomsByTypeAndCompiles) {
   const auto random3 = test::random_wavefunction(3, 4, 1), random8 = test::random_wavefunction(8, 4, 1);
   for (const Wavefunction* w : {&wfn, &n2, &random, &random3, &random8}) {
     for (const char* shape : {"2x8x8", "1x16x8", "4x4x8", "4x8x8/2", "8x8x8/4"}) {
-      const auto src = detail::generate_jit_source(detail::pack_basis(*w, 1e-9), detail::parse_cull_layout(shape));
+      const auto src =
+          detail::generate_jit_source(detail::pack_basis(*w, 1e-9), detail::parse_cull_layout(shape));
       JitRequest request;
       request.source = src.source;
       request.program_name = "orbital_jit_culled_test.cu";
@@ -81,7 +83,8 @@ TEST(OrbitalTuning, DefaultsAndSettings) {
   EXPECT_EQ(t.drain_threads, 8);
   EXPECT_EQ(t.drain_piece_mib, 8u);
   EXPECT_TRUE(t.basis_matrix);
-  for (const char* bad : {"chunks=0", "chunks=x", "drain_piece_mib=65", "jit_brick=3x8x8", "layout=row", "chunks"})
+  for (const char* bad :
+       {"chunks=0", "chunks=x", "drain_piece_mib=65", "jit_brick=3x8x8", "layout=row", "chunks"})
     EXPECT_THROW(detail::set_tuning(t, bad), Error) << bad;
 }
 

@@ -63,8 +63,8 @@ JitRequest jit_request(const detail::JitSource& source, int device) {
 
 std::string state_key(const GpuJob& job, bool want_jit) {
   if (job.basis_id == 0 || job.coefficients_id == 0) return {};
-  std::string key = fmt::format(fmt::runtime("{}/{}/{}/{}/{}/{}/"), job.basis_id, job.coefficients_id, job.orbitals,
-                                want_jit, use_matrix_path(job), job.tuning.jit_brick.name());
+  std::string key = fmt::format(fmt::runtime("{}/{}/{}/{}/{}/{}/"), job.basis_id, job.coefficients_id,
+                                job.orbitals, want_jit, use_matrix_path(job), job.tuning.jit_brick.name());
   if (job.weights) key.append(reinterpret_cast<const char*>(job.weights), job.orbitals * sizeof(float));
   return key;
 }
@@ -102,13 +102,20 @@ void DeviceState::init(const GpuJob& job, int dev, bool want_jit) {
   shell_cut.upload(cuts, *stream);
   std::vector<float4> prims;
   for (std::size_t p = 0; p < basis.exponent.size(); ++p)
-    prims.push_back(make_float4(static_cast<float>(-basis.exponent[p] * 1.4426950408889634), basis.coefficient[p],
-                                basis.cutoff_r2[p], 0.0f));
+    prims.push_back(make_float4(static_cast<float>(-basis.exponent[p] * 1.4426950408889634),
+                                basis.coefficient[p], basis.cutoff_r2[p], 0.0f));
   primitives.upload(prims, *stream);
-  coefficients.upload(std::vector<float>(job.coefficients, job.coefficients + job.orbitals * basis.components), *stream);
-  view = BasisView{atom_xyz.data(), atom_first_shell.data(), shells.data(), shell_cut.data(), primitives.data(),
-                   static_cast<int>(basis.atom_count()), static_cast<int>(basis.shells.size()),
-                   static_cast<int>(basis.exponent.size()), basis.components};
+  coefficients.upload(
+      std::vector<float>(job.coefficients, job.coefficients + job.orbitals * basis.components), *stream);
+  view = BasisView{atom_xyz.data(),
+                   atom_first_shell.data(),
+                   shells.data(),
+                   shell_cut.data(),
+                   primitives.data(),
+                   static_cast<int>(basis.atom_count()),
+                   static_cast<int>(basis.shells.size()),
+                   static_cast<int>(basis.exponent.size()),
+                   basis.components};
   if (!copy_stream) copy_stream = std::make_unique<cuda::Stream>();
   for (int b = 0; b < 2; ++b) {
     if (!computed[b]) computed[b] = std::make_unique<cuda::Event>(false);
@@ -144,7 +151,8 @@ void DeviceState::init(const GpuJob& job, int dev, bool want_jit) {
         const int first = basis.atom_first_shell[au], last = basis.atom_first_shell[au + 1];
         bases.push_back(first < last ? basis.shells[static_cast<std::size_t>(first)].first_component : 0);
         float cut = 0;
-        for (int sh = first; sh < last; ++sh) cut = std::max(cut, basis.shells[static_cast<std::size_t>(sh)].cutoff_r2);
+        for (int sh = first; sh < last; ++sh)
+          cut = std::max(cut, basis.shells[static_cast<std::size_t>(sh)].cutoff_r2);
         cuts.push_back(cut);
       }
       atom_xyz_sorted.upload(xyz, *stream);

@@ -14,7 +14,9 @@
 namespace molaccel::orbital::cuda_backend {
 
 // Densities and (by the tuning: more than 4) many orbitals take the sparse basis-matrix path.
-inline bool use_matrix_path(const GpuJob& job) { return job.weights != nullptr || job.tuning.basis_matrix; }
+inline bool use_matrix_path(const GpuJob& job) {
+  return job.weights != nullptr || job.tuning.basis_matrix;
+}
 
 // The JIT request for a basis set and brick on `device` (the source is the cache key).
 JitRequest jit_request(const detail::JitSource& source, int device);
@@ -37,24 +39,24 @@ struct DeviceState {
   cuda::DeviceBuffer<int4> shells;
   cuda::DeviceBuffer<float> shell_cut;
   cuda::DeviceBuffer<float4> primitives;
-  cuda::DeviceBuffer<float> coefficients;     // orbitals x components (row per orbital)
-  cuda::DeviceBuffer<float> coefficients_t;   // components_padded x orbitals_padded
-  cuda::DeviceBuffer<float> weights;          // orbitals_padded
-  cuda::DeviceBuffer<int> shell_atom;         // atom of each shell (sparse matrix path)
-  cuda::DeviceBuffer<float> result;            // benchmarks (time_kernel)
+  cuda::DeviceBuffer<float> coefficients;    // orbitals x components (row per orbital)
+  cuda::DeviceBuffer<float> coefficients_t;  // components_padded x orbitals_padded
+  cuda::DeviceBuffer<float> weights;         // orbitals_padded
+  cuda::DeviceBuffer<int> shell_atom;        // atom of each shell (sparse matrix path)
+  cuda::DeviceBuffer<float> result;          // benchmarks (time_kernel)
   // Tile pipeline (evaluate_planes): two device result buffers and two pinned host buffers, the
   // kernels on `stream`, the device-to-host copies on `copy_stream`.
   cuda::DeviceBuffer<float> results[2];
-  cuda::PinnedBuffer<float> staging[2];       // from PinnedPool, returned by the destructor
+  cuda::PinnedBuffer<float> staging[2];  // from PinnedPool, returned by the destructor
   std::size_t staging_capacity[2] = {0, 0};
   std::unique_ptr<cuda::Event> computed[2], copied[2];
   std::unique_ptr<cuda::Stream> copy_stream;
-  std::size_t chunk_planes = 0;                // planes per launch (0 = chosen per tile; halves on OOM)
+  std::size_t chunk_planes = 0;  // planes per launch (0 = chosen per tile; halves on OOM)
   std::unique_ptr<cuda::Stream> stream;
   std::unique_ptr<cuda::LoadedProgram> program;
   cudaKernel_t jit_kernel = nullptr;
   detail::CullLayout jit_cull;
-  cuda::DeviceBuffer<int> atom_base;     // JIT: sorted by type
+  cuda::DeviceBuffer<int> atom_base;  // JIT: sorted by type
   cuda::DeviceBuffer<float> atom_cut2;
   cuda::DeviceBuffer<int> type_first;
   cuda::DeviceBuffer<double> atom_xyz_sorted;

@@ -12,7 +12,8 @@ namespace molaccel::orbital::cuda_backend {
 
 namespace {
 
-// Launches the single-orbital kernel (generic or JIT) for orbital `o` over planes, into dst.
+// Launches the single-orbital kernel for orbital `o` over planes, into dst: the JIT kernel, or the
+// generic one for the cuda-generic backend (no NVRTC compilation; the JIT kernel's yardstick).
 void launch_orbital(DeviceState& st, const GpuJob& job, std::size_t o, std::size_t p0, std::size_t planes,
                     float* dst) {
   const GridSpec& grid = *job.grid;
@@ -30,8 +31,8 @@ void launch_orbital(DeviceState& st, const GpuJob& job, std::size_t o, std::size
     const dim3 jit_blocks(static_cast<unsigned>((grid.counts[2] + l.bz - 1) / l.bz),
                           static_cast<unsigned>((grid.counts[1] + l.by - 1) / l.by),
                           static_cast<unsigned>(last_brick - first_brick + 1));
-    cuda::launch(st.jit_kernel, jit_blocks, block, shared, *st.stream, st.atom_xyz_sorted.data(), st.atom_base.data(),
-                 st.atom_cut2.data(), st.type_first.data(), st.view.atoms, coef, g, dst);
+    cuda::launch(st.jit_kernel, jit_blocks, block, shared, *st.stream, st.atom_xyz_sorted.data(),
+                 st.atom_base.data(), st.atom_cut2.data(), st.type_first.data(), st.view.atoms, coef, g, dst);
   } else {
     launch_generic_kernel(st.view, coef, g, blocks, *st.stream, st.device, dst);
   }
@@ -44,9 +45,10 @@ void launch_sparse(DeviceState& st, const GpuJob& job, std::size_t p0, std::size
   const GridSpec& grid = *job.grid;
   const OrbitalGridArgs g = grid_args(grid, p0, job.basis->components);
   const BrickShape shape = brick_shape(planes, grid.counts[1], grid.counts[2]);
-  launch_sparse_kernel(contraction_width(job.orbitals), st.view, st.shell_atom.data(), g, static_cast<int>(planes), shape,
-                       st.coefficients_t.data(), st.orbitals_padded, static_cast<int>(job.orbitals),
-                       job.weights ? st.weights.data() : nullptr, dst, dst_pitch, *st.stream, st.device);
+  launch_sparse_kernel(contraction_width(job.orbitals), st.view, st.shell_atom.data(), g,
+                       static_cast<int>(planes), shape, st.coefficients_t.data(), st.orbitals_padded,
+                       static_cast<int>(job.orbitals), job.weights ? st.weights.data() : nullptr, dst,
+                       dst_pitch, *st.stream, st.device);
 }
 
 }  // namespace
@@ -76,8 +78,9 @@ void precompile(const GpuJob& job, int device) {
   // up in the JIT cache is request-invariant host work.
   static std::mutex mutex;
   static std::vector<std::string> done;
-  const std::string key = job.basis_id == 0 ? std::string()
-                                            : fmt::format(fmt::runtime("{}/{}/{}"), job.basis_id, device, brick.name());
+  const std::string key = job.basis_id == 0
+                              ? std::string()
+                              : fmt::format(fmt::runtime("{}/{}/{}"), job.basis_id, device, brick.name());
   if (!key.empty()) {
     std::lock_guard lock(mutex);
     if (std::find(done.begin(), done.end(), key) != done.end()) return;
@@ -91,7 +94,8 @@ void precompile(const GpuJob& job, int device) {
 }
 
 double time_kernel(int device, const GpuJob& job, const std::string& kind, int repeats) {
-  MOLACCEL_EXPECTS(kind == "jit" || kind == "generic" || kind == "density", "time_kernel: jit, generic or density");
+  MOLACCEL_EXPECTS(kind == "jit" || kind == "generic" || kind == "density",
+                   "time_kernel: jit, generic or density");
   const bool density = kind == "density";
   MOLACCEL_EXPECTS(!density || job.weights != nullptr, "density timing needs a job with weights");
   cuda::DeviceGuard guard(device);
@@ -106,8 +110,10 @@ double time_kernel(int device, const GpuJob& job, const std::string& kind, int r
   for (int r = 0; r < repeats + 1; ++r) {  // first run warms up (JIT load, caches)
     cuda::Event start, stop;
     start.record(*st.stream);
-    if (density) launch_sparse(st, local, 0, grid.counts[0], st.result.data(), n_points);
-    else launch_orbital(st, local, 0, 0, grid.counts[0], st.result.data());
+    if (density)
+      launch_sparse(st, local, 0, grid.counts[0], st.result.data(), n_points);
+    else
+      launch_orbital(st, local, 0, 0, grid.counts[0], st.result.data());
     stop.record(*st.stream);
     stop.synchronize();
     if (r > 0) times.push_back(stop.elapsed_ms_since(start));

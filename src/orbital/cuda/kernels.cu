@@ -66,9 +66,12 @@ __device__ __forceinline__ float shell_radial(const SharedBasis& s, int4 shell, 
 // sum_c coef[c] * monomial_c(dx, dy, dz) in Molden component order.
 __device__ __forceinline__ float angular_sum(int l, const float* c, float x, float y, float z) {
   switch (l) {
-    case 0: return c[0];
-    case 1: return c[0] * x + c[1] * y + c[2] * z;
-    case 2: return c[0] * x * x + c[1] * y * y + c[2] * z * z + c[3] * x * y + c[4] * x * z + c[5] * y * z;
+    case 0:
+      return c[0];
+    case 1:
+      return c[0] * x + c[1] * y + c[2] * z;
+    case 2:
+      return c[0] * x * x + c[1] * y * y + c[2] * z * z + c[3] * x * y + c[4] * x * z + c[5] * y * z;
     case 3:
       return c[0] * x * x * x + c[1] * y * y * y + c[2] * z * z * z + c[3] * x * y * y + c[4] * x * x * y +
              c[5] * x * x * z + c[6] * x * z * z + c[7] * y * z * z + c[8] * y * y * z + c[9] * x * y * z;
@@ -84,8 +87,14 @@ __device__ __forceinline__ float angular_sum(int l, const float* c, float x, flo
 __device__ __forceinline__ void store_monomials(int l, float radial, float x, float y, float z, float* b,
                                                 std::size_t pitch) {
   switch (l) {
-    case 0: b[0] = radial; break;
-    case 1: b[0] = radial * x; b[pitch] = radial * y; b[2 * pitch] = radial * z; break;
+    case 0:
+      b[0] = radial;
+      break;
+    case 1:
+      b[0] = radial * x;
+      b[pitch] = radial * y;
+      b[2 * pitch] = radial * z;
+      break;
     case 2: {
       const float v[6] = {x * x, y * y, z * z, x * y, x * z, y * z};
       for (int c = 0; c < 6; ++c) b[c * pitch] = radial * v[c];
@@ -107,8 +116,8 @@ __device__ __forceinline__ void store_monomials(int l, float radial, float x, fl
 }
 
 // Generic kernel: one orbital, one point per thread, basis and coefficients in shared memory.
-__global__ void __launch_bounds__(kPointsPerBlock) generic_orbital_kernel(BasisView basis, const float* coefficients,
-                                                                          OrbitalGridArgs g, float* out) {
+__global__ void __launch_bounds__(kPointsPerBlock)
+    generic_orbital_kernel(BasisView basis, const float* coefficients, OrbitalGridArgs g, float* out) {
   extern __shared__ __align__(16) unsigned char smem[];
   const SharedBasis s = stage_basis(basis, smem);
   float* c = reinterpret_cast<float*>(smem + shared_basis_bytes(basis));
@@ -152,7 +161,8 @@ template <int R>
 __global__ void __launch_bounds__(kSparseThreads, 1)
     sparse_contract_kernel(BasisView basis, const int* __restrict__ shell_atom, OrbitalGridArgs g, int planes,
                            BrickShape shape, const float* __restrict__ ct, int orbitals_padded, int orbitals,
-                           const float* __restrict__ weights, float* __restrict__ out, std::size_t out_pitch) {
+                           const float* __restrict__ weights, float* __restrict__ out,
+                           std::size_t out_pitch) {
   constexpr int kTileO = 16 * R;
   __shared__ __align__(16) float bs[kSparseK][kBrickPoints];
   __shared__ __align__(16) float cs[kSparseK][kTileO];
@@ -160,15 +170,16 @@ __global__ void __launch_bounds__(kSparseThreads, 1)
   __shared__ int warp_count[kSparseThreads / 32];
   __shared__ int n_active_s, n_chunks_s;
   extern __shared__ int dyn[];
-  int* active = dyn;                                  // shell_count
-  int* active_nc = active + basis.shell_count;        // shell_count
-  int* comp_off = active_nc + basis.shell_count;      // shell_count + 1 (component offset of active shell j)
+  int* active = dyn;                              // shell_count
+  int* active_nc = active + basis.shell_count;    // shell_count
+  int* comp_off = active_nc + basis.shell_count;  // shell_count + 1 (component offset of active shell j)
   int* chunk_begin = comp_off + basis.shell_count + 1;  // shell_count + 1
   int* comp_all = chunk_begin + basis.shell_count + 1;  // components
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int brick = blockIdx.x;
-  const int bk = brick % shape.nbz, bj = (brick / shape.nbz) % shape.nby, bi = brick / (shape.nbz * shape.nby);
+  const int bk = brick % shape.nbz, bj = (brick / shape.nbz) % shape.nby,
+            bi = brick / (shape.nbz * shape.nby);
   const int i0 = bi * shape.bx, j0 = bj * shape.by, k0 = bk * shape.bz;  // i0 relative to g.plane_begin
 
   // Bounding sphere of the brick (all of its points, in range or not).
@@ -176,13 +187,15 @@ __global__ void __launch_bounds__(kSparseThreads, 1)
   {
     const double ci = g.plane_begin + i0 + 0.5 * (shape.bx - 1), cj = j0 + 0.5 * (shape.by - 1),
                  ck = k0 + 0.5 * (shape.bz - 1);
-    for (int d = 0; d < 3; ++d) center[d] = g.origin[d] + ci * g.axes[0][d] + cj * g.axes[1][d] + ck * g.axes[2][d];
+    for (int d = 0; d < 3; ++d)
+      center[d] = g.origin[d] + ci * g.axes[0][d] + cj * g.axes[1][d] + ck * g.axes[2][d];
   }
   double radius = 0.0;
   {
     const int ext[3] = {shape.bx - 1, shape.by - 1, shape.bz - 1};
     for (int e = 0; e < 3; ++e)
-      radius += 0.5 * ext[e] * sqrt(g.axes[e][0] * g.axes[e][0] + g.axes[e][1] * g.axes[e][1] + g.axes[e][2] * g.axes[e][2]);
+      radius += 0.5 * ext[e] *
+                sqrt(g.axes[e][0] * g.axes[e][0] + g.axes[e][1] * g.axes[e][1] + g.axes[e][2] * g.axes[e][2]);
   }
 
   // Ordered list of the shells that may be non-zero in the brick (ballot + warp offsets).
@@ -300,7 +313,8 @@ __global__ void __launch_bounds__(kSparseThreads, 1)
     }
     // Output point index of brick point pp (or -1 outside the grid/tile).
     auto out_index = [&](int pp) -> long long {
-      const int qi = i0 + pp / (shape.by * shape.bz), qj = j0 + (pp / shape.bz) % shape.by, qk = k0 + pp % shape.bz;
+      const int qi = i0 + pp / (shape.by * shape.bz), qj = j0 + (pp / shape.bz) % shape.by,
+                qk = k0 + pp % shape.bz;
       if (qi >= planes || qj >= g.ny || qk >= g.nz) return -1;
       return (static_cast<long long>(qi) * g.ny + qj) * g.nz + qk;
     };
@@ -332,7 +346,8 @@ __global__ void __launch_bounds__(kSparseThreads, 1)
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           const int o = o0 + ty + 16 * r;
-          if (o < orbitals) out[static_cast<std::size_t>(o) * out_pitch + static_cast<std::size_t>(idx)] = acc[r][q];
+          if (o < orbitals)
+            out[static_cast<std::size_t>(o) * out_pitch + static_cast<std::size_t>(idx)] = acc[r][q];
         }
       }
     }
@@ -352,12 +367,14 @@ void check_shared_fits(std::size_t bytes, int device) {
   int optin = 0;
   MOLACCEL_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   if (bytes > static_cast<std::size_t>(optin))
-    throw Error(fmt::format("orbital basis set needs {} bytes of shared memory, the GPU has {} per block "
-                            "(use the cpu backend for this basis set)", bytes, optin));
+    throw Error(
+        fmt::format("orbital basis set needs {} bytes of shared memory, the GPU has {} per block "
+                    "(use the cpu backend for this basis set)",
+                    bytes, optin));
 }
 
-void launch_generic_kernel(const BasisView& basis, const float* coefficients, const OrbitalGridArgs& g, dim3 blocks,
-                           cudaStream_t stream, int device, float* out) {
+void launch_generic_kernel(const BasisView& basis, const float* coefficients, const OrbitalGridArgs& g,
+                           dim3 blocks, cudaStream_t stream, int device, float* out) {
   const std::size_t shared = generic_shared_bytes(basis);
   check_shared_fits(shared, device);
   MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(generic_orbital_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -367,21 +384,25 @@ void launch_generic_kernel(const BasisView& basis, const float* coefficients, co
 }
 
 void launch_sparse_kernel(int width, const BasisView& basis, const int* shell_atom, const OrbitalGridArgs& g,
-                          int planes, const BrickShape& shape, const float* ct, int orbitals_padded, int orbitals,
-                          const float* weights, float* out, std::size_t out_pitch, cudaStream_t stream, int device) {
+                          int planes, const BrickShape& shape, const float* ct, int orbitals_padded,
+                          int orbitals, const float* weights, float* out, std::size_t out_pitch,
+                          cudaStream_t stream, int device) {
   const std::size_t bricks = static_cast<std::size_t>(shape.nbx) * shape.nby * shape.nbz;
   const std::size_t dynamic = sparse_dynamic_bytes(basis);
   auto run = [&](auto kernel, const char* name) {
     cudaFuncAttributes attr{};
     MOLACCEL_CUDA_TRY(cudaFuncGetAttributes(&attr, kernel));
     check_shared_fits(attr.sharedSizeBytes + dynamic, device);
-    MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dynamic)));
+    MOLACCEL_CUDA_TRY(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dynamic)));
     kernel<<<static_cast<unsigned>(bricks), kSparseThreads, dynamic, stream>>>(
         basis, shell_atom, g, planes, shape, ct, orbitals_padded, orbitals, weights, out, out_pitch);
     MOLACCEL_CUDA_CHECK_LAUNCH(name);
   };
-  if (width == 4) run(sparse_contract_kernel<4>, "sparse_contract_kernel<4>");
-  else run(sparse_contract_kernel<12>, "sparse_contract_kernel<12>");
+  if (width == 4)
+    run(sparse_contract_kernel<4>, "sparse_contract_kernel<4>");
+  else
+    run(sparse_contract_kernel<12>, "sparse_contract_kernel<12>");
 }
 
 }  // namespace molaccel::orbital::cuda_backend

@@ -22,10 +22,10 @@ struct GpuJob {
   const detail::PackedBasis* basis = nullptr;
   const float* coefficients = nullptr;  // orbitals x components
   std::size_t orbitals = 0;
-  const float* weights = nullptr;       // density weights; nullptr = orbital values
+  const float* weights = nullptr;  // density weights; nullptr = orbital values
   const GridSpec* grid = nullptr;
-  float* out = nullptr;                 // host output, same layout as the CPU path
-  bool jit = true;                      // JIT kernel for orbital values (generic otherwise)
+  float* out = nullptr;  // host output, same layout as the CPU path
+  bool jit = true;       // JIT kernel for orbital values (generic otherwise)
   // Ids of the front's request cache entries for the basis and the coefficients (0 = not
   // cached): a device state that already holds them (same ids, path, JIT brick and weights)
   // skips its uploads, so a repeated request pays no host-to-device copy and no synchronisation.
@@ -48,7 +48,8 @@ std::string evaluate_chunks(WorkerContext& ctx, const GpuJob& job, detail::Chunk
 
 // Evaluates grid planes [plane_begin, plane_end) on the worker's GPU; per-worker device state
 // (basis, coefficients, compiled JIT program) lives in ctx.local<>(). Returns the kernel name used.
-std::string evaluate_planes(WorkerContext& ctx, const GpuJob& job, std::size_t plane_begin, std::size_t plane_end);
+std::string evaluate_planes(WorkerContext& ctx, const GpuJob& job, std::size_t plane_begin,
+                            std::size_t plane_end);
 
 // Compiles the job's JIT program for `device`'s architecture into the JIT cache (when the job
 // takes the JIT path), so that the GPU workers only load it.

@@ -17,7 +17,8 @@ namespace {
 
 // Host copy of one finished chunk (pinned staging, outputs x points) into the job's output rows,
 // on a few threads (a single thread copies ~5-10 GB/s, slower than the device-to-host DMA).
-void drain_chunk(const float* staging, const GpuJob& job, std::size_t p, std::size_t points, std::size_t outputs) {
+void drain_chunk(const float* staging, const GpuJob& job, std::size_t p, std::size_t points,
+                 std::size_t outputs) {
   const std::size_t plane_points = job.grid->counts[1] * job.grid->counts[2];
   const std::size_t n_points = job.grid->point_count();
   const std::size_t kPiece = std::clamp<std::size_t>(job.tuning.drain_piece_mib, 1, 64) << 18;  // floats
@@ -27,7 +28,8 @@ void drain_chunk(const float* staging, const GpuJob& job, std::size_t p, std::si
     for (std::size_t i = b; i < e; ++i) {
       const std::size_t o = i / pieces_per_output, first = (i % pieces_per_output) * kPiece;
       const std::size_t n = std::min(kPiece, points - first);
-      std::memcpy(job.out + o * n_points + p * plane_points + first, staging + o * points + first, n * sizeof(float));
+      std::memcpy(job.out + o * n_points + p * plane_points + first, staging + o * points + first,
+                  n * sizeof(float));
     }
   });
 }
@@ -39,7 +41,8 @@ void drain_chunk(const float* staging, const GpuJob& job, std::size_t p, std::si
 // Into page-locked output (molaccel::allocate_host_buffer, cudaHostAlloc) the copy engine writes
 // each chunk straight into its rows: no staging buffer, no host copy, so several GPUs are not
 // limited by the host threads' memcpy bandwidth.
-void run_tile_direct(DeviceState& st, const GpuJob& job, const std::vector<std::pair<std::size_t, std::size_t>>& chunks) {
+void run_tile_direct(DeviceState& st, const GpuJob& job,
+                     const std::vector<std::pair<std::size_t, std::size_t>>& chunks) {
   const std::size_t plane_points = job.grid->counts[1] * job.grid->counts[2];
   const std::size_t n_points = job.grid->point_count();
   const std::size_t outputs = job.weights ? 1 : job.orbitals;
@@ -50,19 +53,21 @@ void run_tile_direct(DeviceState& st, const GpuJob& job, const std::vector<std::
     launch_planes(st, job, chunks[c].first, chunks[c].second, st.results[slot].data());
     st.computed[slot]->record(*st.stream);
     MOLACCEL_CUDA_TRY(cudaStreamWaitEvent(*st.copy_stream, st.computed[slot]->get(), 0));
-    MOLACCEL_CUDA_TRY(cudaMemcpy2DAsync(job.out + chunks[c].first * plane_points, n_points * sizeof(float),
-                                        st.results[slot].data(), points * sizeof(float), points * sizeof(float),
-                                        outputs, cudaMemcpyDeviceToHost, *st.copy_stream));
+    MOLACCEL_CUDA_TRY(cudaMemcpy2DAsync(
+        job.out + chunks[c].first * plane_points, n_points * sizeof(float), st.results[slot].data(),
+        points * sizeof(float), points * sizeof(float), outputs, cudaMemcpyDeviceToHost, *st.copy_stream));
     st.copied[slot]->record(*st.copy_stream);
   }
   MOLACCEL_CUDA_TRY(cudaStreamSynchronize(*st.copy_stream));
 }
 
-void run_tile(DeviceState& st, const GpuJob& job, std::size_t plane_begin, std::size_t plane_end, std::size_t step) {
+void run_tile(DeviceState& st, const GpuJob& job, std::size_t plane_begin, std::size_t plane_end,
+              std::size_t step) {
   const std::size_t plane_points = job.grid->counts[1] * job.grid->counts[2];
   const std::size_t outputs = job.weights ? 1 : job.orbitals;
   std::vector<std::pair<std::size_t, std::size_t>> chunks;  // first plane, planes
-  for (std::size_t p = plane_begin; p < plane_end; p += step) chunks.emplace_back(p, std::min(step, plane_end - p));
+  for (std::size_t p = plane_begin; p < plane_end; p += step)
+    chunks.emplace_back(p, std::min(step, plane_end - p));
   const std::size_t capacity = std::min(step, plane_end - plane_begin) * plane_points * outputs;
   const bool direct = cuda::is_page_locked(job.out);
   for (std::size_t b = 0; b < 2 && b < chunks.size(); ++b) {
@@ -82,8 +87,9 @@ void run_tile(DeviceState& st, const GpuJob& job, std::size_t plane_begin, std::
     launch_planes(st, job, chunks[c].first, chunks[c].second, st.results[slot].data());
     st.computed[slot]->record(*st.stream);
     MOLACCEL_CUDA_TRY(cudaStreamWaitEvent(*st.copy_stream, st.computed[slot]->get(), 0));
-    MOLACCEL_CUDA_TRY(cudaMemcpyAsync(st.staging[slot].data(), st.results[slot].data(), points * outputs * sizeof(float),
-                                      cudaMemcpyDeviceToHost, *st.copy_stream));
+    MOLACCEL_CUDA_TRY(cudaMemcpyAsync(st.staging[slot].data(), st.results[slot].data(),
+                                      points * outputs * sizeof(float), cudaMemcpyDeviceToHost,
+                                      *st.copy_stream));
     st.copied[slot]->record(*st.copy_stream);
     if (c >= 1) drain(c - 1);  // staging[slot ^ 1] is free again for chunk c+1 after this
   }
@@ -93,7 +99,9 @@ void run_tile(DeviceState& st, const GpuJob& job, std::size_t plane_begin, std::
 // MOLACCEL_TRACE=orbital: per tile or share, the device, its planes or chunks, when it started
 // and ended (ms on the process clock) and the set-up it paid, to see what does not shrink with
 // more GPUs.
-bool trace_on() { return trace_enabled("orbital"); }
+bool trace_on() {
+  return trace_enabled("orbital");
+}
 
 // The worker's device state for this job: taken from the per-device pool on the job's first tile
 // and initialised, unless it already holds this request's basis, coefficients and path.
@@ -115,7 +123,8 @@ void run_tile_adaptive(WorkerContext& ctx, DeviceState& st, const GpuJob& job, s
   const std::size_t outputs = job.weights ? 1 : job.orbitals;
   const std::size_t tile_planes = plane_end - plane_begin;
   // Chunks: about a third of the tile (so copies overlap kernels), at most ~8M values (32 MiB).
-  std::size_t step = std::max<std::size_t>(1, std::min((tile_planes + 2) / 3, (8u << 20) / std::max<std::size_t>(1, plane_points * outputs)));
+  std::size_t step = std::max<std::size_t>(
+      1, std::min((tile_planes + 2) / 3, (8u << 20) / std::max<std::size_t>(1, plane_points * outputs)));
   if (st.chunk_planes > 0) step = std::min(step, st.chunk_planes);
   for (;;) {
     try {
@@ -129,7 +138,8 @@ void run_tile_adaptive(WorkerContext& ctx, DeviceState& st, const GpuJob& job, s
       for (int b = 0; b < 2; ++b) st.results[b].reset();
       step = std::max<std::size_t>(1, step / 2);
       st.chunk_planes = step;
-      log_warn("orbital: out of GPU memory on {}, retrying with {} plane(s) per launch", ctx.worker().name(), step);
+      log_warn("orbital: out of GPU memory on {}, retrying with {} plane(s) per launch", ctx.worker().name(),
+               step);
     } catch (...) {
       // The tile goes to another worker; this worker's next tile must not race a copy still in flight.
       cudaStreamSynchronize(*st.stream);
@@ -166,7 +176,8 @@ std::vector<std::pair<std::size_t, std::size_t>> plan_chunks(const GpuJob& job) 
   const detail::PackedBasis& basis = *job.basis;
   const auto& a1 = grid.axes[1];
   const auto& a2 = grid.axes[2];
-  double normal[3] = {a1[1] * a2[2] - a1[2] * a2[1], a1[2] * a2[0] - a1[0] * a2[2], a1[0] * a2[1] - a1[1] * a2[0]};
+  double normal[3] = {a1[1] * a2[2] - a1[2] * a2[1], a1[2] * a2[0] - a1[0] * a2[2],
+                      a1[0] * a2[1] - a1[1] * a2[0]};
   const double norm = std::sqrt(normal[0] * normal[0] + normal[1] * normal[1] + normal[2] * normal[2]);
   if (norm > 0 && chunks.size() > 1) {
     for (double& v : normal) v /= norm;
@@ -189,10 +200,12 @@ std::vector<std::pair<std::size_t, std::size_t>> plan_chunks(const GpuJob& job) 
     }
     std::vector<double> cost(chunks.size(), 0.0);
     for (std::size_t c = 0; c < chunks.size(); ++c)
-      for (std::size_t i = chunks[c].first; i < chunks[c].first + chunks[c].second; ++i) cost[c] += plane_cost[i];
+      for (std::size_t i = chunks[c].first; i < chunks[c].first + chunks[c].second; ++i)
+        cost[c] += plane_cost[i];
     std::vector<std::size_t> order(chunks.size());
     for (std::size_t c = 0; c < order.size(); ++c) order[c] = c;
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return cost[x] > cost[y]; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t x, std::size_t y) { return cost[x] > cost[y]; });
     std::vector<std::pair<std::size_t, std::size_t>> sorted;
     for (const std::size_t c : order) sorted.push_back(chunks[c]);
     chunks = std::move(sorted);
@@ -251,12 +264,14 @@ std::string evaluate_chunks(WorkerContext& ctx, const GpuJob& job, detail::Chunk
       st.computed[slot]->record(*st.stream);
       MOLACCEL_CUDA_TRY(cudaStreamWaitEvent(*st.copy_stream, st.computed[slot]->get(), 0));
       if (direct)
-        MOLACCEL_CUDA_TRY(cudaMemcpy2DAsync(job.out + p0 * plane_points, n_points * sizeof(float), st.results[slot].data(),
-                                            points * sizeof(float), points * sizeof(float), outputs,
-                                            cudaMemcpyDeviceToHost, *st.copy_stream));
+        MOLACCEL_CUDA_TRY(cudaMemcpy2DAsync(job.out + p0 * plane_points, n_points * sizeof(float),
+                                            st.results[slot].data(), points * sizeof(float),
+                                            points * sizeof(float), outputs, cudaMemcpyDeviceToHost,
+                                            *st.copy_stream));
       else
         MOLACCEL_CUDA_TRY(cudaMemcpyAsync(st.staging[slot].data(), st.results[slot].data(),
-                                          points * outputs * sizeof(float), cudaMemcpyDeviceToHost, *st.copy_stream));
+                                          points * outputs * sizeof(float), cudaMemcpyDeviceToHost,
+                                          *st.copy_stream));
       st.copied[slot]->record(*st.copy_stream);
       // Ordinary output: the host copies the previous chunk out of its staging buffer while this
       // one computes and copies.
@@ -295,14 +310,16 @@ std::string evaluate_chunks(WorkerContext& ctx, const GpuJob& job, detail::Chunk
     }
   }
   if (trace)
-    trace_message("orbital", fmt::format(fmt::runtime("gpu{}: share of {} chunks ({}) from {:.3f} ms, set-up {:.3f} ms, "
-                                                      "done at {:.3f} ms"),
-                                         ctx.worker().device, claimed, first_chunks, std::fmod(entered * 1e3, 1e5),
-                                         (initialised - entered) * 1e3, std::fmod(now_seconds() * 1e3, 1e5)));
+    trace_message("orbital",
+                  fmt::format(fmt::runtime("gpu{}: share of {} chunks ({}) from {:.3f} ms, set-up {:.3f} ms, "
+                                           "done at {:.3f} ms"),
+                              ctx.worker().device, claimed, first_chunks, std::fmod(entered * 1e3, 1e5),
+                              (initialised - entered) * 1e3, std::fmod(now_seconds() * 1e3, 1e5)));
   return kernel_name(st, job);
 }
 
-std::string evaluate_planes(WorkerContext& ctx, const GpuJob& job, std::size_t plane_begin, std::size_t plane_end) {
+std::string evaluate_planes(WorkerContext& ctx, const GpuJob& job, std::size_t plane_begin,
+                            std::size_t plane_end) {
   cuda::DeviceGuard guard(ctx.worker().device);
   const bool trace = trace_on();
   const double entered = trace ? now_seconds() : 0.0;
@@ -315,15 +332,15 @@ std::string evaluate_planes(WorkerContext& ctx, const GpuJob& job, std::size_t p
     double entered, initialised;
     ~TraceLine() {
       if (on)
-        trace_message("orbital", fmt::format(fmt::runtime("gpu{}: planes [{}, {}) from {:.3f} ms, set-up {:.3f} ms, "
-                                                          "done at {:.3f} ms"),
-                                             device, p0, p1, std::fmod(entered * 1e3, 1e5), (initialised - entered) * 1e3,
-                                             std::fmod(now_seconds() * 1e3, 1e5)));
+        trace_message("orbital",
+                      fmt::format(fmt::runtime("gpu{}: planes [{}, {}) from {:.3f} ms, set-up {:.3f} ms, "
+                                               "done at {:.3f} ms"),
+                                  device, p0, p1, std::fmod(entered * 1e3, 1e5),
+                                  (initialised - entered) * 1e3, std::fmod(now_seconds() * 1e3, 1e5)));
     }
   } trace_line{trace, ctx.worker().device, plane_begin, plane_end, entered, initialised};
   run_tile_adaptive(ctx, st, job, plane_begin, plane_end);
   return kernel_name(st, job);
 }
-
 
 }  // namespace molaccel::orbital::cuda_backend
