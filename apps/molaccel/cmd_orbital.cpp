@@ -18,7 +18,9 @@ const char* const kConventions =
     "alpha: or beta:. The MO coefficients are checked for orthonormality against the overlap matrix "
     "and a known writer convention is applied when needed (reported by `orbital info`).\n";
 
-const char* shell_letter(int l) { return &"s\0p\0d\0f\0g"[2 * l]; }
+const char* shell_letter(int l) {
+  return &"s\0p\0d\0f\0g"[2 * l];
+}
 
 // ------------------------------------------------------------------------------------------
 // orbital info
@@ -35,36 +37,49 @@ int run_info(RunContext& ctx, const InfoOptions& opts) {
   std::printf("atoms: %zu\n", wfn.atoms.size());
   for (std::size_t a = 0; a < wfn.atoms.size(); ++a) {
     const Atom& atom = wfn.atoms[a];
-    std::printf("  %3zu %-4s Z=%-3d %12.6f %12.6f %12.6f  (angstrom)\n", a + 1, atom.label.c_str(), atom.atomic_number,
-                atom.position[0] * bohr_in_angstrom, atom.position[1] * bohr_in_angstrom, atom.position[2] * bohr_in_angstrom);
+    std::printf("  %3zu %-4s Z=%-3d %12.6f %12.6f %12.6f  (angstrom)\n", a + 1, atom.label.c_str(),
+                atom.atomic_number, atom.position[0] * bohr_in_angstrom, atom.position[1] * bohr_in_angstrom,
+                atom.position[2] * bohr_in_angstrom);
   }
   std::map<std::string, int> shell_counts;
   std::size_t primitives = 0;
   for (const Shell& s : wfn.shells) {
-    ++shell_counts[fmt::format("{}{}", shell_letter(s.l), s.l >= 2 ? (s.pure ? " (pure)" : " (Cartesian)") : "")];
+    ++shell_counts[fmt::format("{}{}", shell_letter(s.l),
+                               s.l >= 2 ? (s.pure ? " (pure)" : " (Cartesian)") : "")];
     primitives += s.exponents.size();
   }
   std::string shells_text;
-  for (const auto& [name, count] : shell_counts) shells_text += fmt::format("{}{} {}", shells_text.empty() ? "" : ", ", count, name);
-  std::printf("basis: %d functions, %zu shells (%s), %zu primitives\n", wfn.function_count(), wfn.shells.size(),
-              shells_text.c_str(), primitives);
+  for (const auto& [name, count] : shell_counts)
+    shells_text += fmt::format("{}{} {}", shells_text.empty() ? "" : ", ", count, name);
+  std::printf("basis: %d functions, %zu shells (%s), %zu primitives\n", wfn.function_count(),
+              wfn.shells.size(), shells_text.c_str(), primitives);
   std::printf("electrons: %.3f%s\n", wfn.electron_count(), wfn.unrestricted() ? " (unrestricted)" : "");
   const auto& norm = wfn.normalisation;
-  std::printf("normalisation: max |C^T S C - I| = %.2e as read; fix applied: %s%s\n", norm.deviation_as_read,
-              norm.fix.c_str(), norm.fix == "none" ? "" : fmt::format(" ({}), after fix {:.2e}", norm.fix_description, norm.deviation_after_fix).c_str());
+  std::printf(
+      "normalisation: max |C^T S C - I| = %.2e as read; fix applied: %s%s\n", norm.deviation_as_read,
+      norm.fix.c_str(),
+      norm.fix == "none"
+          ? ""
+          : fmt::format(" ({}), after fix {:.2e}", norm.fix_description, norm.deviation_after_fix).c_str());
   nlohmann::json orbitals = nlohmann::json::array();
   auto list = [&](const OrbitalSet& set, Spin spin, const char* name) {
     if (set.count() == 0) return;
     const OrbitalRef homo = parse_orbital(spin == Spin::alpha ? "alpha:homo" : "beta:homo", wfn);
-    std::printf("%s orbitals: %zu, HOMO = %zu (%.6f Eh)", name, set.count(), homo.index + 1, set.energies[homo.index]);
-    if (homo.index + 1 < set.count()) std::printf(", LUMO = %zu (%.6f Eh)", homo.index + 2, set.energies[homo.index + 1]);
+    std::printf("%s orbitals: %zu, HOMO = %zu (%.6f Eh)", name, set.count(), homo.index + 1,
+                set.energies[homo.index]);
+    if (homo.index + 1 < set.count())
+      std::printf(", LUMO = %zu (%.6f Eh)", homo.index + 2, set.energies[homo.index + 1]);
     std::printf("\n   #   energy (Eh)   occupation  symmetry\n");
     for (std::size_t o = 0; o < set.count(); ++o) {
       const bool near = o + 5 >= homo.index && o <= homo.index + 5;
       if (opts.all || near)
-        std::printf("%5zu %13.6f %11.4f  %s%s\n", o + 1, set.energies[o], set.occupations[o], set.symmetries[o].c_str(),
+        std::printf("%5zu %13.6f %11.4f  %s%s\n", o + 1, set.energies[o], set.occupations[o],
+                    set.symmetries[o].c_str(),
                     o == homo.index ? "  <- HOMO" : (o == homo.index + 1 ? "  <- LUMO" : ""));
-      orbitals.push_back({{"spin", name}, {"index", o + 1}, {"energy", set.energies[o]}, {"occupation", set.occupations[o]},
+      orbitals.push_back({{"spin", name},
+                          {"index", o + 1},
+                          {"energy", set.energies[o]},
+                          {"occupation", set.occupations[o]},
                           {"symmetry", set.symmetries[o]}});
     }
   };
@@ -78,8 +93,10 @@ int run_info(RunContext& ctx, const InfoOptions& opts) {
   ctx.report["shells"] = wfn.shells.size();
   ctx.report["primitives"] = primitives;
   ctx.report["electrons"] = wfn.electron_count();
-  ctx.report["normalisation"] = {{"fix", norm.fix}, {"deviation_as_read", norm.deviation_as_read},
-                                 {"deviation_after_fix", norm.deviation_after_fix}, {"tried", norm.tried}};
+  ctx.report["normalisation"] = {{"fix", norm.fix},
+                                 {"deviation_as_read", norm.deviation_as_read},
+                                 {"deviation_after_fix", norm.deviation_after_fix},
+                                 {"tried", norm.tried}};
   ctx.report["orbitals"] = orbitals;
   return 0;
 }
@@ -105,19 +122,22 @@ GridSpec make_grid(const GridOptions& o, const Wavefunction& wfn) {
   if (!o.origin.empty() || !o.size.empty()) {
     if (o.origin.size() != 3 || o.size.size() != 3)
       throw InputError("--origin/--size", 0, "give both --origin X Y Z and --size X Y Z (angstrom)");
-    return explicit_grid({o.origin[0], o.origin[1], o.origin[2]}, {o.size[0], o.size[1], o.size[2]}, o.spacing);
+    return explicit_grid({o.origin[0], o.origin[1], o.origin[2]}, {o.size[0], o.size[1], o.size[2]},
+                         o.spacing);
   }
   return automatic_grid(wfn, o.padding, o.spacing);
 }
 
 std::filesystem::path numbered_output(const std::filesystem::path& output, const std::string& label) {
   std::string safe;
-  for (char c : label) safe += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '+') ? c : '_';
+  for (char c : label)
+    safe += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '+') ? c : '_';
   return output.parent_path() / (output.stem().string() + "." + safe + output.extension().string());
 }
 
 int run_grid(RunContext& ctx, const GridOptions& o) {
-  if (o.orbitals.empty() && o.density.empty()) throw InputError("--orbital", 0, "give --orbital NAME (repeatable) and/or --density KIND");
+  if (o.orbitals.empty() && o.density.empty())
+    throw InputError("--orbital", 0, "give --orbital NAME (repeatable) and/or --density KIND");
   const Wavefunction wfn = read_wavefunction(o.input);
   const GridSpec grid = make_grid(o, wfn);
   const Resources resources = ctx.resources();
@@ -134,19 +154,23 @@ int run_grid(RunContext& ctx, const GridOptions& o) {
         density_kind = k;
         known = true;
       }
-    if (!known) throw InputError("--density", 0, fmt::format("unknown density '{}' (total, spin, alpha, beta)", o.density));
+    if (!known)
+      throw InputError("--density", 0,
+                       fmt::format("unknown density '{}' (total, spin, alpha, beta)", o.density));
   }
   const std::size_t fields = refs.size() + (o.density.empty() ? 0 : 1);
-  if (o.multi && !o.density.empty()) throw InputError("--multi", 0, "a multi-orbital cube holds orbitals only, not a density");
-  log_info("grid {} x {} x {} = {} points on {}", grid.counts[0], grid.counts[1], grid.counts[2], grid.point_count(),
-           resources.describe());
+  if (o.multi && !o.density.empty())
+    throw InputError("--multi", 0, "a multi-orbital cube holds orbitals only, not a density");
+  log_info("grid {} x {} x {} = {} points on {}", grid.counts[0], grid.counts[1], grid.counts[2],
+           grid.point_count(), resources.describe());
 
   // Compute everything first, then write: bad input or a failed job leaves no partial output.
   std::vector<float> orbital_values;
   EvaluationInfo orbital_info, density_info;
   if (!refs.empty()) orbital_values = evaluate_orbitals(resources, wfn, grid, refs, options, &orbital_info);
   std::vector<float> density_values;
-  if (!o.density.empty()) density_values = evaluate_density(resources, wfn, grid, density_kind, options, &density_info);
+  if (!o.density.empty())
+    density_values = evaluate_density(resources, wfn, grid, density_kind, options, &density_info);
 
   const std::filesystem::path output = o.output;
   std::vector<std::string> written;
@@ -172,12 +196,14 @@ int run_grid(RunContext& ctx, const GridOptions& o) {
     written.push_back(path.string());
   }
   const EvaluationInfo& info = refs.empty() ? density_info : orbital_info;
-  std::printf("%zu x %zu x %zu grid (%zu points), %s, %.3f s; wrote %s\n", grid.counts[0], grid.counts[1], grid.counts[2], n,
-              info.backend.c_str(), orbital_info.seconds + density_info.seconds, fmt::format("{}", fmt::join(written, ", ")).c_str());
+  std::printf("%zu x %zu x %zu grid (%zu points), %s, %.3f s; wrote %s\n", grid.counts[0], grid.counts[1],
+              grid.counts[2], n, info.backend.c_str(), orbital_info.seconds + density_info.seconds,
+              fmt::format("{}", fmt::join(written, ", ")).c_str());
   if (!density_values.empty()) {
     double sum = 0;
     for (float v : density_values) sum += v;
-    std::printf("density integral on this grid: %.4f electrons (file: %.4f)\n", sum * grid.voxel_volume(), wfn.electron_count());
+    std::printf("density integral on this grid: %.4f electrons (file: %.4f)\n", sum * grid.voxel_volume(),
+                wfn.electron_count());
     ctx.report["density_integral"] = sum * grid.voxel_volume();
   }
   ctx.report["grid"] = {{"counts", grid.counts}, {"origin_bohr", grid.origin}, {"axes_bohr", grid.axes}};
@@ -192,11 +218,14 @@ int run_grid(RunContext& ctx, const GridOptions& o) {
 const bool info_registered = register_command({
     .group = "orbital",
     .name = "info",
-    .purpose = "Atoms, basis set, orbitals (energies, occupations) and normalisation check of a Molden/fchk file",
+    .purpose =
+        "Atoms, basis set, orbitals (energies, occupations) and normalisation check of a Molden/fchk file",
     .example = "molaccel orbital info water.molden",
     .setup = [](CLI::App& app, CommonOptions&) -> Action {
       auto opts = std::make_shared<InfoOptions>();
-      app.add_option("FILE", opts->input, "Molden or .fchk file (plain or gzip)")->required()->check(CLI::ExistingFile);
+      app.add_option("FILE", opts->input, "Molden or .fchk file (plain or gzip)")
+          ->required()
+          ->check(CLI::ExistingFile);
       app.add_flag("--all", opts->all, "List every orbital (default: five around the HOMO/LUMO gap)");
       app.footer(kConventions);
       return [opts](RunContext& ctx) { return run_info(ctx, *opts); };
@@ -211,18 +240,34 @@ const bool grid_registered = register_command({
     .example = "molaccel orbital grid water.molden --orbital homo -o homo.cube",
     .setup = [](CLI::App& app, CommonOptions& common) -> Action {
       auto opts = std::make_shared<GridOptions>();
-      app.add_option("FILE", opts->input, "Molden or .fchk file (plain or gzip)")->required()->check(CLI::ExistingFile);
-      app.add_option("--orbital", opts->orbitals, "Orbital to evaluate (repeatable): homo, lumo, homo-1, lumo+2, 12, beta:homo");
-      app.add_option("--density", opts->density, "Also (or only) the electron density: total, spin, alpha or beta");
-      app.add_option("-o,--output", opts->output, "Output cube; with several fields, FILE.<name>.cube each")->required();
+      app.add_option("FILE", opts->input, "Molden or .fchk file (plain or gzip)")
+          ->required()
+          ->check(CLI::ExistingFile);
+      app.add_option("--orbital", opts->orbitals,
+                     "Orbital to evaluate (repeatable): homo, lumo, homo-1, lumo+2, 12, beta:homo");
+      app.add_option("--density", opts->density,
+                     "Also (or only) the electron density: total, spin, alpha or beta");
+      app.add_option("-o,--output", opts->output, "Output cube; with several fields, FILE.<name>.cube each")
+          ->required();
       app.add_flag("--multi", opts->multi, "Several orbitals in one multi-orbital cube (Gaussian format)");
-      app.add_option("--padding", opts->padding, "Automatic box: padding around the atoms, angstrom")->default_val(3.0)->check(CLI::NonNegativeNumber);
-      app.add_option("--spacing", opts->spacing, "Grid spacing, angstrom (VMD's high resolution: 0.075)")->default_val(0.1)->check(CLI::PositiveNumber);
+      app.add_option("--padding", opts->padding, "Automatic box: padding around the atoms, angstrom")
+          ->default_val(3.0)
+          ->check(CLI::NonNegativeNumber);
+      app.add_option("--spacing", opts->spacing, "Grid spacing, angstrom (VMD's high resolution: 0.075)")
+          ->default_val(0.1)
+          ->check(CLI::PositiveNumber);
       app.add_option("--origin", opts->origin, "Explicit grid: origin X Y Z, angstrom")->expected(3);
       app.add_option("--size", opts->size, "Explicit grid: box size X Y Z, angstrom")->expected(3);
-      app.add_option("--grid-like", opts->grid_like, "Take the grid of an existing cube file (for point-by-point comparison)")->check(CLI::ExistingFile);
-      app.add_option("--backend", opts->backend, "auto, cpu, cuda-jit, cuda-generic or reference (slow oracle)")->default_val("auto");
-      app.add_option("--screening", opts->screening, "Skip primitives below this magnitude (0 = no screening)")->default_val(1e-9)->check(CLI::NonNegativeNumber);
+      app.add_option("--grid-like", opts->grid_like,
+                     "Take the grid of an existing cube file (for point-by-point comparison)")
+          ->check(CLI::ExistingFile);
+      app.add_option("--backend", opts->backend,
+                     "auto, cpu, cuda-jit, cuda-generic or reference (slow oracle)")
+          ->default_val("auto");
+      app.add_option("--screening", opts->screening,
+                     "Skip primitives below this magnitude (0 = no screening)")
+          ->default_val(1e-9)
+          ->check(CLI::NonNegativeNumber);
       common.add_device_options(app);
       app.footer(kConventions);
       return [opts](RunContext& ctx) { return run_grid(ctx, *opts); };
@@ -242,8 +287,8 @@ const bool demo_registered = register_demo({
           const Wavefunction wfn = read_wavefunction(input);
           const GridSpec grid = automatic_grid(wfn, 3.0, 0.1);
           const OrbitalRef homo = parse_orbital("homo", wfn);
-          std::printf("threonine, 6-31G* (Psi4): %zu atoms, %d basis functions, normalisation fix: %s\n", wfn.atoms.size(),
-                      wfn.function_count(), wfn.normalisation.fix.c_str());
+          std::printf("threonine, 6-31G* (Psi4): %zu atoms, %d basis functions, normalisation fix: %s\n",
+                      wfn.atoms.size(), wfn.function_count(), wfn.normalisation.fix.c_str());
           EvaluationInfo homo_info, rho_info;
           const auto psi = evaluate_orbitals(dc.resources, wfn, grid, {homo}, {}, &homo_info);
           const auto rho = evaluate_density(dc.resources, wfn, grid, DensityKind::total, {}, &rho_info);
@@ -251,25 +296,28 @@ const bool demo_registered = register_demo({
           std::filesystem::create_directories(out_dir);
           write_cube(out_dir / "threonine_homo.cube", wfn, grid, psi.data(), "molaccel demo: threonine HOMO",
                      fmt::format("orbital {}", describe_orbital(homo, wfn)));
-          write_cube(out_dir / "threonine_density.cube", wfn, grid, rho.data(), "molaccel demo: threonine density",
-                     "total electron density [e/bohr^3]");
+          write_cube(out_dir / "threonine_density.cube", wfn, grid, rho.data(),
+                     "molaccel demo: threonine density", "total electron density [e/bohr^3]");
           double electrons = 0;
           for (float v : rho) electrons += v;
           electrons *= grid.voxel_volume();
-          std::printf("grid %zu x %zu x %zu (0.1 A, 3 A padding) = %zu points\n", grid.counts[0], grid.counts[1],
-                      grid.counts[2], grid.point_count());
-          std::printf("HOMO %s: %.3f s on %s (%.0f exp()/point after screening of %.0f)\n", describe_orbital(homo, wfn).c_str(),
-                      homo_info.seconds, homo_info.backend.c_str(), homo_info.exp_per_point, homo_info.exp_per_point_unscreened);
-          std::printf("density of %zu occupied orbitals: %.3f s on %s; integral %.3f electrons (expected %.0f)\n",
-                      static_cast<std::size_t>(wfn.electron_count() / 2), rho_info.seconds, rho_info.backend.c_str(), electrons,
-                      wfn.electron_count());
+          std::printf("grid %zu x %zu x %zu (0.1 A, 3 A padding) = %zu points\n", grid.counts[0],
+                      grid.counts[1], grid.counts[2], grid.point_count());
+          std::printf("HOMO %s: %.3f s on %s (%.0f exp()/point after screening of %.0f)\n",
+                      describe_orbital(homo, wfn).c_str(), homo_info.seconds, homo_info.backend.c_str(),
+                      homo_info.exp_per_point, homo_info.exp_per_point_unscreened);
+          std::printf(
+              "density of %zu occupied orbitals: %.3f s on %s; integral %.3f electrons (expected %.0f)\n",
+              static_cast<std::size_t>(wfn.electron_count() / 2), rho_info.seconds, rho_info.backend.c_str(),
+              electrons, wfn.electron_count());
           std::printf("wrote %s/threonine_homo.cube and threonine_density.cube\n", out_dir.string().c_str());
           dc.report["points"] = grid.point_count();
           dc.report["homo_seconds"] = homo_info.seconds;
           dc.report["density_seconds"] = rho_info.seconds;
           dc.report["backend"] = homo_info.backend;
           dc.report["density_integral"] = electrons;
-          dc.report["outputs"] = {(out_dir / "threonine_homo.cube").string(), (out_dir / "threonine_density.cube").string()};
+          dc.report["outputs"] = {(out_dir / "threonine_homo.cube").string(),
+                                  (out_dir / "threonine_density.cube").string()};
         },
 });
 

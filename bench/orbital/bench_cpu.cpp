@@ -1,9 +1,8 @@
 // The CPU target of issue 6 (>= 10x gau2grid per core on the same points), measured side by side:
 // our CPU kernel (the variant the library picks; one thread), its AVX2 build (on AVX-512
-// machines), the previous kernel (bench/orbital/previous_cpu_kernel.cpp, AVX-512 machines only),
-// the same evaluation through the library (evaluate_orbitals_into, one thread) and gau2grid
+// machines), the same evaluation through the library (evaluate_orbitals_into, one thread) and gau2grid
 // (Debian libgg-dev), on a slab of central planes of the C60 6-31G* benchmark grid (172^3 points at
-// 0.075 A), HOMO. Runs are interleaved (ours, avx2, previous, library, gau2grid, ours, ...) after
+// 0.075 A), HOMO. Runs are interleaved (ours, avx2, library, gau2grid, ours, ...) after
 // one warm-up each, so machine noise hits all of them alike; a ratio is the median of the
 // per-round ratios, next to the ratio of the medians.
 //
@@ -21,17 +20,11 @@
 
 #include "c60_wavefunction.hpp"
 #include "common/harness.hpp"
+#include "gau2grid_baseline.hpp"
 #include "molaccel/orbital.hpp"
 #include "orbital/basis_functions.hpp"
 #include "orbital/cpu/cpu_kernel.hpp"
 #include "orbital/packed_basis.hpp"
-#include "gau2grid_baseline.hpp"
-
-#if MOLACCEL_HAVE_PREVIOUS_KERNEL
-namespace molaccel::orbital::cpu::previous_kernel {
-void evaluate_rows(const KernelArgs& args, std::size_t row_begin, std::size_t row_end);
-}
-#endif
 
 using namespace molaccel;
 using namespace molaccel::orbital;
@@ -76,10 +69,14 @@ int main(int argc, char** argv) {
   bool ours_only = false;
   std::size_t density_orbitals = 0;
   for (int a = 1; a < argc; ++a) {
-    if (std::strcmp(argv[a], "--planes") == 0 && a + 1 < argc) planes = std::stoul(argv[++a]);
-    else if (std::strcmp(argv[a], "--rounds") == 0 && a + 1 < argc) rounds = std::max(1, std::atoi(argv[++a]));
-    else if (std::strcmp(argv[a], "--ours-only") == 0) ours_only = true;
-    else if (std::strcmp(argv[a], "--density") == 0 && a + 1 < argc) density_orbitals = std::stoul(argv[++a]);
+    if (std::strcmp(argv[a], "--planes") == 0 && a + 1 < argc)
+      planes = std::stoul(argv[++a]);
+    else if (std::strcmp(argv[a], "--rounds") == 0 && a + 1 < argc)
+      rounds = std::max(1, std::atoi(argv[++a]));
+    else if (std::strcmp(argv[a], "--ours-only") == 0)
+      ours_only = true;
+    else if (std::strcmp(argv[a], "--density") == 0 && a + 1 < argc)
+      density_orbitals = std::stoul(argv[++a]);
     else {
       std::fprintf(stderr, "usage: bench_orbital_cpu [--planes N] [--rounds R] [--ours-only]\n");
       return 2;
@@ -93,7 +90,8 @@ int main(int argc, char** argv) {
   std::vector<OrbitalRef> refs{homo};
   if (density_orbitals > 0) {
     refs.clear();
-    for (std::size_t o = n_orbitals - std::min(density_orbitals, n_orbitals); o < n_orbitals; ++o) refs.push_back({Spin::alpha, o});
+    for (std::size_t o = n_orbitals - std::min(density_orbitals, n_orbitals); o < n_orbitals; ++o)
+      refs.push_back({Spin::alpha, o});
   }
   const std::vector<float> weights(refs.size(), 2.0f);
   const float* weights_ptr = density_orbitals > 0 ? weights.data() : nullptr;
@@ -106,10 +104,13 @@ int main(int argc, char** argv) {
   slab.counts[0] = planes;
   const std::size_t slab_points = slab.point_count();
   const std::size_t rows = slab.counts[0] * slab.counts[1];
-  const std::string what = density_orbitals > 0 ? fmt::format("density-of-{}-orbitals", refs.size()) : "one-orbital";
-  std::printf("C60 6-31G*, %s, %zu central planes of %s (%zu points), one thread, %s; %.1f exp()/point after "
-              "screening (per point)\n", what.c_str(), planes, size.c_str(), slab_points, cpu_info().model.c_str(),
-              detail::exp_per_point(basis, slab));
+  const std::string what =
+      density_orbitals > 0 ? fmt::format("density-of-{}-orbitals", refs.size()) : "one-orbital";
+  std::printf(
+      "C60 6-31G*, %s, %zu central planes of %s (%zu points), one thread, %s; %.1f exp()/point after "
+      "screening (per point)\n",
+      what.c_str(), planes, size.c_str(), slab_points, cpu_info().model.c_str(),
+      detail::exp_per_point(basis, slab));
 
   {
     // exp() evaluations per point that the CPU kernel's 4 x 4 tiles compute: one per distinct
@@ -134,24 +135,32 @@ int main(int argc, char** argv) {
           for (std::size_t at = 0; at < basis.atom_count(); ++at) {
             double d2 = 0;
             for (int d = 0; d < 3; ++d) {
-              const double c = slab.origin[d] + i * slab.axes[0][d] + (j + 1.5) * slab.axes[1][d] + (k + 1.5) * slab.axes[2][d];
+              const double c = slab.origin[d] + i * slab.axes[0][d] + (j + 1.5) * slab.axes[1][d] +
+                               (k + 1.5) * slab.axes[2][d];
               d2 += (c - basis.atom_xyz[3 * at + d]) * (c - basis.atom_xyz[3 * at + d]);
             }
             const double dist = std::sqrt(d2);
             for (int g = basis.atom_first_group[at]; g < basis.atom_first_group[at + 1]; ++g) {
-              const double reach = std::sqrt(static_cast<double>(basis.groups[static_cast<std::size_t>(g)].cutoff_r2)) + radius;
+              const double reach =
+                  std::sqrt(static_cast<double>(basis.groups[static_cast<std::size_t>(g)].cutoff_r2)) +
+                  radius;
               if (dist < reach) exps += 16;
             }
             for (int sh = basis.atom_first_shell[at]; sh < basis.atom_first_shell[at + 1]; ++sh) {
               const auto& shell = basis.shells[static_cast<std::size_t>(sh)];
               for (int q = 0; q < shell.primitive_count; ++q) {
-                const double reach = std::sqrt(static_cast<double>(basis.cutoff_r2[static_cast<std::size_t>(shell.first_primitive + q)])) + radius;
+                const double reach =
+                    std::sqrt(static_cast<double>(
+                        basis.cutoff_r2[static_cast<std::size_t>(shell.first_primitive + q)])) +
+                    radius;
                 if (dist < reach) per_point_prims += 16;
               }
             }
           }
-    std::printf("CPU kernel, 4x4 tiles: %.1f exp()/point evaluated (one per distinct exponent and atom in reach; "
-                "%.1f primitives/point in reach)\n", exps / (16.0 * tiles), per_point_prims / (16.0 * tiles));
+    std::printf(
+        "CPU kernel, 4x4 tiles: %.1f exp()/point evaluated (one per distinct exponent and atom in reach; "
+        "%.1f primitives/point in reach)\n",
+        exps / (16.0 * tiles), per_point_prims / (16.0 * tiles));
   }
 
   struct Contender {
@@ -161,19 +170,15 @@ int main(int argc, char** argv) {
   };
   std::vector<Contender> contenders;
   const auto& variant = cpu::select_variant();
-  std::vector<float> ours(slab_points), previous(slab_points);
+  std::vector<float> ours(slab_points);
   const cpu::KernelArgs args{&basis, coefficients.data(), refs.size(), weights_ptr, &slab, ours.data()};
   contenders.push_back({variant.name, [&] { variant.kernel(args, 0, rows); }, {}});
   // The other compiled variants this CPU can run (informational: machines without AVX-512).
   std::vector<float> other(slab_points);
-  const cpu::KernelArgs other_args{&basis, coefficients.data(), refs.size(), weights_ptr, &slab, other.data()};
+  const cpu::KernelArgs other_args{&basis, coefficients.data(), refs.size(), weights_ptr,
+                                   &slab,  other.data()};
   if (variant.name == "cpu/avx512")
     contenders.push_back({"cpu/avx2", [&] { cpu::isa_avx2::evaluate_rows(other_args, 0, rows); }, {}});
-#if MOLACCEL_HAVE_PREVIOUS_KERNEL
-  const cpu::KernelArgs previous_args{&basis, coefficients.data(), refs.size(), weights_ptr, &slab, previous.data()};
-  if (cpu_info().simd >= SimdLevel::avx512)
-    contenders.push_back({"previous-kernel/avx512", [&] { cpu::previous_kernel::evaluate_rows(previous_args, 0, rows); }, {}});
-#endif
   // The same orbital through the library (evaluate_orbitals_into), one CPU thread: the kernel plus
   // the basis packing and the scheduler.
   const Resources one_thread = Resources::cpu(1);
@@ -181,15 +186,19 @@ int main(int argc, char** argv) {
   EvaluateOptions library_options;
   library_options.backend = Backend::cpu;
   if (density_orbitals == 0)
-    contenders.push_back({"library-1thread", [&] {
-      evaluate_orbitals_into(one_thread, wfn, slab, refs, through_library.data(), through_library.size(), library_options);
-    }, {}});
+    contenders.push_back({"library-1thread",
+                          [&] {
+                            evaluate_orbitals_into(one_thread, wfn, slab, refs, through_library.data(),
+                                                   through_library.size(), library_options);
+                          },
+                          {}});
   std::vector<double> gg(slab_points);
 #if MOLACCEL_HAVE_GAU2GRID
   // gau2grid (gau2grid_baseline.hpp, as in bench_orbital_c60): every primitive, double precision,
   // no screening.
   if (density_orbitals == 0)
-    contenders.push_back({"gau2grid", [&] { bench_data::gau2grid_orbital(basis, coefficients.data(), slab, gg.data()); }, {}});
+    contenders.push_back(
+        {"gau2grid", [&] { bench_data::gau2grid_orbital(basis, coefficients.data(), slab, gg.data()); }, {}});
 #else
   std::printf("gau2grid not found at build time: its rows are skipped (install libgg-dev)\n");
 #endif
@@ -197,7 +206,8 @@ int main(int argc, char** argv) {
   if (ours_only) contenders.resize(1);
   for (auto& c : contenders) c.run();  // warm-up
   for (int r = 0; r < rounds; ++r)
-    for (std::size_t c = 0; c < contenders.size(); ++c) contenders[c].times.push_back(seconds(contenders[c].run));
+    for (std::size_t c = 0; c < contenders.size(); ++c)
+      contenders[c].times.push_back(seconds(contenders[c].run));
 
   bench::print_header();
   const double ours_median = median(contenders[0].times);
@@ -215,24 +225,21 @@ int main(int argc, char** argv) {
       if (contenders[c].name == "library-1thread")
         row.note = fmt::format("{:.2f}x the kernel's time (packing, scheduling)", median(per_round));
       else
-        row.note = fmt::format("ours is {:.2f}x faster (median of {} interleaved rounds; ratio of medians {:.2f}x)",
-                               median(per_round), rounds, median(contenders[c].times) / ours_median);
+        row.note =
+            fmt::format("ours is {:.2f}x faster (median of {} interleaved rounds; ratio of medians {:.2f}x)",
+                        median(per_round), rounds, median(contenders[c].times) / ours_median);
       if (contenders[c].name == "gau2grid") row.note += "; target >= 10x";
     }
     bench::print_row(row);
   }
   if (ours_only) return 0;
   if (density_orbitals == 0)
-    std::printf("library result bit for bit the kernel's: %s\n",
-                std::memcmp(ours.data(), through_library.data(), ours.size() * sizeof(float)) == 0 ? "yes" : "NO");
+    std::printf(
+        "library result bit for bit the kernel's: %s\n",
+        std::memcmp(ours.data(), through_library.data(), ours.size() * sizeof(float)) == 0 ? "yes" : "NO");
 #if MOLACCEL_HAVE_GAU2GRID
-  if (density_orbitals == 0) std::printf("max |ours - gau2grid| = %.1e of max |psi|\n", max_relative_difference(ours, gg));
-#endif
-#if MOLACCEL_HAVE_PREVIOUS_KERNEL
-  if (cpu_info().simd >= SimdLevel::avx512) {
-    std::vector<double> prev_d(previous.begin(), previous.end());
-    std::printf("max |ours - previous kernel| = %.1e of max |psi|\n", max_relative_difference(ours, prev_d));
-  }
+  if (density_orbitals == 0)
+    std::printf("max |ours - gau2grid| = %.1e of max |psi|\n", max_relative_difference(ours, gg));
 #endif
   return 0;
 }

@@ -26,11 +26,13 @@ inline Wavefunction c60_631gs(std::size_t orbitals) {
     std::istringstream fields(line);
     Atom atom;
     int number = 0;
-    fields >> atom.label >> number >> atom.atomic_number >> atom.position[0] >> atom.position[1] >> atom.position[2];
+    fields >> atom.label >> number >> atom.atomic_number >> atom.position[0] >> atom.position[1] >>
+        atom.position[2];
     atom.charge = atom.atomic_number;
     wfn.atoms.push_back(atom);
   }
-  if (wfn.atoms.size() != 60) throw Error("bench: data/orbital/c60_geometry_bohr.txt not found or incomplete");
+  if (wfn.atoms.size() != 60)
+    throw Error("bench: data/orbital/c60_geometry_bohr.txt not found or incomplete");
   const std::vector<double> s_exp{3047.5249, 457.36951, 103.94869, 29.210155, 9.2866630, 3.1639270};
   const std::vector<double> s_coef{0.0018347, 0.0140373, 0.0688426, 0.2321844, 0.4679413, 0.3623120};
   const std::vector<double> sp_exp{7.8682724, 1.8812885, 0.5442493};

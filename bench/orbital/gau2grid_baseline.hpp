@@ -18,8 +18,8 @@
 namespace molaccel::orbital::bench_data {
 
 // psi[p] for every point p of `grid` (row-major), `coefficients` per Cartesian component.
-inline void gau2grid_orbital(const detail::PackedBasis& basis, const float* coefficients, const GridSpec& grid,
-                             double* psi) {
+inline void gau2grid_orbital(const detail::PackedBasis& basis, const float* coefficients,
+                             const GridSpec& grid, double* psi) {
   constexpr std::size_t kBlock = 256;
   const std::size_t points = grid.point_count();
   std::vector<double> xyz(3 * kBlock), phi(15 * kBlock), acc(kBlock);
@@ -42,8 +42,8 @@ inline void gau2grid_orbital(const detail::PackedBasis& basis, const float* coef
           exps[q] = basis.exponent[static_cast<std::size_t>(shell.first_primitive + q)];
           coefs[q] = basis.coefficient[static_cast<std::size_t>(shell.first_primitive + q)];
         }
-        gg_collocation(shell.l, n, xyz.data(), 3, shell.primitive_count, coefs, exps, center, GG_CARTESIAN_MOLDEN,
-                       phi.data());
+        gg_collocation(shell.l, n, xyz.data(), 3, shell.primitive_count, coefs, exps, center,
+                       GG_CARTESIAN_MOLDEN, phi.data());
         const int nc = detail::cartesian_count(shell.l);
         for (int c = 0; c < nc; ++c) {
           const double w = coefficients[static_cast<std::size_t>(shell.first_component + c)];

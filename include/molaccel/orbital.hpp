@@ -27,27 +27,27 @@
 namespace molaccel::orbital {
 
 inline constexpr double bohr_in_angstrom = 0.52917721067;  // CODATA 2014, as in Psi4 and VMD
-inline constexpr int max_angular_momentum = 4;              // g functions
+inline constexpr int max_angular_momentum = 4;             // g functions
 
 struct Atom {
   int atomic_number = 0;
-  std::string label;              // element symbol or label as written in the file
+  std::string label;                 // element symbol or label as written in the file
   std::array<double, 3> position{};  // bohr
-  double charge = 0;              // nuclear charge used by the file (ECP files differ from Z)
+  double charge = 0;                 // nuclear charge used by the file (ECP files differ from Z)
 };
 
 struct Shell {
-  int atom = 0;  // index into Wavefunction::atoms
-  int l = 0;     // angular momentum
-  bool pure = false;  // spherical (2l+1 functions) or Cartesian ((l+1)(l+2)/2 functions)
+  int atom = 0;                      // index into Wavefunction::atoms
+  int l = 0;                         // angular momentum
+  bool pure = false;                 // spherical (2l+1 functions) or Cartesian ((l+1)(l+2)/2 functions)
   std::vector<double> exponents;     // bohr^-2
   std::vector<double> coefficients;  // contraction coefficients as written (normalised primitives)
   int function_count() const { return pure ? 2 * l + 1 : (l + 1) * (l + 2) / 2; }
 };
 
 struct OrbitalSet {
-  std::vector<double> energies;      // hartree, one per orbital
-  std::vector<double> occupations;   // electrons, one per orbital
+  std::vector<double> energies;     // hartree, one per orbital
+  std::vector<double> occupations;  // electrons, one per orbital
   std::vector<std::string> symmetries;
   // coefficients[orbital * function_count + function], functions in basis order.
   std::vector<double> coefficients;
@@ -91,8 +91,7 @@ Wavefunction read_molden(const std::filesystem::path& path, const ReadOptions& o
 Wavefunction read_molden_text(std::string_view name, std::string_view content,
                               const ReadOptions& options = {});
 Wavefunction read_fchk(const std::filesystem::path& path, const ReadOptions& options = {});
-Wavefunction read_fchk_text(std::string_view name, std::string_view content,
-                            const ReadOptions& options = {});
+Wavefunction read_fchk_text(std::string_view name, std::string_view content, const ReadOptions& options = {});
 // Picks the reader by content (fchk files start with a title line, then a line with the job type;
 // Molden files with "[Molden Format]"), reading plain or gzip files.
 Wavefunction read_wavefunction(const std::filesystem::path& path, const ReadOptions& options = {});
@@ -123,9 +122,9 @@ std::string describe_orbital(const OrbitalRef& ref, const Wavefunction& wavefunc
 // Grids.
 // ---------------------------------------------------------------------------------------------
 struct GridSpec {
-  std::array<double, 3> origin{};                  // bohr
-  std::array<std::array<double, 3>, 3> axes{};     // step vectors, bohr
-  std::array<std::size_t, 3> counts{};             // points along each axis
+  std::array<double, 3> origin{};               // bohr
+  std::array<std::array<double, 3>, 3> axes{};  // step vectors, bohr
+  std::array<std::size_t, 3> counts{};          // points along each axis
   std::size_t point_count() const { return counts[0] * counts[1] * counts[2]; }
   double voxel_volume() const;  // bohr^3
 };
@@ -168,9 +167,9 @@ struct EvaluateOptions {
 };
 
 struct EvaluationInfo {
-  std::string backend;          // what ran, e.g. "cpu/avx2", "cuda_jit", "reference"
-  double seconds = 0;           // wall time of the evaluation
-  double exp_per_point = 0;     // primitive exponentials evaluated per point after screening
+  std::string backend;       // what ran, e.g. "cpu/avx2", "cuda_jit", "reference"
+  double seconds = 0;        // wall time of the evaluation
+  double exp_per_point = 0;  // primitive exponentials evaluated per point after screening
   double exp_per_point_unscreened = 0;
   JobStats job;
 };
@@ -178,27 +177,26 @@ struct EvaluationInfo {
 // Values of the orbitals: result[o * grid.point_count() + p].
 std::vector<float> evaluate_orbitals(const Resources& resources, const Wavefunction& wavefunction,
                                      const GridSpec& grid, const std::vector<OrbitalRef>& orbitals,
-                                     const EvaluateOptions& options = {},
-                                     EvaluationInfo* info = nullptr);
+                                     const EvaluateOptions& options = {}, EvaluationInfo* info = nullptr);
 
 // The same into a caller's buffer: out[o * grid.point_count() + p], size >= orbitals x points
 // (every value is written). For repeated evaluations into one buffer (no allocation and no page
 // faults per call: the multi-GPU batch benchmark uses it); throws Error when the buffer is short.
-void evaluate_orbitals_into(const Resources& resources, const Wavefunction& wavefunction, const GridSpec& grid,
-                            const std::vector<OrbitalRef>& orbitals, float* out, std::size_t size,
-                            const EvaluateOptions& options = {}, EvaluationInfo* info = nullptr);
+void evaluate_orbitals_into(const Resources& resources, const Wavefunction& wavefunction,
+                            const GridSpec& grid, const std::vector<OrbitalRef>& orbitals, float* out,
+                            std::size_t size, const EvaluateOptions& options = {},
+                            EvaluationInfo* info = nullptr);
 
 enum class DensityKind { total, spin, alpha, beta };
 std::string_view to_string(DensityKind kind);
 // Electron density sum_i occ_i |psi_i|^2 (spin: alpha minus beta) on the grid.
 std::vector<float> evaluate_density(const Resources& resources, const Wavefunction& wavefunction,
                                     const GridSpec& grid, DensityKind kind = DensityKind::total,
-                                    const EvaluateOptions& options = {},
-                                    EvaluationInfo* info = nullptr);
+                                    const EvaluateOptions& options = {}, EvaluationInfo* info = nullptr);
 // The same into a caller's buffer of size >= grid.point_count() (every value is written).
 void evaluate_density_into(const Resources& resources, const Wavefunction& wavefunction, const GridSpec& grid,
-                           DensityKind kind, float* out, std::size_t size, const EvaluateOptions& options = {},
-                           EvaluationInfo* info = nullptr);
+                           DensityKind kind, float* out, std::size_t size,
+                           const EvaluateOptions& options = {}, EvaluationInfo* info = nullptr);
 
 // ---------------------------------------------------------------------------------------------
 // Cube files.
@@ -213,9 +211,8 @@ struct Cube {
 Cube read_cube(const std::filesystem::path& path);  // plain or gzip
 Cube read_cube_text(std::string_view name, std::string_view content);
 // One field per cube; `values` has grid.point_count() entries. Written atomically.
-void write_cube(const std::filesystem::path& path, const Wavefunction& wavefunction,
-                const GridSpec& grid, const float* values, std::string_view title,
-                std::string_view description);
+void write_cube(const std::filesystem::path& path, const Wavefunction& wavefunction, const GridSpec& grid,
+                const float* values, std::string_view title, std::string_view description);
 // Several orbitals in one cube (Gaussian's multi-orbital format, orbital index fastest).
 void write_multi_orbital_cube(const std::filesystem::path& path, const Wavefunction& wavefunction,
                               const GridSpec& grid, const std::vector<float>& values,

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <unordered_map>
 #include <numbers>
+#include <unordered_map>
 
 namespace molaccel::orbital::detail {
 
@@ -14,10 +14,31 @@ const std::vector<CartesianPower>& cartesian_powers(int l) {
       {{0, 0, 0}},
       {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}},
       {{2, 0, 0}, {0, 2, 0}, {0, 0, 2}, {1, 1, 0}, {1, 0, 1}, {0, 1, 1}},
-      {{3, 0, 0}, {0, 3, 0}, {0, 0, 3}, {1, 2, 0}, {2, 1, 0}, {2, 0, 1}, {1, 0, 2}, {0, 1, 2},
-       {0, 2, 1}, {1, 1, 1}},
-      {{4, 0, 0}, {0, 4, 0}, {0, 0, 4}, {3, 1, 0}, {3, 0, 1}, {1, 3, 0}, {0, 3, 1}, {1, 0, 3},
-       {0, 1, 3}, {2, 2, 0}, {2, 0, 2}, {0, 2, 2}, {2, 1, 1}, {1, 2, 1}, {1, 1, 2}},
+      {{3, 0, 0},
+       {0, 3, 0},
+       {0, 0, 3},
+       {1, 2, 0},
+       {2, 1, 0},
+       {2, 0, 1},
+       {1, 0, 2},
+       {0, 1, 2},
+       {0, 2, 1},
+       {1, 1, 1}},
+      {{4, 0, 0},
+       {0, 4, 0},
+       {0, 0, 4},
+       {3, 1, 0},
+       {3, 0, 1},
+       {1, 3, 0},
+       {0, 3, 1},
+       {1, 0, 3},
+       {0, 1, 3},
+       {2, 2, 0},
+       {2, 0, 2},
+       {0, 2, 2},
+       {2, 1, 1},
+       {1, 2, 1},
+       {1, 1, 2}},
   }};
   MOLACCEL_EXPECTS(l >= 0 && l <= max_angular_momentum, "angular momentum out of range");
   return table[static_cast<std::size_t>(l)];
@@ -84,9 +105,8 @@ std::vector<double> solid_harmonic_expansion(int l) {
       for (int u = 0; u <= t; ++u) {
         for (int v2 = v2_start; v2 <= am; v2 += 2) {
           const int sign_exponent = t + (v2 - v2_start) / 2;
-          const double c = ((sign_exponent % 2) ? -1.0 : 1.0) * std::pow(0.25, t) *
-                           binomial(l, t) * binomial(l - t, am + t) * binomial(t, u) *
-                           binomial(am, v2);
+          const double c = ((sign_exponent % 2) ? -1.0 : 1.0) * std::pow(0.25, t) * binomial(l, t) *
+                           binomial(l - t, am + t) * binomial(t, u) * binomial(am, v2);
           const int px = 2 * t + am - 2 * u - v2;
           const int py = 2 * u + v2;
           const int pz = l - 2 * t - am;
@@ -159,7 +179,8 @@ std::vector<ExpandedShell> expand_shells(const Wavefunction& wavefunction) {
       e.radial[p] = shell.coefficients[p] * axis_primitive_norm(shell.exponents[p], shell.l);
     e.components = cartesian_count(shell.l);
     e.functions = shell.function_count();
-    std::uint64_t key = 1469598103934665603ull ^ static_cast<std::uint64_t>(shell.l * 2 + (shell.pure ? 1 : 0));
+    std::uint64_t key =
+        1469598103934665603ull ^ static_cast<std::uint64_t>(shell.l * 2 + (shell.pure ? 1 : 0));
     for (const auto* values : {&shell.exponents, &shell.coefficients})
       for (const double v : *values) {
         std::uint64_t bits;
@@ -180,8 +201,7 @@ std::vector<ExpandedShell> expand_shells(const Wavefunction& wavefunction) {
       e.weight = solid_harmonic_expansion(shell.l);
     } else {
       e.weight.assign(static_cast<std::size_t>(e.functions * e.components), 0.0);
-      for (int c = 0; c < e.components; ++c)
-        e.weight[static_cast<std::size_t>(c * e.components + c)] = 1.0;
+      for (int c = 0; c < e.components; ++c) e.weight[static_cast<std::size_t>(c * e.components + c)] = 1.0;
     }
     // Unit self-overlap for every function.
     const std::vector<double> self = shell_overlap(e, e);

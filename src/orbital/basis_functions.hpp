@@ -18,7 +18,9 @@ struct CartesianPower {
 
 // Cartesian components of angular momentum l, Molden order.
 const std::vector<CartesianPower>& cartesian_powers(int l);
-inline int cartesian_count(int l) { return (l + 1) * (l + 2) / 2; }
+inline int cartesian_count(int l) {
+  return (l + 1) * (l + 2) / 2;
+}
 
 // Expansion of the real solid harmonic S_lm (m in Molden order 0, +1, -1, +2, -2, ...) in the
 // Cartesian monomials of cartesian_powers(l): row per m, column per component (unnormalised).
@@ -34,10 +36,10 @@ struct ExpandedShell {
   int l = 0;
   std::array<double, 3> center{};
   std::vector<double> alpha;
-  std::vector<double> radial;   // contraction coefficient times the primitive's norm
+  std::vector<double> radial;  // contraction coefficient times the primitive's norm
   int functions = 0;
   int components = 0;
-  std::vector<double> weight;   // functions x components, unit-normalised functions
+  std::vector<double> weight;  // functions x components, unit-normalised functions
 };
 
 std::vector<ExpandedShell> expand_shells(const Wavefunction& wavefunction);

@@ -47,8 +47,8 @@ class ChunkQueue {
     }
     if (fault_ && fault_(worker, shares_ + c, attempt)) {
       give_back(c);
-      throw InjectedFault("injected fault in orbital chunk " + std::to_string(c) + " on " + worker.name(), __FILE__,
-                          __LINE__);
+      throw InjectedFault("injected fault in orbital chunk " + std::to_string(c) + " on " + worker.name(),
+                          __FILE__, __LINE__);
     }
     return true;
   }

@@ -12,9 +12,6 @@ namespace molaccel::orbital::detail {
 namespace {
 
 constexpr double kLog2e = 1.4426950408889634;
-// Points per thread along the fastest axis. Measured on an H100 (C60 6-31G*, 172^3 grid): 1 point
-// 0.63 ms, 4 points 0.70 ms (more registers, divergent screening), so one point per thread.
-constexpr int kJitPointsPerThread = 1;
 
 std::string literal(double value) {
   if (value >= static_cast<double>(FLT_MAX)) return "3.0e38f";
@@ -51,46 +48,16 @@ std::string atom_type_key(const PackedBasis& basis, std::size_t atom) {
   return key;
 }
 
-void emit_type_function(std::string& src, const PackedBasis& basis, std::size_t atom, int type) {
+// One element type's function: PPT points at once (dx[q], dy[q], dz[q], r2[q]); a primitive is
+// added at point q only where r2[q] < its cutoff, a shell is entered when any of the points is
+// inside its radius.
+void emit_type_function_points(std::string& src, const PackedBasis& basis, std::size_t atom, int type,
+                               int ppt) {
   const int first = basis.atom_first_shell[atom], last = basis.atom_first_shell[atom + 1];
   const int base = first < last ? basis.shells[static_cast<std::size_t>(first)].first_component : 0;
   float type_cut = 0;
-  for (int s = first; s < last; ++s) type_cut = std::max(type_cut, basis.shells[static_cast<std::size_t>(s)].cutoff_r2);
-  src += fmt::format(
-      "// element type {}: {} shells\n"
-      "__device__ __forceinline__ float eval_type_{}(float dx, float dy, float dz, float r2, const float* __restrict__ c) {{\n"
-      "  float v = 0.0f;\n"
-      "  if (r2 >= {}) return v;\n",
-      type, last - first, type, literal(type_cut));
-  for (int s = first; s < last; ++s) {
-    const PackedShell& shell = basis.shells[static_cast<std::size_t>(s)];
-    const int offset = shell.first_component - base;
-    src += fmt::format("  if (r2 < {}) {{  // l = {}\n    float R = 0.0f;\n", literal(shell.cutoff_r2), shell.l);
-    for (int q = 0; q < shell.primitive_count; ++q) {
-      const std::size_t p = static_cast<std::size_t>(shell.first_primitive + q);
-      const std::string term = fmt::format("{} * ex2_approx({} * r2)", literal(basis.coefficient[p]),
-                                           literal(-static_cast<double>(basis.exponent[p]) * kLog2e));
-      if (basis.cutoff_r2[p] >= shell.cutoff_r2) src += fmt::format("    R += {};\n", term);
-      else src += fmt::format("    if (r2 < {}) R += {};\n", literal(basis.cutoff_r2[p]), term);
-    }
-    std::string angular;
-    for (int cc = 0; cc < cartesian_count(shell.l); ++cc) {
-      const std::string m = monomial(shell.l, cc);
-      angular += fmt::format("{}c[{}]{}", cc ? " + " : "", offset + cc, m.empty() ? "" : "*" + m);
-    }
-    src += fmt::format("    v += R * ({});\n  }}\n", angular);
-  }
-  src += "  return v;\n}\n\n";
-}
-
-// The culled kernel's element function: PPT points at once (dx[q], dy[q], dz[q], r2[q]), the
-// same per-point screening as eval_type_N (a primitive is added at point q only where
-// r2[q] < its cutoff), shells entered when any of the points is inside their radius.
-void emit_type_function_points(std::string& src, const PackedBasis& basis, std::size_t atom, int type, int ppt) {
-  const int first = basis.atom_first_shell[atom], last = basis.atom_first_shell[atom + 1];
-  const int base = first < last ? basis.shells[static_cast<std::size_t>(first)].first_component : 0;
-  float type_cut = 0;
-  for (int s = first; s < last; ++s) type_cut = std::max(type_cut, basis.shells[static_cast<std::size_t>(s)].cutoff_r2);
+  for (int s = first; s < last; ++s)
+    type_cut = std::max(type_cut, basis.shells[static_cast<std::size_t>(s)].cutoff_r2);
   auto any_inside = [ppt](const std::string& cut) {
     std::string out = "(";
     for (int q = 0; q < ppt; ++q) out += fmt::format("{}r2[{}] < {}", q ? " || " : "", q, cut);
@@ -98,22 +65,27 @@ void emit_type_function_points(std::string& src, const PackedBasis& basis, std::
   };
   src += fmt::format(
       "// element type {}: {} shells, PPT points\n"
-      "__device__ __forceinline__ void evalp_type_{}(const float* dx, const float* dy, const float* dz, const float* r2,\n"
+      "__device__ __forceinline__ void evalp_type_{}(const float* dx, const float* dy, const float* dz, "
+      "const float* r2,\n"
       "                                              const float* __restrict__ c, float* v) {{\n"
       "  if (!{}) return;\n",
       type, last - first, type, any_inside(literal(type_cut)));
   for (int s = first; s < last; ++s) {
     const PackedShell& shell = basis.shells[static_cast<std::size_t>(s)];
     const int offset = shell.first_component - base;
-    src += fmt::format("  if ({}) {{  // l = {}\n    float R[PPT];\n#pragma unroll\n    for (int q = 0; q < PPT; ++q) {{\n      R[q] = 0.0f;\n",
-                       any_inside(literal(shell.cutoff_r2)), shell.l);
+    src += fmt::format(
+        "  if ({}) {{  // l = {}\n    float R[PPT];\n#pragma unroll\n    for (int q = 0; q < PPT; ++q) {{\n  "
+        "    R[q] = 0.0f;\n",
+        any_inside(literal(shell.cutoff_r2)), shell.l);
     for (int q = 0; q < shell.primitive_count; ++q) {
       const std::size_t p = static_cast<std::size_t>(shell.first_primitive + q);
       const std::string term = fmt::format("{} * ex2_approx({} * r2[q])", literal(basis.coefficient[p]),
                                            literal(-static_cast<double>(basis.exponent[p]) * kLog2e));
       // One point: inside the shell's radius means inside this primitive's too.
-      if (ppt == 1 && basis.cutoff_r2[p] >= shell.cutoff_r2) src += fmt::format("      R[q] += {};\n", term);
-      else src += fmt::format("      if (r2[q] < {}) R[q] += {};\n", literal(basis.cutoff_r2[p]), term);
+      if (ppt == 1 && basis.cutoff_r2[p] >= shell.cutoff_r2)
+        src += fmt::format("      R[q] += {};\n", term);
+      else
+        src += fmt::format("      if (r2[q] < {}) R[q] += {};\n", literal(basis.cutoff_r2[p]), term);
     }
     std::string angular;
     for (int cc = 0; cc < cartesian_count(shell.l); ++cc) {
@@ -176,106 +148,25 @@ std::string CullLayout::name() const {
 CullLayout parse_cull_layout(const std::string& text) {
   CullLayout l;
   int used = -1, used_ppt = -1;
-  const int n = std::sscanf(text.c_str(), "%dx%dx%d%n/%d%n", &l.bx, &l.by, &l.bz, &used, &l.points_per_thread, &used_ppt);
+  const int n = std::sscanf(text.c_str(), "%dx%dx%d%n/%d%n", &l.bx, &l.by, &l.bz, &used, &l.points_per_thread,
+                            &used_ppt);
   if (n == 3) l.points_per_thread = 1;
   const bool whole = (n == 3 && used == static_cast<int>(text.size())) ||
                      (n == 4 && used_ppt == static_cast<int>(text.size()));
-  const bool shape_ok = whole && l.bx > 0 && l.by > 0 && l.bz > 0 && l.points_per_thread > 0 &&
-                        l.bx % l.points_per_thread == 0;
+  const bool shape_ok =
+      whole && l.bx > 0 && l.by > 0 && l.bz > 0 && l.points_per_thread > 0 && l.bx % l.points_per_thread == 0;
   const int tx = shape_ok ? l.bx / l.points_per_thread : 0;
   const bool threads_ok = shape_ok && tx * l.by * l.bz == 128 && l.by % 4 == 0 &&
                           (tx == 1 ? l.bz % 8 == 0 : tx % 2 == 0 && l.bz % 4 == 0);
   if (!threads_ok)
-    throw Error(fmt::format("orbital JIT brick '{}': expected BXxBYxBZ[/P] with (BX/P)*BY*BZ = 128 threads, BY a "
-                            "multiple of 4, BZ a multiple of 4 (of 8 when BX/P = 1) and BX/P even or 1", text));
+    throw Error(
+        fmt::format("orbital JIT brick '{}': expected BXxBYxBZ[/P] with (BX/P)*BY*BZ = 128 threads, BY a "
+                    "multiple of 4, BZ a multiple of 4 (of 8 when BX/P = 1) and BX/P even or 1",
+                    text));
   return l;
 }
 
-JitSource generate_jit_source(const PackedBasis& basis, bool split_coordinates, bool brick_layout,
-                              bool brick3d_layout) {
-  JitSource out;
-  out.split_coordinates = split_coordinates;
-  out.brick_layout = brick_layout && kJitPointsPerThread == 1;
-  out.brick3d_layout = brick3d_layout && kJitPointsPerThread == 1 && !out.brick_layout;
-  const std::vector<std::size_t> representative = classify_atoms(basis, out);
-  std::string& src = out.source;
-  src += kPreamble;
-  for (std::size_t t = 0; t < representative.size(); ++t) emit_type_function(src, basis, representative[t], static_cast<int>(t));
-  // Optionally several consecutive points along the fastest axis per thread (kJitPointsPerThread):
-  // the atom loop, the type switch
-  // and the double-to-float conversion of the atom offset (a slow conversion on GPUs) are shared;
-  // the other points step from it in fp32, exact to ~1e-7 relative of the offset.
-  src += fmt::format(
-      "#define POINTS_PER_THREAD {}\n"
-      "extern \"C\" __global__ void __launch_bounds__(128) molaccel_orbital_jit(\n"
-      "    const double* __restrict__ atom_xyz, const float* __restrict__ atom_split,\n"
-      "    const int2* __restrict__ atom_type_base, int atoms,\n"
-      "    const float* __restrict__ coefficients, OrbitalGridArgs g, float* __restrict__ out) {{\n"
-      "  extern __shared__ float c[];\n"
-      "  for (int i = threadIdx.x; i < g.components; i += blockDim.x) c[i] = coefficients[i];\n"
-      "  __syncthreads();\n"
-      "{}"
-      "  double p[3];\n"
-      "  for (int d = 0; d < 3; ++d) p[d] = g.origin[d] + i * g.axes[0][d] + j * g.axes[1][d] + k0 * g.axes[2][d];\n"
-      "{}{}"
-      "  float v[POINTS_PER_THREAD];\n"
-      "#pragma unroll\n"
-      "  for (int q = 0; q < POINTS_PER_THREAD; ++q) v[q] = 0.0f;\n"
-      "  for (int a = 0; a < atoms; ++a) {{\n"
-      "{}"
-      "    const int2 tb = atom_type_base[a];\n"
-      "    switch (tb.x) {{\n",
-      kJitPointsPerThread,
-      out.brick_layout ? "  const int k0 = blockIdx.x * 8 + (threadIdx.x & 7);\n"
-                         "  const int j = blockIdx.y * 16 + (threadIdx.x >> 3), i = g.plane_begin + blockIdx.z;\n"
-                         "  if (k0 >= g.nz || j >= g.ny) return;\n"
-      : out.brick3d_layout ? "  const int w = threadIdx.x >> 5;  // warp: 2 planes x 4 rows x 4 columns\n"
-                             "  const int k0 = blockIdx.x * 8 + (w & 1) * 4 + (threadIdx.x & 3);\n"
-                             "  const int j = blockIdx.y * 8 + (w >> 1) * 4 + ((threadIdx.x >> 2) & 3);\n"
-                             "  const int il = blockIdx.z * 2 + ((threadIdx.x >> 4) & 1), i = g.plane_begin + il;\n"
-                             "  if (k0 >= g.nz || j >= g.ny || il >= g.planes) return;\n"
-                           : "  const int k0 = (blockIdx.x * blockDim.x + threadIdx.x) * POINTS_PER_THREAD;\n"
-                         "  if (k0 >= g.nz) return;\n"
-                         "  const int j = blockIdx.y, i = g.plane_begin + blockIdx.z;\n",
-      kJitPointsPerThread > 1 ? "  const float sx = (float)g.axes[2][0], sy = (float)g.axes[2][1], sz = (float)g.axes[2][2];\n" : "",
-      split_coordinates ? "  float ph[3], pl[3];\n"
-                          "  for (int d = 0; d < 3; ++d) { ph[d] = (float)p[d]; pl[d] = (float)(p[d] - (double)ph[d]); }\n"
-                        : "",
-      split_coordinates ? "    const float dx0 = (ph[0] - atom_split[6 * a]) + (pl[0] - atom_split[6 * a + 3]);\n"
-                          "    const float dy0 = (ph[1] - atom_split[6 * a + 1]) + (pl[1] - atom_split[6 * a + 4]);\n"
-                          "    const float dz0 = (ph[2] - atom_split[6 * a + 2]) + (pl[2] - atom_split[6 * a + 5]);\n"
-                        : "    const float dx0 = (float)(p[0] - atom_xyz[3 * a]);\n"
-                          "    const float dy0 = (float)(p[1] - atom_xyz[3 * a + 1]);\n"
-                          "    const float dz0 = (float)(p[2] - atom_xyz[3 * a + 2]);\n");
-  const char* step = kJitPointsPerThread > 1 ? "          const float dx = dx0 + q * sx, dy = dy0 + q * sy, dz = dz0 + q * sz;\n"
-                                              : "          const float dx = dx0, dy = dy0, dz = dz0;\n";
-  for (int t = 0; t < out.type_count; ++t)
-    src += fmt::format(
-        "      case {0}:\n"
-        "#pragma unroll\n"
-        "        for (int q = 0; q < POINTS_PER_THREAD; ++q) {{\n"
-        "{1}"
-        "          v[q] += eval_type_{0}(dx, dy, dz, dx * dx + dy * dy + dz * dz, c + tb.y);\n"
-        "        }}\n"
-        "        break;\n",
-        t, step);
-  src +=
-      "    }\n"
-      "  }\n"
-      "  float* dst = out + ((size_t)(i - g.plane_begin) * g.ny + j) * g.nz;\n"
-      "#pragma unroll\n"
-      "  for (int q = 0; q < POINTS_PER_THREAD; ++q)\n"
-      "    if (k0 + q < g.nz) dst[k0 + q] = v[q];\n"
-      "}\n";
-  out.points_per_thread = kJitPointsPerThread;
-  return out;
-}
-
-}  // namespace molaccel::orbital::detail
-
-namespace molaccel::orbital::detail {
-
-// The culled kernel. One block of 128 threads per brick of bx x by x bz points (aligned to the
+// The kernel. One block of 128 threads per brick of bx x by x bz points (aligned to the
 // grid). The block first lists, in shared memory, the atoms that can be non-zero somewhere in the
 // brick: distance from the brick's bounding sphere to the atom (double) against the atom's largest
 // shell screening radius with a 1e-3 bohr margin, the rule of the sparse density path, so an atom
@@ -288,17 +179,16 @@ namespace molaccel::orbital::detail {
 // Precision of the fp32 offsets: the point's offset from the centre P (|P| <= brick radius, ~1
 // bohr at VMD's spacing) and the atom's A are each rounded once (relative 2^-24), then
 // d = P - A is one fp32 subtraction. The error of d is at most 2^-24 (|P| + |A| + |d|)
-// <= 2^-23 (|d| + |P|): the same as the current (float)(p - a) (2^-24 |d|) up to a factor of 2
+// <= 2^-23 (|d| + |P|): the same as (float)(p - a) (2^-24 |d|) up to a factor of 2
 // for atoms farther than the brick radius, and at most ~1.2e-7 bohr (2^-23 x brick radius) for
 // points near a nucleus, where the tightest C 1s primitive (alpha = 3047, slope 2 alpha r e^(-alpha
 // r^2) <= 47 per bohr relative to its peak) moves by <= 6e-6 of its peak, below the 2e-5 test
 // tolerance and comparable to the fp32 exp() error. Thread-to-point mapping: warps of 2 planes x 4
 // rows x 4 columns (or 1 x 4 x 8 for one-plane bricks); point q of a thread sits bx/ppt planes
 // after point q-1.
-JitSource generate_culled_jit_source(const PackedBasis& basis, const CullLayout& layout) {
+JitSource generate_jit_source(const PackedBasis& basis, const CullLayout& layout) {
   const CullLayout l = parse_cull_layout(layout.name());  // validates
   JitSource out;
-  out.culled = true;
   out.cull = l;
   out.points_per_thread = l.points_per_thread;
   const std::vector<std::size_t> representative = classify_atoms(basis, out);
@@ -332,21 +222,25 @@ JitSource generate_culled_jit_source(const PackedBasis& basis, const CullLayout&
       "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n"
       "  for (int i = tid; i < g.components; i += 128) c[i] = coefficients[i];\n"
       "{}"
-      "  const int bi0 = (g.plane_begin / BX + (int)blockIdx.z) * BX, bj0 = blockIdx.y * BY, bk0 = blockIdx.x * BZ;\n"
+      "  const int bi0 = (g.plane_begin / BX + (int)blockIdx.z) * BX, bj0 = blockIdx.y * BY, bk0 = "
+      "blockIdx.x * BZ;\n"
       "  double cen[3];\n"
       "  const double ci = bi0 + 0.5 * (BX - 1), cj = bj0 + 0.5 * (BY - 1), ck = bk0 + 0.5 * (BZ - 1);\n"
-      "  for (int d = 0; d < 3; ++d) cen[d] = g.origin[d] + ci * g.axes[0][d] + cj * g.axes[1][d] + ck * g.axes[2][d];\n"
+      "  for (int d = 0; d < 3; ++d) cen[d] = g.origin[d] + ci * g.axes[0][d] + cj * g.axes[1][d] + ck * "
+      "g.axes[2][d];\n"
       "  double radius = 0.0;\n"
       "  {{\n"
       "    const int ext[3] = {{BX - 1, BY - 1, BZ - 1}};\n"
       "    for (int e = 0; e < 3; ++e)\n"
-      "      radius += 0.5 * ext[e] * sqrt(g.axes[e][0] * g.axes[e][0] + g.axes[e][1] * g.axes[e][1] + g.axes[e][2] * g.axes[e][2]);\n"
+      "      radius += 0.5 * ext[e] * sqrt(g.axes[e][0] * g.axes[e][0] + g.axes[e][1] * g.axes[e][1] + "
+      "g.axes[e][2] * g.axes[e][2]);\n"
       "  }}\n"
       "  // Offsets of this thread's points from the brick centre (small: exact enough in fp32).\n"
       "  float px[PPT], py[PPT], pz[PPT], v[PPT];\n"
       "#pragma unroll\n"
       "  for (int q = 0; q < PPT; ++q) {{\n"
-      "    const double oi = li + q * TX - 0.5 * (BX - 1), oj = lj - 0.5 * (BY - 1), ok = lk - 0.5 * (BZ - 1);\n"
+      "    const double oi = li + q * TX - 0.5 * (BX - 1), oj = lj - 0.5 * (BY - 1), ok = lk - 0.5 * (BZ - "
+      "1);\n"
       "    px[q] = (float)(oi * g.axes[0][0] + oj * g.axes[1][0] + ok * g.axes[2][0]);\n"
       "    py[q] = (float)(oi * g.axes[0][1] + oj * g.axes[1][1] + ok * g.axes[2][1]);\n"
       "    pz[q] = (float)(oi * g.axes[0][2] + oj * g.axes[1][2] + ok * g.axes[2][2]);\n"
@@ -362,7 +256,8 @@ JitSource generate_culled_jit_source(const PackedBasis& basis, const CullLayout&
       "      bool keep = false;\n"
       "      float4 e = make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n"
       "      if (s < end) {{\n"
-      "        const double dx = atom_xyz[3 * s] - cen[0], dy = atom_xyz[3 * s + 1] - cen[1], dz = atom_xyz[3 * s + 2] - cen[2];\n"
+      "        const double dx = atom_xyz[3 * s] - cen[0], dy = atom_xyz[3 * s + 1] - cen[1], dz = "
+      "atom_xyz[3 * s + 2] - cen[2];\n"
       "        const double gap = fmax(0.0, sqrt(dx * dx + dy * dy + dz * dz) - radius - 1e-3);\n"
       "        keep = gap * gap < (double)atom_cut2[s];\n"
       "        e = make_float4((float)dx, (float)dy, (float)dz, __int_as_float(atom_base[s]));\n"
@@ -393,10 +288,13 @@ JitSource generate_culled_jit_source(const PackedBasis& basis, const CullLayout&
       "    }}\n"
       "    __syncthreads();\n"
       "    int j = 0;\n",
-      tx == 1 ? "  const int li = 0, lj = (warp / (BZ / 8)) * 4 + (lane >> 3), lk = (warp % (BZ / 8)) * 8 + (lane & 7);\n"
+      tx == 1 ? "  const int li = 0, lj = (warp / (BZ / 8)) * 4 + (lane >> 3), lk = (warp % (BZ / 8)) * 8 + "
+                "(lane & 7);\n"
               : "  // warps of 2 planes x 4 rows x 4 columns\n"
-                "  const int wk = warp % (BZ / 4), wj = (warp / (BZ / 4)) % (BY / 4), wi = warp / ((BZ / 4) * (BY / 4));\n"
-                "  const int li = wi * 2 + (lane >> 4), lj = wj * 4 + ((lane >> 2) & 3), lk = wk * 4 + (lane & 3);\n");
+                "  const int wk = warp % (BZ / 4), wj = (warp / (BZ / 4)) % (BY / 4), wi = warp / ((BZ / 4) "
+                "* (BY / 4));\n"
+                "  const int li = wi * 2 + (lane >> 4), lj = wj * 4 + ((lane >> 2) & 3), lk = wk * 4 + (lane "
+                "& 3);\n");
   for (int t = 0; t < out.type_count; ++t)
     src += fmt::format(
         "    for (const int e = type_end[{0}]; j < e; ++j) {{\n"

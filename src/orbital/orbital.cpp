@@ -4,8 +4,6 @@
 // chunks are redone elsewhere), otherwise as tiles of planes.
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -16,6 +14,7 @@
 #include "orbital/evaluate_on_pool.hpp"
 #include "orbital/packed_basis.hpp"
 #include "orbital/reference/reference.hpp"
+#include "orbital/tuning.hpp"
 #if MOLACCEL_HAVE_CUDA
 #include "orbital/cuda/orbital_cuda.hpp"
 #endif
@@ -29,14 +28,15 @@ void validate(const Wavefunction& wfn, const GridSpec& grid, const std::vector<O
   for (const auto& ref : orbitals) {
     const OrbitalSet& set = ref.spin == Spin::alpha ? wfn.alpha : wfn.beta;
     if (ref.index >= set.count())
-      throw InputError(wfn.source, 0, fmt::format("orbital {} does not exist ({} orbitals)", ref.index + 1, set.count()));
+      throw InputError(wfn.source, 0,
+                       fmt::format("orbital {} does not exist ({} orbitals)", ref.index + 1, set.count()));
   }
 }
 
 // Where a request runs: a worker pool (GPU workers and/or a CPU worker) and the CPU threads.
 struct Target {
   WorkerPool* pool = nullptr;
-  bool gpu = false;         // the pool has GPU workers
+  bool gpu = false;  // the pool has GPU workers
   int cpu_threads = 1;
   const Resources* resources = nullptr;  // for progress bars, when there is one
   // Only for error messages: Resources::describe() queries the driver for every GPU's
@@ -70,23 +70,16 @@ Backend resolve(Backend backend, const Target& target) {
     MOLACCEL_THROW(NotCompiled, "the CUDA orbital backends (this build has no CUDA)");
 #endif
     if (!target.gpu)
-      throw DeviceUnavailable(fmt::format("backend {} needs a GPU but the resources are {}", to_string(backend),
-                                          target.describe()));
+      throw DeviceUnavailable(fmt::format("backend {} needs a GPU but the resources are {}",
+                                          to_string(backend), target.describe()));
   }
   return backend;
 }
 
-// Grid planes per scheduler tile. GPU tiles: about 16 per grid (at most ~2M points each), so that
-// 2 to 4 GPUs share a grid with at most one tile of imbalance; the count depends on the grid only,
-// never on the number of workers, so the tiling (and with it every value, bit for bit) is the
-// same whatever the GPU count. CPU tiles: 2 planes, for load balance.
-std::size_t planes_per_tile(const GridSpec& grid, bool gpu, std::size_t requested) {
-  if (requested > 0) return requested;
-  if (!gpu) return 2;
-  const std::size_t planes = grid.counts[0];
-  const std::size_t plane_points = std::max<std::size_t>(1, grid.counts[1] * grid.counts[2]);
-  const std::size_t largest = std::max<std::size_t>(1, (2u << 20) / plane_points);
-  return std::clamp<std::size_t>((planes + 15) / 16, 1, largest);
+// Grid planes per scheduler tile when the chunk pool does not run (CPU pools, or tiles asked for
+// through EvaluateOptions::planes_per_tile): 2 planes by default, for load balance.
+std::size_t planes_per_tile(std::size_t requested) {
+  return requested > 0 ? requested : 2;
 }
 
 // Request-invariant host preparation, kept across requests (a batch of requests asks for the same
@@ -141,7 +134,8 @@ class RequestCache {
       auto entry = std::make_shared<BasisEntry>();
       entry->key = std::move(basis_key);
       entry->expanded = expanded;
-      entry->basis = std::make_shared<const detail::PackedBasis>(detail::pack_basis(wfn, expanded, tolerance));
+      entry->basis =
+          std::make_shared<const detail::PackedBasis>(detail::pack_basis(wfn, expanded, tolerance));
       entry->id = ++next_id_;
       std::lock_guard lock(mutex_);
       bases_.insert(bases_.begin(), entry);
@@ -150,8 +144,8 @@ class RequestCache {
     }
     auto coefficients = std::make_shared<CoefficientEntry>();
     coefficients->basis_id = basis->id;
-    coefficients->coefficients =
-        std::make_shared<const std::vector<float>>(detail::cartesian_coefficients(wfn, basis->expanded, orbitals));
+    coefficients->coefficients = std::make_shared<const std::vector<float>>(
+        detail::cartesian_coefficients(wfn, basis->expanded, orbitals));
     out.basis = basis->basis;
     out.basis_id = basis->id;
     out.coefficients = coefficients->coefficients;
@@ -201,25 +195,29 @@ class RequestCache {
   };
 
   // Per orbital: spin (0 alpha, 1 beta), index, its n MO coefficients; compared in place.
-  static bool same_rows(const std::vector<double>& rows, const Wavefunction& wfn, const std::vector<OrbitalRef>& orbitals,
-                        std::size_t n) {
+  static bool same_rows(const std::vector<double>& rows, const Wavefunction& wfn,
+                        const std::vector<OrbitalRef>& orbitals, std::size_t n) {
     if (rows.size() != orbitals.size() * (n + 2)) return false;
     const double* r = rows.data();
     for (const auto& ref : orbitals) {
       const OrbitalSet& set = ref.spin == Spin::alpha ? wfn.alpha : wfn.beta;
-      if (r[0] != (ref.spin == Spin::alpha ? 0.0 : 1.0) || r[1] != static_cast<double>(ref.index)) return false;
-      if (n > 0 && std::memcmp(r + 2, set.coefficients.data() + ref.index * n, n * sizeof(double)) != 0) return false;
+      if (r[0] != (ref.spin == Spin::alpha ? 0.0 : 1.0) || r[1] != static_cast<double>(ref.index))
+        return false;
+      if (n > 0 && std::memcmp(r + 2, set.coefficients.data() + ref.index * n, n * sizeof(double)) != 0)
+        return false;
       r += n + 2;
     }
     return true;
   }
   static bool same(const std::vector<double>& a, const std::vector<double>& b) {
-    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
+    return a.size() == b.size() &&
+           (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
   }
   // Everything pack_basis reads: atom positions, shells (atom, l, pure, exponents, contraction
   // coefficients) and the tolerance.
   static std::vector<double> basis_signature(const Wavefunction& wfn, double tolerance) {
-    std::vector<double> key{tolerance, static_cast<double>(wfn.atoms.size()), static_cast<double>(wfn.shells.size())};
+    std::vector<double> key{tolerance, static_cast<double>(wfn.atoms.size()),
+                            static_cast<double>(wfn.shells.size())};
     for (const Atom& a : wfn.atoms) key.insert(key.end(), a.position.begin(), a.position.end());
     for (const Shell& sh : wfn.shells) {
       key.push_back(sh.atom);
@@ -246,23 +244,22 @@ class RequestCache {
 };
 
 // GPU pools take the chunk pool (chunk_queue.hpp) unless tiles of a given size are asked for
-// (EvaluateOptions::planes_per_tile) or MOLACCEL_ORBITAL_TILING=tiles (the previous scheme: ~16
-// fixed tiles per grid, each pipelined and drained on its own; kept for comparison).
+// (EvaluateOptions::planes_per_tile: tests cut bricks with it).
 bool use_chunk_pool(const Target& target, Backend backend, const EvaluateOptions& options) {
-  if (!target.gpu || backend == Backend::cpu || options.planes_per_tile > 0) return false;
-  const char* v = std::getenv("MOLACCEL_ORBITAL_TILING");
-  return !(v && std::string(v) == "tiles");
+  return target.gpu && backend != Backend::cpu && options.planes_per_tile == 0;
 }
 
 // One request for the fast backends: orbital values (weights empty) or a weighted density, into
-// `out` (orbitals x points, or points for a density; every value is written).
+// `out` (orbitals x points, or points for a density; every value is written). `tuning`: the GPU
+// settings a test or benchmark asks for (nullptr: detail::tuning_for).
 void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& grid,
               const std::vector<OrbitalRef>& orbitals, const std::vector<float>& weights, Backend backend,
-              const EvaluateOptions& options, EvaluationInfo* info, float* out) {
+              const EvaluateOptions& options, EvaluationInfo* info, float* out,
+              const detail::Tuning* tuning) {
   // The cpu backend on GPU resources: a CPU-only pool, so every tile runs threaded on the CPU.
   if (backend == Backend::cpu && target.gpu) {
     const Resources cpu = Resources::cpu(target.cpu_threads);
-    return run_fast(target_of(cpu), wfn, grid, orbitals, weights, backend, options, info, out);
+    return run_fast(target_of(cpu), wfn, grid, orbitals, weights, backend, options, info, out, tuning);
   }
   const double start = now_seconds();
   const bool density = !weights.empty() || orbitals.empty();
@@ -271,14 +268,15 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
     std::fill(out, out + n_points, 0.0f);
     return;
   }
-  const RequestCache::Prepared prepared = RequestCache::instance().get(wfn, options.screening_tolerance, orbitals);
+  const RequestCache::Prepared prepared =
+      RequestCache::instance().get(wfn, options.screening_tolerance, orbitals);
   const detail::PackedBasis& basis = *prepared.basis;
   const std::vector<float>& coefficients = *prepared.coefficients;
-  static const bool trace = std::getenv("MOLACCEL_ORBITAL_TRACE") != nullptr;
+  const bool trace = trace_enabled("orbital");
   const double prepared_at = trace ? now_seconds() : 0.0;
 
   const bool pool_mode = use_chunk_pool(target, backend, options);
-  const TileRange tiles{grid.counts[0], planes_per_tile(grid, target.gpu, options.planes_per_tile)};
+  const TileRange tiles{grid.counts[0], planes_per_tile(options.planes_per_tile)};
   const cpu::Variant& variant = cpu::select_variant();
   std::string gpu_kernel;
   [[maybe_unused]] std::mutex name_mutex;  // GPU kernel name, written by GPU workers only
@@ -302,15 +300,16 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
   gpu.jit = backend == Backend::cuda_jit;
   gpu.basis_id = prepared.basis_id;
   gpu.coefficients_id = prepared.coefficients_id;
+  int first_gpu = -1;
+  for (const auto& w : target.pool->workers())
+    if (w.kind == WorkerInfo::Kind::gpu) {
+      first_gpu = w.device;
+      break;
+    }
+  gpu.tuning = tuning ? *tuning : detail::tuning_for(first_gpu, {orbitals.size(), density});
   // The JIT program is compiled once here (the GPU workers then find it in the JIT cache's memory
   // and only load it), not by the first tile of each worker.
-  if (target.gpu && backend != Backend::cpu) {
-    for (const auto& w : target.pool->workers())
-      if (w.kind == WorkerInfo::Kind::gpu) {
-        cuda_backend::precompile(gpu, w.device);
-        break;
-      }
-  }
+  if (target.gpu && backend != Backend::cpu && first_gpu >= 0) cuda_backend::precompile(gpu, first_gpu);
 #endif
 
   JobOptions job;
@@ -322,8 +321,8 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
   std::unique_ptr<detail::ChunkQueue> queue;
   if (pool_mode) {
 #if MOLACCEL_HAVE_CUDA
-    queue = std::make_unique<detail::ChunkQueue>(cuda_backend::plan_chunks(gpu), target.pool->workers().size(),
-                                                 options.inject_fault);
+    queue = std::make_unique<detail::ChunkQueue>(cuda_backend::plan_chunks(gpu),
+                                                 target.pool->workers().size(), options.inject_fault);
 #endif
   }
   // Planes [p0, p1) on a CPU worker. Work items: strips of cpu::kTileRows rows of one plane (the
@@ -375,7 +374,8 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
   };
   const std::size_t n_tiles = queue ? target.pool->workers().size() : tiles.count();
   const TileFunction& fn = queue ? share_fn : tile_fn;
-  JobStats stats = target.resources ? run_tiles(*target.resources, n_tiles, fn, job) : target.pool->run(n_tiles, fn, job);
+  JobStats stats =
+      target.resources ? run_tiles(*target.resources, n_tiles, fn, job) : target.pool->run(n_tiles, fn, job);
   if (queue) {  // report chunks (the shares are one per worker)
     stats.tiles = queue->size();
     std::vector<std::size_t> done = queue->done_per_worker();
@@ -386,12 +386,13 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
     // Also the time since the previous request ended: what the caller and the entry checks took.
     static std::atomic<double> last_end{0.0};
     const double end = now_seconds(), previous = last_end.exchange(end);
-    std::fprintf(stderr,
-                 "orbital trace request: %zu %s, %.3f ms after the previous one, preparation %.3f ms, JIT %.3f ms, "
-                 "%zu %s, run %.3f ms\n",
-                 orbitals.size(), density ? "orbitals (density)" : "orbitals", previous > 0 ? (start - previous) * 1e3 : 0.0,
-                 (prepared_at - start) * 1e3, (compiled_at - prepared_at) * 1e3, stats.tiles,
-                 queue ? "chunks" : "tiles", (end - compiled_at) * 1e3);
+    trace_message("orbital",
+                  fmt::format(fmt::runtime("request: {} {}, {:.3f} ms after the previous one, preparation "
+                                           "{:.3f} ms, JIT {:.3f} ms, {} {}, run {:.3f} ms"),
+                              orbitals.size(), density ? "orbitals (density)" : "orbitals",
+                              previous > 0 ? (start - previous) * 1e3 : 0.0, (prepared_at - start) * 1e3,
+                              (compiled_at - prepared_at) * 1e3, stats.tiles, queue ? "chunks" : "tiles",
+                              (end - compiled_at) * 1e3));
   }
   if (info) {
     info->job = stats;
@@ -416,7 +417,8 @@ void check_output(const float* out, std::size_t size, std::size_t needed) {
 
 void orbitals_into(const Target& target, const Wavefunction& wfn, const GridSpec& grid,
                    const std::vector<OrbitalRef>& orbitals, float* out, std::size_t size,
-                   const EvaluateOptions& options, EvaluationInfo* info) {
+                   const EvaluateOptions& options, EvaluationInfo* info,
+                   const detail::Tuning* tuning = nullptr) {
   validate(wfn, grid, orbitals);
   check_output(out, size, grid.point_count() * orbitals.size());
   const Backend backend = resolve(options.backend, target);
@@ -430,11 +432,12 @@ void orbitals_into(const Target& target, const Wavefunction& wfn, const GridSpec
     }
     return;
   }
-  run_fast(target, wfn, grid, orbitals, {}, backend, options, info, out);
+  run_fast(target, wfn, grid, orbitals, {}, backend, options, info, out, tuning);
 }
 
 void density_into(const Target& target, const Wavefunction& wfn, const GridSpec& grid, DensityKind kind,
-                  float* out, std::size_t size, const EvaluateOptions& options, EvaluationInfo* info) {
+                  float* out, std::size_t size, const EvaluateOptions& options, EvaluationInfo* info,
+                  const detail::Tuning* tuning = nullptr) {
   validate(wfn, grid, {});
   check_output(out, size, grid.point_count());
   const Backend backend = resolve(options.backend, target);
@@ -449,14 +452,14 @@ void density_into(const Target& target, const Wavefunction& wfn, const GridSpec&
     return;
   }
   const detail::DensityTerms terms = detail::density_terms(wfn, kind);
-  run_fast(target, wfn, grid, terms.orbitals, terms.weights, backend, options, info, out);
+  run_fast(target, wfn, grid, terms.orbitals, terms.weights, backend, options, info, out, tuning);
 }
 
 }  // namespace
 
-std::vector<float> evaluate_orbitals(const Resources& resources, const Wavefunction& wfn, const GridSpec& grid,
-                                     const std::vector<OrbitalRef>& orbitals, const EvaluateOptions& options,
-                                     EvaluationInfo* info) {
+std::vector<float> evaluate_orbitals(const Resources& resources, const Wavefunction& wfn,
+                                     const GridSpec& grid, const std::vector<OrbitalRef>& orbitals,
+                                     const EvaluateOptions& options, EvaluationInfo* info) {
   validate(wfn, grid, orbitals);
   std::vector<float> out(grid.point_count() * orbitals.size());
   orbitals_into(target_of(resources), wfn, grid, orbitals, out.data(), out.size(), options, info);
@@ -477,8 +480,9 @@ std::vector<float> evaluate_density(const Resources& resources, const Wavefuncti
   return out;
 }
 
-void evaluate_density_into(const Resources& resources, const Wavefunction& wfn, const GridSpec& grid, DensityKind kind,
-                           float* out, std::size_t size, const EvaluateOptions& options, EvaluationInfo* info) {
+void evaluate_density_into(const Resources& resources, const Wavefunction& wfn, const GridSpec& grid,
+                           DensityKind kind, float* out, std::size_t size, const EvaluateOptions& options,
+                           EvaluationInfo* info) {
   density_into(target_of(resources), wfn, grid, kind, out, size, options, info);
 }
 
@@ -486,13 +490,26 @@ namespace detail {
 
 void evaluate_orbitals_on_pool(WorkerPool& pool, const Wavefunction& wfn, const GridSpec& grid,
                                const std::vector<OrbitalRef>& orbitals, float* out, std::size_t size,
-                               const EvaluateOptions& options, EvaluationInfo* info) {
-  orbitals_into(target_of(pool), wfn, grid, orbitals, out, size, options, info);
+                               const EvaluateOptions& options, EvaluationInfo* info, const Tuning* tuning) {
+  orbitals_into(target_of(pool), wfn, grid, orbitals, out, size, options, info, tuning);
 }
 
-void evaluate_density_on_pool(WorkerPool& pool, const Wavefunction& wfn, const GridSpec& grid, DensityKind kind,
-                              float* out, std::size_t size, const EvaluateOptions& options, EvaluationInfo* info) {
-  density_into(target_of(pool), wfn, grid, kind, out, size, options, info);
+void evaluate_density_on_pool(WorkerPool& pool, const Wavefunction& wfn, const GridSpec& grid,
+                              DensityKind kind, float* out, std::size_t size, const EvaluateOptions& options,
+                              EvaluationInfo* info, const Tuning* tuning) {
+  density_into(target_of(pool), wfn, grid, kind, out, size, options, info, tuning);
+}
+
+void evaluate_orbitals_tuned(const Resources& resources, const Wavefunction& wfn, const GridSpec& grid,
+                             const std::vector<OrbitalRef>& orbitals, float* out, std::size_t size,
+                             const EvaluateOptions& options, const Tuning& tuning, EvaluationInfo* info) {
+  orbitals_into(target_of(resources), wfn, grid, orbitals, out, size, options, info, &tuning);
+}
+
+void evaluate_density_tuned(const Resources& resources, const Wavefunction& wfn, const GridSpec& grid,
+                            DensityKind kind, float* out, std::size_t size, const EvaluateOptions& options,
+                            const Tuning& tuning, EvaluationInfo* info) {
+  density_into(target_of(resources), wfn, grid, kind, out, size, options, info, &tuning);
 }
 
 }  // namespace detail

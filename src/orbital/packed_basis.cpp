@@ -17,7 +17,9 @@ double screening_radius2(double amplitude, int l, double alpha, double tolerance
   if (tolerance <= 0) return DBL_MAX;
   amplitude = std::abs(amplitude);
   if (amplitude == 0) return 0;
-  auto log_term = [&](double r) { return std::log(amplitude) + (l > 0 ? l * std::log(r) : 0.0) - alpha * r * r; };
+  auto log_term = [&](double r) {
+    return std::log(amplitude) + (l > 0 ? l * std::log(r) : 0.0) - alpha * r * r;
+  };
   const double r_peak = l > 0 ? std::sqrt(l / (2.0 * alpha)) : 0.0;
   const double target = std::log(tolerance);
   if (log_term(std::max(r_peak, 1e-300)) < target && l > 0) return 0;
@@ -37,7 +39,8 @@ PackedBasis pack_basis(const Wavefunction& wfn, double tolerance) {
   return pack_basis(wfn, expand_shells(wfn), tolerance);
 }
 
-PackedBasis pack_basis(const Wavefunction& wfn, const std::vector<ExpandedShell>& expanded, double tolerance) {
+PackedBasis pack_basis(const Wavefunction& wfn, const std::vector<ExpandedShell>& expanded,
+                       double tolerance) {
   PackedBasis packed;
   for (const Atom& atom : wfn.atoms)
     for (int d = 0; d < 3; ++d) packed.atom_xyz.push_back(atom.position[d]);
@@ -68,7 +71,8 @@ PackedBasis pack_basis(const Wavefunction& wfn, const std::vector<ExpandedShell>
       double angular = 0;  // largest sum_c |weight| over the shell's functions
       for (int f = 0; f < e.functions; ++f) {
         double sum = 0;
-        for (int c = 0; c < e.components; ++c) sum += std::abs(e.weight[static_cast<std::size_t>(f * e.components + c)]);
+        for (int c = 0; c < e.components; ++c)
+          sum += std::abs(e.weight[static_cast<std::size_t>(f * e.components + c)]);
         angular = std::max(angular, sum);
       }
       PackedShell shell;
@@ -123,7 +127,8 @@ PackedBasis pack_basis(const Wavefunction& wfn, const std::vector<ExpandedShell>
     for (int s = s0; s < s1; ++s) {
       const PackedShell& shell = packed.shells[static_cast<std::size_t>(s)];
       for (int q = 0; q < shell.primitive_count; ++q, ++k)
-        packed.primitive_group[static_cast<std::size_t>(shell.first_primitive + q)] = rank[static_cast<std::size_t>(group_of[k])];
+        packed.primitive_group[static_cast<std::size_t>(shell.first_primitive + q)] =
+            rank[static_cast<std::size_t>(group_of[k])];
     }
     packed.atom_first_group.push_back(static_cast<int>(packed.groups.size()));
     packed.atom_cutoff_r2.push_back(atom_cut);
@@ -150,8 +155,10 @@ std::vector<float> cartesian_coefficients(const Wavefunction& wfn, const std::ve
       for (int comp = 0; comp < e.components; ++comp) {
         double sum = 0;
         for (int f = 0; f < e.functions; ++f)
-          sum += c[function + static_cast<std::size_t>(f)] * e.weight[static_cast<std::size_t>(f * e.components + comp)];
-        out[o * static_cast<std::size_t>(components) + column + static_cast<std::size_t>(comp)] = static_cast<float>(sum);
+          sum += c[function + static_cast<std::size_t>(f)] *
+                 e.weight[static_cast<std::size_t>(f * e.components + comp)];
+        out[o * static_cast<std::size_t>(components) + column + static_cast<std::size_t>(comp)] =
+            static_cast<float>(sum);
       }
       function += static_cast<std::size_t>(e.functions);
       column += static_cast<std::size_t>(e.components);
@@ -173,17 +180,26 @@ DensityTerms density_terms(const Wavefunction& wfn, DensityKind kind) {
       const double occ = wfn.alpha.occupations[o];
       const double a = std::min(occ, 1.0), b = std::max(occ - 1.0, 0.0);
       switch (kind) {
-        case DensityKind::total: add(Spin::alpha, o, occ); break;
-        case DensityKind::alpha: add(Spin::alpha, o, a); break;
-        case DensityKind::beta: add(Spin::alpha, o, b); break;
-        case DensityKind::spin: add(Spin::alpha, o, a - b); break;
+        case DensityKind::total:
+          add(Spin::alpha, o, occ);
+          break;
+        case DensityKind::alpha:
+          add(Spin::alpha, o, a);
+          break;
+        case DensityKind::beta:
+          add(Spin::alpha, o, b);
+          break;
+        case DensityKind::spin:
+          add(Spin::alpha, o, a - b);
+          break;
       }
     }
   } else {
     for (std::size_t o = 0; o < wfn.alpha.count(); ++o)
       if (kind != DensityKind::beta) add(Spin::alpha, o, wfn.alpha.occupations[o]);
     for (std::size_t o = 0; o < wfn.beta.count(); ++o) {
-      if (kind == DensityKind::total || kind == DensityKind::beta) add(Spin::beta, o, wfn.beta.occupations[o]);
+      if (kind == DensityKind::total || kind == DensityKind::beta)
+        add(Spin::beta, o, wfn.beta.occupations[o]);
       if (kind == DensityKind::spin) add(Spin::beta, o, -wfn.beta.occupations[o]);
     }
   }
@@ -195,7 +211,8 @@ double largest_coefficient(const Wavefunction& wfn, const std::vector<OrbitalRef
   double largest = 0;
   for (const auto& ref : orbitals) {
     const OrbitalSet& set = ref.spin == Spin::alpha ? wfn.alpha : wfn.beta;
-    for (std::size_t f = 0; f < n; ++f) largest = std::max(largest, std::abs(set.coefficients[ref.index * n + f]));
+    for (std::size_t f = 0; f < n; ++f)
+      largest = std::max(largest, std::abs(set.coefficients[ref.index * n + f]));
   }
   return largest;
 }
@@ -207,11 +224,13 @@ double exp_per_point(const PackedBasis& basis, const GridSpec& grid) {
   for (std::size_t si = 0; si < samples_per_axis; ++si)
     for (std::size_t sj = 0; sj < samples_per_axis; ++sj)
       for (std::size_t sk = 0; sk < samples_per_axis; ++sk) {
-        const std::size_t idx[3] = {si * grid.counts[0] / samples_per_axis, sj * grid.counts[1] / samples_per_axis,
+        const std::size_t idx[3] = {si * grid.counts[0] / samples_per_axis,
+                                    sj * grid.counts[1] / samples_per_axis,
                                     sk * grid.counts[2] / samples_per_axis};
         double p[3];
         for (int d = 0; d < 3; ++d)
-          p[d] = grid.origin[d] + idx[0] * grid.axes[0][d] + idx[1] * grid.axes[1][d] + idx[2] * grid.axes[2][d];
+          p[d] =
+              grid.origin[d] + idx[0] * grid.axes[0][d] + idx[1] * grid.axes[1][d] + idx[2] * grid.axes[2][d];
         for (std::size_t a = 0; a < basis.atom_count(); ++a) {
           const double dx = p[0] - basis.atom_xyz[3 * a], dy = p[1] - basis.atom_xyz[3 * a + 1],
                        dz = p[2] - basis.atom_xyz[3 * a + 2];

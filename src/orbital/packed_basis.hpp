@@ -18,32 +18,32 @@ struct PackedShell {
   int l = 0;
   int first_primitive = 0;
   int primitive_count = 0;
-  int first_component = 0;   // column in the Cartesian coefficient matrix
-  float cutoff_r2 = 0;       // largest primitive cutoff: beyond it the whole shell is skipped
+  int first_component = 0;  // column in the Cartesian coefficient matrix
+  float cutoff_r2 = 0;      // largest primitive cutoff: beyond it the whole shell is skipped
 };
 
 // CPU kernel: the primitives of one atom that share an exponent (Pople sp shells, or an s and a p
 // shell with the same single exponent) need one exp() per point: one group per distinct exponent.
 struct ExponentGroup {
   float exponent = 0;
-  float cutoff_r2 = 0;       // largest cutoff_r2 of its primitives
+  float cutoff_r2 = 0;  // largest cutoff_r2 of its primitives
 };
 
 struct PackedBasis {
-  std::vector<double> atom_xyz;          // 3 per atom, bohr
-  std::vector<int> atom_first_shell;     // n_atoms + 1 offsets into shells
-  std::vector<PackedShell> shells;       // grouped by atom
-  std::vector<float> exponent;           // per primitive, bohr^-2
-  std::vector<float> coefficient;        // per primitive: contraction coefficient x radial norm
-  std::vector<float> cutoff_r2;          // per primitive: skipped where r^2 >= cutoff_r2
-  int components = 0;                    // Cartesian components (coefficient matrix columns)
+  std::vector<double> atom_xyz;       // 3 per atom, bohr
+  std::vector<int> atom_first_shell;  // n_atoms + 1 offsets into shells
+  std::vector<PackedShell> shells;    // grouped by atom
+  std::vector<float> exponent;        // per primitive, bohr^-2
+  std::vector<float> coefficient;     // per primitive: contraction coefficient x radial norm
+  std::vector<float> cutoff_r2;       // per primitive: skipped where r^2 >= cutoff_r2
+  int components = 0;                 // Cartesian components (coefficient matrix columns)
   int max_l = 0;
   // CPU layout: per atom, its distinct exponents sorted by decreasing cutoff_r2 (the groups within
   // reach of a point are a prefix), the group of each primitive (index from the atom's first
   // group), and the atom's largest cutoff.
-  std::vector<int> atom_first_group;     // n_atoms + 1 offsets into groups
+  std::vector<int> atom_first_group;  // n_atoms + 1 offsets into groups
   std::vector<ExponentGroup> groups;
-  std::vector<int> primitive_group;      // per primitive
+  std::vector<int> primitive_group;  // per primitive
   std::vector<float> atom_cutoff_r2;
   std::size_t atom_count() const { return atom_first_shell.empty() ? 0 : atom_first_shell.size() - 1; }
 };

@@ -144,10 +144,9 @@ Wavefunction apply_fix(const Wavefunction& input, unsigned flags) {
     if (!shell.pure && shell.l >= 2 && (flags & (kCartesianAxisNorm | kCartesianAxisNormInverse))) {
       const auto& powers = detail::cartesian_powers(shell.l);
       for (int f = 0; f < nf; ++f) {
-        const double ratio = detail::double_factorial_odd(powers[f].x) *
-                             detail::double_factorial_odd(powers[f].y) *
-                             detail::double_factorial_odd(powers[f].z) /
-                             detail::double_factorial_odd(shell.l);
+        const double ratio =
+            detail::double_factorial_odd(powers[f].x) * detail::double_factorial_odd(powers[f].y) *
+            detail::double_factorial_odd(powers[f].z) / detail::double_factorial_odd(shell.l);
         const double factor = (flags & kCartesianAxisNorm) ? std::sqrt(ratio) : 1.0 / std::sqrt(ratio);
         scale_orbitals(wfn.alpha, n, first + f, factor);
         scale_orbitals(wfn.beta, n, first + f, factor);
@@ -184,9 +183,10 @@ void check_and_fix_normalisation(Wavefunction& wavefunction, double tolerance) {
       report.deviation_after_fix = deviation;
       if (fix.flags) wavefunction = std::move(candidate);
       wavefunction.normalisation = std::move(report);
-      if (fix.flags) log_info("{}: applied normalisation fix '{}' ({}); max |C^T S C - I| {:.3g} -> {:.3g}",
-                              wavefunction.source, fix.name, fix.description,
-                              wavefunction.normalisation.deviation_as_read, deviation);
+      if (fix.flags)
+        log_info("{}: applied normalisation fix '{}' ({}); max |C^T S C - I| {:.3g} -> {:.3g}",
+                 wavefunction.source, fix.name, fix.description, wavefunction.normalisation.deviation_as_read,
+                 deviation);
       return;
     }
   }
@@ -214,8 +214,10 @@ OrbitalRef parse_orbital(std::string_view text, const Wavefunction& wfn) {
     }
     return false;
   };
-  if (strip_prefix("alpha:") || strip_prefix("a:")) ref.spin = Spin::alpha;
-  else if (strip_prefix("beta:") || strip_prefix("b:")) ref.spin = Spin::beta;
+  if (strip_prefix("alpha:") || strip_prefix("a:"))
+    ref.spin = Spin::alpha;
+  else if (strip_prefix("beta:") || strip_prefix("b:"))
+    ref.spin = Spin::beta;
   const OrbitalSet& set = ref.spin == Spin::alpha ? wfn.alpha : wfn.beta;
   if (ref.spin == Spin::beta && !wfn.unrestricted())
     return fail("this wavefunction is restricted (no beta orbitals)");
@@ -264,8 +266,9 @@ OrbitalRef parse_orbital(std::string_view text, const Wavefunction& wfn) {
 
 std::string describe_orbital(const OrbitalRef& ref, const Wavefunction& wfn) {
   const OrbitalSet& set = ref.spin == Spin::alpha ? wfn.alpha : wfn.beta;
-  return fmt::format("{}{} (E = {:.6f} Eh, occ = {:.3f})", wfn.unrestricted() ? (ref.spin == Spin::alpha ? "alpha " : "beta ") : "",
-                     ref.index + 1, set.energies.at(ref.index), set.occupations.at(ref.index));
+  return fmt::format("{}{} (E = {:.6f} Eh, occ = {:.3f})",
+                     wfn.unrestricted() ? (ref.spin == Spin::alpha ? "alpha " : "beta ") : "", ref.index + 1,
+                     set.energies.at(ref.index), set.occupations.at(ref.index));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -291,7 +294,8 @@ GridSpec explicit_grid(std::array<double, 3> origin_angstrom, std::array<double,
     grid.counts[d] = static_cast<std::size_t>(std::floor(size_angstrom[d] / spacing_angstrom + 1e-9)) + 1;
   }
   const double points = static_cast<double>(grid.counts[0]) * grid.counts[1] * grid.counts[2];
-  if (points > 4e9) throw InputError("--spacing", 0, fmt::format("grid of {:.3g} points is too large", points));
+  if (points > 4e9)
+    throw InputError("--spacing", 0, fmt::format("grid of {:.3g} points is too large", points));
   return grid;
 }
 
@@ -316,25 +320,32 @@ GridSpec automatic_grid(const Wavefunction& wfn, double padding_angstrom, double
   return explicit_grid(origin, size, spacing_angstrom);
 }
 
-GridSpec grid_of_cube(const std::filesystem::path& cube_path) { return read_cube(cube_path).grid; }
+GridSpec grid_of_cube(const std::filesystem::path& cube_path) {
+  return read_cube(cube_path).grid;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Names.
 // ---------------------------------------------------------------------------------------------
 std::string_view to_string(Backend backend) {
   switch (backend) {
-    case Backend::automatic: return "auto";
-    case Backend::reference: return "reference";
-    case Backend::cpu: return "cpu";
-    case Backend::cuda_generic: return "cuda-generic";
-    case Backend::cuda_jit: return "cuda-jit";
+    case Backend::automatic:
+      return "auto";
+    case Backend::reference:
+      return "reference";
+    case Backend::cpu:
+      return "cpu";
+    case Backend::cuda_generic:
+      return "cuda-generic";
+    case Backend::cuda_jit:
+      return "cuda-jit";
   }
   return "?";
 }
 
 Backend parse_backend(std::string_view text) {
-  for (Backend b : {Backend::automatic, Backend::reference, Backend::cpu, Backend::cuda_generic,
-                    Backend::cuda_jit})
+  for (Backend b :
+       {Backend::automatic, Backend::reference, Backend::cpu, Backend::cuda_generic, Backend::cuda_jit})
     if (text == to_string(b)) return b;
   throw InputError("--backend", 0,
                    fmt::format("unknown backend '{}' (auto, reference, cpu, cuda-generic, cuda-jit)", text));
@@ -342,10 +353,14 @@ Backend parse_backend(std::string_view text) {
 
 std::string_view to_string(DensityKind kind) {
   switch (kind) {
-    case DensityKind::total: return "total";
-    case DensityKind::spin: return "spin";
-    case DensityKind::alpha: return "alpha";
-    case DensityKind::beta: return "beta";
+    case DensityKind::total:
+      return "total";
+    case DensityKind::spin:
+      return "spin";
+    case DensityKind::alpha:
+      return "alpha";
+    case DensityKind::beta:
+      return "beta";
   }
   return "?";
 }

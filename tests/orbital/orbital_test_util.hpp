@@ -62,14 +62,16 @@ inline Wavefunction random_wavefunction(std::uint32_t seed, int atoms, int orbit
     wfn.alpha.energies.push_back(-1.0 + 0.1 * o);
     wfn.alpha.occupations.push_back(o < orbitals / 2 ? 2.0 : 0.0);
     wfn.alpha.symmetries.push_back("A");
-    for (int f = 0; f < n; ++f) wfn.alpha.coefficients.push_back(signed_unit(rng) / std::sqrt(static_cast<double>(n)));
+    for (int f = 0; f < n; ++f)
+      wfn.alpha.coefficients.push_back(signed_unit(rng) / std::sqrt(static_cast<double>(n)));
   }
   return wfn;
 }
 
 // A random wavefunction whose orbitals are orthonormal (Gram-Schmidt in the overlap metric), so
 // the normalisation check accepts it; shells at l >= 2 all pure or all Cartesian.
-inline Wavefunction orthonormal_random_wavefunction(std::uint32_t seed, int atoms, int orbitals, bool pure = true) {
+inline Wavefunction orthonormal_random_wavefunction(std::uint32_t seed, int atoms, int orbitals,
+                                                    bool pure = true) {
   Wavefunction wfn = random_wavefunction(seed, atoms, 0);
   // Always at least one g and one f shell (keeping shells grouped by atom, as files have them).
   wfn.shells.insert(wfn.shells.begin(), Shell{0, 4, false, {0.9}, {1.0}});

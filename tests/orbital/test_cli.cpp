@@ -14,12 +14,15 @@ int run_cli(const std::string& arguments) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-std::string quoted(const std::filesystem::path& p) { return "'" + p.string() + "'"; }
+std::string quoted(const std::filesystem::path& p) {
+  return "'" + p.string() + "'";
+}
 
 TEST(OrbitalCli, GridWritesCubesAndJson) {
   molaccel::testing::TempDir dir;
   const auto input = test::bundled("h2o_631gs.molden");
-  ASSERT_EQ(run_cli("orbital grid " + quoted(input) + " --device cpu --orbital homo --density total --spacing 0.3 -o " +
+  ASSERT_EQ(run_cli("orbital grid " + quoted(input) +
+                    " --device cpu --orbital homo --density total --spacing 0.3 -o " +
                     quoted(dir / "w.cube") + " --json " + quoted(dir / "r.json")),
             0);
   const Cube homo = read_cube(dir / "w.homo.cube");
@@ -36,11 +39,17 @@ TEST(OrbitalCli, BadInputFailsAndWritesNothing) {
   molaccel::testing::TempDir dir;
   const std::string text = molaccel::testing::read_file(test::bundled("h2o_631gs.molden"));
   molaccel::testing::write_file(dir / "cut.molden", text.substr(0, text.size() / 2));
-  EXPECT_NE(run_cli("orbital grid " + quoted(dir / "cut.molden") + " --device cpu --orbital homo -o " + quoted(dir / "out.cube")), 0);
+  EXPECT_NE(run_cli("orbital grid " + quoted(dir / "cut.molden") + " --device cpu --orbital homo -o " +
+                    quoted(dir / "out.cube")),
+            0);
   EXPECT_FALSE(std::filesystem::exists(dir / "out.cube"));
   const auto input = test::bundled("h2o_631gs.molden");
-  EXPECT_NE(run_cli("orbital grid " + quoted(input) + " --device cpu --orbital lumo+99 -o " + quoted(dir / "out.cube")), 0);
-  EXPECT_NE(run_cli("orbital grid " + quoted(input) + " --device cpu --orbital homo --backend fast -o " + quoted(dir / "out.cube")), 0);
+  EXPECT_NE(run_cli("orbital grid " + quoted(input) + " --device cpu --orbital lumo+99 -o " +
+                    quoted(dir / "out.cube")),
+            0);
+  EXPECT_NE(run_cli("orbital grid " + quoted(input) + " --device cpu --orbital homo --backend fast -o " +
+                    quoted(dir / "out.cube")),
+            0);
   EXPECT_FALSE(std::filesystem::exists(dir / "out.cube"));
   EXPECT_EQ(run_cli("orbital info " + quoted(input)), 0);
   EXPECT_NE(run_cli("orbital info " + quoted(dir / "cut.molden")), 0);

@@ -78,8 +78,11 @@ std::vector<std::pair<std::string, cpu::RowKernel>> kernels_here() {
 TEST(OrbitalCpu, SharedExponentsAndRowSplitsMatchReference) {
   Wavefunction wfn = test::random_wavefunction(41, 3, 0);
   const std::vector<double> e{5.1, 1.2, 0.31}, c{0.3, 0.5, 0.4};
-  std::vector<Shell> shared{{0, 0, false, e, c}, {0, 1, false, e, {0.2, 0.6, 0.3}}, {0, 2, true, e, c},
-                            {0, 1, false, {0.31}, {1.0}}, {0, 0, false, {0.31}, {1.0}}};
+  std::vector<Shell> shared{{0, 0, false, e, c},
+                            {0, 1, false, e, {0.2, 0.6, 0.3}},
+                            {0, 2, true, e, c},
+                            {0, 1, false, {0.31}, {1.0}},
+                            {0, 0, false, {0.31}, {1.0}}};
   wfn.shells.insert(wfn.shells.begin(), shared.begin(), shared.end());
   const int n = wfn.function_count();
   std::mt19937 rng(41);
@@ -88,7 +91,8 @@ TEST(OrbitalCpu, SharedExponentsAndRowSplitsMatchReference) {
     wfn.alpha.energies.push_back(-1.0 + 0.1 * o);
     wfn.alpha.occupations.push_back(2.0);
     wfn.alpha.symmetries.push_back("A");
-    for (int f = 0; f < n; ++f) wfn.alpha.coefficients.push_back(signed_unit(rng) / std::sqrt(static_cast<double>(n)));
+    for (int f = 0; f < n; ++f)
+      wfn.alpha.coefficients.push_back(signed_unit(rng) / std::sqrt(static_cast<double>(n)));
   }
   const auto basis = detail::pack_basis(wfn, 1e-9);
   // 11 primitives in the added shells, 3 distinct exponents (the random shells' are all distinct).
@@ -104,24 +108,29 @@ TEST(OrbitalCpu, SharedExponentsAndRowSplitsMatchReference) {
   const std::vector<float> weights{2.0f, 1.0f, 0.5f};
   std::vector<double> rho_expected(points, 0.0);
   for (std::size_t o = 0; o < refs.size(); ++o)
-    for (std::size_t p = 0; p < points; ++p) rho_expected[p] += weights[o] * expected[o * points + p] * expected[o * points + p];
+    for (std::size_t p = 0; p < points; ++p)
+      rho_expected[p] += weights[o] * expected[o * points + p] * expected[o * points + p];
   const std::vector<std::size_t> cuts{0, 1, 4, 11, 12, 19, 20, 38, 41, 70, rows};
   for (const auto& [name, kernel] : kernels_here()) {
     for (std::size_t n_orb : {std::size_t{1}, std::size_t{3}}) {
       for (bool density : {false, true}) {
         if (density && n_orb == 1) continue;
-        const auto coefficients = detail::cartesian_coefficients(wfn, std::vector<OrbitalRef>(refs.begin(), refs.begin() + n_orb));
+        const auto coefficients =
+            detail::cartesian_coefficients(wfn, std::vector<OrbitalRef>(refs.begin(), refs.begin() + n_orb));
         const std::size_t size = density ? points : points * n_orb;
         std::vector<float> whole(size), split(size);
-        cpu::KernelArgs args{&basis, coefficients.data(), n_orb, density ? weights.data() : nullptr, &grid, whole.data()};
+        cpu::KernelArgs args{&basis, coefficients.data(), n_orb, density ? weights.data() : nullptr,
+                             &grid,  whole.data()};
         kernel(args, 0, rows);
         args.out = split.data();
         for (std::size_t c = 0; c + 1 < cuts.size(); ++c) kernel(args, cuts[c], cuts[c + 1]);
-        EXPECT_EQ(std::memcmp(whole.data(), split.data(), size * sizeof(float)), 0) << name << " " << n_orb << " " << density;
+        EXPECT_EQ(std::memcmp(whole.data(), split.data(), size * sizeof(float)), 0)
+            << name << " " << n_orb << " " << density;
         if (density) {
           EXPECT_LT(test::relative_max_error(whole, rho_expected), kFp32Tolerance) << name;
         } else {
-          const std::vector<double> want(expected.begin(), expected.begin() + static_cast<std::ptrdiff_t>(size));
+          const std::vector<double> want(expected.begin(),
+                                         expected.begin() + static_cast<std::ptrdiff_t>(size));
           EXPECT_LT(test::relative_max_error(whole, want), kFp32Tolerance) << name << " " << n_orb;
         }
       }
@@ -168,9 +177,13 @@ TEST(OrbitalCpu, ScreeningOffMatchesReference) {
   EvaluateOptions options = cpu_options();
   options.screening_tolerance = 0;
   const auto expected = reference::evaluate_orbitals(wfn, grid, refs, 2);
-  EXPECT_LT(test::relative_max_error(evaluate_orbitals(Resources::cpu(2), wfn, grid, refs, options), expected), kFp32Tolerance);
-  EXPECT_LT(test::relative_max_error(evaluate_orbitals(Resources::cpu(2), wfn, grid, {refs[0]}, options),
-                                     std::vector<double>(expected.begin(), expected.begin() + static_cast<std::ptrdiff_t>(grid.point_count()))),
+  EXPECT_LT(
+      test::relative_max_error(evaluate_orbitals(Resources::cpu(2), wfn, grid, refs, options), expected),
+      kFp32Tolerance);
+  EXPECT_LT(test::relative_max_error(
+                evaluate_orbitals(Resources::cpu(2), wfn, grid, {refs[0]}, options),
+                std::vector<double>(expected.begin(),
+                                    expected.begin() + static_cast<std::ptrdiff_t>(grid.point_count()))),
             kFp32Tolerance);
 }
 
@@ -213,10 +226,12 @@ TEST(OrbitalCpu, ThreonineMatchesPsi4Cubes) {
   if (!std::filesystem::exists(dir / "Psi_a_32_32-A.cube.gz")) GTEST_SKIP() << "shared data not present";
   const auto wfn = read_molden(test::bundled("threonine_631gs.molden"));
   const Cube homo = read_cube(dir / "Psi_a_32_32-A.cube.gz");
-  const auto values = evaluate_orbitals(Resources::cpu(0), wfn, homo.grid, {parse_orbital("homo", wfn)}, cpu_options());
+  const auto values =
+      evaluate_orbitals(Resources::cpu(0), wfn, homo.grid, {parse_orbital("homo", wfn)}, cpu_options());
   EXPECT_LT(test::relative_max_error(values, homo.values), 1e-5);
   const Cube lumo = read_cube(dir / "Psi_a_33_33-A.cube.gz");
-  const auto lumo_values = evaluate_orbitals(Resources::cpu(0), wfn, lumo.grid, {parse_orbital("lumo", wfn)}, cpu_options());
+  const auto lumo_values =
+      evaluate_orbitals(Resources::cpu(0), wfn, lumo.grid, {parse_orbital("lumo", wfn)}, cpu_options());
   EXPECT_LT(test::relative_max_error(lumo_values, lumo.values), 1e-5);
   const Cube dt = read_cube(dir / "Dt.cube.gz");
   const auto rho = evaluate_density(Resources::cpu(0), wfn, dt.grid, DensityKind::total, cpu_options());
@@ -246,7 +261,8 @@ TEST(OrbitalCpu, FailingTilesAreNeverDropped) {
   options.planes_per_tile = 1;
   options.inject_fault = [](const WorkerInfo&, std::size_t tile, int) { return tile == 3; };
   // One CPU worker: the failed tile has nowhere else to go, so the job fails loudly.
-  EXPECT_THROW((void)evaluate_orbitals(Resources::cpu(1), wfn, grid, {parse_orbital("homo", wfn)}, options), Error);
+  EXPECT_THROW((void)evaluate_orbitals(Resources::cpu(1), wfn, grid, {parse_orbital("homo", wfn)}, options),
+               Error);
 }
 
 }  // namespace

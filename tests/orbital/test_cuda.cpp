@@ -1,7 +1,6 @@
 // Tier 2 for the GPU kernels: generic, JIT and basis-matrix (many orbitals, density) against the
 // reference on random molecules and basis sets (every shell type, pure and Cartesian), odd grid
 // sizes, and the Psi4 cubes; a failed GPU tile is redone on the CPU worker.
-#include <cstdlib>
 #include <string>
 
 #include "orbital/evaluate_on_pool.hpp"
@@ -23,6 +22,13 @@ Resources gpu_resources(bool with_cpu = false) {
 // path): 2e-5 of the largest value; a convention or indexing error is O(1).
 constexpr double kFp32Tolerance = 2e-5;
 
+// The library's tuning for a request, with another JIT brick shape.
+detail::Tuning with_jit_brick(std::size_t orbitals, const char* brick) {
+  detail::Tuning tuning = detail::tuning_for(0, {orbitals, false});
+  tuning.jit_brick = detail::parse_cull_layout(brick);
+  return tuning;
+}
+
 TEST(OrbitalCuda, KernelsMatchReferenceOnRandomBasisSets) {
   MOLACCEL_REQUIRE_GPU();
   const auto resources = gpu_resources();
@@ -32,28 +38,21 @@ TEST(OrbitalCuda, KernelsMatchReferenceOnRandomBasisSets) {
     grid.counts[2] = 131;  // past a 128-thread block, odd remainder
     const std::vector<OrbitalRef> one{{Spin::alpha, 1}};
     const auto expected = reference::evaluate_orbitals(wfn, grid, one, 0);
-    // JIT: default (culled, 2x8x8 bricks), other culled brick shapes (one plane, two and four
-    // points per thread), the kernels without culling (brick, brick3d and row layouts, the row
-    // layout with fp32 hi/lo coordinate splits); "" = the generic kernel.
-    for (const char* coords : {"default", "1x16x8", "4x4x8", "4x8x8/2", "8x8x8/4", "2x8x16/2", "split", "brick",
-                               "brick3d", "row", ""}) {
-      const Backend backend = coords[0] ? Backend::cuda_jit : Backend::cuda_generic;
-      const std::string c = coords;
-      if (c == "split") {
-        setenv("MOLACCEL_ORBITAL_JIT_COORDS", "split", 1);
-        setenv("MOLACCEL_ORBITAL_JIT_LAYOUT", "row", 1);
-      }
-      if (c == "brick" || c == "brick3d" || c == "row") setenv("MOLACCEL_ORBITAL_JIT_LAYOUT", coords, 1);
-      if (c.find('x') != std::string::npos) setenv("MOLACCEL_ORBITAL_JIT_BRICK", coords, 1);
+    // JIT: the default brick (8x8x8, 4 points per thread) and other brick shapes (one plane, one
+    // and two points per thread); "" = the generic kernel.
+    for (const char* brick : {"default", "1x16x8", "4x4x8", "4x8x8/2", "2x8x16/2", ""}) {
+      const std::string b = brick;
       EvaluateOptions options;
-      options.backend = backend;
+      options.backend = b.empty() ? Backend::cuda_generic : Backend::cuda_jit;
       EvaluationInfo info;
-      const auto got = evaluate_orbitals(resources, wfn, grid, one, options, &info);
+      std::vector<float> got(expected.size());
+      if (b == "default" || b.empty())
+        got = evaluate_orbitals(resources, wfn, grid, one, options, &info);
+      else
+        detail::evaluate_orbitals_tuned(resources, wfn, grid, one, got.data(), got.size(), options,
+                                        with_jit_brick(one.size(), brick), &info);
       EXPECT_LT(test::relative_max_error(got, expected), kFp32Tolerance)
-          << "seed " << seed << " " << info.backend << " " << coords;
-      unsetenv("MOLACCEL_ORBITAL_JIT_COORDS");
-      unsetenv("MOLACCEL_ORBITAL_JIT_LAYOUT");
-      unsetenv("MOLACCEL_ORBITAL_JIT_BRICK");
+          << "seed " << seed << " " << info.backend << " " << brick;
     }
     // Eight orbitals: the basis-matrix + contraction path.
     std::vector<OrbitalRef> many;
@@ -69,10 +68,10 @@ TEST(OrbitalCuda, KernelsMatchReferenceOnRandomBasisSets) {
   }
 }
 
-// Many orbitals and densities: the sparse (per-brick shell lists, default) and the dense basis-
-// matrix paths, with more than 64 orbitals (the 192-wide contraction tiles), tiles of 1, 2, 3 and
-// more planes (the three brick shapes, with bricks cut by the tile and grid edges) and a sheared
-// grid (the brick's bounding sphere with non-orthogonal axes), against the reference.
+// Many orbitals and densities: the sparse basis-matrix path (per-brick shell lists) with more than
+// 64 orbitals (the 192-wide contraction tiles), tiles of 1, 2, 3 and more planes (the three brick
+// shapes, with bricks cut by the tile and grid edges) and a sheared grid (the brick's bounding
+// sphere with non-orthogonal axes), against the reference.
 TEST(OrbitalCuda, BasisMatrixPathsMatchReferenceForManyOrbitals) {
   MOLACCEL_REQUIRE_GPU();
   const auto resources = gpu_resources();
@@ -86,13 +85,10 @@ TEST(OrbitalCuda, BasisMatrixPathsMatchReferenceForManyOrbitals) {
   for (int d = 0; d < 3; ++d) sheared.axes[1][d] += 0.3 * grid.axes[2][d];
   std::vector<OrbitalRef> many;
   for (std::size_t o = 0; o < 100; ++o) many.push_back({Spin::alpha, o});
-  const char* saved = std::getenv("MOLACCEL_ORBITAL_MATRIX");
-  const std::string saved_value = saved ? saved : "";
   for (const GridSpec* g : {&grid, &sheared}) {
     const auto expected = reference::evaluate_orbitals(wfn, *g, many, 0);
     const auto rho_expected = reference::evaluate_density(wfn, *g, DensityKind::total, 0);
-    for (const char* path : {"sparse", "dense"}) {
-      setenv("MOLACCEL_ORBITAL_MATRIX", path, 1);
+    {
       for (std::size_t per_tile : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{0}}) {
         EvaluateOptions options;
         options.backend = Backend::cuda_jit;
@@ -100,22 +96,19 @@ TEST(OrbitalCuda, BasisMatrixPathsMatchReferenceForManyOrbitals) {
         EvaluationInfo info;
         const auto got = evaluate_orbitals(resources, wfn, *g, many, options, &info);
         EXPECT_LT(test::relative_max_error(got, expected), kFp32Tolerance)
-            << path << " planes/tile " << per_tile << " " << info.backend;
-        EXPECT_NE(info.backend.find(std::string(path) == "sparse" ? "sparse" : "cuda/basis-matrix"), std::string::npos)
-            << info.backend;
+            << "planes/tile " << per_tile << " " << info.backend;
+        EXPECT_NE(info.backend.find("sparse"), std::string::npos) << info.backend;
         const auto rho = evaluate_density(resources, wfn, *g, DensityKind::total, options, &info);
         EXPECT_LT(test::relative_max_error(rho, rho_expected), kFp32Tolerance)
-            << path << " planes/tile " << per_tile << " " << info.backend;
+            << "planes/tile " << per_tile << " " << info.backend;
       }
     }
   }
-  if (saved) setenv("MOLACCEL_ORBITAL_MATRIX", saved_value.c_str(), 1);
-  else unsetenv("MOLACCEL_ORBITAL_MATRIX");
 }
 
-// Culled JIT kernel edge cases: atoms far apart (most bricks have an empty atom list, some lists
-// hold one atom), an atom exactly on a brick corner (grid point (2a, 8b, 8c) of the default 2x8x8
-// bricks: offsets of exactly 0 and points on both sides of the brick faces), a sheared grid, and
+// JIT kernel edge cases: atoms far apart (most bricks have an empty atom list, some lists hold one
+// atom), an atom exactly on a brick corner (grid point (2a, 8b, 8c) of 2x8x8 bricks: offsets of
+// exactly 0 and points on both sides of the brick faces), a sheared grid, and
 // tiles of 1 and 3 planes, which cut bricks. Against the reference (fp32 tolerance), and bit for
 // bit against the same kernel with other tilings: bricks are aligned to the grid, not to the tile,
 // so the tiling cannot change a value.
@@ -137,32 +130,35 @@ TEST(OrbitalCuda, CulledJitHandlesEmptyBricksAndAtomsOnBrickCorners) {
   const std::vector<OrbitalRef> orbitals{{Spin::alpha, 0}, {Spin::alpha, 3}};
   for (const GridSpec* g : {&grid, &sheared}) {
     const auto expected = reference::evaluate_orbitals(wfn, *g, orbitals, 0);
-    for (const char* brick : {"2x8x8", "4x8x8/2", "1x16x8"}) {
-      setenv("MOLACCEL_ORBITAL_JIT_BRICK", brick, 1);
+    for (const char* brick : {"8x8x8/4", "2x8x8", "4x8x8/2", "1x16x8"}) {
       std::vector<float> first;
       for (std::size_t per_tile : {std::size_t{0}, std::size_t{1}, std::size_t{3}}) {
         EvaluateOptions options;
         options.backend = Backend::cuda_jit;
         options.planes_per_tile = per_tile;
         EvaluationInfo info;
-        const auto got = evaluate_orbitals(resources, wfn, *g, orbitals, options, &info);
-        EXPECT_NE(info.backend.find("jit-cull"), std::string::npos) << info.backend;
-        EXPECT_LT(test::relative_max_error(got, expected), kFp32Tolerance) << brick << " planes/tile " << per_tile;
-        if (first.empty()) first = got;
-        else EXPECT_EQ(got, first) << brick << " planes/tile " << per_tile;
+        std::vector<float> got(expected.size());
+        detail::evaluate_orbitals_tuned(resources, wfn, *g, orbitals, got.data(), got.size(), options,
+                                        with_jit_brick(orbitals.size(), brick), &info);
+        EXPECT_NE(info.backend.find(std::string("jit-cull-") + brick), std::string::npos) << info.backend;
+        EXPECT_LT(test::relative_max_error(got, expected), kFp32Tolerance)
+            << brick << " planes/tile " << per_tile;
+        if (first.empty())
+          first = got;
+        else
+          EXPECT_EQ(got, first) << brick << " planes/tile " << per_tile;
       }
       // The value at the atom on the brick corner, where every offset is exactly 0.
       const std::size_t at = (44 * g->counts[1] + 16) * g->counts[2] + 16;
       EXPECT_NEAR(first[at], expected[at], kFp32Tolerance * std::abs(expected[at]) + 1e-7) << brick;
     }
-    unsetenv("MOLACCEL_ORBITAL_JIT_BRICK");
   }
 }
 
 // The multi-device path with two workers on the same GPU (DeviceSpec cannot name a GPU twice, so
 // the pool is built directly): per-orbital JIT launches (3 orbitals), the sparse basis matrix (8
-// orbitals) and a density, bit for bit equal to one worker and to the previous tiling
-// (MOLACCEL_ORBITAL_TILING=tiles: ~16 fixed tiles); then two chunks of the chunk pool fail at their
+// orbitals) and a density, bit for bit equal to one worker and to fixed tiles of about 1/16 of
+// the grid (EvaluateOptions::planes_per_tile); then two chunks of the chunk pool fail at their
 // first attempt, each in the share of whichever worker claimed it: the share gives its unfinished
 // chunks back, the scheduler runs it again on the other worker, and the grid is still bit for bit
 // the same.
@@ -180,6 +176,7 @@ TEST(OrbitalCuda, TwoWorkersOnOneGpuGiveBitwiseTheSameGridsAndRedoFailedTiles) {
   WorkerPool one({gpu_worker(0)});
   WorkerPool two({gpu_worker(0), gpu_worker(1)});
   const std::size_t n = grid.point_count();
+  const std::size_t fixed_tile = (grid.counts[0] + 15) / 16;  // planes: ~16 tiles per grid
   for (std::size_t count : {std::size_t{3}, std::size_t{8}}) {
     std::vector<OrbitalRef> refs;
     for (std::size_t o = 0; o < count; ++o) refs.push_back({Spin::alpha, 20 + o});
@@ -195,10 +192,10 @@ TEST(OrbitalCuda, TwoWorkersOnOneGpuGiveBitwiseTheSameGridsAndRedoFailedTiles) {
     EXPECT_GE(info.job.tiles, 4u);  // chunks of the grid, whatever the worker count
     const auto expected = reference::evaluate_orbitals(wfn, grid, refs, 0);
     EXPECT_LT(test::relative_max_error(a, expected), kFp32Tolerance) << info.backend;
-    setenv("MOLACCEL_ORBITAL_TILING", "tiles", 1);
+    EvaluateOptions tiled = options;
+    tiled.planes_per_tile = fixed_tile;
     std::fill(b.begin(), b.end(), -1.0f);
-    detail::evaluate_orbitals_on_pool(two, wfn, grid, refs, b.data(), b.size(), options, &info);
-    unsetenv("MOLACCEL_ORBITAL_TILING");
+    detail::evaluate_orbitals_on_pool(two, wfn, grid, refs, b.data(), b.size(), tiled, &info);
     EXPECT_EQ(a, b) << count << " orbitals, fixed tiles vs chunk pool " << info.backend;
     EXPECT_GE(info.job.tiles, 8u);  // ~16 fixed tiles
     // Chunks 1 and 3 (tiles 2 + c: the two shares come first) fail at their first attempt.
@@ -216,9 +213,9 @@ TEST(OrbitalCuda, TwoWorkersOnOneGpuGiveBitwiseTheSameGridsAndRedoFailedTiles) {
   detail::evaluate_density_on_pool(one, wfn, grid, DensityKind::total, rho1.data(), rho1.size(), options);
   detail::evaluate_density_on_pool(two, wfn, grid, DensityKind::total, rho2.data(), rho2.size(), options);
   EXPECT_EQ(rho1, rho2);
-  setenv("MOLACCEL_ORBITAL_TILING", "tiles", 1);
-  detail::evaluate_density_on_pool(two, wfn, grid, DensityKind::total, rho3.data(), rho3.size(), options);
-  unsetenv("MOLACCEL_ORBITAL_TILING");
+  EvaluateOptions tiled = options;
+  tiled.planes_per_tile = fixed_tile;
+  detail::evaluate_density_on_pool(two, wfn, grid, DensityKind::total, rho3.data(), rho3.size(), tiled);
   EXPECT_EQ(rho1, rho3) << "density, fixed tiles vs chunk pool";
   // A repeated request reuses the cached preparation and the device states' uploads: same bits.
   std::fill(rho2.begin(), rho2.end(), -1.0f);
@@ -304,7 +301,8 @@ TEST(OrbitalCuda, FailedGpuTileIsRedoneOnTheCpuWorker) {
     return attempt == 0 && (tile == 1 || tile == 4);
   };
   EvaluationInfo info;
-  const auto got = evaluate_orbitals(gpu_resources(true), wfn, grid, {parse_orbital("homo", wfn)}, options, &info);
+  const auto got =
+      evaluate_orbitals(gpu_resources(true), wfn, grid, {parse_orbital("homo", wfn)}, options, &info);
   const auto expected = reference::evaluate_orbitals(wfn, grid, {parse_orbital("homo", wfn)}, 0);
   EXPECT_LT(test::relative_max_error(got, expected), kFp32Tolerance);
   EXPECT_EQ(info.job.retries, 2u);

@@ -19,29 +19,36 @@ std::string to_molden(const Wavefunction& wfn, const std::function<double(const 
   out.precision(17);
   out << "[Molden Format]\n[Title]\n written by the molaccel tests\n[Atoms] AU\n";
   for (std::size_t a = 0; a < wfn.atoms.size(); ++a)
-    out << wfn.atoms[a].label << " " << a + 1 << " " << wfn.atoms[a].atomic_number << " " << wfn.atoms[a].position[0]
-        << " " << wfn.atoms[a].position[1] << " " << wfn.atoms[a].position[2] << "\n";
+    out << wfn.atoms[a].label << " " << a + 1 << " " << wfn.atoms[a].atomic_number << " "
+        << wfn.atoms[a].position[0] << " " << wfn.atoms[a].position[1] << " " << wfn.atoms[a].position[2]
+        << "\n";
   out << "[GTO]\n";
   for (std::size_t a = 0; a < wfn.atoms.size(); ++a) {
     out << "  " << a + 1 << " 0\n";
     for (const Shell& s : wfn.shells) {
       if (s.atom != static_cast<int>(a)) continue;
-      out << " " << "spdfg"[s.l] << " " << s.exponents.size() << " 1.00\n";
-      for (std::size_t p = 0; p < s.exponents.size(); ++p) out << "  " << s.exponents[p] << " " << s.coefficients[p] << "\n";
+      out << " "
+          << "spdfg"[s.l] << " " << s.exponents.size() << " 1.00\n";
+      for (std::size_t p = 0; p < s.exponents.size(); ++p)
+        out << "  " << s.exponents[p] << " " << s.coefficients[p] << "\n";
     }
     out << "\n";
   }
   bool pure[5] = {false, false, false, false, false};
   for (const Shell& s : wfn.shells) pure[s.l] = s.pure;
-  if (pure[2] && pure[3]) out << "[5D7F]\n";
-  else if (pure[2]) out << "[5D10F]\n";
-  else if (pure[3]) out << "[7F]\n";
+  if (pure[2] && pure[3])
+    out << "[5D7F]\n";
+  else if (pure[2])
+    out << "[5D10F]\n";
+  else if (pure[3])
+    out << "[7F]\n";
   if (pure[4]) out << "[9G]\n";
   out << "[MO]\n";
   const std::size_t n = static_cast<std::size_t>(wfn.function_count());
   auto write_set = [&](const OrbitalSet& set, const char* spin) {
     for (std::size_t o = 0; o < set.count(); ++o) {
-      out << " Sym= A\n Ene= " << set.energies[o] << "\n Spin= " << spin << "\n Occup= " << set.occupations[o] << "\n";
+      out << " Sym= A\n Ene= " << set.energies[o] << "\n Spin= " << spin << "\n Occup= " << set.occupations[o]
+          << "\n";
       std::size_t f = 0;
       for (const Shell& s : wfn.shells)
         for (int i = 0; i < s.function_count(); ++i, ++f)
@@ -60,7 +67,8 @@ Wavefunction to_cartesian(const Wavefunction& pure) {
   for (Shell& s : cart.shells) s.pure = false;
   const auto pure_shells = detail::expand_shells(pure);
   const auto cart_shells = detail::expand_shells(cart);
-  const std::size_t np = static_cast<std::size_t>(pure.function_count()), nc = static_cast<std::size_t>(cart.function_count());
+  const std::size_t np = static_cast<std::size_t>(pure.function_count()),
+                    nc = static_cast<std::size_t>(cart.function_count());
   cart.alpha = OrbitalSet{};
   for (std::size_t o = 0; o < pure.alpha.count(); ++o) {
     if (pure.alpha.occupations[o] == 0) continue;
@@ -73,7 +81,8 @@ Wavefunction to_cartesian(const Wavefunction& pure) {
       const auto& cs = cart_shells[s];
       for (int c = 0; c < cs.components; ++c) {
         double sum = 0;  // sum_f C_f w_fc over the pure functions, divided by the unit Cartesian weight
-        for (int f = 0; f < ps.functions; ++f) sum += pure.alpha.coefficients[o * np + fp + f] * ps.weight[f * ps.components + c];
+        for (int f = 0; f < ps.functions; ++f)
+          sum += pure.alpha.coefficients[o * np + fp + f] * ps.weight[f * ps.components + c];
         cart.alpha.coefficients.push_back(sum / cs.weight[c * cs.components + c]);
       }
       fp += static_cast<std::size_t>(ps.functions);
@@ -85,14 +94,15 @@ Wavefunction to_cartesian(const Wavefunction& pure) {
 
 double axis_ratio(const Shell& s, int f) {
   const auto& p = detail::cartesian_powers(s.l)[static_cast<std::size_t>(f)];
-  return detail::double_factorial_odd(p.x) * detail::double_factorial_odd(p.y) * detail::double_factorial_odd(p.z) /
-         detail::double_factorial_odd(s.l);
+  return detail::double_factorial_odd(p.x) * detail::double_factorial_odd(p.y) *
+         detail::double_factorial_odd(p.z) / detail::double_factorial_odd(s.l);
 }
 
 // max |psi_a - psi_b| over a few points for the first occupied orbitals.
 double value_difference(const Wavefunction& a, const Wavefunction& b) {
   double worst = 0;
-  for (const std::array<double, 3>& p : {std::array<double, 3>{0.3, -0.4, 0.2}, {1.1, 0.7, -0.9}, {-0.5, 1.6, 0.8}}) {
+  for (const std::array<double, 3>& p :
+       {std::array<double, 3>{0.3, -0.4, 0.2}, {1.1, 0.7, -0.9}, {-0.5, 1.6, 0.8}}) {
     const auto va = reference::basis_values(a, p), vb = reference::basis_values(b, p);
     const std::size_t na = va.size(), nb = vb.size();
     for (std::size_t o = 0; o < std::min<std::size_t>(3, std::min(a.alpha.count(), b.alpha.count())); ++o) {
@@ -125,8 +135,9 @@ TEST(OrbitalIo, AngstromUnitsAndFortranExponents) {
   atoms.precision(15);
   atoms << "[Atoms] Angs\n";
   for (std::size_t a = 0; a < 3; ++a)
-    atoms << (a ? "H " : "O ") << a + 1 << " " << wfn.atoms[a].atomic_number << " " << wfn.atoms[a].position[0] * bohr_in_angstrom
-          << " " << wfn.atoms[a].position[1] * bohr_in_angstrom << " " << wfn.atoms[a].position[2] * bohr_in_angstrom << "\n";
+    atoms << (a ? "H " : "O ") << a + 1 << " " << wfn.atoms[a].atomic_number << " "
+          << wfn.atoms[a].position[0] * bohr_in_angstrom << " " << wfn.atoms[a].position[1] * bohr_in_angstrom
+          << " " << wfn.atoms[a].position[2] * bohr_in_angstrom << "\n";
   const auto begin = text.find("[Atoms]"), end = text.find("[GTO]");
   text = text.substr(0, begin) + atoms.str() + text.substr(end);
   const auto pos = text.find("5484.6717000000");
@@ -232,15 +243,18 @@ TEST(OrbitalIo, OrbitalNames) {
 std::string to_fchk(const Wavefunction& wfn, bool use_sp) {
   std::ostringstream out;
   out.precision(16);
-  out << "water written by the molaccel tests\nSP        RHF                                                         6-31G(d)\n";
+  out << "water written by the molaccel tests\nSP        RHF                                                 "
+         "        6-31G(d)\n";
   auto header_i = [&](const char* name, long v) { out << fmt::format("{:<40}   I     {:12d}\n", name, v); };
   auto array_i = [&](const char* name, const std::vector<long>& v) {
     out << fmt::format("{:<40}   I   N={:12d}\n", name, v.size());
-    for (std::size_t i = 0; i < v.size(); ++i) out << fmt::format("{:12d}", v[i]) << ((i % 6 == 5 || i + 1 == v.size()) ? "\n" : "");
+    for (std::size_t i = 0; i < v.size(); ++i)
+      out << fmt::format("{:12d}", v[i]) << ((i % 6 == 5 || i + 1 == v.size()) ? "\n" : "");
   };
   auto array_r = [&](const char* name, const std::vector<double>& v) {
     out << fmt::format("{:<40}   R   N={:12d}\n", name, v.size());
-    for (std::size_t i = 0; i < v.size(); ++i) out << fmt::format("{:16.8E}", v[i]) << ((i % 5 == 4 || i + 1 == v.size()) ? "\n" : "");
+    for (std::size_t i = 0; i < v.size(); ++i)
+      out << fmt::format("{:16.8E}", v[i]) << ((i % 5 == 4 || i + 1 == v.size()) ? "\n" : "");
   };
   header_i("Number of atoms", static_cast<long>(wfn.atoms.size()));
   header_i("Number of alpha electrons", 5);
@@ -279,8 +293,9 @@ std::string to_fchk(const Wavefunction& wfn, bool use_sp) {
   if (use_sp) array_r("P(S=P) Contraction coefficients", sp_coefs);
   array_r("Alpha Orbital Energies", wfn.alpha.energies);
   // Gaussian lists Cartesian g functions zzzz, yzzz, yyzz, ..., xxxx: permute from Molden order.
-  static const int gaussian_g[15][3] = {{0, 0, 4}, {0, 1, 3}, {0, 2, 2}, {0, 3, 1}, {0, 4, 0}, {1, 0, 3}, {1, 1, 2}, {1, 2, 1},
-                                        {1, 3, 0}, {2, 0, 2}, {2, 1, 1}, {2, 2, 0}, {3, 0, 1}, {3, 1, 0}, {4, 0, 0}};
+  static const int gaussian_g[15][3] = {{0, 0, 4}, {0, 1, 3}, {0, 2, 2}, {0, 3, 1}, {0, 4, 0},
+                                        {1, 0, 3}, {1, 1, 2}, {1, 2, 1}, {1, 3, 0}, {2, 0, 2},
+                                        {2, 1, 1}, {2, 2, 0}, {3, 0, 1}, {3, 1, 0}, {4, 0, 0}};
   std::vector<double> file_order = wfn.alpha.coefficients;
   const std::size_t n = static_cast<std::size_t>(wfn.function_count());
   std::size_t offset = 0;
@@ -290,7 +305,9 @@ std::string to_fchk(const Wavefunction& wfn, bool use_sp) {
         const auto& powers = detail::cartesian_powers(4);
         int ours = 0;
         for (int c = 0; c < 15; ++c)
-          if (powers[c].x == gaussian_g[f][0] && powers[c].y == gaussian_g[f][1] && powers[c].z == gaussian_g[f][2]) ours = c;
+          if (powers[c].x == gaussian_g[f][0] && powers[c].y == gaussian_g[f][1] &&
+              powers[c].z == gaussian_g[f][2])
+            ours = c;
         for (std::size_t o = 0; o < wfn.alpha.count(); ++o)
           file_order[o * n + offset + f] = wfn.alpha.coefficients[o * n + offset + ours];
       }
@@ -329,7 +346,8 @@ TEST(OrbitalIo, FchkCartesianAndPureFAndG) {
 TEST(OrbitalIo, TruncatedAndBadInputNameFileAndLine) {
   const std::string text = read_file(test::bundled("h2o_631gs.molden"));
   // Cut inside [GTO], inside [MO], and garbage lines: each an InputError with the file name.
-  for (std::size_t cut : {text.find("  825.2349500000"), text.find("Ene=", text.find("[MO]") + 2000) + 2, text.size() - 40}) {
+  for (std::size_t cut :
+       {text.find("  825.2349500000"), text.find("Ene=", text.find("[MO]") + 2000) + 2, text.size() - 40}) {
     try {
       (void)read_molden_text("cut.molden", text.substr(0, cut));
       ADD_FAILURE() << "no error for a file cut at " << cut;
@@ -365,12 +383,14 @@ TEST(OrbitalIo, CubeRoundTripSingleAndMultiOrbital) {
   ASSERT_EQ(single.values.size(), grid.point_count());
   EXPECT_EQ(single.grid.counts, grid.counts);
   EXPECT_EQ(single.atoms.size(), 3u);
-  for (std::size_t p = 0; p < grid.point_count(); ++p) EXPECT_NEAR(single.values[p], values[p], 1e-5 * std::abs(values[p]) + 1e-30);
+  for (std::size_t p = 0; p < grid.point_count(); ++p)
+    EXPECT_NEAR(single.values[p], values[p], 1e-5 * std::abs(values[p]) + 1e-30);
   write_multi_orbital_cube(dir / "both.cube", wfn, grid, values, {5, 6}, "two");
   const Cube multi = read_cube(dir / "both.cube");
   EXPECT_EQ(multi.orbital_ids, (std::vector<int>{5, 6}));
   for (std::size_t p = 0; p < grid.point_count(); p += 7)
-    EXPECT_NEAR(multi.values[2 * p + 1], values[grid.point_count() + p], 1e-5 * std::abs(values[grid.point_count() + p]) + 1e-30);
+    EXPECT_NEAR(multi.values[2 * p + 1], values[grid.point_count() + p],
+                1e-5 * std::abs(values[grid.point_count() + p]) + 1e-30);
   const GridSpec like = grid_of_cube(dir / "homo.cube");
   for (int d = 0; d < 3; ++d) EXPECT_NEAR(like.origin[d], grid.origin[d], 1e-6);
   // A truncated cube is an error naming the file.

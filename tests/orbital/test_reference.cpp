@@ -49,7 +49,7 @@ TEST(OrbitalReference, PureDMatchesCartesianCombinations) {
   const std::array<double, 3> p{0.3, -0.7, 0.45};
   const auto s = reference::basis_values(pure, p);
   const auto c = reference::basis_values(cart, p);  // xx yy zz xy xz yz, each unit-normalised
-  const double xy_as_xx = c[3] / std::sqrt(3.0);     // xy normalised has sqrt(3) larger norm factor
+  const double xy_as_xx = c[3] / std::sqrt(3.0);    // xy normalised has sqrt(3) larger norm factor
   EXPECT_NEAR(s[0], (2 * c[2] - c[0] - c[1]) / 2, 1e-13);
   EXPECT_NEAR(s[3], std::sqrt(3.0) / 2 * (c[0] - c[1]), 1e-13);
   EXPECT_NEAR(s[4], std::sqrt(3.0) * xy_as_xx, 1e-13);
@@ -63,7 +63,8 @@ TEST(OrbitalReference, PureDMatchesCartesianCombinations) {
 void compare_with_psi4_orbital(const std::string& molden, const std::string& cube, int orbital) {
   const auto wfn = read_molden(test::bundled(molden));
   const Cube psi4 = read_cube(test::bundled(cube));
-  const auto values = reference::evaluate_orbitals(wfn, psi4.grid, {{Spin::alpha, static_cast<std::size_t>(orbital - 1)}});
+  const auto values =
+      reference::evaluate_orbitals(wfn, psi4.grid, {{Spin::alpha, static_cast<std::size_t>(orbital - 1)}});
   // The overall sign of an orbital is arbitrary; Psi4 writes the molden and the cube from the
   // same coefficients, so they agree without a flip.
   EXPECT_LT(test::relative_max_error(values, psi4.values), 1e-5) << cube;

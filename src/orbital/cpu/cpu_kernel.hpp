@@ -13,7 +13,7 @@ struct KernelArgs {
   const detail::PackedBasis* basis = nullptr;
   const float* coefficients = nullptr;  // orbitals x basis->components
   std::size_t orbitals = 0;
-  const float* weights = nullptr;       // density weights per orbital; nullptr = write orbitals
+  const float* weights = nullptr;  // density weights per orbital; nullptr = write orbitals
   const GridSpec* grid = nullptr;
   float* out = nullptr;  // orbitals: out[o * points + p]; density: out[p]
 };
@@ -35,11 +35,11 @@ const Variant& select_variant();
 
 }  // namespace molaccel::orbital::cpu
 
-#define MOLACCEL_ORBITAL_DECLARE_ISA(ns)                                                        \
-  namespace molaccel::orbital::cpu::ns {                                                        \
-  void evaluate_rows(const KernelArgs& args, std::size_t row_begin, std::size_t row_end);      \
-  /* the kernel's exp() for x <= 0 on n values (tests: accuracy and underflow) */              \
-  void exp_nonpositive(const float* x, float* out, std::size_t n);                            \
+#define MOLACCEL_ORBITAL_DECLARE_ISA(ns)                                                  \
+  namespace molaccel::orbital::cpu::ns {                                                  \
+  void evaluate_rows(const KernelArgs& args, std::size_t row_begin, std::size_t row_end); \
+  /* the kernel's exp() for x <= 0 on n values (tests: accuracy and underflow) */         \
+  void exp_nonpositive(const float* x, float* out, std::size_t n);                        \
   }
 MOLACCEL_ORBITAL_DECLARE_ISA(isa_scalar)
 MOLACCEL_ORBITAL_DECLARE_ISA(isa_avx2)

@@ -1,8 +1,8 @@
 // CPU kernel, compiled once per instruction set (MOLACCEL_ISA_NAMESPACE). Points are processed in
 // tiles of one plane held in one native vector register (GCC vector extensions): 4 rows x 4 columns
 // with AVX-512 (16 lanes), 2 x 4 with AVX2, 2 x 2 in the baseline SSE2 build; tiles are aligned to
-// the grid. Every arithmetic step is a vector instruction (the previous kernel's exp() and offset
-// loops, written as `omp simd` lane loops, were compiled to scalar code by GCC 12). Per tile:
+// the grid. Every arithmetic step is a vector instruction (exp() and offset loops written as
+// `omp simd` lane loops were compiled to scalar code by GCC 12). Per tile:
 //  1. atom culling: an atom is skipped when the tile's bounding sphere is beyond the atom's largest
 //     screening radius (every point would have screened out all of its primitives); the distances
 //     of all atoms to the tile centre come from per-row terms, |w + s u|^2 = A + s (2B + s |u|^2);
@@ -57,9 +57,15 @@ static_assert(static_cast<int>(kTileRows) % kRows == 0, "strips of kTileRows row
 using V = float __attribute__((vector_size(kLanes * 4)));
 using VI = std::int32_t __attribute__((vector_size(kLanes * 4)));
 
-inline V splat(float s) { return V{} + s; }
-inline V max_with(V x, float lo) { return x < lo ? splat(lo) : x; }
-inline V shift_left_23(V t) { return std::bit_cast<V>(std::bit_cast<VI>(t) << 23); }
+inline V splat(float s) {
+  return V{} + s;
+}
+inline V max_with(V x, float lo) {
+  return x < lo ? splat(lo) : x;
+}
+inline V shift_left_23(V t) {
+  return std::bit_cast<V>(std::bit_cast<VI>(t) << 23);
+}
 
 // exp(x) for x <= 0 in fp32, branch-free: the argument is clamped at -87.3 so the result stays a
 // normal float (exp(-87.3) = 1.3e-38 > FLT_MIN; no denormal slow path on underflow; the clamped
@@ -68,8 +74,8 @@ inline V shift_left_23(V t) { return std::bit_cast<V>(std::bit_cast<VI>(t) << 23
 // them left by 23 gives 2^n), ln2 split in two, |r| <= ln2/2, and p(r) = 1 + r q(r) with q of
 // degree 4 fitted for minimax relative error on that interval (9.2e-8 in exact arithmetic). Max
 // relative error of the fp32 evaluation against double exp over [-87.3, 0]: 1.6e-7 with FMA,
-// 1.8e-7 without (tests/orbital/test_cpu.cpp checks < 2e-7); the previous degree-6 Taylor
-// polynomial, one FMA more, measured 2.3e-7 / 2.5e-7.
+// 1.8e-7 without (tests/orbital/test_cpu.cpp checks < 2e-7); a degree-6 Taylor polynomial, one
+// FMA more, measured 2.3e-7 / 2.5e-7.
 inline V exp_nonpositive(V x) {
   x = max_with(x, -87.3f);
   const V shifter = splat(12582912.0f + 127.0f);
@@ -91,9 +97,31 @@ constexpr int kPowers[5][15][3] = {
     {{0, 0, 0}},
     {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}},
     {{2, 0, 0}, {0, 2, 0}, {0, 0, 2}, {1, 1, 0}, {1, 0, 1}, {0, 1, 1}},
-    {{3, 0, 0}, {0, 3, 0}, {0, 0, 3}, {1, 2, 0}, {2, 1, 0}, {2, 0, 1}, {1, 0, 2}, {0, 1, 2}, {0, 2, 1}, {1, 1, 1}},
-    {{4, 0, 0}, {0, 4, 0}, {0, 0, 4}, {3, 1, 0}, {3, 0, 1}, {1, 3, 0}, {0, 3, 1}, {1, 0, 3}, {0, 1, 3}, {2, 2, 0},
-     {2, 0, 2}, {0, 2, 2}, {2, 1, 1}, {1, 2, 1}, {1, 1, 2}},
+    {{3, 0, 0},
+     {0, 3, 0},
+     {0, 0, 3},
+     {1, 2, 0},
+     {2, 1, 0},
+     {2, 0, 1},
+     {1, 0, 2},
+     {0, 1, 2},
+     {0, 2, 1},
+     {1, 1, 1}},
+    {{4, 0, 0},
+     {0, 4, 0},
+     {0, 0, 4},
+     {3, 1, 0},
+     {3, 0, 1},
+     {1, 3, 0},
+     {0, 3, 1},
+     {1, 0, 3},
+     {0, 1, 3},
+     {2, 2, 0},
+     {2, 0, 2},
+     {0, 2, 2},
+     {2, 1, 1},
+     {1, 2, 1},
+     {1, 1, 2}},
 };
 
 struct Powers {
@@ -135,14 +163,15 @@ inline void basis_values(V radial, const Powers& p, V* out, std::index_sequence<
 }
 template <int L>
 inline void basis_values(V radial, const Powers& p, V* out) {
-  basis_values<L>(radial, p, out, std::make_index_sequence<static_cast<std::size_t>((L + 1) * (L + 2) / 2)>{});
+  basis_values<L>(radial, p, out,
+                  std::make_index_sequence<static_cast<std::size_t>((L + 1) * (L + 2) / 2)>{});
 }
 
 struct Scratch {
-  std::vector<V> basis;              // one vector per Cartesian component (several orbitals / density)
-  std::vector<int> active_shells;    // shells with basis values in this tile
+  std::vector<V> basis;            // one vector per Cartesian component (several orbitals / density)
+  std::vector<int> active_shells;  // shells with basis values in this tile
   std::vector<int> active_components;
-  std::vector<V> exps;               // per exponent group of the current atom
+  std::vector<V> exps;  // per exponent group of the current atom
   // Squared distances from a tile centre within which an atom, group, shell or primitive may be
   // non-zero somewhere in the tile: (sqrt(cutoff_r2) + tile radius)^2.
   std::vector<double> atom_reach2, group_reach2, shell_reach2, primitive_reach2;
@@ -157,8 +186,12 @@ struct Scratch {
 class FlushDenormals {
  public:
 #if defined(__x86_64__) || defined(__i386__)
-  FlushDenormals() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | 0x8040u); }
-  ~FlushDenormals() { _mm_setcsr(saved_); }
+  FlushDenormals() : saved_(_mm_getcsr()) {
+    _mm_setcsr(saved_ | 0x8040u);
+  }
+  ~FlushDenormals() {
+    _mm_setcsr(saved_);
+  }
 
  private:
   unsigned saved_;
@@ -183,7 +216,8 @@ void evaluate_rows(const KernelArgs& args, std::size_t row_begin, std::size_t ro
   scratch.active_components.reserve(static_cast<std::size_t>(basis.components));
   std::size_t max_groups = 0;
   for (std::size_t a = 0; a < n_atoms; ++a)
-    max_groups = std::max<std::size_t>(max_groups, static_cast<std::size_t>(basis.atom_first_group[a + 1] - basis.atom_first_group[a]));
+    max_groups = std::max<std::size_t>(
+        max_groups, static_cast<std::size_t>(basis.atom_first_group[a + 1] - basis.atom_first_group[a]));
   scratch.exps.resize(std::max<std::size_t>(max_groups, 1));
 
   // Lane offsets from the tile centre (double, rounded once) and the tile's bounding radius.
@@ -284,7 +318,8 @@ void evaluate_rows(const KernelArgs& args, std::size_t row_begin, std::size_t ro
         const V r2 = dx * dx + dy * dy + dz * dz;
         // Exponentials of the groups within reach (a prefix: sorted by decreasing cutoff).
         const int g0 = atom_first_group[a], g1 = atom_first_group[a + 1];
-        for (int g = g0; g < g1 && d2 < group_reach2[g]; ++g) exps[g - g0] = exp_nonpositive(r2 * splat(-groups[g].exponent));
+        for (int g = g0; g < g1 && d2 < group_reach2[g]; ++g)
+          exps[g - g0] = exp_nonpositive(r2 * splat(-groups[g].exponent));
         Powers p;
         bool powers_ready = false;
         for (int sh = atom_first_shell[a]; sh < atom_first_shell[a + 1]; ++sh) {
@@ -309,20 +344,40 @@ void evaluate_rows(const KernelArgs& args, std::size_t row_begin, std::size_t ro
           if (single) {
             const float* c = args.coefficients + shell.first_component;
             switch (shell.l) {
-              case 0: psi += radial * splat(c[0]); break;
-              case 1: psi += radial * angular_sum<1>(c, p); break;
-              case 2: psi += radial * angular_sum<2>(c, p); break;
-              case 3: psi += radial * angular_sum<3>(c, p); break;
-              default: psi += radial * angular_sum<4>(c, p); break;
+              case 0:
+                psi += radial * splat(c[0]);
+                break;
+              case 1:
+                psi += radial * angular_sum<1>(c, p);
+                break;
+              case 2:
+                psi += radial * angular_sum<2>(c, p);
+                break;
+              case 3:
+                psi += radial * angular_sum<3>(c, p);
+                break;
+              default:
+                psi += radial * angular_sum<4>(c, p);
+                break;
             }
           } else {
             V* out = basis_values_out + shell.first_component;
             switch (shell.l) {
-              case 0: out[0] = radial; break;
-              case 1: basis_values<1>(radial, p, out); break;
-              case 2: basis_values<2>(radial, p, out); break;
-              case 3: basis_values<3>(radial, p, out); break;
-              default: basis_values<4>(radial, p, out); break;
+              case 0:
+                out[0] = radial;
+                break;
+              case 1:
+                basis_values<1>(radial, p, out);
+                break;
+              case 2:
+                basis_values<2>(radial, p, out);
+                break;
+              case 3:
+                basis_values<3>(radial, p, out);
+                break;
+              default:
+                basis_values<4>(radial, p, out);
+                break;
             }
             scratch.active_shells.push_back(sh);
           }
@@ -343,15 +398,18 @@ void evaluate_rows(const KernelArgs& args, std::size_t row_begin, std::size_t ro
       scratch.active_components.clear();
       for (int sh : scratch.active_shells) {
         const detail::PackedShell& shell = shells[sh];
-        for (int c = 0; c < detail::cartesian_count(shell.l); ++c) scratch.active_components.push_back(shell.first_component + c);
+        for (int c = 0; c < detail::cartesian_count(shell.l); ++c)
+          scratch.active_components.push_back(shell.first_component + c);
       }
       const int* __restrict comps = scratch.active_components.data();
       const std::size_t n_comps = scratch.active_components.size();
       const std::size_t stride = static_cast<std::size_t>(basis.components);
       V rho = V{};
       auto finish = [&](std::size_t o, V value) {
-        if (args.weights) rho += splat(args.weights[o]) * value * value;
-        else store(args.out + o * n_points, value);
+        if (args.weights)
+          rho += splat(args.weights[o]) * value * value;
+        else
+          store(args.out + o * n_points, value);
       };
       std::size_t o = 0;
       for (; o + 4 <= args.orbitals; o += 4) {

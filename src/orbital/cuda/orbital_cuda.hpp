@@ -1,7 +1,8 @@
-// CUDA backends of the orbital engine, behind a CUDA-free interface (the front file includes it).
-// Layering: evaluate_planes (public entry per scheduler tile) -> dispatch (kernel kind, launch
-// shape per device) -> kernels (generic: basis in shared memory; JIT: basis folded into code;
-// basis-values + contraction for many orbitals and densities).
+// CUDA backend of the orbital engine, behind a CUDA-free interface (the front file includes it).
+// Layers: pipeline.cu (these entry points: chunk pool, fixed tiles, compute/copy pipeline) ->
+// dispatch.cu (kernel per chunk: JIT or generic per orbital, or the sparse basis matrix; launch
+// shapes) -> kernels.cu (generic and sparse kernels; the JIT kernel's source: jit_source.cpp);
+// device_state.cu holds a worker's uploads and JIT program.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +14,7 @@
 #include "molaccel/runtime.hpp"
 #include "orbital/chunk_queue.hpp"
 #include "orbital/packed_basis.hpp"
+#include "orbital/tuning.hpp"
 
 namespace molaccel::orbital::cuda_backend {
 
@@ -20,20 +22,21 @@ struct GpuJob {
   const detail::PackedBasis* basis = nullptr;
   const float* coefficients = nullptr;  // orbitals x components
   std::size_t orbitals = 0;
-  const float* weights = nullptr;       // density weights; nullptr = orbital values
+  const float* weights = nullptr;  // density weights; nullptr = orbital values
   const GridSpec* grid = nullptr;
-  float* out = nullptr;                 // host output, same layout as the CPU path
-  bool jit = true;                      // JIT kernel for orbital values (generic otherwise)
+  float* out = nullptr;  // host output, same layout as the CPU path
+  bool jit = true;       // JIT kernel for orbital values (generic otherwise)
   // Ids of the front's request cache entries for the basis and the coefficients (0 = not
-  // cached): a device state that already holds them (same ids, path, kernel variant and weights)
+  // cached): a device state that already holds them (same ids, path, JIT brick and weights)
   // skips its uploads, so a repeated request pays no host-to-device copy and no synchronisation.
   std::uint64_t basis_id = 0, coefficients_id = 0;
+  detail::Tuning tuning;  // detail::tuning_for(device, problem) unless a test or benchmark passes another
 };
 
 // The chunk pool (chunk_queue.hpp): the request's chunks of planes, from the grid, the number of
 // outputs and the kernel path only (never the number of GPUs): chunks of at most ~8M values
-// (32 MiB), about 1/24 of the grid, whole bricks of the kernel where possible (4 planes for the
-// sparse basis matrix, the culled JIT brick's depth).
+// (32 MiB), about 1/tuning.chunks_per_grid of the grid, whole bricks of the kernel where possible (4
+// planes for the sparse basis matrix, the JIT brick's depth).
 std::vector<std::pair<std::size_t, std::size_t>> plan_chunks(const GpuJob& job);
 
 // One worker's share of the chunk pool: claims chunks until none is left, pipelined (the kernels
@@ -45,7 +48,8 @@ std::string evaluate_chunks(WorkerContext& ctx, const GpuJob& job, detail::Chunk
 
 // Evaluates grid planes [plane_begin, plane_end) on the worker's GPU; per-worker device state
 // (basis, coefficients, compiled JIT program) lives in ctx.local<>(). Returns the kernel name used.
-std::string evaluate_planes(WorkerContext& ctx, const GpuJob& job, std::size_t plane_begin, std::size_t plane_end);
+std::string evaluate_planes(WorkerContext& ctx, const GpuJob& job, std::size_t plane_begin,
+                            std::size_t plane_end);
 
 // Compiles the job's JIT program for `device`'s architecture into the JIT cache (when the job
 // takes the JIT path), so that the GPU workers only load it.

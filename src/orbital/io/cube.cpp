@@ -47,7 +47,8 @@ Cube parse_cube(io::LineReader& in) {
     const auto v = numbers(4, "axis");
     if (std::abs(v[0]) > 1e5) in.fail("bad point count on axis line");
     const long n = static_cast<long>(v[0]);
-    if (v[0] != static_cast<double>(n) || n == 0 || std::abs(n) > 100000) in.fail("bad point count on axis line");
+    if (v[0] != static_cast<double>(n) || n == 0 || std::abs(n) > 100000)
+      in.fail("bad point count on axis line");
     if (n < 0) angstrom = true;
     cube.grid.counts[axis] = static_cast<std::size_t>(std::abs(n));
     for (int d = 0; d < 3; ++d) cube.grid.axes[axis][d] = v[1 + d];
@@ -71,9 +72,11 @@ Cube parse_cube(io::LineReader& in) {
     if (!in.next(line)) in.fail("truncated: missing orbital list");
     const auto fields = split(line);
     long count = 0;
-    if (fields.empty() || !parse_long(fields[0], count) || count < 1 || count > 100000) in.fail("bad orbital count");
+    if (fields.empty() || !parse_long(fields[0], count) || count < 1 || count > 100000)
+      in.fail("bad orbital count");
     std::size_t have = fields.size() - 1;
-    for (std::size_t i = 1; i < fields.size() && cube.orbital_ids.size() < static_cast<std::size_t>(count); ++i) {
+    for (std::size_t i = 1; i < fields.size() && cube.orbital_ids.size() < static_cast<std::size_t>(count);
+         ++i) {
       long id = 0;
       if (!parse_long(fields[i], id)) in.fail("bad orbital number");
       cube.orbital_ids.push_back(static_cast<int>(id));
@@ -153,9 +156,9 @@ void write_cube(const std::filesystem::path& path, const Wavefunction& wfn, cons
   });
 }
 
-void write_multi_orbital_cube(const std::filesystem::path& path, const Wavefunction& wfn, const GridSpec& grid,
-                              const std::vector<float>& values, const std::vector<int>& orbital_numbers,
-                              std::string_view title) {
+void write_multi_orbital_cube(const std::filesystem::path& path, const Wavefunction& wfn,
+                              const GridSpec& grid, const std::vector<float>& values,
+                              const std::vector<int>& orbital_numbers, std::string_view title) {
   const std::size_t n_points = grid.point_count();
   const std::size_t n_orb = orbital_numbers.size();
   MOLACCEL_EXPECTS(values.size() == n_points * n_orb, "multi-orbital cube: value count mismatch");

@@ -55,7 +55,8 @@ Wavefunction parse_fchk(io::LineReader& in, const ReadOptions& options) {
       std::size_t got = 0;
       const bool numeric = field.type == 'I' || field.type == 'R';
       while (got < static_cast<std::size_t>(count)) {
-        if (!in.next(line)) in.fail(fmt::format("truncated: field '{}' has {} of {} values", name, got, count));
+        if (!in.next(line))
+          in.fail(fmt::format("truncated: field '{}' has {} of {} values", name, got, count));
         if (!numeric) {  // character (5 per line) and logical (72 per line) arrays: not needed
           got += field.type == 'C' ? 5 : 72;
           continue;
@@ -101,7 +102,8 @@ Wavefunction parse_fchk(io::LineReader& in, const ReadOptions& options) {
 
   const Field& numbers = need("Atomic numbers", 'I');
   const Field& coordinates = need("Current cartesian coordinates", 'R');
-  if (coordinates.reals.size() != 3 * numbers.integers.size()) fail_at(coordinates, "coordinates do not match the atom count");
+  if (coordinates.reals.size() != 3 * numbers.integers.size())
+    fail_at(coordinates, "coordinates do not match the atom count");
   const auto charges_it = fields.find("Nuclear charges");
   for (std::size_t a = 0; a < numbers.integers.size(); ++a) {
     Atom atom;
@@ -123,7 +125,8 @@ Wavefunction parse_fchk(io::LineReader& in, const ReadOptions& options) {
   const auto sp_it = fields.find("P(S=P) Contraction coefficients");
   if (primitives.integers.size() != types.integers.size() || to_atom.integers.size() != types.integers.size())
     fail_at(types, "shell arrays have different lengths");
-  if (contraction.reals.size() != exponents.reals.size()) fail_at(contraction, "contraction and exponent counts differ");
+  if (contraction.reals.size() != exponents.reals.size())
+    fail_at(contraction, "contraction and exponent counts differ");
 
   // Per shell in the file: which of our shells it became, and how its functions map to ours.
   std::vector<int> function_map;  // file function index -> our function index
@@ -136,7 +139,8 @@ Wavefunction parse_fchk(io::LineReader& in, const ReadOptions& options) {
     if (type < -4 || type > 4) fail_at(types, fmt::format("unsupported shell type {}", type));
     if (count < 1 || next_primitive + static_cast<std::size_t>(count) > exponents.reals.size())
       fail_at(primitives, "primitive counts exceed the exponent array");
-    if (atom < 1 || atom > static_cast<long>(wfn.atoms.size())) fail_at(to_atom, "shell on a non-existent atom");
+    if (atom < 1 || atom > static_cast<long>(wfn.atoms.size()))
+      fail_at(to_atom, "shell on a non-existent atom");
     auto make = [&](int l, bool pure, const std::vector<double>& coefs) {
       Shell shell;
       shell.atom = static_cast<int>(atom - 1);
@@ -195,7 +199,8 @@ Wavefunction parse_fchk(io::LineReader& in, const ReadOptions& options) {
     const Field& coefficients = need(coefficients_name, 'R');
     const std::size_t m = energies.reals.size();
     if (coefficients.reals.size() != m * n)
-      fail_at(coefficients, fmt::format("{} values, expected {} orbitals x {} functions", coefficients.reals.size(), m, n));
+      fail_at(coefficients,
+              fmt::format("{} values, expected {} orbitals x {} functions", coefficients.reals.size(), m, n));
     set.energies = energies.reals;
     set.symmetries.assign(m, "");
     set.coefficients.assign(m * n, 0.0);
@@ -204,8 +209,10 @@ Wavefunction parse_fchk(io::LineReader& in, const ReadOptions& options) {
       for (std::size_t f = 0; f < n; ++f)
         set.coefficients[o * n + static_cast<std::size_t>(function_map[f])] = coefficients.reals[o * n + f];
       const long index = static_cast<long>(o);
-      if (unrestricted) set.occupations[o] = index < (beta ? n_beta : n_alpha) ? 1.0 : 0.0;
-      else set.occupations[o] = index < n_beta ? 2.0 : (index < n_alpha ? 1.0 : 0.0);
+      if (unrestricted)
+        set.occupations[o] = index < (beta ? n_beta : n_alpha) ? 1.0 : 0.0;
+      else
+        set.occupations[o] = index < n_beta ? 2.0 : (index < n_alpha ? 1.0 : 0.0);
     }
   };
   read_set("Alpha Orbital Energies", "Alpha MO coefficients", wfn.alpha, false);

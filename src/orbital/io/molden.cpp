@@ -74,7 +74,8 @@ Wavefunction parse_molden(io::LineReader& in, const ReadOptions& options) {
     const std::string_view trimmed = io_util::trim(line);
     if (trimmed.empty()) continue;
     if (trimmed.front() == '[') {
-      if (primitives_left > 0) in.fail(fmt::format("shell ends early: {} primitive line(s) missing", primitives_left));
+      if (primitives_left > 0)
+        in.fail(fmt::format("shell ends early: {} primitive line(s) missing", primitives_left));
       const auto close = trimmed.find(']');
       if (close == std::string_view::npos) in.fail("section header without ']'");
       const std::string name = lower(trimmed.substr(1, close - 1));
@@ -86,9 +87,12 @@ Wavefunction parse_molden(io::LineReader& in, const ReadOptions& options) {
         if (seen_atoms) in.fail("second [Atoms] section");
         seen_atoms = true;
         section = Section::atoms;
-        if (rest.find("angs") != std::string::npos) atom_unit = 1.0 / bohr_in_angstrom;
-        else if (rest.find("au") != std::string::npos || rest.empty()) atom_unit = 1.0;
-        else in.fail(fmt::format("unknown [Atoms] unit '{}' (AU or Angs)", rest));
+        if (rest.find("angs") != std::string::npos)
+          atom_unit = 1.0 / bohr_in_angstrom;
+        else if (rest.find("au") != std::string::npos || rest.empty())
+          atom_unit = 1.0;
+        else
+          in.fail(fmt::format("unknown [Atoms] unit '{}' (AU or Angs)", rest));
       } else if (name == "gto") {
         seen_gto = true;
         section = Section::gto;
@@ -118,7 +122,8 @@ Wavefunction parse_molden(io::LineReader& in, const ReadOptions& options) {
       case Section::other:
         if (wfn.writer.empty()) {
           const std::string l = lower(trimmed);
-          for (const char* writer : {"psi4", "orca", "molpro", "turbomole", "nwchem", "pyscf", "cfour", "gaussian"})
+          for (const char* writer :
+               {"psi4", "orca", "molpro", "turbomole", "nwchem", "pyscf", "cfour", "gaussian"})
             if (l.find(writer) != std::string::npos) {
               wfn.writer = writer;
               break;
@@ -132,7 +137,8 @@ Wavefunction parse_molden(io::LineReader& in, const ReadOptions& options) {
         atom.label = std::string(fields[0]);
         long number = 0, z = 0;
         if (!parse_long(fields[1], number)) in.fail(fmt::format("bad atom number '{}'", fields[1]));
-        if (!parse_long(fields[2], z) || z < 0 || z > 200) in.fail(fmt::format("bad atomic number '{}'", fields[2]));
+        if (!parse_long(fields[2], z) || z < 0 || z > 200)
+          in.fail(fmt::format("bad atomic number '{}'", fields[2]));
         atom.atomic_number = static_cast<int>(z);
         atom.charge = static_cast<double>(z);
         for (int d = 0; d < 3; ++d) {
@@ -140,7 +146,8 @@ Wavefunction parse_molden(io::LineReader& in, const ReadOptions& options) {
           if (!parse_double(fields[3 + d], v)) in.fail(fmt::format("bad coordinate '{}'", fields[3 + d]));
           atom.position[d] = v * atom_unit;
         }
-        if (!atom_number_to_index.emplace(static_cast<int>(number), static_cast<int>(wfn.atoms.size())).second)
+        if (!atom_number_to_index.emplace(static_cast<int>(number), static_cast<int>(wfn.atoms.size()))
+                 .second)
           in.fail(fmt::format("atom number {} appears twice", number));
         wfn.atoms.push_back(std::move(atom));
         break;
@@ -153,7 +160,8 @@ Wavefunction parse_molden(io::LineReader& in, const ReadOptions& options) {
           if (!parse_double(fields[0], exponent) || !(exponent > 0))
             in.fail(fmt::format("bad exponent '{}'", fields[0]));
           if (!parse_double(fields[1], c1)) in.fail(fmt::format("bad coefficient '{}'", fields[1]));
-          if (sp_shell && !parse_double(fields[2], c2)) in.fail(fmt::format("bad coefficient '{}'", fields[2]));
+          if (sp_shell && !parse_double(fields[2], c2))
+            in.fail(fmt::format("bad coefficient '{}'", fields[2]));
           exponent *= scale * scale;
           open_shell->exponents.push_back(exponent);
           open_shell->coefficients.push_back(c1);
@@ -205,9 +213,12 @@ Wavefunction parse_molden(io::LineReader& in, const ReadOptions& options) {
               in.fail(fmt::format("bad occupation '{}'", value));
           } else if (key == "spin") {
             const std::string spin = lower(value);
-            if (spin == "alpha") open_orbital->beta = false;
-            else if (spin == "beta") open_orbital->beta = true;
-            else in.fail(fmt::format("bad spin '{}' (Alpha or Beta)", value));
+            if (spin == "alpha")
+              open_orbital->beta = false;
+            else if (spin == "beta")
+              open_orbital->beta = true;
+            else
+              in.fail(fmt::format("bad spin '{}' (Alpha or Beta)", value));
           } else if (key == "sym") {
             open_orbital->symmetry = std::string(value);
           }
@@ -226,7 +237,8 @@ Wavefunction parse_molden(io::LineReader& in, const ReadOptions& options) {
       }
     }
   }
-  if (primitives_left > 0) in.fail(fmt::format("file ends inside a shell ({} primitive line(s) missing)", primitives_left));
+  if (primitives_left > 0)
+    in.fail(fmt::format("file ends inside a shell ({} primitive line(s) missing)", primitives_left));
   if (!seen_header) in.fail("not a Molden file (no '[Molden Format]' line)");
   if (!seen_atoms || wfn.atoms.empty()) in.fail("no [Atoms] section");
   if (!seen_gto || shells.empty()) in.fail("no [GTO] section (only Gaussian basis sets are supported)");
@@ -235,7 +247,8 @@ Wavefunction parse_molden(io::LineReader& in, const ReadOptions& options) {
   for (const PendingShell& pending : shells) {
     const auto atom = atom_number_to_index.find(pending.atom_number);
     if (atom == atom_number_to_index.end())
-      throw InputError(wfn.source, pending.line, fmt::format("[GTO] refers to atom {} not in [Atoms]", pending.atom_number));
+      throw InputError(wfn.source, pending.line,
+                       fmt::format("[GTO] refers to atom {} not in [Atoms]", pending.atom_number));
     Shell shell;
     shell.atom = atom->second;
     shell.l = pending.l;
@@ -261,14 +274,16 @@ Wavefunction parse_molden(io::LineReader& in, const ReadOptions& options) {
       if (static_cast<std::size_t>(index) > n)
         throw InputError(wfn.source, pending.line,
                          fmt::format("coefficient for function {} but the basis has {} functions "
-                                     "(wrong [5D]/[7F]/[9G] flags?)", index, n));
+                                     "(wrong [5D]/[7F]/[9G] flags?)",
+                                     index, n));
       set.coefficients[base + static_cast<std::size_t>(index) - 1] = value;
       highest = std::max(highest, index);
     }
     if (static_cast<std::size_t>(highest) != n)
       throw InputError(wfn.source, pending.line,
                        fmt::format("molecular orbital lists functions only up to {} of {} (truncated file "
-                                   "or wrong [5D]/[7F]/[9G] flags?)", highest, n));
+                                   "or wrong [5D]/[7F]/[9G] flags?)",
+                                   highest, n));
   }
   if (wfn.alpha.count() == 0) in.fail("no alpha orbitals in [MO]");
   if (options.check_normalisation) check_and_fix_normalisation(wfn, options.orthonormality_tolerance);

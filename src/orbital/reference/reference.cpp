@@ -57,12 +57,18 @@ struct Component {
 
 std::vector<Component> molden_cartesian_order(int l) {
   switch (l) {
-    case 0: return {{0, 0, 0}};
-    case 1: return {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
-    case 2: return {{2, 0, 0}, {0, 2, 0}, {0, 0, 2}, {1, 1, 0}, {1, 0, 1}, {0, 1, 1}};
-    case 3: return {{3, 0, 0}, {0, 3, 0}, {0, 0, 3}, {1, 2, 0}, {2, 1, 0}, {2, 0, 1}, {1, 0, 2}, {0, 1, 2}, {0, 2, 1}, {1, 1, 1}};
-    case 4: return {{4, 0, 0}, {0, 4, 0}, {0, 0, 4}, {3, 1, 0}, {3, 0, 1}, {1, 3, 0}, {0, 3, 1}, {1, 0, 3},
-                    {0, 1, 3}, {2, 2, 0}, {2, 0, 2}, {0, 2, 2}, {2, 1, 1}, {1, 2, 1}, {1, 1, 2}};
+    case 0:
+      return {{0, 0, 0}};
+    case 1:
+      return {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+    case 2:
+      return {{2, 0, 0}, {0, 2, 0}, {0, 0, 2}, {1, 1, 0}, {1, 0, 1}, {0, 1, 1}};
+    case 3:
+      return {{3, 0, 0}, {0, 3, 0}, {0, 0, 3}, {1, 2, 0}, {2, 1, 0},
+              {2, 0, 1}, {1, 0, 2}, {0, 1, 2}, {0, 2, 1}, {1, 1, 1}};
+    case 4:
+      return {{4, 0, 0}, {0, 4, 0}, {0, 0, 4}, {3, 1, 0}, {3, 0, 1}, {1, 3, 0}, {0, 3, 1}, {1, 0, 3},
+              {0, 1, 3}, {2, 2, 0}, {2, 0, 2}, {0, 2, 2}, {2, 1, 1}, {1, 2, 1}, {1, 1, 2}};
   }
   throw Error("reference: angular momentum above g");
 }
@@ -125,10 +131,12 @@ std::vector<double> basis_values(const Wavefunction& wfn, const std::array<doubl
     const double r2 = x * x + y * y + z * z;
     if (shell.pure) {
       const double radial = pure_contraction(shell, r2);
-      for (int row = 0; row < 2 * shell.l + 1; ++row) values.push_back(radial * solid_harmonic(shell.l, row, x, y, z));
+      for (int row = 0; row < 2 * shell.l + 1; ++row)
+        values.push_back(radial * solid_harmonic(shell.l, row, x, y, z));
     } else {
       for (const Component& c : molden_cartesian_order(shell.l))
-        values.push_back(cartesian_contraction(shell, c, r2) * std::pow(x, c.x) * std::pow(y, c.y) * std::pow(z, c.z));
+        values.push_back(cartesian_contraction(shell, c, r2) * std::pow(x, c.x) * std::pow(y, c.y) *
+                         std::pow(z, c.z));
     }
   }
   return values;
@@ -156,7 +164,8 @@ std::vector<double> evaluate_orbitals(const Wavefunction& wfn, const GridSpec& g
   return out;
 }
 
-std::vector<double> evaluate_density(const Wavefunction& wfn, const GridSpec& grid, DensityKind kind, int threads) {
+std::vector<double> evaluate_density(const Wavefunction& wfn, const GridSpec& grid, DensityKind kind,
+                                     int threads) {
   const std::size_t n_points = grid.point_count();
   const std::size_t n = static_cast<std::size_t>(wfn.function_count());
   std::vector<double> out(n_points, 0.0);
@@ -176,7 +185,8 @@ std::vector<double> evaluate_density(const Wavefunction& wfn, const GridSpec& gr
         };
         if (!wfn.unrestricted()) {
           // Restricted: occupations count both spins (2 = doubly occupied, 1 = singly: alpha).
-          if (kind == DensityKind::total) add(wfn.alpha, 1.0);
+          if (kind == DensityKind::total)
+            add(wfn.alpha, 1.0);
           else {
             for (std::size_t o = 0; o < wfn.alpha.count(); ++o) {
               const double occ = wfn.alpha.occupations[o];
@@ -184,7 +194,9 @@ std::vector<double> evaluate_density(const Wavefunction& wfn, const GridSpec& gr
               double psi = 0;
               for (std::size_t f = 0; f < n; ++f) psi += wfn.alpha.coefficients[o * n + f] * chi[f];
               const double alpha_occ = std::min(occ, 1.0), beta_occ = std::max(occ - 1.0, 0.0);
-              const double w = kind == DensityKind::alpha ? alpha_occ : kind == DensityKind::beta ? beta_occ : alpha_occ - beta_occ;
+              const double w = kind == DensityKind::alpha  ? alpha_occ
+                               : kind == DensityKind::beta ? beta_occ
+                                                           : alpha_occ - beta_occ;
               rho += w * psi * psi;
             }
           }

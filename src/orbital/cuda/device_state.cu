@@ -1,0 +1,173 @@
+// Device state of the orbital CUDA backend: uploads of a job's basis and coefficients, the JIT
+// program, and the pinned staging buffers of the pipeline.
+#include <algorithm>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "orbital/cuda/device_state.cuh"
+
+namespace molaccel::orbital::cuda_backend {
+
+namespace {
+
+// Pinned host buffers outlive a request: page-locking the two 32 MiB staging buffers of a worker
+// costs milliseconds, which a request that takes tens of milliseconds should not pay each time.
+// Process-wide, at most 16 buffers kept; never destroyed (the driver frees pinned memory at exit,
+// after static destructors could no longer call it safely).
+class PinnedPool {
+ public:
+  static PinnedPool& instance() {
+    static PinnedPool* pool = new PinnedPool;
+    return *pool;
+  }
+  // A buffer of at least n floats (capacity returned in `capacity`).
+  cuda::PinnedBuffer<float> take(std::size_t n, std::size_t& capacity) {
+    {
+      std::lock_guard lock(mutex_);
+      for (std::size_t i = 0; i < free_.size(); ++i)
+        if (free_[i].first >= n) {
+          capacity = free_[i].first;
+          cuda::PinnedBuffer<float> b = std::move(free_[i].second);
+          free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
+          b.resize(n);  // within capacity: no new allocation
+          return b;
+        }
+    }
+    capacity = n;
+    return cuda::PinnedBuffer<float>(n);
+  }
+  void give(cuda::PinnedBuffer<float>&& b, std::size_t capacity) {
+    if (capacity == 0) return;
+    std::lock_guard lock(mutex_);
+    if (free_.size() < 16) free_.emplace_back(capacity, std::move(b));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::pair<std::size_t, cuda::PinnedBuffer<float>>> free_;
+};
+
+}  // namespace
+
+JitRequest jit_request(const detail::JitSource& source, int device) {
+  JitRequest request;
+  request.source = source.source;
+  request.program_name = "molaccel_orbital_jit.cu";
+  request.kernel_names = {source.kernel_name};
+  cudaDeviceProp prop{};
+  MOLACCEL_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
+  request.arch = fmt::format("sm_{}{}", prop.major, prop.minor);
+  return request;
+}
+
+std::string state_key(const GpuJob& job, bool want_jit) {
+  if (job.basis_id == 0 || job.coefficients_id == 0) return {};
+  std::string key = fmt::format(fmt::runtime("{}/{}/{}/{}/{}/{}/"), job.basis_id, job.coefficients_id,
+                                job.orbitals, want_jit, use_matrix_path(job), job.tuning.jit_brick.name());
+  if (job.weights) key.append(reinterpret_cast<const char*>(job.weights), job.orbitals * sizeof(float));
+  return key;
+}
+
+DeviceState::~DeviceState() {
+  for (int b = 0; b < 2; ++b) PinnedPool::instance().give(std::move(staging[b]), staging_capacity[b]);
+}
+
+void DeviceState::ensure_staging(int b, std::size_t n) {
+  if (staging_capacity[b] >= n) {
+    staging[b].resize(n);
+    return;
+  }
+  PinnedPool::instance().give(std::move(staging[b]), staging_capacity[b]);
+  staging_capacity[b] = 0;
+  staging[b] = PinnedPool::instance().take(n, staging_capacity[b]);
+}
+
+void DeviceState::init(const GpuJob& job, int dev, bool want_jit) {
+  device = dev;
+  chunk_planes = 0;
+  jit_kernel = nullptr;
+  components_padded = orbitals_padded = 0;
+  const auto& basis = *job.basis;
+  if (!stream) stream = std::make_unique<cuda::Stream>();
+  atom_xyz.upload(basis.atom_xyz, *stream);
+  atom_first_shell.upload(basis.atom_first_shell, *stream);
+  std::vector<int4> shell_data;
+  std::vector<float> cuts;
+  for (const auto& s : basis.shells) {
+    shell_data.push_back(make_int4(s.l, s.first_primitive, s.primitive_count, s.first_component));
+    cuts.push_back(s.cutoff_r2);
+  }
+  shells.upload(shell_data, *stream);
+  shell_cut.upload(cuts, *stream);
+  std::vector<float4> prims;
+  for (std::size_t p = 0; p < basis.exponent.size(); ++p)
+    prims.push_back(make_float4(static_cast<float>(-basis.exponent[p] * 1.4426950408889634),
+                                basis.coefficient[p], basis.cutoff_r2[p], 0.0f));
+  primitives.upload(prims, *stream);
+  coefficients.upload(
+      std::vector<float>(job.coefficients, job.coefficients + job.orbitals * basis.components), *stream);
+  view = BasisView{atom_xyz.data(),
+                   atom_first_shell.data(),
+                   shells.data(),
+                   shell_cut.data(),
+                   primitives.data(),
+                   static_cast<int>(basis.atom_count()),
+                   static_cast<int>(basis.shells.size()),
+                   static_cast<int>(basis.exponent.size()),
+                   basis.components};
+  if (!copy_stream) copy_stream = std::make_unique<cuda::Stream>();
+  for (int b = 0; b < 2; ++b) {
+    if (!computed[b]) computed[b] = std::make_unique<cuda::Event>(false);
+    if (!copied[b]) copied[b] = std::make_unique<cuda::Event>(false);
+  }
+  if (use_matrix_path(job)) {
+    components_padded = (basis.components + kComponentPad - 1) / kComponentPad * kComponentPad;
+    const std::size_t tile_o = 16u * static_cast<std::size_t>(contraction_width(job.orbitals));
+    orbitals_padded = static_cast<int>((job.orbitals + tile_o - 1) / tile_o * tile_o);
+    std::vector<float> ct(static_cast<std::size_t>(components_padded) * orbitals_padded, 0.0f);
+    for (std::size_t o = 0; o < job.orbitals; ++o)
+      for (int c = 0; c < basis.components; ++c)
+        ct[static_cast<std::size_t>(c) * orbitals_padded + o] = job.coefficients[o * basis.components + c];
+    coefficients_t.upload(ct, *stream);
+    std::vector<float> w(static_cast<std::size_t>(orbitals_padded), 0.0f);
+    if (job.weights) std::copy(job.weights, job.weights + job.orbitals, w.begin());
+    weights.upload(w, *stream);
+    std::vector<int> sa(basis.shells.size());
+    for (std::size_t a = 0; a < basis.atom_count(); ++a)
+      for (int sh = basis.atom_first_shell[a]; sh < basis.atom_first_shell[a + 1]; ++sh)
+        sa[static_cast<std::size_t>(sh)] = static_cast<int>(a);
+    shell_atom.upload(sa, *stream);
+  } else if (want_jit) {
+    const auto source = detail::generate_jit_source(basis, job.tuning.jit_brick);
+    jit_cull = source.cull;
+    {
+      std::vector<double> xyz;
+      std::vector<int> bases;
+      std::vector<float> cuts;
+      for (const int a : source.atom_order) {
+        const std::size_t au = static_cast<std::size_t>(a);
+        for (int d = 0; d < 3; ++d) xyz.push_back(basis.atom_xyz[3 * au + static_cast<std::size_t>(d)]);
+        const int first = basis.atom_first_shell[au], last = basis.atom_first_shell[au + 1];
+        bases.push_back(first < last ? basis.shells[static_cast<std::size_t>(first)].first_component : 0);
+        float cut = 0;
+        for (int sh = first; sh < last; ++sh)
+          cut = std::max(cut, basis.shells[static_cast<std::size_t>(sh)].cutoff_r2);
+        cuts.push_back(cut);
+      }
+      atom_xyz_sorted.upload(xyz, *stream);
+      atom_base.upload(bases, *stream);
+      atom_cut2.upload(cuts, *stream);
+      type_first.upload(source.type_first, *stream);
+    }
+    const JitRequest request = jit_request(source, dev);
+    const JitProgram compiled = default_jit_cache().compile(request);
+    program = std::make_unique<cuda::LoadedProgram>(compiled);
+    jit_kernel = program->kernel(source.kernel_name);
+  }
+  stream->synchronize();
+  key = state_key(job, want_jit);
+  ready = true;
+}
+
+}  // namespace molaccel::orbital::cuda_backend

@@ -1,0 +1,96 @@
+// Per-worker device state of the orbital CUDA backend (basis, coefficients, JIT program, the
+// pipeline's buffers and streams) and the dispatch functions that launch kernels on it.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "orbital/cuda/kernels.cuh"
+#include "orbital/cuda/orbital_cuda.hpp"
+#include "orbital/jit_source.hpp"
+#include "runtime/cuda/cuda_support.hpp"
+
+namespace molaccel::orbital::cuda_backend {
+
+// Densities and (by the tuning: more than 4) many orbitals take the sparse basis-matrix path.
+inline bool use_matrix_path(const GpuJob& job) {
+  return job.weights != nullptr || job.tuning.basis_matrix;
+}
+
+// The JIT request for a basis set and brick on `device` (the source is the cache key).
+JitRequest jit_request(const detail::JitSource& source, int device);
+
+// What a device state holds after init: the request cache's ids of the basis and the
+// coefficients, the path and JIT brick, and the density weights. Empty (never reused) when the
+// job does not come from the cache.
+std::string state_key(const GpuJob& job, bool want_jit);
+
+// ---------------------------------------------------------------------------------------------
+// Per-worker device state: the basis, coefficients and (for JIT) the loaded program, uploaded
+// once per job and worker.
+// ---------------------------------------------------------------------------------------------
+struct DeviceState {
+  bool ready = false;
+  int device = -1;
+  std::string key;  // what init uploaded (state_key), empty = not reusable by another request
+  cuda::DeviceBuffer<double> atom_xyz;
+  cuda::DeviceBuffer<int> atom_first_shell;
+  cuda::DeviceBuffer<int4> shells;
+  cuda::DeviceBuffer<float> shell_cut;
+  cuda::DeviceBuffer<float4> primitives;
+  cuda::DeviceBuffer<float> coefficients;    // orbitals x components (row per orbital)
+  cuda::DeviceBuffer<float> coefficients_t;  // components_padded x orbitals_padded
+  cuda::DeviceBuffer<float> weights;         // orbitals_padded
+  cuda::DeviceBuffer<int> shell_atom;        // atom of each shell (sparse matrix path)
+  cuda::DeviceBuffer<float> result;          // benchmarks (time_kernel)
+  // Tile pipeline (evaluate_planes): two device result buffers and two pinned host buffers, the
+  // kernels on `stream`, the device-to-host copies on `copy_stream`.
+  cuda::DeviceBuffer<float> results[2];
+  cuda::PinnedBuffer<float> staging[2];  // from PinnedPool, returned by the destructor
+  std::size_t staging_capacity[2] = {0, 0};
+  std::unique_ptr<cuda::Event> computed[2], copied[2];
+  std::unique_ptr<cuda::Stream> copy_stream;
+  std::size_t chunk_planes = 0;  // planes per launch (0 = chosen per tile; halves on OOM)
+  std::unique_ptr<cuda::Stream> stream;
+  std::unique_ptr<cuda::LoadedProgram> program;
+  cudaKernel_t jit_kernel = nullptr;
+  detail::CullLayout jit_cull;
+  cuda::DeviceBuffer<int> atom_base;  // JIT: sorted by type
+  cuda::DeviceBuffer<float> atom_cut2;
+  cuda::DeviceBuffer<int> type_first;
+  cuda::DeviceBuffer<double> atom_xyz_sorted;
+  BasisView view{};
+  int components_padded = 0, orbitals_padded = 0;
+
+  DeviceState() = default;
+  DeviceState(const DeviceState&) = delete;
+  DeviceState& operator=(const DeviceState&) = delete;
+  ~DeviceState();  // returns the staging buffers to the process-wide pinned pool
+  // Pinned staging buffer b of at least n floats (from the pinned pool).
+  void ensure_staging(int b, std::size_t n);
+
+  // Uploads one job's basis and coefficients. A state taken from its DevicePool keeps its
+  // streams, events and buffers from earlier jobs (buffers grow, never shrink), so a job pays no
+  // allocation, which the driver serialises across GPUs.
+  void init(const GpuJob& job, int dev, bool want_jit);
+};
+
+// Device states outlive a job, per device (DevicePool): allocating and freeing the basis matrix,
+// the result buffers and the streams cost milliseconds per GPU and request, serialised across GPUs
+// by the driver. At most 2 kept per device (two jobs at once on one device are rare: tests with two
+// workers per GPU).
+using DeviceStateLease = cuda::DeviceLease<DeviceState, 2>;
+
+// Device states outlive a job, per device (DevicePool): allocating and freeing the result buffers
+// and the streams cost milliseconds per GPU and request, serialised across GPUs by the driver. At
+// most 2 kept per device (two jobs at once on one device are rare: tests with two workers per GPU).
+using DeviceStateLease = cuda::DeviceLease<DeviceState, 2>;
+
+// Dispatch (dispatch.cu). Computes planes [p, p + planes) of the grid into dst (outputs x points
+// of those planes): the sparse basis-matrix kernel, or one single-orbital launch per orbital.
+void launch_planes(DeviceState& st, const GpuJob& job, std::size_t p, std::size_t planes, float* dst);
+// The kernel name reported in EvaluationInfo::backend.
+std::string kernel_name(const DeviceState& st, const GpuJob& job);
+
+}  // namespace molaccel::orbital::cuda_backend
