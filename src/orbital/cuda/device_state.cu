@@ -1,54 +1,12 @@
 // Device state of the orbital CUDA backend: uploads of a job's basis and coefficients, the JIT
-// program, and the pinned staging buffers of the pipeline.
+// program, and the page-locked staging buffers of the pipeline.
 #include <algorithm>
-#include <mutex>
 #include <utility>
 #include <vector>
 
 #include "orbital/cuda/device_state.cuh"
 
 namespace molaccel::orbital::cuda_backend {
-
-namespace {
-
-// Pinned host buffers outlive a request: page-locking the two 32 MiB staging buffers of a worker
-// costs milliseconds, which a request that takes tens of milliseconds should not pay each time.
-// Process-wide, at most 16 buffers kept; never destroyed (the driver frees pinned memory at exit,
-// after static destructors could no longer call it safely).
-class PinnedPool {
- public:
-  static PinnedPool& instance() {
-    static PinnedPool* pool = new PinnedPool;
-    return *pool;
-  }
-  // A buffer of at least n floats (capacity returned in `capacity`).
-  cuda::PinnedBuffer<float> take(std::size_t n, std::size_t& capacity) {
-    {
-      std::lock_guard lock(mutex_);
-      for (std::size_t i = 0; i < free_.size(); ++i)
-        if (free_[i].first >= n) {
-          capacity = free_[i].first;
-          cuda::PinnedBuffer<float> b = std::move(free_[i].second);
-          free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
-          b.resize(n);  // within capacity: no new allocation
-          return b;
-        }
-    }
-    capacity = n;
-    return cuda::PinnedBuffer<float>(n);
-  }
-  void give(cuda::PinnedBuffer<float>&& b, std::size_t capacity) {
-    if (capacity == 0) return;
-    std::lock_guard lock(mutex_);
-    if (free_.size() < 16) free_.emplace_back(capacity, std::move(b));
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<std::pair<std::size_t, cuda::PinnedBuffer<float>>> free_;
-};
-
-}  // namespace
 
 JitRequest jit_request(const detail::JitSource& source, int device) {
   JitRequest request;
@@ -69,18 +27,8 @@ std::string state_key(const GpuJob& job, bool want_jit) {
   return key;
 }
 
-DeviceState::~DeviceState() {
-  for (int b = 0; b < 2; ++b) PinnedPool::instance().give(std::move(staging[b]), staging_capacity[b]);
-}
-
 void DeviceState::ensure_staging(int b, std::size_t n) {
-  if (staging_capacity[b] >= n) {
-    staging[b].resize(n);
-    return;
-  }
-  PinnedPool::instance().give(std::move(staging[b]), staging_capacity[b]);
-  staging_capacity[b] = 0;
-  staging[b] = PinnedPool::instance().take(n, staging_capacity[b]);
+  staging[b].resize(n, pinned);
 }
 
 void DeviceState::init(const GpuJob& job, int dev, bool want_jit) {

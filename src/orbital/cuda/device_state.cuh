@@ -47,8 +47,8 @@ struct DeviceState {
   // Tile pipeline (evaluate_planes): two device result buffers and two pinned host buffers, the
   // kernels on `stream`, the device-to-host copies on `copy_stream`.
   cuda::DeviceBuffer<float> results[2];
-  cuda::PinnedBuffer<float> staging[2];  // from PinnedPool, returned by the destructor
-  std::size_t staging_capacity[2] = {0, 0};
+  PinnedPool* pinned = nullptr;  // the Resources' pool the staging buffers come from
+  cuda::PinnedBuffer<float> staging[2];
   std::unique_ptr<cuda::Event> computed[2], copied[2];
   std::unique_ptr<cuda::Stream> copy_stream;
   std::size_t chunk_planes = 0;  // planes per launch (0 = chosen per tile; halves on OOM)
@@ -66,26 +66,15 @@ struct DeviceState {
   DeviceState() = default;
   DeviceState(const DeviceState&) = delete;
   DeviceState& operator=(const DeviceState&) = delete;
-  ~DeviceState();  // returns the staging buffers to the process-wide pinned pool
-  // Pinned staging buffer b of at least n floats (from the pinned pool).
+  // Page-locked staging buffer b of at least n floats (from the Resources' pool).
   void ensure_staging(int b, std::size_t n);
 
-  // Uploads one job's basis and coefficients. A state taken from its DevicePool keeps its
-  // streams, events and buffers from earlier jobs (buffers grow, never shrink), so a job pays no
-  // allocation, which the driver serialises across GPUs.
+  // Uploads one job's basis and coefficients. The state is kept per worker from job to job
+  // (WorkerContext::kept) with its streams, events and buffers (buffers grow, never shrink), so a
+  // job pays no allocation: allocating and freeing the basis matrix, the result buffers and the
+  // streams costs milliseconds per GPU and request, serialised across GPUs by the driver.
   void init(const GpuJob& job, int dev, bool want_jit);
 };
-
-// Device states outlive a job, per device (DevicePool): allocating and freeing the basis matrix,
-// the result buffers and the streams cost milliseconds per GPU and request, serialised across GPUs
-// by the driver. At most 2 kept per device (two jobs at once on one device are rare: tests with two
-// workers per GPU).
-using DeviceStateLease = cuda::DeviceLease<DeviceState, 2>;
-
-// Device states outlive a job, per device (DevicePool): allocating and freeing the result buffers
-// and the streams cost milliseconds per GPU and request, serialised across GPUs by the driver. At
-// most 2 kept per device (two jobs at once on one device are rare: tests with two workers per GPU).
-using DeviceStateLease = cuda::DeviceLease<DeviceState, 2>;
 
 // Dispatch (dispatch.cu). Computes planes [p, p + planes) of the grid into dst (outputs x points
 // of those planes): the sparse basis-matrix kernel, or one single-orbital launch per orbital.

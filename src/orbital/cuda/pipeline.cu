@@ -103,11 +103,17 @@ bool trace_on() {
   return trace_enabled("orbital");
 }
 
-// The worker's device state for this job: taken from the per-device pool on the job's first tile
-// and initialised, unless it already holds this request's basis, coefficients and path.
+// The worker's device state (kept from job to job), initialised on the job's first tile unless it
+// already holds this request's basis, coefficients and path.
 DeviceState& job_state(WorkerContext& ctx, const GpuJob& job) {
-  bool fresh = false;  // first tile of this job on this worker
-  DeviceState& st = ctx.local<DeviceStateLease>().get(ctx.worker().device, &fresh);
+  struct JobStarted {
+    bool started = false;
+  };
+  bool& started = ctx.local<JobStarted>().started;
+  const bool fresh = !started;  // first tile of this job on this worker
+  started = true;
+  DeviceState& st = ctx.kept<DeviceState>();
+  st.pinned = &ctx.pinned_pool();
   if (fresh) st.chunk_planes = 0;
   if (!st.ready || (fresh && (st.key.empty() || st.key != state_key(job, job.jit))))
     st.init(job, ctx.worker().device, job.jit);

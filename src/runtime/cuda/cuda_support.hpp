@@ -5,9 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -244,63 +242,6 @@ inline bool is_page_locked(const void* p) {
   }
   return attributes.type == cudaMemoryTypeHost;
 }
-
-// Per-device objects that outlive a job (pipeline buffers, streams, a device's copy of a basis):
-// allocating and freeing device and page-locked memory costs milliseconds per GPU and job, and the
-// driver serialises it across GPUs. The pool is process-wide and never destroyed (the driver frees
-// the memory at exit) and keeps at most `Keep` objects per device; a job holds one through a
-// DeviceLease in ctx.local, which hands it back when the job ends (every tile has synchronised
-// its streams by then). Objects come back as they were left: the user resets what a job sets.
-template <class T, std::size_t Keep = 4>
-class DevicePool {
- public:
-  static DevicePool& instance() {
-    static auto* pool = new DevicePool;
-    return *pool;
-  }
-  std::unique_ptr<T> take(int device) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto& free = free_[device];
-    if (free.empty()) return std::make_unique<T>();
-    auto object = std::move(free.back());
-    free.pop_back();
-    return object;
-  }
-  void give(int device, std::unique_ptr<T> object) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (free_[device].size() < Keep) free_[device].push_back(std::move(object));
-  }
-
- private:
-  std::mutex mutex_;
-  std::map<int, std::vector<std::unique_ptr<T>>> free_;
-};
-
-template <class T, std::size_t Keep = 4>
-class DeviceLease {
- public:
-  DeviceLease() = default;
-  DeviceLease(const DeviceLease&) = delete;
-  DeviceLease& operator=(const DeviceLease&) = delete;
-  ~DeviceLease() {
-    if (object_) DevicePool<T, Keep>::instance().give(device_, std::move(object_));
-  }
-  // The leased object, taken from the pool of `device` on first use; `fresh` (optional) tells
-  // whether this call took it, i.e. whether this job has not used it yet.
-  T& get(int device, bool* fresh = nullptr) {
-    const bool first = !object_;
-    if (first) {
-      device_ = device;
-      object_ = DevicePool<T, Keep>::instance().take(device);
-    }
-    if (fresh) *fresh = first;
-    return *object_;
-  }
-
- private:
-  int device_ = -1;
-  std::unique_ptr<T> object_;
-};
 
 // Launches a JIT kernel whose parameter list is only known at run time (generated code):
 // `args` holds one pointer per parameter, in order.
