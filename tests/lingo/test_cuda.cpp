@@ -198,54 +198,9 @@ TEST(LingoCuda, NpyOutputTypes) {
   check_npy_types(gpu_subject());
 }
 
-// The experimental interleaved kernel (opt-in through MOLACCEL_LINGO_GPU_KERNEL) is held to the
-// same bit-identity as the default one.
-class LingoCudaInterleaved : public ::testing::Test {
- protected:
-  void SetUp() override { setenv("MOLACCEL_LINGO_GPU_KERNEL", "interleaved", 1); }
-  void TearDown() override { unsetenv("MOLACCEL_LINGO_GPU_KERNEL"); }
-};
-
-TEST_F(LingoCudaInterleaved, RandomAndRealMatrices) {
-  MOLACCEL_REQUIRE_GPU();
-  check_random_matrices(gpu_subject());
-  check_random_matrices(gpu_subject(), 13, 64);
-  for (auto metric : {Metric::tanimoto, Metric::set}) {
-    check_real_self_matrix(gpu_subject(), "nci_first5k.smi", 1500, 4, metric);
-    check_real_self_matrix(gpu_subject(), "demo4096.smi", 1029, 8, metric, 256);
-  }
-}
-
-TEST_F(LingoCudaInterleaved, LargeQueriesWideCountersSearchNeighbors) {
-  MOLACCEL_REQUIRE_GPU();
-  std::vector<std::string> smiles = real_smiles("demo4096.smi", 300);
-  std::string long_one;
-  for (int i = 0; i < 700; ++i) long_one += "CCCC";
-  smiles.push_back(long_one);  // >= 256 and >= 2048 features: the generic extraction, wide planes
-  smiles.push_back("C");
-  const auto set = make_molecules(smiles, {});
-  for (auto metric : {Metric::tanimoto, Metric::set})
-    expect_bit_identical(
-        reference_matrix(set, nullptr, metric),
-        similarity_matrix(gpu_subject().resources, set, nullptr, with(Backend::cuda, metric)), set.size(),
-        std::string(to_string(metric)));
-  check_search(gpu_subject(), 10, Metric::tanimoto);
-  check_neighbors(gpu_subject(), make_molecules(real_smiles("demo4096.smi", 700), {}), 0.5f,
-                  Metric::tanimoto);
-}
-
-}  // namespace
-}  // namespace molaccel::lingo
-
-namespace molaccel::lingo {
-namespace {
-
-using namespace molaccel::lingo::testing;
-
-// The default kernel is sorted-hp (every LingoCuda test runs it); these cases aim at its two count
-// extractions (and, for g64, both halves of a 64-query group and a partial last warp). The other
-// kernels (MOLACCEL_LINGO_GPU_KERNEL=g64, csr) are held to the same checks below.
-TEST(LingoCuda, DefaultKernelExtractionPaths) {
+// The hashed kernel's two count extractions (bytes by transpose below 256 features, one at a time
+// from 256) and its wide counters (>= 2,048 features).
+TEST(LingoCuda, HashedKernelExtractionPaths) {
   MOLACCEL_REQUIRE_GPU();
   std::vector<std::string> smiles = real_smiles("demo4096.smi", 300);
   std::string long_one, mid_one;
@@ -265,7 +220,7 @@ TEST(LingoCuda, DefaultKernelExtractionPaths) {
 }
 
 // A large, diverse vocabulary: random letter strings share few Lingos, so a group's features are
-// nearly all distinct; long ones (100-160 letters) close g64 groups early (3,072 features).
+// nearly all distinct; long ones (100-160 letters) close groups early (2,048 features).
 void check_diverse_vocabulary() {
   std::mt19937_64 rng(5);
   const char atoms[] = "CNOSPFIBcnos";
@@ -293,93 +248,6 @@ TEST(LingoCuda, DiverseVocabularyGroupsCloseEarly) {
   check_diverse_vocabulary();
 }
 
-class LingoCudaCsr : public ::testing::Test {
- protected:
-  void SetUp() override { setenv("MOLACCEL_LINGO_GPU_KERNEL", "csr", 1); }
-  void TearDown() override { unsetenv("MOLACCEL_LINGO_GPU_KERNEL"); }
-};
-
-// The g64 kernel (opt-in), to the same checks as the CSR kernel.
-class LingoCudaG64 : public LingoCudaCsr {
- protected:
-  void SetUp() override { setenv("MOLACCEL_LINGO_GPU_KERNEL", "g64", 1); }
-};
-
-Subject gpu_subject_ilp() {
-  Resources::Options o;
-  o.device = DeviceSpec::parse("gpu");
-  return {Resources::create(o), Backend::cuda};
-}
-
-void check_selected_kernel() {
-  check_random_matrices(gpu_subject_ilp());
-  check_random_matrices(gpu_subject_ilp(), 13, 64);
-  for (auto metric : {Metric::tanimoto, Metric::set}) {
-    check_real_self_matrix(gpu_subject_ilp(), "nci_first5k.smi", 1500, 4, metric);
-    check_real_self_matrix(gpu_subject_ilp(), "demo4096.smi", 1029, 8, metric, 256);
-  }
-  std::vector<std::string> smiles = real_smiles("demo4096.smi", 300);
-  std::string long_one, mid_one;
-  for (int i = 0; i < 700; ++i) long_one += "CCCC";   // >= 2048 features: wide planes
-  for (int i = 0; i < 90; ++i) mid_one += "C(=O)N";   // >= 256 features: the generic extraction
-  smiles.push_back(long_one);
-  smiles.push_back(mid_one);
-  smiles.push_back("C");
-  const auto set = make_molecules(smiles, {});
-  for (auto metric : {Metric::tanimoto, Metric::set})
-    expect_bit_identical(
-        reference_matrix(set, nullptr, metric),
-        similarity_matrix(gpu_subject_ilp().resources, set, nullptr, with(Backend::cuda, metric)), set.size(),
-        std::string(to_string(metric)));
-  check_search(gpu_subject_ilp(), 10, Metric::tanimoto);
-  check_neighbors(gpu_subject_ilp(), make_molecules(real_smiles("demo4096.smi", 700), {}), 0.5f,
-                  Metric::tanimoto);
-}
-
-TEST_F(LingoCudaCsr, RandomRealLargeAndSearch) {
-  MOLACCEL_REQUIRE_GPU();
-  check_selected_kernel();
-}
-
-TEST_F(LingoCudaG64, RandomRealLargeAndSearch) {
-  MOLACCEL_REQUIRE_GPU();
-  check_selected_kernel();
-  check_diverse_vocabulary();
-  check_real_self_matrix(gpu_subject_ilp(), "demo4096.smi", 1029, 4, Metric::tanimoto);  // groups of 64
-}
-
-// The csr-t family kernels (transposed count extraction; csr-td, csr-tdc (the default before
-// sorted-hp) and csr-tdp with the division-free ratio, csr-tdp with a packed table), csr-ilp and the
-// sorted kernels (length-sorted windows, counts exchanged through shared memory; sorted-b/-h and
-// their packed-table forms pair a long chunk with a short one per warp), to the same checks as the
-// CSR kernel, plus the diverse vocabulary.
-class LingoCudaNewKernels : public ::testing::TestWithParam<const char*> {
- protected:
-  void SetUp() override { setenv("MOLACCEL_LINGO_GPU_KERNEL", GetParam(), 1); }
-  void TearDown() override { unsetenv("MOLACCEL_LINGO_GPU_KERNEL"); }
-};
-
-TEST_P(LingoCudaNewKernels, RandomRealLargeAndSearch) {
-  MOLACCEL_REQUIRE_GPU();
-  check_selected_kernel();
-  check_diverse_vocabulary();
-}
-
-INSTANTIATE_TEST_SUITE_P(Variants, LingoCudaNewKernels, ::testing::Values("csr-ilp", "csr-t", "csr-td", "csr-tdc", "csr-tdp", "sorted", "sorted-n",
-                                                                   "sorted-b", "sorted-bp", "sorted-h", "sorted-hp",
-                                                                   "sorted-hp8", "sorted-hpl", "sorted-hp8l", "sorted-hp16l", "sorted-hp8lp",
-                                                                   "sorted-hp16lp", "sorted-hp6",
-                                                                   "sorted-hpb"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (auto& c : name)
-                             if (c == '-') c = '_';
-                           return name;
-                         });
-
-// sorted-hp6 / sorted-hpb plan groups by simulating their bounded table: groups closed after a few
-// queries of ~400 distinct features, queries alone too large for it (1,536 to 2,048 features: the
-// 16,384-slot table), next to real molecules; matrix, search and neighbours.
 #ifdef MOLACCEL_HAVE_CUDA
 // The benchmark's loop with results in device memory (GpuJob::time_kernels, the default kernel or
 // MOLACCEL_LINGO_GPU_KERNEL's): the whole rect in one pass (its default when it fits), and in
@@ -404,34 +272,6 @@ TEST(LingoCuda, TimedKernelLoopKeepsBits) {
   }
 }
 #endif
-
-TEST(LingoCuda, BoundedTableGroupsAndLargeQueries) {
-  MOLACCEL_REQUIRE_GPU();
-  std::mt19937_64 rng(17);
-  const char atoms[] = "CNOSPFIBcnos";
-  std::vector<std::string> smiles = real_smiles("demo4096.smi", 150);
-  for (int i = 0; i < 90; ++i) {
-    const std::size_t len = i % 9 == 0 ? 1550 + rng() % 480 : i % 2 == 0 ? 380 + rng() % 60 : 5 + rng() % 60;
-    std::string s;
-    for (std::size_t k = 0; k < len; ++k) s += atoms[rng() % 12];
-    smiles.insert(smiles.begin() + static_cast<std::ptrdiff_t>(rng() % smiles.size()), s);
-  }
-  const auto set = make_molecules(smiles, {});
-  const auto others = make_molecules(real_smiles("demo4096.smi", 257), {});
-  for (const char* variant : {"sorted-hp6", "sorted-hpb"}) {
-    setenv("MOLACCEL_LINGO_GPU_KERNEL", variant, 1);
-    for (auto metric : {Metric::tanimoto, Metric::set}) {
-      expect_bit_identical(reference_matrix(set, nullptr, metric),
-                           similarity_matrix(gpu_subject().resources, set, nullptr, with(Backend::cuda, metric)),
-                           set.size(), fmt::format("{} self {}", variant, to_string(metric)));
-      expect_bit_identical(reference_matrix(set, &others, metric),
-                           similarity_matrix(gpu_subject().resources, set, &others, with(Backend::cuda, metric)),
-                           others.size(), fmt::format("{} x real {}", variant, to_string(metric)));
-    }
-    check_neighbors(gpu_subject(), set, 0.3f, Metric::tanimoto);
-    unsetenv("MOLACCEL_LINGO_GPU_KERNEL");
-  }
-}
 
 // The pipelined copy into page-locked memory with the pass schedule growing (the default) and with
 // equal passes, and with the per-pass timeline on: same bits.

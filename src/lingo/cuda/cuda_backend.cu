@@ -1,7 +1,7 @@
 // CUDA backend, in CUB-style layers:
-//   GpuJob (public to the front file) -> pass planning (rows per pass, query groups, kernel choice
-//   by device and group size) -> kernels (one block = one query group x a slice of the database)
-//   -> block/warp pieces (shared-memory hash table, bit-sliced counters, radix select).
+//   GpuJob (public to the front file) -> pass planning (rows per pass, query groups) -> kernels
+//   (one block = one query group x a slice of the database) -> block/warp pieces (shared-memory
+//   hash table, bit-sliced counters, radix select).
 //
 // Tanimoto and set metrics use feature expansion: a Lingo of count c becomes c distinct features,
 // so the multiset intersection is the number of shared features. A block holds the features of up
@@ -10,25 +10,6 @@
 // mask into bit-sliced counters (plane b holds bit b of all 32 counts). The table size depends on
 // the queries only, never on the vocabulary, so a large or diverse vocabulary has no cliff.
 // Vidal (per-Lingo fractions) and queries too large for a table use a per-pair merge kernel.
-//
-// Variants of the hashed kernel (MOLACCEL_LINGO_GPU_KERNEL; H100, 32,768^2 real / diverse set,
-// see docs/lingo.md): the default sorted-hp8l reads the database in windows of 256 molecules sorted
-// by length (coalesced, interleaved per warp), each warp walking a long chunk of one window and a
-// short chunk of the next so that the warps reach the barrier of the shared-memory count exchange
-// together, with a packed (key, mask) table, eight masks at a time through carry-save adders
-// (one ripple per eight), 8x8 bit-transposed counts and the division-free ratio, stored without
-// per-pair checks for full groups of small queries (283 / 282 G LINGOs/s, fifth round, one
-// launch); sorted-hp (four masks at a time, checked stores: the default of rounds 2-4, 211 / 229
-// in the same run), sorted-hp8 / sorted-hpl (one of the two steps each: 260 / 246, 235 / 268),
-// sorted-hp16l (sixteen masks at a time), sorted-hp8lp / sorted-hp16lp (loads from a pointer advanced
-// per batch: 290 / 299 G/s, not the default yet, see docs/lingo.md); sorted-h (split table),
-// sorted-b / sorted-bp (the pairing inside joint windows of 512: 16 KiB of exchange, 4 blocks per
-// SM); csr-tdc, the first round's
-// default (CSR order, no barrier); csr-ilp, csr-t / csr-td (steps in between), csr-tdp (packed
-// table), sorted / sorted-n (sorted windows, one per barrier, warp 0 always the longest), g64 (64
-// queries per block), csr and interleaved (older); sorted-hp6 / sorted-hpb (sorted-hp with the
-// bounded probe table of bounded_table.hpp, 6 / 5 blocks per SM, planned by a host-side
-// simulation). All are held to the same bit-identity tests.
 #include <cub/block/block_scan.cuh>
 
 #include <algorithm>
@@ -41,7 +22,6 @@
 #include <string_view>
 
 #include "lingo/bitslice.hpp"
-#include "lingo/bounded_table.hpp"
 #include "lingo/cuda/cuda_backend.hpp"
 #include "lingo/interleaved_layout.hpp"
 #include "lingo/similarity_math.hpp"
@@ -55,6 +35,7 @@ constexpr int kBlock = 256;
 constexpr std::uint32_t kQueriesPerGroup = 32;
 constexpr std::uint32_t kSmallTableSlots = 4096;   // 32 KiB table: groups of <= 2048 features
 constexpr std::uint32_t kLargeTableSlots = 16384;  // 128 KiB table: one query of <= 8192 features
+constexpr std::uint32_t kPairWindow = 2 * kBlock;  // database columns per block step (a window pair)
 
 struct DeviceHit {
   std::uint32_t query, target;
@@ -64,7 +45,7 @@ static_assert(sizeof(DeviceHit) == sizeof(Hit), "device and host hits share a la
 
 struct QueryGroup {
   std::uint32_t first_row;  // row within the query slice on the device
-  std::uint32_t count;      // <= 32 (64 for g64)
+  std::uint32_t count;      // <= 32
 };
 
 // One pass of rows [r0, r1): its groups (small-table ones, then large-table ones) and merge-kernel
@@ -102,47 +83,7 @@ __device__ __forceinline__ std::uint32_t table_lookup(const uint2* table, int lo
   }
 }
 
-// The bounded probe table (bounded_table.hpp): probes from the home slot upwards, never wrapping;
-// the host planned the group so that the last slot stays free and every probe ends inside.
-__device__ void bounded_insert(uint2* table, std::uint32_t feature, std::uint32_t bit) {
-  for (std::uint32_t s = detail::bounded_home(feature);; ++s) {
-    const std::uint32_t prev = atomicCAS(&table[s].x, kEmptySlot, feature);
-    if (prev == kEmptySlot || prev == feature) {
-      atomicOr(&table[s].y, bit);
-      return;
-    }
-  }
-}
-
-__device__ __forceinline__ std::uint32_t bounded_lookup(const uint2* table, std::uint32_t feature) {
-  for (std::uint32_t s = detail::bounded_home(feature);; ++s) {
-    const uint2 e = table[s];
-    if (e.x == feature) return e.y;
-    if (e.x == kEmptySlot) return 0;
-  }
-}
-
 // ---- kernels -------------------------------------------------------------------------------------
-// Baseline variant (MOLACCEL_LINGO_GPU_KERNEL=csr): the database read in CSR order, one thread per
-// molecule; the table as two arrays (keys, masks). 55-60 G LINGOs/s at 32,768^2 on an H100.
-// Insertion into a table held as two arrays (keys, masks: 32-bit masks for groups of 32 queries,
-// 64-bit for g64): open addressing, linear probing.
-template <class Mask>
-__device__ void split_table_insert(std::uint32_t* keys, Mask* masks, int log2_slots, std::uint32_t feature,
-                                   Mask bit) {
-  const std::uint32_t wrap = (1u << log2_slots) - 1;
-  for (std::uint32_t s = slot_of(feature, log2_slots);; s = (s + 1) & wrap) {
-    const std::uint32_t prev = atomicCAS(&keys[s], kEmptySlot, feature);
-    if (prev == kEmptySlot || prev == feature) {
-      atomicOr(&masks[s], bit);
-      return;
-    }
-  }
-}
-
-// Every kernel's prologue: the block's query group into its shared-memory hash table. `clear(s)`
-// empties slot s, the group's query sizes go to `sizes`, and `insert(feature, q)` records that
-// query q of the group (0-based) holds `feature`. Called by the whole block; ends synchronised.
 template <class Clear, class Insert>
 __device__ __forceinline__ void fill_group_table(const QueryGroup& group, const std::uint64_t* q_offsets,
                                                  const std::uint32_t* q_features, const std::uint32_t* q_sizes,
@@ -161,133 +102,10 @@ __device__ __forceinline__ void fill_group_table(const QueryGroup& group, const 
   __syncthreads();
 }
 
-// fill_group_table for a two-array table: keys, and masks with one bit per query of the group.
-template <class Mask>
-__device__ __forceinline__ void fill_split_table(const QueryGroup& group, const std::uint64_t* q_offsets,
-                                                 const std::uint32_t* q_features, const std::uint32_t* q_sizes,
-                                                 std::uint32_t* keys, Mask* masks, int log2_slots,
-                                                 std::uint32_t* sizes) {
-  fill_group_table(
-      group, q_offsets, q_features, q_sizes, 1u << log2_slots, sizes,
-      [&](std::uint32_t s) {
-        keys[s] = kEmptySlot;
-        masks[s] = 0;
-      },
-      [&](std::uint32_t feature, std::uint32_t q) {
-        split_table_insert(keys, masks, log2_slots, feature, static_cast<Mask>(Mask{1} << q));
-      });
-}
-
-// The mask of `feature` in a two-array table, 0 when absent. The padding feature (kEmptySlot) stops
-// at the first free slot, whose mask is 0.
-template <class Mask>
-__device__ __forceinline__ Mask split_table_lookup(const std::uint32_t* keys, const Mask* masks, int log2_slots,
-                                                   std::uint32_t feature) {
-  const std::uint32_t wrap = (1u << log2_slots) - 1;
-  for (std::uint32_t s = slot_of(feature, log2_slots);; s = (s + 1) & wrap) {
-    const std::uint32_t k = keys[s];
-    if (k == feature) return masks[s];
-    if (k == kEmptySlot) return 0;
-  }
-}
-
-template <int Planes>
-__global__ void __launch_bounds__(kBlock)
-    hashed_similarity_csr_kernel(const QueryGroup* groups, const std::uint64_t* q_offsets,
-                                 const std::uint32_t* q_features, const std::uint32_t* q_sizes,
-                                 const std::uint64_t* db_offsets, const std::uint32_t* db_features,
-                                 const std::uint32_t* db_sizes, std::uint32_t n_cols, int log2_slots,
-                                 float* out, std::size_t ld) {
-  extern __shared__ std::uint32_t csr_table[];
-  const std::uint32_t slots = 1u << log2_slots;
-  std::uint32_t* keys = csr_table;
-  std::uint32_t* masks = csr_table + slots;
-  __shared__ std::uint32_t sizes[kQueriesPerGroup];
-  const QueryGroup group = groups[blockIdx.x];
-  fill_split_table(group, q_offsets, q_features, q_sizes, keys, masks, log2_slots, sizes);
-
-  for (std::uint32_t col = blockIdx.y * blockDim.x + threadIdx.x; col < n_cols;
-       col += gridDim.y * blockDim.x) {
-    std::uint32_t planes[Planes];
-#pragma unroll
-    for (int b = 0; b < Planes; ++b) planes[b] = 0;
-    const std::uint64_t end = db_offsets[col + 1];
-    for (std::uint64_t f = db_offsets[col]; f < end; ++f) {
-      std::uint32_t carry = split_table_lookup(keys, masks, log2_slots, __ldg(&db_features[f]));
-      // Bit-sliced add of one to every query whose bit is set.
-#pragma unroll
-      for (int b = 0; b < Planes; ++b) {
-        if (!carry) break;
-        const std::uint32_t next = planes[b] & carry;
-        planes[b] ^= carry;
-        carry = next;
-      }
-    }
-    const std::uint32_t db_size = db_sizes[col];
-    for (std::uint32_t q = 0; q < group.count; ++q) {
-      std::uint32_t shared = 0;
-#pragma unroll
-      for (int b = 0; b < Planes; ++b) shared |= ((planes[b] >> q) & 1u) << b;
-      out[(group.first_row + q) * ld + col] = detail::ratio_similarity(shared, sizes[q], db_size);
-    }
-  }
-}
-
-// Variant csr-ilp (the default before csr-tdc): the CSR kernel with four independent
-// feature loads in flight per thread (memory-level parallelism for the uncoalesced CSR reads) and
-// four counts at a time out of the bit planes when the molecule has < 256 features.
-template <int Planes>
-__global__ void __launch_bounds__(kBlock)
-    hashed_similarity_csr_ilp_kernel(const QueryGroup* groups, const std::uint64_t* q_offsets,
-                                     const std::uint32_t* q_features, const std::uint32_t* q_sizes,
-                                     const std::uint64_t* db_offsets, const std::uint32_t* db_features,
-                                     const std::uint32_t* db_sizes, std::uint32_t n_cols, int log2_slots,
-                                     float* out, std::size_t ld) {
-  extern __shared__ std::uint32_t csr_table[];
-  const std::uint32_t slots = 1u << log2_slots;
-  std::uint32_t* keys = csr_table;
-  std::uint32_t* masks = csr_table + slots;
-  __shared__ std::uint32_t sizes[kQueriesPerGroup];
-  const QueryGroup group = groups[blockIdx.x];
-  fill_split_table(group, q_offsets, q_features, q_sizes, keys, masks, log2_slots, sizes);
-
-  for (std::uint32_t col = blockIdx.y * blockDim.x + threadIdx.x; col < n_cols;
-       col += gridDim.y * blockDim.x) {
-    std::uint32_t planes[Planes];
-#pragma unroll
-    for (int b = 0; b < Planes; ++b) planes[b] = 0;
-    const std::uint64_t begin = db_offsets[col], end = db_offsets[col + 1];
-    std::uint64_t f = begin;
-    for (; f + 4 <= end; f += 4) {
-      std::uint32_t v[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) v[u] = __ldg(&db_features[f + u]);
-#pragma unroll
-      for (int u = 0; u < 4; ++u) detail::bitslice_add(planes, split_table_lookup(keys, masks, log2_slots, v[u]));
-    }
-    for (; f < end; ++f)
-      detail::bitslice_add(planes, split_table_lookup(keys, masks, log2_slots, __ldg(&db_features[f])));
-    const std::uint32_t db_size = db_sizes[col];
-    if (end - begin < 256) {
-      for (std::uint32_t q4 = 0; q4 < group.count; q4 += 4) {
-        const std::uint32_t packed = detail::bitslice_bytes4(planes, q4);
-#pragma unroll
-        for (std::uint32_t i = 0; i < 4; ++i)
-          if (q4 + i < group.count)
-            out[(group.first_row + q4 + i) * ld + col] =
-                detail::ratio_similarity((packed >> (8 * i)) & 0xffu, sizes[q4 + i], db_size);
-      }
-    } else {
-      for (std::uint32_t q = 0; q < group.count; ++q)
-        out[(group.first_row + q) * ld + col] =
-            detail::ratio_similarity(detail::bitslice_count(planes, q), sizes[q], db_size);
-    }
-  }
-}
-
-// The database slice in the interleaved layout (the interleaved, g64 and sorted variants): windows of kBlock molecules (slice order);
-// inside a window, molecules sorted by feature count (longest first) so a warp's 32 lanes loop
-// about as long; each warp's features interleaved ([k][32]) so a load is one coalesced line.
+// The database slice as the hashed kernel reads it (interleaved_layout.hpp): windows of kBlock
+// molecules, sorted by feature count inside each window (longest first) so a warp's 32 lanes loop
+// about as long; each warp's features interleaved ([k][32], rows padded to 4) so a load is one
+// coalesced line.
 struct InterleavedSlice {
   const std::uint64_t* warp_base;  // per 32 sorted positions: first interleaved element
   const std::uint32_t* length;     // per sorted position: features
@@ -296,7 +114,7 @@ struct InterleavedSlice {
   const std::uint32_t* features;   // interleaved
 };
 
-// ---- the output stage of the csr-t / csr-td / sorted variants ----------------------------------
+// ---- the output stage ----------------------------------------------------------------------------
 // The block's reciprocal table for the division-free exact ratio: recip[u] = 1.0f / u (IEEE),
 // recip[0] = 0 (an empty union: shared = 0, and the formula then gives +0, as ratio_similarity).
 __device__ __forceinline__ void fill_reciprocals(float* recip) {
@@ -304,25 +122,18 @@ __device__ __forceinline__ void fill_reciprocals(float* recip) {
     recip[u] = u ? 1.0f / static_cast<float>(u) : 0.0f;
 }
 
-// shared / (a + b - shared), bit-identical to detail::ratio_similarity: with FastDiv, unions below
-// kReciprocals take the table and one exact correction step (no division; checked exhaustively
-// on the CPU by test_lingo_pieces), larger ones the IEEE division.
-template <bool FastDiv>
+// shared / (a + b - shared), bit-identical to detail::ratio_similarity: unions below kReciprocals
+// take the table and one exact correction step (no division; checked exhaustively on the CPU by
+// test_lingo_pieces), larger ones the IEEE division.
 __device__ __forceinline__ float pair_similarity(std::uint32_t shared, std::uint32_t size_a, std::uint32_t size_b,
                                                  const float* recip) {
-  if (FastDiv) {
-    const std::uint32_t u = size_a + size_b - shared;
-    if (u < detail::kReciprocals) return detail::ratio_from_reciprocal(shared, u, recip[u]);
-  }
+  const std::uint32_t u = size_a + size_b - shared;
+  if (u < detail::kReciprocals) return detail::ratio_from_reciprocal(shared, u, recip[u]);
   return detail::ratio_similarity(shared, size_a, size_b);
 }
 
-// One database molecule against the block's group: the 32 bit-sliced counts (planes) out as fp32
-// similarities, o[q * ld] for query q. Counts below 256 (`bytes`: the molecule has < 256 features)
-// come out of the planes by one 8x8 bit-matrix transpose per byte column (bitslice_transpose8),
-// ~2 integer ops per count; larger ones one at a time.
-// The 32 counts as bytes (byte j of t[r] = count of query 8j + r) out as similarities.
-template <bool FastDiv>
+// The 32 counts as bytes (byte j of t[r] = count of query 8j + r, from bitslice_transpose8) out as
+// fp32 similarities, o[q * ld] for query q < count.
 __device__ __forceinline__ void store_count_bytes(const std::uint32_t (&t)[8], std::uint32_t count,
                                                   const std::uint32_t* sizes, std::uint32_t db_size,
                                                   const float* recip, float* o, std::size_t ld) {
@@ -332,7 +143,7 @@ __device__ __forceinline__ void store_count_bytes(const std::uint32_t (&t)[8], s
 #pragma unroll
     for (std::uint32_t r = 0; r < 8; ++r) {
       const std::uint32_t q = 8 * j + r;
-      if (q < count) o[q * ld] = pair_similarity<FastDiv>((t[r] >> (8 * j)) & 0xffu, sizes[q], db_size, recip);
+      if (q < count) o[q * ld] = pair_similarity((t[r] >> (8 * j)) & 0xffu, sizes[q], db_size, recip);
     }
   }
 }
@@ -355,321 +166,53 @@ __device__ __forceinline__ void store_count_bytes_full(const std::uint32_t (&t)[
   }
 }
 
-template <int Planes, bool FastDiv>
-__device__ __forceinline__ void store_group_row(const std::uint32_t (&planes)[Planes], bool bytes,
-                                                std::uint32_t count, const std::uint32_t* sizes,
-                                                std::uint32_t db_size, const float* recip, float* o,
-                                                std::size_t ld) {
-  if (bytes) {
-    std::uint32_t t[8];
-    detail::bitslice_transpose8(planes, t);
-    store_count_bytes<FastDiv>(t, count, sizes, db_size, recip, o, ld);
-  } else {
-    for (std::uint32_t q = 0; q < count; ++q)
-      o[q * ld] = pair_similarity<FastDiv>(detail::bitslice_count(planes, q), sizes[q], db_size, recip);
-  }
+// A molecule of >= 256 features: its counts may not fit a byte, so they leave the planes one at a
+// time and it stores its own column.
+template <int Planes>
+__device__ __forceinline__ void store_counts_one_by_one(const std::uint32_t (&planes)[Planes], std::uint32_t count,
+                                                        const std::uint32_t* sizes, std::uint32_t db_size,
+                                                        const float* recip, float* o, std::size_t ld) {
+  for (std::uint32_t q = 0; q < count; ++q)
+    o[q * ld] = pair_similarity(detail::bitslice_count(planes, q), sizes[q], db_size, recip);
 }
 
-// Variants csr-t (FastDiv false), csr-td (true), csr-tdc (the default before sorted-hp: also Csa, four masks at a
-// time through carry-save adders) and csr-tdp (also Packed: the table as (key, mask) pairs, one
-// 8-byte load per probe and no dependent mask load): csr-ilp's walk, store_group_row's output.
-template <int Planes, bool FastDiv, bool Csa, bool Packed = false>
-__global__ void __launch_bounds__(kBlock, Planes <= 11 ? 6 : 1)
-    hashed_similarity_csr_t_kernel(const QueryGroup* groups, const std::uint64_t* q_offsets,
-                                   const std::uint32_t* q_features, const std::uint32_t* q_sizes,
-                                   const std::uint64_t* db_offsets, const std::uint32_t* db_features,
-                                   const std::uint32_t* db_sizes, std::uint32_t n_cols, int log2_slots,
-                                   float* out, std::size_t ld) {
-  extern __shared__ std::uint32_t csr_table[];
-  const std::uint32_t slots = 1u << log2_slots;
-  std::uint32_t* keys = csr_table;
-  std::uint32_t* masks = csr_table + slots;
-  uint2* const pairs = reinterpret_cast<uint2*>(csr_table);
-  __shared__ std::uint32_t sizes[kQueriesPerGroup];
-  __shared__ float recip[FastDiv ? detail::kReciprocals : 1];
-  const QueryGroup group = groups[blockIdx.x];
-  if (FastDiv) fill_reciprocals(recip);
-  if (Packed)
-    fill_group_table(
-        group, q_offsets, q_features, q_sizes, slots, sizes,
-        [&](std::uint32_t s) { pairs[s] = make_uint2(kEmptySlot, 0u); },
-        [&](std::uint32_t feature, std::uint32_t q) { table_insert(pairs, log2_slots, feature, 1u << q); });
-  else
-    fill_split_table(group, q_offsets, q_features, q_sizes, keys, masks, log2_slots, sizes);
-  const auto split_table_lookup = [&](const std::uint32_t* k, const std::uint32_t* m, int log2, std::uint32_t f) {
-    return Packed ? table_lookup(pairs, log2, f) : ::molaccel::lingo::cuda_backend::split_table_lookup(k, m, log2, f);
-  };
-
-  for (std::uint32_t col = blockIdx.y * blockDim.x + threadIdx.x; col < n_cols;
-       col += gridDim.y * blockDim.x) {
-    std::uint32_t planes[Planes];
-#pragma unroll
-    for (int b = 0; b < Planes; ++b) planes[b] = 0;
-    const std::uint64_t begin = db_offsets[col], end = db_offsets[col + 1];
-    std::uint64_t f = begin;
-    for (; f + 4 <= end; f += 4) {
-      std::uint32_t v[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) v[u] = __ldg(&db_features[f + u]);
-      if (Csa) {
-        std::uint32_t m[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) m[u] = split_table_lookup(keys, masks, log2_slots, v[u]);
-        detail::bitslice_add4(planes, m[0], m[1], m[2], m[3]);
-      } else {
-#pragma unroll
-        for (int u = 0; u < 4; ++u)
-          detail::bitslice_add(planes, split_table_lookup(keys, masks, log2_slots, v[u]));
-      }
-    }
-    for (; f < end; ++f)
-      detail::bitslice_add(planes, split_table_lookup(keys, masks, log2_slots, __ldg(&db_features[f])));
-    store_group_row<Planes, FastDiv>(planes, end - begin < 256, group.count, sizes, db_sizes[col], recip,
-                                     out + static_cast<std::size_t>(group.first_row) * ld + col, ld);
-  }
-}
-
-// Variants sorted (Csa) and sorted-n: the database in the interleaved layout with windows of
-// kBlock molecules sorted by length inside each window (longest first) and rows padded to 4, so
-// a warp's 32 molecules are about as long as each other (csr-ilp's warps loop over their longest
-// molecule: ncu showed 14.6 of 32 lanes active) and every feature load is one coalesced line;
-// four rows per step with the next four in flight. The counts (bytes, 32 B per molecule) go
-// through shared memory back to window order, so that thread t stores column t and the fp32
-// stores stay coalesced (storing from the sorted position scatters them over the window and ran
-// at 60 G/s). Molecules of >= 256 features store their own column from the sorted position.
-template <int Planes, bool Csa>
+// ---- the hashed kernel ---------------------------------------------------------------------------
+// One block: query group blockIdx.x (its table of (feature, query mask) pairs in shared memory)
+// against window pairs blockIdx.y, +gridDim.y, ... of the database slice.
+//
+// Windows are walked in pairs: warp w takes chunk w (the w-th longest 32 molecules) of window 2p
+// and then chunk 7 - w of window 2p + 1, so every warp pairs a long chunk with a short one and the
+// eight warps reach the barrier of the count exchange together. The counts of the first window go
+// to shared memory at once, those of the second stay in registers until the first window is
+// stored; the exchange brings them back to window order so that thread t stores column t
+// (coalesced fp32 stores). 8 KiB of exchange: 5 blocks per SM.
+//
+// The walk takes eight features per step and adds their masks by bitslice_add8 (seven carry-save
+// adders, one ripple from plane 3); a chunk whose padded row count is not a multiple of 8 adds its
+// last four by bitslice_add4.
+//
+// A block whose group is full (32 queries) and whose largest query has fewer than
+// kReciprocals - 255 features stores its window columns (< 256 features) by
+// store_count_bytes_full: every union is below kReciprocals, so no per-pair checks.
+template <int Planes>
 __global__ void __launch_bounds__(kBlock, Planes <= 11 ? 5 : 1)
-    hashed_similarity_sorted_kernel(const QueryGroup* groups, const std::uint64_t* q_offsets,
-                                    const std::uint32_t* q_features, const std::uint32_t* q_sizes,
-                                    InterleavedSlice db, const std::uint64_t* db_offsets,
-                                    const std::uint32_t* db_sizes, std::uint32_t n_cols, int log2_slots, float* out,
-                                    std::size_t ld) {
-  extern __shared__ std::uint32_t csr_table[];
+    hashed_similarity_kernel(const QueryGroup* groups, const std::uint64_t* q_offsets,
+                             const std::uint32_t* q_features, const std::uint32_t* q_sizes, InterleavedSlice db,
+                             const std::uint64_t* db_offsets, const std::uint32_t* db_sizes, std::uint32_t n_cols,
+                             int log2_slots, float* out, std::size_t ld) {
+  extern __shared__ std::uint32_t table_words[];
   const std::uint32_t slots = 1u << log2_slots;
-  std::uint32_t* keys = csr_table;
-  std::uint32_t* masks = csr_table + slots;
+  uint2* const pairs = reinterpret_cast<uint2*>(table_words);
   __shared__ std::uint32_t sizes[kQueriesPerGroup];
   __shared__ float recip[detail::kReciprocals];
   __shared__ std::uint32_t counts[8 * kBlock];  // word k of window column c at counts[k * kBlock + c]
   const QueryGroup group = groups[blockIdx.x];
   fill_reciprocals(recip);
-  fill_split_table(group, q_offsets, q_features, q_sizes, keys, masks, log2_slots, sizes);
-  float* const rows_out = out + static_cast<std::size_t>(group.first_row) * ld;
-
-  const std::uint32_t lane = threadIdx.x & 31u;
-  const std::uint32_t n_windows = (n_cols + kBlock - 1) / kBlock;
-  for (std::uint32_t w = blockIdx.y; w < n_windows; w += gridDim.y) {
-    const std::uint32_t base = w * kBlock;
-    const std::uint32_t pos = base + threadIdx.x;  // < the layout's padded size
-    const std::uint32_t warp_first = pos & ~31u;
-    const std::uint32_t rows = (db.length[warp_first] + 3u) & ~3u;  // lane 0: the warp's longest
-    const std::uint32_t* feature = db.features + db.warp_base[pos / 32] + lane;
-    std::uint32_t planes[Planes];
-#pragma unroll
-    for (int b = 0; b < Planes; ++b) planes[b] = 0;
-    std::uint32_t v[4];
-    if (rows) {
-#pragma unroll
-      for (int u = 0; u < 4; ++u) v[u] = __ldg(feature + 32 * u);
-    }
-    for (std::uint32_t k = 0; k < rows; k += 4) {
-      std::uint32_t next[4];
-      if (k + 4 < rows) {
-#pragma unroll
-        for (int u = 0; u < 4; ++u) next[u] = __ldg(feature + 32 * (k + 4 + u));
-      }
-      std::uint32_t m[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) m[u] = split_table_lookup(keys, masks, log2_slots, v[u]);
-      if (Csa) {
-        detail::bitslice_add4(planes, m[0], m[1], m[2], m[3]);
-      } else {
-#pragma unroll
-        for (int u = 0; u < 4; ++u) detail::bitslice_add(planes, m[u]);
-      }
-#pragma unroll
-      for (int u = 0; u < 4; ++u) v[u] = next[u];
-    }
-    if (pos < n_cols) {
-      const std::uint32_t c = db.column[pos];
-      if (db.length[pos] < 256) {
-        std::uint32_t t[8];
-        detail::bitslice_transpose8(planes, t);
-#pragma unroll
-        for (int k = 0; k < 8; ++k) counts[k * kBlock + c] = t[k];
-      } else {
-        store_group_row<Planes, true>(planes, false, group.count, sizes, db.size[pos], recip, rows_out + base + c, ld);
-      }
-    }
-    __syncthreads();
-    const std::uint32_t col = base + threadIdx.x;
-    if (col < n_cols && db_offsets[col + 1] - db_offsets[col] < 256) {
-      std::uint32_t t[8];
-#pragma unroll
-      for (int k = 0; k < 8; ++k) t[k] = counts[k * kBlock + threadIdx.x];
-      store_count_bytes<true>(t, group.count, sizes, db_sizes[col], recip, rows_out + col, ld);
-    }
-    __syncthreads();  // `counts` is reused by the next window
-  }
-}
-
-// Variants sorted-b and sorted-bp (Packed: the table as (key, mask) pairs): the sorted kernel
-// without its imbalance at the barrier. The database in windows of 2 x kBlock = 512 molecules
-// sorted by length inside the window (16 chunks of 32, longest first); warp w takes chunk w and
-// then chunk 15 - w, so every warp walks about the same number of rows (a long chunk paired with a
-// short one) before the one barrier per 512 columns, where the sorted kernel's warp 0 always had
-// the longest chunk. The counts (32 B per molecule, 16 KiB per window) go back to window order
-// through shared memory; thread t then stores columns t and t + 256 (coalesced). Molecules of
-// >= 256 features store their own column from the sorted position, as in the sorted kernel.
-constexpr std::uint32_t kPairWindow = 2 * kBlock;
-
-template <int Planes, bool Packed>
-__global__ void __launch_bounds__(kBlock, Planes <= 11 ? 4 : 1)
-    hashed_similarity_sorted_b_kernel(const QueryGroup* groups, const std::uint64_t* q_offsets,
-                                      const std::uint32_t* q_features, const std::uint32_t* q_sizes,
-                                      InterleavedSlice db, const std::uint64_t* db_offsets,
-                                      const std::uint32_t* db_sizes, std::uint32_t n_cols, int log2_slots,
-                                      float* out, std::size_t ld) {
-  extern __shared__ std::uint32_t csr_table[];
-  const std::uint32_t slots = 1u << log2_slots;
-  std::uint32_t* keys = csr_table;
-  std::uint32_t* masks = csr_table + slots;
-  uint2* const pairs = reinterpret_cast<uint2*>(csr_table);
-  __shared__ std::uint32_t sizes[kQueriesPerGroup];
-  __shared__ float recip[detail::kReciprocals];
-  __shared__ std::uint32_t counts[8 * kPairWindow];  // word k of window column c at counts[k * 512 + c]
-  const QueryGroup group = groups[blockIdx.x];
-  fill_reciprocals(recip);
-  if (Packed)
-    fill_group_table(
-        group, q_offsets, q_features, q_sizes, slots, sizes,
-        [&](std::uint32_t s) { pairs[s] = make_uint2(kEmptySlot, 0u); },
-        [&](std::uint32_t feature, std::uint32_t q) { table_insert(pairs, log2_slots, feature, 1u << q); });
-  else
-    fill_split_table(group, q_offsets, q_features, q_sizes, keys, masks, log2_slots, sizes);
-  const auto lookup = [&](std::uint32_t f) {
-    return Packed ? table_lookup(pairs, log2_slots, f) : split_table_lookup(keys, masks, log2_slots, f);
-  };
-  float* const rows_out = out + static_cast<std::size_t>(group.first_row) * ld;
-
-  const std::uint32_t lane = threadIdx.x & 31u;
-  const std::uint32_t warp = threadIdx.x >> 5;
-  const std::uint32_t n_windows = (n_cols + kPairWindow - 1) / kPairWindow;
-  for (std::uint32_t w = blockIdx.y; w < n_windows; w += gridDim.y) {
-    const std::uint32_t base = w * kPairWindow;
-#pragma unroll 1
-    for (std::uint32_t half = 0; half < 2; ++half) {
-      const std::uint32_t chunk = half ? 2 * (kBlock / 32) - 1 - warp : warp;
-      const std::uint32_t pos = base + 32 * chunk + lane;  // < the layout's padded size
-      const std::uint32_t rows = (db.length[pos & ~31u] + 3u) & ~3u;  // lane 0: the chunk's longest
-      const std::uint32_t* feature = db.features + db.warp_base[pos / 32] + lane;
-      std::uint32_t planes[Planes];
-#pragma unroll
-      for (int b = 0; b < Planes; ++b) planes[b] = 0;
-      std::uint32_t v[4];
-      if (rows) {
-#pragma unroll
-        for (int u = 0; u < 4; ++u) v[u] = __ldg(feature + 32 * u);
-      }
-      for (std::uint32_t k = 0; k < rows; k += 4) {
-        std::uint32_t next[4];
-        if (k + 4 < rows) {
-#pragma unroll
-          for (int u = 0; u < 4; ++u) next[u] = __ldg(feature + 32 * (k + 4 + u));
-        }
-        std::uint32_t m[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) m[u] = lookup(v[u]);
-        detail::bitslice_add4(planes, m[0], m[1], m[2], m[3]);
-#pragma unroll
-        for (int u = 0; u < 4; ++u) v[u] = next[u];
-      }
-      if (pos < n_cols) {
-        const std::uint32_t c = db.column[pos];
-        if (db.length[pos] < 256) {
-          std::uint32_t t[8];
-          detail::bitslice_transpose8(planes, t);
-#pragma unroll
-          for (int k = 0; k < 8; ++k) counts[k * kPairWindow + c] = t[k];
-        } else {
-          store_group_row<Planes, true>(planes, false, group.count, sizes, db.size[pos], recip,
-                                        rows_out + base + c, ld);
-        }
-      }
-    }
-    __syncthreads();
-#pragma unroll 1
-    for (std::uint32_t c = threadIdx.x; c < kPairWindow; c += kBlock) {
-      const std::uint32_t col = base + c;
-      if (col < n_cols && db_offsets[col + 1] - db_offsets[col] < 256) {
-        std::uint32_t t[8];
-#pragma unroll
-        for (int k = 0; k < 8; ++k) t[k] = counts[k * kPairWindow + c];
-        store_count_bytes<true>(t, group.count, sizes, db_sizes[col], recip, rows_out + col, ld);
-      }
-    }
-    __syncthreads();  // `counts` is reused by the next window
-  }
-}
-
-// Variants sorted-hp (Packed; with Width 8 and Lean: sorted-hp8l, the default) and sorted-h: the same
-// pairing with the sorted kernel's layout
-// (windows of 256 sorted on their own) and its 8 KiB exchange, so 5 blocks fit an SM where
-// sorted-b's 16 KiB allow 4. Warp w takes chunk w of window 2p and then chunk 7 - w of window
-// 2p + 1; the counts of the first go to shared memory at once, those of the second stay in
-// registers until the first window is stored. Four barriers per 512 columns, each after balanced
-// work (the walks are paired, the stores uniform).
-//
-// Bounded (variant sorted-hp6): the packed table as a bounded probe table (bounded_table.hpp:
-// 3,136 slots, no wrap-around step, groups planned on the host by distinct features) whose 24.5 KiB
-// let 6 blocks share an SM instead of 5 (40 registers); log2_slots is unused. sorted-hpb: the same
-// table with 5 blocks per SM (48 registers), to tell the table's share from the occupancy's.
-//
-// Width 8 (variants sorted-hp8, sorted-hp8l): the walk takes eight features per step and adds their
-// masks by bitslice_add8 (seven carry-save adders, one ripple from plane 3) instead of two
-// bitslice_add4 (six adders, two ripples from plane 2); a chunk whose padded row count is not a
-// multiple of 8 adds its last four by bitslice_add4. Width 16 (sorted-hp16l): sixteen per step by
-// bitslice_add16 (one ripple from plane 4), then eight, then four. Bump (sorted-hp8lp, sorted-hp16lp):
-// the wide walks load through a pointer advanced per batch (no 64-bit address arithmetic per load).
-//
-// Lean (variants sorted-hpl, sorted-hp8l): a block whose group is full (32 queries) and whose
-// largest query has fewer than kReciprocals - 255 features stores its window columns (< 256
-// features) by store_count_bytes_full: every union is below kReciprocals, so no per-pair checks.
-template <int Planes, bool Packed, bool Bounded = false, int Blocks = 5, int Width = 4, bool Lean = false,
-          bool Bump = false>
-__global__ void __launch_bounds__(kBlock, Planes <= 11 ? Blocks : 1)
-    hashed_similarity_sorted_h_kernel(const QueryGroup* groups, const std::uint64_t* q_offsets,
-                                      const std::uint32_t* q_features, const std::uint32_t* q_sizes,
-                                      InterleavedSlice db, const std::uint64_t* db_offsets,
-                                      const std::uint32_t* db_sizes, std::uint32_t n_cols, int log2_slots,
-                                      float* out, std::size_t ld) {
-  extern __shared__ std::uint32_t csr_table[];
-  const std::uint32_t slots = 1u << log2_slots;
-  std::uint32_t* keys = csr_table;
-  std::uint32_t* masks = csr_table + slots;
-  uint2* const pairs = reinterpret_cast<uint2*>(csr_table);
-  __shared__ std::uint32_t sizes[kQueriesPerGroup];
-  __shared__ float recip[detail::kReciprocals];
-  __shared__ std::uint32_t counts[8 * kBlock];  // word k of window column c at counts[k * kBlock + c]
-  const QueryGroup group = groups[blockIdx.x];
-  fill_reciprocals(recip);
-  if (Bounded)
-    fill_group_table(
-        group, q_offsets, q_features, q_sizes, detail::kBoundedSlots, sizes,
-        [&](std::uint32_t s) { pairs[s] = make_uint2(kEmptySlot, 0u); },
-        [&](std::uint32_t feature, std::uint32_t q) { bounded_insert(pairs, feature, 1u << q); });
-  else if (Packed)
-    fill_group_table(
-        group, q_offsets, q_features, q_sizes, slots, sizes,
-        [&](std::uint32_t s) { pairs[s] = make_uint2(kEmptySlot, 0u); },
-        [&](std::uint32_t feature, std::uint32_t q) { table_insert(pairs, log2_slots, feature, 1u << q); });
-  else
-    fill_split_table(group, q_offsets, q_features, q_sizes, keys, masks, log2_slots, sizes);
-  const auto lookup = [&](std::uint32_t f) {
-    return Bounded  ? bounded_lookup(pairs, f)
-           : Packed ? table_lookup(pairs, log2_slots, f)
-                    : split_table_lookup(keys, masks, log2_slots, f);
-  };
+  fill_group_table(
+      group, q_offsets, q_features, q_sizes, slots, sizes,
+      [&](std::uint32_t s) { pairs[s] = make_uint2(kEmptySlot, 0u); },
+      [&](std::uint32_t feature, std::uint32_t q) { table_insert(pairs, log2_slots, feature, 1u << q); });
+  const auto lookup = [&](std::uint32_t f) { return table_lookup(pairs, log2_slots, f); };
   float* const rows_out = out + static_cast<std::size_t>(group.first_row) * ld;
 
   const std::uint32_t lane = threadIdx.x & 31u;
@@ -682,68 +225,32 @@ __global__ void __launch_bounds__(kBlock, Planes <= 11 ? Blocks : 1)
     const std::uint32_t* feature = db.features + db.warp_base[pos / 32] + lane;
 #pragma unroll
     for (int b = 0; b < Planes; ++b) planes[b] = 0;
-    if (Width >= 8) {
-      std::uint32_t k = 0;
-      // Feature k + u of this lane. Bump: from a pointer advanced by each batch (one load with an
-      // immediate offset each) instead of 64-bit address arithmetic from k for every load.
-      const std::uint32_t* next = feature;
-      const auto load = [&](std::uint32_t kk, int u) {
-        return Bump ? __ldg(next + 32 * u) : __ldg(feature + 32 * (kk + u));
-      };
-      // The masks of features kk .. kk + 7: the eight loads issued before the lookups.
-      const auto masks8 = [&](std::uint32_t kk, std::uint32_t (&m8)[8]) {
-        std::uint32_t v8[8];
+    std::uint32_t k = 0;
+    const auto load = [&](std::uint32_t kk, int u) { return __ldg(feature + 32 * (kk + u)); };
+    // The masks of features kk .. kk + 7: the eight loads issued before the lookups.
+    const auto masks8 = [&](std::uint32_t kk, std::uint32_t (&m8)[8]) {
+      std::uint32_t v8[8];
 #pragma unroll
-        for (int u = 0; u < 8; ++u) v8[u] = load(kk, u);
-        if (Bump) next += 32 * 8;
+      for (int u = 0; u < 8; ++u) v8[u] = load(kk, u);
 #pragma unroll
-        for (int u = 0; u < 8; ++u) m8[u] = lookup(v8[u]);
-      };
-      std::uint32_t m8[8];
-      if (Width >= 16) {
-        for (; k + 16 <= rows; k += 16) {  // bitslice_add16, the first eight folded first
-          masks8(k, m8);
-          const std::uint32_t e0 = detail::bitslice_fold8(planes, m8);
-          masks8(k + 8, m8);
-          const std::uint32_t e1 = detail::bitslice_fold8(planes, m8);
-          detail::bitslice_finish16(planes, e0, e1);
-        }
-      }
-      for (; k + 8 <= rows; k += 8) {
-        masks8(k, m8);
-        detail::bitslice_add8(planes, m8);
-      }
-      if (k < rows) {  // the last four (rows is a multiple of 4)
-        std::uint32_t v4[4], m4[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) v4[u] = load(k, u);
-#pragma unroll
-        for (int u = 0; u < 4; ++u) m4[u] = lookup(v4[u]);
-        detail::bitslice_add4(planes, m4[0], m4[1], m4[2], m4[3]);
-      }
-      return;
+      for (int u = 0; u < 8; ++u) m8[u] = lookup(v8[u]);
+    };
+    std::uint32_t m8[8];
+    for (; k + 8 <= rows; k += 8) {
+      masks8(k, m8);
+      detail::bitslice_add8(planes, m8);
     }
-    std::uint32_t v[4];
-    if (rows) {
+    if (k < rows) {  // the last four (rows is a multiple of 4)
+      std::uint32_t v4[4], m4[4];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) v[u] = __ldg(feature + 32 * u);
-    }
-    for (std::uint32_t k = 0; k < rows; k += 4) {
-      std::uint32_t next[4];
-      if (k + 4 < rows) {
+      for (int u = 0; u < 4; ++u) v4[u] = load(k, u);
 #pragma unroll
-        for (int u = 0; u < 4; ++u) next[u] = __ldg(feature + 32 * (k + 4 + u));
-      }
-      std::uint32_t m[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) m[u] = lookup(v[u]);
-      detail::bitslice_add4(planes, m[0], m[1], m[2], m[3]);
-#pragma unroll
-      for (int u = 0; u < 4; ++u) v[u] = next[u];
+      for (int u = 0; u < 4; ++u) m4[u] = lookup(v4[u]);
+      detail::bitslice_add4(planes, m4[0], m4[1], m4[2], m4[3]);
     }
   };
-  bool full_block = false;  // Lean: a full group whose unions all stay below kReciprocals
-  if (Lean) {
+  bool full_block = false;  // a full group whose unions all stay below kReciprocals
+  {
     std::uint32_t largest = 0;
     for (std::uint32_t q = 0; q < group.count; ++q) largest = max(largest, sizes[q]);
     full_block = group.count == kQueriesPerGroup && largest + 255u < detail::kReciprocals;
@@ -755,10 +262,10 @@ __global__ void __launch_bounds__(kBlock, Planes <= 11 ? Blocks : 1)
       std::uint32_t t[8];
 #pragma unroll
       for (int k = 0; k < 8; ++k) t[k] = counts[k * kBlock + threadIdx.x];
-      if (Lean && full_block)
+      if (full_block)
         store_count_bytes_full(t, sizes, db_sizes[col], recip, rows_out + col, ld);
       else
-        store_count_bytes<true>(t, group.count, sizes, db_sizes[col], recip, rows_out + col, ld);
+        store_count_bytes(t, group.count, sizes, db_sizes[col], recip, rows_out + col, ld);
     }
   };
   for (std::uint32_t p = blockIdx.y; p < n_pairs; p += gridDim.y) {
@@ -776,8 +283,7 @@ __global__ void __launch_bounds__(kBlock, Planes <= 11 ? Blocks : 1)
 #pragma unroll
           for (int k = 0; k < 8; ++k) counts[k * kBlock + c] = t[k];
         } else {
-          store_group_row<Planes, true>(planes, false, group.count, sizes, db.size[pos], recip,
-                                        rows_out + base + c, ld);
+          store_counts_one_by_one(planes, group.count, sizes, db.size[pos], recip, rows_out + base + c, ld);
         }
       }
     }
@@ -794,8 +300,7 @@ __global__ void __launch_bounds__(kBlock, Planes <= 11 ? Blocks : 1)
           detail::bitslice_transpose8(planes, held);
           held_column = c;
         } else {
-          store_group_row<Planes, true>(planes, false, group.count, sizes, db.size[pos], recip,
-                                        rows_out + base + c, ld);
+          store_counts_one_by_one(planes, group.count, sizes, db.size[pos], recip, rows_out + base + c, ld);
         }
       }
       __syncthreads();
@@ -812,160 +317,6 @@ __global__ void __launch_bounds__(kBlock, Planes <= 11 ? Blocks : 1)
       store_window(2 * p);
     }
     __syncthreads();  // `counts` is reused by the next pair
-  }
-}
-
-// Experimental variant (MOLACCEL_LINGO_GPU_KERNEL=interleaved; measured slower than the default).
-// One block: query group blockIdx.x against windows blockIdx.y, +gridDim.y, ... The block's
-// shared memory: the hash table, then a 32 x kBlock tile of results written out row by row.
-template <int Planes>
-__global__ void __launch_bounds__(kBlock)
-    hashed_similarity_interleaved_kernel(const QueryGroup* groups, const std::uint64_t* q_offsets,
-                                         const std::uint32_t* q_features, const std::uint32_t* q_sizes,
-                                         InterleavedSlice db, std::uint32_t n_cols, int log2_slots,
-                                         float* out, std::size_t ld) {
-  extern __shared__ uint2 table[];
-  const std::uint32_t slots = 1u << log2_slots;
-  float* tile = reinterpret_cast<float*>(table + slots);  // [kQueriesPerGroup][kBlock]
-  __shared__ std::uint32_t sizes[kQueriesPerGroup];
-  const QueryGroup group = groups[blockIdx.x];
-  fill_group_table(
-      group, q_offsets, q_features, q_sizes, slots, sizes, [&](std::uint32_t s) { table[s] = make_uint2(kEmptySlot, 0u); },
-      [&](std::uint32_t feature, std::uint32_t q) { table_insert(table, log2_slots, feature, 1u << q); });
-
-  const std::uint32_t lane = threadIdx.x & 31u;
-  const std::uint32_t n_windows = (n_cols + kBlock - 1) / kBlock;
-  for (std::uint32_t w = blockIdx.y; w < n_windows; w += gridDim.y) {
-    const std::uint32_t pos = w * kBlock + threadIdx.x;
-    const bool valid = pos < n_cols;
-    const std::uint32_t length = valid ? db.length[pos] : 0;
-    const std::uint32_t* feature = db.features + (valid ? db.warp_base[pos / 32] : 0) + lane;
-    std::uint32_t planes[Planes];
-#pragma unroll
-    for (int b = 0; b < Planes; ++b) planes[b] = 0;
-    for (std::uint32_t k = 0; k < length; ++k)
-      detail::bitslice_add(planes, table_lookup(table, log2_slots, __ldg(feature + 32 * k)));
-    if (valid) {
-      const std::uint32_t column = db.column[pos];
-      const std::uint32_t db_size = db.size[pos];
-      if (length < 256) {
-        // Counts fit a byte: gather four queries' counts at once from the planes.
-        for (std::uint32_t q4 = 0; q4 < group.count; q4 += 4) {
-          const std::uint32_t packed = detail::bitslice_bytes4(planes, q4);
-#pragma unroll
-          for (std::uint32_t i = 0; i < 4; ++i)
-            if (q4 + i < group.count)
-              tile[(q4 + i) * kBlock + column] =
-                  detail::ratio_similarity((packed >> (8 * i)) & 0xffu, sizes[q4 + i], db_size);
-        }
-      } else {
-        for (std::uint32_t q = 0; q < group.count; ++q) {
-          tile[q * kBlock + column] =
-              detail::ratio_similarity(detail::bitslice_count(planes, q), sizes[q], db_size);
-        }
-      }
-    }
-    __syncthreads();
-    if (valid)
-      for (std::uint32_t q = 0; q < group.count; ++q)
-        out[(group.first_row + q) * ld + pos] = tile[q * kBlock + threadIdx.x];
-    __syncthreads();
-  }
-}
-
-// Opt-in variant (MOLACCEL_LINGO_GPU_KERNEL=g64; bit-identical on an H200, measured no faster than
-// csr-ilp, see docs/lingo.md): 64 queries per block, a shared-memory table feature ->
-// 64-bit mask of the group's queries (keys and masks in two arrays), the database in the
-// warp-interleaved layout (window 32: feature k of the molecule at warp position l is at
-// warp_base + 32 k + l, so every load is one coalesced line, and a column never leaves its warp, so
-// the stores stay coalesced without staging), four rows of features per step with the next four
-// already in flight, two 32-lane bit-sliced counters (queries 0-31 and 32-63), four counts at a
-// time out of the planes, and the fp32 similarities stored straight along the database.
-// Each database feature now serves 64 queries instead of 32, and the loads are coalesced.
-
-template <int Planes>
-__device__ __forceinline__ void g64_add(std::uint32_t (&lo)[Planes], std::uint32_t (&hi)[Planes],
-                                        unsigned long long mask) {
-  detail::bitslice_add(lo, static_cast<std::uint32_t>(mask));
-  detail::bitslice_add(hi, static_cast<std::uint32_t>(mask >> 32));
-}
-
-// Stores queries [q_begin, q_end) of one half (planes of queries q_begin.., q_begin a multiple of 32).
-template <int Planes>
-__device__ __forceinline__ void g64_store_half(const std::uint32_t (&planes)[Planes], bool bytes,
-                                               std::uint32_t q_begin, std::uint32_t q_end,
-                                               const std::uint32_t* sizes, std::uint32_t db_size, float* o,
-                                               std::size_t ld) {
-  if (bytes) {
-    for (std::uint32_t q4 = q_begin; q4 < q_end; q4 += 4) {
-      const std::uint32_t packed = detail::bitslice_bytes4(planes, q4 - q_begin);
-#pragma unroll
-      for (std::uint32_t i = 0; i < 4; ++i)
-        if (q4 + i < q_end)
-          o[(q4 + i) * ld] = detail::ratio_similarity((packed >> (8 * i)) & 0xffu, sizes[q4 + i], db_size);
-    }
-  } else {
-    for (std::uint32_t q = q_begin; q < q_end; ++q)
-      o[q * ld] = detail::ratio_similarity(detail::bitslice_count(planes, q - q_begin), sizes[q], db_size);
-  }
-}
-
-constexpr std::uint32_t kG64Queries = 64;
-constexpr std::uint32_t kG64TableSlots = 4096;   // 48 KiB: keys (16 KiB) and masks (32 KiB)
-constexpr std::uint32_t kG64MaxFeatures = 3072;  // per group (load factor <= 3/4 before dedup)
-
-template <int Planes>
-__global__ void __launch_bounds__(kBlock, Planes <= 11 ? 4 : 1)
-    hashed_similarity_g64_kernel(const QueryGroup* groups, const std::uint64_t* q_offsets,
-                                 const std::uint32_t* q_features, const std::uint32_t* q_sizes,
-                                 InterleavedSlice db, std::uint32_t n_cols, int log2_slots, float* out,
-                                 std::size_t ld) {
-  extern __shared__ unsigned long long g64_shared[];
-  const std::uint32_t slots = 1u << log2_slots;
-  unsigned long long* masks = g64_shared;
-  std::uint32_t* keys = reinterpret_cast<std::uint32_t*>(g64_shared + slots);
-  __shared__ std::uint32_t sizes[kG64Queries];
-  const QueryGroup group = groups[blockIdx.x];
-  fill_split_table(group, q_offsets, q_features, q_sizes, keys, masks, log2_slots, sizes);
-
-  const std::uint32_t lane = threadIdx.x & 31u;
-  const std::uint32_t n_windows = (n_cols + kBlock - 1) / kBlock;
-  for (std::uint32_t w = blockIdx.y; w < n_windows; w += gridDim.y) {
-    const std::uint32_t pos = w * kBlock + threadIdx.x;
-    const std::uint32_t warp_first = pos & ~31u;
-    const bool warp_in = warp_first < n_cols;  // the layout ends with the last (partial) warp
-    const std::uint32_t rows = warp_in ? (db.length[warp_first] + 3u) & ~3u : 0u;  // lane 0: longest
-    const std::uint32_t* feature = db.features + (warp_in ? db.warp_base[pos / 32] : 0) + lane;
-    std::uint32_t lo[Planes], hi[Planes];
-#pragma unroll
-    for (int b = 0; b < Planes; ++b) lo[b] = hi[b] = 0;
-    std::uint32_t v[4];
-    if (rows) {
-#pragma unroll
-      for (int u = 0; u < 4; ++u) v[u] = __ldg(feature + 32 * u);
-    }
-    for (std::uint32_t k = 0; k < rows; k += 4) {
-      std::uint32_t next[4];
-      if (k + 4 < rows) {
-#pragma unroll
-        for (int u = 0; u < 4; ++u) next[u] = __ldg(feature + 32 * (k + 4 + u));
-      }
-      unsigned long long m[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) m[u] = split_table_lookup(keys, masks, log2_slots, v[u]);
-#pragma unroll
-      for (int u = 0; u < 4; ++u) g64_add(lo, hi, m[u]);
-#pragma unroll
-      for (int u = 0; u < 4; ++u) v[u] = next[u];
-    }
-    if (pos < n_cols) {
-      const std::uint32_t column = warp_first + db.column[pos];
-      const std::uint32_t db_size = db.size[pos];
-      const bool bytes = db.length[pos] < 256;  // every count < 256: a byte each
-      float* o = out + static_cast<std::size_t>(group.first_row) * ld + column;
-      g64_store_half(lo, bytes, 0, min(group.count, 32u), sizes, db_size, o, ld);
-      if (group.count > 32) g64_store_half(hi, bytes, 32, group.count, sizes, db_size, o, ld);
-    }
   }
 }
 
@@ -1250,10 +601,9 @@ struct DeviceSlice {
     return {warp_base.data(), lengths.data(), sizes_sorted.data(), columns.data(), interleaved.data()};
   }
 
-  // window kBlock for the interleaved kernel; window 32 with rows padded to 4 for g64.
-  void load_interleaved(const detail::FeatureSet& fs, std::size_t b, std::size_t e, cudaStream_t stream,
-                        std::uint32_t window = kBlock, std::uint32_t length_multiple = 1) {
-    const auto layout = detail::build_interleaved_layout(fs, b, e, window, kEmptySlot, length_multiple);
+  // Windows of kBlock molecules, rows padded to 4 (the hashed kernel reads four or eight at a time).
+  void load_interleaved(const detail::FeatureSet& fs, std::size_t b, std::size_t e, cudaStream_t stream) {
+    const auto layout = detail::build_interleaved_layout(fs, b, e, kBlock, kEmptySlot, 4);
     upload_range(warp_base, layout.warp_base.data(), layout.warp_base.size(), stream);
     upload_range(lengths, layout.length.data(), layout.length.size(), stream);
     upload_range(sizes_sorted, layout.size.data(), layout.size.size(), stream);
@@ -1394,9 +744,9 @@ void parallel_rows_copy(std::uint8_t* dst, std::size_t ld_bytes, const std::uint
                });
 }
 
-// Dynamic shared memory of the hashed kernel: the table and the 32 x kBlock result tile.
-std::size_t shared_bytes(std::uint32_t slots) {
-  return slots * sizeof(uint2) + kQueriesPerGroup * kBlock * sizeof(float);
+// Dynamic shared memory of the hashed kernel: its table of (key, mask) pairs.
+std::size_t table_bytes(std::uint32_t slots) {
+  return slots * sizeof(uint2);
 }
 
 int log2_of(std::uint32_t x) {
@@ -1407,105 +757,10 @@ int log2_of(std::uint32_t x) {
 
 }  // namespace
 
-// MOLACCEL_LINGO_GPU_KERNEL: sorted-hp8l (the default since 2026-11-22, fifth round), sorted-hp (the
-// default of the second to fourth rounds), csr-tdc (the first round's), the other variants of the
-// header comment (opt-in, kept for comparison); anything else means the default.
-enum class HashedKernel { g64, csr_ilp, csr, interleaved, csr_t, csr_td, csr_tdc, csr_tdp, sorted, sorted_n, sorted_b, sorted_bp, sorted_h, sorted_hp, sorted_hp8, sorted_hpl, sorted_hp8l, sorted_hp16l, sorted_hp8lp, sorted_hp16lp, sorted_hp6, sorted_hpb };
-// The variants' names (MOLACCEL_LINGO_GPU_KERNEL, and kernel_name() as "hashed-" + name).
-struct KernelName {
-  std::string_view name;
-  HashedKernel kernel;
-};
-constexpr KernelName kKernelNames[] = {
-    {"g64", HashedKernel::g64},
-    {"csr-ilp", HashedKernel::csr_ilp},
-    {"csr", HashedKernel::csr},
-    {"interleaved", HashedKernel::interleaved},
-    {"csr-t", HashedKernel::csr_t},
-    {"csr-td", HashedKernel::csr_td},
-    {"csr-tdc", HashedKernel::csr_tdc},
-    {"csr-tdp", HashedKernel::csr_tdp},
-    {"sorted", HashedKernel::sorted},
-    {"sorted-n", HashedKernel::sorted_n},
-    {"sorted-b", HashedKernel::sorted_b},
-    {"sorted-bp", HashedKernel::sorted_bp},
-    {"sorted-h", HashedKernel::sorted_h},
-    {"sorted-hp", HashedKernel::sorted_hp},
-    {"sorted-hp8", HashedKernel::sorted_hp8},
-    {"sorted-hpl", HashedKernel::sorted_hpl},
-    {"sorted-hp8l", HashedKernel::sorted_hp8l},
-    {"sorted-hp16l", HashedKernel::sorted_hp16l},
-    {"sorted-hp8lp", HashedKernel::sorted_hp8lp},
-    {"sorted-hp16lp", HashedKernel::sorted_hp16lp},
-    {"sorted-hp6", HashedKernel::sorted_hp6},
-    {"sorted-hpb", HashedKernel::sorted_hpb},
-};
-
-HashedKernel requested_kernel() {
-  const char* v = std::getenv("MOLACCEL_LINGO_GPU_KERNEL");
-  const std::string_view name = v ? v : "";
-  for (const KernelName& k : kKernelNames)
-    if (k.name == name) return k.kernel;
-  return HashedKernel::sorted_hp8l;
-}
-
-std::string_view kernel_variant_name(HashedKernel kernel) {
-  for (const KernelName& k : kKernelNames)
-    if (k.kernel == kernel) return k.name;
-  return "?";
-}
-
-// The sorted-h family's kernels with an unbounded table, 11 and 21 planes (the bounded variants
-// sorted-hp6 / sorted-hpb take sorted-hp's for their groups with the large table).
-using SortedHKernel = decltype(&hashed_similarity_sorted_h_kernel<11, true>);
-struct SortedHPair {
-  SortedHKernel planes11, planes21;
-};
-template <bool Packed, int Width = 4, bool Lean = false, bool Bump = false>
-SortedHPair sorted_h_pair() {
-  return {hashed_similarity_sorted_h_kernel<11, Packed, false, 5, Width, Lean, Bump>,
-          hashed_similarity_sorted_h_kernel<21, Packed, false, 5, Width, Lean, Bump>};
-}
-SortedHPair sorted_h_kernels(HashedKernel kernel) {
-  switch (kernel) {
-    case HashedKernel::sorted_h: return sorted_h_pair<false>();
-    case HashedKernel::sorted_hp8: return sorted_h_pair<true, 8>();
-    case HashedKernel::sorted_hpl: return sorted_h_pair<true, 4, true>();
-    case HashedKernel::sorted_hp8l: return sorted_h_pair<true, 8, true>();
-    case HashedKernel::sorted_hp16l: return sorted_h_pair<true, 16, true>();
-    case HashedKernel::sorted_hp8lp: return sorted_h_pair<true, 8, true, true>();
-    case HashedKernel::sorted_hp16lp: return sorted_h_pair<true, 16, true, true>();
-    default: return sorted_h_pair<true>();  // sorted-hp, and the bounded variants' large groups
-  }
-}
-constexpr HashedKernel kSortedHFamily[] = {HashedKernel::sorted_h,     HashedKernel::sorted_hp,
-                                           HashedKernel::sorted_hp8,   HashedKernel::sorted_hpl,
-                                           HashedKernel::sorted_hp8l,  HashedKernel::sorted_hp16l,
-                                           HashedKernel::sorted_hp8lp, HashedKernel::sorted_hp16lp};
-
-// Dynamic shared memory of the g64 kernel: 64-bit masks, then 32-bit keys.
-std::size_t g64_shared_bytes(std::uint32_t slots) {
-  return slots * (sizeof(unsigned long long) + sizeof(std::uint32_t));
-}
-
-// Dynamic shared memory of the verified CSR kernel: keys and masks.
-std::size_t csr_shared_bytes(std::uint32_t slots) {
-  return 2ull * slots * sizeof(std::uint32_t);
-}
-
 struct GpuJob::Impl {
   const detail::Encoding& encoding;
   Metric metric;
   bool use_features;
-  HashedKernel variant = requested_kernel();
-  bool interleaved = variant == HashedKernel::interleaved;
-  bool csr_ilp = variant == HashedKernel::csr_ilp;
-  bool g64 = variant == HashedKernel::g64;
-  bool bounded = variant == HashedKernel::sorted_hp6 || variant == HashedKernel::sorted_hpb;  // bounded table, groups by distinct features
-  bool sorted_h = bounded || std::find(std::begin(kSortedHFamily), std::end(kSortedHFamily), variant) !=
-                                 std::end(kSortedHFamily);
-  bool sorted = variant == HashedKernel::sorted || variant == HashedKernel::sorted_n || sorted_h;
-  bool sorted_b = variant == HashedKernel::sorted_b || variant == HashedKernel::sorted_bp;
   detail::FeatureSet db_features, query_features;  // query_features empty when self
   // Window steps per block at most (MOLACCEL_LINGO_BLOCK_STEPS; 0: 8 windows of 256 columns).
   std::size_t block_steps = [] {
@@ -1547,70 +802,10 @@ struct GpuJob::Impl {
   WorkerState& state(WorkerContext& ctx) const {
     auto& s = ctx.local<WorkerState>();
     if (!s.attributes_set) {
-      MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_csr_kernel<11>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(csr_shared_bytes(kLargeTableSlots))));
-      MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_csr_kernel<21>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(csr_shared_bytes(kLargeTableSlots))));
-      MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_csr_ilp_kernel<11>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(csr_shared_bytes(kLargeTableSlots))));
-      MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_csr_ilp_kernel<21>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(csr_shared_bytes(kLargeTableSlots))));
-      {
-        const int large = static_cast<int>(csr_shared_bytes(kLargeTableSlots));
-        const auto attr = cudaFuncAttributeMaxDynamicSharedMemorySize;
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_csr_t_kernel<11, false, false>, attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_csr_t_kernel<21, false, false>, attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_csr_t_kernel<11, true, false>, attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_csr_t_kernel<21, true, false>, attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_csr_t_kernel<11, true, true>, attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_csr_t_kernel<21, true, true>, attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_csr_t_kernel<11, true, true, true>, attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_csr_t_kernel<21, true, true, true>, attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_kernel<11, true>, attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_kernel<21, true>, attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_kernel<11, false>, attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_kernel<21, false>, attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_b_kernel<11, false>, attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_b_kernel<21, false>, attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_b_kernel<11, true>, attr, large));
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_b_kernel<21, true>, attr, large));
-        for (const HashedKernel v : kSortedHFamily) {
-          const SortedHPair k = sorted_h_kernels(v);
-          MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(k.planes11, attr, large));
-          MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(k.planes21, attr, large));
-        }
-        // 6 blocks of 37.6 KiB per SM need the largest shared-memory carveout.
-        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_sorted_h_kernel<11, true, true, 6>,
-                                               cudaFuncAttributePreferredSharedMemoryCarveout,
-                                               cudaSharedmemCarveoutMaxShared));
-      }
-      MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_g64_kernel<11>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(g64_shared_bytes(kG64TableSlots))));
-      MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_g64_kernel<21>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(g64_shared_bytes(kG64TableSlots))));
-      MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_interleaved_kernel<11>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(shared_bytes(kLargeTableSlots))));
-      MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_interleaved_kernel<21>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(shared_bytes(kLargeTableSlots))));
-      if (std::getenv("MOLACCEL_LINGO_OCCUPANCY")) {  // resident blocks per SM (stderr), for tuning
-        int hp = 0, hp6 = 0, hpb = 0;
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&hp, hashed_similarity_sorted_h_kernel<11, true>, kBlock,
-                                                      csr_shared_bytes(kSmallTableSlots));
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&hp6, hashed_similarity_sorted_h_kernel<11, true, true, 6>,
-                                                      kBlock, detail::kBoundedSlots * sizeof(uint2));
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&hpb, hashed_similarity_sorted_h_kernel<11, true, true, 5>,
-                                                      kBlock, detail::kBoundedSlots * sizeof(uint2));
-        std::fprintf(stderr, "lingo occupancy: blocks per SM sorted-hp %d, sorted-hp6 %d, sorted-hpb %d\n", hp, hp6,
-                     hpb);
-      }
+      const int large = static_cast<int>(table_bytes(kLargeTableSlots));
+      const auto attr = cudaFuncAttributeMaxDynamicSharedMemorySize;
+      MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_kernel<11>, attr, large));
+      MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_kernel<21>, attr, large));
       s.attributes_set = true;
     }
     return s;
@@ -1619,23 +814,15 @@ struct GpuJob::Impl {
   void ensure_db(WorkerState& s, std::size_t b, std::size_t e) const {
     if (s.db.valid && s.db.begin == b && s.db.end == e) return;
     s.db.load(use_features ? &db_features : nullptr, encoding.database, b, e, s.stream);
-    if (use_features && (interleaved || g64 || sorted || sorted_b)) {
+    if (use_features) {
       s.db.valid = false;
-      if (g64)
-        s.db.load_interleaved(db_features, b, e, s.stream, 32, 4);
-      else if (sorted_b)
-        s.db.load_interleaved(db_features, b, e, s.stream, kPairWindow, 4);
-      else if (sorted)
-        s.db.load_interleaved(db_features, b, e, s.stream, kBlock, 4);
-      else
-        s.db.load_interleaved(db_features, b, e, s.stream);
+      s.db.load_interleaved(db_features, b, e, s.stream);
       s.db.valid = true;
     }
   }
 
-  // The groups of query rows [r0, r1): up to 32 consecutive queries (64 for g64), total features
-  // within half the table (3/4 of the g64 table; shared features take one slot, so the real load
-  // is lower). A group whose features do not fit closes early: diverse inputs make smaller groups,
+  // The groups of query rows [r0, r1): up to 32 consecutive queries, total features within half
+  // the table (shared features take one slot, so the real load is lower). A group whose features do not fit closes early: diverse inputs make smaller groups,
   // no cliff. Queries too large for any table (and every row for vidal) go to the merge kernel.
   // Rows are numbered from `base` (the first row of the query slice on the device); the groups and
   // fallback rows are appended to `groups` / `fallback`.
@@ -1653,10 +840,9 @@ struct GpuJob::Impl {
       return p;
     }
     const auto& fs = qfs();
-    const std::uint64_t small_cap = g64 ? kG64MaxFeatures : kSmallTableSlots / 2;
-    const std::uint32_t group_max = g64 ? kG64Queries : kQueriesPerGroup;
+    const std::uint64_t small_cap = kSmallTableSlots / 2;
+    const std::uint32_t group_max = kQueriesPerGroup;
     std::vector<QueryGroup> large;
-    detail::BoundedTablePlanner bounded_plan;  // sorted-hp6 only
     for (std::size_t r = r0; r < r1;) {
       const std::uint64_t first = fs.offsets[r + 1] - fs.offsets[r];
       if (first > kLargeTableSlots / 2) {
@@ -1670,21 +856,6 @@ struct GpuJob::Impl {
         continue;
       }
       QueryGroup g{rel(r), 0};
-      if (bounded) {  // sorted-hp6: as many queries as the bounded table holds (simulated)
-        bounded_plan.clear();
-        while (r < r1 && g.count < group_max &&
-               bounded_plan.try_add(fs.features.data() + fs.offsets[r], fs.offsets[r + 1] - fs.offsets[r])) {
-          ++g.count;
-          ++r;
-        }
-        if (g.count == 0) {  // alone too large for the bounded table: the 16,384-slot one
-          large.push_back({rel(r), 1});
-          ++r;
-        } else {
-          groups.push_back(g);
-        }
-        continue;
-      }
       std::uint64_t total = 0;
       while (r < r1 && g.count < group_max) {
         const std::uint64_t f = fs.offsets[r + 1] - fs.offsets[r];
@@ -1720,14 +891,14 @@ struct GpuJob::Impl {
     // the build); fewer when the pass has few query groups, so the launch still fills the GPU
     // (at least 4,096 blocks: the pipelined passes of dense_stream are ~1,024 rows).
     auto splits_for = [&](std::size_t n_groups) {
-      const std::size_t window = sorted_b || sorted_h ? kPairWindow : kBlock;  // columns per block step
+      const std::size_t window = kPairWindow;  // columns per block step
       const std::size_t windows = (cols + window - 1) / window;
       std::size_t per_block = block_steps ? block_steps : 8 * kBlock / window;
       while (per_block > 1 && n_groups * ((windows + per_block - 1) / per_block) < 4096) per_block /= 2;
       return static_cast<unsigned>(std::min<std::size_t>((windows + per_block - 1) / per_block, 65535));
     };
     const InterleavedSlice view = s.db.interleaved_view();
-    auto launch = [&](std::size_t first_group, std::size_t n_groups, std::uint32_t slots, bool g64_groups) {
+    auto launch = [&](std::size_t first_group, std::size_t n_groups, std::uint32_t slots) {
       if (n_groups == 0) return;
       const unsigned splits = splits_for(n_groups);
       const dim3 grid(static_cast<unsigned>(n_groups), splits);
@@ -1735,69 +906,14 @@ struct GpuJob::Impl {
       const QueryGroup* g = s.groups.data() + p.groups_begin + first_group;
       const auto n = static_cast<std::uint32_t>(cols);
       // Counts need 11 bit planes when every database molecule has < 2,048 features, else 21.
-      const auto run = [&](auto kernel11, auto kernel21, const dim3& dims, std::size_t shared, auto... args) {
-        (wide ? kernel21 : kernel11)<<<dims, kBlock, shared, stream>>>(args...);
-      };
-      if (g64_groups) {
-        run(hashed_similarity_g64_kernel<11>, hashed_similarity_g64_kernel<21>, grid, g64_shared_bytes(slots), g,
-            q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(), view, n, log2_slots, out, cols);
-      } else if (sorted_h) {
-        if (bounded && slots != kLargeTableSlots) {
-          run(variant == HashedKernel::sorted_hp6 ? hashed_similarity_sorted_h_kernel<11, true, true, 6>
-                                                  : hashed_similarity_sorted_h_kernel<11, true, true, 5>,
-              hashed_similarity_sorted_h_kernel<21, true, true>,
-              grid, detail::kBoundedSlots * sizeof(uint2), g, q.feature_offsets.data(), q.features.data(),
-              q.feature_sizes.data(), view, s.db.feature_offsets.data(), s.db.feature_sizes.data(), n, log2_slots,
-              out, cols);
-        } else {
-          const SortedHPair k = sorted_h_kernels(variant);
-          run(k.planes11, k.planes21, grid, csr_shared_bytes(slots), g, q.feature_offsets.data(), q.features.data(),
-              q.feature_sizes.data(), view, s.db.feature_offsets.data(), s.db.feature_sizes.data(), n, log2_slots,
-              out, cols);
-        }
-      } else if (sorted_b) {
-        const bool packed = variant == HashedKernel::sorted_bp;
-        run(packed ? hashed_similarity_sorted_b_kernel<11, true> : hashed_similarity_sorted_b_kernel<11, false>,
-            packed ? hashed_similarity_sorted_b_kernel<21, true> : hashed_similarity_sorted_b_kernel<21, false>, grid,
-            csr_shared_bytes(slots), g, q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(), view,
-            s.db.feature_offsets.data(), s.db.feature_sizes.data(), n, log2_slots, out, cols);
-      } else if (sorted) {
-        const bool csa = variant == HashedKernel::sorted;
-        run(csa ? hashed_similarity_sorted_kernel<11, true> : hashed_similarity_sorted_kernel<11, false>,
-            csa ? hashed_similarity_sorted_kernel<21, true> : hashed_similarity_sorted_kernel<21, false>, grid,
-            csr_shared_bytes(slots), g, q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(), view,
-            s.db.feature_offsets.data(), s.db.feature_sizes.data(), n, log2_slots, out, cols);
-      } else if (variant == HashedKernel::csr_t || variant == HashedKernel::csr_td ||
-                 variant == HashedKernel::csr_tdc || variant == HashedKernel::csr_tdp) {
-        const auto k11 = variant == HashedKernel::csr_t     ? hashed_similarity_csr_t_kernel<11, false, false>
-                         : variant == HashedKernel::csr_td  ? hashed_similarity_csr_t_kernel<11, true, false>
-                         : variant == HashedKernel::csr_tdp ? hashed_similarity_csr_t_kernel<11, true, true, true>
-                                                            : hashed_similarity_csr_t_kernel<11, true, true>;
-        const auto k21 = variant == HashedKernel::csr_t     ? hashed_similarity_csr_t_kernel<21, false, false>
-                         : variant == HashedKernel::csr_td  ? hashed_similarity_csr_t_kernel<21, true, false>
-                         : variant == HashedKernel::csr_tdp ? hashed_similarity_csr_t_kernel<21, true, true, true>
-                                                            : hashed_similarity_csr_t_kernel<21, true, true>;
-        run(k11, k21, grid,
-            csr_shared_bytes(slots), g, q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(),
-            s.db.feature_offsets.data(), s.db.features.data(), s.db.feature_sizes.data(), n, log2_slots, out, cols);
-      } else if (interleaved) {
-        run(hashed_similarity_interleaved_kernel<11>, hashed_similarity_interleaved_kernel<21>, grid,
-            shared_bytes(slots), g, q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(), view, n,
-            log2_slots, out, cols);
-      } else {
-        // The CSR kernels walk columns in blockDim strides: windows of 256 columns. g64's single
-        // large queries (more than 3,072 features) take the csr-ilp kernel.
-        const bool ilp = csr_ilp || g64;
-        run(ilp ? hashed_similarity_csr_ilp_kernel<11> : hashed_similarity_csr_kernel<11>,
-            ilp ? hashed_similarity_csr_ilp_kernel<21> : hashed_similarity_csr_kernel<21>, grid,
-            csr_shared_bytes(slots), g, q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(),
-            s.db.feature_offsets.data(), s.db.features.data(), s.db.feature_sizes.data(), n, log2_slots, out, cols);
-      }
+      (wide ? hashed_similarity_kernel<21> : hashed_similarity_kernel<11>)<<<grid, kBlock, table_bytes(slots), stream>>>(
+          g, q.feature_offsets.data(), q.features.data(), q.feature_sizes.data(), view, s.db.feature_offsets.data(),
+          s.db.feature_sizes.data(), n, log2_slots, out, cols);
       MOLACCEL_CUDA_CHECK_LAUNCH("lingo hashed_similarity kernel");
     };
       // grid.x is limited to 2^31-1 groups, far beyond any pass.
-      launch(0, p.n_small, g64 ? kG64TableSlots : kSmallTableSlots, g64);
-      launch(p.n_small, p.n_large, kLargeTableSlots, false);
+      launch(0, p.n_small, kSmallTableSlots);
+      launch(p.n_small, p.n_large, kLargeTableSlots);
     }
     for (std::size_t done = 0; done < p.n_fallback; done += 65535) {
       const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(65535, p.n_fallback - done));
@@ -1958,7 +1074,7 @@ struct GpuJob::Impl {
     // staging, in direct mode, the fp32 result buffers set the size).
     const std::size_t per_pass = direct ? pass_elements(true) : pass_elements() * (4 / elem);
     std::size_t pass = std::max<std::size_t>(1, per_pass / cols);
-    if (pass >= 64) pass = pass / 64 * 64;  // whole query groups (64 for g64)
+    if (pass >= 64) pass = pass / 64 * 64;  // whole query groups
     else if (pass >= 32) pass = pass / 32 * 32;
     pass = std::min({pass, rect.rows(), std::max<std::size_t>(1, budget(device) / cols)});
     std::optional<StagingLease> staging_lease;  // not needed when copying straight into `direct`
@@ -1975,7 +1091,7 @@ struct GpuJob::Impl {
       std::size_t step = pass;
       if (!(g && std::string_view(g) == "0")) {
         step = std::max<std::size_t>(1, pass / 8);
-        if (step >= 64) step = step / 64 * 64;  // whole g64 query groups
+        if (step >= 64) step = step / 64 * 64;  // whole query groups
       }
       for (std::size_t r = rect.row_begin; r < rect.row_end;) {
         r = std::min(rect.row_end, r + step);
@@ -2110,7 +1226,7 @@ std::size_t GpuJob::dense_budget(int device) const {
 }
 
 std::string GpuJob::kernel_name() const {
-  return impl_->use_features ? "hashed-" + std::string(kernel_variant_name(impl_->variant)) : "merge";
+  return impl_->use_features ? "hashed-sorted-hp8l" : "merge";
 }
 
 double GpuJob::time_kernels(int device, const Rect& rect, float* results) const {
