@@ -2,7 +2,7 @@
 // kernel path: hashed table (small and large), the merge kernel (vidal, and queries too large for a
 // table), wide bit-sliced counters (database molecules with >= 2048 features), streamed database
 // tiles merged on the host, and the on-device top-k / threshold selection.
-#include <cstdlib>
+#include <cstring>
 #include <random>
 
 #include "backend_checks.hpp"
@@ -154,27 +154,79 @@ TEST(LingoCuda, ClusterMatchesCpu) {
   EXPECT_EQ(cpu.centroids, gpu.centroids);
 }
 
-// The pipelined copy to the host (two result buffers, pinned staging, helper threads) with tiny
-// passes, so every pass boundary and buffer reuse is exercised; and .npy in every element type.
-class LingoCudaPipeline : public ::testing::Test {
- protected:
-  void SetUp() override { setenv("MOLACCEL_LINGO_GPU_PASS_ELEMENTS", "5000", 1); }
-  void TearDown() override { unsetenv("MOLACCEL_LINGO_GPU_PASS_ELEMENTS"); }
-};
-
-TEST_F(LingoCudaPipeline, ManySmallPassesStayBitIdentical) {
-  MOLACCEL_REQUIRE_GPU();
-  check_random_matrices(gpu_subject());
-  check_random_matrices(gpu_subject(), 13, 64);
-  check_real_self_matrix(gpu_subject(), "nci_first5k.smi", 1500, 4, Metric::tanimoto);
-  check_real_self_matrix(gpu_subject(), "demo4096.smi", 1029, 4, Metric::vidal, 256);
-  check_npy_types(gpu_subject());
-  check_npy_types(gpu_subject(), 40, 96);
+#ifdef MOLACCEL_HAVE_CUDA
+// The pipeline on its own (GpuJob, driven as the front file drives it) with a tuning of tiny passes,
+// so every pass boundary and buffer reuse is exercised: the whole matrix in every element type
+// into ordinary memory (pinned staging, helper threads) and into page-locked memory (the copy
+// engine writes it directly), against the reference byte for byte.
+cuda_backend::Tuning tiny_passes(bool grow = true) {
+  cuda_backend::Tuning t;
+  t.staged_pass_elements = 5000;
+  t.direct_pass_elements = 5000;
+  t.grow_passes = grow;
+  return t;
 }
+
+void check_job_matrix(const MoleculeSet& queries, const MoleculeSet* db, Metric metric,
+                      const cuda_backend::Tuning& tuning, const std::string& what) {
+  const auto encoding = detail::encode(queries, db);
+  const cuda_backend::GpuJob job(encoding, metric, tuning);
+  const std::size_t rows = queries.size(), cols = db ? db->size() : rows;
+  const auto m = reference_matrix(queries, db, metric);
+  const int device = gpu_list().front().index;
+  // The whole matrix, and a rect that starts inside it (row and column offsets).
+  for (const cuda_backend::Rect rect : {cuda_backend::Rect{0, rows, 0, cols}, cuda_backend::Rect{3, rows, 11, cols}}) {
+    std::vector<float> expected;
+    for (std::size_t r = rect.row_begin; r < rect.row_end; ++r)
+      expected.insert(expected.end(), m.begin() + r * cols + rect.col_begin, m.begin() + r * cols + rect.col_end);
+    for (auto type : {OutputType::fp32, OutputType::fp16, OutputType::u8}) {
+      const std::string want = expected_bytes(expected, type);
+      for (bool page_locked : {false, true}) {
+        auto pinned = allocate_host_buffer(page_locked ? want.size() : 0);
+        std::vector<std::uint8_t> plain(page_locked ? 0 : want.size());
+        if (page_locked) ASSERT_TRUE(pinned.page_locked);
+        auto* out = page_locked ? reinterpret_cast<std::uint8_t*>(pinned.data.get()) : plain.data();
+        std::fill_n(out, want.size(), std::uint8_t{0xab});
+        job.time_to_host(device, rect, type, out);
+        EXPECT_EQ(std::memcmp(out, want.data(), want.size()), 0)
+            << what << " " << to_string(type) << (page_locked ? " page-locked" : " ordinary memory") << " rows from "
+            << rect.row_begin << " cols from " << rect.col_begin;
+      }
+    }
+  }
+}
+
+TEST(LingoCudaPipeline, ManySmallPassesStayBitIdentical) {
+  MOLACCEL_REQUIRE_GPU();
+  for (int q : {1, 4, 8}) {
+    LingoOptions lo;
+    lo.q = q;
+    const auto queries = make_molecules(random_smiles_set(100 + q, 37, 1, 24, 10), lo);
+    const auto db = make_molecules(random_smiles_set(200 + q, 203, 1, 30, 10), lo);
+    for (auto metric : {Metric::tanimoto, Metric::vidal, Metric::set})
+      check_job_matrix(queries, &db, metric, tiny_passes(), fmt::format("q={} {}", q, to_string(metric)));
+  }
+  const auto nci = make_molecules(real_smiles("nci_first5k.smi", 1500), {});
+  check_job_matrix(nci, nullptr, Metric::tanimoto, tiny_passes(), "nci self");
+  const auto demo = make_molecules(real_smiles("demo4096.smi", 1029), {});
+  check_job_matrix(demo, nullptr, Metric::vidal, tiny_passes(), "demo self vidal");
+}
+
+// Passes growing from an eighth of the pass size (the default) and equal passes: same bits.
+TEST(LingoCudaPipeline, PassScheduleKeepsBits) {
+  MOLACCEL_REQUIRE_GPU();
+  const auto set = make_molecules(real_smiles("demo4096.smi", 700), {});
+  for (bool grow : {true, false}) {
+    cuda_backend::Tuning t = tiny_passes(grow);
+    t.staged_pass_elements = t.direct_pass_elements = 40000;  // about 57 rows: growing from 7
+    check_job_matrix(set, nullptr, Metric::tanimoto, t, fmt::format("grow {}", grow));
+  }
+}
+#endif
 
 // Into page-locked memory the copy engine writes the result directly (no staging buffers): whole
 // rows (one contiguous copy per pass) and column tiles (strided 2-D copies), self and two-set.
-TEST_F(LingoCudaPipeline, PageLockedDestinationIsWrittenDirectly) {
+TEST(LingoCuda, PageLockedDestinationIsWrittenDirectly) {
   MOLACCEL_REQUIRE_GPU();
   const auto queries = make_molecules(random_smiles_set(51, 157, 1, 30), {});
   const auto db = make_molecules(random_smiles_set(52, 403, 1, 30), {});
@@ -249,9 +301,9 @@ TEST(LingoCuda, DiverseVocabularyGroupsCloseEarly) {
 }
 
 #ifdef MOLACCEL_HAVE_CUDA
-// The benchmark's loop with results in device memory (GpuJob::time_kernels, the default kernel or
-// MOLACCEL_LINGO_GPU_KERNEL's): the whole rect in one pass (its default when it fits), and in
-// passes of 61 rows, give the reference's bits; a second call reuses the worker state.
+// The benchmark's loop with results in device memory (GpuJob::time_kernels): the whole rect in one
+// pass (its default when it fits), and in passes of 61 rows, give the reference's bits; a second
+// call reuses the worker state.
 TEST(LingoCuda, TimedKernelLoopKeepsBits) {
   MOLACCEL_REQUIRE_GPU();
   const auto set = make_molecules(real_smiles("demo4096.smi", 1100), {});
@@ -259,39 +311,19 @@ TEST(LingoCuda, TimedKernelLoopKeepsBits) {
   const auto expected = reference_matrix(set, nullptr, Metric::tanimoto);
   const auto encoding = detail::encode(set, nullptr);
   const int device = gpu_list().front().index;
-  for (const char* elements : {"", "67100"}) {
-    if (*elements) setenv("MOLACCEL_LINGO_DEVICE_PASS_ELEMENTS", elements, 1);
-    const cuda_backend::GpuJob job(encoding, Metric::tanimoto);
-    unsetenv("MOLACCEL_LINGO_DEVICE_PASS_ELEMENTS");
+  for (std::size_t elements : {std::size_t{0}, std::size_t{67100}}) {
+    cuda_backend::Tuning tuning;
+    tuning.device_pass_elements = elements;
+    const cuda_backend::GpuJob job(encoding, Metric::tanimoto, tuning);
     for (int call = 0; call < 2; ++call) {
       std::vector<float> got(n * n, -1.0f);
       EXPECT_GT(job.time_kernels(device, {0, n, 0, n}, got.data()), 0.0);
       expect_bit_identical(expected, got, n, fmt::format("time_kernels, {} elements per pass, call {}",
-                                                         *elements ? elements : "all", call));
+                                                         elements ? std::to_string(elements) : "all", call));
     }
   }
 }
 #endif
-
-// The pipelined copy into page-locked memory with the pass schedule growing (the default) and with
-// equal passes, and with the per-pass timeline on: same bits.
-TEST_F(LingoCudaPipeline, PassScheduleAndTimelineKeepBits) {
-  MOLACCEL_REQUIRE_GPU();
-  const auto set = make_molecules(real_smiles("demo4096.smi", 700), {});
-  const auto expected = reference_matrix(set, nullptr, Metric::tanimoto);
-  for (const char* grow : {"1", "0"}) {
-    setenv("MOLACCEL_LINGO_GPU_PASS_GROW", grow, 1);
-    setenv("MOLACCEL_LINGO_TIMELINE", "1", 1);
-    auto buffer = allocate_host_buffer(set.size() * set.size() * sizeof(float));
-    auto* out = reinterpret_cast<float*>(buffer.data.get());
-    std::fill_n(out, set.size() * set.size(), -1.0f);
-    similarity_matrix(gpu_subject().resources, set, nullptr, out, with(Backend::cuda, Metric::tanimoto));
-    unsetenv("MOLACCEL_LINGO_TIMELINE");
-    unsetenv("MOLACCEL_LINGO_GPU_PASS_GROW");
-    expect_bit_identical(expected, std::vector<float>(out, out + set.size() * set.size()), set.size(),
-                         fmt::format("page-locked, grow {}", grow));
-  }
-}
 
 }  // namespace
 }  // namespace molaccel::lingo

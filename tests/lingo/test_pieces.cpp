@@ -7,6 +7,7 @@
 
 #include "backend_checks.hpp"
 #include "lingo/bitslice.hpp"
+#include "lingo/cuda/tuning.hpp"
 #include "lingo/encoding.hpp"
 #include "lingo/interleaved_layout.hpp"
 #include "lingo/reference/reference.hpp"
@@ -198,6 +199,26 @@ TEST(LingoPieces, PairedSortedWalksMatchReference) {
   check_paired_walk(set, Metric::tanimoto, 0, set.size());  // 1,002: the last window partial
   check_paired_walk(set, Metric::tanimoto, 100, 650);       // a slice: the last pair has one window
   check_paired_walk(set, Metric::set, 3, 301);
+}
+
+// The CUDA backend's tuning: the defaults the kernel and pipeline were measured with, and the
+// benchmarks' NAME=VALUE settings.
+TEST(LingoPieces, TuningDefaultsAndSettings) {
+  auto t = cuda_backend::tuning_for(0, {Metric::tanimoto, 100, 100});
+  EXPECT_EQ(t.staged_pass_elements, std::size_t{1} << 25);
+  EXPECT_EQ(t.direct_pass_elements, std::size_t{1} << 27);
+  EXPECT_TRUE(t.grow_passes);
+  EXPECT_EQ(t.block_steps, 4u);
+  EXPECT_EQ(t.device_pass_elements, 0u);
+  EXPECT_EQ(t.drain_threads, 0);
+  cuda_backend::set_tuning(t, "block_steps=8");
+  cuda_backend::set_tuning(t, "grow_passes=0");
+  cuda_backend::set_tuning(t, "device_pass_elements=268435456");
+  EXPECT_EQ(t.block_steps, 8u);
+  EXPECT_FALSE(t.grow_passes);
+  EXPECT_EQ(t.device_pass_elements, std::size_t{268435456});
+  for (const char* bad : {"kernel=csr", "block_steps", "block_steps=0", "grow_passes=2", "drain_threads=x"})
+    EXPECT_THROW(cuda_backend::set_tuning(t, bad), Error) << bad;
 }
 
 }  // namespace

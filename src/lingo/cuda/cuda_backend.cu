@@ -23,6 +23,7 @@
 
 #include "lingo/bitslice.hpp"
 #include "lingo/cuda/cuda_backend.hpp"
+#include "lingo/cuda/tuning.hpp"
 #include "lingo/interleaved_layout.hpp"
 #include "lingo/similarity_math.hpp"
 #include "runtime/cuda/cuda_support.hpp"
@@ -643,6 +644,7 @@ struct DeviceSlice {
 
 // Per worker (one per GPU), kept for the whole job by the scheduler's ctx.local<>().
 struct WorkerState {
+  Tuning tuning;  // the job's, for this device (set by GpuJob::Impl::state)
   cuda::Stream stream;
   DeviceSlice db, queries;
   cuda::DeviceBuffer<float> sims;
@@ -708,24 +710,11 @@ class StagingLease {
   cuda::PinnedBuffer<std::uint8_t> buffers_[2];
 };
 
-// Elements per pipelined pass: 128 MiB of fp32 through pinned staging; 512 MiB when the copy
-// engine writes a page-locked destination directly (no staging to size; fewer, larger passes
-// measured faster on an H100: 93 ms against 100 ms for 32,768^2). Tests make it small to force
-// many passes.
-std::size_t pass_elements(bool direct = false) {
-  if (const char* v = std::getenv("MOLACCEL_LINGO_GPU_PASS_ELEMENTS"); v && *v) {
-    const long long n = std::atoll(v);
-    if (n > 0) return static_cast<std::size_t>(n);
-  }
-  return std::size_t{1} << (direct ? 27 : 25);
-}
-
 // Copies `rows` rows of `row_bytes` from contiguous `src` to `dst` (stride `ld_bytes`) with a few
-// threads: one thread cannot keep up with PCIe.
+// threads (`threads`, 0: up to 16): one thread cannot keep up with PCIe.
 void parallel_rows_copy(std::uint8_t* dst, std::size_t ld_bytes, const std::uint8_t* src, std::size_t rows,
-                        std::size_t row_bytes) {
-  int threads = std::max(1, std::min(16, cpu_info().logical_cores));
-  if (const char* v = std::getenv("MOLACCEL_LINGO_DRAIN_THREADS"); v && std::atoi(v) > 0) threads = std::atoi(v);
+                        std::size_t row_bytes, int threads) {
+  if (threads <= 0) threads = std::max(1, std::min(16, cpu_info().logical_cores));
   if (ld_bytes == row_bytes) {
     const std::size_t total = rows * row_bytes;
     const std::size_t piece = std::max<std::size_t>(std::size_t{1} << 20, (total + threads - 1) / threads);
@@ -762,17 +751,11 @@ struct GpuJob::Impl {
   Metric metric;
   bool use_features;
   detail::FeatureSet db_features, query_features;  // query_features empty when self
-  // Window steps per block at most (MOLACCEL_LINGO_BLOCK_STEPS; 0: 8 windows of 256 columns).
-  std::size_t block_steps = [] {
-    const char* v = std::getenv("MOLACCEL_LINGO_BLOCK_STEPS");
-    return v && std::atoll(v) > 0 ? static_cast<std::size_t>(std::atoll(v)) : std::size_t{0};
-  }();
-  // time_kernels' elements per pass (MOLACCEL_LINGO_DEVICE_PASS_ELEMENTS when the job is made; 0:
-  // the whole rect when it fits).
-  std::size_t device_pass_elements = [] {
-    const char* v = std::getenv("MOLACCEL_LINGO_DEVICE_PASS_ELEMENTS");
-    return v && std::atoll(v) > 0 ? static_cast<std::size_t>(std::atoll(v)) : std::size_t{0};
-  }();
+  std::optional<Tuning> fixed_tuning;              // tests and benchmarks; else tuning_for
+  Tuning tuning(int device) const {
+    return fixed_tuning ? *fixed_tuning
+                        : tuning_for(device, {metric, encoding.query_set().size(), encoding.database.size()});
+  }
   // time_kernels' worker state, per device, kept from call to call as a job keeps it from tile to
   // tile: the result matrix and the plan buffers are allocated by the first (warm-up) call, not
   // inside the timed loop of every call (a 1 GiB cudaMalloc landed in the first pass's time).
@@ -789,7 +772,8 @@ struct GpuJob::Impl {
     return *bench_contexts.back().second;
   }
 
-  Impl(const detail::Encoding& e, Metric m) : encoding(e), metric(m), use_features(m != Metric::vidal) {
+  Impl(const detail::Encoding& e, Metric m, std::optional<Tuning> t)
+      : encoding(e), metric(m), use_features(m != Metric::vidal), fixed_tuning(t) {
     if (use_features) {
       const auto bases = detail::feature_bases(e);
       const bool distinct_only = m == Metric::set;
@@ -801,6 +785,7 @@ struct GpuJob::Impl {
 
   WorkerState& state(WorkerContext& ctx) const {
     auto& s = ctx.local<WorkerState>();
+    s.tuning = tuning(ctx.worker().device);
     if (!s.attributes_set) {
       const int large = static_cast<int>(table_bytes(kLargeTableSlots));
       const auto attr = cudaFuncAttributeMaxDynamicSharedMemorySize;
@@ -893,7 +878,7 @@ struct GpuJob::Impl {
     auto splits_for = [&](std::size_t n_groups) {
       const std::size_t window = kPairWindow;  // columns per block step
       const std::size_t windows = (cols + window - 1) / window;
-      std::size_t per_block = block_steps ? block_steps : 8 * kBlock / window;
+      std::size_t per_block = std::max<std::size_t>(1, s.tuning.block_steps);
       while (per_block > 1 && n_groups * ((windows + per_block - 1) / per_block) < 4096) per_block /= 2;
       return static_cast<unsigned>(std::min<std::size_t>((windows + per_block - 1) / per_block, 65535));
     };
@@ -1035,7 +1020,6 @@ struct GpuJob::Impl {
     const std::size_t n = bounds.size() - 1;
     marks[4 * n - 1].synchronize();
     double copy_busy = 0, compute_busy = 0, gaps = 0, prev_copy_end = 0;
-    std::string lines;
     for (std::size_t i = 0; i < n; ++i) {
       const double c0 = marks[4 * i].elapsed_ms_since(t0), c1 = marks[4 * i + 1].elapsed_ms_since(t0);
       const double k0 = marks[4 * i + 2].elapsed_ms_since(t0), k1 = marks[4 * i + 3].elapsed_ms_since(t0);
@@ -1045,16 +1029,17 @@ struct GpuJob::Impl {
       if (i > 0) gaps += std::max(0.0, k0 - prev_copy_end);
       prev_copy_end = k1;
       auto h = [&](int k) { return (host[4 * i + k] - host_t0) * 1e3; };
-      lines += fmt::format(fmt::runtime("lingo timeline: pass {:3} rows {:6} compute {:8.3f}-{:8.3f} copy {:8.3f}-{:8.3f} "
-                                        "({:5.1f} GB/s); host enqueues compute {:8.3f}-{:8.3f} copy {:8.3f}-{:8.3f}\n"),
-                           i, bounds[i + 1] - bounds[i], c0, c1, k0, k1, bytes / ((k1 - k0) * 1e-3) / 1e9, h(0), h(1),
-                           h(2), h(3));
+      trace_message("lingo", fmt::format(fmt::runtime("pipeline pass {:3} rows {:6} compute {:8.3f}-{:8.3f} copy {:8.3f}-{:8.3f} "
+                                         "({:5.1f} GB/s); host enqueues compute {:8.3f}-{:8.3f} copy {:8.3f}-{:8.3f}"),
+                                         i, bounds[i + 1] - bounds[i], c0, c1, k0, k1,
+                                         bytes / ((k1 - k0) * 1e-3) / 1e9, h(0), h(1), h(2), h(3)));
     }
     const double first_copy = marks[2].elapsed_ms_since(t0), last = marks[4 * n - 1].elapsed_ms_since(t0);
-    std::fprintf(stderr,
-                 "%slingo timeline: %zu passes, wall %.3f ms = host setup %.3f ms + events span %.3f ms + after; copy busy "
-                 "%.3f ms, before the first copy %.3f ms, gaps between copies %.3f ms, compute busy %.3f ms\n",
-                 lines.c_str(), n, wall_s * 1e3, setup_s * 1e3, last, copy_busy, first_copy, gaps, compute_busy);
+    trace_message("lingo", fmt::format(fmt::runtime("pipeline: {} passes, wall {:.3f} ms = host setup {:.3f} ms + events span "
+                                       "{:.3f} ms + after; copy busy {:.3f} ms, before the first copy {:.3f} ms, "
+                                       "gaps between copies {:.3f} ms, compute busy {:.3f} ms"),
+                                       n, wall_s * 1e3, setup_s * 1e3, last, copy_busy, first_copy, gaps,
+                                       compute_busy));
   }
 
   // The pipeline of dense_stream (see the header): pass i computes into result buffer i % 2 on
@@ -1072,7 +1057,8 @@ struct GpuJob::Impl {
     const std::size_t elem = element_bytes(type);
     // Same staging bytes per pass for every type: fp16/u8 passes have 2x/4x the rows (without
     // staging, in direct mode, the fp32 result buffers set the size).
-    const std::size_t per_pass = direct ? pass_elements(true) : pass_elements() * (4 / elem);
+    const std::size_t per_pass =
+        direct ? s.tuning.direct_pass_elements : s.tuning.staged_pass_elements * (4 / elem);
     std::size_t pass = std::max<std::size_t>(1, per_pass / cols);
     if (pass >= 64) pass = pass / 64 * 64;  // whole query groups
     else if (pass >= 32) pass = pass / 32 * 32;
@@ -1083,13 +1069,11 @@ struct GpuJob::Impl {
     // no reallocation (and no cudaFree, which would wait for the copy in flight) inside the loop.
     // The passes: the first ones small and doubling up to `pass` (the default), so that the first
     // pass's computation, which no copy overlaps, is short (32,768^2 fp32 into page-locked memory
-    // on an H100: 79.7 ms against 80.4-80.9 ms with equal passes); MOLACCEL_LINGO_GPU_PASS_GROW=0
-    // makes all passes equal.
+    // measured 79.7 ms against 80.4-80.9 ms with equal passes; Tuning::grow_passes).
     std::vector<std::size_t> bounds{rect.row_begin};
     {
-      const char* g = std::getenv("MOLACCEL_LINGO_GPU_PASS_GROW");
       std::size_t step = pass;
-      if (!(g && std::string_view(g) == "0")) {
+      if (s.tuning.grow_passes) {
         step = std::max<std::size_t>(1, pass / 8);
         if (step >= 64) step = step / 64 * 64;  // whole query groups
       }
@@ -1105,9 +1089,8 @@ struct GpuJob::Impl {
       if (type != OutputType::fp32) s.pipe_packed[b].resize(std::max<std::size_t>(pass * cols * elem, 1));
     }
     std::future<void> drains[2];
-    // MOLACCEL_LINGO_TIMELINE=1: CUDA events around every pass's compute and copy, printed to stderr.
-    const char* timeline_env = std::getenv("MOLACCEL_LINGO_TIMELINE");
-    const bool timeline = timeline_env && *timeline_env && std::string_view(timeline_env) != "0";
+    // MOLACCEL_TRACE=lingo: CUDA events around every pass's compute and copy, traced at the end.
+    const bool timeline = trace_enabled("lingo");
     const std::size_t n_passes = bounds.size() - 1;
     std::vector<cuda::Event> marks;  // per pass: compute begin, compute end, copy begin, copy end
     // Host clock (s) per pass: before and after enqueueing the compute, before and after
@@ -1217,8 +1200,8 @@ struct GpuJob::Impl {
   }
 };
 
-GpuJob::GpuJob(const detail::Encoding& encoding, Metric metric)
-    : impl_(std::make_unique<Impl>(encoding, metric)) {}
+GpuJob::GpuJob(const detail::Encoding& encoding, Metric metric, std::optional<Tuning> tuning)
+    : impl_(std::make_unique<Impl>(encoding, metric, tuning)) {}
 GpuJob::~GpuJob() = default;
 
 std::size_t GpuJob::dense_budget(int device) const {
@@ -1238,12 +1221,12 @@ double GpuJob::time_kernels(int device, const Rect& rect, float* results) const 
   // device memory, so the whole rect is one pass (one launch: one prologue and one tail, where
   // passes of the 1 GiB budget take four at 32,768^2) when it fits in a quarter of the free memory
   // (the allocation is made by the first, warm-up call); otherwise the budget's passes.
-  // MOLACCEL_LINGO_DEVICE_PASS_ELEMENTS sets the elements per pass (268435456: the budget's 1 GiB).
+  // Tuning::device_pass_elements sets the elements per pass (268435456: the budget's 1 GiB).
   std::size_t pass_rows = 0;
   {
     const std::size_t cols = std::max<std::size_t>(rect.cols(), 1);
-    if (impl_->device_pass_elements) {
-      pass_rows = std::max<std::size_t>(1, impl_->device_pass_elements / cols);
+    if (s.tuning.device_pass_elements) {
+      pass_rows = std::max<std::size_t>(1, s.tuning.device_pass_elements / cols);
     } else {
       std::size_t free_bytes = 0, total = 0;
       if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) free_bytes = 0;
@@ -1252,10 +1235,9 @@ double GpuJob::time_kernels(int device, const Rect& rect, float* results) const 
     }
   }
   cuda::Event start, stop;
-  // MOLACCEL_LINGO_TIMELINE=1: each pass's kernels timed apart (stderr), to set them against the
-  // whole (host planning, uploads and gaps between passes included).
-  const char* timeline_env = std::getenv("MOLACCEL_LINGO_TIMELINE");
-  const bool timeline = timeline_env && *timeline_env && std::string_view(timeline_env) != "0";
+  // MOLACCEL_TRACE=lingo: each pass's kernels timed apart, to set them against the whole (host
+  // planning, uploads and gaps between passes included).
+  const bool timeline = trace_enabled("lingo");
   std::vector<std::pair<cuda::Event, cuda::Event>> marks;
   std::vector<std::size_t> rows;
   double host_start = 0, host_first_launched = 0;
@@ -1286,21 +1268,20 @@ double GpuJob::time_kernels(int device, const Rect& rect, float* results) const 
   stop.synchronize();
   if (timeline) {
     const auto ms = [&](double t) { return (t - host_start) * 1e3; };
-    std::fprintf(stderr,
-                 "lingo kernel timeline: host from the start event: planning %.3f-%.3f ms, plan upload "
-                 "%.3f-%.3f ms, first pass enqueued %.3f ms\n",
-                 ms(s.prepare_marks[0]), ms(s.prepare_marks[1]), ms(s.prepare_marks[1]), ms(s.prepare_marks[2]),
-                 ms(host_first_launched));
+    trace_message("lingo", fmt::format(fmt::runtime("kernel loop, host from the start event: planning {:.3f}-{:.3f} ms, plan "
+                                       "upload {:.3f}-{:.3f} ms, first pass enqueued {:.3f} ms"),
+                                       ms(s.prepare_marks[0]), ms(s.prepare_marks[1]), ms(s.prepare_marks[1]),
+                                       ms(s.prepare_marks[2]), ms(host_first_launched)));
     double kernels = 0;
     for (std::size_t i = 0; i < marks.size(); ++i) {
       const double ms = marks[i].second.elapsed_ms_since(marks[i].first);
       kernels += ms;
-      std::fprintf(stderr, "lingo kernel timeline: pass %zu rows %zu %.3f ms (%.1f G/s), from start %.3f ms\n", i,
-                   rows[i], ms, static_cast<double>(rows[i]) * rect.cols() / (ms * 1e-3) / 1e9,
-                   marks[i].first.elapsed_ms_since(start));
+      trace_message("lingo", fmt::format(fmt::runtime("kernel loop pass {} rows {} {:.3f} ms ({:.1f} G/s), from start {:.3f} ms"),
+                                         i, rows[i], ms, static_cast<double>(rows[i]) * rect.cols() / (ms * 1e-3) / 1e9,
+                                         marks[i].first.elapsed_ms_since(start)));
     }
-    std::fprintf(stderr, "lingo kernel timeline: %zu passes, kernels %.3f ms of %.3f ms\n", marks.size(), kernels,
-                 stop.elapsed_ms_since(start));
+    trace_message("lingo", fmt::format(fmt::runtime("kernel loop: {} passes, kernels {:.3f} ms of {:.3f} ms"), marks.size(),
+                                       kernels, stop.elapsed_ms_since(start)));
   }
   return stop.elapsed_ms_since(start) / 1000.0;
 }
@@ -1326,8 +1307,9 @@ void GpuJob::dense_to(WorkerContext& ctx, const Rect& rect, OutputType type, std
       // dense_stream below starts over with the pipeline and then plain passes.
     }
   }
+  const int threads = impl_->tuning(ctx.worker().device).drain_threads;
   dense_stream(ctx, rect, type, [&](std::size_t row, std::size_t rows, const std::uint8_t* data) {
-    parallel_rows_copy(out + row * ld_bytes, ld_bytes, data, rows, row_bytes);
+    parallel_rows_copy(out + row * ld_bytes, ld_bytes, data, rows, row_bytes, threads);
   });
 }
 
@@ -1462,10 +1444,10 @@ CopyRates measure_copy_rates(int device, std::size_t bytes) {
   stop.synchronize();
   rates.d2h_pinned_gbs = kCopies * static_cast<double>(bytes) / (stop.elapsed_ms_since(start) * 1e-3) / 1e9;
   std::vector<std::uint8_t> host(bytes * 4, 1);
-  parallel_rows_copy(host.data(), bytes, staging.buffer(0), 1, bytes);  // warm
+  parallel_rows_copy(host.data(), bytes, staging.buffer(0), 1, bytes, 0);  // warm
   const double t0 = now_seconds();
   for (int i = 0; i < kCopies; ++i)
-    parallel_rows_copy(host.data() + (i & 3) * bytes, bytes, staging.buffer(i & 1), 1, bytes);
+    parallel_rows_copy(host.data() + (i & 3) * bytes, bytes, staging.buffer(i & 1), 1, bytes, 0);
   rates.host_copy_gbs = kCopies * static_cast<double>(bytes) / (now_seconds() - t0) / 1e9;
   return rates;
 }

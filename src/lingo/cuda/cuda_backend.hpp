@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "lingo/cuda/tuning.hpp"
 #include "lingo/encoding.hpp"
 
 namespace molaccel::lingo::cuda_backend {
@@ -24,7 +26,8 @@ struct Rect {
 
 class GpuJob {
  public:
-  GpuJob(const detail::Encoding& encoding, Metric metric);
+  // `tuning`: tests and benchmarks; by default tuning_for(device, problem) on each device.
+  GpuJob(const detail::Encoding& encoding, Metric metric, std::optional<Tuning> tuning = std::nullopt);
   ~GpuJob();
   GpuJob(const GpuJob&) = delete;
   GpuJob& operator=(const GpuJob&) = delete;
@@ -58,8 +61,8 @@ class GpuJob {
   // (planning and plan uploads included; the database upload not). The worker state (database
   // slice, result matrix, plan buffers) persists from call to call on a device, as it does from
   // tile to tile in a job: the first call allocates, so time the later ones. The whole rect is one
-  // pass when its results fit in a quarter of the free memory (MOLACCEL_LINGO_DEVICE_PASS_ELEMENTS
-  // sets the elements per pass). `results` (tests; rect.rows() x rect.cols()): the similarities
+  // pass when its results fit in a quarter of the free memory (Tuning::device_pass_elements sets
+  // the elements per pass). `results` (tests; rect.rows() x rect.cols()): the similarities
   // also copied to the host, pass by pass.
   double time_kernels(int device, const Rect& rect, float* results = nullptr) const;
   // Benchmarks: wall seconds of dense_stream of the rect into host memory `out` (rect.rows() x
