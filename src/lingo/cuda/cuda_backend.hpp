@@ -2,6 +2,10 @@
 // A GpuJob holds the host-side feature sets of one job; its tile methods run on a GPU worker of
 // the scheduler (device current), upload what the tile needs (the database block is cached per
 // worker) and bring back only results: dense blocks, top-k lists or threshold pairs.
+//
+// Layers (CUB style): this call -> tuning.hpp (settings, tuning_for) -> job.hpp / job.cu (passes:
+// query groups, uploads, launches; top-k, threshold) and pipeline.cu (dense results to the host)
+// -> kernels.hpp (similarity_kernels.cu, select_kernels.cu) -> block_pieces.cuh and bitslice.hpp.
 #pragma once
 
 #include <cstddef>
