@@ -16,6 +16,7 @@
 #include "common/harness.hpp"
 #include "lingo/encoding.hpp"
 #ifdef MOLACCEL_HAVE_CUDA
+#include "copy_ceilings.hpp"
 #include "lingo/cuda/cuda_backend.hpp"
 #endif
 
@@ -117,7 +118,7 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
     const cuda_backend::GpuJob job(encoding, Metric::tanimoto, bench_tuning(g.index, n));
     if (n >= 32768 && !gpu_only) {
       // The pipeline's two ceilings alone (128 MiB copies).
-      const auto rates = cuda_backend::measure_copy_rates(g.index, std::size_t{1} << 27);
+      const auto rates = lingo_bench::measure_copy_rates(g.index, std::size_t{1} << 27);
       std::printf("lingo copy ceilings: D2H into pinned %.1f GB/s; host copy pinned -> pageable %.1f GB/s\n",
                   rates.d2h_pinned_gbs, rates.host_copy_gbs);
     }
@@ -129,7 +130,7 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
       if (!pinned.page_locked) break;
       std::memset(pinned.data.get(), 1, pinned.bytes);
       if (type == OutputType::fp32 && n >= 32768) {
-        const double gbs = cuda_backend::measure_d2h_into(g.index, pinned.data.get(), pinned.bytes, std::size_t{1} << 27);
+        const double gbs = lingo_bench::measure_d2h_into(g.index, pinned.data.get(), pinned.bytes, std::size_t{1} << 27);
         std::printf("lingo copy ceiling: D2H of 128 MiB chunks filling the %.2f GB page-locked matrix %.1f GB/s\n",
                     pinned.bytes / 1e9, gbs);
       }

@@ -78,16 +78,4 @@ class GpuJob {
   std::unique_ptr<Impl> impl_;
 };
 
-// Benchmarks: the two ceilings of dense_stream, measured alone: device-to-host copies of `bytes`
-// into pinned memory (GB/s, CUDA events, 8 copies), and the multi-threaded host copy from pinned
-// into ordinary touched memory (GB/s, the helper threads' copy).
-struct CopyRates {
-  double d2h_pinned_gbs = 0;
-  double host_copy_gbs = 0;
-};
-CopyRates measure_copy_rates(int device, std::size_t bytes);
-// The copy engine alone: `chunk`-byte device-to-host copies filling all of `destination` in order
-// (GB/s, CUDA events) -- the ceiling for landing a whole matrix in that (page-locked) memory.
-double measure_d2h_into(int device, void* destination, std::size_t destination_bytes, std::size_t chunk);
-
 }  // namespace molaccel::lingo::cuda_backend
