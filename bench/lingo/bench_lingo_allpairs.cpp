@@ -57,7 +57,7 @@ void time_kernel_loop(const detail::Encoding& encoding, std::size_t n, const Gpu
   const cuda_backend::Rect all{0, n, 0, n};
   const cuda_backend::GpuJob job(encoding, Metric::tanimoto, bench_tuning(g.index, n));
   const auto kernel = mb::measure_with([&] { return job.time_kernels(g.index, all); }, 2, 7);
-  // Limit: every similarity is one 4-byte store; HBM3 bandwidth of the H100 (3.35 TB/s) caps it.
+  // Limit: every similarity is one 4-byte store, at an HBM3 bandwidth of 3.35 TB/s.
   mb::print_row({row, g.name, fmt::format("{}x{}", n, n), kernel, static_cast<double>(n) * n, "LINGOs", 4.0 * n * n,
                  3.35e12 / 4, "fp32 store bandwidth (3.35 TB/s)", note + tuning_note()});
 }

@@ -224,7 +224,7 @@ std::size_t GpuJob::dense_budget(int device) const {
 }
 
 std::string GpuJob::kernel_name() const {
-  return impl_->use_features ? "hashed-sorted-hp8l" : "merge";
+  return impl_->use_features ? "hashed" : "merge";
 }
 
 double GpuJob::time_kernels(int device, const Rect& rect, float* results) const {
