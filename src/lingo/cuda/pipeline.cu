@@ -120,16 +120,15 @@ void GpuJob::Impl::stream_passes(WorkerContext& ctx, const Rect& rect, OutputTyp
   const std::size_t per_pass =
       direct ? s.tuning.direct_pass_elements : s.tuning.staged_pass_elements * (4 / elem);
   std::size_t pass = std::max<std::size_t>(1, per_pass / cols);
-  if (pass >= 64) pass = pass / 64 * 64;  // whole query groups
+  if (pass >= 64) pass = pass / 64 * 64;  // whole query groups; the pass sizes it was measured with
   else if (pass >= 32) pass = pass / 32 * 32;
   pass = std::min({pass, rect.rows(), std::max<std::size_t>(1, budget(device) / cols)});
   std::optional<StagingLease> staging_lease;  // not needed when copying straight into `direct`
   if (!direct) staging_lease.emplace(pass * cols * elem);
   // Every per-pass buffer at its largest size up front (the queries and plans by prepare_passes):
   // no reallocation (and no cudaFree, which would wait for the copy in flight) inside the loop.
-  // The passes: the first ones small and doubling up to `pass` (the default), so that the first
-  // pass's computation, which no copy overlaps, is short (32,768^2 fp32 into page-locked memory
-  // measured 79.7 ms against 80.4-80.9 ms with equal passes; Tuning::grow_passes).
+  // The passes: the first ones small and doubling up to `pass` (Tuning::grow_passes), so that the
+  // first pass's computation, which no copy overlaps, is short.
   std::vector<std::size_t> bounds{rect.row_begin};
   {
     std::size_t step = pass;
@@ -178,10 +177,9 @@ void GpuJob::Impl::stream_passes(WorkerContext& ctx, const Rect& rect, OutputTyp
         host[4 * i] = now_seconds();
         marks[4 * i].record(s.stream);
       }
-      // Straight into result buffer `slot` (sized above). This used to swap s.sims with the
-      // buffer; DeviceBuffer's move does not carry its capacity, so compute() reallocated it
-      // every pass, and that cudaFree waited for the copy in flight: every pass's compute ran
-      // after the previous copy, plus a 512 MiB cudaMalloc (the ~2.3 ms gaps of docs/lingo.md).
+      // Straight into result buffer `slot` (sized above): swapping it with s.sims would lose its
+      // capacity (a moved DeviceBuffer does not carry it), and the reallocation's cudaFree would
+      // wait for the copy in flight.
       compute(s, r, r1, s.pipe_sims[slot].data());
       if (timeline) host[4 * i + 1] = now_seconds();
       const std::uint8_t* source = reinterpret_cast<const std::uint8_t*>(s.pipe_sims[slot].data());
