@@ -52,14 +52,14 @@ std::string tuning_note() {
 
 // The all-vs-all kernel loop (GpuJob::time_kernels: host planning, plan upload and the kernels,
 // from the first CUDA event to the last; the database upload before it), median of 7 after 2.
-void time_kernel_loop(const detail::Encoding& encoding, std::size_t n, const GpuInfo& g, const std::string& row,
-                      const std::string& note) {
+void time_kernel_loop(const detail::Encoding& encoding, std::size_t n, const GpuInfo& g,
+                      const std::string& row, const std::string& note) {
   const cuda_backend::Rect all{0, n, 0, n};
   const cuda_backend::GpuJob job(encoding, Metric::tanimoto, bench_tuning(g.index, n));
   const auto kernel = mb::measure_with([&] { return job.time_kernels(g.index, all); }, 2, 7);
   // Limit: every similarity is one 4-byte store, at an HBM3 bandwidth of 3.35 TB/s.
-  mb::print_row({row, g.name, fmt::format("{}x{}", n, n), kernel, static_cast<double>(n) * n, "LINGOs", 4.0 * n * n,
-                 3.35e12 / 4, "fp32 store bandwidth (3.35 TB/s)", note + tuning_note()});
+  mb::print_row({row, g.name, fmt::format("{}x{}", n, n), kernel, static_cast<double>(n) * n, "LINGOs",
+                 4.0 * n * n, 3.35e12 / 4, "fp32 store bandwidth (3.35 TB/s)", note + tuning_note()});
 }
 #endif
 
@@ -73,35 +73,35 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
   // whole matrix at 32k); throughput is per similarity, so the rows stand for the matrix.
   const std::size_t rows = std::min<std::size_t>(n, quick ? 32 : 128);
   if (!gpu_only && !kernel_only) {
-  std::vector<std::size_t> first(rows);
-  for (std::size_t i = 0; i < rows; ++i) first[i] = i;
-  const MoleculeSet head = molaccel::lingo::subset(set, first);
-  const double block_pairs = static_cast<double>(rows) * n;
+    std::vector<std::size_t> first(rows);
+    for (std::size_t i = 0; i < rows; ++i) first[i] = i;
+    const MoleculeSet head = molaccel::lingo::subset(set, first);
+    const double block_pairs = static_cast<double>(rows) * n;
 
-  const auto ref = mb::measure(
-      [&] { similarity_matrix(Resources::cpu(1), head, &set, on(Backend::reference)); }, 0, quick ? 1 : 3);
-  mb::print_row({"lingo/allpairs/reference/1thread", cpu_model, fmt::format("{}x{}", rows, n), ref,
-                 block_pairs, "LINGOs", 0, 0, "", label + ", " + stats});
-  // The CPU kernel without the one-time encoding of the set (reported apart, like the paper's
-  // "read SMILES + construct multisets" row).
-  RunInfo info;
-  const auto cpu1 = mb::measure_with(
-      [&] {
-        similarity_matrix(Resources::cpu(1), head, &set, on(Backend::cpu), &info);
-        return info.seconds - info.prepare_seconds;
-      },
-      1, quick ? 3 : 5);
-  mb::print_row({"lingo/allpairs/cpu/1thread", cpu_model, fmt::format("{}x{}", rows, n), cpu1, block_pairs,
-                 "LINGOs", 0, 0, "",
-                 fmt::format("{}; {:.1f}x the reference per core; encoding {:.1f} ms apart", info.backend,
-                             ref.median_s / cpu1.median_s, 1e3 * info.prepare_seconds)});
-  if (n <= 8192) {  // larger full matrices on the CPU take minutes: the 1-thread rows stand in
-    const auto cpu =
-        mb::measure([&] { similarity_matrix(Resources::cpu(0), set, &set, on(Backend::cpu)); }, 1, 3);
-    mb::print_row({"lingo/allpairs/cpu/all-threads", cpu_model, size, cpu, static_cast<double>(n) * n,
+    const auto ref = mb::measure(
+        [&] { similarity_matrix(Resources::cpu(1), head, &set, on(Backend::reference)); }, 0, quick ? 1 : 3);
+    mb::print_row({"lingo/allpairs/reference/1thread", cpu_model, fmt::format("{}x{}", rows, n), ref,
+                   block_pairs, "LINGOs", 0, 0, "", label + ", " + stats});
+    // The CPU kernel without the one-time encoding of the set (reported apart, like the paper's
+    // "read SMILES + construct multisets" row).
+    RunInfo info;
+    const auto cpu1 = mb::measure_with(
+        [&] {
+          similarity_matrix(Resources::cpu(1), head, &set, on(Backend::cpu), &info);
+          return info.seconds - info.prepare_seconds;
+        },
+        1, quick ? 3 : 5);
+    mb::print_row({"lingo/allpairs/cpu/1thread", cpu_model, fmt::format("{}x{}", rows, n), cpu1, block_pairs,
                    "LINGOs", 0, 0, "",
-                   fmt::format("{} threads, full matrix in host memory", cpu_info().logical_cores)});
-  }
+                   fmt::format("{}; {:.1f}x the reference per core; encoding {:.1f} ms apart", info.backend,
+                               ref.median_s / cpu1.median_s, 1e3 * info.prepare_seconds)});
+    if (n <= 8192) {  // larger full matrices on the CPU take minutes: the 1-thread rows stand in
+      const auto cpu =
+          mb::measure([&] { similarity_matrix(Resources::cpu(0), set, &set, on(Backend::cpu)); }, 1, 3);
+      mb::print_row({"lingo/allpairs/cpu/all-threads", cpu_model, size, cpu, static_cast<double>(n) * n,
+                     "LINGOs", 0, 0, "",
+                     fmt::format("{} threads, full matrix in host memory", cpu_info().logical_cores)});
+    }
   }
 #ifdef MOLACCEL_HAVE_CUDA
   const auto gpus = gpu_list();
@@ -109,7 +109,8 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
   const auto& g = gpus.front();
   const auto encoding = detail::encode(set, nullptr);
   const cuda_backend::Rect all{0, n, 0, n};
-  time_kernel_loop(encoding, n, g, "lingo/allpairs/cuda/kernel", "full matrix, results in device memory (CUDA events)");
+  time_kernel_loop(encoding, n, g, "lingo/allpairs/cuda/kernel",
+                   "full matrix, results in device memory (CUDA events)");
   if (kernel_only) return;
   // The full matrix into host memory through the pipeline (compute of pass i+1, the D2H copy of
   // pass i into pinned staging, and the host copy of pass i-1 overlapped), per element type; the
@@ -130,16 +131,18 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
       if (!pinned.page_locked) break;
       std::memset(pinned.data.get(), 1, pinned.bytes);
       if (type == OutputType::fp32 && n >= 32768) {
-        const double gbs = lingo_bench::measure_d2h_into(g.index, pinned.data.get(), pinned.bytes, std::size_t{1} << 27);
-        std::printf("lingo copy ceiling: D2H of 128 MiB chunks filling the %.2f GB page-locked matrix %.1f GB/s\n",
-                    pinned.bytes / 1e9, gbs);
+        const double gbs =
+            lingo_bench::measure_d2h_into(g.index, pinned.data.get(), pinned.bytes, std::size_t{1} << 27);
+        std::printf(
+            "lingo copy ceiling: D2H of 128 MiB chunks filling the %.2f GB page-locked matrix %.1f GB/s\n",
+            pinned.bytes / 1e9, gbs);
       }
-      const auto t = mb::measure_with([&] { return job.time_to_host(g.index, all, type, pinned.data.get()); }, 1,
-                                      quick ? 3 : 5);
+      const auto t = mb::measure_with([&] { return job.time_to_host(g.index, all, type, pinned.data.get()); },
+                                      1, quick ? 3 : 5);
       mb::print_row({fmt::format("lingo/allpairs/cuda/to-pinned-{}", to_string(type)), g.name, size, t,
                      static_cast<double>(n) * n, "LINGOs", elem * n * n, 55e9 / elem, "PCIe D2H 55 GB/s",
-                     fmt::format("direct DMA into page-locked memory, {:.2f} GB at {:.1f} GB/s", elem * n * n / 1e9,
-                                 elem * n * n / t.median_s / 1e9)});
+                     fmt::format("direct DMA into page-locked memory, {:.2f} GB at {:.1f} GB/s",
+                                 elem * n * n / 1e9, elem * n * n / t.median_s / 1e9)});
     }
     for (const auto type : {OutputType::fp32, OutputType::fp16, OutputType::u8}) {
       if (gpu_only) break;
@@ -170,12 +173,16 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
     for (const auto type : {OutputType::fp32, OutputType::fp16, OutputType::u8}) {
       const double elem = static_cast<double>(element_bytes(type));
       const auto w = mb::measure(
-          [&] { write_similarity_matrix(gpu, set, nullptr, file, MatrixFormat::npy, on(Backend::cuda), nullptr, type); },
+          [&] {
+            write_similarity_matrix(gpu, set, nullptr, file, MatrixFormat::npy, on(Backend::cuda), nullptr,
+                                    type);
+          },
           0, 1);
       std::filesystem::remove(file);
-      mb::print_row({fmt::format("lingo/allpairs/cuda/npy-{}", to_string(type)), g.name, size, w,
-                     static_cast<double>(n) * n, "LINGOs", elem * n * n, 55e9 / elem, "PCIe D2H 55 GB/s",
-                     fmt::format("molecules in, {:.2f} GB .npy file written (page cache)", elem * n * n / 1e9)});
+      mb::print_row(
+          {fmt::format("lingo/allpairs/cuda/npy-{}", to_string(type)), g.name, size, w,
+           static_cast<double>(n) * n, "LINGOs", elem * n * n, 55e9 / elem, "PCIe D2H 55 GB/s",
+           fmt::format("molecules in, {:.2f} GB .npy file written (page cache)", elem * n * n / 1e9)});
     }
   }
 #endif
@@ -200,8 +207,9 @@ void run_diverse(bool quick) {
   const auto set = make_molecules(smiles, {});
   const std::size_t n = set.size();
   const auto encoding = detail::encode(set, nullptr);
-  time_kernel_loop(encoding, n, g, "lingo/allpairs/cuda/kernel-diverse",
-                   fmt::format("random 30-50 letter strings, vocabulary {} Lingos", encoding.vocabulary_size));
+  time_kernel_loop(
+      encoding, n, g, "lingo/allpairs/cuda/kernel-diverse",
+      fmt::format("random 30-50 letter strings, vocabulary {} Lingos", encoding.vocabulary_size));
 #else
   (void)quick;
 #endif
@@ -246,9 +254,10 @@ int main(int argc, char** argv) {
       continue;
 #endif
     }
-    run_set(fmt::format("367k subset seed {}", lingo_bench::kSubsetSeed),
-            molaccel::lingo::subset(big, lingo_bench::random_indices(big.size(), n, lingo_bench::kSubsetSeed)),
-            quick);
+    run_set(
+        fmt::format("367k subset seed {}", lingo_bench::kSubsetSeed),
+        molaccel::lingo::subset(big, lingo_bench::random_indices(big.size(), n, lingo_bench::kSubsetSeed)),
+        quick);
   }
   return 0;
 }

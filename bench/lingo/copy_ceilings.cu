@@ -31,8 +31,8 @@ CopyRates measure_copy_rates(int device, std::size_t bytes) {
   lingo::cuda_backend::parallel_rows_copy(host.data(), bytes, staging[0].data(), 1, bytes, 0);  // warm
   const double t0 = now_seconds();
   for (int i = 0; i < kCopies; ++i)
-    lingo::cuda_backend::parallel_rows_copy(host.data() + (i & 3) * bytes, bytes, staging[i & 1].data(), 1, bytes,
-                                            0);
+    lingo::cuda_backend::parallel_rows_copy(host.data() + (i & 3) * bytes, bytes, staging[i & 1].data(), 1,
+                                            bytes, 0);
   rates.host_copy_gbs = kCopies * static_cast<double>(bytes) / (now_seconds() - t0) / 1e9;
   return rates;
 }
@@ -43,8 +43,8 @@ double measure_d2h_into(int device, void* destination, std::size_t destination_b
   cuda::DeviceBuffer<std::uint8_t> source(chunk);
   source.fill_zero(stream);
   auto* dst = static_cast<std::uint8_t*>(destination);
-  MOLACCEL_CUDA_TRY(
-      cudaMemcpyAsync(dst, source.data(), std::min(chunk, destination_bytes), cudaMemcpyDeviceToHost, stream));
+  MOLACCEL_CUDA_TRY(cudaMemcpyAsync(dst, source.data(), std::min(chunk, destination_bytes),
+                                    cudaMemcpyDeviceToHost, stream));
   cuda::Event start, stop;
   start.record(stream);
   for (std::size_t off = 0; off < destination_bytes; off += chunk)

@@ -35,8 +35,8 @@ MOLACCEL_LINGO_HD void bitslice_add(std::uint32_t (&planes)[Planes], std::uint32
 }
 
 // Full adder over 32 lanes (a carry-save step): a + b + c = sum + 2 carry in every lane.
-MOLACCEL_LINGO_HD void bitslice_csa(std::uint32_t& sum, std::uint32_t& carry, std::uint32_t a, std::uint32_t b,
-                                    std::uint32_t c) {
+MOLACCEL_LINGO_HD void bitslice_csa(std::uint32_t& sum, std::uint32_t& carry, std::uint32_t a,
+                                    std::uint32_t b, std::uint32_t c) {
   const std::uint32_t u = a ^ b;
   sum = u ^ c;
   carry = (a & b) | (u & c);

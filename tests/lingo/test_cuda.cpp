@@ -89,7 +89,8 @@ TEST(LingoCuda, SearchTopKOnTheGpu) {
 TEST(LingoCuda, SearchTopKManyTiesAndLargeK) {
   MOLACCEL_REQUIRE_GPU();
   auto db_smiles = random_smiles_set(41, 300, 1, 12, 5);
-  for (int i = 0; i < 5000; ++i) db_smiles.insert(db_smiles.begin() + (i * 7) % (db_smiles.size() + 1), "CCOc1ccccc1N");
+  for (int i = 0; i < 5000; ++i)
+    db_smiles.insert(db_smiles.begin() + (i * 7) % (db_smiles.size() + 1), "CCOc1ccccc1N");
   auto query_smiles = random_smiles_set(42, 6, 1, 12, 5);
   query_smiles.push_back("CCOc1ccccc1N");
   query_smiles.push_back("CCOc1ccccc1NC");
@@ -98,7 +99,8 @@ TEST(LingoCuda, SearchTopKManyTiesAndLargeK) {
   const auto m = reference_matrix(queries, &db, Metric::tanimoto);
   for (std::size_t k : {std::size_t{1}, std::size_t{10}, std::size_t{4096}, std::size_t{4500}}) {
     const auto expected = brute_top_k(m, queries.size(), db.size(), k);
-    const auto actual = search(gpu_subject().resources, queries, db, k, with(Backend::cuda, Metric::tanimoto));
+    const auto actual =
+        search(gpu_subject().resources, queries, db, k, with(Backend::cuda, Metric::tanimoto));
     expect_same_hits(expected, actual, fmt::format("top-{} with 5,000 ties", k));
   }
 }
@@ -135,12 +137,13 @@ TEST(LingoCuda, NeighborsSkipTilesBySize) {
     smiles.push_back(medium[i]);
   }
   const auto set = make_molecules(smiles, {});
-  for (const auto& [t, metric] : {std::pair{0.5f, Metric::tanimoto}, std::pair{0.8f, Metric::tanimoto},
-                                  std::pair{0.6f, Metric::set}}) {
+  for (const auto& [t, metric] :
+       {std::pair{0.5f, Metric::tanimoto}, std::pair{0.8f, Metric::tanimoto}, std::pair{0.6f, Metric::set}}) {
     const auto cpu = neighbors(Resources::cpu(2), set, t, with(Backend::cpu, metric));
     RunInfo info;
     const auto gpu = neighbors(gpu_subject().resources, set, t, with(Backend::cuda, metric), &info);
-    expect_same_hits(cpu, gpu, fmt::format("neighbors >= {} {} (tiles skipped by size)", t, to_string(metric)));
+    expect_same_hits(cpu, gpu,
+                     fmt::format("neighbors >= {} {} (tiles skipped by size)", t, to_string(metric)));
     EXPECT_GT(info.pairs_skipped, 0u) << t;
   }
 }
@@ -175,10 +178,12 @@ void check_job_matrix(const MoleculeSet& queries, const MoleculeSet* db, Metric 
   const auto m = reference_matrix(queries, db, metric);
   const int device = gpu_list().front().index;
   // The whole matrix, and a rect that starts inside it (row and column offsets).
-  for (const cuda_backend::Rect rect : {cuda_backend::Rect{0, rows, 0, cols}, cuda_backend::Rect{3, rows, 11, cols}}) {
+  for (const cuda_backend::Rect rect :
+       {cuda_backend::Rect{0, rows, 0, cols}, cuda_backend::Rect{3, rows, 11, cols}}) {
     std::vector<float> expected;
     for (std::size_t r = rect.row_begin; r < rect.row_end; ++r)
-      expected.insert(expected.end(), m.begin() + r * cols + rect.col_begin, m.begin() + r * cols + rect.col_end);
+      expected.insert(expected.end(), m.begin() + r * cols + rect.col_begin,
+                      m.begin() + r * cols + rect.col_end);
     for (auto type : {OutputType::fp32, OutputType::fp16, OutputType::u8}) {
       const std::string want = expected_bytes(expected, type);
       for (bool page_locked : {false, true}) {
@@ -189,8 +194,8 @@ void check_job_matrix(const MoleculeSet& queries, const MoleculeSet* db, Metric 
         std::fill_n(out, want.size(), std::uint8_t{0xab});
         job.time_to_host(device, rect, type, out);
         EXPECT_EQ(std::memcmp(out, want.data(), want.size()), 0)
-            << what << " " << to_string(type) << (page_locked ? " page-locked" : " ordinary memory") << " rows from "
-            << rect.row_begin << " cols from " << rect.col_begin;
+            << what << " " << to_string(type) << (page_locked ? " page-locked" : " ordinary memory")
+            << " rows from " << rect.row_begin << " cols from " << rect.col_begin;
       }
     }
   }
@@ -238,9 +243,11 @@ TEST(LingoCuda, PageLockedDestinationIsWrittenDirectly) {
       ASSERT_TRUE(buffer.page_locked);
       auto* out = reinterpret_cast<float*>(buffer.data.get());
       std::fill_n(out, queries.size() * cols, -1.0f);
-      similarity_matrix(gpu_subject().resources, queries, other, out, with(Backend::cuda, Metric::tanimoto, 0, tile_cols));
-      expect_bit_identical(expected, std::vector<float>(out, out + queries.size() * cols), cols,
-                           fmt::format("page-locked, {} db, tile_cols {}", other ? "two-set" : "self", tile_cols));
+      similarity_matrix(gpu_subject().resources, queries, other, out,
+                        with(Backend::cuda, Metric::tanimoto, 0, tile_cols));
+      expect_bit_identical(
+          expected, std::vector<float>(out, out + queries.size() * cols), cols,
+          fmt::format("page-locked, {} db, tile_cols {}", other ? "two-set" : "self", tile_cols));
     }
   }
 }
@@ -286,12 +293,14 @@ void check_diverse_vocabulary() {
   const auto set = make_molecules(smiles, {});
   const auto others = make_molecules(real_smiles("demo4096.smi", 333), {});
   for (auto metric : {Metric::tanimoto, Metric::set}) {
-    expect_bit_identical(reference_matrix(set, nullptr, metric),
-                         similarity_matrix(gpu_subject().resources, set, nullptr, with(Backend::cuda, metric)),
-                         set.size(), fmt::format("diverse self {}", to_string(metric)));
-    expect_bit_identical(reference_matrix(set, &others, metric),
-                         similarity_matrix(gpu_subject().resources, set, &others, with(Backend::cuda, metric)),
-                         others.size(), fmt::format("diverse x real {}", to_string(metric)));
+    expect_bit_identical(
+        reference_matrix(set, nullptr, metric),
+        similarity_matrix(gpu_subject().resources, set, nullptr, with(Backend::cuda, metric)), set.size(),
+        fmt::format("diverse self {}", to_string(metric)));
+    expect_bit_identical(
+        reference_matrix(set, &others, metric),
+        similarity_matrix(gpu_subject().resources, set, &others, with(Backend::cuda, metric)), others.size(),
+        fmt::format("diverse x real {}", to_string(metric)));
   }
 }
 
@@ -318,8 +327,9 @@ TEST(LingoCuda, TimedKernelLoopKeepsBits) {
     for (int call = 0; call < 2; ++call) {
       std::vector<float> got(n * n, -1.0f);
       EXPECT_GT(job.time_kernels(device, {0, n, 0, n}, got.data()), 0.0);
-      expect_bit_identical(expected, got, n, fmt::format("time_kernels, {} elements per pass, call {}",
-                                                         elements ? std::to_string(elements) : "all", call));
+      expect_bit_identical(expected, got, n,
+                           fmt::format("time_kernels, {} elements per pass, call {}",
+                                       elements ? std::to_string(elements) : "all", call));
     }
   }
 }

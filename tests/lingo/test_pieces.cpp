@@ -147,7 +147,8 @@ void check_paired_walk(const MoleculeSet& set, Metric metric, std::size_t begin,
   const std::size_t count = std::min<std::size_t>(32, set.size());
   std::unordered_map<std::uint32_t, std::uint32_t> table;
   for (std::size_t q = 0; q < count; ++q)
-    for (auto f = features.offsets[q]; f < features.offsets[q + 1]; ++f) table[features.features[f]] |= 1u << q;
+    for (auto f = features.offsets[q]; f < features.offsets[q + 1]; ++f)
+      table[features.features[f]] |= 1u << q;
   std::vector<int> produced(n, 0);
   for (std::size_t p = 0; p < n_pairs; ++p)
     for (std::uint32_t warp = 0; warp < 8; ++warp)

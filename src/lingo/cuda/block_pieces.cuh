@@ -39,9 +39,9 @@ __device__ __forceinline__ std::uint32_t table_lookup(const uint2* table, int lo
 
 template <class Clear, class Insert>
 __device__ __forceinline__ void fill_group_table(const QueryGroup& group, const std::uint64_t* q_offsets,
-                                                 const std::uint32_t* q_features, const std::uint32_t* q_sizes,
-                                                 std::uint32_t slots, std::uint32_t* sizes, Clear clear,
-                                                 Insert insert) {
+                                                 const std::uint32_t* q_features,
+                                                 const std::uint32_t* q_sizes, std::uint32_t slots,
+                                                 std::uint32_t* sizes, Clear clear, Insert insert) {
   for (std::uint32_t s = threadIdx.x; s < slots; s += blockDim.x) clear(s);
   if (threadIdx.x < group.count) sizes[threadIdx.x] = q_sizes[group.first_row + threadIdx.x];
   __syncthreads();
@@ -66,8 +66,8 @@ __device__ __forceinline__ void fill_reciprocals(float* recip) {
 // shared / (a + b - shared), bit-identical to detail::ratio_similarity: unions below kReciprocals
 // take the table and one exact correction step (no division; checked exhaustively on the CPU by
 // test_lingo_pieces), larger ones the IEEE division.
-__device__ __forceinline__ float pair_similarity(std::uint32_t shared, std::uint32_t size_a, std::uint32_t size_b,
-                                                 const float* recip) {
+__device__ __forceinline__ float pair_similarity(std::uint32_t shared, std::uint32_t size_a,
+                                                 std::uint32_t size_b, const float* recip) {
   const std::uint32_t u = size_a + size_b - shared;
   if (u < detail::kReciprocals) return detail::ratio_from_reciprocal(shared, u, recip[u]);
   return detail::ratio_similarity(shared, size_a, size_b);
@@ -92,9 +92,9 @@ __device__ __forceinline__ void store_count_bytes(const std::uint32_t (&t)[8], s
 // store_count_bytes for a full group (32 queries) whose every union is known to be below
 // kReciprocals (the block checked its largest query size; the column has < 256 features): no
 // per-pair bounds or range checks, the same arithmetic (ratio_from_reciprocal), the same bits.
-__device__ __forceinline__ void store_count_bytes_full(const std::uint32_t (&t)[8], const std::uint32_t* sizes,
-                                                       std::uint32_t db_size, const float* recip, float* o,
-                                                       std::size_t ld) {
+__device__ __forceinline__ void store_count_bytes_full(const std::uint32_t (&t)[8],
+                                                       const std::uint32_t* sizes, std::uint32_t db_size,
+                                                       const float* recip, float* o, std::size_t ld) {
 #pragma unroll
   for (std::uint32_t j = 0; j < 4; ++j) {
 #pragma unroll
@@ -110,9 +110,10 @@ __device__ __forceinline__ void store_count_bytes_full(const std::uint32_t (&t)[
 // A molecule of >= 256 features: its counts may not fit a byte, so they leave the planes one at a
 // time and it stores its own column.
 template <int Planes>
-__device__ __forceinline__ void store_counts_one_by_one(const std::uint32_t (&planes)[Planes], std::uint32_t count,
-                                                        const std::uint32_t* sizes, std::uint32_t db_size,
-                                                        const float* recip, float* o, std::size_t ld) {
+__device__ __forceinline__ void store_counts_one_by_one(const std::uint32_t (&planes)[Planes],
+                                                        std::uint32_t count, const std::uint32_t* sizes,
+                                                        std::uint32_t db_size, const float* recip, float* o,
+                                                        std::size_t ld) {
   for (std::uint32_t q = 0; q < count; ++q)
     o[q * ld] = pair_similarity(detail::bitslice_count(planes, q), sizes[q], db_size, recip);
 }

@@ -66,10 +66,11 @@ void GpuJob::Impl::ensure_db(WorkerState& s, std::size_t b, std::size_t e) const
 
 // The groups of query rows [r0, r1): up to 32 consecutive queries, total features within half
 // the table (shared features take one slot, so the real load is lower). A group whose features
-// do not fit closes early: diverse inputs make smaller groups, no cliff. Queries too large for any table (and every row for vidal) go to the merge kernel.
-// Rows are numbered from `base` (the first row of the query slice on the device); the groups and
-// fallback rows are appended to `groups` / `fallback`.
-PassPlan GpuJob::Impl::plan_pass(std::size_t r0, std::size_t r1, std::size_t base, std::vector<QueryGroup>& groups,
+// do not fit closes early: diverse inputs make smaller groups, no cliff. Queries too large for any table (and
+// every row for vidal) go to the merge kernel. Rows are numbered from `base` (the first row of the query
+// slice on the device); the groups and fallback rows are appended to `groups` / `fallback`.
+PassPlan GpuJob::Impl::plan_pass(std::size_t r0, std::size_t r1, std::size_t base,
+                                 std::vector<QueryGroup>& groups,
                                  std::vector<std::uint32_t>& fallback) const {
   PassPlan p;
   p.r0 = r0;
@@ -120,14 +121,14 @@ PassPlan GpuJob::Impl::plan_pass(std::size_t r0, std::size_t r1, std::size_t bas
 // s.fallback_rows): queries from slice `q` (query row r at slice row r - base), results into
 // s.sims, row p.r0 first (ld = database slice width). Kernels only: no copy, no host wait.
 void GpuJob::Impl::launch_pass(WorkerState& s, const PassPlan& p, const DeviceSlice& q, std::size_t base,
-                              float* dst) const {
+                               float* dst) const {
   const std::size_t cols = s.db.end - s.db.begin;
   if (p.r1 == p.r0 || cols == 0) return;
   // The kernels address results by slice row: shift the output so that row p.r0 lands on row 0
   // of `dst` (only rows >= p.r0 are written). Integer arithmetic: the address is never formed
   // as a host pointer into an array.
-  float* out = reinterpret_cast<float*>(reinterpret_cast<std::uintptr_t>(dst) -
-                                        (p.r0 - base) * cols * sizeof(float));
+  float* out =
+      reinterpret_cast<float*>(reinterpret_cast<std::uintptr_t>(dst) - (p.r0 - base) * cols * sizeof(float));
   if (use_features) {
     // Each block reuses its table over up to block_steps window pairs of the database (amortises
     // the build); fewer when the pass has few query groups, so the launch still fills the GPU (at
@@ -140,8 +141,8 @@ void GpuJob::Impl::launch_pass(WorkerState& s, const PassPlan& p, const DeviceSl
     };
     const bool wide = s.db.max_features >= 2048;
     const auto launch = [&](std::size_t first_group, std::size_t n_groups, std::uint32_t slots) {
-      launch_hashed(s.groups.data() + p.groups_begin + first_group, n_groups, splits_for(n_groups), slots, wide,
-                    q.feature_view(), s.db.interleaved_view(), s.db.feature_offsets.data(),
+      launch_hashed(s.groups.data() + p.groups_begin + first_group, n_groups, splits_for(n_groups), slots,
+                    wide, q.feature_view(), s.db.interleaved_view(), s.db.feature_offsets.data(),
                     s.db.feature_sizes.data(), static_cast<std::uint32_t>(cols), out, cols, s.stream);
     };
     launch(0, p.n_small, kSmallTableSlots);
@@ -187,7 +188,8 @@ void GpuJob::Impl::compute(WorkerState& s, std::size_t r0, std::size_t r1, float
 // so that the passes launch kernels only: no upload and no host synchronisation between them
 // (per-pass uploads left the GPU idle between passes and, in the pipeline, waited behind the
 // device-to-host copy in flight). The returned guard ends the prepared state.
-GpuJob::Impl::PreparedScope GpuJob::Impl::prepare_passes(WorkerState& s, const std::vector<std::size_t>& bounds) const {
+GpuJob::Impl::PreparedScope GpuJob::Impl::prepare_passes(WorkerState& s,
+                                                         const std::vector<std::size_t>& bounds) const {
   s.prepare_marks[0] = now_seconds();
   s.prepared.active = false;
   s.prepared.plans.clear();
@@ -283,20 +285,25 @@ double GpuJob::time_kernels(int device, const Rect& rect, float* results) const 
   stop.synchronize();
   if (timeline) {
     const auto ms = [&](double t) { return (t - host_start) * 1e3; };
-    trace_message("lingo", fmt::format(fmt::runtime("kernel loop, host from the start event: planning {:.3f}-{:.3f} ms, plan "
-                                       "upload {:.3f}-{:.3f} ms, first pass enqueued {:.3f} ms"),
-                                       ms(s.prepare_marks[0]), ms(s.prepare_marks[1]), ms(s.prepare_marks[1]),
-                                       ms(s.prepare_marks[2]), ms(host_first_launched)));
+    trace_message(
+        "lingo",
+        fmt::format(fmt::runtime("kernel loop, host from the start event: planning {:.3f}-{:.3f} ms, plan "
+                                 "upload {:.3f}-{:.3f} ms, first pass enqueued {:.3f} ms"),
+                    ms(s.prepare_marks[0]), ms(s.prepare_marks[1]), ms(s.prepare_marks[1]),
+                    ms(s.prepare_marks[2]), ms(host_first_launched)));
     double kernels = 0;
     for (std::size_t i = 0; i < marks.size(); ++i) {
       const double ms = marks[i].second.elapsed_ms_since(marks[i].first);
       kernels += ms;
-      trace_message("lingo", fmt::format(fmt::runtime("kernel loop pass {} rows {} {:.3f} ms ({:.1f} G/s), from start {:.3f} ms"),
-                                         i, rows[i], ms, static_cast<double>(rows[i]) * rect.cols() / (ms * 1e-3) / 1e9,
-                                         marks[i].first.elapsed_ms_since(start)));
+      trace_message(
+          "lingo",
+          fmt::format(
+              fmt::runtime("kernel loop pass {} rows {} {:.3f} ms ({:.1f} G/s), from start {:.3f} ms"), i,
+              rows[i], ms, static_cast<double>(rows[i]) * rect.cols() / (ms * 1e-3) / 1e9,
+              marks[i].first.elapsed_ms_since(start)));
     }
-    trace_message("lingo", fmt::format(fmt::runtime("kernel loop: {} passes, kernels {:.3f} ms of {:.3f} ms"), marks.size(),
-                                       kernels, stop.elapsed_ms_since(start)));
+    trace_message("lingo", fmt::format(fmt::runtime("kernel loop: {} passes, kernels {:.3f} ms of {:.3f} ms"),
+                                       marks.size(), kernels, stop.elapsed_ms_since(start)));
   }
   return stop.elapsed_ms_since(start) / 1000.0;
 }
@@ -314,8 +321,8 @@ std::vector<Hit> GpuJob::top_k(WorkerContext& ctx, const Rect& rect, std::size_t
                  static_cast<std::uint32_t>(take), static_cast<std::uint32_t>(r0),
                  static_cast<std::uint32_t>(rect.col_begin), s.hits.data(), s.stream);
     Hit* dst = result.data() + (r0 - rect.row_begin) * take;
-    MOLACCEL_CUDA_TRY(
-        cudaMemcpyAsync(dst, s.hits.data(), rows * take * sizeof(DeviceHit), cudaMemcpyDeviceToHost, s.stream));
+    MOLACCEL_CUDA_TRY(cudaMemcpyAsync(dst, s.hits.data(), rows * take * sizeof(DeviceHit),
+                                      cudaMemcpyDeviceToHost, s.stream));
     s.stream.synchronize();
   });
   if (take > kSelectCapacity)  // the kernel sorts up to kSelectCapacity hits per row
@@ -337,9 +344,10 @@ std::vector<Hit> GpuJob::threshold(WorkerContext& ctx, const Rect& rect, float t
     for (;;) {
       s.hits.resize(capacity);
       s.hit_count.fill_zero(s.stream);
-      launch_threshold(s.sims.data(), cols, static_cast<std::uint32_t>(rows), static_cast<std::uint32_t>(cols),
-                       threshold, self, static_cast<std::uint32_t>(r0), static_cast<std::uint32_t>(rect.col_begin),
-                       s.hits.data(), capacity, s.hit_count.data(), s.stream);
+      launch_threshold(s.sims.data(), cols, static_cast<std::uint32_t>(rows),
+                       static_cast<std::uint32_t>(cols), threshold, self, static_cast<std::uint32_t>(r0),
+                       static_cast<std::uint32_t>(rect.col_begin), s.hits.data(), capacity,
+                       s.hit_count.data(), s.stream);
       unsigned long long count = 0;
       MOLACCEL_CUDA_TRY(
           cudaMemcpyAsync(&count, s.hit_count.data(), sizeof(count), cudaMemcpyDeviceToHost, s.stream));

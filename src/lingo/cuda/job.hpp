@@ -47,7 +47,9 @@ struct DeviceSlice {
   InterleavedSlice interleaved_view() const {
     return {warp_base.data(), lengths.data(), sizes_sorted.data(), columns.data(), interleaved.data()};
   }
-  FeatureSlice feature_view() const { return {feature_offsets.data(), features.data(), feature_sizes.data()}; }
+  FeatureSlice feature_view() const {
+    return {feature_offsets.data(), features.data(), feature_sizes.data()};
+  }
   CountSlice count_view() const {
     return {offsets.data(), ids.data(), counts.data(), magnitudes.data(), distinct.data()};
   }
@@ -151,7 +153,8 @@ struct GpuJob::Impl {
   void ensure_db(WorkerState& s, std::size_t b, std::size_t e) const;
   PassPlan plan_pass(std::size_t r0, std::size_t r1, std::size_t base, std::vector<QueryGroup>& groups,
                      std::vector<std::uint32_t>& fallback) const;
-  void launch_pass(WorkerState& s, const PassPlan& p, const DeviceSlice& q, std::size_t base, float* dst) const;
+  void launch_pass(WorkerState& s, const PassPlan& p, const DeviceSlice& q, std::size_t base,
+                   float* dst) const;
   void compute(WorkerState& s, std::size_t r0, std::size_t r1, float* dst = nullptr) const;
 
   // Ends the prepared state of prepare_passes.
@@ -161,7 +164,6 @@ struct GpuJob::Impl {
   };
   PreparedScope prepare_passes(WorkerState& s, const std::vector<std::size_t>& bounds) const;
 
-
   // Runs `body(r0, r1)` over the rect's rows in passes that fit the dense budget; out of memory
   // halves the pass and retries (shrink, never drop).
   // `pass_rows` (time_kernels) overrides the budget's rows per pass.
@@ -169,8 +171,9 @@ struct GpuJob::Impl {
   void in_passes(WorkerContext& ctx, const Rect& rect, Body&& body, std::size_t pass_rows = 0) const {
     WorkerState& s = state(ctx);
     std::size_t pass = std::max<std::size_t>(
-        1, std::min(rect.rows(), pass_rows ? pass_rows
-                                           : budget(ctx.worker().device) / std::max<std::size_t>(rect.cols(), 1)));
+        1, std::min(rect.rows(), pass_rows
+                                     ? pass_rows
+                                     : budget(ctx.worker().device) / std::max<std::size_t>(rect.cols(), 1)));
     std::size_t r = rect.row_begin;
     while (r < rect.row_end) {
       try {

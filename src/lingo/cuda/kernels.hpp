@@ -68,27 +68,30 @@ void allow_large_tables();
 // database columns: group g's rows of `out` (row = QueryGroup::first_row, ld floats per row).
 // `splits` blocks per group share the columns; `wide` when some database molecule has >= 2,048
 // features (21 bit planes instead of 11).
-void launch_hashed(const QueryGroup* groups, std::size_t n_groups, unsigned splits, std::uint32_t slots, bool wide,
-                   const FeatureSlice& queries, const InterleavedSlice& db, const std::uint64_t* db_offsets,
-                   const std::uint32_t* db_sizes, std::uint32_t n_cols, float* out, std::size_t ld,
-                   cudaStream_t stream);
+void launch_hashed(const QueryGroup* groups, std::size_t n_groups, unsigned splits, std::uint32_t slots,
+                   bool wide, const FeatureSlice& queries, const InterleavedSlice& db,
+                   const std::uint64_t* db_offsets, const std::uint32_t* db_sizes, std::uint32_t n_cols,
+                   float* out, std::size_t ld, cudaStream_t stream);
 
 // The per-pair merge for query rows rows[0, n_rows) (rows: slice rows; results in row `row` of
 // `out`): vidal, and queries too large for a table.
 void launch_merge(const std::uint32_t* rows, std::uint32_t n_rows, Metric metric, const CountSlice& queries,
-                  const CountSlice& db, std::uint32_t n_cols, float* out, std::size_t ld, cudaStream_t stream);
+                  const CountSlice& db, std::uint32_t n_cols, float* out, std::size_t ld,
+                  cudaStream_t stream);
 
 // Per row of `sims` (rows x n_cols, ld floats per row): its best `take` hits, best first (ties: lower
 // column), sorted when take <= kSelectCapacity (larger: unsorted, the caller sorts). Hits carry
 // row0 + row and col0 + column.
-void launch_top_k(const float* sims, std::size_t ld, std::size_t rows, std::uint32_t n_cols, std::uint32_t take,
-                  std::uint32_t row0, std::uint32_t col0, DeviceHit* out, cudaStream_t stream);
+void launch_top_k(const float* sims, std::size_t ld, std::size_t rows, std::uint32_t n_cols,
+                  std::uint32_t take, std::uint32_t row0, std::uint32_t col0, DeviceHit* out,
+                  cudaStream_t stream);
 
 // Every element of `sims` >= threshold (upper_only: only col0 + c > row0 + r) into out[0, capacity),
 // counting all of them in *count (the caller grows the buffer and selects again when it overflows).
-void launch_threshold(const float* sims, std::size_t ld, std::uint32_t rows, std::uint32_t n_cols, float threshold,
-                      bool upper_only, std::uint32_t row0, std::uint32_t col0, DeviceHit* out,
-                      unsigned long long capacity, unsigned long long* count, cudaStream_t stream);
+void launch_threshold(const float* sims, std::size_t ld, std::uint32_t rows, std::uint32_t n_cols,
+                      float threshold, bool upper_only, std::uint32_t row0, std::uint32_t col0,
+                      DeviceHit* out, unsigned long long capacity, unsigned long long* count,
+                      cudaStream_t stream);
 
 // n fp32 similarities as fp16 bits or u8 (the quantisations of similarity_math.hpp) into `out`.
 void launch_convert(const float* in, std::size_t n, std::uint8_t* out, OutputType type, cudaStream_t stream);

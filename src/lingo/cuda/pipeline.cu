@@ -50,8 +50,8 @@ class StagingLease {
 // One line per pass (rows, compute and copy intervals in ms from the first event, copy GB/s),
 // then the totals: where the wall time of a pipelined dense copy goes.
 void trace_timeline(const cuda::Event& t0, std::vector<cuda::Event>& marks, const std::vector<double>& host,
-                           double host_t0, const std::vector<std::size_t>& bounds, std::size_t row_bytes,
-                           double wall_s, double setup_s) {
+                    double host_t0, const std::vector<std::size_t>& bounds, std::size_t row_bytes,
+                    double wall_s, double setup_s) {
   const std::size_t n = bounds.size() - 1;
   marks[4 * n - 1].synchronize();
   double copy_busy = 0, compute_busy = 0, gaps = 0, prev_copy_end = 0;
@@ -64,17 +64,21 @@ void trace_timeline(const cuda::Event& t0, std::vector<cuda::Event>& marks, cons
     if (i > 0) gaps += std::max(0.0, k0 - prev_copy_end);
     prev_copy_end = k1;
     auto h = [&](int k) { return (host[4 * i + k] - host_t0) * 1e3; };
-    trace_message("lingo", fmt::format(fmt::runtime("pipeline pass {:3} rows {:6} compute {:8.3f}-{:8.3f} copy {:8.3f}-{:8.3f} "
-                                       "({:5.1f} GB/s); host enqueues compute {:8.3f}-{:8.3f} copy {:8.3f}-{:8.3f}"),
-                                       i, bounds[i + 1] - bounds[i], c0, c1, k0, k1,
-                                       bytes / ((k1 - k0) * 1e-3) / 1e9, h(0), h(1), h(2), h(3)));
+    trace_message(
+        "lingo",
+        fmt::format(
+            fmt::runtime("pipeline pass {:3} rows {:6} compute {:8.3f}-{:8.3f} copy {:8.3f}-{:8.3f} "
+                         "({:5.1f} GB/s); host enqueues compute {:8.3f}-{:8.3f} copy {:8.3f}-{:8.3f}"),
+            i, bounds[i + 1] - bounds[i], c0, c1, k0, k1, bytes / ((k1 - k0) * 1e-3) / 1e9, h(0), h(1), h(2),
+            h(3)));
   }
   const double first_copy = marks[2].elapsed_ms_since(t0), last = marks[4 * n - 1].elapsed_ms_since(t0);
-  trace_message("lingo", fmt::format(fmt::runtime("pipeline: {} passes, wall {:.3f} ms = host setup {:.3f} ms + events span "
-                                     "{:.3f} ms + after; copy busy {:.3f} ms, before the first copy {:.3f} ms, "
-                                     "gaps between copies {:.3f} ms, compute busy {:.3f} ms"),
-                                     n, wall_s * 1e3, setup_s * 1e3, last, copy_busy, first_copy, gaps,
-                                     compute_busy));
+  trace_message(
+      "lingo",
+      fmt::format(fmt::runtime("pipeline: {} passes, wall {:.3f} ms = host setup {:.3f} ms + events span "
+                               "{:.3f} ms + after; copy busy {:.3f} ms, before the first copy {:.3f} ms, "
+                               "gaps between copies {:.3f} ms, compute busy {:.3f} ms"),
+                  n, wall_s * 1e3, setup_s * 1e3, last, copy_busy, first_copy, gaps, compute_busy));
 }
 
 }  // namespace
@@ -96,9 +100,11 @@ void parallel_rows_copy(std::uint8_t* dst, std::size_t ld_bytes, const std::uint
     });
     return;
   }
-  parallel_for(rows, threads, std::max<std::size_t>(1, (std::size_t{1} << 20) / std::max<std::size_t>(row_bytes, 1)),
+  parallel_for(rows, threads,
+               std::max<std::size_t>(1, (std::size_t{1} << 20) / std::max<std::size_t>(row_bytes, 1)),
                [&](std::size_t b, std::size_t e) {
-                 for (std::size_t r = b; r < e; ++r) std::memcpy(dst + r * ld_bytes, src + r * row_bytes, row_bytes);
+                 for (std::size_t r = b; r < e; ++r)
+                   std::memcpy(dst + r * ld_bytes, src + r * row_bytes, row_bytes);
                });
 }
 
@@ -107,8 +113,9 @@ void parallel_rows_copy(std::uint8_t* dst, std::size_t ld_bytes, const std::uint
 // staging buffer i % 2, and handed to the sink by a helper thread, while pass i + 1 computes.
 // With `direct` (page-locked destination: row r of the rect at direct + r * direct_ld bytes) the
 // copy stream writes each pass straight into it: no staging buffer and no host-side copy.
-void GpuJob::Impl::stream_passes(WorkerContext& ctx, const Rect& rect, OutputType type, const GpuJob::RowSink& sink,
-                                 std::uint8_t* direct, std::size_t direct_ld) const {
+void GpuJob::Impl::stream_passes(WorkerContext& ctx, const Rect& rect, OutputType type,
+                                 const GpuJob::RowSink& sink, std::uint8_t* direct,
+                                 std::size_t direct_ld) const {
   const double wall_entry = now_seconds();
   WorkerState& s = state(ctx);
   const int device = ctx.worker().device;
@@ -120,8 +127,10 @@ void GpuJob::Impl::stream_passes(WorkerContext& ctx, const Rect& rect, OutputTyp
   const std::size_t per_pass =
       direct ? s.tuning.direct_pass_elements : s.tuning.staged_pass_elements * (4 / elem);
   std::size_t pass = std::max<std::size_t>(1, per_pass / cols);
-  if (pass >= 64) pass = pass / 64 * 64;  // whole query groups; the pass sizes it was measured with
-  else if (pass >= 32) pass = pass / 32 * 32;
+  if (pass >= 64)
+    pass = pass / 64 * 64;  // whole query groups; the pass sizes it was measured with
+  else if (pass >= 32)
+    pass = pass / 32 * 32;
   pass = std::min({pass, rect.rows(), std::max<std::size_t>(1, budget(device) / cols)});
   std::optional<StagingLease> staging_lease;  // not needed when copying straight into `direct`
   if (!direct) staging_lease.emplace(pass * cols * elem);
@@ -219,12 +228,12 @@ void GpuJob::Impl::stream_passes(WorkerContext& ctx, const Rect& rect, OutputTyp
         host[4 * i + 3] = now_seconds();
         marks[4 * i + 3].record(s.copy_stream);
       }
-      drains[slot] = std::async(std::launch::async, [&s, staging, &sink, slot, device,
-                                                     row = r - rect.row_begin, rows = r1 - r] {
-        cuda::DeviceGuard guard(device);
-        s.copied[slot].synchronize();
-        sink(row, rows, staging->buffer(slot));
-      });
+      drains[slot] = std::async(std::launch::async,
+                                [&s, staging, &sink, slot, device, row = r - rect.row_begin, rows = r1 - r] {
+                                  cuda::DeviceGuard guard(device);
+                                  s.copied[slot].synchronize();
+                                  sink(row, rows, staging->buffer(slot));
+                                });
     }
     for (auto& d : drains)
       if (d.valid()) d.get();
@@ -296,7 +305,8 @@ void GpuJob::dense_stream(WorkerContext& ctx, const Rect& rect, OutputType type,
       launch_convert(s.sims.data(), n, s.pipe_packed[0].data(), type, s.stream);
       source = s.pipe_packed[0].data();
     }
-    if (n) MOLACCEL_CUDA_TRY(cudaMemcpyAsync(host.data(), source, n * elem, cudaMemcpyDeviceToHost, s.stream));
+    if (n)
+      MOLACCEL_CUDA_TRY(cudaMemcpyAsync(host.data(), source, n * elem, cudaMemcpyDeviceToHost, s.stream));
     s.stream.synchronize();
     sink(r0 - rect.row_begin, r1 - r0, host.data());
   });

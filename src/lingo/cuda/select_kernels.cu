@@ -90,7 +90,6 @@ __device__ void radix_select_row(const std::uint32_t* x, std::uint32_t n_cols, s
   }
 }
 
-
 constexpr std::uint32_t kSelectBins = 2048;
 
 // Similarities lie in [0, 1]; s * 2048 is exact (a power-of-two scale), so the bin is monotone in s.
@@ -228,19 +227,22 @@ __global__ void convert_kernel(const float* in, std::size_t n, std::uint8_t* out
 }
 }  // namespace
 
-void launch_top_k(const float* sims, std::size_t ld, std::size_t rows, std::uint32_t n_cols, std::uint32_t take,
-                  std::uint32_t row0, std::uint32_t col0, DeviceHit* out, cudaStream_t stream) {
-  select_top_k_kernel<<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(sims, ld, n_cols, take, row0, col0, out);
+void launch_top_k(const float* sims, std::size_t ld, std::size_t rows, std::uint32_t n_cols,
+                  std::uint32_t take, std::uint32_t row0, std::uint32_t col0, DeviceHit* out,
+                  cudaStream_t stream) {
+  select_top_k_kernel<<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(sims, ld, n_cols, take, row0, col0,
+                                                                          out);
   MOLACCEL_CUDA_CHECK_LAUNCH("lingo select_top_k_kernel");
 }
 
-void launch_threshold(const float* sims, std::size_t ld, std::uint32_t rows, std::uint32_t n_cols, float threshold,
-                      bool upper_only, std::uint32_t row0, std::uint32_t col0, DeviceHit* out,
-                      unsigned long long capacity, unsigned long long* count, cudaStream_t stream) {
+void launch_threshold(const float* sims, std::size_t ld, std::uint32_t rows, std::uint32_t n_cols,
+                      float threshold, bool upper_only, std::uint32_t row0, std::uint32_t col0,
+                      DeviceHit* out, unsigned long long capacity, unsigned long long* count,
+                      cudaStream_t stream) {
   const unsigned blocks = static_cast<unsigned>(
       std::min<std::size_t>((static_cast<std::size_t>(rows) * n_cols + kBlock - 1) / kBlock, 8192));
-  select_threshold_kernel<<<blocks, kBlock, 0, stream>>>(sims, ld, rows, n_cols, threshold, upper_only, row0, col0,
-                                                         out, capacity, count);
+  select_threshold_kernel<<<blocks, kBlock, 0, stream>>>(sims, ld, rows, n_cols, threshold, upper_only, row0,
+                                                         col0, out, capacity, count);
   MOLACCEL_CUDA_CHECK_LAUNCH("lingo select_threshold_kernel");
 }
 

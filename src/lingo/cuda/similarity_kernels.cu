@@ -31,9 +31,10 @@ namespace {
 template <int Planes>
 __global__ void __launch_bounds__(kBlock, Planes <= 11 ? 5 : 1)
     hashed_similarity_kernel(const QueryGroup* groups, const std::uint64_t* q_offsets,
-                             const std::uint32_t* q_features, const std::uint32_t* q_sizes, InterleavedSlice db,
-                             const std::uint64_t* db_offsets, const std::uint32_t* db_sizes, std::uint32_t n_cols,
-                             int log2_slots, float* out, std::size_t ld) {
+                             const std::uint32_t* q_features, const std::uint32_t* q_sizes,
+                             InterleavedSlice db, const std::uint64_t* db_offsets,
+                             const std::uint32_t* db_sizes, std::uint32_t n_cols, int log2_slots, float* out,
+                             std::size_t ld) {
   extern __shared__ std::uint32_t table_words[];
   const std::uint32_t slots = 1u << log2_slots;
   uint2* const pairs = reinterpret_cast<uint2*>(table_words);
@@ -54,7 +55,7 @@ __global__ void __launch_bounds__(kBlock, Planes <= 11 ? 5 : 1)
   const std::uint32_t n_windows = (n_cols + kBlock - 1) / kBlock;
   const std::uint32_t n_pairs = (n_windows + 1) / 2;
   // Walks sorted position pos's chunk (its padded row count) into the bit planes.
-  const auto walk = [&](std::uint32_t pos, std::uint32_t (&planes)[Planes]) {
+  const auto walk = [&](std::uint32_t pos, std::uint32_t(&planes)[Planes]) {
     const std::uint32_t rows = (db.length[pos & ~31u] + 3u) & ~3u;  // lane 0: the chunk's longest
     const std::uint32_t* feature = db.features + db.warp_base[pos / 32] + lane;
 #pragma unroll
@@ -62,7 +63,7 @@ __global__ void __launch_bounds__(kBlock, Planes <= 11 ? 5 : 1)
     std::uint32_t k = 0;
     const auto load = [&](std::uint32_t kk, int u) { return __ldg(feature + 32 * (kk + u)); };
     // The masks of features kk .. kk + 7: the eight loads issued before the lookups.
-    const auto masks8 = [&](std::uint32_t kk, std::uint32_t (&m8)[8]) {
+    const auto masks8 = [&](std::uint32_t kk, std::uint32_t(&m8)[8]) {
       std::uint32_t v8[8];
 #pragma unroll
       for (int u = 0; u < 8; ++u) v8[u] = load(kk, u);
@@ -104,7 +105,8 @@ __global__ void __launch_bounds__(kBlock, Planes <= 11 ? 5 : 1)
   };
   for (std::uint32_t p = blockIdx.y; p < n_pairs; p += gridDim.y) {
     const bool second = 2 * p + 1 < n_windows;  // uniform over the block
-    {  // chunk `warp` of window 2p: counts straight to shared memory
+    // Chunk `warp` of window 2p: counts straight to shared memory.
+    {
       const std::uint32_t base = 2 * p * kBlock;
       const std::uint32_t pos = base + 32 * warp + lane;  // < the layout's padded size
       std::uint32_t planes[Planes];
@@ -214,28 +216,30 @@ void allow_large_tables() {
   MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(hashed_similarity_kernel<21>, attr, large));
 }
 
-void launch_hashed(const QueryGroup* groups, std::size_t n_groups, unsigned splits, std::uint32_t slots, bool wide,
-                   const FeatureSlice& queries, const InterleavedSlice& db, const std::uint64_t* db_offsets,
-                   const std::uint32_t* db_sizes, std::uint32_t n_cols, float* out, std::size_t ld,
-                   cudaStream_t stream) {
+void launch_hashed(const QueryGroup* groups, std::size_t n_groups, unsigned splits, std::uint32_t slots,
+                   bool wide, const FeatureSlice& queries, const InterleavedSlice& db,
+                   const std::uint64_t* db_offsets, const std::uint32_t* db_sizes, std::uint32_t n_cols,
+                   float* out, std::size_t ld, cudaStream_t stream) {
   if (n_groups == 0) return;
   // grid.x is limited to 2^31-1 groups, far beyond any pass.
   const dim3 grid(static_cast<unsigned>(n_groups), splits);
   // Counts need 11 bit planes when every database molecule has < 2,048 features, else 21.
-  (wide ? hashed_similarity_kernel<21> : hashed_similarity_kernel<11>)<<<grid, kBlock, table_bytes(slots), stream>>>(
-      groups, queries.offsets, queries.features, queries.sizes, db, db_offsets, db_sizes, n_cols, log2_of(slots),
-      out, ld);
+  (wide ? hashed_similarity_kernel<21>
+        : hashed_similarity_kernel<11>)<<<grid, kBlock, table_bytes(slots), stream>>>(
+      groups, queries.offsets, queries.features, queries.sizes, db, db_offsets, db_sizes, n_cols,
+      log2_of(slots), out, ld);
   MOLACCEL_CUDA_CHECK_LAUNCH("lingo hashed_similarity kernel");
 }
 
 void launch_merge(const std::uint32_t* rows, std::uint32_t n_rows, Metric metric, const CountSlice& queries,
-                  const CountSlice& db, std::uint32_t n_cols, float* out, std::size_t ld, cudaStream_t stream) {
+                  const CountSlice& db, std::uint32_t n_cols, float* out, std::size_t ld,
+                  cudaStream_t stream) {
   for (std::uint32_t done = 0; done < n_rows; done += 65535) {
     const std::uint32_t n = std::min<std::uint32_t>(65535, n_rows - done);
     const dim3 grid((n_cols + kBlock - 1) / kBlock, n);
     merge_similarity_kernel<<<grid, kBlock, 0, stream>>>(
-        rows + done, n, metric, queries.offsets, queries.ids, queries.counts, queries.magnitudes, queries.distinct,
-        db.offsets, db.ids, db.counts, db.magnitudes, db.distinct, n_cols, out, ld);
+        rows + done, n, metric, queries.offsets, queries.ids, queries.counts, queries.magnitudes,
+        queries.distinct, db.offsets, db.ids, db.counts, db.magnitudes, db.distinct, n_cols, out, ld);
     MOLACCEL_CUDA_CHECK_LAUNCH("lingo merge_similarity_kernel");
   }
 }
