@@ -197,6 +197,24 @@ void check_job_matrix(const MoleculeSet& queries, const MoleculeSet* db, Metric 
             << what << " " << to_string(type) << (page_locked ? " page-locked" : " ordinary memory")
             << " rows from " << rect.row_begin << " cols from " << rect.col_begin;
       }
+      // Rows with a stride (a column tile of a larger matrix): page-locked, the copy engine writes
+      // each pass by a strided 2-D copy; ordinary memory, the helper threads copy row by row.
+      const std::size_t row_bytes = rect.cols() * element_bytes(type), ld = row_bytes + 40;
+      for (bool page_locked : {false, true}) {
+        auto pinned = allocate_host_buffer(page_locked ? rect.rows() * ld : 0);
+        std::vector<std::uint8_t> plain(page_locked ? 0 : rect.rows() * ld);
+        auto* out = page_locked ? reinterpret_cast<std::uint8_t*>(pinned.data.get()) : plain.data();
+        std::fill_n(out, rect.rows() * ld, std::uint8_t{0xab});
+        WorkerInfo info;
+        info.kind = WorkerInfo::Kind::gpu;
+        info.device = device;
+        WorkerContext ctx(info);
+        job.dense_to(ctx, rect, type, out, ld);
+        for (std::size_t r = 0; r < rect.rows(); ++r)
+          ASSERT_EQ(std::memcmp(out + r * ld, want.data() + r * row_bytes, row_bytes), 0)
+              << what << " " << to_string(type) << " strided, row " << r
+              << (page_locked ? " page-locked" : " ordinary memory");
+      }
     }
   }
 }
