@@ -101,7 +101,6 @@ void report_run(nlohmann::json& report, const lg::RunInfo& info) {
   report["tile_retries"] = info.job.retries;
 }
 
-
 // ---- matrix ----
 struct MatrixOptions {
   LingoInputOptions input;
@@ -144,8 +143,7 @@ const bool matrix_registered = register_command({
       app.add_option("DB", o->db,
                      "Database molecules; omitted: QUERIES against themselves (one triangle computed)")
           ->check(CLI::ExistingFile);
-      app.add_option("-o,--output", o->output, "OUT.npy (row-major, queries x db) or OUT.tsv")
-          ->required();
+      app.add_option("-o,--output", o->output, "OUT.npy (row-major, queries x db) or OUT.tsv")->required();
       app.add_option("--output-type", o->output_type,
                      ".npy element type: fp32 (exact, bit-identical on every backend), fp16 (nearest IEEE "
                      "half) or u8 (rint(255 s)); fp16/u8 are quantised and cross PCIe in fewer bytes")

@@ -1,7 +1,6 @@
 // Benchmark inputs: the bundled 4,096 ZINC set and seeded random subsets of the 367k set.
 #pragma once
 
-#include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -13,14 +12,13 @@ namespace molaccel::lingo_bench {
 
 using molaccel::lingo::MoleculeSet;
 
-// Where molecules_367k.smi.gz lives: --data DIR, $MOLACCEL_LINGO_DATA, .deps/lingo (carried to the
-// GPU machine), or the shared data folder next to the checkout.
+// Where molecules_367k.smi.gz lives: --data DIR, .deps/lingo (carried to the GPU machine), or the
+// shared data folder next to the checkout.
 inline std::filesystem::path large_set_path(const std::string& data_arg) {
   namespace fs = std::filesystem;
   const std::string name = "molecules_367k.smi.gz";
   std::vector<fs::path> candidates;
   if (!data_arg.empty()) candidates.push_back(fs::path(data_arg) / name);
-  if (const char* env = std::getenv("MOLACCEL_LINGO_DATA")) candidates.push_back(fs::path(env) / name);
   candidates.push_back(fs::path(MOLACCEL_SOURCE_DIR) / ".deps" / "lingo" / name);
   candidates.push_back(fs::path(MOLACCEL_SOURCE_DIR).parent_path() / "shared" / "data" / "lingo" / name);
   for (const auto& c : candidates)

@@ -1,23 +1,22 @@
 // The SIML paper's Tables 2 and 3: all-vs-all LINGO Tanimoto matrices of 4,096 (demo4096.smi),
 // 8,192 and 32,768 molecules (random subsets of molecules_367k.smi.gz, seed 2010), as LINGOs
 // (similarities) per second, for the reference merge, the CPU kernel (1 thread and all threads)
-// and the CUDA kernels (results in device memory; and the full matrix landing in host memory).
-// Usage: bench_lingo_allpairs [--quick] [--data DIR] [--gpu-only | --kernel-only]
+// and the CUDA kernel (results in device memory; and the full matrix landing in host memory).
+// Usage: bench_lingo_allpairs [--quick] [--data DIR] [--gpu-only | --kernel-only] [--tuning NAME=VALUE]...
 // --gpu-only: no reference / CPU rows, and of the copies only those into page-locked memory;
-// --kernel-only: the kernels alone (for a profiler). LINGO_VARIANTS=",csr-t,sorted" picks the
-// kernel variants timed side by side (comma-separated, empty = the default kernel); NAME#S sets
-// MOLACCEL_LINGO_BLOCK_STEPS=S (window steps per block at most), NAME@E times
-// NAME with E elements per pass (MOLACCEL_LINGO_DEVICE_PASS_ELEMENTS; NAME@budget: the dense
-// budget's 1 GiB passes, four at 32,768^2, the loop before 2026-11-22's fifth round).
-#include <cstdlib>
-#include <filesystem>
+// --kernel-only: the kernel loop alone (for a profiler). --tuning sets one field of the CUDA
+// backend's Tuning (src/lingo/cuda/tuning.hpp) for every GPU row, e.g. block_steps=8,
+// device_pass_elements=268435456 (the dense budget's 1 GiB passes), direct_pass_elements=16777216,
+// grow_passes=0, drain_threads=8. MOLACCEL_TRACE=lingo adds per-pass CUDA-event timelines (stderr).
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include "bench_data.hpp"
 #include "common/harness.hpp"
 #include "lingo/encoding.hpp"
 #ifdef MOLACCEL_HAVE_CUDA
+#include "copy_ceilings.hpp"
 #include "lingo/cuda/cuda_backend.hpp"
 #endif
 
@@ -28,21 +27,7 @@ namespace mb = molaccel::bench;
 namespace {
 
 bool gpu_only = false, kernel_only = false;
-
-// The kernel variants to time: LINGO_VARIANTS (comma-separated; an empty name is the default).
-std::vector<std::string> variants() {
-  const char* v = std::getenv("LINGO_VARIANTS");
-  std::string list = v ? v : ",csr-tdc,csr-ilp,sorted,sorted-h,sorted-bp";
-  std::vector<std::string> out;
-  std::size_t b = 0;
-  for (;;) {
-    const std::size_t e = list.find(',', b);
-    out.push_back(list.substr(b, e == std::string::npos ? std::string::npos : e - b));
-    if (e == std::string::npos) break;
-    b = e + 1;
-  }
-  return out;
-}
+std::vector<std::string> tuning_settings;  // --tuning NAME=VALUE, in order
 
 ComputeOptions on(Backend backend) {
   ComputeOptions o;
@@ -52,42 +37,29 @@ ComputeOptions on(Backend backend) {
 }
 
 #ifdef MOLACCEL_HAVE_CUDA
-// The all-vs-all kernel loop of every variant in LINGO_VARIANTS (the default first), side by
-// side on one GPU: one row each, named `row` or `row-<variant>`. With `timeline`, each variant's
-// per-pass kernel times go to stderr too: the row times the whole loop from the first event, the
-// host's planning of the query groups included (it runs before the first kernel); the timeline's
-// sum of the passes' kernels leaves it out (sorted-hp6 plans by simulating its table: ~11 ms at
-// 32,768).
-void time_kernel_variants(const detail::Encoding& encoding, std::size_t n, const GpuInfo& g, const std::string& row,
-                          const std::string& note, bool timeline) {
+// The tuning of every GPU row: the backend's own for this device and problem, then --tuning.
+cuda_backend::Tuning bench_tuning(int device, std::size_t n) {
+  auto tuning = cuda_backend::tuning_for(device, {Metric::tanimoto, n, n});
+  for (const auto& setting : tuning_settings) cuda_backend::set_tuning(tuning, setting);
+  return tuning;
+}
+
+std::string tuning_note() {
+  std::string note;
+  for (const auto& setting : tuning_settings) note += (note.empty() ? "; tuning " : ", ") + setting;
+  return note;
+}
+
+// The all-vs-all kernel loop (GpuJob::time_kernels: host planning, plan upload and the kernels,
+// from the first CUDA event to the last; the database upload before it), median of 7 after 2.
+void time_kernel_loop(const detail::Encoding& encoding, std::size_t n, const GpuInfo& g,
+                      const std::string& row, const std::string& note) {
   const cuda_backend::Rect all{0, n, 0, n};
-  for (const std::string& name : variants()) {
-    const char* variant = name.c_str();
-    const std::size_t at = name.find('@'), hash = name.find('#');
-    const std::string kernel_name = name.substr(0, std::min(at, hash));
-    if (hash != std::string::npos)
-      setenv("MOLACCEL_LINGO_BLOCK_STEPS", name.substr(hash + 1, at == std::string::npos || at < hash ? std::string::npos : at - hash - 1).c_str(), 1);
-    if (!kernel_name.empty()) setenv("MOLACCEL_LINGO_GPU_KERNEL", kernel_name.c_str(), 1);
-    if (at != std::string::npos) {
-      const std::string e = name.substr(at + 1, hash == std::string::npos || hash < at ? std::string::npos : hash - at - 1);
-      setenv("MOLACCEL_LINGO_DEVICE_PASS_ELEMENTS", e == "budget" ? "268435456" : e.c_str(), 1);
-    }
-    const cuda_backend::GpuJob job(encoding, Metric::tanimoto);
-    unsetenv("MOLACCEL_LINGO_GPU_KERNEL");
-    unsetenv("MOLACCEL_LINGO_DEVICE_PASS_ELEMENTS");
-    unsetenv("MOLACCEL_LINGO_BLOCK_STEPS");
-    const auto kernel = mb::measure_with([&] { return job.time_kernels(g.index, all); }, 2, 7);
-    if (timeline) {
-      setenv("MOLACCEL_LINGO_TIMELINE", "1", 1);
-      std::fprintf(stderr, "lingo kernel timeline of variant %s\n", *variant ? variant : "default");
-      job.time_kernels(g.index, all);
-      unsetenv("MOLACCEL_LINGO_TIMELINE");
-    }
-    // Limit: every similarity is one 4-byte store; HBM3 bandwidth of the H100 (3.35 TB/s) caps it.
-    mb::print_row({*variant ? fmt::format("{}-{}", row, variant) : row, g.name, fmt::format("{}x{}", n, n), kernel,
-                   static_cast<double>(n) * n, "LINGOs", 4.0 * n * n, 3.35e12 / 4, "fp32 store bandwidth (3.35 TB/s)",
-                   note});
-  }
+  const cuda_backend::GpuJob job(encoding, Metric::tanimoto, bench_tuning(g.index, n));
+  const auto kernel = mb::measure_with([&] { return job.time_kernels(g.index, all); }, 2, 7);
+  // Limit: every similarity is one 4-byte store, at an HBM3 bandwidth of 3.35 TB/s.
+  mb::print_row({row, g.name, fmt::format("{}x{}", n, n), kernel, static_cast<double>(n) * n, "LINGOs",
+                 4.0 * n * n, 3.35e12 / 4, "fp32 store bandwidth (3.35 TB/s)", note + tuning_note()});
 }
 #endif
 
@@ -101,35 +73,35 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
   // whole matrix at 32k); throughput is per similarity, so the rows stand for the matrix.
   const std::size_t rows = std::min<std::size_t>(n, quick ? 32 : 128);
   if (!gpu_only && !kernel_only) {
-  std::vector<std::size_t> first(rows);
-  for (std::size_t i = 0; i < rows; ++i) first[i] = i;
-  const MoleculeSet head = molaccel::lingo::subset(set, first);
-  const double block_pairs = static_cast<double>(rows) * n;
+    std::vector<std::size_t> first(rows);
+    for (std::size_t i = 0; i < rows; ++i) first[i] = i;
+    const MoleculeSet head = molaccel::lingo::subset(set, first);
+    const double block_pairs = static_cast<double>(rows) * n;
 
-  const auto ref = mb::measure(
-      [&] { similarity_matrix(Resources::cpu(1), head, &set, on(Backend::reference)); }, 0, quick ? 1 : 3);
-  mb::print_row({"lingo/allpairs/reference/1thread", cpu_model, fmt::format("{}x{}", rows, n), ref,
-                 block_pairs, "LINGOs", 0, 0, "", label + ", " + stats});
-  // The CPU kernel without the one-time encoding of the set (reported apart, like the paper's
-  // "read SMILES + construct multisets" row).
-  RunInfo info;
-  const auto cpu1 = mb::measure_with(
-      [&] {
-        similarity_matrix(Resources::cpu(1), head, &set, on(Backend::cpu), &info);
-        return info.seconds - info.prepare_seconds;
-      },
-      1, quick ? 3 : 5);
-  mb::print_row({"lingo/allpairs/cpu/1thread", cpu_model, fmt::format("{}x{}", rows, n), cpu1, block_pairs,
-                 "LINGOs", 0, 0, "",
-                 fmt::format("{}; {:.1f}x the reference per core; encoding {:.1f} ms apart", info.backend,
-                             ref.median_s / cpu1.median_s, 1e3 * info.prepare_seconds)});
-  if (n <= 8192) {  // larger full matrices on the CPU take minutes: the 1-thread rows stand in
-    const auto cpu =
-        mb::measure([&] { similarity_matrix(Resources::cpu(0), set, &set, on(Backend::cpu)); }, 1, 3);
-    mb::print_row({"lingo/allpairs/cpu/all-threads", cpu_model, size, cpu, static_cast<double>(n) * n,
+    const auto ref = mb::measure(
+        [&] { similarity_matrix(Resources::cpu(1), head, &set, on(Backend::reference)); }, 0, quick ? 1 : 3);
+    mb::print_row({"lingo/allpairs/reference/1thread", cpu_model, fmt::format("{}x{}", rows, n), ref,
+                   block_pairs, "LINGOs", 0, 0, "", label + ", " + stats});
+    // The CPU kernel without the one-time encoding of the set (reported apart, like the paper's
+    // "read SMILES + construct multisets" row).
+    RunInfo info;
+    const auto cpu1 = mb::measure_with(
+        [&] {
+          similarity_matrix(Resources::cpu(1), head, &set, on(Backend::cpu), &info);
+          return info.seconds - info.prepare_seconds;
+        },
+        1, quick ? 3 : 5);
+    mb::print_row({"lingo/allpairs/cpu/1thread", cpu_model, fmt::format("{}x{}", rows, n), cpu1, block_pairs,
                    "LINGOs", 0, 0, "",
-                   fmt::format("{} threads, full matrix in host memory", cpu_info().logical_cores)});
-  }
+                   fmt::format("{}; {:.1f}x the reference per core; encoding {:.1f} ms apart", info.backend,
+                               ref.median_s / cpu1.median_s, 1e3 * info.prepare_seconds)});
+    if (n <= 8192) {  // larger full matrices on the CPU take minutes: the 1-thread rows stand in
+      const auto cpu =
+          mb::measure([&] { similarity_matrix(Resources::cpu(0), set, &set, on(Backend::cpu)); }, 1, 3);
+      mb::print_row({"lingo/allpairs/cpu/all-threads", cpu_model, size, cpu, static_cast<double>(n) * n,
+                     "LINGOs", 0, 0, "",
+                     fmt::format("{} threads, full matrix in host memory", cpu_info().logical_cores)});
+    }
   }
 #ifdef MOLACCEL_HAVE_CUDA
   const auto gpus = gpu_list();
@@ -137,30 +109,19 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
   const auto& g = gpus.front();
   const auto encoding = detail::encode(set, nullptr);
   const cuda_backend::Rect all{0, n, 0, n};
-  // The hashed-kernel variants (LINGO_VARIANTS): the default (sorted-hp8l) and others side by side.
-  time_kernel_variants(encoding, n, g, "lingo/allpairs/cuda/kernel",
-                       "full matrix, results in device memory (CUDA events)", n >= 32768 && !kernel_only);
+  time_kernel_loop(encoding, n, g, "lingo/allpairs/cuda/kernel",
+                   "full matrix, results in device memory (CUDA events)");
   if (kernel_only) return;
   // The full matrix into host memory through the pipeline (compute of pass i+1, the D2H copy of
   // pass i into pinned staging, and the host copy of pass i-1 overlapped), per element type; the
   // destination is ordinary (pageable, already touched) memory, the database upload excluded.
   {
-    const cuda_backend::GpuJob job(encoding, Metric::tanimoto);
+    const cuda_backend::GpuJob job(encoding, Metric::tanimoto, bench_tuning(g.index, n));
     if (n >= 32768 && !gpu_only) {
-      // The pipeline's two ceilings alone (128 MiB copies), and fp32 with fewer helper threads.
-      const auto rates = cuda_backend::measure_copy_rates(g.index, std::size_t{1} << 27);
+      // The pipeline's two ceilings alone (128 MiB copies).
+      const auto rates = lingo_bench::measure_copy_rates(g.index, std::size_t{1} << 27);
       std::printf("lingo copy ceilings: D2H into pinned %.1f GB/s; host copy pinned -> pageable %.1f GB/s\n",
                   rates.d2h_pinned_gbs, rates.host_copy_gbs);
-      for (const char* threads : {"4", "8"}) {
-        setenv("MOLACCEL_LINGO_DRAIN_THREADS", threads, 1);
-        std::vector<std::uint8_t> host(4 * n * n, 1);
-        const auto t = mb::measure_with(
-            [&] { return job.time_to_host(g.index, all, OutputType::fp32, host.data()); }, 1, quick ? 3 : 5);
-        unsetenv("MOLACCEL_LINGO_DRAIN_THREADS");
-        mb::print_row({fmt::format("lingo/allpairs/cuda/to-host-fp32-{}threads", threads), g.name, size, t,
-                       static_cast<double>(n) * n, "LINGOs", 4.0 * n * n, 55e9 / 4, "PCIe D2H 55 GB/s",
-                       fmt::format("pipelined, {} host-copy threads (default 16)", threads)});
-      }
     }
     // Into page-locked memory (allocate_host_buffer): the copy engine writes the destination
     // directly, overlapped with the computation of the next pass; no host-side copy.
@@ -170,44 +131,18 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
       if (!pinned.page_locked) break;
       std::memset(pinned.data.get(), 1, pinned.bytes);
       if (type == OutputType::fp32 && n >= 32768) {
-        const double gbs = cuda_backend::measure_d2h_into(g.index, pinned.data.get(), pinned.bytes, std::size_t{1} << 27);
-        std::printf("lingo copy ceiling: D2H of 128 MiB chunks filling the %.2f GB page-locked matrix %.1f GB/s\n",
-                    pinned.bytes / 1e9, gbs);
-        // Passes of 64 MiB and 512 MiB (default 512), equal; and 512 MiB growing from 512 rows.
-        for (const auto& [pass, grow] : {std::pair{"16777216", "0"}, std::pair{"134217728", "0"},
-                                         std::pair{"134217728", "1"}}) {
-          setenv("MOLACCEL_LINGO_GPU_PASS_ELEMENTS", pass, 1);
-          setenv("MOLACCEL_LINGO_GPU_PASS_GROW", grow, 1);
-          const auto tp = mb::measure_with(
-              [&] { return job.time_to_host(g.index, all, type, pinned.data.get()); }, 1, quick ? 3 : 5);
-          unsetenv("MOLACCEL_LINGO_GPU_PASS_ELEMENTS");
-          unsetenv("MOLACCEL_LINGO_GPU_PASS_GROW");
-          const bool growing = *grow == '1';
-          mb::print_row({fmt::format("lingo/allpairs/cuda/to-pinned-fp32-pass{}M-{}", std::atoll(pass) >> 20,
-                                     growing ? "grow" : "equal"),
-                         g.name, size, tp, static_cast<double>(n) * n, "LINGOs", elem * n * n, 55e9 / elem,
-                         "PCIe D2H 55 GB/s",
-                         fmt::format("{} elements per pass, {}", pass,
-                                     growing ? "first passes small and doubling" : "all passes equal")});
-        }
-        // Where the time goes: one pass-by-pass CUDA-event timeline (stderr) of growing passes
-        // (first passes small, doubling: the default) and of equal ones (MOLACCEL_LINGO_GPU_PASS_GROW=0).
-        for (const char* grow : {"1", "0"}) {
-          setenv("MOLACCEL_LINGO_GPU_PASS_GROW", grow, 1);
-          setenv("MOLACCEL_LINGO_TIMELINE", "1", 1);
-          std::fprintf(stderr, "lingo timeline: fp32 into page-locked memory, passes %s\n",
-                       *grow == '1' ? "growing (default)" : "equal");
-          job.time_to_host(g.index, all, type, pinned.data.get());
-          unsetenv("MOLACCEL_LINGO_TIMELINE");
-          unsetenv("MOLACCEL_LINGO_GPU_PASS_GROW");
-        }
+        const double gbs =
+            lingo_bench::measure_d2h_into(g.index, pinned.data.get(), pinned.bytes, std::size_t{1} << 27);
+        std::printf(
+            "lingo copy ceiling: D2H of 128 MiB chunks filling the %.2f GB page-locked matrix %.1f GB/s\n",
+            pinned.bytes / 1e9, gbs);
       }
-      const auto t = mb::measure_with([&] { return job.time_to_host(g.index, all, type, pinned.data.get()); }, 1,
-                                      quick ? 3 : 5);
+      const auto t = mb::measure_with([&] { return job.time_to_host(g.index, all, type, pinned.data.get()); },
+                                      1, quick ? 3 : 5);
       mb::print_row({fmt::format("lingo/allpairs/cuda/to-pinned-{}", to_string(type)), g.name, size, t,
                      static_cast<double>(n) * n, "LINGOs", elem * n * n, 55e9 / elem, "PCIe D2H 55 GB/s",
-                     fmt::format("direct DMA into page-locked memory, {:.2f} GB at {:.1f} GB/s", elem * n * n / 1e9,
-                                 elem * n * n / t.median_s / 1e9)});
+                     fmt::format("direct DMA into page-locked memory, {:.2f} GB at {:.1f} GB/s",
+                                 elem * n * n / 1e9, elem * n * n / t.median_s / 1e9)});
     }
     for (const auto type : {OutputType::fp32, OutputType::fp16, OutputType::u8}) {
       if (gpu_only) break;
@@ -238,12 +173,16 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
     for (const auto type : {OutputType::fp32, OutputType::fp16, OutputType::u8}) {
       const double elem = static_cast<double>(element_bytes(type));
       const auto w = mb::measure(
-          [&] { write_similarity_matrix(gpu, set, nullptr, file, MatrixFormat::npy, on(Backend::cuda), nullptr, type); },
+          [&] {
+            write_similarity_matrix(gpu, set, nullptr, file, MatrixFormat::npy, on(Backend::cuda), nullptr,
+                                    type);
+          },
           0, 1);
       std::filesystem::remove(file);
-      mb::print_row({fmt::format("lingo/allpairs/cuda/npy-{}", to_string(type)), g.name, size, w,
-                     static_cast<double>(n) * n, "LINGOs", elem * n * n, 55e9 / elem, "PCIe D2H 55 GB/s",
-                     fmt::format("molecules in, {:.2f} GB .npy file written (page cache)", elem * n * n / 1e9)});
+      mb::print_row(
+          {fmt::format("lingo/allpairs/cuda/npy-{}", to_string(type)), g.name, size, w,
+           static_cast<double>(n) * n, "LINGOs", elem * n * n, 55e9 / elem, "PCIe D2H 55 GB/s",
+           fmt::format("molecules in, {:.2f} GB .npy file written (page cache)", elem * n * n / 1e9)});
     }
   }
 #endif
@@ -252,7 +191,7 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
 }  // namespace
 
 // No cliff for a large, diverse Lingo vocabulary: 32,768 random strings of 30-50 letters over 12
-// atoms (about 1.2 M Lingos, nearly all distinct within a query group), kernel variants side by side.
+// atoms (about 1.2 M Lingos, nearly all distinct within a query group).
 void run_diverse(bool quick) {
 #ifdef MOLACCEL_HAVE_CUDA
   const auto gpus = gpu_list();
@@ -268,8 +207,9 @@ void run_diverse(bool quick) {
   const auto set = make_molecules(smiles, {});
   const std::size_t n = set.size();
   const auto encoding = detail::encode(set, nullptr);
-  time_kernel_variants(encoding, n, g, "lingo/allpairs/cuda/kernel-diverse",
-                       fmt::format("random 30-50 letter strings, vocabulary {} Lingos", encoding.vocabulary_size), false);
+  time_kernel_loop(
+      encoding, n, g, "lingo/allpairs/cuda/kernel-diverse",
+      fmt::format("random 30-50 letter strings, vocabulary {} Lingos", encoding.vocabulary_size));
 #else
   (void)quick;
 #endif
@@ -287,6 +227,14 @@ int main(int argc, char** argv) {
       gpu_only = true;
     else if (!std::strcmp(argv[i], "--kernel-only"))
       kernel_only = true;
+    else if (!std::strcmp(argv[i], "--tuning") && i + 1 < argc)
+      tuning_settings.push_back(argv[++i]);
+    else {
+      std::fprintf(stderr,
+                   "usage: bench_lingo_allpairs [--quick] [--data DIR] [--gpu-only | --kernel-only] "
+                   "[--tuning NAME=VALUE]...\n");
+      return 2;
+    }
   }
   set_progress_enabled(false);
   mb::print_header();
@@ -306,9 +254,10 @@ int main(int argc, char** argv) {
       continue;
 #endif
     }
-    run_set(fmt::format("367k subset seed {}", lingo_bench::kSubsetSeed),
-            molaccel::lingo::subset(big, lingo_bench::random_indices(big.size(), n, lingo_bench::kSubsetSeed)),
-            quick);
+    run_set(
+        fmt::format("367k subset seed {}", lingo_bench::kSubsetSeed),
+        molaccel::lingo::subset(big, lingo_bench::random_indices(big.size(), n, lingo_bench::kSubsetSeed)),
+        quick);
   }
   return 0;
 }

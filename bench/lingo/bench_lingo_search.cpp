@@ -32,8 +32,8 @@ int main(int argc, char** argv) {
   const auto db = read_molecules(path, {});
   const double read_s = now_seconds() - t0;
   if (n_queries == 0) n_queries = quick ? 16384 : db.size();
-  const auto queries =
-      molaccel::lingo::subset(db, lingo_bench::random_indices(db.size(), n_queries, lingo_bench::kSubsetSeed));
+  const auto queries = molaccel::lingo::subset(
+      db, lingo_bench::random_indices(db.size(), n_queries, lingo_bench::kSubsetSeed));
   std::printf("read %zu molecules in %.2f s; %zu queries (seed %llu), k = 100\n", db.size(), read_s,
               queries.size(), static_cast<unsigned long long>(lingo_bench::kSubsetSeed));
   mb::print_header();

@@ -35,8 +35,8 @@ MOLACCEL_LINGO_HD void bitslice_add(std::uint32_t (&planes)[Planes], std::uint32
 }
 
 // Full adder over 32 lanes (a carry-save step): a + b + c = sum + 2 carry in every lane.
-MOLACCEL_LINGO_HD void bitslice_csa(std::uint32_t& sum, std::uint32_t& carry, std::uint32_t a, std::uint32_t b,
-                                    std::uint32_t c) {
+MOLACCEL_LINGO_HD void bitslice_csa(std::uint32_t& sum, std::uint32_t& carry, std::uint32_t a,
+                                    std::uint32_t b, std::uint32_t c) {
   const std::uint32_t u = a ^ b;
   sum = u ^ c;
   carry = (a & b) | (u & c);
@@ -87,27 +87,6 @@ MOLACCEL_LINGO_HD void bitslice_add8(std::uint32_t (&planes)[Planes], const std:
   bitslice_ripple<3>(planes, bitslice_fold8(planes, m));
 }
 
-// The end of a sixteen-mask add: the carries e0, e1 of two bitslice_fold8 calls into plane 3 by one
-// more carry-save adder (planes[3] + e0 + e1 = v + 2 x), and only x ripples on, from plane 4.
-template <int Planes>
-MOLACCEL_LINGO_HD void bitslice_finish16(std::uint32_t (&planes)[Planes], std::uint32_t e0, std::uint32_t e1) {
-  static_assert(Planes >= 5, "at least five planes");
-  std::uint32_t v, x;
-  bitslice_csa(v, x, planes[3], e0, e1);
-  planes[3] = v;
-  bitslice_ripple<4>(planes, x);
-}
-
-// Adds sixteen masks: two folds of eight, then bitslice_finish16 (the kernel folds the first eight
-// before it looks up the next: fewer live registers).
-template <int Planes>
-MOLACCEL_LINGO_HD void bitslice_add16(std::uint32_t (&planes)[Planes], const std::uint32_t (&m0)[8],
-                                      const std::uint32_t (&m1)[8]) {
-  const std::uint32_t e0 = bitslice_fold8(planes, m0);
-  const std::uint32_t e1 = bitslice_fold8(planes, m1);
-  bitslice_finish16(planes, e0, e1);
-}
-
 // Counter q.
 template <int Planes>
 MOLACCEL_LINGO_HD std::uint32_t bitslice_count(const std::uint32_t (&planes)[Planes], std::uint32_t q) {
@@ -117,25 +96,10 @@ MOLACCEL_LINGO_HD std::uint32_t bitslice_count(const std::uint32_t (&planes)[Pla
   return count;
 }
 
-// Bits 0..3 of x, one per byte (bit i -> bit 0 of byte i): no two products overlap, so no carries.
-MOLACCEL_LINGO_HD std::uint32_t spread_nibble(std::uint32_t x) {
-  return (x * 0x00204081u) & 0x01010101u;
-}
-
-// Counters q..q+3 as the four bytes of the result (q a multiple of 4); valid when every counter is
-// below 256. Four counters for the price of one.
-template <int Planes>
-MOLACCEL_LINGO_HD std::uint32_t bitslice_bytes4(const std::uint32_t (&planes)[Planes], std::uint32_t q) {
-  std::uint32_t packed = 0;
-  MOLACCEL_LINGO_UNROLL
-  for (int b = 0; b < 8 && b < Planes; ++b) packed += spread_nibble((planes[b] >> q) & 0xfu) << b;
-  return packed;
-}
-
 // All 32 counters at once as bytes, valid when every counter is below 256: byte j of out[r] is
 // counter 8j + r. An 8x8 bit-matrix transpose inside each byte column of the 8 low planes (bit
 // 8j + r of plane b is bit b of counter 8j + r), in three rounds of delta swaps (4-, 2-, then 1-bit
-// blocks): 12 swaps of ~5 integer ops, ~2 ops per counter where bitslice_bytes4 takes ~10.
+// blocks): 12 swaps of ~5 integer ops, ~2 ops per counter.
 MOLACCEL_LINGO_HD void bitslice_swap(std::uint32_t& a, std::uint32_t& b, int shift, std::uint32_t mask) {
   const std::uint32_t t = ((a >> shift) ^ b) & mask;
   b ^= t;

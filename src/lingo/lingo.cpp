@@ -667,7 +667,8 @@ std::vector<Hit> neighbors(const Resources& resources, const MoleculeSet& db, fl
   MoleculeSet by_size;
   bool gpu_engine = false;  // as Job::resolve_engine decides
 #ifdef MOLACCEL_HAVE_CUDA
-  gpu_engine = options.backend == Backend::cuda || (options.backend == Backend::automatic && resources.uses_gpu());
+  gpu_engine =
+      options.backend == Backend::cuda || (options.backend == Backend::automatic && resources.uses_gpu());
 #endif
   if (gpu_engine && threshold > 0.0f && n > 1) {
     order.resize(n);

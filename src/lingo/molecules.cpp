@@ -120,7 +120,8 @@ MoleculeSet subset(const MoleculeSet& set, const std::vector<std::size_t>& indic
   out.offsets.reserve(indices.size() + 1);
   out.magnitudes.reserve(indices.size());
   for (const std::size_t i : indices) {
-    if (i >= set.size()) throw Error(fmt::format("subset: index {} of a set of {}", i, set.size()), __FILE__, __LINE__);
+    if (i >= set.size())
+      throw Error(fmt::format("subset: index {} of a set of {}", i, set.size()), __FILE__, __LINE__);
     if (i < set.names.size()) out.names.push_back(set.names[i]);
     for (std::uint64_t e = set.offsets[i]; e < set.offsets[i + 1]; ++e) {
       if (set.wide_keys())

@@ -6,8 +6,8 @@
 // (or fp64 for vidal), no fast-math and no contraction anywhere in these expressions.
 #pragma once
 
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #if defined(__CUDACC__)
@@ -35,7 +35,8 @@ MOLACCEL_LINGO_HD float ratio_similarity(std::uint32_t shared, std::uint32_t siz
 // shared <= union < kReciprocals by test_lingo_pieces (FMA and the product rounded separately on
 // both sides: __fmul_rn / __fmaf_rn on the device, std::fma on the host).
 constexpr std::uint32_t kReciprocals = 1024;
-MOLACCEL_LINGO_HD float ratio_from_reciprocal(std::uint32_t shared, std::uint32_t union_size, float reciprocal) {
+MOLACCEL_LINGO_HD float ratio_from_reciprocal(std::uint32_t shared, std::uint32_t union_size,
+                                              float reciprocal) {
   const float s = static_cast<float>(shared), u = static_cast<float>(union_size);
 #if defined(__CUDA_ARCH__)
   const float q0 = __fmul_rn(s, reciprocal);
@@ -81,8 +82,8 @@ MOLACCEL_LINGO_HD std::uint16_t float_to_half_bits(float value) {
   x &= 0x7fffffffu;
   if (x >= 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7c00u | (x > 0x7f800000u ? 0x200u : 0u));
   if (x >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds past 65504
-  if (x < 0x38800000u) {                                                     // half subnormal (or 0)
-    if (x <= 0x33000000u) return sign;                                        // <= 2^-25: ties to 0
+  if (x < 0x38800000u) {                                                    // half subnormal (or 0)
+    if (x <= 0x33000000u) return sign;                                      // <= 2^-25: ties to 0
     const std::uint32_t mantissa = (x & 0x7fffffu) | 0x800000u;
     const std::uint32_t shift = 126u - (x >> 23);  // 14..24
     std::uint32_t r = mantissa >> shift;

@@ -82,8 +82,8 @@ inline void check_neighbors(const Subject& s, const MoleculeSet& set, float thre
 }
 
 // A .npy file's element bytes, checking the magic, the 64-byte alignment and the descr.
-inline std::string read_npy_bytes(const std::filesystem::path& path, const std::string& descr, std::size_t& rows,
-                                  std::size_t& cols) {
+inline std::string read_npy_bytes(const std::filesystem::path& path, const std::string& descr,
+                                  std::size_t& rows, std::size_t& cols) {
   const std::string bytes = molaccel::testing::read_file(path);
   EXPECT_EQ(bytes.substr(0, 6), "\x93NUMPY");
   const std::size_t header =

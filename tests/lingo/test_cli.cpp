@@ -63,7 +63,8 @@ TEST(LingoCli, MatrixOutputTypes) {
                                 (dir / "m.tsv").string())),
             0);
   EXPECT_FALSE(std::filesystem::exists(dir / "m.tsv"));
-  EXPECT_NE(run_cli(fmt::format("lingo matrix {} --output-type fp64 -o {}", in, (dir / "x.npy").string())), 0);
+  EXPECT_NE(run_cli(fmt::format("lingo matrix {} --output-type fp64 -o {}", in, (dir / "x.npy").string())),
+            0);
 }
 
 TEST(LingoCli, ClusterAndNeighborsFromCsv) {

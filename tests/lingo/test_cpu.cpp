@@ -142,9 +142,10 @@ TEST(LingoCpu, NpyOutputTypes) {
 }
 
 TEST(LingoQuantise, HalfMatchesTheCompilersConversion) {
-  std::vector<float> values = {0.0f, 1.0f, 0.5f, 1.0f / 3, 2.0f / 3, 1e-8f, 2.98023224e-8f, 2.98023259e-8f,
-                               5.96046448e-8f, 6.1035156e-5f, 6.1e-5f, 65504.0f, 65519.0f, 65520.0f, 1e6f,
-                               -0.25f, -1e-7f};
+  std::vector<float> values = {0.0f,    1.0f,           0.5f,           1.0f / 3,       2.0f / 3,
+                               1e-8f,   2.98023224e-8f, 2.98023259e-8f, 5.96046448e-8f, 6.1035156e-5f,
+                               6.1e-5f, 65504.0f,       65519.0f,       65520.0f,       1e6f,
+                               -0.25f,  -1e-7f};
   std::mt19937 rng(5);
   for (int i = 0; i < 200000; ++i) {
     const std::uint32_t num = rng() % 4000, den = 1 + rng() % 4000;

@@ -2,7 +2,7 @@
 // kernel path: hashed table (small and large), the merge kernel (vidal, and queries too large for a
 // table), wide bit-sliced counters (database molecules with >= 2048 features), streamed database
 // tiles merged on the host, and the on-device top-k / threshold selection.
-#include <cstdlib>
+#include <cstring>
 #include <random>
 
 #include "backend_checks.hpp"
@@ -89,7 +89,8 @@ TEST(LingoCuda, SearchTopKOnTheGpu) {
 TEST(LingoCuda, SearchTopKManyTiesAndLargeK) {
   MOLACCEL_REQUIRE_GPU();
   auto db_smiles = random_smiles_set(41, 300, 1, 12, 5);
-  for (int i = 0; i < 5000; ++i) db_smiles.insert(db_smiles.begin() + (i * 7) % (db_smiles.size() + 1), "CCOc1ccccc1N");
+  for (int i = 0; i < 5000; ++i)
+    db_smiles.insert(db_smiles.begin() + (i * 7) % (db_smiles.size() + 1), "CCOc1ccccc1N");
   auto query_smiles = random_smiles_set(42, 6, 1, 12, 5);
   query_smiles.push_back("CCOc1ccccc1N");
   query_smiles.push_back("CCOc1ccccc1NC");
@@ -98,7 +99,8 @@ TEST(LingoCuda, SearchTopKManyTiesAndLargeK) {
   const auto m = reference_matrix(queries, &db, Metric::tanimoto);
   for (std::size_t k : {std::size_t{1}, std::size_t{10}, std::size_t{4096}, std::size_t{4500}}) {
     const auto expected = brute_top_k(m, queries.size(), db.size(), k);
-    const auto actual = search(gpu_subject().resources, queries, db, k, with(Backend::cuda, Metric::tanimoto));
+    const auto actual =
+        search(gpu_subject().resources, queries, db, k, with(Backend::cuda, Metric::tanimoto));
     expect_same_hits(expected, actual, fmt::format("top-{} with 5,000 ties", k));
   }
 }
@@ -135,12 +137,13 @@ TEST(LingoCuda, NeighborsSkipTilesBySize) {
     smiles.push_back(medium[i]);
   }
   const auto set = make_molecules(smiles, {});
-  for (const auto& [t, metric] : {std::pair{0.5f, Metric::tanimoto}, std::pair{0.8f, Metric::tanimoto},
-                                  std::pair{0.6f, Metric::set}}) {
+  for (const auto& [t, metric] :
+       {std::pair{0.5f, Metric::tanimoto}, std::pair{0.8f, Metric::tanimoto}, std::pair{0.6f, Metric::set}}) {
     const auto cpu = neighbors(Resources::cpu(2), set, t, with(Backend::cpu, metric));
     RunInfo info;
     const auto gpu = neighbors(gpu_subject().resources, set, t, with(Backend::cuda, metric), &info);
-    expect_same_hits(cpu, gpu, fmt::format("neighbors >= {} {} (tiles skipped by size)", t, to_string(metric)));
+    expect_same_hits(cpu, gpu,
+                     fmt::format("neighbors >= {} {} (tiles skipped by size)", t, to_string(metric)));
     EXPECT_GT(info.pairs_skipped, 0u) << t;
   }
 }
@@ -154,27 +157,99 @@ TEST(LingoCuda, ClusterMatchesCpu) {
   EXPECT_EQ(cpu.centroids, gpu.centroids);
 }
 
-// The pipelined copy to the host (two result buffers, pinned staging, helper threads) with tiny
-// passes, so every pass boundary and buffer reuse is exercised; and .npy in every element type.
-class LingoCudaPipeline : public ::testing::Test {
- protected:
-  void SetUp() override { setenv("MOLACCEL_LINGO_GPU_PASS_ELEMENTS", "5000", 1); }
-  void TearDown() override { unsetenv("MOLACCEL_LINGO_GPU_PASS_ELEMENTS"); }
-};
-
-TEST_F(LingoCudaPipeline, ManySmallPassesStayBitIdentical) {
-  MOLACCEL_REQUIRE_GPU();
-  check_random_matrices(gpu_subject());
-  check_random_matrices(gpu_subject(), 13, 64);
-  check_real_self_matrix(gpu_subject(), "nci_first5k.smi", 1500, 4, Metric::tanimoto);
-  check_real_self_matrix(gpu_subject(), "demo4096.smi", 1029, 4, Metric::vidal, 256);
-  check_npy_types(gpu_subject());
-  check_npy_types(gpu_subject(), 40, 96);
+#ifdef MOLACCEL_HAVE_CUDA
+// The pipeline on its own (GpuJob, driven as the front file drives it) with a tuning of tiny passes,
+// so every pass boundary and buffer reuse is exercised: the whole matrix in every element type
+// into ordinary memory (pinned staging, helper threads) and into page-locked memory (the copy
+// engine writes it directly), against the reference byte for byte.
+cuda_backend::Tuning tiny_passes(bool grow = true) {
+  cuda_backend::Tuning t;
+  t.staged_pass_elements = 5000;
+  t.direct_pass_elements = 5000;
+  t.grow_passes = grow;
+  return t;
 }
+
+void check_job_matrix(const MoleculeSet& queries, const MoleculeSet* db, Metric metric,
+                      const cuda_backend::Tuning& tuning, const std::string& what) {
+  const auto encoding = detail::encode(queries, db);
+  const cuda_backend::GpuJob job(encoding, metric, tuning);
+  const std::size_t rows = queries.size(), cols = db ? db->size() : rows;
+  const auto m = reference_matrix(queries, db, metric);
+  const int device = gpu_list().front().index;
+  // The whole matrix, and a rect that starts inside it (row and column offsets).
+  for (const cuda_backend::Rect rect :
+       {cuda_backend::Rect{0, rows, 0, cols}, cuda_backend::Rect{3, rows, 11, cols}}) {
+    std::vector<float> expected;
+    for (std::size_t r = rect.row_begin; r < rect.row_end; ++r)
+      expected.insert(expected.end(), m.begin() + r * cols + rect.col_begin,
+                      m.begin() + r * cols + rect.col_end);
+    for (auto type : {OutputType::fp32, OutputType::fp16, OutputType::u8}) {
+      const std::string want = expected_bytes(expected, type);
+      for (bool page_locked : {false, true}) {
+        auto pinned = allocate_host_buffer(page_locked ? want.size() : 0);
+        std::vector<std::uint8_t> plain(page_locked ? 0 : want.size());
+        if (page_locked) ASSERT_TRUE(pinned.page_locked);
+        auto* out = page_locked ? reinterpret_cast<std::uint8_t*>(pinned.data.get()) : plain.data();
+        std::fill_n(out, want.size(), std::uint8_t{0xab});
+        job.time_to_host(device, rect, type, out);
+        EXPECT_EQ(std::memcmp(out, want.data(), want.size()), 0)
+            << what << " " << to_string(type) << (page_locked ? " page-locked" : " ordinary memory")
+            << " rows from " << rect.row_begin << " cols from " << rect.col_begin;
+      }
+      // Rows with a stride (a column tile of a larger matrix): page-locked, the copy engine writes
+      // each pass by a strided 2-D copy; ordinary memory, the helper threads copy row by row.
+      const std::size_t row_bytes = rect.cols() * element_bytes(type), ld = row_bytes + 40;
+      for (bool page_locked : {false, true}) {
+        auto pinned = allocate_host_buffer(page_locked ? rect.rows() * ld : 0);
+        std::vector<std::uint8_t> plain(page_locked ? 0 : rect.rows() * ld);
+        auto* out = page_locked ? reinterpret_cast<std::uint8_t*>(pinned.data.get()) : plain.data();
+        std::fill_n(out, rect.rows() * ld, std::uint8_t{0xab});
+        WorkerInfo info;
+        info.kind = WorkerInfo::Kind::gpu;
+        info.device = device;
+        WorkerContext ctx(info);
+        job.dense_to(ctx, rect, type, out, ld);
+        for (std::size_t r = 0; r < rect.rows(); ++r)
+          ASSERT_EQ(std::memcmp(out + r * ld, want.data() + r * row_bytes, row_bytes), 0)
+              << what << " " << to_string(type) << " strided, row " << r
+              << (page_locked ? " page-locked" : " ordinary memory");
+      }
+    }
+  }
+}
+
+TEST(LingoCudaPipeline, ManySmallPassesStayBitIdentical) {
+  MOLACCEL_REQUIRE_GPU();
+  for (int q : {1, 4, 8}) {
+    LingoOptions lo;
+    lo.q = q;
+    const auto queries = make_molecules(random_smiles_set(100 + q, 37, 1, 24, 10), lo);
+    const auto db = make_molecules(random_smiles_set(200 + q, 203, 1, 30, 10), lo);
+    for (auto metric : {Metric::tanimoto, Metric::vidal, Metric::set})
+      check_job_matrix(queries, &db, metric, tiny_passes(), fmt::format("q={} {}", q, to_string(metric)));
+  }
+  const auto nci = make_molecules(real_smiles("nci_first5k.smi", 1500), {});
+  check_job_matrix(nci, nullptr, Metric::tanimoto, tiny_passes(), "nci self");
+  const auto demo = make_molecules(real_smiles("demo4096.smi", 1029), {});
+  check_job_matrix(demo, nullptr, Metric::vidal, tiny_passes(), "demo self vidal");
+}
+
+// Passes growing from an eighth of the pass size (the default) and equal passes: same bits.
+TEST(LingoCudaPipeline, PassScheduleKeepsBits) {
+  MOLACCEL_REQUIRE_GPU();
+  const auto set = make_molecules(real_smiles("demo4096.smi", 700), {});
+  for (bool grow : {true, false}) {
+    cuda_backend::Tuning t = tiny_passes(grow);
+    t.staged_pass_elements = t.direct_pass_elements = 40000;  // about 57 rows: growing from 7
+    check_job_matrix(set, nullptr, Metric::tanimoto, t, fmt::format("grow {}", grow));
+  }
+}
+#endif
 
 // Into page-locked memory the copy engine writes the result directly (no staging buffers): whole
 // rows (one contiguous copy per pass) and column tiles (strided 2-D copies), self and two-set.
-TEST_F(LingoCudaPipeline, PageLockedDestinationIsWrittenDirectly) {
+TEST(LingoCuda, PageLockedDestinationIsWrittenDirectly) {
   MOLACCEL_REQUIRE_GPU();
   const auto queries = make_molecules(random_smiles_set(51, 157, 1, 30), {});
   const auto db = make_molecules(random_smiles_set(52, 403, 1, 30), {});
@@ -186,9 +261,11 @@ TEST_F(LingoCudaPipeline, PageLockedDestinationIsWrittenDirectly) {
       ASSERT_TRUE(buffer.page_locked);
       auto* out = reinterpret_cast<float*>(buffer.data.get());
       std::fill_n(out, queries.size() * cols, -1.0f);
-      similarity_matrix(gpu_subject().resources, queries, other, out, with(Backend::cuda, Metric::tanimoto, 0, tile_cols));
-      expect_bit_identical(expected, std::vector<float>(out, out + queries.size() * cols), cols,
-                           fmt::format("page-locked, {} db, tile_cols {}", other ? "two-set" : "self", tile_cols));
+      similarity_matrix(gpu_subject().resources, queries, other, out,
+                        with(Backend::cuda, Metric::tanimoto, 0, tile_cols));
+      expect_bit_identical(
+          expected, std::vector<float>(out, out + queries.size() * cols), cols,
+          fmt::format("page-locked, {} db, tile_cols {}", other ? "two-set" : "self", tile_cols));
     }
   }
 }
@@ -198,54 +275,9 @@ TEST(LingoCuda, NpyOutputTypes) {
   check_npy_types(gpu_subject());
 }
 
-// The experimental interleaved kernel (opt-in through MOLACCEL_LINGO_GPU_KERNEL) is held to the
-// same bit-identity as the default one.
-class LingoCudaInterleaved : public ::testing::Test {
- protected:
-  void SetUp() override { setenv("MOLACCEL_LINGO_GPU_KERNEL", "interleaved", 1); }
-  void TearDown() override { unsetenv("MOLACCEL_LINGO_GPU_KERNEL"); }
-};
-
-TEST_F(LingoCudaInterleaved, RandomAndRealMatrices) {
-  MOLACCEL_REQUIRE_GPU();
-  check_random_matrices(gpu_subject());
-  check_random_matrices(gpu_subject(), 13, 64);
-  for (auto metric : {Metric::tanimoto, Metric::set}) {
-    check_real_self_matrix(gpu_subject(), "nci_first5k.smi", 1500, 4, metric);
-    check_real_self_matrix(gpu_subject(), "demo4096.smi", 1029, 8, metric, 256);
-  }
-}
-
-TEST_F(LingoCudaInterleaved, LargeQueriesWideCountersSearchNeighbors) {
-  MOLACCEL_REQUIRE_GPU();
-  std::vector<std::string> smiles = real_smiles("demo4096.smi", 300);
-  std::string long_one;
-  for (int i = 0; i < 700; ++i) long_one += "CCCC";
-  smiles.push_back(long_one);  // >= 256 and >= 2048 features: the generic extraction, wide planes
-  smiles.push_back("C");
-  const auto set = make_molecules(smiles, {});
-  for (auto metric : {Metric::tanimoto, Metric::set})
-    expect_bit_identical(
-        reference_matrix(set, nullptr, metric),
-        similarity_matrix(gpu_subject().resources, set, nullptr, with(Backend::cuda, metric)), set.size(),
-        std::string(to_string(metric)));
-  check_search(gpu_subject(), 10, Metric::tanimoto);
-  check_neighbors(gpu_subject(), make_molecules(real_smiles("demo4096.smi", 700), {}), 0.5f,
-                  Metric::tanimoto);
-}
-
-}  // namespace
-}  // namespace molaccel::lingo
-
-namespace molaccel::lingo {
-namespace {
-
-using namespace molaccel::lingo::testing;
-
-// The default kernel is sorted-hp (every LingoCuda test runs it); these cases aim at its two count
-// extractions (and, for g64, both halves of a 64-query group and a partial last warp). The other
-// kernels (MOLACCEL_LINGO_GPU_KERNEL=g64, csr) are held to the same checks below.
-TEST(LingoCuda, DefaultKernelExtractionPaths) {
+// The hashed kernel's two count extractions (bytes by transpose below 256 features, one at a time
+// from 256) and its wide counters (>= 2,048 features).
+TEST(LingoCuda, HashedKernelExtractionPaths) {
   MOLACCEL_REQUIRE_GPU();
   std::vector<std::string> smiles = real_smiles("demo4096.smi", 300);
   std::string long_one, mid_one;
@@ -265,7 +297,7 @@ TEST(LingoCuda, DefaultKernelExtractionPaths) {
 }
 
 // A large, diverse vocabulary: random letter strings share few Lingos, so a group's features are
-// nearly all distinct; long ones (100-160 letters) close g64 groups early (3,072 features).
+// nearly all distinct; long ones (100-160 letters) close groups early (2,048 features).
 void check_diverse_vocabulary() {
   std::mt19937_64 rng(5);
   const char atoms[] = "CNOSPFIBcnos";
@@ -279,12 +311,14 @@ void check_diverse_vocabulary() {
   const auto set = make_molecules(smiles, {});
   const auto others = make_molecules(real_smiles("demo4096.smi", 333), {});
   for (auto metric : {Metric::tanimoto, Metric::set}) {
-    expect_bit_identical(reference_matrix(set, nullptr, metric),
-                         similarity_matrix(gpu_subject().resources, set, nullptr, with(Backend::cuda, metric)),
-                         set.size(), fmt::format("diverse self {}", to_string(metric)));
-    expect_bit_identical(reference_matrix(set, &others, metric),
-                         similarity_matrix(gpu_subject().resources, set, &others, with(Backend::cuda, metric)),
-                         others.size(), fmt::format("diverse x real {}", to_string(metric)));
+    expect_bit_identical(
+        reference_matrix(set, nullptr, metric),
+        similarity_matrix(gpu_subject().resources, set, nullptr, with(Backend::cuda, metric)), set.size(),
+        fmt::format("diverse self {}", to_string(metric)));
+    expect_bit_identical(
+        reference_matrix(set, &others, metric),
+        similarity_matrix(gpu_subject().resources, set, &others, with(Backend::cuda, metric)), others.size(),
+        fmt::format("diverse x real {}", to_string(metric)));
   }
 }
 
@@ -293,97 +327,10 @@ TEST(LingoCuda, DiverseVocabularyGroupsCloseEarly) {
   check_diverse_vocabulary();
 }
 
-class LingoCudaCsr : public ::testing::Test {
- protected:
-  void SetUp() override { setenv("MOLACCEL_LINGO_GPU_KERNEL", "csr", 1); }
-  void TearDown() override { unsetenv("MOLACCEL_LINGO_GPU_KERNEL"); }
-};
-
-// The g64 kernel (opt-in), to the same checks as the CSR kernel.
-class LingoCudaG64 : public LingoCudaCsr {
- protected:
-  void SetUp() override { setenv("MOLACCEL_LINGO_GPU_KERNEL", "g64", 1); }
-};
-
-Subject gpu_subject_ilp() {
-  Resources::Options o;
-  o.device = DeviceSpec::parse("gpu");
-  return {Resources::create(o), Backend::cuda};
-}
-
-void check_selected_kernel() {
-  check_random_matrices(gpu_subject_ilp());
-  check_random_matrices(gpu_subject_ilp(), 13, 64);
-  for (auto metric : {Metric::tanimoto, Metric::set}) {
-    check_real_self_matrix(gpu_subject_ilp(), "nci_first5k.smi", 1500, 4, metric);
-    check_real_self_matrix(gpu_subject_ilp(), "demo4096.smi", 1029, 8, metric, 256);
-  }
-  std::vector<std::string> smiles = real_smiles("demo4096.smi", 300);
-  std::string long_one, mid_one;
-  for (int i = 0; i < 700; ++i) long_one += "CCCC";   // >= 2048 features: wide planes
-  for (int i = 0; i < 90; ++i) mid_one += "C(=O)N";   // >= 256 features: the generic extraction
-  smiles.push_back(long_one);
-  smiles.push_back(mid_one);
-  smiles.push_back("C");
-  const auto set = make_molecules(smiles, {});
-  for (auto metric : {Metric::tanimoto, Metric::set})
-    expect_bit_identical(
-        reference_matrix(set, nullptr, metric),
-        similarity_matrix(gpu_subject_ilp().resources, set, nullptr, with(Backend::cuda, metric)), set.size(),
-        std::string(to_string(metric)));
-  check_search(gpu_subject_ilp(), 10, Metric::tanimoto);
-  check_neighbors(gpu_subject_ilp(), make_molecules(real_smiles("demo4096.smi", 700), {}), 0.5f,
-                  Metric::tanimoto);
-}
-
-TEST_F(LingoCudaCsr, RandomRealLargeAndSearch) {
-  MOLACCEL_REQUIRE_GPU();
-  check_selected_kernel();
-}
-
-TEST_F(LingoCudaG64, RandomRealLargeAndSearch) {
-  MOLACCEL_REQUIRE_GPU();
-  check_selected_kernel();
-  check_diverse_vocabulary();
-  check_real_self_matrix(gpu_subject_ilp(), "demo4096.smi", 1029, 4, Metric::tanimoto);  // groups of 64
-}
-
-// The csr-t family kernels (transposed count extraction; csr-td, csr-tdc (the default before
-// sorted-hp) and csr-tdp with the division-free ratio, csr-tdp with a packed table), csr-ilp and the
-// sorted kernels (length-sorted windows, counts exchanged through shared memory; sorted-b/-h and
-// their packed-table forms pair a long chunk with a short one per warp), to the same checks as the
-// CSR kernel, plus the diverse vocabulary.
-class LingoCudaNewKernels : public ::testing::TestWithParam<const char*> {
- protected:
-  void SetUp() override { setenv("MOLACCEL_LINGO_GPU_KERNEL", GetParam(), 1); }
-  void TearDown() override { unsetenv("MOLACCEL_LINGO_GPU_KERNEL"); }
-};
-
-TEST_P(LingoCudaNewKernels, RandomRealLargeAndSearch) {
-  MOLACCEL_REQUIRE_GPU();
-  check_selected_kernel();
-  check_diverse_vocabulary();
-}
-
-INSTANTIATE_TEST_SUITE_P(Variants, LingoCudaNewKernels, ::testing::Values("csr-ilp", "csr-t", "csr-td", "csr-tdc", "csr-tdp", "sorted", "sorted-n",
-                                                                   "sorted-b", "sorted-bp", "sorted-h", "sorted-hp",
-                                                                   "sorted-hp8", "sorted-hpl", "sorted-hp8l", "sorted-hp16l", "sorted-hp8lp",
-                                                                   "sorted-hp16lp", "sorted-hp6",
-                                                                   "sorted-hpb"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (auto& c : name)
-                             if (c == '-') c = '_';
-                           return name;
-                         });
-
-// sorted-hp6 / sorted-hpb plan groups by simulating their bounded table: groups closed after a few
-// queries of ~400 distinct features, queries alone too large for it (1,536 to 2,048 features: the
-// 16,384-slot table), next to real molecules; matrix, search and neighbours.
 #ifdef MOLACCEL_HAVE_CUDA
-// The benchmark's loop with results in device memory (GpuJob::time_kernels, the default kernel or
-// MOLACCEL_LINGO_GPU_KERNEL's): the whole rect in one pass (its default when it fits), and in
-// passes of 61 rows, give the reference's bits; a second call reuses the worker state.
+// The benchmark's loop with results in device memory (GpuJob::time_kernels): the whole rect in one
+// pass (its default when it fits), and in passes of 61 rows, give the reference's bits; a second
+// call reuses the worker state.
 TEST(LingoCuda, TimedKernelLoopKeepsBits) {
   MOLACCEL_REQUIRE_GPU();
   const auto set = make_molecules(real_smiles("demo4096.smi", 1100), {});
@@ -391,67 +338,20 @@ TEST(LingoCuda, TimedKernelLoopKeepsBits) {
   const auto expected = reference_matrix(set, nullptr, Metric::tanimoto);
   const auto encoding = detail::encode(set, nullptr);
   const int device = gpu_list().front().index;
-  for (const char* elements : {"", "67100"}) {
-    if (*elements) setenv("MOLACCEL_LINGO_DEVICE_PASS_ELEMENTS", elements, 1);
-    const cuda_backend::GpuJob job(encoding, Metric::tanimoto);
-    unsetenv("MOLACCEL_LINGO_DEVICE_PASS_ELEMENTS");
+  for (std::size_t elements : {std::size_t{0}, std::size_t{67100}}) {
+    cuda_backend::Tuning tuning;
+    tuning.device_pass_elements = elements;
+    const cuda_backend::GpuJob job(encoding, Metric::tanimoto, tuning);
     for (int call = 0; call < 2; ++call) {
       std::vector<float> got(n * n, -1.0f);
       EXPECT_GT(job.time_kernels(device, {0, n, 0, n}, got.data()), 0.0);
-      expect_bit_identical(expected, got, n, fmt::format("time_kernels, {} elements per pass, call {}",
-                                                         *elements ? elements : "all", call));
+      expect_bit_identical(expected, got, n,
+                           fmt::format("time_kernels, {} elements per pass, call {}",
+                                       elements ? std::to_string(elements) : "all", call));
     }
   }
 }
 #endif
-
-TEST(LingoCuda, BoundedTableGroupsAndLargeQueries) {
-  MOLACCEL_REQUIRE_GPU();
-  std::mt19937_64 rng(17);
-  const char atoms[] = "CNOSPFIBcnos";
-  std::vector<std::string> smiles = real_smiles("demo4096.smi", 150);
-  for (int i = 0; i < 90; ++i) {
-    const std::size_t len = i % 9 == 0 ? 1550 + rng() % 480 : i % 2 == 0 ? 380 + rng() % 60 : 5 + rng() % 60;
-    std::string s;
-    for (std::size_t k = 0; k < len; ++k) s += atoms[rng() % 12];
-    smiles.insert(smiles.begin() + static_cast<std::ptrdiff_t>(rng() % smiles.size()), s);
-  }
-  const auto set = make_molecules(smiles, {});
-  const auto others = make_molecules(real_smiles("demo4096.smi", 257), {});
-  for (const char* variant : {"sorted-hp6", "sorted-hpb"}) {
-    setenv("MOLACCEL_LINGO_GPU_KERNEL", variant, 1);
-    for (auto metric : {Metric::tanimoto, Metric::set}) {
-      expect_bit_identical(reference_matrix(set, nullptr, metric),
-                           similarity_matrix(gpu_subject().resources, set, nullptr, with(Backend::cuda, metric)),
-                           set.size(), fmt::format("{} self {}", variant, to_string(metric)));
-      expect_bit_identical(reference_matrix(set, &others, metric),
-                           similarity_matrix(gpu_subject().resources, set, &others, with(Backend::cuda, metric)),
-                           others.size(), fmt::format("{} x real {}", variant, to_string(metric)));
-    }
-    check_neighbors(gpu_subject(), set, 0.3f, Metric::tanimoto);
-    unsetenv("MOLACCEL_LINGO_GPU_KERNEL");
-  }
-}
-
-// The pipelined copy into page-locked memory with the pass schedule growing (the default) and with
-// equal passes, and with the per-pass timeline on: same bits.
-TEST_F(LingoCudaPipeline, PassScheduleAndTimelineKeepBits) {
-  MOLACCEL_REQUIRE_GPU();
-  const auto set = make_molecules(real_smiles("demo4096.smi", 700), {});
-  const auto expected = reference_matrix(set, nullptr, Metric::tanimoto);
-  for (const char* grow : {"1", "0"}) {
-    setenv("MOLACCEL_LINGO_GPU_PASS_GROW", grow, 1);
-    setenv("MOLACCEL_LINGO_TIMELINE", "1", 1);
-    auto buffer = allocate_host_buffer(set.size() * set.size() * sizeof(float));
-    auto* out = reinterpret_cast<float*>(buffer.data.get());
-    std::fill_n(out, set.size() * set.size(), -1.0f);
-    similarity_matrix(gpu_subject().resources, set, nullptr, out, with(Backend::cuda, Metric::tanimoto));
-    unsetenv("MOLACCEL_LINGO_TIMELINE");
-    unsetenv("MOLACCEL_LINGO_GPU_PASS_GROW");
-    expect_bit_identical(expected, std::vector<float>(out, out + set.size() * set.size()), set.size(),
-                         fmt::format("page-locked, grow {}", grow));
-  }
-}
 
 }  // namespace
 }  // namespace molaccel::lingo

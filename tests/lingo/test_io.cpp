@@ -191,7 +191,8 @@ TEST(LingoMolecules, SubsetKeepsMoleculesInTheGivenOrder) {
     const auto set = make_molecules({"CCOc1ccccc1", "C", "N#CCCl", "c1ccncc1O"}, options);
     const auto picked = subset(set, {3, 0, 0, 2});
     ASSERT_EQ(picked.size(), 4u);
-    EXPECT_EQ(picked.names, (std::vector<std::string>{set.names[3], set.names[0], set.names[0], set.names[2]}));
+    EXPECT_EQ(picked.names,
+              (std::vector<std::string>{set.names[3], set.names[0], set.names[0], set.names[2]}));
     for (auto [k, i] : {std::pair{0, 3}, std::pair{1, 0}, std::pair{2, 0}, std::pair{3, 2}}) {
       EXPECT_EQ(picked.magnitudes[k], set.magnitudes[i]);
       EXPECT_EQ(similarity(picked, k, set, i, Metric::tanimoto), 1.0f);

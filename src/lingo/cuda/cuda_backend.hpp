@@ -2,15 +2,21 @@
 // A GpuJob holds the host-side feature sets of one job; its tile methods run on a GPU worker of
 // the scheduler (device current), upload what the tile needs (the database block is cached per
 // worker) and bring back only results: dense blocks, top-k lists or threshold pairs.
+//
+// Layers (CUB style): this call -> tuning.hpp (settings, tuning_for) -> job.hpp / job.cu (passes:
+// query groups, uploads, launches; top-k, threshold) and pipeline.cu (dense results to the host)
+// -> kernels.hpp (similarity_kernels.cu, select_kernels.cu) -> block_pieces.cuh and bitslice.hpp.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "lingo/cuda/tuning.hpp"
 #include "lingo/encoding.hpp"
 
 namespace molaccel::lingo::cuda_backend {
@@ -24,7 +30,8 @@ struct Rect {
 
 class GpuJob {
  public:
-  GpuJob(const detail::Encoding& encoding, Metric metric);
+  // `tuning`: tests and benchmarks; by default tuning_for(device, problem) on each device.
+  GpuJob(const detail::Encoding& encoding, Metric metric, std::optional<Tuning> tuning = std::nullopt);
   ~GpuJob();
   GpuJob(const GpuJob&) = delete;
   GpuJob& operator=(const GpuJob&) = delete;
@@ -58,8 +65,8 @@ class GpuJob {
   // (planning and plan uploads included; the database upload not). The worker state (database
   // slice, result matrix, plan buffers) persists from call to call on a device, as it does from
   // tile to tile in a job: the first call allocates, so time the later ones. The whole rect is one
-  // pass when its results fit in a quarter of the free memory (MOLACCEL_LINGO_DEVICE_PASS_ELEMENTS
-  // sets the elements per pass). `results` (tests; rect.rows() x rect.cols()): the similarities
+  // pass when its results fit in a quarter of the free memory (Tuning::device_pass_elements sets
+  // the elements per pass). `results` (tests; rect.rows() x rect.cols()): the similarities
   // also copied to the host, pass by pass.
   double time_kernels(int device, const Rect& rect, float* results = nullptr) const;
   // Benchmarks: wall seconds of dense_stream of the rect into host memory `out` (rect.rows() x
@@ -70,17 +77,5 @@ class GpuJob {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// Benchmarks: the two ceilings of dense_stream, measured alone: device-to-host copies of `bytes`
-// into pinned memory (GB/s, CUDA events, 8 copies), and the multi-threaded host copy from pinned
-// into ordinary touched memory (GB/s, the helper threads' copy).
-struct CopyRates {
-  double d2h_pinned_gbs = 0;
-  double host_copy_gbs = 0;
-};
-CopyRates measure_copy_rates(int device, std::size_t bytes);
-// The copy engine alone: `chunk`-byte device-to-host copies filling all of `destination` in order
-// (GB/s, CUDA events) -- the ceiling for landing a whole matrix in that (page-locked) memory.
-double measure_d2h_into(int device, void* destination, std::size_t destination_bytes, std::size_t chunk);
 
 }  // namespace molaccel::lingo::cuda_backend
