@@ -93,18 +93,20 @@ run_tests() {
 
 # Each engine's headline benchmarks; their rows go to the table.
 bench_runtime() { "$build/bench/runtime/bench_runtime"; }
-bench_lingo() {
+bench_lingo() {  # the 32,768^2 kernel and matrices (page-locked), the 367k x 367k top-100 search
   mapfile -t args < <(engine_args lingo)
-  "$build/bench/lingo/bench_lingo_allpairs" --gpu-only "${args[@]}"
-  "$build/bench/lingo/bench_lingo_search" "${args[@]}"
+  "$build/bench/lingo/bench_lingo_allpairs" --gpu-only --data .deps/lingo "${args[@]}"
+  "$build/bench/lingo/bench_lingo_search" --quick --queries 367393 --data .deps/lingo
 }
-bench_align() {
+bench_align() {  # 20 queries against the synthetic 486k-sequence database
   mapfile -t args < <(engine_args align)
+  [ $quick -eq 1 ] || args+=(--repeats 3)
   "$build/bench/align/bench_align_search" --gpu-only "${args[@]}"
 }
-bench_orbital() {
+bench_orbital() {  # C60 6-31G*: one orbital, density of 180 orbitals, a batch of 32 into host memory
   mapfile -t args < <(engine_args orbital)
   "$build/bench/orbital/bench_orbital_c60" "${args[@]}"
+  "$build/bench/orbital/bench_orbital_c60" --quick --batch 32 "${args[@]}"
 }
 bench_linalg() {
   mapfile -t args < <(engine_args linalg)
@@ -134,7 +136,7 @@ run_benchmarks() {
 # The program (and its fixed arguments) that `profile` runs for an engine.
 headline_program() {
   case "$1" in
-    lingo) echo "$build/bench/lingo/bench_lingo_allpairs --gpu-only" ;;
+    lingo) echo "$build/bench/lingo/bench_lingo_allpairs --kernel-only --data .deps/lingo" ;;
     align) echo "$build/bench/align/bench_align_search --gpu-only" ;;
     orbital) echo "$build/bench/orbital/bench_orbital_c60" ;;
     linalg) echo "$build/bench/linalg/bench_linalg --bicgstab-only" ;;

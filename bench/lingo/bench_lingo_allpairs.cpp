@@ -192,7 +192,7 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
 
 // No cliff for a large, diverse Lingo vocabulary: 32,768 random strings of 30-50 letters over 12
 // atoms (about 1.2 M Lingos, nearly all distinct within a query group).
-void run_diverse(bool quick) {
+void run_diverse([[maybe_unused]] bool quick) {
 #ifdef MOLACCEL_HAVE_CUDA
   const auto gpus = gpu_list();
   if (gpus.empty()) return;

@@ -93,7 +93,9 @@ TEST(LingoCpu, ClusterMatchesReferenceAndIsConsistent) {
   for (std::size_t c = 0; c < got.centroids.size(); ++c) EXPECT_EQ(got.cluster_of[got.centroids[c]], c);
   for (std::size_t i = 0; i < set.size(); ++i) {
     const auto centroid = got.centroids.at(got.cluster_of[i]);
-    if (centroid != i) EXPECT_GE(similarity(set, centroid, set, i, Metric::tanimoto), t);
+    if (centroid != i) {
+      EXPECT_GE(similarity(set, centroid, set, i, Metric::tanimoto), t);
+    }
   }
   // The first centroid has the most neighbours.
   EXPECT_LT(got.centroids.size(), set.size());
@@ -162,8 +164,9 @@ TEST(LingoQuantise, HalfMatchesTheCompilersConversion) {
     std::memcpy(&want, &h, 2);
     ASSERT_EQ(detail::float_to_half_bits(v), want) << v;
 #endif
-    if (v >= 0.0f && v <= 1.0f)
+    if (v >= 0.0f && v <= 1.0f) {
       ASSERT_EQ(detail::similarity_to_u8(v), static_cast<std::uint8_t>(std::nearbyint(255.0f * v))) << v;
+    }
   }
   EXPECT_EQ(detail::similarity_to_u8(0.5f), 128);  // 127.5 ties to even
   EXPECT_EQ(parse_output_type("fp16"), OutputType::fp16);

@@ -189,7 +189,9 @@ void check_job_matrix(const MoleculeSet& queries, const MoleculeSet* db, Metric 
       for (bool page_locked : {false, true}) {
         auto pinned = allocate_host_buffer(page_locked ? want.size() : 0);
         std::vector<std::uint8_t> plain(page_locked ? 0 : want.size());
-        if (page_locked) ASSERT_TRUE(pinned.page_locked);
+        if (page_locked) {
+          ASSERT_TRUE(pinned.page_locked);
+        }
         auto* out = page_locked ? reinterpret_cast<std::uint8_t*>(pinned.data.get()) : plain.data();
         std::fill_n(out, want.size(), std::uint8_t{0xab});
         job.time_to_host(device, rect, type, out);

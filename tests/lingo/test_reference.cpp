@@ -63,7 +63,9 @@ TEST(LingoReference, InBoundsOfTheLengthBound) {
     for (std::size_t j = 0; j < set.size(); ++j) {
       const double lo = std::min(set.magnitudes[i], set.magnitudes[j]);
       const double hi = std::max(set.magnitudes[i], set.magnitudes[j]);
-      if (hi > 0) ASSERT_LE(similarity(set, i, set, j, Metric::tanimoto), lo / hi + 1e-7);
+      if (hi > 0) {
+        ASSERT_LE(similarity(set, i, set, j, Metric::tanimoto), lo / hi + 1e-7);
+      }
     }
 }
 

@@ -145,8 +145,9 @@ TEST(OrbitalCuda, CulledJitHandlesEmptyBricksAndAtomsOnBrickCorners) {
             << brick << " planes/tile " << per_tile;
         if (first.empty())
           first = got;
-        else
+        else {
           EXPECT_EQ(got, first) << brick << " planes/tile " << per_tile;
+        }
       }
       // The value at the atom on the brick corner, where every offset is exactly 0.
       const std::size_t at = (44 * g->counts[1] + 16) * g->counts[2] + 16;

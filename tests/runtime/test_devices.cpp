@@ -51,10 +51,11 @@ TEST(Devices, GpuRequestWithoutGpuIsAnErrorNeverASilentCpuRun) {
   if (testing::gpu_available()) GTEST_SKIP() << "this machine has a GPU";
   Resources::Options o;
   o.device = DeviceSpec::parse("gpu");
-  if (build_info().cuda)
+  if (build_info().cuda) {
     EXPECT_THROW(Resources::create(o), DeviceUnavailable);
-  else
+  } else {
     EXPECT_THROW(Resources::create(o), NotCompiled);
+  }
   EXPECT_FALSE(gpu_absence_reason().empty());
 }
 

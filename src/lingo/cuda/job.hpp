@@ -140,6 +140,7 @@ struct GpuJob::Impl {
   // tile: the result matrix and the plan buffers are allocated by the first (warm-up) call, not
   // inside the timed loop of every call (a 1 GiB cudaMalloc landed in the first pass's time).
   mutable std::mutex bench_mutex;
+  mutable PinnedPool bench_pinned;  // time_to_host's staging, kept from call to call
   mutable std::vector<std::pair<int, std::unique_ptr<WorkerContext>>> bench_contexts;
 
   Impl(const detail::Encoding& e, Metric m, std::optional<Tuning> t);

@@ -10,37 +10,13 @@
 namespace molaccel::lingo::cuda_backend {
 namespace {
 
-// Pinned staging buffers, kept for the life of the process (page-locking is slow: a fresh pair per
-// call would cost more than the copy of a small matrix). Never freed: no teardown-order issues.
-struct StagingPool {
-  std::mutex mutex;
-  std::vector<cuda::PinnedBuffer<std::uint8_t>> free;
-};
-StagingPool& staging_pool() {
-  static auto* pool = new StagingPool;
-  return *pool;
-}
-class StagingLease {
+// The pass pipeline's two page-locked staging buffers, from the Resources' pool (page-locking is
+// slow: a fresh pair per call would cost more than the copy of a small matrix).
+class StagingPair {
  public:
-  explicit StagingLease(std::size_t bytes) {
-    {
-      std::lock_guard<std::mutex> lock(staging_pool().mutex);
-      auto& f = staging_pool().free;
-      for (auto& b : buffers_)
-        if (!f.empty()) {
-          b = std::move(f.back());
-          f.pop_back();
-        }
-    }
-    for (auto& b : buffers_) b.resize(std::max<std::size_t>(bytes, 1));
+  StagingPair(PinnedPool& pool, std::size_t bytes) {
+    for (auto& b : buffers_) b.resize(std::max<std::size_t>(bytes, 1), &pool);
   }
-  ~StagingLease() {
-    std::lock_guard<std::mutex> lock(staging_pool().mutex);
-    for (auto& b : buffers_)
-      if (b.data()) staging_pool().free.push_back(std::move(b));
-  }
-  StagingLease(const StagingLease&) = delete;
-  StagingLease& operator=(const StagingLease&) = delete;
   std::uint8_t* buffer(int i) { return buffers_[i].data(); }
 
  private:
@@ -132,8 +108,8 @@ void GpuJob::Impl::stream_passes(WorkerContext& ctx, const Rect& rect, OutputTyp
   else if (pass >= 32)
     pass = pass / 32 * 32;
   pass = std::min({pass, rect.rows(), std::max<std::size_t>(1, budget(device) / cols)});
-  std::optional<StagingLease> staging_lease;  // not needed when copying straight into `direct`
-  if (!direct) staging_lease.emplace(pass * cols * elem);
+  std::optional<StagingPair> staging_pair;  // not needed when copying straight into `direct`
+  if (!direct) staging_pair.emplace(ctx.pinned_pool(), pass * cols * elem);
   // Every per-pass buffer at its largest size up front (the queries and plans by prepare_passes):
   // no reallocation (and no cudaFree, which would wait for the copy in flight) inside the loop.
   // The passes: the first ones small and doubling up to `pass` (Tuning::grow_passes), so that the
@@ -219,7 +195,7 @@ void GpuJob::Impl::stream_passes(WorkerContext& ctx, const Rect& rect, OutputTyp
         }
         continue;
       }
-      StagingLease* staging = &*staging_lease;
+      StagingPair* staging = &*staging_pair;
       if (drains[slot].valid()) drains[slot].get();  // staging buffer `slot` handed off
       MOLACCEL_CUDA_TRY(
           cudaMemcpyAsync(staging->buffer(slot), source, n * elem, cudaMemcpyDeviceToHost, s.copy_stream));
@@ -316,7 +292,7 @@ double GpuJob::time_to_host(int device, const Rect& rect, OutputType type, void*
   WorkerInfo info;
   info.kind = WorkerInfo::Kind::gpu;
   info.device = device;
-  WorkerContext ctx(info);
+  WorkerContext ctx(info, nullptr, &impl_->bench_pinned);  // fresh state, staging kept by the job
   cuda::DeviceGuard guard(device);
   WorkerState& s = impl_->state(ctx);
   impl_->ensure_db(s, rect.col_begin, rect.col_end);
