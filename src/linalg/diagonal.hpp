@@ -1,8 +1,8 @@
 // Diagonal storage of a sparse matrix whose nonzeros lie on a few constant diagonals (every
 // stencil and structured-grid matrix, the 2-D Poisson one included): per diagonal offset j - i,
 // one value per row, so a product reads no column indices and no row pointers (fp64, 5
-// diagonals: 40 B per row instead of 64 B). Used by the fused BiCGStab kernel
-// (solver_options::fused_matrix, docs/linalg.md).
+// diagonals: 40 B per row instead of 64 B). Used by the resident and fused BiCGStab kernels
+// (docs/linalg.md).
 #pragma once
 
 #include <cstddef>

@@ -33,10 +33,7 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <mutex>
 
 #include "linalg/resident.hpp"
 #include "linalg/cuda/stream.hpp"
@@ -53,70 +50,30 @@ constexpr int kCached = 8;  // nonzeros per row kept in registers (one row per t
 constexpr int kSlots = 18;  // reduction slots (each kind of partial sum has its own; form 4: 2 x 9)
 constexpr int kStateWords = 5;  // {rho, active, rr0, iterations done, grid barriers passed}
 constexpr int kRecordWords = 5;
-// Automatic choices (resident_setup::form and matrix_smem 0). Measured side by side on an H200
-// (docs/linalg.md): BiCGStab with two barriers is faster in one block (2.52 vs 2.65 us at n = 1e3)
-// and on a grid (n = 1e5: 17.4 vs 20.8 us with the matrix in shared memory), slower in a cluster
-// (n = 1e4: 7.9 vs 7.1 us: distributed shared memory makes the recomputed entries dear and the
-// barrier is cheap); the matrix in shared memory helps grids of 4 rows per thread (n = 1e5:
-// 20.8 vs 24.0 us, four-barrier form; 2e5: 28.6 vs 32.3 us). Both passed the GPU tests there
-// (sm_90, as the H100), so the automatic choice is the faster one: two barriers in a block and on
-// a grid, four in a cluster (now three, below), the matrix in shared memory on grids.
-// Three barriers (form 3: (r0, A M p) summed as (M A^T r0, p) with (r, r); one block or one
-// cluster) measured on an H100 (2026-11-22, docs/linalg.md): cluster of 10 x 512 at n = 1e4
-// 6.55 vs 6.86 us per iteration (four barriers), one block at 1e3 2.67 vs 2.53 us (two barriers);
-// it passed the resident and solver GPU tests as the automatic cluster form
-// (MOLACCEL_LINALG_RESIDENT_CLUSTER_FORM=3), so clusters use it.
+// Automatic BiCGStab form (solver_tuning::form 0), measured side by side (docs/linalg.md): two
+// barriers in one block (faster than four or three there), three in a cluster ((r0, A M p)
+// summed as (M A^T r0, p) with (r, r): faster than two and four there), one on a grid where the
+// matrix is stored by diagonals and the halo windows fit shared memory, else two (the fallback
+// for general sparse matrices and for bands too wide for the windows). On grids of 4 rows per
+// thread the two-barrier form keeps the short matrix rows in shared memory (faster than L2).
 constexpr int kAutomaticFormBlock = 2;
 constexpr int kAutomaticFormCluster = 3;
-constexpr int kAutomaticFormGrid = 4;  // falls back to 2 where form 4 does not apply or fit
-constexpr int kAutomaticMatrixShared = 2;
 constexpr int kSmemNnz = 5;  // grid, 4 rows per thread: nonzeros per row kept in shared memory
-// Automatic grid geometry: 2 rows per thread up to this many rows (80 blocks of 512), 4 above
-// (the matrix by diagonals in shared memory). Measured on an H100 (2026-11-22, sixth round,
-// docs/linalg.md, fp64 BiCGStab on Poisson, per iteration, 2 vs 4 rows per thread, two runs):
-// n = 22,500 9.7-10.0 vs 10.7 us; 50,176 10.0-10.2 vs 10.6-10.7; 67,600 10.2 vs 10.6-10.7;
-// 100,489 11.6-12.1 vs 11.2-11.3; 134,689 12.6-12.8 vs 11.5-11.6.
+// Automatic grid geometry of the two-barrier form: 2 rows per thread up to this many rows (80
+// blocks of 512), 4 above (the matrix in shared memory): the crossing point measured on Poisson
+// between 67,600 and 100,489 rows (docs/linalg.md).
 constexpr long long kGridFourRowsAbove = 80LL * 2 * 512;
-// Grid and cluster sums after the barrier (kernel_params::gather): 2 the block sums are read once
-// per block (grid: a warp per sum and chunk of 128 blocks, the totals shared through shared
-// memory; cluster: pushed into every block's shared memory before the barrier); 1 every warp of
-// every block reads every block sum (before 2026-11-22's last round). The same order of additions
-// (bit for bit up to 128 blocks). Measured on an H100 (docs/linalg.md): n = 1e5, 99 x 512 grid,
-// 12.5 vs 25.0 us per BiCGStab iteration; n = 1e4 cluster 6.7 vs 8.8 us; fused 1e6 112 vs 124 us.
-constexpr int kAutomaticGather = 2;
-// Form 4: the block sums reduced by warp_scatter_sum (kernel_params::scatter). Measured on an
-// H100 (2026-11-23, tenth round, docs/linalg.md; fp64 BiCGStab on Poisson, per iteration, the
-// same jobs): n = 1e4 5.56 -> 5.01 us, 50,176 6.30 -> 5.49, 100,489 7.34-7.41 -> 6.76-6.80
-// (before the ring and the constant stencil); with both, 99,856: 6.47 -> 5.81-5.85 us.
-constexpr int kAutomaticScatter = 1;
 // Form 4 on a grid, choosing the tiles: the cost of one block more, in rows handled per
 // iteration (an arrival at the grid barrier and its block sums in every gather). Tiles at least
 // as wide as they are tall are preferred (longer memory segments of the published vectors and
-// the halo loads): on the H100 at 1e5, 11 x 11 tiles of 29 x 29 took 7.49 us per iteration,
-// 10 x 12 of 32 x 27 7.63 us and 8 x 16 of 40 x 20 7.71 us (docs/linalg.md).
+// the halo loads; measured faster than taller tiles of the same count, docs/linalg.md).
 constexpr double kTileBlockCost = 4.0;
 // The grid gather reads the block sums in chunks of 32 x 4 blocks, one warp per sum and chunk: up
-// to 128 blocks one L2 round trip, above it two (form 4 at 1e4 on an H100: 5.6 us per iteration
-// on 100 or 121 tiles, 6.3 us on 130 or 132). Automatic tiles stay within one chunk.
+// to 128 blocks one L2 round trip, above it two. Automatic tiles stay within one chunk.
 constexpr int kGatherChunk = 128;
-// Fused BiCGStab kernel (fused_kernel): loads of the exchanged vectors, 1 L2 only (__ldcg), 2 also
-// L1 (__ldca): automatic L1 up to kFusedL1MaxRows rows, L2 above; rows, 1 grid-stride, 2 balanced
-// over the blocks (row_walk): automatic grid-stride. Measured on an H100 (docs/linalg.md, fp64
-// BiCGStab on Poisson, 264 x 512): n = 1e6 L1 107.2 vs L2 112.7 us per iteration, n = 1e7 L1
-// 1.040 vs L2 1.005 ms; balanced rows slower at both (116.3 us, 1.073 ms with L2; 164 vs 112 B
-// spilled at 64 registers), although the blocks' arrivals at the barriers spread less.
-constexpr std::size_t kFusedL1MaxRows = 2000000;
-constexpr int kAutomaticFusedRows = 1;
-// Fused BiCGStab kernel, diagonal storage (resident_setup::dia_*, linalg/diagonal.hpp): at most
-// this many diagonals, values diagonal-major (dia_count x n), NaN where the CSR has no entry.
+// The matrix by diagonals (resident_setup::dia_*, linalg/diagonal.hpp): at most this many
+// diagonals, values diagonal-major (dia_count x n), NaN where the CSR has no entry.
 constexpr int kDiaMax = 8;
-// Resident BiCGStab by diagonals (resident_setup::dia_mode 0): per barrier kind (block, cluster,
-// grid). Measured on an H100 (2026-11-22, docs/linalg.md, fp64 BiCGStab on Poisson, per
-// iteration, CSR -> diagonals): one block 2.52-2.55 -> 2.28-2.33 us (n = 1e3), cluster 6.83-6.90
-// -> 6.43-6.47 us (1e4), grid 12.5-12.7 -> 11.8-11.9 us (1e5) and 16.0-16.1 -> 11.7-12.0 us (2e5);
-// the resident and solver GPU tests pass with diagonals wherever they fit
-// (MOLACCEL_LINALG_RESIDENT_MATRIX=2, the same kernels as this automatic choice), so everywhere.
-constexpr bool kAutomaticDia[3] = {true, true, true};
 
 enum sync_kind { sync_block = 0, sync_cluster = 1, sync_grid = 2 };
 
@@ -156,7 +113,7 @@ __device__ __forceinline__ V* cluster_map(V* p, unsigned) {
 }
 #endif
 
-// Cluster, gather 2: every block's sums pushed into every block's shared memory before the
+// Cluster: every block's sums pushed into every block's shared memory before the
 // barrier ([slot][rank], kMaxCluster ranks), so after it they are read locally.
 constexpr int kMaxCluster = 16;
 __shared__ double g_pushed[kSlots * kMaxCluster];
@@ -175,21 +132,16 @@ struct kernel_params {
   T* p = nullptr;
   T* xp = nullptr;  // grid: exchanged vectors (2 x n; two-barrier form: 7 x n, see pub_vec)
   double* partials = nullptr;                // grid: kSlots x gridDim.x block sums
-  unsigned long long* counter = nullptr;     // grid, counter barrier: arrivals (monotonic)
-  unsigned long long* flags = nullptr;       // grid, flag barrier: last epoch each block reached
-  unsigned long long epoch_base = 0;         // flag barriers passed by earlier launches
+  unsigned long long* counter = nullptr;     // grid barrier: arrivals (monotonic)
   double* out = nullptr;                     // state words, then records
   int iterations = 0;
   int init = 0;
-  int grid_kind = 0;  // 0 flags, 1 cooperative groups grid.sync(), 2 arrival counter, 3 counter (red),
-                      // 4 counter with a generation word
   double threshold = 0;
   int matrix_smem = 0;            // grid, 4 rows per thread: rows of <= kSmemNnz in shared memory
   unsigned matrix_offset = 0;     // their byte offset in the dynamic shared memory
   double* aux = nullptr;          // streaming kernel: sigma and the buffer index between launches
-  int gather = 2;  // grid / cluster sums: 2 one read of the block sums per block (see kAutomaticGather), 1 every warp
   int scatter = 0;  // grid sums: the block's sums reduced by warp_scatter_sum (form 4; 0: warp_all_sum_n)
-  // Opt-in trace (MOLACCEL_LINALG_RESIDENT_TRACE): thread 0 of every block writes {globaltimer,
+  // Opt-in trace (MOLACCEL_TRACE=linalg): thread 0 of every block writes {globaltimer,
   // clock64} at 4 points of each grid / cluster sum (block work done, barrier entry, barrier exit,
   // sum done), stamps [trace_skip, trace_skip + trace_cap) of the launch, trace_cap per block.
   unsigned long long* trace = nullptr;
@@ -209,14 +161,9 @@ struct kernel_params {
   // values in shared memory.
   int constant = 0;
   T coef[kDiaMax] = {};
-  int publish_all = 0;  // form 4: publish every own cell, not only the ring (MOLACCEL_LINALG_RESIDENT_RING=0)
   // BiCGStab, three-barrier form (resident_kernel with THREE): M A^T r0 (n), so that
   // (r0, A M p) = (M A^T r0, p) is summed with (r, r) when p is formed, not after the product.
   const T* r0hat = nullptr;
-  // Resident BiCGStab, three-barrier form with MAT 2 in a cluster: own entries from the block's
-  // shared memory by a branch per entry (1) or, as load(), through distributed shared memory (0,
-  // the default: measured faster, docs/linalg.md). MOLACCEL_LINALG_RESIDENT_LOCAL=1 turns it on.
-  int local_first = 0;
 };
 
 __device__ __forceinline__ double safe_div(double a, double b) {
@@ -290,8 +237,7 @@ __device__ __forceinline__ double warp_scatter_sum(double (&v)[NV], int lane, in
   return v[0];
 }
 
-// Polls `word` with acquire loads until it reaches `target` (the counter barriers' wait; the
-// generation word's).
+// Polls `word` with acquire loads until it reaches `target` (the counter barrier's wait).
 __device__ __forceinline__ void wait_for_count(const unsigned long long* word, unsigned long long target) {
   unsigned long long seen;
   do {
@@ -310,80 +256,6 @@ __device__ __forceinline__ void grid_barrier_counter(unsigned long long* counter
     asm volatile("atom.release.gpu.global.add.u64 %0, [%1], 1;" : "=l"(old) : "l"(counter) : "memory");
     const unsigned long long target = (old / blocks + 1) * blocks;
     wait_for_count(counter, target);
-  }
-  __syncthreads();
-}
-
-// The same counter without a returning atomic: the target comes from the number of barriers
-// passed since the counter was zeroed (`epoch`, counted across launches), so the arrival is a
-// fire-and-forget red.release and the first acquire poll follows at once.
-__device__ __forceinline__ void grid_barrier_counter_red(unsigned long long* counter, unsigned long long epoch) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const unsigned long long target = epoch * gridDim.x;
-    asm volatile("red.release.gpu.global.add.u64 [%0], 1;" ::"l"(counter) : "memory");
-    wait_for_count(counter, target);
-  }
-  __syncthreads();
-}
-
-// An arrival at the counter with an acq_rel add that returns the count (barriers 6 and 7): the
-// count every block reaches at this barrier (`target`), and whether this arrival completed it
-// (then every block has arrived: its acquire reads the end of the other arrivals' release
-// sequence).
-__device__ __forceinline__ bool counter_arrive_last(unsigned long long* counter, unsigned long long& target) {
-  const unsigned long long blocks = gridDim.x;
-  unsigned long long old;
-  asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], 1;" : "=l"(old) : "l"(counter) : "memory");
-  target = (old / blocks + 1) * blocks;
-  return old + 1 == target;
-}
-
-// The arrival counter, the last arrival not polling: it leaves at once, one L2 round trip earlier
-// than after a poll; the others poll as in grid_barrier_counter.
-__device__ __forceinline__ void grid_barrier_counter_last(unsigned long long* counter) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned long long target;
-    if (!counter_arrive_last(counter, target)) wait_for_count(counter, target);
-  }
-  __syncthreads();
-}
-
-// The arrival counter with a separate generation word (counter + 16, its own 128-byte line): the
-// last block to arrive (its acq_rel add completes the multiple of the grid size) publishes the
-// target there with a release store; the others poll that word, not the counter, so the polls do
-// not queue behind the arrivals on one line.
-__device__ __forceinline__ void grid_barrier_generation(unsigned long long* counter) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned long long target;
-    unsigned long long* const generation = counter + 16;
-    if (counter_arrive_last(counter, target)) {
-      asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(generation), "l"(target) : "memory");
-    } else {
-      wait_for_count(generation, target);
-    }
-  }
-  __syncthreads();
-}
-
-// Flag barrier over the cooperative grid (no atomics): block b publishes the epoch it reached
-// in flags[b] with a release store (after __syncthreads, so the block's earlier writes are
-// ordered before it); warp 0 of every block waits with acquire loads until every flag reaches
-// the epoch. Epochs only grow, so a block already at the next barrier never blocks a slow one.
-__device__ __forceinline__ void grid_barrier_flags(unsigned long long* flags, unsigned long long epoch) {
-  __syncthreads();
-  if (threadIdx.x == 0)
-    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(flags + blockIdx.x), "l"(epoch) : "memory");
-  if (threadIdx.x < 32) {
-    for (unsigned blk = threadIdx.x; blk < gridDim.x; blk += 32) {
-      unsigned long long seen;
-      do {
-        asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(flags + blk) : "memory");
-      } while (seen < epoch);
-    }
-    __syncwarp();
   }
   __syncthreads();
 }
@@ -426,30 +298,16 @@ struct context {
     kp.out[4] = double(epoch);
   }
 
-  // Block sum `s` of block `blk` (written before the last barrier).
+  // Block sum `s` of block `blk` on a grid (written before the last barrier).
   __device__ __forceinline__ double partial(int s, int blk, int blocks) const {
-    if constexpr (SYNC == sync_cluster)
-      return cluster_map(block_part, unsigned(blk))[s];
-    else
-      return __ldcg(kp.partials + s * blocks + blk);
+    return __ldcg(kp.partials + s * blocks + blk);
   }
 
-  // The grid barrier (kernel_params::grid_kind). One block: __syncthreads; one cluster: the
-  // arrival in plain_arrive() / sum_arrive() and the wait in plain_wait() / sum_wait().
+  // The grid barrier (the arrival counter). One block: __syncthreads; one cluster: the arrival
+  // in plain_arrive() / sum_arrive() and the wait in plain_wait() / sum_wait().
   __device__ void grid_barrier() {
     ++epoch;
-    if (kp.grid_kind == 0)
-      grid_barrier_flags(kp.flags, kp.epoch_base + epoch);
-    else if (kp.grid_kind == 1)
-      cg::this_grid().sync();
-    else if (kp.grid_kind == 3)
-      grid_barrier_counter_red(kp.counter, kp.epoch_base + epoch);
-    else if (kp.grid_kind == 4)
-      grid_barrier_generation(kp.counter);
-    else if (kp.grid_kind == 5)
-      grid_barrier_counter_last(kp.counter);
-    else
-      grid_barrier_counter(kp.counter);
+    grid_barrier_counter(kp.counter);
   }
 
   // A barrier without a sum (a vector published), stamped like a sum's barrier when tracing (the
@@ -500,21 +358,6 @@ struct context {
       return remote[(which << kp.rb_shift) + local];
     } else {
       return __ldcg(kp.xp + std::size_t(which) * std::size_t(kp.n) + std::size_t(col));
-    }
-  }
-  // load() for the diagonal products (MAT 2): in a cluster with kp.local_first (opt-in), the
-  // block's own entries are read from its shared memory directly by a branch per entry, the others
-  // through distributed shared memory (the same value; load() maps every entry, own rank included).
-  // Measured no faster (docs/linalg.md).
-  __device__ __forceinline__ T load_local_first(int which, int col) const {
-    if constexpr (SYNC == sync_cluster) {
-      const unsigned rank = unsigned(col) >> kp.rb_shift;
-      const int local = col - int(rank << kp.rb_shift);
-      if (kp.local_first && rank == blockIdx.x) return smem[(which << kp.rb_shift) + local];
-      const T* remote = cluster_map(smem, rank);
-      return remote[(which << kp.rb_shift) + local];
-    } else {
-      return load(which, col);
     }
   }
   // Publishes this thread's element (local index `li` of the block, global row `row`).
@@ -601,12 +444,9 @@ struct context {
         for (int k = 0; k < NV; ++k) {
           const double total = tot[k];
           if constexpr (SYNC == sync_cluster) {
-            if (kp.gather == 2) {  // lane l pushes the total into rank l's shared memory
-              if (lane < int(gridDim.x))
-                cluster_map(g_pushed, unsigned(lane))[(slot + k) * kMaxCluster + int(blockIdx.x)] = total;
-            } else if (lane == 0) {
-              block_part[slot + k] = total;
-            }
+            // Lane l pushes the total into rank l's shared memory.
+            if (lane < int(gridDim.x))
+              cluster_map(g_pushed, unsigned(lane))[(slot + k) * kMaxCluster + int(blockIdx.x)] = total;
           } else if (lane == 0) {
             kp.partials[(slot + k) * gridDim.x + blockIdx.x] = total;
           }
@@ -623,7 +463,7 @@ struct context {
       const int blocks = int(gridDim.x);
       constexpr int U = kGatherChunk / 32, kMaxChunks = 8;  // warp-wide loads in flight per lane; chunks of 32 x U blocks
       const int chunks = (blocks + 32 * U - 1) / (32 * U);
-      if (kp.gather == 2 && chunks <= kMaxChunks) {
+      if (chunks <= kMaxChunks) {
         // One warp per (sum k, chunk of 128 blocks) reads that chunk's block sums (all loads in
         // flight) and leaves the chunk's total in shared memory; every thread then adds the chunk
         // totals in chunk order. The partials are read once per block instead of once per warp
@@ -668,7 +508,7 @@ struct context {
           for (int ch = 0; ch < chunks; ++ch) total += chunk_sum[slot + k][ch];
           v[k] = total;
         }
-      } else {
+      } else {  // grids of more than kMaxChunks x 128 blocks
         gather_every_warp(v, slot);
       }
       stamp(3);
@@ -679,24 +519,21 @@ struct context {
     if constexpr (SYNC == sync_cluster) {
       cluster_wait();
       stamp(2);
-      if (kp.gather == 2) {
-        // The totals are here already (pushed before the barrier, which orders the remote stores):
-        // every warp adds them as the all-warps form does (lane l: block l), bit for bit.
-        const int blocks = int(gridDim.x);
+      // The totals are here already (pushed before the barrier, which orders the remote stores):
+      // every warp adds them (lane l: block l).
+      const int blocks = int(gridDim.x);
 #pragma unroll
-        for (int k = 0; k < NV; ++k) {
-          double acc = 0;
-          if (lane < blocks) acc += g_pushed[(slot + k) * kMaxCluster + lane];
-          v[k] = acc;
-        }
-        warp_all_sum_n(v);
-      } else {
-        gather_every_warp(v, slot);
+      for (int k = 0; k < NV; ++k) {
+        double acc = 0;
+        if (lane < blocks) acc += g_pushed[(slot + k) * kMaxCluster + lane];
+        v[k] = acc;
       }
+      warp_all_sum_n(v);
       stamp(3);
     }
   }
-  // Gather 1: every warp reads every block sum (lane l: blocks l, l + 32, ...).
+  // Grids of more than kMaxChunks x 128 blocks: every warp reads every block sum (lane l: blocks
+  // l, l + 32, ...).
   template <int NV>
   __device__ void gather_every_warp(double (&v)[NV], int slot) const {
     const int blocks = int(gridDim.x);
@@ -882,14 +719,8 @@ constexpr int kSlotRR = 7;     // BiCGStab (r, r)
 //   M p published, (r, r), (M A^T r0, p) | M s published | (t, s), (t, t), (r0, t), (r0, s).
 // The same iterates in exact arithmetic; sigma rounds differently. A launch that continues a
 // solve sums (M A^T r0, p) from the stored p in its first barrier (the same sum, bit for bit).
-// MAT 1: the matrix as CSR; 2: by diagonals (dia_row_product; BiCGStab, form 3 only: form 1 keeps CSR).
-// SPLIT (THREE with MAT 2 in a cluster): the two barriers after which a product runs (M p published
-// with its sums; M s published) are split into arrival and wait, and between them each thread
-// computes the product for its interior rows (every entry in the block's own rows) from the
-// block's own shared memory; the boundary rows' products follow the wait. Each row's product is
-// the same arithmetic either way (bit for bit), so the cluster's barrier latency is overlapped
-// with about 80% of the products (n = 1e4: 1,024 rows per block, offsets +-100).
-template <class T, bool CG, int RPT, int SYNC, bool THREE = false, int MAT = 1>
+// The matrix as CSR (row_product).
+template <class T, bool CG, int RPT, int SYNC, bool THREE = false>
 __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_params<T> kp) {
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
   __shared__ double warp_part[kSlots][kMaxWarps];
@@ -907,9 +738,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
     const int row = base + k * nthreads + tid;
     m.row[k] = row;
     const bool valid = row < kp.n;
-    m.start[k] = MAT == 1 && valid ? kp.row_ptr[row] : 0;
-    m.len[k] = MAT == 1 && valid ? kp.row_ptr[row + 1] - m.start[k] : 0;
-    if constexpr (MAT == 1 && owned_rows<T, RPT>::cached > 0) {
+    m.start[k] = valid ? kp.row_ptr[row] : 0;
+    m.len[k] = valid ? kp.row_ptr[row + 1] - m.start[k] : 0;
+    if constexpr (owned_rows<T, RPT>::cached > 0) {
 #pragma unroll
       for (int e = 0; e < owned_rows<T, RPT>::cached; ++e) {
         const bool here = e < m.len[k];
@@ -933,39 +764,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
     // CG multiplies p, BiCGStab M p.
     c.store(0, k * nthreads + tid, row, CG ? p[k] : dd[k] * p[k]);
   }
-  if constexpr (MAT == 2) load_dia_rows(m, kp);
+  load_matrix_smem<1, RPT, SYNC>(m, c, kp, dynamic_smem, nthreads, tid);
 
-  load_matrix_smem<MAT, RPT, SYNC>(m, c, kp, dynamic_smem, nthreads, tid);
-
-  constexpr bool SPLIT = THREE && MAT == 2 && SYNC == sync_cluster;
-  const int rb = 1 << kp.rb_shift;
-  bool inner[RPT];  // SPLIT: every entry of the row in the block's own rows (or not a row)
-#pragma unroll
-  for (int k = 0; k < RPT; ++k)
-    inner[k] = SPLIT && (m.row[k] >= kp.n || (m.row[k] + kp.dia_off[0] >= base &&
-                                              m.row[k] + kp.dia_off[kp.dia_count - 1] < base + rb));
-  // Row k's product with exchange vector `which`: from the block's own shared memory (interior
-  // rows, SPLIT) or through load_local_first (any row).
-  const auto own_product = [&](int k, int which) -> T {
-    if constexpr (SPLIT)
-      return dia_row_product(m, k, c, [&](int col) { return c.smem[(which << kp.rb_shift) + (col - base)]; });
-    else
-      return T(0);
-  };
-  const auto any_product = [&](int k, int which) -> T {
-    if constexpr (MAT == 2)
-      return dia_row_product(m, k, c, [&](int col) { return c.load_local_first(which, col); });
-    else
-      return row_product(m, k, which, c);
-  };
-  T v[RPT];  // BiCGStab: A M p; SPLIT: the interior rows' computed before the wait that publishes M p
-  const auto interior_v = [&] {
-    if constexpr (SPLIT) {
-#pragma unroll
-      for (int k = 0; k < RPT; ++k)
-        if (inner[k]) v[k] = own_product(k, 0);
-    }
-  };
+  T v[RPT];  // BiCGStab: A M p
 
   double rho, active, sigma3 = 0;  // sigma3: THREE's (M A^T r0, p)
   if (kp.init) {  // BiCGStab: rho = rr = (b, b); CG: rz = (b, M b), rr = (b, b); THREE: (M A^T r0, b)
@@ -976,9 +777,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
       s[1] += double(r[k]) * double(r[k]);
       if constexpr (THREE) s[2] += double(rh[k]) * double(p[k]);
     }
-    c.template sum_arrive<THREE ? 3 : 2>(s, kSlotInit);
-    interior_v();
-    c.template sum_wait<THREE ? 3 : 2>(s, kSlotInit);
+    c.template sum<THREE ? 3 : 2>(s, kSlotInit);
     rho = s[0];
     active = s[1] > kp.threshold ? 1.0 : 0.0;
     if constexpr (THREE) sigma3 = s[2];
@@ -995,9 +794,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
       double sg[1] = {0};
 #pragma unroll
       for (int k = 0; k < RPT; ++k) sg[0] += double(rh[k]) * double(p[k]);
-      c.template sum_arrive<1>(sg, kSlotA);
-      interior_v();
-      c.template sum_wait<1>(sg, kSlotA);
+      c.template sum<1>(sg, kSlotA);
       sigma3 = sg[0];
     } else {
       c.plain_barrier();
@@ -1051,7 +848,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
       double sigma[1] = {0};
 #pragma unroll
       for (int k = 0; k < RPT; ++k) {
-        if (!inner[k]) v[k] = any_product(k, 0);
+        v[k] = row_product(m, k, 0, c);
         if constexpr (!THREE) sigma[0] += double(r0[k]) * double(v[k]);
       }
       if constexpr (THREE)
@@ -1065,19 +862,10 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
         c.store(1, k * nthreads + tid, m.row[k], dd[k] * s[k]);
       }
       T t[RPT];
-      c.plain_arrive();
-      if constexpr (SPLIT) {
-        // The interior rows read other threads' M s; this block barrier overlaps the cluster's.
-        __syncthreads();
-#pragma unroll
-        for (int k = 0; k < RPT; ++k)
-          if (inner[k]) t[k] = own_product(k, 1);
-      }
-      c.plain_wait();
+      c.plain_barrier();
       double q[4] = {0, 0, 0, 0};  // (t, s), (t, t), (r0, t), (r0, s)
 #pragma unroll
-      for (int k = 0; k < RPT; ++k)
-        if (!inner[k]) t[k] = any_product(k, 1);
+      for (int k = 0; k < RPT; ++k) t[k] = row_product(m, k, 1, c);
 #pragma unroll
       for (int k = 0; k < RPT; ++k) {
         q[0] += double(t[k]) * double(s[k]);
@@ -1100,9 +888,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
         if constexpr (THREE) rr[THREE ? 1 : 0] += double(rh[k]) * double(p[k]);
       }
       // Also publishes M p for the next iteration. THREE: slots 0-1 (kSlotInit, free in the loop).
-      c.template sum_arrive<THREE ? 2 : 1>(rr, THREE ? kSlotInit : kSlotRR);
-      interior_v();  // the next iteration's (read from the block's own M p, just written)
-      c.template sum_wait<THREE ? 2 : 1>(rr, THREE ? kSlotInit : kSlotRR);
+      c.template sum<THREE ? 2 : 1>(rr, THREE ? kSlotInit : kSlotRR);
       if constexpr (THREE) sigma3 = rr[THREE ? 1 : 0];
       const double next =
           (rr[0] > kp.threshold && rho_new != 0.0 && omega != 0.0 && alpha != 0.0) ? 1.0 : 0.0;
@@ -1585,8 +1371,6 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
   // 6.89-6.94 -> 6.22-6.34 us per iteration (fewer stores for the barrier's release to wait for).
   int orow[RPT], o12[RPT];
   unsigned ring = 0;
-  auto o1 = [&](int k) { return o12[k] & 0xffff; };
-  auto o2 = [&](int k) { return int(unsigned(o12[k]) >> 16); };
   // r0 = b and h = M A^T r0 are read again from global memory (L1) where the sums need them:
   // 4 x RPT registers fewer across the loop (the 2-rows kernel spilled in its block sums).
   T x[RPT], r[RPT], p[RPT], dd[RPT];
@@ -1596,7 +1380,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
     const bool valid = o < own;
     orow[k] = valid ? (i0 + u) * gw + j0 + w : -1;
     o12[k] = valid ? int(unsigned((u + ha) * v1 + w + hb) | (unsigned((u + 2 * ha) * v2 + w + 2 * hb) << 16)) : 0;
-    if (valid && (kp.publish_all || u < 2 * kp.halo[1] || u >= ti - 2 * ha || w < 2 * kp.halo[3] || w >= tj - 2 * hb))
+    if (valid && (u < 2 * kp.halo[1] || u >= ti - 2 * ha || w < 2 * kp.halo[3] || w >= tj - 2 * hb))
       ring |= 1u << k;
     const int row = orow[k];
     const T bk = valid ? kp.b[row] : T(0);
@@ -1606,6 +1390,10 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
     r[k] = kp.init ? bk : valid ? kp.r[row] : T(0);
     p[k] = kp.init ? bk : valid ? kp.p[row] : T(0);
   }
+  // Defined after o12 is filled: a by-reference capture of a not-yet-assigned array reads to
+  // the CUDA front end as a use before the value is set (a false warning, but a confusing one).
+  auto o1 = [&](int k) { return o12[k] & 0xffff; };
+  auto o2 = [&](int k) { return int(unsigned(o12[k]) >> 16); };
 
   double rho, alpha, active;
   if (kp.init) {  // rho = (r0, r) = (b, b), (r, r), sigma = (h, p) with r = p = b
@@ -1819,6 +1607,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
 // (Jacobi: + 16 B for d_i twice), against the 320 B of the graph mode's floor.
 enum stream_vec { sv_r = 0, sv_p = 2, sv_v = 4, sv_t = 6, sv_count = 7 };  // r, p, v: 2 buffers each
 constexpr int kStreamThreads = 512;
+// Registers bounded for 2 blocks of 512 per SM (64 registers; 1 block, 128 registers, measured
+// slower). The automatic grid is then 2 blocks per SM.
+constexpr int kStreamBlocksPerSm = 2;
 constexpr int kStreamNnz = 5;       // rows of at most this many nonzeros: all loads in flight (8 spills)
 constexpr int kSlotStreamInit = 6;  // (r0, v) of the initial launch (kSlot2A and kSlot2B as above)
 
@@ -1886,54 +1677,31 @@ __device__ __forceinline__ T vload(const T* p) {
     return __ldcg(p);
 }
 
-// Rows of a thread, ROWS 1 grid-stride (row first + k * stride while < n: with n = q * stride +
-// rem, the first rem threads of the grid get one row more, i.e. whole blocks at the front of the
-// grid one pass more than the rest); ROWS 2 balanced: the q full passes grid-stride, then the rem
-// remaining rows in gridDim.x contiguous pieces of rem / gridDim.x (+-1) rows, one piece per
-// block, so every block does the same work (+-1 row) and the blocks arrive at the barriers
-// together.
-template <int ROWS>
+// The rows of a thread: grid-stride (row first + k * stride while < n). One copy of the loop
+// body (fp64 at 64 registers spills 112 B).
 struct row_walk {
-  int first, stride, end, tail;  // tail: the thread's row of the last partial pass, or -1
+  int first, stride, end;
   __device__ __forceinline__ explicit row_walk(int n) {
-    const int tid = int(threadIdx.x), nthreads = int(blockDim.x), blk = int(blockIdx.x), blocks = int(gridDim.x);
-    first = blk * nthreads + tid;
-    stride = blocks * nthreads;
+    first = int(blockIdx.x) * int(blockDim.x) + int(threadIdx.x);
+    stride = int(gridDim.x) * int(blockDim.x);
     end = n;
-    tail = -1;
-    if constexpr (ROWS == 2) {
-      const int full = n / stride;
-      const long long base = (long long)full * stride, rem = (long long)n - base;
-      const long long lo = base + rem * blk / blocks, hi = base + rem * (blk + 1) / blocks;
-      end = int(base);
-      tail = lo + tid < hi ? int(lo + tid) : -1;
-    }
   }
-  // One copy of the body: fp64 at 64 registers spills 164 B (grid-stride: 112 B); a second copy
-  // for the tail row spilled 208 B, the walk recomputed at each loop 268 B.
   template <class F>
   __device__ __forceinline__ void operator()(F&& body) const {
-    if constexpr (ROWS == 2) {
-      // The full passes (rows < end), then the tail row (>= end), then -1.
-      for (int i = first < end ? first : tail; i >= 0; i = i + stride < end ? i + stride : (i < end ? tail : -1))
-        body(i);
-    } else {
-      for (int i = first; i < end; i += stride) body(i);
-    }
+    for (int i = first; i < end; i += stride) body(i);
   }
 };
 
-// MINB: blocks of kStreamThreads per SM the registers are bounded for (2: 64 registers, 1: 128).
-// LD: vload (1 L2, 2 L1); ROWS: row_walk (1 grid-stride, 2 balanced); MAT: stream_product (1 CSR,
-// 2 diagonals).
-template <class T, int MINB, int LD, int ROWS, int MAT>
-__global__ void __launch_bounds__(kStreamThreads, MINB) fused_kernel(const kernel_params<T> kp) {
+// Registers bounded for kStreamBlocksPerSm blocks of kStreamThreads per SM (64 registers). LD:
+// vload (1 L2, 2 L1); MAT: stream_product (1 CSR, 2 diagonals).
+template <class T, int LD, int MAT>
+__global__ void __launch_bounds__(kStreamThreads, kStreamBlocksPerSm) fused_kernel(const kernel_params<T> kp) {
   __shared__ double warp_part[kSlots][kMaxWarps];
   __shared__ double block_part[kSlots];
   const int tid = int(threadIdx.x), nthreads = int(blockDim.x);
   context<T, sync_grid> c{kp, nullptr, warp_part, block_part, tid & 31, tid >> 5, (nthreads + 31) >> 5};
   const int n = kp.n;
-  const row_walk<ROWS> rows(n);
+  const row_walk rows(n);
   const std::size_t nn = std::size_t(n);
   T* const xv = kp.xp;
   auto vec = [&](int which) { return xv + std::size_t(which) * nn; };
@@ -2078,8 +1846,8 @@ __device__ __forceinline__ T cg_r(T r, T s_new, T alpha) {
 constexpr int kSlotCg = 0;      // (r, u), (w, u), (r, r): slots 0-2 and 3-5 in alternate iterations
 constexpr int kSlotCgInit = 0;  // init launch (no iterations): (r, u), (r, r), (w, u)
 
-template <class T, int MINB>
-__global__ void __launch_bounds__(kStreamThreads, MINB) fused_cg_kernel(const kernel_params<T> kp) {
+template <class T>
+__global__ void __launch_bounds__(kStreamThreads, kStreamBlocksPerSm) fused_cg_kernel(const kernel_params<T> kp) {
   __shared__ double warp_part[kSlots][kMaxWarps];
   __shared__ double block_part[kSlots];
   const int tid = int(threadIdx.x), nthreads = int(blockDim.x);
@@ -2185,89 +1953,44 @@ __global__ void __launch_bounds__(kStreamThreads, MINB) fused_cg_kernel(const ke
   }
 }
 
-using kernel_ptr_f = void (*)(kernel_params<float>);
-using kernel_ptr_d = void (*)(kernel_params<double>);
-
-template <class T, bool CG, int SYNC>
-auto pick_rpt(int rpt) {
-  switch (rpt) {
-    case 1:
-      return &resident_kernel<T, CG, 1, SYNC>;
-    case 2:
-      return &resident_kernel<T, CG, 2, SYNC>;
-    default:
-      return &resident_kernel<T, CG, 4, SYNC>;
-  }
-}
-
-template <class T, int SYNC, int MAT>
-auto pick_rpt_3(int rpt) {
-  switch (rpt) {
-    case 1:
-      return &resident_kernel<T, false, 1, SYNC, true, MAT>;
-    case 2:
-      return &resident_kernel<T, false, 2, SYNC, true, MAT>;
-    default:
-      return &resident_kernel<T, false, 4, SYNC, true, MAT>;
-  }
-}
-
-template <class T, int SYNC, int MAT>
-auto pick_rpt_2(int rpt) {
-  switch (rpt) {
-    case 1:
-      return &resident_kernel_2<T, 1, SYNC, MAT>;
-    case 2:
-      return &resident_kernel_2<T, 2, SYNC, MAT>;
-    default:
-      return &resident_kernel_2<T, 4, SYNC, MAT>;
-  }
-}
-
-// Form 4: `five` (at most 5 diagonals, automatic at 1 and 2 rows per thread) takes the kernel
-// unrolled for 5 diagonals with zeros for the missing entries.
 template <class T>
-auto pick_rpt_1(int rpt, bool five) {
-  switch (rpt) {
-    case 1:
-      return five ? &resident_kernel_1<T, 1, 5> : &resident_kernel_1<T, 1, kDiaMax>;
-    case 2:
-      return five ? &resident_kernel_1<T, 2, 5> : &resident_kernel_1<T, 2, kDiaMax>;
-    default:
-      return &resident_kernel_1<T, 4, kDiaMax>;
-  }
-}
+using kernel_ptr = void (*)(kernel_params<T>);
 
-// form 2: BiCGStab with two barriers per iteration (CG has one form); dia: the matrix by
-// diagonals (BiCGStab forms 2 and 3 only: resident_solver::impl::diagonals()); form 4: one
-// barrier, on a grid, always by diagonals.
+// The resident kernels: CG (CSR) in a block, a cluster or on a grid; BiCGStab with two barriers
+// in a block or on a grid (CSR, or by diagonals: `dia`), with three in a cluster (CSR), with one
+// on a grid (by diagonals; `five`: at most 5 of them, the kernel unrolled for 5).
 template <class T>
-void (*pick_kernel(bool cg_solver, int rpt, int sync, int form, bool dia = false,
-                   bool five = false))(kernel_params<T>) {
-  if (!cg_solver && form == 4) return pick_rpt_1<T>(rpt, five);
-  if (!cg_solver && form == 3) {  // block or cluster (configure() refuses a grid)
-    if (dia) return sync == sync_block ? pick_rpt_3<T, sync_block, 2>(rpt) : pick_rpt_3<T, sync_cluster, 2>(rpt);
-    if (sync == sync_block) return pick_rpt_3<T, sync_block, 1>(rpt);
-    return pick_rpt_3<T, sync_cluster, 1>(rpt);
-  }
-  if (!cg_solver && form == 2) {
-    if (dia) {
-      if (sync == sync_block) return pick_rpt_2<T, sync_block, 2>(rpt);
-      if (sync == sync_cluster) return pick_rpt_2<T, sync_cluster, 2>(rpt);
-      return pick_rpt_2<T, sync_grid, 2>(rpt);
-    }
-    if (sync == sync_block) return pick_rpt_2<T, sync_block, 1>(rpt);
-    if (sync == sync_cluster) return pick_rpt_2<T, sync_cluster, 1>(rpt);
-    return pick_rpt_2<T, sync_grid, 1>(rpt);
-  }
+kernel_ptr<T> pick_kernel(bool cg_solver, int rpt, int sync, int form, bool dia, bool five) {
   if (cg_solver) {
-    if (sync == sync_block) return pick_rpt<T, true, sync_block>(rpt);
-    if (sync == sync_cluster) return pick_rpt<T, true, sync_cluster>(rpt);
-    return pick_rpt<T, true, sync_grid>(rpt);
+    if (sync == sync_block)
+      return rpt == 1 ? &resident_kernel<T, true, 1, sync_block> : rpt == 2 ? &resident_kernel<T, true, 2, sync_block>
+                                                                          : &resident_kernel<T, true, 4, sync_block>;
+    if (sync == sync_cluster)
+      return rpt == 1   ? &resident_kernel<T, true, 1, sync_cluster>
+             : rpt == 2 ? &resident_kernel<T, true, 2, sync_cluster>
+                        : &resident_kernel<T, true, 4, sync_cluster>;
+    return rpt == 1 ? &resident_kernel<T, true, 1, sync_grid> : rpt == 2 ? &resident_kernel<T, true, 2, sync_grid>
+                                                                      : &resident_kernel<T, true, 4, sync_grid>;
   }
-  if (sync == sync_block) return pick_rpt<T, false, sync_block>(rpt);
-  if (sync == sync_cluster) return pick_rpt<T, false, sync_cluster>(rpt);
-  return pick_rpt<T, false, sync_grid>(rpt);
+  if (form == 4)
+    return rpt == 1 ? (five ? &resident_kernel_1<T, 1, 5> : &resident_kernel_1<T, 1, kDiaMax>)
+                    : (five ? &resident_kernel_1<T, 2, 5> : &resident_kernel_1<T, 2, kDiaMax>);
+  if (form == 3)
+    return rpt == 1   ? &resident_kernel<T, false, 1, sync_cluster, true>
+           : rpt == 2 ? &resident_kernel<T, false, 2, sync_cluster, true>
+                      : &resident_kernel<T, false, 4, sync_cluster, true>;
+  if (sync == sync_block) {
+    if (dia)
+      return rpt == 1 ? &resident_kernel_2<T, 1, sync_block, 2> : rpt == 2 ? &resident_kernel_2<T, 2, sync_block, 2>
+                                                                          : &resident_kernel_2<T, 4, sync_block, 2>;
+    return rpt == 1 ? &resident_kernel_2<T, 1, sync_block, 1> : rpt == 2 ? &resident_kernel_2<T, 2, sync_block, 1>
+                                                                        : &resident_kernel_2<T, 4, sync_block, 1>;
+  }
+  if (dia)
+    return rpt == 1 ? &resident_kernel_2<T, 1, sync_grid, 2> : rpt == 2 ? &resident_kernel_2<T, 2, sync_grid, 2>
+                                                                       : &resident_kernel_2<T, 4, sync_grid, 2>;
+  return rpt == 1 ? &resident_kernel_2<T, 1, sync_grid, 1> : rpt == 2 ? &resident_kernel_2<T, 2, sync_grid, 1>
+                                                                     : &resident_kernel_2<T, 4, sync_grid, 1>;
 }
 
 // Lets `kernel` take `bytes` of dynamic shared memory: above 48 KB with its static shared memory
@@ -2292,7 +2015,7 @@ void upload(int device, void* dst, const void* src, std::size_t bytes) {
   copy_and_wait(device, dst, src, bytes, cudaMemcpyHostToDevice);
 }
 
-// Opt-in trace summary (MOLACCEL_LINALG_RESIDENT_TRACE): for each barrier of an iteration that
+// Opt-in trace summary (MOLACCEL_TRACE=linalg): for each barrier of an iteration that
 // ends a sum (position q of `period` barriers per iteration), medians over the traced iterations
 // of: the time between block 0's previous and this sum's end (the phase), block 0's work (from
 // the previous sum's end to its block sum; clock64, converted with block 0's clock rate measured
@@ -2310,7 +2033,7 @@ void print_trace(const std::vector<unsigned long long>& t, int blocks, int cap, 
       last = j;
     }
   if (first < 0 || last - first < period) {
-    std::fprintf(stderr, "trace %s: too few barriers recorded\n", what.c_str());
+    trace_message("linalg", fmt::format(fmt::runtime("{}: too few barriers recorded"), what));
     return;
   }
   const int whole = (last - first) / period;
@@ -2320,7 +2043,7 @@ void print_trace(const std::vector<unsigned long long>& t, int blocks, int cap, 
     std::sort(v.begin(), v.end());
     return v.empty() ? 0.0 : v[v.size() / 2];
   };
-  std::string line = fmt::format(fmt::runtime("trace {}: clock {:.3f} GHz, iteration {:.2f} us"), what,
+  std::string line = fmt::format(fmt::runtime("{}: clock {:.3f} GHz, iteration {:.2f} us"), what,
                                  1.0 / ns_per_clock, 1e-3 * (gt(0, 4 * end + 3) - gt(0, 4 * first + 3)) / double(whole));
   for (int q = 0; q < period; ++q) {
     std::vector<double> phase, work0, workmax, reduce0, spread, wait0, waitlast, gather0;
@@ -2356,7 +2079,7 @@ void print_trace(const std::vector<unsigned long long>& t, int blocks, int cap, 
                         q, 1e-3 * median(phase), 1e-3 * median(work0), 1e-3 * median(workmax), 1e-3 * median(reduce0),
                         1e-3 * median(wait0), 1e-3 * median(waitlast), 1e-3 * median(spread), 1e-3 * median(gather0));
   }
-  std::fprintf(stderr, "%s\n", line.c_str());
+  trace_message("linalg", line);
 }
 
 int log2_exact(int v) {
@@ -2371,44 +2094,34 @@ struct resident_solver::impl {
   int device = -1;
   resident_setup setup;
   int sync = sync_grid;
-  int form = 1;  // 2: BiCGStab with two barriers per iteration, 3: three (resident_kernel, THREE), 4: one
-  int grid_form = kAutomaticFormGrid;  // form 0 on a grid (MOLACCEL_LINALG_RESIDENT_GRID_FORM=2|4)
+  int form = 1;  // 1: CG; BiCGStab 2: two barriers per iteration, 3: three (resident_kernel, THREE), 4: one
   // Form 4 (resident_kernel_1): BiCGStab with the matrix by diagonals and M A^T r0.
   bool one_barrier_applies() const {
     return !setup.cg && setup.dia_values != nullptr && setup.dia_count >= 1 && setup.r0hat != nullptr;
   }
-  int cluster_form = kAutomaticFormCluster;  // form 0 in a cluster (MOLACCEL_LINALG_RESIDENT_CLUSTER_FORM)
   bool matrix_smem = false;
   unsigned matrix_offset = 0;
   int rpt = 1, blocks = 1, threads = kMaxThreads;
   std::size_t smem_bytes = 0;
   cuda::DeviceBuffer<char> exchange;
   cuda::DeviceBuffer<double> partials, out;
-  cuda::DeviceBuffer<unsigned long long> counter, flags;
+  cuda::DeviceBuffer<unsigned long long> counter;
   cuda::DeviceBuffer<double> aux;  // streaming kernel: sigma, buffer index
   bool streaming = false;
-  unsigned long long epoch_base = 0;
   std::vector<double> host_out;
-  int capacity = 0;  // iterations per launch (records)
-  int gather = 2;    // kernel_params::gather
-  int scatter = kAutomaticScatter;  // form 4: kernel_params::scatter (MOLACCEL_LINALG_RESIDENT_SCATTER=0|1)
-  int loads = 1, rows_mode = 1;  // fused BiCGStab: vload<LD>, row_walk<ROWS>
-  bool local_first = false;      // kernel_params::local_first (MOLACCEL_LINALG_RESIDENT_LOCAL=1: on)
+  int loads = 1;  // fused BiCGStab: vload<LD>
   // Form 4 with at most 5 diagonals: the kernel unrolled for 5 (shorter products; docs/linalg.md).
   bool five() const { return setup.dia_count <= 5; }
-  // Form 4: the blocks' rows (resident_kernel_1, one_tiles): tiles of the matrix's grid or bands
-  // of rows (a grid of one row). tiles_mode 1 bands, 2 tiles where the matrix is a grid (0: 2);
-  // forced_i x forced_j from MOLACCEL_LINALG_RESIDENT_TILES=IxJ.
-  int tiles_mode = 0, forced_i = 0, forced_j = 0;
+  // Form 4: the blocks' rows (resident_kernel_1, one_tiles): tiles of the matrix's grid, or bands
+  // of rows (a grid of one row) where the matrix is not a stencil on a 2-D grid; tiles_i x tiles_j
+  // of solver_tuning when set.
+  int forced_i = 0, forced_j = 0;
   int tiles_i = 1, tiles_j = 1;
   one_tiles tiles{};
-  bool on_grid() const { return tiles_mode != 1 && setup.grid_width > 0 && setup.grid_height > 0; }
-  // Form 4 on tiles of a constant stencil: the coefficients, not the values (kernel_params::constant;
-  // MOLACCEL_LINALG_RESIDENT_CONSTANT=0 turns it off). Not on bands: there a neighbour outside the
-  // 2-D grid is another row of the band's window, not a zero.
-  bool constant_allowed = true;
-  bool publish_all = false;  // kernel_params::publish_all
-  bool constant_stencil() const { return constant_allowed && setup.dia_constant && on_grid() && form == 4 && !streaming; }
+  bool on_grid() const { return setup.grid_width > 0 && setup.grid_height > 0; }
+  // Form 4 on tiles of a constant stencil: the coefficients, not the values (kernel_params::constant).
+  // Not on bands: there a neighbour outside the 2-D grid is another row of the band's window, not a zero.
+  bool constant_stencil() const { return setup.dia_constant && on_grid() && form == 4 && !streaming; }
   int grid_w() const { return on_grid() ? setup.grid_width : int(setup.n); }
   int grid_h() const { return on_grid() ? setup.grid_height : 1; }
   int dia_a(int k) const { return on_grid() ? setup.dia_a[k] : 0; }
@@ -2462,10 +2175,9 @@ struct resident_solver::impl {
       }
     return bi > 0 && take(bi, bj);
   }
-  int grid_rpt = 0;              // automatic grid: rows per thread tried first, 0 by kGridFourRowsAbove
-                                 // (MOLACCEL_LINALG_RESIDENT_GRID_RPT=2|4 overrides)
-  // Opt-in trace (MOLACCEL_LINALG_RESIDENT_TRACE=1): stamps per block, the stamps skipped
-  // (warm-up) and the sums per iteration (to group the phases).
+  int grid_rpt = 0;  // grid: rows per thread (solver_tuning::rows_per_thread; 0 by kGridFourRowsAbove)
+  // Opt-in trace (MOLACCEL_TRACE=linalg): stamps per block, the stamps skipped (warm-up) and the
+  // sums per iteration (to group the phases).
   cuda::DeviceBuffer<unsigned long long> trace;
   int trace_cap = 0, trace_skip = 0, trace_period = 1;
 
@@ -2488,23 +2200,12 @@ struct resident_solver::impl {
     kp.out = out.data();
     kp.iterations = iterations;
     kp.init = init;
-    kp.flags = flags.data();
-    kp.epoch_base = epoch_base;
-    // Automatic: the arrival counter (measured fastest on an H100, see docs/linalg.md).
-    kp.grid_kind = setup.barrier == 2   ? 0
-                   : setup.barrier == 3 ? 1
-                   : setup.barrier == 5 ? 3
-                   : setup.barrier == 6 ? 4
-                   : setup.barrier == 7 ? 5
-                                        : 2;
     kp.threshold = setup.threshold;
     kp.matrix_smem = matrix_smem ? 1 : 0;
     kp.matrix_offset = matrix_offset;
     kp.aux = aux.data();
-    kp.gather = gather;
-    kp.scatter = !streaming && form == 4 ? scatter : 0;
+    kp.scatter = !streaming && form == 4 ? 1 : 0;
     if (!streaming && !setup.cg && (form == 3 || form == 4)) kp.r0hat = static_cast<const T*>(setup.r0hat);
-    kp.local_first = local_first ? 1 : 0;
     if (diagonals()) {
       kp.dia = static_cast<const T*>(setup.dia_values);
       kp.dia_count = setup.dia_count;
@@ -2522,7 +2223,6 @@ struct resident_solver::impl {
         kp.coef[k] = T(setup.dia_coef[k]);
       }
       kp.constant = constant_stencil() ? 1 : 0;
-      kp.publish_all = publish_all ? 1 : 0;
     }
     if (trace_cap > 0) {
       trace.fill_zero(linalg_stream(device));
@@ -2559,7 +2259,7 @@ struct resident_solver::impl {
   // matrix rows when they are kept there (grid, 4 rows per thread: kSmemNnz x RB values and
   // column indices).
   bool matrix_in_shared(int r, int s) const {
-    return setup.matrix_smem == 2 && s == sync_grid && r == 4 && form != 4;  // form 4: its own windows
+    return s == sync_grid && r == 4 && form != 4;  // form 4: its own windows
   }
   template <class T>
   std::size_t vector_bytes(int r, int s) const {
@@ -2584,33 +2284,25 @@ struct resident_solver::impl {
   bool diagonals() const {
     if (setup.cg || setup.dia_values == nullptr) return false;
     if (!streaming && form == 4) return true;
-    return streaming ? rows_mode == 1 : diagonals_at(rpt, sync);
+    return streaming || diagonals_at(rpt, sync);
   }
   // Resident: the values of dia_count diagonals fit the cached slots at r rows per thread (1: 8,
   // 2: 5; 4: shared or global memory, any count).
   bool dia_fits(int r) const {
     return r == 4 || setup.dia_count <= (r == 1 ? kCached : 5);
   }
-  // Resident kernel at r rows per thread with barrier kind s: by diagonals (forms 2 and 3, the
-  // values fit; automatic, dia_mode 0: only where kAutomaticDia says, else wherever they fit).
+  // Resident kernel at r rows per thread with barrier kind s: by diagonals (form 4; form 2 in a
+  // block or on a grid where the values fit).
   bool diagonals_at(int r, int s) const {
     if (setup.cg || setup.dia_values == nullptr || streaming) return false;
     if (form == 4) return true;
-    if ((form != 2 && form != 3) || !dia_fits(r)) return false;
-    return setup.dia_mode == 2 || kAutomaticDia[s];
+    return form == 2 && s != sync_cluster && dia_fits(r);
   }
   template <class T>
-  void (*fused_pick() const)(kernel_params<T>) {
-    if (setup.cg) return setup.streaming_per_sm == 1 ? &fused_cg_kernel<T, 1> : &fused_cg_kernel<T, 2>;
-    const bool one = setup.streaming_per_sm == 1;
-    if (diagonals())  // grid-stride rows only
-      return loads == 2 ? (one ? &fused_kernel<T, 1, 2, 1, 2> : &fused_kernel<T, 2, 2, 1, 2>)
-                        : (one ? &fused_kernel<T, 1, 1, 1, 2> : &fused_kernel<T, 2, 1, 1, 2>);
-    if (loads == 2)
-      return rows_mode == 2 ? (one ? &fused_kernel<T, 1, 2, 2, 1> : &fused_kernel<T, 2, 2, 2, 1>)
-                            : (one ? &fused_kernel<T, 1, 2, 1, 1> : &fused_kernel<T, 2, 2, 1, 1>);
-    return rows_mode == 2 ? (one ? &fused_kernel<T, 1, 1, 2, 1> : &fused_kernel<T, 2, 1, 2, 1>)
-                          : (one ? &fused_kernel<T, 1, 1, 1, 1> : &fused_kernel<T, 2, 1, 1, 1>);
+  kernel_ptr<T> fused_pick() const {
+    if (setup.cg) return &fused_cg_kernel<T>;
+    if (diagonals()) return loads == 2 ? &fused_kernel<T, 2, 2> : &fused_kernel<T, 1, 2>;
+    return loads == 2 ? &fused_kernel<T, 2, 1> : &fused_kernel<T, 1, 1>;
   }
   // Streaming kernel: a cooperative grid of co-resident blocks (automatic: as many as the
   // occupancy allows, at most one thread per row), grid-stride over rows.
@@ -2618,7 +2310,7 @@ struct resident_solver::impl {
   void configure_streaming() {
     cudaDeviceProp prop{};
     MOLACCEL_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
-    threads = setup.threads > 0 ? setup.threads : kStreamThreads;
+    threads = setup.tuning.threads > 0 ? setup.tuning.threads : kStreamThreads;
     if (threads != 128 && threads != 256 && threads != 512)
       throw Error(fmt::format(fmt::runtime("linalg: fused block size {} (128, 256 or 512)"), threads), __FILE__,
                   __LINE__);
@@ -2627,12 +2319,13 @@ struct resident_solver::impl {
         &resident, reinterpret_cast<const void*>(fused_pick<T>()), threads, 0));
     const long long cap = (long long)resident * prop.multiProcessorCount;
     const long long need = ((long long)setup.n + threads - 1) / threads;
-    if (setup.blocks > 0 && setup.blocks > cap)
-      throw Error(fmt::format(fmt::runtime("linalg: fused grid of {} blocks of {} (at most {} co-resident)"),
-                              setup.blocks, threads, cap),
+    const int given = setup.tuning.blocks;
+    if (given > 0 && given > cap)
+      throw Error(fmt::format(fmt::runtime("linalg: fused grid of {} blocks of {} (at most {} co-resident)"), given,
+                              threads, cap),
                   __FILE__, __LINE__);
     if (cap < 1) throw Error("linalg: the fused kernel cannot run on this GPU", __FILE__, __LINE__);
-    blocks = setup.blocks > 0 ? setup.blocks : int(std::max<long long>(1, std::min(cap, need)));
+    blocks = given > 0 ? given : int(std::max<long long>(1, std::min(cap, need)));
     rpt = 0;
     sync = sync_grid;
     form = 2;
@@ -2640,10 +2333,8 @@ struct resident_solver::impl {
     matrix_smem = false;
     exchange.resize(std::size_t(sv_count) * setup.n * sizeof(T));
     partials.resize(std::size_t(kSlots) * std::size_t(blocks));
-    counter.resize(32);  // the counter, the generation word at + 16 (barrier 6)
+    counter.resize(1);
     counter.fill_zero(linalg_stream(device));
-    flags.resize(std::size_t(blocks));
-    flags.fill_zero(linalg_stream(device));
     aux.resize(3);
     aux.fill_zero(linalg_stream(device));
   }
@@ -2654,23 +2345,23 @@ struct resident_solver::impl {
     cudaDeviceProp prop{};
     MOLACCEL_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
     const long long n = static_cast<long long>(setup.n);
-    threads = setup.threads > 0 ? setup.threads : kMaxThreads;
+    const solver_tuning& tune = setup.tuning;
+    const int given = tune.blocks;  // 0: from n
+    threads = tune.threads > 0 ? tune.threads : kMaxThreads;
     if (threads != 128 && threads != 256 && threads != 512)
       throw Error(fmt::format(fmt::runtime("linalg: resident block size {} (128, 256 or 512)"), threads),
                   __FILE__, __LINE__);
     // The smallest rows-per-thread (1, 2, 4) whose grid fits; blocks from n unless given.
     auto fits = [&](int r, int max_blocks) {
       const long long need = (n + (long long)r * threads - 1) / ((long long)r * threads);
-      return setup.blocks > 0 ? (long long)setup.blocks * r * threads >= n && setup.blocks <= max_blocks
-                              : need <= max_blocks;
+      return given > 0 ? (long long)given * r * threads >= n && given <= max_blocks : need <= max_blocks;
     };
     auto choose = [&](int max_blocks) {
       for (int r : {1, 2, 4})
         if (fits(r, max_blocks)) {
           rpt = r;
-          blocks = setup.blocks > 0
-                       ? setup.blocks
-                       : int(std::max<long long>(1, (n + (long long)r * threads - 1) / ((long long)r * threads)));
+          blocks = given > 0 ? given
+                             : int(std::max<long long>(1, (n + (long long)r * threads - 1) / ((long long)r * threads)));
           return true;
         }
       return false;
@@ -2681,10 +2372,11 @@ struct resident_solver::impl {
     // was measured faster than the cluster's three (H100, n = 1e4: 5.80 us with 40 blocks of
     // 256 against 5.96-6.10 us; docs/linalg.md), and up to one block of 256 per SM the grid
     // takes blocks of 256 (faster than 512 there: 5.80 vs 6.02 us at 1e4, 6.09 vs 6.19 at 22,500).
-    int kind = setup.barrier;
-    if (setup.blocks == 1) kind = -1;
+    // kind: -1 one block, 1 one cluster, 2 a grid (solver_tuning::scope 1, 2, 3), 0 automatic.
+    int kind = tune.scope == 1 ? -1 : tune.scope == 2 ? 1 : tune.scope == 3 ? 2 : 0;
+    if (given == 1) kind = -1;
     const bool clusters = prop.major >= 9;  // thread-block clusters: sm_90 and later
-    const bool automatic_grid_one = form == 0 && grid_form == 4 && one_barrier_applies();
+    const bool automatic_grid_one = form == 0 && one_barrier_applies();
     if (kind == 0) {
       if (n <= 4LL * threads)
         kind = -1;
@@ -2697,19 +2389,18 @@ struct resident_solver::impl {
     }
     // Form 4 chosen automatically (on a grid): form 2 where its windows do not fit.
     const bool automatic_one = automatic_grid_one && kind >= 2;
-    if (setup.threads == 0 && automatic_one && n <= 256LL * prop.multiProcessorCount) threads = 256;
-    if (form == 0) {
-      form = kind == -1 ? kAutomaticFormBlock : kind == 1 ? cluster_form : automatic_one ? 4 : 2;
-      if (form == 3 && setup.r0hat == nullptr) form = 1;  // automatic: four barriers without M A^T r0
-    }
+    if (tune.threads == 0 && automatic_one && n <= 256LL * prop.multiProcessorCount) threads = 256;
+    if (form == 0) form = kind == -1 ? kAutomaticFormBlock : kind == 1 ? kAutomaticFormCluster : automatic_one ? 4 : 2;
     if (form == 4 && (kind == -1 || kind == 1))
       throw Error("linalg: the one-barrier BiCGStab form runs on a grid, not in one block or one cluster", __FILE__,
                   __LINE__);
     if (form == 4 && !one_barrier_applies())
       throw Error("linalg: the one-barrier BiCGStab form needs the matrix by diagonals and M A^T r0", __FILE__,
                   __LINE__);
-    if (form == 3 && kind != -1 && kind != 1)
-      throw Error("linalg: the three-barrier BiCGStab form runs in one block or one cluster, not on a grid",
+    if (form == 3 && kind != 1)
+      throw Error("linalg: the three-barrier BiCGStab form runs in one cluster", __FILE__, __LINE__);
+    if (form == 2 && kind == 1)
+      throw Error("linalg: the two-barrier BiCGStab form runs in one block or on a grid, not in a cluster",
                   __FILE__, __LINE__);
     if (form == 3 && setup.r0hat == nullptr)
       throw Error("linalg: the three-barrier BiCGStab form needs M A^T r0", __FILE__, __LINE__);
@@ -2747,19 +2438,19 @@ struct resident_solver::impl {
       auto try_shapes = [&] {
         // Form 4: the fewest rows per thread that fit (measured faster: docs/linalg.md).
         const bool four = grid_rpt == 4 || (grid_rpt == 0 && n > kGridFourRowsAbove);
-        const int* order = setup.blocks > 0 || grid_rpt == 1 || (form == 4 && grid_rpt == 0) ? order_given
-                           : four                                                             ? order_four
-                                                                                              : order_two;
+        const int* order = given > 0 || grid_rpt == 1 || (form == 4 && grid_rpt == 0) ? order_given
+                           : four                                                       ? order_four
+                                                                                        : order_two;
         for (int i = 0; i < 3 && !ok; ++i) {
           const int r = order[i];
           int resident = 0;
-          // Automatic form 4 at 4 rows per thread: measured slower than form 2 (docs/linalg.md).
-          if (form == 4 && automatic_one && r == 4) continue;
+          // Form 4 at 4 rows per thread: measured slower than form 2 (docs/linalg.md).
+          if (form == 4 && r == 4) continue;
           // Form 4: tiles (or bands) for blocks of r x threads rows, one block per SM and one
           // gather chunk at most unless the count is given (then exactly that many).
           if (form == 4 && !choose_tiles((long long)r * threads,
-                                         setup.blocks > 0 ? setup.blocks : std::min(prop.multiProcessorCount, kGatherChunk),
-                                         setup.blocks > 0))
+                                         given > 0 ? given : std::min(prop.multiProcessorCount, kGatherChunk),
+                                         given > 0))
             continue;
           const std::size_t bytes = shared_bytes<T>(r, sync_grid);
           auto kernel = pick_kernel<T>(setup.cg, r, sync_grid, form, diagonals_at(r, sync_grid), five());
@@ -2778,7 +2469,7 @@ struct resident_solver::impl {
             ok = true;
           } else if (form != 4 && cap > 0 && fits(r, cap)) {
             rpt = r;
-            blocks = setup.blocks > 0 ? setup.blocks
+            blocks = given > 0 ? given
                                       : int((n + (long long)r * threads - 1) / ((long long)r * threads));
             ok = true;
           }
@@ -2834,10 +2525,8 @@ struct resident_solver::impl {
           std::max<std::size_t>(1, std::size_t(form == 2 ? 7 : form == 4 ? 2 * ov_count : 2) * setup.n * sizeof(T)));
       if (form == 4) aux.resize(1);
       partials.resize(std::size_t(kSlots) * std::size_t(blocks));
-      counter.resize(32);  // the counter, the generation word at + 16 (barrier 6)
+      counter.resize(1);
       counter.fill_zero(linalg_stream(device));
-      flags.resize(std::size_t(blocks));
-      flags.fill_zero(linalg_stream(device));
     }
   }
 };
@@ -2846,56 +2535,23 @@ resident_solver::resident_solver(int device, const resident_setup& setup) : impl
   cuda::DeviceGuard guard(device);
   impl_->device = device;
   impl_->setup = setup;
-  // Automatic (0): see kAutomaticForm* (resolved in configure()) and kAutomaticMatrixShared.
-  if (setup.form < 0 || setup.form > 4)
-    throw Error(fmt::format(fmt::runtime("linalg: resident form {} (0-4)"), setup.form), __FILE__, __LINE__);
-  impl_->form = setup.cg ? 1 : setup.form == 0 ? 0 : setup.form;
-  if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_CLUSTER_FORM"); g != nullptr && g[0] >= '1' && g[0] <= '3')
-    impl_->cluster_form = g[0] - '0';
-  if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_GRID_FORM"); g != nullptr && (g[0] == '2' || g[0] == '4'))
-    impl_->grid_form = g[0] - '0';
-  if (setup.matrix_smem == 0) impl_->setup.matrix_smem = kAutomaticMatrixShared;
-  if (setup.barrier < 0 || setup.barrier > 7)
-    throw Error(fmt::format(fmt::runtime("linalg: resident barrier {} (0-7)"), setup.barrier), __FILE__, __LINE__);
-  if (setup.gather < 0 || setup.gather > 2)
-    throw Error(fmt::format(fmt::runtime("linalg: resident gather {} (0-2)"), setup.gather), __FILE__, __LINE__);
-  impl_->gather = setup.gather == 0 ? kAutomaticGather : setup.gather;
-  if (setup.fused_loads < 0 || setup.fused_loads > 2 || setup.fused_rows < 0 || setup.fused_rows > 2)
-    throw Error(fmt::format(fmt::runtime("linalg: fused loads {} / rows {} (0-2)"), setup.fused_loads, setup.fused_rows),
+  const solver_tuning& tune = setup.tuning;
+  // Automatic (0): see kAutomaticForm* (resolved in configure()).
+  if (tune.form != 0 && tune.form != 2 && tune.form != 3 && tune.form != 4)
+    throw Error(fmt::format(fmt::runtime("linalg: resident form {} (2, 3 or 4)"), tune.form), __FILE__, __LINE__);
+  impl_->form = setup.cg ? 1 : tune.form;
+  if (tune.scope < 0 || tune.scope > 3)
+    throw Error(fmt::format(fmt::runtime("linalg: resident scope {} (0-3)"), tune.scope), __FILE__, __LINE__);
+  if (tune.fused_loads < 0 || tune.fused_loads > 2)
+    throw Error(fmt::format(fmt::runtime("linalg: fused loads {} (0-2)"), tune.fused_loads), __FILE__, __LINE__);
+  impl_->loads = tune.fused_loads != 0 ? tune.fused_loads : setup.n <= fused_l1_max_rows ? 2 : 1;
+  if (tune.rows_per_thread != 0 && tune.rows_per_thread != 1 && tune.rows_per_thread != 2 &&
+      tune.rows_per_thread != 4)
+    throw Error(fmt::format(fmt::runtime("linalg: resident rows per thread {} (1, 2 or 4)"), tune.rows_per_thread),
                 __FILE__, __LINE__);
-  impl_->loads = setup.fused_loads != 0 ? setup.fused_loads : setup.n <= kFusedL1MaxRows ? 2 : 1;
-  impl_->rows_mode = setup.fused_rows == 0 ? kAutomaticFusedRows : setup.fused_rows;
-  if (const char* g = std::getenv("MOLACCEL_LINALG_FUSED_LOADS"); g != nullptr && setup.fused_loads == 0 &&
-                                                                  (g[0] == '1' || g[0] == '2'))
-    impl_->loads = g[0] - '0';
-  if (const char* g = std::getenv("MOLACCEL_LINALG_FUSED_ROWS"); g != nullptr && setup.fused_rows == 0 &&
-                                                                 (g[0] == '1' || g[0] == '2'))
-    impl_->rows_mode = g[0] - '0';
-  if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_LOCAL"); g != nullptr && g[0] == '1')
-    impl_->local_first = true;
-  if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_GRID_RPT"); g != nullptr && (g[0] == '1' || g[0] == '2' || g[0] == '4'))
-    impl_->grid_rpt = g[0] - '0';
-  if (setup.tiles < 0 || setup.tiles > 2)
-    throw Error(fmt::format(fmt::runtime("linalg: resident tiles {} (0-2)"), setup.tiles), __FILE__, __LINE__);
-  impl_->tiles_mode = setup.tiles;
-  if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_TILES"); g != nullptr && setup.tiles == 0) {
-    int ti = 0, tj = 0;
-    if ((g[0] == '1' || g[0] == '2') && g[1] == '\0')
-      impl_->tiles_mode = g[0] - '0';
-    else if (std::sscanf(g, "%dx%d", &ti, &tj) == 2 && ti > 0 && tj > 0) {
-      impl_->tiles_mode = 2;
-      impl_->forced_i = ti;
-      impl_->forced_j = tj;
-    }
-  }
-  if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_SCATTER"); g != nullptr && (g[0] == '0' || g[0] == '1'))
-    impl_->scatter = g[0] - '0';
-  if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_CONSTANT"); g != nullptr && g[0] == '0')
-    impl_->constant_allowed = false;
-  if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_RING"); g != nullptr && g[0] == '0') impl_->publish_all = true;
-  if (const char* g = std::getenv("MOLACCEL_LINALG_RESIDENT_GATHER"); g != nullptr && setup.gather == 0 &&
-                                                                       (g[0] == '1' || g[0] == '2'))
-    impl_->gather = g[0] - '0';
+  impl_->grid_rpt = tune.rows_per_thread;
+  impl_->forced_i = tune.tiles_i;
+  impl_->forced_j = tune.tiles_j;
   if (setup.dia_values != nullptr && (setup.dia_count < 1 || setup.dia_count > kDiaMax))
     throw Error(fmt::format(fmt::runtime("linalg: {} diagonals (1-{})"), setup.dia_count, kDiaMax), __FILE__,
                 __LINE__);
@@ -2907,16 +2563,14 @@ resident_solver::resident_solver(int device, const resident_setup& setup) : impl
   else
     impl_->configure<double>();
   impl_->out.resize(kStateWords);
-  if (const char* t = std::getenv("MOLACCEL_LINALG_RESIDENT_TRACE"); t != nullptr && t[0] != '\0' && t[0] != '0' &&
-                                                                     impl_->sync != sync_block) {
+  if (trace_enabled("linalg") && impl_->sync != sync_block) {
     // Barriers per iteration, and barriers before the first iteration of a launch that continues a
     // solve (a plain barrier; the two-barrier form's first product and its sum).
     const int period = impl_->streaming ? (setup.cg ? 1 : 2)
                        : setup.cg       ? 3
                        : impl_->form == 2 ? 2
                        : impl_->form == 3 ? 3
-                       : impl_->form == 4 ? 1
-                                          : 4;
+                                          : 1;
     const int before = impl_->streaming ? 0 : !setup.cg && impl_->form == 2 ? 2 : impl_->form == 4 ? 0 : 1;
     impl_->trace_period = period;
     impl_->trace_skip = 4 * (before + 4 * period);  // 4 stamps per barrier; 4 iterations of warm-up
@@ -2935,7 +2589,6 @@ std::pair<double, bool> resident_solver::initialise() {
     impl_->launch<double>(0, 1);
   double state[kStateWords];
   download(impl_->device, state, impl_->out.data(), sizeof(state));
-  impl_->epoch_base += static_cast<unsigned long long>(state[4]);
   return {state[2], state[1] != 0.0};
 }
 
@@ -2956,7 +2609,6 @@ std::vector<double> resident_solver::run(int iterations) {
   impl_->host_out.resize(words);
   download(impl_->device, impl_->host_out.data(), impl_->out.data(), words * sizeof(double));
   const int done = int(impl_->host_out[3]);
-  impl_->epoch_base += static_cast<unsigned long long>(impl_->host_out[4]);
   if (impl_->trace_cap > 0) {
     std::vector<unsigned long long> stamps(impl_->trace.size());
     download(impl_->device, stamps.data(), impl_->trace.data(), stamps.size() * sizeof(unsigned long long));
@@ -2968,30 +2620,12 @@ std::vector<double> resident_solver::run(int iterations) {
 
 std::string resident_solver::describe() const {
   if (impl_->streaming)
-    return fmt::format(fmt::runtime("streaming, {} blocks of {}, {} registers, {}, {}, {}, {} barrier{}/iteration{}"),
-                       impl_->blocks, impl_->threads, impl_->setup.streaming_per_sm == 1 ? 128 : 64,
-                       impl_->setup.cg ? "grid-stride"
-                       : impl_->rows_mode == 2
-                           ? (impl_->loads == 2 ? "balanced rows, vectors via L1" : "balanced rows, vectors via L2")
-                           : (impl_->loads == 2 ? "grid-stride, vectors via L1" : "grid-stride"),
+    return fmt::format(fmt::runtime("streaming, {} blocks of {}, {}, {}, {} barrier{}/iteration"), impl_->blocks,
+                       impl_->threads, !impl_->setup.cg && impl_->loads == 2 ? "vectors via L1" : "vectors via L2",
                        impl_->diagonals() ? fmt::format(fmt::runtime("{} diagonals"), impl_->setup.dia_count)
                                           : std::string("CSR"),
-                       impl_->setup.barrier == 2   ? "flag barrier"
-                       : impl_->setup.barrier == 3 ? "cooperative groups barrier"
-                       : impl_->setup.barrier == 5 ? "counter barrier (red)"
-                       : impl_->setup.barrier == 6 ? "counter barrier (generation word)"
-                       : impl_->setup.barrier == 7 ? "counter barrier (last arrival leaves at once)"
-                                                   : "counter barrier",
-                       impl_->setup.cg ? 1 : 2, impl_->setup.cg ? "" : "s",
-                       impl_->gather == 2 ? "" : ", every warp gathers");
-  const char* kind = impl_->sync == sync_block     ? "block"
-                     : impl_->sync == sync_cluster ? "cluster"
-                     : impl_->setup.barrier == 2   ? "grid, flag barrier"
-                     : impl_->setup.barrier == 3   ? "grid, cooperative groups barrier"
-                     : impl_->setup.barrier == 5   ? "grid, counter barrier (red)"
-                     : impl_->setup.barrier == 6   ? "grid, counter barrier (generation word)"
-                     : impl_->setup.barrier == 7   ? "grid, counter barrier (last arrival leaves at once)"
-                                                   : "grid, counter barrier";
+                       impl_->setup.cg ? 1 : 2, impl_->setup.cg ? "" : "s");
+  const char* kind = impl_->sync == sync_block ? "block" : impl_->sync == sync_cluster ? "cluster" : "grid";
   if (!impl_->setup.cg && impl_->form == 4) {
     const auto& t = impl_->tiles;
     const std::string rows =
@@ -3000,21 +2634,15 @@ std::string resident_solver::describe() const {
                           impl_->tiles_j, t.ti, t.tj, impl_->grid_h(), impl_->grid_w())
             : fmt::format(fmt::runtime("band -{} .. +{}"), impl_->band_left(), impl_->band_right());
     return fmt::format(fmt::runtime("{} blocks of {}, {} rows/thread, {}, 1 barrier/iteration (halo recomputed, "
-                                    "{}), {}{}{}, {} diagonals"),
+                                    "{}), {}, {} diagonals"),
                        impl_->blocks, impl_->threads, impl_->rpt, kind, rows,
                        impl_->constant_stencil() ? "constant stencil (no matrix values read)" : "matrix in shared memory",
-                       impl_->gather != 2 ? ", every warp gathers" : "",
-                       impl_->scatter ? ", scatter-reduced sums" : "", impl_->setup.dia_count);
+                       impl_->setup.dia_count);
   }
-  return fmt::format(fmt::runtime("{} blocks of {}, {} rows/thread, {}, {} barriers/iteration{}{}{}"),
-                     impl_->blocks, impl_->threads, impl_->rpt, kind,
-                     impl_->setup.cg ? 3 : impl_->form == 2 ? 2 : impl_->form == 3 ? 3 : 4,
+  return fmt::format(fmt::runtime("{} blocks of {}, {} rows/thread, {}, {} barriers/iteration{}{}"), impl_->blocks,
+                     impl_->threads, impl_->rpt, kind, impl_->setup.cg ? 3 : impl_->form == 2 ? 2 : 3,
                      impl_->matrix_smem ? ", matrix in shared memory" : "",
-                     impl_->sync != sync_block && impl_->gather != 2 ? ", every warp gathers" : "",
-                     impl_->diagonals() ? fmt::format(fmt::runtime(", {} diagonals{}"), impl_->setup.dia_count,
-                                                      impl_->sync == sync_cluster && impl_->form == 3 && impl_->local_first
-                                                          ? " (own entries from shared memory)"
-                                                          : "")
+                     impl_->diagonals() ? fmt::format(fmt::runtime(", {} diagonals"), impl_->setup.dia_count)
                                         : std::string(", CSR"));
 }
 
