@@ -377,10 +377,8 @@ int group_size_for(const plan_stage& stage, double csr_average_row_nnz, std::siz
   if (stage.has_dense_product) return 32;
   if (!stage.has_csr_product) return 1;
   // Short rows (the 5-point stencil, 5 nonzeros): one thread per row up to a few million rows,
-  // two beyond. Measured on an H100 (2026-11-22, fp64 BiCGStab on 2-D Poisson, graph mode, per
-  // iteration; G = 1 / 2 / 4 / 8): n = 1e5 27.6 / 29.3 / 29.8 / 30.4 us, n = 1e6 126.1 / 129.8 /
-  // 136.1 / 157.7 us, n = 1e7 1.142 / 1.102 / 1.198 / 1.453 ms. The 3e6 switch lies between the
-  // two measured sizes.
+  // two beyond (measured G = 1, 2, 4, 8 in the graph path: 1 fastest at 1e5 and 1e6, 2 at 1e7;
+  // the 3e6 switch lies between the two measured sizes; docs/linalg.md).
   if (csr_average_row_nnz <= 8) return rows > 3000000 ? 2 : 1;
   if (csr_average_row_nnz <= 16) return 8;
   if (csr_average_row_nnz <= 32) return 16;

@@ -43,9 +43,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
   // DMAX: the diagonals the products are unrolled for (dia_count <= DMAX). With 5 (the 2-D
   // 5-point stencil, tridiagonal and banded matrices up to 5 diagonals) a missing entry is a zero
   // in `mat` and every term is added (no NaN test): the same value up to the sign of a zero sum
-  // (and where an entry of the vector is not finite), own and recomputed rows alike. Measured on
-  // an H100 (docs/linalg.md): 5 instead of 8 saved 0.3 us per iteration at 1e4 and 0.6 us at
-  // 1e5, the zeros another 0.1-0.2 us at 1 row per thread (none at 2).
+  // (and where an entry of the vector is not finite), own and recomputed rows alike. Measured
+  // faster than the kernel unrolled for 8 (docs/linalg.md).
   constexpr bool ZERO = DMAX == 5;
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
   __shared__ double warp_part[kSlots][kMaxWarps];
@@ -128,8 +127,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
   // order, as dia_row_product). A neighbour outside the grid is a zero of the window.
   // With a constant stencil (kp.constant) the coefficients instead: the same terms, plus +-0 for
   // the neighbours outside the grid (window zeros), which leaves a sum that starts at +0 unchanged
-  // (bit for bit, tested). Half the shared-memory loads of a product; measured on an H100
-  // (docs/linalg.md): 100,489 rows 6.59-6.61 -> 6.22-6.34 us per iteration.
+  // (bit for bit, tested). Half the shared-memory loads of a product (measured
+  // faster, docs/linalg.md).
   auto product = [&](int mi, const T* vec, int vw) -> T {
     T acc = T(0);
     if (kp.constant) {
@@ -156,8 +155,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
   // `ring` bit k: own cell k lies within two hops of the tile's edges (2 halo[1] rows from the
   // top, 2 halo[0] from the bottom, 2 halo[3] columns from the left, 2 halo[2] from the right),
   // where another block's W2 can reach it: only those cells' s', t', p', v' are published (at
-  // 1e5, 224 of a 20 x 40 tile's 800 cells). Measured on an H100 (docs/linalg.md): 100,489 rows
-  // 6.89-6.94 -> 6.22-6.34 us per iteration (fewer stores for the barrier's release to wait for).
+  // 1e5, 224 of a 20 x 40 tile's 800 cells): fewer stores for the barrier's release to wait for
+  // (measured faster than publishing every cell, docs/linalg.md).
   int orow[RPT], o12[RPT];
   unsigned ring = 0;
   // r0 = b and h = M A^T r0 are read again from global memory (L1) where the sums need them:

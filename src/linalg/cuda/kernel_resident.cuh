@@ -6,20 +6,21 @@
 namespace molaccel::linalg::gpu::resident {
 
 // Reduction slots.
-constexpr int kSlotInit = 0;   // 2: init sums
-constexpr int kSlotA = 2;      // BiCGStab (r0, v) | CG (p, q)
-constexpr int kSlotB = 3;      // BiCGStab 4 sums | CG 2 sums
-constexpr int kSlotRR = 7;     // BiCGStab (r, r)
+constexpr int kSlotInit = 0;  // 2 (BiCGStab 3): init sums; BiCGStab: (r, r), (M A^T r0, p)
+constexpr int kSlotA = 2;     // BiCGStab (M A^T r0, p) of a continued solve | CG (p, q)
+constexpr int kSlotB = 3;     // BiCGStab 4 sums | CG 2 sums
 
-// THREE (BiCGStab, form 3, block or cluster): three barriers per iteration instead of four.
-// sigma = (r0, v) = (r0, A M p) is computed as (M A^T r0, p) (kp.r0hat, computed once on the host:
-// r0 = b is fixed), summed with (r, r) when p is formed, so alpha is known when v = A M p is:
+// CG: (p, q) | (r, z), (r, r) | p published. BiCGStab (THREE, one cluster): three barriers per
+// iteration. sigma = (r0, v) = (r0, A M p) is computed as (M A^T r0, p) (kp.r0hat, computed once
+// on the host: r0 = b is fixed), summed with (r, r) when p is formed, so alpha is known when
+// v = A M p is:
 //   M p published, (r, r), (M A^T r0, p) | M s published | (t, s), (t, t), (r0, t), (r0, s).
-// The same iterates in exact arithmetic; sigma rounds differently. A launch that continues a
-// solve sums (M A^T r0, p) from the stored p in its first barrier (the same sum, bit for bit).
-// The matrix as CSR (row_product).
-template <class T, bool CG, int RPT, int SYNC, bool THREE = false>
+// The same iterates in exact arithmetic as the textbook form; sigma rounds differently. A launch
+// that continues a solve sums (M A^T r0, p) from the stored p in its first barrier (the same sum,
+// bit for bit). The matrix as CSR (row_product).
+template <class T, bool CG, int RPT, int SYNC>
 __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_params<T> kp) {
+  constexpr bool THREE = !CG;
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
   __shared__ double warp_part[kSlots][kMaxWarps];
   __shared__ double block_part[kSlots];
@@ -143,17 +144,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
       if (active != 0.0 && done + 1 < kp.iterations) c.plain_barrier();
     } else {
       T s[RPT];
-      double sigma[1] = {0};
 #pragma unroll
-      for (int k = 0; k < RPT; ++k) {
-        v[k] = row_product(m, k, 0, c);
-        if constexpr (!THREE) sigma[0] += double(r0[k]) * double(v[k]);
-      }
-      if constexpr (THREE)
-        sigma[0] = sigma3;
-      else
-        c.template sum<1>(sigma, kSlotA);
-      const double alpha = safe_div(rho, sigma[0]);
+      for (int k = 0; k < RPT; ++k) v[k] = row_product(m, k, 0, c);
+      const double alpha = safe_div(rho, sigma3);
 #pragma unroll
       for (int k = 0; k < RPT; ++k) {
         s[k] = r[k] - T(alpha) * v[k];
@@ -175,7 +168,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
       const double omega = safe_div(q[0], q[1]);
       const double rho_new = q[3] - omega * q[2];
       const double beta = safe_div(rho_new, rho) * safe_div(alpha, omega);
-      double rr[THREE ? 2 : 1] = {};  // (r, r); THREE: and (M A^T r0, p')
+      double rr[2] = {};  // (r, r), (M A^T r0, p')
 #pragma unroll
       for (int k = 0; k < RPT; ++k) {
         x[k] += T(alpha) * (dd[k] * p[k]) + T(omega) * (dd[k] * s[k]);
@@ -183,11 +176,11 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
         p[k] = r[k] + T(beta) * (p[k] - T(omega) * v[k]);
         c.store(0, k * nthreads + tid, m.row[k], dd[k] * p[k]);
         rr[0] += double(r[k]) * double(r[k]);
-        if constexpr (THREE) rr[THREE ? 1 : 0] += double(rh[k]) * double(p[k]);
+        rr[1] += double(rh[k]) * double(p[k]);
       }
-      // Also publishes M p for the next iteration. THREE: slots 0-1 (kSlotInit, free in the loop).
-      c.template sum<THREE ? 2 : 1>(rr, THREE ? kSlotInit : kSlotRR);
-      if constexpr (THREE) sigma3 = rr[THREE ? 1 : 0];
+      // Also publishes M p for the next iteration: slots 0-1 (kSlotInit, free in the loop).
+      c.template sum<2>(rr, kSlotInit);
+      sigma3 = rr[1];
       const double next =
           (rr[0] > kp.threshold && rho_new != 0.0 && omega != 0.0 && alpha != 0.0) ? 1.0 : 0.0;
       if (blockIdx.x == 0 && tid == 0) {

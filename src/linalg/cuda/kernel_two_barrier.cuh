@@ -5,10 +5,10 @@
 
 namespace molaccel::linalg::gpu::resident {
 
-// ---- BiCGStab with two barriers per iteration (resident_setup::form == 2) ----
+// ---- BiCGStab with two barriers per iteration (solver_tuning::form 2), one block or a grid ----
 //
-// Every vector a product needs from other blocks is also published (pub_vec: global memory for a
-// grid, each block's shared memory for a cluster), p and v double-buffered, and a block computes
+// Every vector a product needs from other blocks is also published (pub_vec, global memory), p
+// and v double-buffered, and a block computes
 // the entries of other blocks it needs from the published vectors of the previous phase instead
 // of waiting for them to be published:
 //   phase B (after barrier 1: alpha = rho / (r0, v)): s = r - alpha v, t = A M s, where another
@@ -22,7 +22,6 @@ namespace molaccel::linalg::gpu::resident {
 // entries use the same inline functions, so they are bit-identical (a launch that starts from
 // the stored state computes the same v as the loop would have).
 enum pub_vec { pub_r = 0, pub_s = 1, pub_t = 2, pub_p = 3, pub_v = 5 };  // p and v: 2 buffers each
-
 
 // MAT 1: the matrix as CSR (row_product_2); 2: by diagonals (dia_row_product).
 template <class T, int RPT, int SYNC, int MAT = 1>
@@ -212,7 +211,6 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_2(const kernel
       kp.p[m.row[k]] = p[k];
     }
   if (blockIdx.x == 0 && tid == 0) c.store_state(rho, active, done);
-  if constexpr (SYNC == sync_cluster) cluster_sync();
 }
 
 }  // namespace molaccel::linalg::gpu::resident

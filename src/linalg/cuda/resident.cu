@@ -294,17 +294,16 @@ struct resident_solver::impl {
     cuda::check_launch("linalg resident solver", __FILE__, __LINE__);
   }
 
-  // Dynamic shared memory: the exchanged vectors (form 1 in a block or cluster: 2 x RB; form 2:
-  // the block's own entries, RB, and in a cluster the 7 published vectors, 7 x RB), then the
-  // matrix rows when they are kept there (grid, 4 rows per thread: kSmemNnz x RB values and
-  // column indices).
+  // Dynamic shared memory: the exchanged vectors (CG and form 3 in a block or cluster: 2 x RB;
+  // form 2: the block's own entries, RB), then the matrix rows when they are kept there (grid, 4
+  // rows per thread: kSmemNnz x RB values and column indices).
   bool matrix_in_shared(int r, int s) const {
     return s == sync_grid && r == 4 && form != 4;  // form 4: its own windows
   }
   template <class T>
   std::size_t vector_bytes(int r, int s) const {
     const std::size_t rb = std::size_t(r) * std::size_t(threads);
-    const std::size_t bytes = form == 2 ? (s == sync_cluster ? 8 : 1) * rb * sizeof(T) : s == sync_grid ? 0 : 2 * rb * sizeof(T);
+    const std::size_t bytes = form == 2 ? rb * sizeof(T) : s == sync_grid ? 0 : 2 * rb * sizeof(T);
     return (bytes + 15) / 16 * 16;
   }
   // Form 4: the band's reach (errors and the description).
@@ -318,9 +317,9 @@ struct resident_solver::impl {
     return vector_bytes<T>(r, s) + (matrix_in_shared(r, s) ? std::size_t(kSmemNnz) * rb * (sizeof(T) + sizeof(int)) : 0);
   }
 
-  // The matrix by diagonals (given by the caller): fused BiCGStab with grid-stride rows; resident
-  // BiCGStab in the two- and three-barrier forms (form resolved by configure(); the four-barrier
-  // form keeps CSR).
+  // The matrix by diagonals (given by the caller): fused BiCGStab; resident BiCGStab in the one-
+  // barrier form and in the two-barrier form where the values fit (form resolved by configure();
+  // the three-barrier form in a cluster keeps CSR).
   bool diagonals() const {
     if (setup.cg || setup.dia_values == nullptr) return false;
     if (!streaming && form == 4) return true;
@@ -404,12 +403,11 @@ struct resident_solver::impl {
         }
       return false;
     };
-    // Barrier kind: 1 cluster, 2 or 3 grid; 0 chooses: one block when it holds the system,
-    // one cluster of up to 16 blocks next, then the cooperative grid. BiCGStab by diagonals
-    // (form 4 applies) goes from one block straight to the grid: one grid barrier per iteration
-    // was measured faster than the cluster's three (H100, n = 1e4: 5.80 us with 40 blocks of
-    // 256 against 5.96-6.10 us; docs/linalg.md), and up to one block of 256 per SM the grid
-    // takes blocks of 256 (faster than 512 there: 5.80 vs 6.02 us at 1e4, 6.09 vs 6.19 at 22,500).
+    // Scope, automatic: one block when it holds the system, one cluster of up to 16 blocks next,
+    // then the cooperative grid. BiCGStab by diagonals (form 4 applies) goes from one block
+    // straight to the grid: one grid barrier per iteration was measured faster than the
+    // cluster's three at 1e4, and up to one block of 256 per SM the grid takes blocks of 256
+    // (faster than 512 there; docs/linalg.md).
     // kind: -1 one block, 1 one cluster, 2 a grid (solver_tuning::scope 1, 2, 3), 0 automatic.
     int kind = tune.scope == 1 ? -1 : tune.scope == 2 ? 1 : tune.scope == 3 ? 2 : 0;
     if (given == 1) kind = -1;
@@ -464,10 +462,8 @@ struct resident_solver::impl {
       // Rows per thread whose grid is co-resident (each variant's own occupancy): with the block
       // count given, the smallest that holds n; otherwise 2 rows per thread (the matrix rows in
       // registers) up to kGridFourRowsAbove rows, then 4 (the matrix in shared memory), each
-      // falling back to the other where it does not fit. History (H100, n = 1e5, two-barrier
-      // BiCGStab): with CSR, 99 x 512 x 2 rows 12.8 us per iteration vs 50 x 512 x 4 rows 14.9 us;
-      // by diagonals (the 4-row kernel lost its index loads and spills) 4 rows are faster from
-      // about 1e5 rows on (kGridFourRowsAbove).
+      // falling back to the other where it does not fit (by diagonals, 4 rows are faster from
+      // about 1e5 rows on: kGridFourRowsAbove).
       // Form 4 keeps the band's halo windows in shared memory: a shape whose windows do not fit
       // is skipped (automatic form 4: then form 2).
       bool ok = false;

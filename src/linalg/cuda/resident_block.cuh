@@ -81,7 +81,7 @@ __device__ __forceinline__ void warp_all_sum_n(double (&v)[NV]) {
 // (ceil(m / 2) of m; the others the rest, padded with zeros) and add their partner's copy, so a
 // step sends half the values instead of all of them: 12 shuffles for 9 values instead of
 // warp_all_sum_n's 45 (the shuffle unit takes one warp instruction per clock per SM, so 16 warps
-// reducing 9 doubles the classic way spend about 0.8 us in it on an H100). Deterministic (the
+// reducing 9 doubles the classic way spend most of a microsecond in it). Deterministic (the
 // same operands in the same order on every run); the totals are rounded differently from
 // warp_all_sum_n's.
 template <int M, int O>
@@ -255,24 +255,14 @@ struct context {
     }
   }
 
-  // Two-barrier form: published vector `which` (pub_vec) of the whole system. Grid: global
-  // memory (7 x n, read through L2); cluster: each block's shared memory after the local
-  // exchange area (7 x RB), read through distributed shared memory.
+  // Two-barrier form on a grid: published vector `which` (pub_vec) of the whole system, in global
+  // memory (7 x n, read through L2). In one block nothing is published.
   __device__ __forceinline__ T pload(int which, int col) const {
-    if constexpr (SYNC == sync_cluster) {
-      const unsigned rank = unsigned(col) >> kp.rb_shift;
-      const int local = col - int(rank << kp.rb_shift);
-      const T* remote = cluster_map(smem, rank);
-      return remote[((which + 1) << kp.rb_shift) + local];
-    } else {
-      return __ldcg(kp.xp + std::size_t(which) * std::size_t(kp.n) + std::size_t(col));
-    }
+    return __ldcg(kp.xp + std::size_t(which) * std::size_t(kp.n) + std::size_t(col));
   }
-  __device__ __forceinline__ void pstore(int which, int li, int row, T value) const {
+  __device__ __forceinline__ void pstore(int which, int /*li*/, int row, T value) const {
     if constexpr (SYNC == sync_grid) {
       if (row < kp.n) kp.xp[std::size_t(which) * std::size_t(kp.n) + std::size_t(row)] = value;
-    } else if constexpr (SYNC == sync_cluster) {
-      smem[((which + 1) << kp.rb_shift) + li] = value;
     }
   }
 

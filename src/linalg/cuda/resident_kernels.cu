@@ -60,9 +60,9 @@ kernel_ptr<T> pick_kernel(bool cg_solver, int rpt, int sync, int form, bool dia,
     return rpt == 1 ? (five ? &resident_kernel_1<T, 1, 5> : &resident_kernel_1<T, 1, kDiaMax>)
                     : (five ? &resident_kernel_1<T, 2, 5> : &resident_kernel_1<T, 2, kDiaMax>);
   if (form == 3)
-    return rpt == 1   ? &resident_kernel<T, false, 1, sync_cluster, true>
-           : rpt == 2 ? &resident_kernel<T, false, 2, sync_cluster, true>
-                      : &resident_kernel<T, false, 4, sync_cluster, true>;
+    return rpt == 1   ? &resident_kernel<T, false, 1, sync_cluster>
+           : rpt == 2 ? &resident_kernel<T, false, 2, sync_cluster>
+                      : &resident_kernel<T, false, 4, sync_cluster>;
   if (sync == sync_block) {
     if (dia)
       return rpt == 1 ? &resident_kernel_2<T, 1, sync_block, 2> : rpt == 2 ? &resident_kernel_2<T, 2, sync_block, 2>
