@@ -147,14 +147,17 @@ Action setup_solve(CLI::App& app, CommonOptions& common) {
   app.add_option("--precision", o->precision, "fp32 or fp64")
       ->check(CLI::IsMember({"fp32", "fp64"}))
       ->default_val("fp64");
-  app.add_option("--tol", o->tol, "Relative residual to stop at")->check(CLI::Range(0.0, 1.0))->default_val(1e-8);
+  app.add_option("--tol", o->tol, "Relative residual to stop at")
+      ->check(CLI::Range(0.0, 1.0))
+      ->default_val(1e-8);
   app.add_option("--max-iter", o->max_iter, "Iteration cap")
       ->check(CLI::Range(0, 100000000))
       ->default_val(1000);
   app.add_option("--launch", o->launch, "GPU launch mode: auto, graph, resident or fused")
       ->check(CLI::IsMember({"auto", "graph", "resident", "fused"}))
       ->default_val("auto");
-  app.add_option("--batch", o->batch, "Iterations per host check (0 = automatic)")->check(CLI::Range(0, 4096));
+  app.add_option("--batch", o->batch, "Iterations per host check (0 = automatic)")
+      ->check(CLI::Range(0, 4096));
   app.add_option("-o,--output", o->output, "Write x here (Matrix Market array)");
   common.add_device_options(app);
   return [o](RunContext& ctx) { return run_solve(ctx, *o); };

@@ -220,7 +220,8 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
   // fused vector updates and inner products (160 B).
   const double bytes_per_row = 2 * 80.0 + 160.0;
   std::string tuning_label;
-  for (const auto& [k, v] : sel.tuning) tuning_label += fmt::format("{}{}={}", tuning_label.empty() ? "" : ",", k, v);
+  for (const auto& [k, v] : sel.tuning)
+    tuning_label += fmt::format("{}{}={}", tuning_label.empty() ? "" : ",", k, v);
   for (std::size_t grid : sel.grids) {
     const std::size_t n = grid * grid;
     if (sel.max_n ? n > sel.max_n : quick && n > 2000000) break;
@@ -231,7 +232,8 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
     for (const Launch mode : sel.modes) {
       if (!resources.uses_gpu() && mode != Launch::automatic) continue;
       if (mode == Launch::resident && n > 300000) {
-        std::printf("linalg/bicgstab-poisson n=%zu: resident: not run (rows do not fit the GPU's threads)\n", n);
+        std::printf("linalg/bicgstab-poisson n=%zu: resident: not run (rows do not fit the GPU's threads)\n",
+                    n);
         continue;
       }
       SolverOptions o;
@@ -250,8 +252,8 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
           per_iteration.push_back(last.seconds_per_iteration);
         }
       } catch (const std::exception& e) {
-        std::printf("linalg/bicgstab-poisson n=%zu: launch %s failed: %s\n", n, std::string(to_string(mode)).c_str(),
-                    e.what());
+        std::printf("linalg/bicgstab-poisson n=%zu: launch %s failed: %s\n", n,
+                    std::string(to_string(mode)).c_str(), e.what());
         continue;
       }
       std::sort(per_iteration.begin(), per_iteration.end());
@@ -262,19 +264,20 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
       t.repeats = 3;
       const double floor_s = bytes_per_row * double(n) / copy_bw;
       const std::string label = resources.uses_gpu() ? std::string(to_string(mode)) : std::string("cpu");
-      print_row({.benchmark = fmt::format("linalg/bicgstab-poisson/fp64/{}{}", label,
-                                          tuning_label.empty() ? "" : "[" + tuning_label + "]"),
-                 .device = device,
-                 .size = fmt::format("n={}", n),
-                 .timing = t,
-                 .work = bytes_per_row * double(n),
-                 .work_unit = "B",
-                 .bytes = bytes_per_row * double(n),
-                 .limit = copy_bw,
-                 .limit_name = "measured copy bandwidth",
-                 .note = fmt::format("{:.2f} us/iter, floor {:.2f} us ({:.2f}x), {} iters, {} kernels/iter, {}",
-                                     t.median_s * 1e6, floor_s * 1e6, t.median_s / floor_s, last.iterations,
-                                     last.kernels_per_iteration, last.backend)});
+      print_row(
+          {.benchmark = fmt::format("linalg/bicgstab-poisson/fp64/{}{}", label,
+                                    tuning_label.empty() ? "" : "[" + tuning_label + "]"),
+           .device = device,
+           .size = fmt::format("n={}", n),
+           .timing = t,
+           .work = bytes_per_row * double(n),
+           .work_unit = "B",
+           .bytes = bytes_per_row * double(n),
+           .limit = copy_bw,
+           .limit_name = "measured copy bandwidth",
+           .note = fmt::format("{:.2f} us/iter, floor {:.2f} us ({:.2f}x), {} iters, {} kernels/iter, {}",
+                               t.median_s * 1e6, floor_s * 1e6, t.median_s / floor_s, last.iterations,
+                               last.kernels_per_iteration, last.backend)});
     }
   }
 }
@@ -309,7 +312,8 @@ int main(int argc, char** argv) {
       sel.min_n = std::size_t(std::atof(v));
     } else if (auto v = value("--grids=")) {  // e.g. 150,224,317
       sel.grids.clear();
-      for_each_item(v, [&](const std::string& item) { sel.grids.push_back(std::size_t(std::atoll(item.c_str()))); });
+      for_each_item(
+          v, [&](const std::string& item) { sel.grids.push_back(std::size_t(std::atoll(item.c_str()))); });
     } else if (auto v = value("--max-n=")) {
       sel.max_n = std::size_t(std::atof(v));
     } else if (auto v = value("--iterations=")) {
@@ -327,16 +331,18 @@ int main(int argc, char** argv) {
       const std::size_t eq = kv.find('=');
       solver_tuning probe;
       if (eq == std::string::npos || !apply_tuning(probe, kv.substr(0, eq), kv.substr(eq + 1))) {
-        std::fprintf(stderr, "bench_linalg: --tuning %s: expected KEY=VALUE with KEY one of blocks, threads, "
-                             "scope, form, rows_per_thread, diagonals, tiles, loads, batch\n",
+        std::fprintf(stderr,
+                     "bench_linalg: --tuning %s: expected KEY=VALUE with KEY one of blocks, threads, "
+                     "scope, form, rows_per_thread, diagonals, tiles, loads, batch\n",
                      kv.c_str());
         return 1;
       }
       sel.tuning.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
     } else {
-      std::fprintf(stderr,
-                   "usage: bench_linalg [--quick] [--cpu] [--bicgstab-only] [--min-n=N] [--max-n=N] [--grids=S,...] "
-                   "[--iterations=N] [--modes=auto,graph,resident,fused] [--tuning KEY=VALUE]...\n");
+      std::fprintf(
+          stderr,
+          "usage: bench_linalg [--quick] [--cpu] [--bicgstab-only] [--min-n=N] [--max-n=N] [--grids=S,...] "
+          "[--iterations=N] [--modes=auto,graph,resident,fused] [--tuning KEY=VALUE]...\n");
       return 1;
     }
   }

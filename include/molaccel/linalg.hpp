@@ -544,7 +544,14 @@ struct SolverOptions {
   int batch = 0;
 };
 
-enum class SolverStatus { converged, max_iterations, breakdown_rho, breakdown_omega, breakdown_alpha, zero_rhs };
+enum class SolverStatus {
+  converged,
+  max_iterations,
+  breakdown_rho,
+  breakdown_omega,
+  breakdown_alpha,
+  zero_rhs
+};
 std::string_view to_string(SolverStatus status);
 std::string_view to_string(Solver solver);
 std::string_view to_string(Launch launch);

@@ -31,7 +31,7 @@ struct resident_setup {
   // The streaming kernel for any n (gpu_path::fused; BiCGStab two-barrier form, CG
   // Chronopoulos-Gear with one barrier): vectors in global memory, grid-stride over rows.
   bool streaming = false;
-  solver_tuning tuning;  // blocks, threads, scope, form, rows_per_thread, tiles, fused_loads
+  solver_tuning tuning;         // blocks, threads, scope, form, rows_per_thread, tiles, fused_loads
   const void* r0hat = nullptr;  // BiCGStab: M A^T b (n, element type), for forms 3 and 4
   // BiCGStab, the matrix by diagonals where set (linalg/diagonal.hpp: dia_count <= 8 increasing
   // offsets, dia_count x n values of the element type, diagonal-major, NaN where the CSR row has

@@ -61,7 +61,7 @@ solver_tuning tuning_for(int /*device*/, const solve_problem& problem) {
   if (t.path == gpu_path::automatic)
     t.path = problem.rows <= resident_automatic_rows ? gpu_path::resident
              : problem.cg                            ? gpu_path::graph
-                                                     : gpu_path::fused;  // measured faster than graph at 1e6 and 1e7
+                          : gpu_path::fused;  // measured faster than graph at 1e6 and 1e7
   if (t.path == gpu_path::fused && !problem.cg) t.fused_loads = problem.rows <= fused_l1_max_rows ? 2 : 1;
   return t;
 }
@@ -217,8 +217,8 @@ struct krylov_operations {
 
 // Accounts one iteration's record (the slot fields) in `result`; returns whether the iteration
 // goes on. Shared by the history-array modes and the resident kernel's records.
-bool account_iteration(SolverResult& result, bool cg, double bb, double threshold, double rr_raw, double alpha,
-                       double omega, bool still_active) {
+bool account_iteration(SolverResult& result, bool cg, double bb, double threshold, double rr_raw,
+                       double alpha, double omega, bool still_active) {
   ++result.iterations;
   const double rr = std::max(0.0, rr_raw);
   result.residual_history.push_back(std::sqrt(rr / bb));
@@ -351,7 +351,8 @@ SolverResult solve_on(const placement& where, const host_csr<double>& host_a, st
       bool active = active0;
       result.status = active ? SolverStatus::max_iterations : SolverStatus::converged;
       // Default: the whole solve in one launch (the kernel stops itself when done).
-      const int batch = std::max(1, tuning.batch > 0 ? tuning.batch : std::min(options.max_iterations, 100000));
+      const int batch =
+          std::max(1, tuning.batch > 0 ? tuning.batch : std::min(options.max_iterations, 100000));
       std::unique_ptr<ProgressBar> progress;
       if (show_progress)
         progress = std::make_unique<ProgressBar>("solve", std::size_t(options.max_iterations), "iterations");
@@ -371,7 +372,8 @@ SolverResult solve_on(const placement& where, const host_csr<double>& host_a, st
       if (progress) progress->finish();
       finish_result(result, x, start);
       result.kernels_per_iteration = 1;  // at most: one launch per batch of iterations
-      result.backend = fmt::format("{} {} ({})", where.describe(), fused ? "fused" : "resident", resident->describe());
+      result.backend =
+          fmt::format("{} {} ({})", where.describe(), fused ? "fused" : "resident", resident->describe());
       return result;
     }
   }
@@ -489,9 +491,8 @@ SolverResult solve_on(const placement& where, const host_csr<double>& host_a, st
 std::vector<const operation_plan*> solver_plans(value_type type, bool jacobi) {
   std::vector<const operation_plan*> out;
   auto collect = [&](const auto& ops) {
-    for (const auto* op :
-         {&ops.bicg_init, &ops.bicg_v, &ops.bicg_s, &ops.bicg_t, &ops.bicg_x, &ops.bicg_p, &ops.cg_init,
-          &ops.cg_q, &ops.cg_x, &ops.cg_p, &ops.carry})
+    for (const auto* op : {&ops.bicg_init, &ops.bicg_v, &ops.bicg_s, &ops.bicg_t, &ops.bicg_x, &ops.bicg_p,
+                           &ops.cg_init, &ops.cg_q, &ops.cg_x, &ops.cg_p, &ops.carry})
       out.push_back(&(*op)->plan());
   };
   if (type == value_type::f32)
@@ -538,8 +539,9 @@ SolverResult solve_with(const Resources& resources, const host_csr<double>& a, s
           tune = tuning_for(std::max(0, where.device), problem_of(a, options));
           tune.batch = options.batch;
         }
-        result = options.precision == Precision::fp32 ? solve_on<float>(where, a, b, options, tune, progress)
-                                                      : solve_on<double>(where, a, b, options, tune, progress);
+        result = options.precision == Precision::fp32
+                     ? solve_on<float>(where, a, b, options, tune, progress)
+                     : solve_on<double>(where, a, b, options, tune, progress);
       },
       job);
   return result;

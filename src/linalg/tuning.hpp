@@ -39,8 +39,8 @@ struct solver_tuning {
   // grid, the matrix by diagonals). 0: 2 in a block, 3 in a cluster, one on a grid where the
   // matrix is stored by diagonals and its halo windows fit shared memory, else 2.
   int form = 0;
-  int rows_per_thread = 0;  // resident grid: 1, 2 or 4 (0: the fewest that fit; two-barrier form by n)
-  bool diagonals = true;    // BiCGStab: the matrix by diagonals where it qualifies (false: CSR)
+  int rows_per_thread = 0;       // resident grid: 1, 2 or 4 (0: the fewest that fit; two-barrier form by n)
+  bool diagonals = true;         // BiCGStab: the matrix by diagonals where it qualifies (false: CSR)
   int tiles_i = 0, tiles_j = 0;  // one-barrier form on a 2-D grid: tiles (0: chosen by cost)
   int fused_loads = 0;           // fused BiCGStab: 1 vectors through L2, 2 through L1 (0: by n)
 };

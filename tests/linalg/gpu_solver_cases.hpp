@@ -30,7 +30,8 @@ inline Resources first_gpu() {
   return Resources::create(ro);
 }
 
-inline double true_residual(const host_csr<double>& a, const std::vector<double>& b, const std::vector<double>& x) {
+inline double true_residual(const host_csr<double>& a, const std::vector<double>& b,
+                            const std::vector<double>& x) {
   const auto ax = multiply(a, x);
   double num = 0, den = 0;
   for (std::size_t i = 0; i < b.size(); ++i) {
@@ -94,8 +95,8 @@ inline solver_tuning tuning_of(const host_csr<double>& a, const SolverOptions& o
 // its own residual and the one recomputed in double on the host within tol (fp32: 10 tol, the
 // recurrence drifts from the true residual by n * eps * cond, as in the CPU test); no NaN or
 // infinity in x.
-inline void expect_valid_solution(const SolverResult& r, const host_csr<double>& a, const std::vector<double>& b,
-                                  const SolverOptions& o) {
+inline void expect_valid_solution(const SolverResult& r, const host_csr<double>& a,
+                                  const std::vector<double>& b, const SolverOptions& o) {
   EXPECT_EQ(r.residual_history.size(), std::size_t(r.iterations) + 1);
   if (r.status == SolverStatus::converged) {
     EXPECT_LE(r.relative_residual, o.tolerance);

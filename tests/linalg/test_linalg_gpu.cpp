@@ -48,14 +48,15 @@ TEST(LinalgGpuSolvers, GraphPathConverges) {
   const Resources res = first_gpu();
   // Poisson 100 and 600 (3.6 x 10^5 rows) and a nonsymmetric matrix.
   const std::vector<host_csr<double>> systems = {
-      poisson_2d(100), poisson_2d(600), read_matrix_market(molaccel::testing::data_dir() / "linalg" / "ani4.mtx")};
+      poisson_2d(100), poisson_2d(600),
+      read_matrix_market(molaccel::testing::data_dir() / "linalg" / "ani4.mtx")};
   for (std::size_t s = 0; s < systems.size(); ++s) {
     const auto& a = systems[s];
     const auto b = ones_rhs(a);
     for (auto solver : {Solver::cg, Solver::bicgstab})
       for (auto precond : {Preconditioner::none, Preconditioner::jacobi})
         for (auto prec : {Precision::fp64, Precision::fp32}) {
-          if (s == 2 && solver == Solver::cg) continue;       // ani4 is not symmetric
+          if (s == 2 && solver == Solver::cg) continue;     // ani4 is not symmetric
           if (s == 1 && prec == Precision::fp32) continue;  // fp32 stalls near 1e-4 at this size
           SolverOptions o;
           o.solver = solver;
@@ -104,11 +105,11 @@ void check_fused(const Resources& res, const host_csr<double>& a, const std::vec
     std::size_t max_rows;
   };
   const std::vector<geometry> geometries = {
-      {0, 0, 0, true, ~std::size_t(0)},  // automatic
-      {8, 128, 0, true, 200000},         // few blocks: many rows per thread
-      {1, 128, 0, true, 20000},          // one block
-      {0, 256, 1, true, 200000},         // 256-thread blocks, vectors through L2
-      {0, 0, 2, true, 200000},           // vectors through L1
+      {0, 0, 0, true, ~std::size_t(0)},   // automatic
+      {8, 128, 0, true, 200000},          // few blocks: many rows per thread
+      {1, 128, 0, true, 20000},           // one block
+      {0, 256, 1, true, 200000},          // 256-thread blocks, vectors through L2
+      {0, 0, 2, true, 200000},            // vectors through L1
       {0, 0, 0, false, ~std::size_t(0)},  // CSR
   };
   const bool qualifies = diagonal_storage(a).has_value();
@@ -121,8 +122,8 @@ void check_fused(const Resources& res, const host_csr<double>& a, const std::vec
       t.diagonals = g.diagonals;
     });
     const auto r = solve_tuned(res, a, b, o, t);
-    SCOPED_TRACE(fmt::format("{} {} n={} {} {} | {}x{} loads {} diagonals {} -> {}", to_string(o.solver), what,
-                             a.rows, o.preconditioner == Preconditioner::jacobi ? "jacobi" : "none",
+    SCOPED_TRACE(fmt::format("{} {} n={} {} {} | {}x{} loads {} diagonals {} -> {}", to_string(o.solver),
+                             what, a.rows, o.preconditioner == Preconditioner::jacobi ? "jacobi" : "none",
                              o.precision == Precision::fp32 ? "fp32" : "fp64", g.blocks, g.threads, g.loads,
                              g.diagonals, r.backend));
     EXPECT_TRUE(contains(r.backend, "fused (streaming")) << r.backend;
@@ -137,7 +138,8 @@ void check_fused(const Resources& res, const host_csr<double>& a, const std::vec
 TEST(LinalgGpuFused, AgreesWithGraphPath) {
   MOLACCEL_REQUIRE_GPU();
   const Resources res = first_gpu();
-  for_each_graph_comparison([&](const host_csr<double>& a, const std::vector<double>& b, const SolverOptions& o,
+  for_each_graph_comparison([&](const host_csr<double>& a, const std::vector<double>& b,
+                                const SolverOptions& o,
                                 const std::string& what) { check_fused(res, a, b, o, what); });
   const auto ani = read_matrix_market(molaccel::testing::data_dir() / "linalg" / "ani4.mtx");
   const auto bus = read_matrix_market(molaccel::testing::data_dir() / "linalg" / "1138_bus.mtx");
@@ -186,8 +188,8 @@ TEST(LinalgGpuFused, LoadPathsAndStoragesAgree) {
         const auto l2 = run(1, true, 0);
         const auto csr = run(1, false, 0);
         SCOPED_TRACE(fmt::format("{} n={} {} {} -> {} ({} iterations, {})", name, a.rows,
-                                 prec == Precision::fp32 ? "fp32" : "fp64", int(precond), l1.backend, l1.iterations,
-                                 to_string(l1.status)));
+                                 prec == Precision::fp32 ? "fp32" : "fp64", int(precond), l1.backend,
+                                 l1.iterations, to_string(l1.status)));
         EXPECT_TRUE(contains(l1.backend, "via L1")) << l1.backend;
         EXPECT_TRUE(contains(l2.backend, "diagonals")) << l2.backend;
         EXPECT_TRUE(contains(csr.backend, "CSR")) << csr.backend;
@@ -234,11 +236,12 @@ TEST(LinalgGpuFused, LargePoissonAgainstGraph) {
           o.launch = Launch::fused;
           o.batch = 64;
           const auto r = loads == 0 ? solve(res, a, b, o)
-                                    : solve_tuned(res, a, b, o, tuning_of(a, o, gpu_path::fused, [](solver_tuning& t) {
-                                                    t.fused_loads = 1;
-                                                  }));
-          SCOPED_TRACE(fmt::format("{} n={} precond {} loads {} -> {} ({} vs {} iterations)", to_string(solver),
-                                   a.rows, int(precond), loads, r.backend, r.iterations, ref.iterations));
+                                    : solve_tuned(res, a, b, o,
+                                                  tuning_of(a, o, gpu_path::fused,
+                                                            [](solver_tuning& t) { t.fused_loads = 1; }));
+          SCOPED_TRACE(fmt::format("{} n={} precond {} loads {} -> {} ({} vs {} iterations)",
+                                   to_string(solver), a.rows, int(precond), loads, r.backend, r.iterations,
+                                   ref.iterations));
           EXPECT_EQ(ref.status, SolverStatus::converged);
           EXPECT_EQ(r.status, SolverStatus::converged);
           EXPECT_NEAR(r.iterations, ref.iterations, 1 + ref.iterations / 5);
@@ -267,7 +270,8 @@ TEST(LinalgGpuFused, BatchesAndCap) {
         const auto whole = run();
         o.batch = 7;
         const auto batched = run();
-        SCOPED_TRACE(fmt::format("{} blocks {} fp{}", to_string(solver), blocks, prec == Precision::fp64 ? 64 : 32));
+        SCOPED_TRACE(
+            fmt::format("{} blocks {} fp{}", to_string(solver), blocks, prec == Precision::fp64 ? 64 : 32));
         EXPECT_EQ(batched.status, SolverStatus::converged);
         EXPECT_EQ(batched.host_checks, (whole.iterations + 6) / 7);
         expect_bitwise_same(batched, whole);

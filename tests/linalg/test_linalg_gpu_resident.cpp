@@ -40,22 +40,22 @@ void check_resident(const Resources& res, const host_csr<double>& a, const std::
   const auto ref = solve(res, a, b, o);
   const bool banded_matrix = diagonal_storage(a).has_value();
   const std::vector<geometry> geometries = {
-      {0, 0, 0, ~std::size_t(0)},         // automatic
+      {0, 0, 0, ~std::size_t(0)},            // automatic
       {0, 0, 0, ~std::size_t(0), 0, false},  // automatic on CSR (general sparse matrices)
-      {1, 0, 0, 2048},                    // one block of 512
-      {1, 128, 0, 512},                   // one block of 128, 4 rows per thread near the top
-      {0, 0, 2, 16384, 0, false},         // one cluster (CG; BiCGStab three barriers on CSR)
-      {2, 128, 2, 1024, 0, false},        // a cluster of 2 x 128 (4 rows per thread)
-      {4, 128, 2, 1024, 0, false},        // a cluster of 4 x 128 (2 rows per thread)
-      {0, 0, 3, ~std::size_t(0)},         // a grid, automatic form (CG; BiCGStab one or two barriers)
-      {8, 128, 3, 1024, 0, false},        // a grid of 8 small blocks, automatic form, CSR
-      {0, 0, 3, ~std::size_t(0), 2},      // a grid, two barriers, diagonals where they fit
+      {1, 0, 0, 2048},                       // one block of 512
+      {1, 128, 0, 512},                      // one block of 128, 4 rows per thread near the top
+      {0, 0, 2, 16384, 0, false},            // one cluster (CG; BiCGStab three barriers on CSR)
+      {2, 128, 2, 1024, 0, false},           // a cluster of 2 x 128 (4 rows per thread)
+      {4, 128, 2, 1024, 0, false},           // a cluster of 4 x 128 (2 rows per thread)
+      {0, 0, 3, ~std::size_t(0)},            // a grid, automatic form (CG; BiCGStab one or two barriers)
+      {8, 128, 3, 1024, 0, false},           // a grid of 8 small blocks, automatic form, CSR
+      {0, 0, 3, ~std::size_t(0), 2},         // a grid, two barriers, diagonals where they fit
       {0, 0, 3, ~std::size_t(0), 2, false},  // a grid, two barriers, CSR (matrix in shared memory at 4 rows)
-      {132, 512, 3, 200000, 2},           // the whole GPU, 1 row per thread
-      {8, 128, 3, 1024, 2, false},        // a grid of 8 small blocks
-      {0, 256, 3, 200000, 2},             // 256-thread blocks
-      {0, 0, 3, ~std::size_t(0), 4},      // a grid, one barrier (banded matrices)
-      {8, 128, 3, 4096, 4},               // a grid of 8 x 128, one barrier
+      {132, 512, 3, 200000, 2},              // the whole GPU, 1 row per thread
+      {8, 128, 3, 1024, 2, false},           // a grid of 8 small blocks
+      {0, 256, 3, 200000, 2},                // 256-thread blocks
+      {0, 0, 3, ~std::size_t(0), 4},         // a grid, one barrier (banded matrices)
+      {8, 128, 3, 4096, 4},                  // a grid of 8 x 128, one barrier
   };
   for (const auto& g : geometries) {
     if (a.rows > g.max_rows) continue;
@@ -67,7 +67,8 @@ void check_resident(const Resources& res, const host_csr<double>& a, const std::
     EXPECT_TRUE(contains(r.backend, "resident")) << r.backend;
     if (g.form == 2) EXPECT_TRUE(contains(r.backend, "2 barriers/iteration")) << r.backend;
     if (g.form == 4) EXPECT_TRUE(contains(r.backend, "1 barrier/iteration")) << r.backend;
-    if (g.scope == 2 && o.solver == Solver::bicgstab) EXPECT_TRUE(contains(r.backend, "3 barriers")) << r.backend;
+    if (g.scope == 2 && o.solver == Solver::bicgstab)
+      EXPECT_TRUE(contains(r.backend, "3 barriers")) << r.backend;
     expect_close_to_graph(r, ref, a, o);
     expect_valid_solution(r, a, b, o);
   }
@@ -76,7 +77,8 @@ void check_resident(const Resources& res, const host_csr<double>& a, const std::
 TEST(LinalgGpuResident, AgreesWithGraphPath) {
   MOLACCEL_REQUIRE_GPU();
   const Resources res = first_gpu();
-  for_each_graph_comparison([&](const host_csr<double>& a, const std::vector<double>& b, const SolverOptions& o,
+  for_each_graph_comparison([&](const host_csr<double>& a, const std::vector<double>& b,
+                                const SolverOptions& o,
                                 const std::string& what) { check_resident(res, a, b, o, what); });
   // The general sparse matrix of the CLI example: CG with Jacobi, automatic (one block, CSR).
   const auto bus = read_matrix_market(molaccel::testing::data_dir() / "linalg" / "1138_bus.mtx");
@@ -111,11 +113,11 @@ TEST(LinalgGpuResident, DiagonalsAgreeWithCsr) {
       {"poisson 447", poisson_2d(447)},  // 4 rows per thread, values in shared memory
   };
   const std::vector<geometry> geometries = {
-      {1, 0, 1, 2048, 2},          // one block of 512
-      {1, 128, 1, 512, 2},         // one block of 128, up to 4 rows per thread
+      {1, 0, 1, 2048, 2},             // one block of 512
+      {1, 128, 1, 512, 2},            // one block of 128, up to 4 rows per thread
       {0, 0, 3, ~std::size_t(0), 2},  // a grid
-      {8, 128, 3, 4096, 2},        // a grid of 8 x 128, 4 rows per thread
-      {132, 512, 3, 200000, 2},    // the whole GPU
+      {8, 128, 3, 4096, 2},           // a grid of 8 x 128, 4 rows per thread
+      {132, 512, 3, 200000, 2},       // the whole GPU
   };
   for (const auto& [name, a] : systems) {
     const auto layout = diagonal_storage(a);
@@ -135,8 +137,8 @@ TEST(LinalgGpuResident, DiagonalsAgreeWithCsr) {
           const auto csr = solve_tuned(res, a, b, o, resident_tuning(a, o, g));
           g.diagonals = true;
           const auto dia = solve_tuned(res, a, b, o, resident_tuning(a, o, g));
-          SCOPED_TRACE(fmt::format("{} n={} {} -> {} ({} iterations, {})", name, a.rows, describe(o, g), dia.backend,
-                                   dia.iterations, to_string(dia.status)));
+          SCOPED_TRACE(fmt::format("{} n={} {} -> {} ({} iterations, {})", name, a.rows, describe(o, g),
+                                   dia.backend, dia.iterations, to_string(dia.status)));
           EXPECT_TRUE(contains(csr.backend, ", CSR")) << csr.backend;
           const bool fits = contains(dia.backend, ", 1 rows/thread")   ? dc <= 8
                             : contains(dia.backend, ", 2 rows/thread") ? dc <= 5
@@ -144,7 +146,8 @@ TEST(LinalgGpuResident, DiagonalsAgreeWithCsr) {
           EXPECT_TRUE(contains(dia.backend, fits ? fmt::format("{} diagonals", dc) : std::string(", CSR")))
               << dia.backend;
           expect_bitwise_same(dia, csr);
-          if (prec == Precision::fp64) EXPECT_EQ(dia.status, SolverStatus::converged) << to_string(dia.status);
+          if (prec == Precision::fp64)
+            EXPECT_EQ(dia.status, SolverStatus::converged) << to_string(dia.status);
           expect_valid_solution(dia, a, b, o);
         }
   }
@@ -160,8 +163,8 @@ TEST(LinalgGpuResident, OneBarrierForm) {
   const Resources res = first_gpu();
   const std::vector<std::pair<int, int>> seven = {{-1, -1}, {-1, 0}, {0, -1}, {0, 0}, {0, 1}, {1, 0}, {1, 1}};
   const std::vector<std::pair<int, int>> five = {{-1, 0}, {0, -1}, {0, 0}, {0, 1}, {1, 0}};
-  const std::vector<stencil_term> constant_seven = {{-1, -1, -0.5}, {-1, 0, -1.25}, {0, -1, -0.0}, {0, 0, 6.0},
-                                                    {0, 1, -1.0},   {1, 0, -1.5},   {1, 1, -0.25}};
+  const std::vector<stencil_term> constant_seven = {
+      {-1, -1, -0.5}, {-1, 0, -1.25}, {0, -1, -0.0}, {0, 0, 6.0}, {0, 1, -1.0}, {1, 0, -1.5}, {1, 1, -0.25}};
   struct one_case {
     std::string name;
     host_csr<double> a;
@@ -178,11 +181,16 @@ TEST(LinalgGpuResident, OneBarrierForm) {
       {"stencil 5 on 5 x 9", random_stencil(5, 9, five, 0.0, 47), {{0, 0, 3, 0}}},
       {"stencil constant 7 on 53 x 167", constant_stencil(53, 167, constant_seven), {{0, 0, 3, 0}}},
       {"banded 1000", banded(1000, 0.3), {{8, 128, 3, 0}}},
-      {"random 8 diagonals 20011", random_banded(20011, {-140, -9, -1, 0, 1, 2, 9, 141}, 0.15, 11),
+      {"random 8 diagonals 20011",
+       random_banded(20011, {-140, -9, -1, 0, 1, 2, 9, 141}, 0.15, 11),
        {{132, 128, 3, 0}, {0, 0, 3, 0}}},
-      {"random 8 diagonals 3001", random_banded(3001, {-60, -9, -1, 0, 1, 2, 9, 61}, 0.15, 21), {{4, 256, 3, 0}}},
+      {"random 8 diagonals 3001",
+       random_banded(3001, {-60, -9, -1, 0, 1, 2, 9, 61}, 0.15, 21),
+       {{4, 256, 3, 0}}},
       {"random 3 diagonals", random_banded(3, {-1, 0, 1}, 0.0, 5), {{0, 0, 3, 0}}},
-      {"random 5 diagonals 9001", random_banded(9001, {-97, -1, 0, 1, 96}, 0.2, 31), {{0, 0, 3, 0}, {12, 512, 3, 0}}},
+      {"random 5 diagonals 9001",
+       random_banded(9001, {-97, -1, 0, 1, 96}, 0.2, 31),
+       {{0, 0, 3, 0}, {12, 512, 3, 0}}},
   };
   for (const auto& c : cases) {
     const auto& a = c.a;
@@ -210,8 +218,8 @@ TEST(LinalgGpuResident, OneBarrierForm) {
             ADD_FAILURE() << c.name << " " << describe(o, g) << ": " << e.what();
             continue;
           }
-          SCOPED_TRACE(fmt::format("{} {} -> {} ({} vs {} iterations, {})", c.name, describe(o, g), one.backend,
-                                   one.iterations, two.iterations, to_string(one.status)));
+          SCOPED_TRACE(fmt::format("{} {} -> {} ({} vs {} iterations, {})", c.name, describe(o, g),
+                                   one.backend, one.iterations, two.iterations, to_string(one.status)));
           EXPECT_TRUE(contains(one.backend, "1 barrier/iteration")) << one.backend;
           EXPECT_EQ(contains(one.backend, " grid)"), grid) << one.backend;
           if (c.tiles_i > 0) EXPECT_TRUE(contains(one.backend, "tiles 5 x 8")) << one.backend;
@@ -219,7 +227,8 @@ TEST(LinalgGpuResident, OneBarrierForm) {
             EXPECT_TRUE(contains(one.backend, "constant stencil")) << one.backend;
           EXPECT_TRUE(contains(two.backend, "2 barriers/iteration")) << two.backend;
           EXPECT_EQ(one.status, two.status);
-          if (prec == Precision::fp64) EXPECT_EQ(one.status, SolverStatus::converged) << to_string(one.status);
+          if (prec == Precision::fp64)
+            EXPECT_EQ(one.status, SolverStatus::converged) << to_string(one.status);
           EXPECT_NEAR(one.iterations, two.iterations, 1 + two.iterations / 10);
           expect_valid_solution(one, a, b, o);
         }
@@ -259,15 +268,15 @@ TEST(LinalgGpuResident, BatchesAndCap) {
   MOLACCEL_REQUIRE_GPU();
   const Resources res = first_gpu();
   const auto poisson = poisson_2d(100);
-  const auto small = banded(500, 0.3);   // fits one block of 128 (4 rows per thread)
-  const auto fifty = poisson_2d(50);     // a grid of 8 x 128: 4 rows per thread
+  const auto small = banded(500, 0.3);  // fits one block of 128 (4 rows per thread)
+  const auto fifty = poisson_2d(50);    // a grid of 8 x 128: 4 rows per thread
   const std::vector<std::pair<const host_csr<double>*, geometry>> runs = {
-      {&poisson, {0, 0, 0, 0}},              // automatic (BiCGStab: one barrier on a grid)
-      {&small, {1, 128, 1, 0, 2}},           // one block, two barriers
-      {&poisson, {0, 0, 2, 0, 0, false}},    // a cluster (BiCGStab: three barriers, CSR)
-      {&poisson, {0, 0, 3, 0, 2}},           // a grid, two barriers
-      {&fifty, {8, 128, 3, 0, 2, false}},    // a grid of 4 rows per thread, matrix in shared memory
-      {&poisson, {0, 0, 3, 0, 4}},           // a grid, one barrier
+      {&poisson, {0, 0, 0, 0}},            // automatic (BiCGStab: one barrier on a grid)
+      {&small, {1, 128, 1, 0, 2}},         // one block, two barriers
+      {&poisson, {0, 0, 2, 0, 0, false}},  // a cluster (BiCGStab: three barriers, CSR)
+      {&poisson, {0, 0, 3, 0, 2}},         // a grid, two barriers
+      {&fifty, {8, 128, 3, 0, 2, false}},  // a grid of 4 rows per thread, matrix in shared memory
+      {&poisson, {0, 0, 3, 0, 4}},         // a grid, one barrier
   };
   for (auto solver : {Solver::cg, Solver::bicgstab})
     for (auto precond : {Preconditioner::none, Preconditioner::jacobi})
@@ -290,8 +299,8 @@ TEST(LinalgGpuResident, BatchesAndCap) {
         EXPECT_EQ(capped.status, SolverStatus::max_iterations);
         EXPECT_EQ(capped.iterations, cap);
         ASSERT_EQ(capped.residual_history.size(), std::size_t(cap) + 1);
-        EXPECT_EQ(capped.residual_history,
-                  std::vector<double>(whole.residual_history.begin(), whole.residual_history.begin() + cap + 1));
+        EXPECT_EQ(capped.residual_history, std::vector<double>(whole.residual_history.begin(),
+                                                               whole.residual_history.begin() + cap + 1));
       }
 }
 

@@ -284,7 +284,7 @@ __device__ __forceinline__ T sum_partials(const T* RESTRICT partials, long long 
                                                    : "the assignments";
     o << "// " << st.kernel_name << ": " << role << "\n";
     o << "extern \"C\" __global__ void __launch_bounds__(256) " << st.kernel_name << "(\n"
-        << parameters() << ")\n{\n";
+      << parameters() << ")\n{\n";
     o << "  constexpr int G = " << (grouped ? "GROUP" : "1") << ";\n";
     if (!st.consumed.empty() || !st.reductions.empty()) o << "  __shared__ T scratch[32];  // block sums\n";
     // Host and device scalars.

@@ -113,7 +113,8 @@ struct row_walk {
 // Registers bounded for kStreamBlocksPerSm blocks of kStreamThreads per SM (64 registers). LD:
 // vload (1 L2, 2 L1); MAT: stream_product (1 CSR, 2 diagonals).
 template <class T, int LD, int MAT>
-__global__ void __launch_bounds__(kStreamThreads, kStreamBlocksPerSm) fused_kernel(const kernel_params<T> kp) {
+__global__ void __launch_bounds__(kStreamThreads, kStreamBlocksPerSm)
+    fused_kernel(const kernel_params<T> kp) {
   __shared__ double warp_part[kSlots][kMaxWarps];
   __shared__ double block_part[kSlots];
   const int tid = int(threadIdx.x), nthreads = int(blockDim.x);
@@ -265,7 +266,8 @@ constexpr int kSlotCg = 0;      // (r, u), (w, u), (r, r): slots 0-2 and 3-5 in 
 constexpr int kSlotCgInit = 0;  // init launch (no iterations): (r, u), (r, r), (w, u)
 
 template <class T>
-__global__ void __launch_bounds__(kStreamThreads, kStreamBlocksPerSm) fused_cg_kernel(const kernel_params<T> kp) {
+__global__ void __launch_bounds__(kStreamThreads, kStreamBlocksPerSm)
+    fused_cg_kernel(const kernel_params<T> kp) {
   __shared__ double warp_part[kSlots][kMaxWarps];
   __shared__ double block_part[kSlots];
   const int tid = int(threadIdx.x), nthreads = int(blockDim.x);

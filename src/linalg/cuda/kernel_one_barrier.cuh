@@ -37,7 +37,6 @@ namespace molaccel::linalg::gpu::resident {
 // barrier and one gather less per iteration.
 constexpr int kSlot1Set = 9;  // the nine sums of a pass: slots [0, 9) and [9, 18) alternately
 
-
 template <class T, int RPT, int DMAX>
 __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel_params<T> kp) {
   // DMAX: the diagonals the products are unrolled for (dia_count <= DMAX). With 5 (the 2-D
@@ -63,10 +62,10 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
   const int h1 = ti + ha + kp.halo[1], n1 = h1 * v1, n2 = (ti + 2 * (ha + kp.halo[1])) * v2;
   const int own = ti * tj, halo1 = n1 - own, halo2 = n2 - own;
   const T* const dg = kp.d;
-  T* const ph = reinterpret_cast<T*>(dynamic_smem);  // M p' over W2
-  T* const sh = ph + n2;                              // M s' over W1
-  T* const rh = sh + n1;                              // r' over W1 (its halo cells)
-  T* const mat = rh + n1;                             // [e * n1 + cell of W1]
+  T* const ph = reinterpret_cast<T*>(dynamic_smem);       // M p' over W2
+  T* const sh = ph + n2;                                  // M s' over W1
+  T* const rh = sh + n1;                                  // r' over W1 (its halo cells)
+  T* const mat = rh + n1;                                 // [e * n1 + cell of W1]
   T* const dw = mat + std::size_t(dc) * std::size_t(n1);  // Jacobi diagonal over W2 (dg only)
   // The halo cells, found once per launch (no index arithmetic per iteration): W2's {cell of W2,
   // cell of W1 or -1, row or -1}, W1's {cell of W1, cell of W2, row or -1}.
@@ -75,7 +74,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
   int4* const tab1 = tab2 + halo2;
   const std::size_t nn = std::size_t(kp.n);
   // The row of grid cell (gi, gj), or -1 outside the grid.
-  auto grid_row = [gw, gh](int gi, int gj) { return gi >= 0 && gi < gh && gj >= 0 && gj < gw ? gi * gw + gj : -1; };
+  auto grid_row = [gw, gh](int gi, int gj) {
+    return gi >= 0 && gi < gh && gj >= 0 && gj < gw ? gi * gw + gj : -1;
+  };
   // Cell q of a window's halo (the window of width vw around the tile, ma rows above and mb
   // columns left of it, without the tile's cells): top rows, then the sides of the tile's rows,
   // then the bottom rows.
@@ -167,7 +168,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
     const int o = k * nthreads + tid, u = o / tj, w = o - u * tj;
     const bool valid = o < own;
     orow[k] = valid ? (i0 + u) * gw + j0 + w : -1;
-    o12[k] = valid ? int(unsigned((u + ha) * v1 + w + hb) | (unsigned((u + 2 * ha) * v2 + w + 2 * hb) << 16)) : 0;
+    o12[k] =
+        valid ? int(unsigned((u + ha) * v1 + w + hb) | (unsigned((u + 2 * ha) * v2 + w + 2 * hb) << 16)) : 0;
     if (valid && (u < 2 * kp.halo[1] || u >= ti - 2 * ha || w < 2 * kp.halo[3] || w >= tj - 2 * hb))
       ring |= 1u << k;
     const int row = orow[k];
@@ -293,7 +295,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
           if (q < halo1) {
             const int4 cell = tab1[q];
             i1[u] = cell.x;
-            if (cell.z >= 0) value[u] = (dg ? dw[cell.y] : T(1)) * step_s(rh[cell.x], product(cell.x, ph + cell.y, v2), ta);
+            if (cell.z >= 0)
+              value[u] = (dg ? dw[cell.y] : T(1)) * step_s(rh[cell.x], product(cell.x, ph + cell.y, v2), ta);
           }
         }
 #pragma unroll

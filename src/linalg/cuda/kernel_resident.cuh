@@ -25,7 +25,12 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
   __shared__ double warp_part[kSlots][kMaxWarps];
   __shared__ double block_part[kSlots];
   const int tid = int(threadIdx.x), nthreads = int(blockDim.x);
-  context<T, SYNC> c{kp, reinterpret_cast<T*>(dynamic_smem), warp_part, block_part, tid & 31, tid >> 5,
+  context<T, SYNC> c{kp,
+                     reinterpret_cast<T*>(dynamic_smem),
+                     warp_part,
+                     block_part,
+                     tid & 31,
+                     tid >> 5,
                      (nthreads + 31) >> 5};
   const int base = int(blockIdx.x) << kp.rb_shift;
 

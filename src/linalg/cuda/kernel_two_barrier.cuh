@@ -30,7 +30,12 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_2(const kernel
   __shared__ double warp_part[kSlots][kMaxWarps];
   __shared__ double block_part[kSlots];
   const int tid = int(threadIdx.x), nthreads = int(blockDim.x);
-  context<T, SYNC> c{kp, reinterpret_cast<T*>(dynamic_smem), warp_part, block_part, tid & 31, tid >> 5,
+  context<T, SYNC> c{kp,
+                     reinterpret_cast<T*>(dynamic_smem),
+                     warp_part,
+                     block_part,
+                     tid & 31,
+                     tid >> 5,
                      (nthreads + 31) >> 5};
   T* const local = c.smem;  // the block's own entries of the vector being multiplied (RB)
   const int base = int(blockIdx.x) << kp.rb_shift;
@@ -146,9 +151,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_2(const kernel
     const int vcur = pub_v + cur;
 #pragma unroll
     for (int k = 0; k < RPT; ++k) {
-      t[k] = product(k, [&](int col) {
-        return diag(col) * step_s(c.pload(pub_r, col), c.pload(vcur, col), ta);
-      });
+      t[k] = product(
+          k, [&](int col) { return diag(col) * step_s(c.pload(pub_r, col), c.pload(vcur, col), ta); });
       c.pstore(pub_t, k * nthreads + tid, m.row[k], t[k]);
       q[0] += double(t[k]) * double(s[k]);
       q[1] += double(t[k]) * double(t[k]);

@@ -62,9 +62,12 @@ void upload(int device, void* dst, const void* src, std::size_t bytes) {
 // against globaltimer), the slowest block's work, block 0's own reduction up to the barrier
 // entry, block 0's wait in the barrier and the last arriver's (the barrier's own latency), the
 // spread of the arrivals (globaltimer), and the gather of the block sums after the barrier.
-void print_trace(const std::vector<unsigned long long>& t, int blocks, int cap, int period, const std::string& what) {
+void print_trace(const std::vector<unsigned long long>& t, int blocks, int cap, int period,
+                 const std::string& what) {
   auto gt = [&](int b, int i) { return double(t[2 * (std::size_t(b) * std::size_t(cap) + std::size_t(i))]); };
-  auto ck = [&](int b, int i) { return double(t[2 * (std::size_t(b) * std::size_t(cap) + std::size_t(i)) + 1]); };
+  auto ck = [&](int b, int i) {
+    return double(t[2 * (std::size_t(b) * std::size_t(cap) + std::size_t(i)) + 1]);
+  };
   const int slots = cap / 4;
   int first = -1, last = -1;  // first and last barrier slot with block 0's sum-done stamp
   for (int j = 0; j < slots; ++j)
@@ -78,13 +81,15 @@ void print_trace(const std::vector<unsigned long long>& t, int blocks, int cap, 
   }
   const int whole = (last - first) / period;
   const int end = first + whole * period;
-  const double ns_per_clock = (gt(0, 4 * end + 3) - gt(0, 4 * first + 3)) / std::max(1.0, ck(0, 4 * end + 3) - ck(0, 4 * first + 3));
+  const double ns_per_clock =
+      (gt(0, 4 * end + 3) - gt(0, 4 * first + 3)) / std::max(1.0, ck(0, 4 * end + 3) - ck(0, 4 * first + 3));
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v.empty() ? 0.0 : v[v.size() / 2];
   };
-  std::string line = fmt::format(fmt::runtime("{}: clock {:.3f} GHz, iteration {:.2f} us"), what,
-                                 1.0 / ns_per_clock, 1e-3 * (gt(0, 4 * end + 3) - gt(0, 4 * first + 3)) / double(whole));
+  std::string line =
+      fmt::format(fmt::runtime("{}: clock {:.3f} GHz, iteration {:.2f} us"), what, 1.0 / ns_per_clock,
+                  1e-3 * (gt(0, 4 * end + 3) - gt(0, 4 * first + 3)) / double(whole));
   for (int q = 0; q < period; ++q) {
     std::vector<double> phase, work0, workmax, reduce0, spread, wait0, waitlast, gather0;
     for (int j = 1; j < slots; ++j) {
@@ -114,10 +119,11 @@ void print_trace(const std::vector<unsigned long long>& t, int blocks, int cap, 
       gather0.push_back((ck(0, E) - ck(0, X)) * ns_per_clock);
     }
     if (phase.empty()) continue;
-    line += fmt::format(fmt::runtime(" | barrier {}: {:.2f} us = work {:.2f} (slowest block {:.2f}) + reduce {:.2f} + "
-                                     "wait {:.2f} (last arriver {:.2f}, arrivals spread {:.2f}) + gather {:.2f}"),
-                        q, 1e-3 * median(phase), 1e-3 * median(work0), 1e-3 * median(workmax), 1e-3 * median(reduce0),
-                        1e-3 * median(wait0), 1e-3 * median(waitlast), 1e-3 * median(spread), 1e-3 * median(gather0));
+    line += fmt::format(
+        fmt::runtime(" | barrier {}: {:.2f} us = work {:.2f} (slowest block {:.2f}) + reduce {:.2f} + "
+                     "wait {:.2f} (last arriver {:.2f}, arrivals spread {:.2f}) + gather {:.2f}"),
+        q, 1e-3 * median(phase), 1e-3 * median(work0), 1e-3 * median(workmax), 1e-3 * median(reduce0),
+        1e-3 * median(wait0), 1e-3 * median(waitlast), 1e-3 * median(spread), 1e-3 * median(gather0));
   }
   trace_message("linalg", line);
 }
@@ -167,10 +173,9 @@ struct resident_solver::impl {
   int dia_a(int k) const { return on_grid() ? setup.dia_a[k] : 0; }
   int dia_b(int k) const { return on_grid() ? setup.dia_b[k] : setup.dia_offsets[k]; }
   // The tiles for blocks of `cells` rows (rows per thread x threads): max_blocks of them when
-  // exact (the count given), else bands of `cells` rows or at most max_blocks tiles, minimising the rows a block handles per iteration (its
-  // own, W1 and W2) plus kTileBlockCost per block (the barrier's arrivals and the gather), among
-  // the tiles at least as wide as tall where there are such.
-  // False when none fits.
+  // exact (the count given), else bands of `cells` rows or at most max_blocks tiles, minimising the rows a
+  // block handles per iteration (its own, W1 and W2) plus kTileBlockCost per block (the barrier's arrivals
+  // and the gather), among the tiles at least as wide as tall where there are such. False when none fits.
   bool choose_tiles(long long cells, int max_blocks, bool exact) {
     const int gw = grid_w(), gh = grid_h();
     int h[4] = {0, 0, 0, 0};
@@ -192,7 +197,8 @@ struct resident_solver::impl {
     };
     if (!on_grid()) {  // bands: ceil(n / cells) blocks unless given (co-residency checked by the caller)
       const long long nb = exact ? max_blocks : ((long long)setup.n + cells - 1) / cells;
-      if (nb < 1 || nb > (1 << 20) || (long long)tile(1, int(nb)).tj > cells || tile(1, int(nb)).w2() >= 65536)
+      if (nb < 1 || nb > (1 << 20) || (long long)tile(1, int(nb)).tj > cells ||
+          tile(1, int(nb)).w2() >= 65536)
         return false;
       return take(1, int(nb));
     }
@@ -201,7 +207,8 @@ struct resident_solver::impl {
     int bi = 0, bj = 0;
     for (int ni = 1; ni <= std::min(gh, max_blocks); ++ni)
       for (int nj = 1; nj <= std::min(gw, max_blocks / ni); ++nj) {
-        if ((exact && ni * nj != max_blocks) || (forced_i > 0 && (ni != forced_i || nj != forced_j))) continue;
+        if ((exact && ni * nj != max_blocks) || (forced_i > 0 && (ni != forced_i || nj != forced_j)))
+          continue;
         const one_tiles t = tile(ni, nj);
         if ((long long)t.ti * t.tj > cells || t.w2() >= 65536) continue;
         const double cost = double(t.ti) * t.tj + double(t.w1()) + double(t.w2()) + kTileBlockCost * ni * nj;
@@ -270,7 +277,8 @@ struct resident_solver::impl {
       kp.trace_cap = trace_cap;
       kp.trace_skip = trace_skip;
     }
-    auto kernel = streaming ? fused_pick<T>() : pick_kernel<T>(setup.cg, rpt, sync, form, diagonals(), five());
+    auto kernel =
+        streaming ? fused_pick<T>() : pick_kernel<T>(setup.cg, rpt, sync, form, diagonals(), five());
     cudaLaunchConfig_t config{};
     config.gridDim = dim3(unsigned(blocks));
     config.blockDim = dim3(unsigned(threads));
@@ -314,7 +322,8 @@ struct resident_solver::impl {
   std::size_t shared_bytes(int r, int s) const {
     const std::size_t rb = std::size_t(r) * std::size_t(threads);
     if (form == 4) return std::size_t(tiles.bytes(setup.dia_count, setup.d != nullptr, int(sizeof(T))));
-    return vector_bytes<T>(r, s) + (matrix_in_shared(r, s) ? std::size_t(kSmemNnz) * rb * (sizeof(T) + sizeof(int)) : 0);
+    return vector_bytes<T>(r, s) +
+           (matrix_in_shared(r, s) ? std::size_t(kSmemNnz) * rb * (sizeof(T) + sizeof(int)) : 0);
   }
 
   // The matrix by diagonals (given by the caller): fused BiCGStab; resident BiCGStab in the one-
@@ -327,9 +336,7 @@ struct resident_solver::impl {
   }
   // Resident: the values of dia_count diagonals fit the cached slots at r rows per thread (1: 8,
   // 2: 5; 4: shared or global memory, any count).
-  bool dia_fits(int r) const {
-    return r == 4 || setup.dia_count <= (r == 1 ? kCached : 5);
-  }
+  bool dia_fits(int r) const { return r == 4 || setup.dia_count <= (r == 1 ? kCached : 5); }
   // Resident kernel at r rows per thread with barrier kind s: by diagonals (form 4; form 2 in a
   // block or on a grid where the values fit).
   bool diagonals_at(int r, int s) const {
@@ -349,8 +356,8 @@ struct resident_solver::impl {
     MOLACCEL_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
     threads = setup.tuning.threads > 0 ? setup.tuning.threads : kStreamThreads;
     if (threads != 128 && threads != 256 && threads != 512)
-      throw Error(fmt::format(fmt::runtime("linalg: fused block size {} (128, 256 or 512)"), threads), __FILE__,
-                  __LINE__);
+      throw Error(fmt::format(fmt::runtime("linalg: fused block size {} (128, 256 or 512)"), threads),
+                  __FILE__, __LINE__);
     int resident = 0;
     MOLACCEL_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
         &resident, reinterpret_cast<const void*>(fused_pick<T>()), threads, 0));
@@ -358,8 +365,8 @@ struct resident_solver::impl {
     const long long need = ((long long)setup.n + threads - 1) / threads;
     const int given = setup.tuning.blocks;
     if (given > 0 && given > cap)
-      throw Error(fmt::format(fmt::runtime("linalg: fused grid of {} blocks of {} (at most {} co-resident)"), given,
-                              threads, cap),
+      throw Error(fmt::format(fmt::runtime("linalg: fused grid of {} blocks of {} (at most {} co-resident)"),
+                              given, threads, cap),
                   __FILE__, __LINE__);
     if (cap < 1) throw Error("linalg: the fused kernel cannot run on this GPU", __FILE__, __LINE__);
     blocks = given > 0 ? given : int(std::max<long long>(1, std::min(cap, need)));
@@ -397,8 +404,10 @@ struct resident_solver::impl {
       for (int r : {1, 2, 4})
         if (fits(r, max_blocks)) {
           rpt = r;
-          blocks = given > 0 ? given
-                             : int(std::max<long long>(1, (n + (long long)r * threads - 1) / ((long long)r * threads)));
+          blocks =
+              given > 0
+                  ? given
+                  : int(std::max<long long>(1, (n + (long long)r * threads - 1) / ((long long)r * threads)));
           return true;
         }
       return false;
@@ -426,13 +435,14 @@ struct resident_solver::impl {
     // Form 4 chosen automatically (on a grid): form 2 where its windows do not fit.
     const bool automatic_one = automatic_grid_one && kind >= 2;
     if (tune.threads == 0 && automatic_one && n <= 256LL * prop.multiProcessorCount) threads = 256;
-    if (form == 0) form = kind == -1 ? kAutomaticFormBlock : kind == 1 ? kAutomaticFormCluster : automatic_one ? 4 : 2;
+    if (form == 0)
+      form = kind == -1 ? kAutomaticFormBlock : kind == 1 ? kAutomaticFormCluster : automatic_one ? 4 : 2;
     if (form == 4 && (kind == -1 || kind == 1))
-      throw Error("linalg: the one-barrier BiCGStab form runs on a grid, not in one block or one cluster", __FILE__,
-                  __LINE__);
+      throw Error("linalg: the one-barrier BiCGStab form runs on a grid, not in one block or one cluster",
+                  __FILE__, __LINE__);
     if (form == 4 && !one_barrier_applies())
-      throw Error("linalg: the one-barrier BiCGStab form needs the matrix by diagonals and M A^T r0", __FILE__,
-                  __LINE__);
+      throw Error("linalg: the one-barrier BiCGStab form needs the matrix by diagonals and M A^T r0",
+                  __FILE__, __LINE__);
     if (form == 3 && kind != 1)
       throw Error("linalg: the three-barrier BiCGStab form runs in one cluster", __FILE__, __LINE__);
     if (form == 2 && kind == 1)
@@ -448,15 +458,17 @@ struct resident_solver::impl {
     if (kind == -1) {
       sync = sync_block;
       if (!choose(1))
-        throw Error(fmt::format(fmt::runtime("linalg: resident mode in one block holds at most {} rows ({} given)"),
-                                4 * threads, n),
-                    __FILE__, __LINE__);
+        throw Error(
+            fmt::format(fmt::runtime("linalg: resident mode in one block holds at most {} rows ({} given)"),
+                        4 * threads, n),
+            __FILE__, __LINE__);
     } else if (kind == 1) {
       sync = sync_cluster;
       if (!choose(16))
-        throw Error(fmt::format(fmt::runtime("linalg: resident mode in one cluster holds at most {} rows ({} given)"),
-                                16 * 4 * threads, n),
-                    __FILE__, __LINE__);
+        throw Error(
+            fmt::format(fmt::runtime("linalg: resident mode in one cluster holds at most {} rows ({} given)"),
+                        16 * 4 * threads, n),
+            __FILE__, __LINE__);
     } else {
       sync = sync_grid;
       // Rows per thread whose grid is co-resident (each variant's own occupancy): with the block
@@ -473,8 +485,8 @@ struct resident_solver::impl {
         // Form 4: the fewest rows per thread that fit (measured faster: docs/linalg.md).
         const bool four = grid_rpt == 4 || (grid_rpt == 0 && n > kGridFourRowsAbove);
         const int* order = given > 0 || grid_rpt == 1 || (form == 4 && grid_rpt == 0) ? order_given
-                           : four                                                       ? order_four
-                                                                                        : order_two;
+                           : four                                                     ? order_four
+                                                                                      : order_two;
         for (int i = 0; i < 3 && !ok; ++i) {
           const int r = order[i];
           int resident = 0;
@@ -482,9 +494,9 @@ struct resident_solver::impl {
           if (form == 4 && r == 4) continue;
           // Form 4: tiles (or bands) for blocks of r x threads rows, one block per SM and one
           // gather chunk at most unless the count is given (then exactly that many).
-          if (form == 4 && !choose_tiles((long long)r * threads,
-                                         given > 0 ? given : std::min(prop.multiProcessorCount, kGatherChunk),
-                                         given > 0))
+          if (form == 4 &&
+              !choose_tiles((long long)r * threads,
+                            given > 0 ? given : std::min(prop.multiProcessorCount, kGatherChunk), given > 0))
             continue;
           const std::size_t bytes = shared_bytes<T>(r, sync_grid);
           auto kernel = pick_kernel<T>(setup.cg, r, sync_grid, form, diagonals_at(r, sync_grid), five());
@@ -503,8 +515,7 @@ struct resident_solver::impl {
             ok = true;
           } else if (form != 4 && cap > 0 && fits(r, cap)) {
             rpt = r;
-            blocks = given > 0 ? given
-                                      : int((n + (long long)r * threads - 1) / ((long long)r * threads));
+            blocks = given > 0 ? given : int((n + (long long)r * threads - 1) / ((long long)r * threads));
             ok = true;
           }
         }
@@ -515,16 +526,18 @@ struct resident_solver::impl {
         try_shapes();
       }
       if (!ok && form == 4)
-        throw Error(fmt::format(fmt::runtime("linalg: the one-barrier BiCGStab form does not fit this GPU for {} "
-                                             "rows (band -{} .. +{}: the halo windows exceed shared memory)"),
-                                n, band_left(), band_right()),
-                    __FILE__, __LINE__);
+        throw Error(
+            fmt::format(fmt::runtime("linalg: the one-barrier BiCGStab form does not fit this GPU for {} "
+                                     "rows (band -{} .. +{}: the halo windows exceed shared memory)"),
+                        n, band_left(), band_right()),
+            __FILE__, __LINE__);
       if (!ok)
-        throw Error(fmt::format(fmt::runtime("linalg: the resident mode holds at most {} rows on this GPU "
-                                             "(4 rows per thread, {} blocks of {}, form {}, {} bytes of shared "
-                                             "memory per block); {} given"),
-                                (long long)cap * 4 * threads, cap, threads, form, shared_bytes<T>(4, sync_grid), n),
-                    __FILE__, __LINE__);
+        throw Error(
+            fmt::format(fmt::runtime("linalg: the resident mode holds at most {} rows on this GPU "
+                                     "(4 rows per thread, {} blocks of {}, form {}, {} bytes of shared "
+                                     "memory per block); {} given"),
+                        (long long)cap * 4 * threads, cap, threads, form, shared_bytes<T>(4, sync_grid), n),
+            __FILE__, __LINE__);
     }
     smem_bytes = shared_bytes<T>(rpt, sync);
     matrix_smem = matrix_in_shared(rpt, sync);
@@ -549,14 +562,17 @@ struct resident_solver::impl {
       const cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
       if (e != cudaSuccess || clusters < 1) {
         cudaGetLastError();
-        throw Error(fmt::format(fmt::runtime("linalg: a cluster of {} blocks of {} threads cannot run on this GPU"),
-                                blocks, threads),
-                    __FILE__, __LINE__);
+        throw Error(
+            fmt::format(fmt::runtime("linalg: a cluster of {} blocks of {} threads cannot run on this GPU"),
+                        blocks, threads),
+            __FILE__, __LINE__);
       }
     }
     if (sync == sync_grid) {
-      exchange.resize(
-          std::max<std::size_t>(1, std::size_t(form == 2 ? 7 : form == 4 ? 2 * ov_count : 2) * setup.n * sizeof(T)));
+      exchange.resize(std::max<std::size_t>(1, std::size_t(form == 2   ? 7
+                                                           : form == 4 ? 2 * ov_count
+                                                                       : 2) *
+                                                   setup.n * sizeof(T)));
       if (form == 4) aux.resize(1);
       partials.resize(std::size_t(kSlots) * std::size_t(blocks));
       counter.resize(1);
@@ -572,17 +588,20 @@ resident_solver::resident_solver(int device, const resident_setup& setup) : impl
   const solver_tuning& tune = setup.tuning;
   // Automatic (0): see kAutomaticForm* (resolved in configure()).
   if (tune.form != 0 && tune.form != 2 && tune.form != 3 && tune.form != 4)
-    throw Error(fmt::format(fmt::runtime("linalg: resident form {} (2, 3 or 4)"), tune.form), __FILE__, __LINE__);
+    throw Error(fmt::format(fmt::runtime("linalg: resident form {} (2, 3 or 4)"), tune.form), __FILE__,
+                __LINE__);
   impl_->form = setup.cg ? 1 : tune.form;
   if (tune.scope < 0 || tune.scope > 3)
     throw Error(fmt::format(fmt::runtime("linalg: resident scope {} (0-3)"), tune.scope), __FILE__, __LINE__);
   if (tune.fused_loads < 0 || tune.fused_loads > 2)
-    throw Error(fmt::format(fmt::runtime("linalg: fused loads {} (0-2)"), tune.fused_loads), __FILE__, __LINE__);
+    throw Error(fmt::format(fmt::runtime("linalg: fused loads {} (0-2)"), tune.fused_loads), __FILE__,
+                __LINE__);
   impl_->loads = tune.fused_loads != 0 ? tune.fused_loads : setup.n <= fused_l1_max_rows ? 2 : 1;
   if (tune.rows_per_thread != 0 && tune.rows_per_thread != 1 && tune.rows_per_thread != 2 &&
       tune.rows_per_thread != 4)
-    throw Error(fmt::format(fmt::runtime("linalg: resident rows per thread {} (1, 2 or 4)"), tune.rows_per_thread),
-                __FILE__, __LINE__);
+    throw Error(
+        fmt::format(fmt::runtime("linalg: resident rows per thread {} (1, 2 or 4)"), tune.rows_per_thread),
+        __FILE__, __LINE__);
   impl_->grid_rpt = tune.rows_per_thread;
   impl_->forced_i = tune.tiles_i;
   impl_->forced_j = tune.tiles_j;
@@ -600,8 +619,8 @@ resident_solver::resident_solver(int device, const resident_setup& setup) : impl
   if (trace_enabled("linalg") && impl_->sync != sync_block) {
     // Barriers per iteration, and barriers before the first iteration of a launch that continues a
     // solve (a plain barrier; the two-barrier form's first product and its sum).
-    const int period = impl_->streaming ? (setup.cg ? 1 : 2)
-                       : setup.cg       ? 3
+    const int period = impl_->streaming   ? (setup.cg ? 1 : 2)
+                       : setup.cg         ? 3
                        : impl_->form == 2 ? 2
                        : impl_->form == 3 ? 3
                                           : 1;
@@ -648,14 +667,16 @@ std::vector<double> resident_solver::run(int iterations) {
     download(impl_->device, stamps.data(), impl_->trace.data(), stamps.size() * sizeof(unsigned long long));
     print_trace(stamps, impl_->blocks, impl_->trace_cap, impl_->trace_period, describe());
   }
-  return std::vector<double>(impl_->host_out.begin() + kStateWords,
-                             impl_->host_out.begin() + kStateWords + std::size_t(kRecordWords) * std::size_t(done));
+  return std::vector<double>(
+      impl_->host_out.begin() + kStateWords,
+      impl_->host_out.begin() + kStateWords + std::size_t(kRecordWords) * std::size_t(done));
 }
 
 std::string resident_solver::describe() const {
   if (impl_->streaming)
-    return fmt::format(fmt::runtime("streaming, {} blocks of {}, {}, {}, {} barrier{}/iteration"), impl_->blocks,
-                       impl_->threads, !impl_->setup.cg && impl_->loads == 2 ? "vectors via L1" : "vectors via L2",
+    return fmt::format(fmt::runtime("streaming, {} blocks of {}, {}, {}, {} barrier{}/iteration"),
+                       impl_->blocks, impl_->threads,
+                       !impl_->setup.cg && impl_->loads == 2 ? "vectors via L1" : "vectors via L2",
                        impl_->diagonals() ? fmt::format(fmt::runtime("{} diagonals"), impl_->setup.dia_count)
                                           : std::string("CSR"),
                        impl_->setup.cg ? 1 : 2, impl_->setup.cg ? "" : "s");
@@ -667,14 +688,18 @@ std::string resident_solver::describe() const {
             ? fmt::format(fmt::runtime("tiles {} x {} of <= {} x {} on the {} x {} grid"), impl_->tiles_i,
                           impl_->tiles_j, t.ti, t.tj, impl_->grid_h(), impl_->grid_w())
             : fmt::format(fmt::runtime("band -{} .. +{}"), impl_->band_left(), impl_->band_right());
-    return fmt::format(fmt::runtime("{} blocks of {}, {} rows/thread, {}, 1 barrier/iteration (halo recomputed, "
-                                    "{}), {}, {} diagonals"),
-                       impl_->blocks, impl_->threads, impl_->rpt, kind, rows,
-                       impl_->constant_stencil() ? "constant stencil (no matrix values read)" : "matrix in shared memory",
-                       impl_->setup.dia_count);
+    return fmt::format(
+        fmt::runtime("{} blocks of {}, {} rows/thread, {}, 1 barrier/iteration (halo recomputed, "
+                     "{}), {}, {} diagonals"),
+        impl_->blocks, impl_->threads, impl_->rpt, kind, rows,
+        impl_->constant_stencil() ? "constant stencil (no matrix values read)" : "matrix in shared memory",
+        impl_->setup.dia_count);
   }
-  return fmt::format(fmt::runtime("{} blocks of {}, {} rows/thread, {}, {} barriers/iteration{}{}"), impl_->blocks,
-                     impl_->threads, impl_->rpt, kind, impl_->setup.cg ? 3 : impl_->form == 2 ? 2 : 3,
+  return fmt::format(fmt::runtime("{} blocks of {}, {} rows/thread, {}, {} barriers/iteration{}{}"),
+                     impl_->blocks, impl_->threads, impl_->rpt, kind,
+                     impl_->setup.cg    ? 3
+                     : impl_->form == 2 ? 2
+                                        : 3,
                      impl_->matrix_smem ? ", matrix in shared memory" : "",
                      impl_->diagonals() ? fmt::format(fmt::runtime(", {} diagonals"), impl_->setup.dia_count)
                                         : std::string(", CSR"));

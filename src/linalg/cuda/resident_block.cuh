@@ -149,7 +149,7 @@ __device__ __forceinline__ void grid_barrier_counter(unsigned long long* counter
 template <class T, int SYNC>
 struct context {
   const kernel_params<T>& kp;
-  T* smem;        // block / cluster: exchanged vectors, 2 x RB
+  T* smem;  // block / cluster: exchanged vectors, 2 x RB
   double (*warp_part)[kMaxWarps];
   double* block_part;  // cluster: kSlots block sums
   int lane, warp, nwarps;
@@ -167,7 +167,8 @@ struct context {
         unsigned long long gt;
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(gt));
         const unsigned long long ck = clock64();
-        unsigned long long* w = kp.trace + 2 * (std::size_t(blockIdx.x) * std::size_t(kp.trace_cap) + std::size_t(i));
+        unsigned long long* w =
+            kp.trace + 2 * (std::size_t(blockIdx.x) * std::size_t(kp.trace_cap) + std::size_t(i));
         w[0] = gt;
         w[1] = ck;
       }
@@ -337,7 +338,8 @@ struct context {
       grid_barrier();
       stamp(2);
       const int blocks = int(gridDim.x);
-      constexpr int U = kGatherChunk / 32, kMaxChunks = 8;  // warp-wide loads in flight per lane; chunks of 32 x U blocks
+      constexpr int U = kGatherChunk / 32,
+                    kMaxChunks = 8;  // warp-wide loads in flight per lane; chunks of 32 x U blocks
       const int chunks = (blocks + 32 * U - 1) / (32 * U);
       if (chunks <= kMaxChunks) {
         // One warp per (sum k, chunk of 128 blocks) reads that chunk's block sums (all loads in
@@ -360,8 +362,9 @@ struct context {
             const int b0 = ch * 32 * U + lane;
 #pragma unroll
             for (int i = 0; i < U; ++i)
-              got[h][i] = (h == 0 || task < tasks) && b0 + 32 * i < blocks ? partial(slot + k, b0 + 32 * i, blocks)
-                                                                           : 0.0;
+              got[h][i] = (h == 0 || task < tasks) && b0 + 32 * i < blocks
+                              ? partial(slot + k, b0 + 32 * i, blocks)
+                              : 0.0;
           }
 #pragma unroll
           for (int h = 0; h < P; ++h) {

@@ -47,14 +47,16 @@ template <class T>
 kernel_ptr<T> pick_kernel(bool cg_solver, int rpt, int sync, int form, bool dia, bool five) {
   if (cg_solver) {
     if (sync == sync_block)
-      return rpt == 1 ? &resident_kernel<T, true, 1, sync_block> : rpt == 2 ? &resident_kernel<T, true, 2, sync_block>
-                                                                          : &resident_kernel<T, true, 4, sync_block>;
+      return rpt == 1   ? &resident_kernel<T, true, 1, sync_block>
+             : rpt == 2 ? &resident_kernel<T, true, 2, sync_block>
+                        : &resident_kernel<T, true, 4, sync_block>;
     if (sync == sync_cluster)
       return rpt == 1   ? &resident_kernel<T, true, 1, sync_cluster>
              : rpt == 2 ? &resident_kernel<T, true, 2, sync_cluster>
                         : &resident_kernel<T, true, 4, sync_cluster>;
-    return rpt == 1 ? &resident_kernel<T, true, 1, sync_grid> : rpt == 2 ? &resident_kernel<T, true, 2, sync_grid>
-                                                                      : &resident_kernel<T, true, 4, sync_grid>;
+    return rpt == 1   ? &resident_kernel<T, true, 1, sync_grid>
+           : rpt == 2 ? &resident_kernel<T, true, 2, sync_grid>
+                      : &resident_kernel<T, true, 4, sync_grid>;
   }
   if (form == 4)
     return rpt == 1 ? (five ? &resident_kernel_1<T, 1, 5> : &resident_kernel_1<T, 1, kDiaMax>)
@@ -65,16 +67,20 @@ kernel_ptr<T> pick_kernel(bool cg_solver, int rpt, int sync, int form, bool dia,
                       : &resident_kernel<T, false, 4, sync_cluster>;
   if (sync == sync_block) {
     if (dia)
-      return rpt == 1 ? &resident_kernel_2<T, 1, sync_block, 2> : rpt == 2 ? &resident_kernel_2<T, 2, sync_block, 2>
-                                                                          : &resident_kernel_2<T, 4, sync_block, 2>;
-    return rpt == 1 ? &resident_kernel_2<T, 1, sync_block, 1> : rpt == 2 ? &resident_kernel_2<T, 2, sync_block, 1>
-                                                                        : &resident_kernel_2<T, 4, sync_block, 1>;
+      return rpt == 1   ? &resident_kernel_2<T, 1, sync_block, 2>
+             : rpt == 2 ? &resident_kernel_2<T, 2, sync_block, 2>
+                        : &resident_kernel_2<T, 4, sync_block, 2>;
+    return rpt == 1   ? &resident_kernel_2<T, 1, sync_block, 1>
+           : rpt == 2 ? &resident_kernel_2<T, 2, sync_block, 1>
+                      : &resident_kernel_2<T, 4, sync_block, 1>;
   }
   if (dia)
-    return rpt == 1 ? &resident_kernel_2<T, 1, sync_grid, 2> : rpt == 2 ? &resident_kernel_2<T, 2, sync_grid, 2>
-                                                                       : &resident_kernel_2<T, 4, sync_grid, 2>;
-  return rpt == 1 ? &resident_kernel_2<T, 1, sync_grid, 1> : rpt == 2 ? &resident_kernel_2<T, 2, sync_grid, 1>
-                                                                     : &resident_kernel_2<T, 4, sync_grid, 1>;
+    return rpt == 1   ? &resident_kernel_2<T, 1, sync_grid, 2>
+           : rpt == 2 ? &resident_kernel_2<T, 2, sync_grid, 2>
+                      : &resident_kernel_2<T, 4, sync_grid, 2>;
+  return rpt == 1   ? &resident_kernel_2<T, 1, sync_grid, 1>
+         : rpt == 2 ? &resident_kernel_2<T, 2, sync_grid, 1>
+                    : &resident_kernel_2<T, 4, sync_grid, 1>;
 }
 
 template <class T>

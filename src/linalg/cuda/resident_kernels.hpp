@@ -9,8 +9,8 @@ namespace molaccel::linalg::gpu::resident {
 
 constexpr int kMaxThreads = 512;  // launch bound: 128 registers per thread
 constexpr int kMaxWarps = kMaxThreads / 32;
-constexpr int kCached = 8;  // nonzeros per row kept in registers (one row per thread; 6 for two)
-constexpr int kSlots = 18;  // reduction slots (each kind of partial sum has its own; form 4: 2 x 9)
+constexpr int kCached = 8;      // nonzeros per row kept in registers (one row per thread; 6 for two)
+constexpr int kSlots = 18;      // reduction slots (each kind of partial sum has its own; form 4: 2 x 9)
 constexpr int kStateWords = 5;  // {rho, active, rr0, iterations done, grid barriers passed}
 constexpr int kRecordWords = 5;
 constexpr int kSmemNnz = 5;  // grid, 4 rows per thread: nonzeros per row kept in shared memory
@@ -35,16 +35,16 @@ struct kernel_params {
   T* x = nullptr;        // state between launches
   T* r = nullptr;
   T* p = nullptr;
-  T* xp = nullptr;  // grid: exchanged vectors (2 x n; two-barrier form: 7 x n, see pub_vec)
-  double* partials = nullptr;                // grid: kSlots x gridDim.x block sums
-  unsigned long long* counter = nullptr;     // grid barrier: arrivals (monotonic)
-  double* out = nullptr;                     // state words, then records
+  T* xp = nullptr;             // grid: exchanged vectors (2 x n; two-barrier form: 7 x n, see pub_vec)
+  double* partials = nullptr;  // grid: kSlots x gridDim.x block sums
+  unsigned long long* counter = nullptr;  // grid barrier: arrivals (monotonic)
+  double* out = nullptr;                  // state words, then records
   int iterations = 0;
   int init = 0;
   double threshold = 0;
-  int matrix_smem = 0;            // grid, 4 rows per thread: rows of <= kSmemNnz in shared memory
-  unsigned matrix_offset = 0;     // their byte offset in the dynamic shared memory
-  double* aux = nullptr;          // streaming kernel: sigma and the buffer index between launches
+  int matrix_smem = 0;         // grid, 4 rows per thread: rows of <= kSmemNnz in shared memory
+  unsigned matrix_offset = 0;  // their byte offset in the dynamic shared memory
+  double* aux = nullptr;       // streaming kernel: sigma and the buffer index between launches
   int scatter = 0;  // grid sums: the block's sums reduced by warp_scatter_sum (form 4; 0: warp_all_sum_n)
   // Opt-in trace (MOLACCEL_TRACE=linalg): thread 0 of every block writes {globaltimer,
   // clock64} at 4 points of each grid / cluster sum (block work done, barrier entry, barrier exit,
@@ -92,7 +92,7 @@ struct one_tiles {
 
 // Exchange buffers (kernel_params::xp), n entries per vector: the one-barrier form publishes s,
 // t, p, v in two sets; the fused BiCGStab kernel keeps r, p, v in two buffers each and t.
-enum one_vec { ov_s = 0, ov_t = 1, ov_p = 2, ov_v = 3, ov_count = 4 };  // published: 2 sets of 4 x n
+enum one_vec { ov_s = 0, ov_t = 1, ov_p = 2, ov_v = 3, ov_count = 4 };     // published: 2 sets of 4 x n
 enum stream_vec { sv_r = 0, sv_p = 2, sv_v = 4, sv_t = 6, sv_count = 7 };  // r, p, v: 2 buffers each
 constexpr int kStreamThreads = 512;
 // Registers bounded for 2 blocks of 512 per SM (64 registers; 1 block, 128 registers, measured

@@ -124,8 +124,9 @@ __device__ __forceinline__ void load_dia_rows(owned_rows<T, RPT>& m, const kerne
 #pragma unroll
       for (int e = 0; e < cached; ++e) {
         m.col[k][e] = 0;
-        m.val[k][e] = e < kp.dia_count && m.row[k] < kp.n ? kp.dia[std::size_t(e) * nn + std::size_t(m.row[k])]
-                                                          : T(NAN);
+        m.val[k][e] = e < kp.dia_count && m.row[k] < kp.n
+                          ? kp.dia[std::size_t(e) * nn + std::size_t(m.row[k])]
+                          : T(NAN);
       }
     }
   }
@@ -152,7 +153,8 @@ __device__ __forceinline__ void load_matrix_smem(const owned_rows<T, RPT>& m, co
         for (int e = 0; e < kSmemNnz; ++e) {
           if constexpr (MAT == 2) {  // the values by diagonals (NaN: no entry), no column indices
             const bool here = e < kp.dia_count && m.row[k] < kp.n;
-            mv[e * rbm + li] = here ? kp.dia[std::size_t(e) * std::size_t(kp.n) + std::size_t(m.row[k])] : T(NAN);
+            mv[e * rbm + li] =
+                here ? kp.dia[std::size_t(e) * std::size_t(kp.n) + std::size_t(m.row[k])] : T(NAN);
           } else {
             const bool here = e < m.len[k] && m.len[k] <= kSmemNnz;
             mc[e * rbm + li] = here ? kp.col_idx[m.start[k] + e] : 0;
