@@ -54,7 +54,9 @@ inline constexpr std::size_t fused_l1_max_rows = 2000000;
 
 // The tuning for `problem` on GPU `device`: the path (automatic: resident up to
 // resident_automatic_rows rows, then fused for BiCGStab and graph for CG) and the choices that
-// depend on the problem size alone.
+// depend on the problem size alone. The choices that depend on the device (its SMs, shared
+// memory and each kernel's occupancy) are left at 0 and made by the resident dispatch when it
+// configures the kernel; `device` is where a per-architecture table would be looked up.
 solver_tuning tuning_for(int device, const solve_problem& problem);
 
 }  // namespace molaccel::linalg
