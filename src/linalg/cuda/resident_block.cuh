@@ -153,7 +153,8 @@ __device__ __forceinline__ void grid_barrier_counter(unsigned long long* counter
 // The same counter without a returning atomic: the target comes from the number of barriers
 // passed since the counter was zeroed (`epoch`, counted across launches), so the arrival is a
 // fire-and-forget red.release and the first acquire poll follows at once.
-__device__ __forceinline__ void grid_barrier_counter_red(unsigned long long* counter, unsigned long long epoch) {
+__device__ __forceinline__ void grid_barrier_counter_red(unsigned long long* counter,
+                                                         unsigned long long epoch) {
   __syncthreads();
   if (threadIdx.x == 0) {
     const unsigned long long target = epoch * gridDim.x;
