@@ -1,5 +1,5 @@
-// `molaccel solve`: CG / BiCGStab on a Matrix Market system or the seed's 2-D Poisson system,
-// and the linalg step of `molaccel demo`.
+// `molaccel linalg solve` (alias `molaccel solve`): CG / BiCGStab on a Matrix Market system or
+// the seed's 2-D Poisson system, and the linalg step of `molaccel demo`.
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -37,24 +37,22 @@ double true_relative_residual(const la::host_csr<double>& a, const std::vector<d
   return den > 0 ? std::sqrt(num / den) : 0.0;
 }
 
-la::solver_options to_solver_options(const SolveOptions& o) {
-  la::solver_options s;
-  s.solver = o.solver == "cg" ? la::solver_kind::cg : la::solver_kind::bicgstab;
-  s.precond = o.precond == "jacobi" ? la::preconditioner::jacobi : la::preconditioner::none;
-  s.precision = o.precision == "fp32" ? la::precision::fp32 : la::precision::fp64;
-  s.launch = o.launch == "graph"        ? la::launch_mode::graph
-             : o.launch == "stream"     ? la::launch_mode::stream
-             : o.launch == "persistent" ? la::launch_mode::persistent
-             : o.launch == "resident"   ? la::launch_mode::resident
-             : o.launch == "fused"      ? la::launch_mode::fused
-                                        : la::launch_mode::automatic;
+la::SolverOptions to_solver_options(const SolveOptions& o) {
+  la::SolverOptions s;
+  s.solver = o.solver == "cg" ? la::Solver::cg : la::Solver::bicgstab;
+  s.preconditioner = o.precond == "jacobi" ? la::Preconditioner::jacobi : la::Preconditioner::none;
+  s.precision = o.precision == "fp32" ? la::Precision::fp32 : la::Precision::fp64;
+  s.launch = o.launch == "graph"      ? la::Launch::graph
+             : o.launch == "resident" ? la::Launch::resident
+             : o.launch == "fused"    ? la::Launch::fused
+                                      : la::Launch::automatic;
   s.tolerance = o.tol;
   s.max_iterations = o.max_iter;
   s.batch = o.batch;
   return s;
 }
 
-nlohmann::json describe(const la::solver_result& r, double true_residual) {
+nlohmann::json describe(const la::SolverResult& r, double true_residual) {
   return {{"status", std::string(la::to_string(r.status))},
           {"iterations", r.iterations},
           {"relative_residual", r.relative_residual},
@@ -115,66 +113,72 @@ int run_solve(RunContext& ctx, const SolveOptions& o) {
   ctx.report["solve"] = describe(result, true_residual);
   // 5, not 2: 2 is every command's usage error (README, exit codes).
   constexpr int kNotConverged = 5;
-  return result.status == la::solver_status::converged || result.status == la::solver_status::zero_rhs
+  return result.status == la::SolverStatus::converged || result.status == la::SolverStatus::zero_rhs
              ? 0
              : kNotConverged;
 }
 
+Action setup_solve(CLI::App& app, CommonOptions& common) {
+  auto o = std::make_shared<SolveOptions>();
+  app.footer(
+      "Conventions: x starts at 0; without --rhs, b = A * ones, so the exact solution is all ones. The "
+      "iteration stops when ||r|| / ||b|| <= --tol (r from the solver's recurrence; the recomputed "
+      "||b - Ax|| / ||b|| is printed too) or after --max-iter iterations. Symmetric Matrix Market files are "
+      "expanded, duplicate entries summed. x is written as a Matrix Market array (n x 1). Exit status: 0 "
+      "converged, 5 not converged (iteration limit or breakdown: rho = 0, omega = 0, (p, Ap) = 0; x is "
+      "still written), 1 bad input, 2 usage, 3 device unavailable, 4 other errors. "
+      "GPU launch modes: graph replays --batch iterations as one CUDA graph per host check; resident runs "
+      "the whole solve in one hand-written kernel that keeps each thread's rows in registers (systems up "
+      "to a few hundred thousand rows); fused runs the solve (or --batch iterations per launch) as one "
+      "streaming cooperative kernel, for any size; auto = resident up to 200,000 rows, else fused for "
+      "BiCGStab and graph for CG (graph wherever the resident or fused kernel cannot take the system).");
+  app.add_option("MATRIX", o->matrix, "Matrix Market file (coordinate or array; real, integer or pattern)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--poisson", o->poisson, "Solve the 2-D Poisson system on an N x N grid instead (n = N^2)")
+      ->check(CLI::Range(std::size_t(1), std::size_t(20000)));
+  app.add_option("--rhs", o->rhs, "Right-hand side b (Matrix Market n x 1); default b = A * ones")
+      ->check(CLI::ExistingFile);
+  app.add_option("--solver", o->solver, "cg (symmetric positive definite) or bicgstab")
+      ->check(CLI::IsMember({"cg", "bicgstab"}))
+      ->default_val("bicgstab");
+  app.add_option("--precond", o->precond, "none or jacobi")
+      ->check(CLI::IsMember({"none", "jacobi"}))
+      ->default_val("none");
+  app.add_option("--precision", o->precision, "fp32 or fp64")
+      ->check(CLI::IsMember({"fp32", "fp64"}))
+      ->default_val("fp64");
+  app.add_option("--tol", o->tol, "Relative residual to stop at")
+      ->check(CLI::Range(0.0, 1.0))
+      ->default_val(1e-8);
+  app.add_option("--max-iter", o->max_iter, "Iteration cap")
+      ->check(CLI::Range(0, 100000000))
+      ->default_val(1000);
+  app.add_option("--launch", o->launch, "GPU launch mode: auto, graph, resident or fused")
+      ->check(CLI::IsMember({"auto", "graph", "resident", "fused"}))
+      ->default_val("auto");
+  app.add_option("--batch", o->batch, "Iterations per host check (0 = automatic)")
+      ->check(CLI::Range(0, 4096));
+  app.add_option("-o,--output", o->output, "Write x here (Matrix Market array)");
+  common.add_device_options(app);
+  return [o](RunContext& ctx) { return run_solve(ctx, *o); };
+}
+
 const bool solve_registered = register_command({
-    .group = "",
+    .group = "linalg",
     .name = "solve",
     .purpose = "Solve A x = b with CG or BiCGStab (Matrix Market file or 2-D Poisson)",
-    .example = "molaccel solve data/linalg/1138_bus.mtx --solver cg --precond jacobi -o x.mtx",
-    .setup = [](CLI::App& app, CommonOptions& common) -> Action {
-      auto o = std::make_shared<SolveOptions>();
-      app.footer(
-          "Conventions: x starts at 0; without --rhs, b = A * ones, so the exact solution is all ones. The "
-          "iteration stops when ||r|| / ||b|| <= --tol (r from the solver's recurrence; the recomputed "
-          "||b - Ax|| / ||b|| is printed too) or after --max-iter iterations. Symmetric Matrix Market files "
-          "are "
-          "expanded, duplicate entries summed. x is written as a Matrix Market array (n x 1). Exit status: 0 "
-          "converged, 5 not converged (iteration limit or breakdown: rho = 0, omega = 0, (p, Ap) = 0; x is "
-          "still written), 1 bad input, 2 usage, 3 device unavailable, 4 other errors. "
-          "GPU launch modes: graph replays --batch iterations as one CUDA graph per host check; persistent "
-          "runs "
-          "them as one generated kernel with grid-wide barriers; resident runs the whole solve in one "
-          "hand-written kernel that keeps each thread's rows in registers (systems up to a few hundred "
-          "thousand rows); fused runs --batch iterations per launch as one streaming "
-          "cooperative kernel with two grid barriers per BiCGStab iteration (CG: one), for any size; "
-          "stream launches every kernel; auto = resident up to 200,000 rows, else fused for BiCGStab "
-          "and graph for CG.");
-      app.add_option("MATRIX", o->matrix,
-                     "Matrix Market file (coordinate or array; real, integer or pattern)")
-          ->check(CLI::ExistingFile);
-      app.add_option("--poisson", o->poisson,
-                     "Solve the 2-D Poisson system on an N x N grid instead (n = N^2)")
-          ->check(CLI::Range(std::size_t(1), std::size_t(20000)));
-      app.add_option("--rhs", o->rhs, "Right-hand side b (Matrix Market n x 1); default b = A * ones")
-          ->check(CLI::ExistingFile);
-      app.add_option("--solver", o->solver, "cg (symmetric positive definite) or bicgstab")
-          ->check(CLI::IsMember({"cg", "bicgstab"}))
-          ->default_val("bicgstab");
-      app.add_option("--precond", o->precond, "none or jacobi")
-          ->check(CLI::IsMember({"none", "jacobi"}))
-          ->default_val("none");
-      app.add_option("--precision", o->precision, "fp32 or fp64")
-          ->check(CLI::IsMember({"fp32", "fp64"}))
-          ->default_val("fp64");
-      app.add_option("--tol", o->tol, "Relative residual to stop at")
-          ->check(CLI::Range(0.0, 1.0))
-          ->default_val(1e-8);
-      app.add_option("--max-iter", o->max_iter, "Iteration cap")
-          ->check(CLI::Range(0, 100000000))
-          ->default_val(1000);
-      app.add_option("--launch", o->launch, "GPU launch mode: auto, stream, graph, persistent, resident or fused")
-          ->check(CLI::IsMember({"auto", "stream", "graph", "persistent", "resident", "fused"}))
-          ->default_val("auto");
-      app.add_option("--batch", o->batch, "Iterations per host check (0 = automatic)")
-          ->check(CLI::Range(0, 4096));
-      app.add_option("-o,--output", o->output, "Write x here (Matrix Market array)");
-      common.add_device_options(app);
-      return [o](RunContext& ctx) { return run_solve(ctx, *o); };
-    },
+    .example = "molaccel linalg solve data/linalg/1138_bus.mtx --solver cg --precond jacobi -o x.mtx",
+    .setup = setup_solve,
+    .order = 40,
+});
+
+// `molaccel solve`: the same command at the top level (its name before the engine groups).
+const bool solve_alias_registered = register_command({
+    .group = "",
+    .name = "solve",
+    .purpose = "Alias of `molaccel linalg solve`",
+    .example = "molaccel solve --poisson 316",
+    .setup = setup_solve,
     .order = 40,
 });
 
@@ -218,8 +222,8 @@ void run_linalg_demo(DemoContext& dc) {
   const std::size_t grid = 128;
   const auto a = la::poisson_2d(grid);
   const auto b = la::multiply(a, std::vector<double>(a.rows, 1.0));
-  for (auto kind : {la::solver_kind::cg, la::solver_kind::bicgstab}) {
-    la::solver_options o;
+  for (auto kind : {la::Solver::cg, la::Solver::bicgstab}) {
+    la::SolverOptions o;
     o.solver = kind;
     o.tolerance = 1e-8;
     o.max_iterations = 2000;

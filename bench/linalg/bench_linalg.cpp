@@ -1,9 +1,14 @@
 // linalg benchmarks: the paper's BLAS-1 example as one generated kernel vs four separate
 // kernels, the paper's BLAS-2 example vs cuBLAS separate calls, and fp64 BiCGStab on 2-D
-// Poisson (time per iteration, graph vs stream launches) against the memory-bandwidth floor.
-// ViennaCL's BiCGStab runs in bench_linalg_viennacl (same table format) when it is installed.
+// Poisson (time per iteration per launch mode) against the memory-bandwidth floor. ViennaCL's
+// BiCGStab runs in bench_linalg_viennacl (same table format) when it is installed.
 //
-//   bench_linalg [--quick] [--cpu]
+//   bench_linalg [--quick] [--cpu] [--bicgstab-only] [--grids=32,100,316] [--modes=auto,graph]
+//                [--tuning form=2 --tuning scope=grid ...]
+// --tuning sets a field of the solvers' internal tuning (src/linalg/tuning.hpp) for a side-by-side
+// comparison: blocks, threads, scope (block, cluster, grid), form (resident BiCGStab barriers per
+// iteration: 1, 2, 3), rows_per_thread, diagonals (0: CSR), tiles (IxJ), loads (fused: l1, l2),
+// batch.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +19,7 @@
 
 #include "common/harness.hpp"
 #include "linalg/backend.hpp"
+#include "linalg/solve_tuned.hpp"
 #include "molaccel/linalg.hpp"
 
 namespace molaccel::bench {
@@ -168,37 +174,44 @@ void bench_blas2(const placement& where, const std::string& device, bool quick) 
 
 struct bicgstab_selection {
   std::size_t min_n = 0, max_n = 0;  // 0: no bound
-  // Poisson grid sides (n = side^2); 316: n = 99,856, the largest square grid within the issue's
-  // n <= 1e5 (317: 100,489, the former "1e5" row); 447: n = 2e5, the resident mode's range.
-  // --grids= replaces them.
-  std::vector<std::size_t> grids{32, 100, 316, 317, 447, 1000, 3163};
+  // Poisson grid sides (n = side^2); 316: n = 99,856, the largest square grid within n <= 1e5;
+  // 447: n = 2e5, the resident path's range. --grids= replaces them.
+  std::vector<std::size_t> grids{32, 100, 316, 447, 1000, 3163};
   int iterations = 0;  // per solve (--iterations=); 0: 400 up to n = 1e5, 100 above
-  bool graph = true, stream = true, persistent = true, resident = true;
-  // Persistent geometries "BLOCKSxTHREADS" (0x0 = one block of 256 per SM), compared side by side.
-  std::vector<std::pair<int, int>> persistent_geometries = {{0, 0}};
-  // Resident geometries "BLOCKSxTHREADS[c|g|o|a|e][+]" (0x0 = automatic; c cluster, g grid with the
-  // flag barrier, o grid with cooperative groups' grid.sync(), a grid with one arrival counter,
-  // e the counter with a non-returning red arrival, n the counter with a generation word, q the
-  // counter whose last arrival does not poll; +: the two-barrier BiCGStab form, - the four,
-  // t the three, i the one (grid, by diagonals);
-  // s / l: matrix rows in shared memory / read from L2 (grid, 4 rows per thread; default s);
-  // r / d: the matrix as CSR / by diagonals (solver_options::resident_matrix 1 / 2).
-  struct resident_geometry {
-    int blocks = 0, threads = 0, barrier = 0, form = 0, matrix_shared = 0, gather = 0, matrix = 0;
-    std::string label = "resident";
-  };
-  std::vector<resident_geometry> resident_geometries = {{}};
-  // Fused (streaming two-barrier BiCGStab) geometries "BLOCKSxTHREADS[1|2]" (0x0 = automatic;
-  // 1 / 2: registers for 1 / 2 blocks of 512 per SM); only when --modes names fused.
-  bool fused = false;
-  struct fused_geometry {
-    int blocks = 0, threads = 0, per_sm = 0, barrier = 0, gather = 0;
-    int loads = 0, rows = 0;  // solver_options::fused_loads / fused_rows (0 automatic)
-    int matrix = 0;           // solver_options::fused_matrix (0 automatic, 1 CSR, 2 diagonals)
-    std::string label = "fused";
-  };
-  std::vector<fused_geometry> fused_geometries = {{}};
+  // Launch modes compared side by side (--modes=auto,graph,resident,fused).
+  std::vector<Launch> modes{Launch::automatic, Launch::graph};
+  // --tuning k=v (repeatable): solver_tuning fields for the resident and fused runs.
+  std::vector<std::pair<std::string, std::string>> tuning;
 };
+
+// Applies one --tuning k=v to `t`; false for an unknown key.
+bool apply_tuning(solver_tuning& t, const std::string& key, const std::string& value) {
+  const int v = std::atoi(value.c_str());
+  if (key == "blocks")
+    t.blocks = v;
+  else if (key == "threads")
+    t.threads = v;
+  else if (key == "scope")  // block, cluster, grid
+    t.scope = value == "block" ? 1 : value == "cluster" ? 2 : value == "grid" ? 3 : v;
+  else if (key == "form")  // resident BiCGStab barriers per iteration: 1 (one barrier), 2 or 3
+    t.form = v == 1 ? 4 : v;
+  else if (key == "rows_per_thread")
+    t.rows_per_thread = v;
+  else if (key == "diagonals")
+    t.diagonals = value != "0" && value != "no";
+  else if (key == "tiles") {  // IxJ
+    const std::size_t x = value.find('x');
+    if (x == std::string::npos) return false;
+    t.tiles_i = std::atoi(value.substr(0, x).c_str());
+    t.tiles_j = std::atoi(value.c_str() + x + 1);
+  } else if (key == "loads")  // fused: l1 or l2
+    t.fused_loads = value == "l1" ? 2 : value == "l2" ? 1 : v;
+  else if (key == "batch")
+    t.batch = v;
+  else
+    return false;
+  return true;
+}
 
 void bench_bicgstab(const Resources& resources, const std::string& device, double copy_bw, bool quick,
                     const bicgstab_selection& sel) {
@@ -206,6 +219,9 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
   // a row pointer, the input and output vector: 80 B) and 20 vector reads/writes of the
   // fused vector updates and inner products (160 B).
   const double bytes_per_row = 2 * 80.0 + 160.0;
+  std::string tuning_label;
+  for (const auto& [k, v] : sel.tuning)
+    tuning_label += fmt::format("{}{}={}", tuning_label.empty() ? "" : ",", k, v);
   for (std::size_t grid : sel.grids) {
     const std::size_t n = grid * grid;
     if (sel.max_n ? n > sel.max_n : quick && n > 2000000) break;
@@ -213,62 +229,31 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
     if (!resources.uses_gpu() && n > 200000) break;
     const auto a = poisson_2d(grid);
     const auto b = multiply(a, std::vector<double>(n, 1.0));
-    struct run {
-      launch_mode mode;
-      std::pair<int, int> geometry;
-      bicgstab_selection::resident_geometry resident;
-      bicgstab_selection::fused_geometry fused{};
-    };
-    std::vector<run> runs;
-    if (sel.graph) runs.push_back({launch_mode::graph, {0, 0}, {}});
-    if (sel.stream) runs.push_back({launch_mode::stream, {0, 0}, {}});
-    if (sel.persistent)
-      for (auto g : sel.persistent_geometries) runs.push_back({launch_mode::persistent, g, {}});
-    if (sel.resident)
-      for (const auto& g : sel.resident_geometries) runs.push_back({launch_mode::resident, {0, 0}, g});
-    if (sel.fused && resources.uses_gpu())
-      for (const auto& g : sel.fused_geometries) runs.push_back({launch_mode::fused, {0, 0}, {}, g});
-    for (const auto& [mode, geometry, resident, fused] : runs) {
-      if (mode == launch_mode::resident && n > 300000) {
-        std::printf("linalg/bicgstab-poisson n=%zu: %s: not run (rows do not fit the GPU's threads)\n", n,
-                    resident.label.c_str());
+    for (const Launch mode : sel.modes) {
+      if (!resources.uses_gpu() && mode != Launch::automatic) continue;
+      if (mode == Launch::resident && n > 300000) {
+        std::printf("linalg/bicgstab-poisson n=%zu: resident: not run (rows do not fit the GPU's threads)\n",
+                    n);
         continue;
       }
-      if (!resources.uses_gpu() && mode != launch_mode::graph) continue;
-      if (mode == launch_mode::persistent && n > 1100000)
-        continue;  // one block per SM: for latency-bound sizes
-      if (mode == launch_mode::persistent && geometry.first > 0 && geometry.first < 16 && n > 200000)
-        continue;  // a few blocks: only for small systems
-      solver_options o;
-      o.persistent_blocks = geometry.first;
-      o.persistent_threads = geometry.second;
-      o.resident_blocks = resident.blocks;
-      o.resident_threads = resident.threads;
-      o.resident_barrier = resident.barrier;
-      o.resident_form = resident.form;
-      o.resident_matrix_shared = resident.matrix_shared;
-      o.resident_matrix = resident.matrix;
-      o.resident_gather = mode == launch_mode::fused ? fused.gather : resident.gather;
-      if (mode == launch_mode::fused) o.resident_barrier = fused.barrier;
-      o.fused_blocks = fused.blocks;
-      o.fused_threads = fused.threads;
-      o.fused_blocks_per_sm = fused.per_sm;
-      o.fused_loads = fused.loads;
-      o.fused_rows = fused.rows;
-      o.fused_matrix = fused.matrix;
-      o.solver = solver_kind::bicgstab;
+      SolverOptions o;
+      o.solver = Solver::bicgstab;
       o.tolerance = 0;  // fixed iteration count: the iteration stops only on the cap or a breakdown
       o.max_iterations = sel.iterations > 0 ? sel.iterations : n <= 100000 ? 400 : 100;
       o.launch = mode;
+      // The tuning of this mode (automatic: the path tuning_for picks) with the --tuning settings.
+      solver_tuning tuning = tuning_for(std::max(0, placement_of(resources).device), problem_of(a, o));
+      for (const auto& [k, v] : sel.tuning) apply_tuning(tuning, k, v);
       std::vector<double> per_iteration;
-      solver_result last;
+      SolverResult last;
       try {
         for (int rep = 0; rep < 3; ++rep) {
-          last = solve(resources, a, b, o);
+          last = sel.tuning.empty() ? solve(resources, a, b, o) : solve_tuned(resources, a, b, o, tuning);
           per_iteration.push_back(last.seconds_per_iteration);
         }
       } catch (const std::exception& e) {
-        std::printf("linalg/bicgstab-poisson n=%zu: launch mode %d failed: %s\n", n, int(mode), e.what());
+        std::printf("linalg/bicgstab-poisson n=%zu: launch %s failed: %s\n", n,
+                    std::string(to_string(mode)).c_str(), e.what());
         continue;
       }
       std::sort(per_iteration.begin(), per_iteration.end());
@@ -278,14 +263,10 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
       t.max_s = per_iteration[2];
       t.repeats = 3;
       const double floor_s = bytes_per_row * double(n) / copy_bw;
+      const std::string label = resources.uses_gpu() ? std::string(to_string(mode)) : std::string("cpu");
       print_row(
-          {.benchmark = fmt::format("linalg/bicgstab-poisson/fp64/{}",
-                                    resources.uses_gpu() ? (mode == launch_mode::graph      ? "graph"
-                                                            : mode == launch_mode::stream   ? "stream"
-                                                            : mode == launch_mode::resident ? resident.label
-                                                            : mode == launch_mode::fused    ? fused.label
-                                                                                            : "persistent")
-                                                         : "cpu"),
+          {.benchmark = fmt::format("linalg/bicgstab-poisson/fp64/{}{}", label,
+                                    tuning_label.empty() ? "" : "[" + tuning_label + "]"),
            .device = device,
            .size = fmt::format("n={}", n),
            .timing = t,
@@ -311,16 +292,6 @@ void for_each_item(const std::string& list, Fn fn) {
   }
 }
 
-// Calls fn(item, position of 'x') for each BLOCKSxTHREADS[suffix] item of a comma list (the
-// --persistent=, --resident= and --fused= geometries); items without an 'x' are ignored.
-template <class Fn>
-void for_each_geometry(const std::string& list, Fn fn) {
-  for_each_item(list, [&](const std::string& item) {
-    const std::size_t x = item.find('x');
-    if (x != std::string::npos) fn(item, x);
-  });
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -341,95 +312,37 @@ int main(int argc, char** argv) {
       sel.min_n = std::size_t(std::atof(v));
     } else if (auto v = value("--grids=")) {  // e.g. 150,224,317
       sel.grids.clear();
-      for_each_item(v, [&](const std::string& item) { sel.grids.push_back(std::size_t(std::atoll(item.c_str()))); });
+      for_each_item(
+          v, [&](const std::string& item) { sel.grids.push_back(std::size_t(std::atoll(item.c_str()))); });
     } else if (auto v = value("--max-n=")) {
       sel.max_n = std::size_t(std::atof(v));
     } else if (auto v = value("--iterations=")) {
       sel.iterations = std::atoi(v);
-    } else if (auto v = value("--modes=")) {  // e.g. graph,persistent
-      const std::string m = v;
-      sel.graph = m.find("graph") != std::string::npos;
-      sel.stream = m.find("stream") != std::string::npos;
-      sel.persistent = m.find("persistent") != std::string::npos;
-      sel.resident = m.find("resident") != std::string::npos;
-      sel.fused = m.find("fused") != std::string::npos;
-    } else if (auto v = value("--persistent=")) {  // e.g. 0x0,1x1024,4x1024
-      sel.persistent_geometries.clear();
-      for_each_geometry(v, [&](const std::string& item, std::size_t x) {
-        sel.persistent_geometries.push_back({std::atoi(item.substr(0, x).c_str()), std::atoi(item.c_str() + x + 1)});
+    } else if (auto v = value("--modes=")) {  // e.g. auto,graph,resident,fused
+      sel.modes.clear();
+      for_each_item(v, [&](const std::string& m) {
+        sel.modes.push_back(m == "graph"      ? Launch::graph
+                            : m == "resident" ? Launch::resident
+                            : m == "fused"    ? Launch::fused
+                                              : Launch::automatic);
       });
-    } else if (auto v = value("--fused=")) {  // e.g. 0x0,132x5121,264x512
-      sel.fused_geometries.clear();
-      for_each_geometry(v, [&](const std::string& item, std::size_t x) {
-        bicgstab_selection::fused_geometry g;
-        g.blocks = std::atoi(item.substr(0, x).c_str());
-        std::string threads = item.substr(x + 1);
-        // Trailing A / Z: every warp / warp 0 gathers the block sums; n: barrier 6; c / a: vector
-        // loads through L2 / L1 (fused_loads 1 / 2); s / b: grid-stride / balanced rows (fused_rows 1 / 2);
-        // r / d: the matrix as CSR / by diagonals (fused_matrix 1 / 2).
-        while (!threads.empty() && std::string_view("AZncasbrd").find(threads.back()) != std::string_view::npos) {
-          const char t = threads.back();
-          if (t == 'r' || t == 'd')
-            g.matrix = t == 'r' ? 1 : 2;
-          else if (t == 'c' || t == 'a')
-            g.loads = t == 'c' ? 1 : 2;
-          else if (t == 's' || t == 'b')
-            g.rows = t == 's' ? 1 : 2;
-          else if (t == 'n')
-            g.barrier = 6;
-          else
-            g.gather = threads.back() == 'A' ? 1 : 2;
-          threads.pop_back();
-        }
-        // A trailing 1 or 2 after a block size of 128/256/512 is the blocks-per-SM bound.
-        if (threads.size() == 4 && (threads.back() == '1' || threads.back() == '2')) {
-          g.per_sm = threads.back() - '0';
-          threads.pop_back();
-        }
-        g.threads = std::atoi(threads.c_str());
-        g.label = item == "0x0" ? "fused" : "fused-" + item;
-        sel.fused_geometries.push_back(g);
-      });
-    } else if (auto v = value("--resident=")) {  // e.g. 0x0,1x512,16x512c,132x512g,132x512o
-      sel.resident_geometries.clear();
-      for_each_geometry(v, [&](const std::string& item, std::size_t x) {
-        bicgstab_selection::resident_geometry g;
-        g.blocks = std::atoi(item.substr(0, x).c_str());
-        g.threads = std::atoi(item.c_str() + x + 1);
-        std::string shape = item;
-        // Trailing + / - / t / i: BiCGStab with two / four / three / one barrier(s) (resident_form 2 / 1 / 3 / 4);
-        // s / l: matrix in shared memory / from L2; A / Z: every warp / one read per block gathers;
-        // r / d: the matrix as CSR / by diagonals.
-        while (shape.back() == '+' || shape.back() == '-' || shape.back() == 't' || shape.back() == 'i' || shape.back() == 's' ||
-               shape.back() == 'l' || shape.back() == 'A' || shape.back() == 'Z' || shape.back() == 'r' ||
-               shape.back() == 'd') {
-          if (shape.back() == 'r' || shape.back() == 'd')
-            g.matrix = shape.back() == 'r' ? 1 : 2;
-          else if (shape.back() == 'A' || shape.back() == 'Z')
-            g.gather = shape.back() == 'A' ? 1 : 2;
-          else if (shape.back() == 's' || shape.back() == 'l')
-            g.matrix_shared = shape.back() == 's' ? 2 : 1;
-          else
-            g.form = shape.back() == '+' ? 2 : shape.back() == 't' ? 3 : shape.back() == 'i' ? 4 : 1;
-          shape.pop_back();
-        }
-        const char last = shape.back();
-        g.barrier = last == 'c'   ? 1
-                    : last == 'g' ? 2
-                    : last == 'o' ? 3
-                    : last == 'a' ? 4
-                    : last == 'e' ? 5
-                    : last == 'n' ? 6
-                    : last == 'q' ? 7
-                                  : 0;
-        g.label = item == "0x0" ? "resident" : "resident-" + item;
-        sel.resident_geometries.push_back(g);
-      });
+    } else if (arg == "--tuning" && i + 1 < argc) {  // --tuning k=v, repeatable
+      const std::string kv = argv[++i];
+      const std::size_t eq = kv.find('=');
+      solver_tuning probe;
+      if (eq == std::string::npos || !apply_tuning(probe, kv.substr(0, eq), kv.substr(eq + 1))) {
+        std::fprintf(stderr,
+                     "bench_linalg: --tuning %s: expected KEY=VALUE with KEY one of blocks, threads, "
+                     "scope, form, rows_per_thread, diagonals, tiles, loads, batch\n",
+                     kv.c_str());
+        return 1;
+      }
+      sel.tuning.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
     } else {
-      std::fprintf(stderr,
-                   "usage: bench_linalg [--quick] [--cpu] [--bicgstab-only] [--min-n=N] [--max-n=N] [--grids=S,...] [--iterations=N] "
-                   "[--modes=graph,stream,persistent,resident,fused] [--persistent=BxT,...] "
-                   "[--resident=BxT[c|g|o|a|e|n|q][+|-|t][s|l][A|Z][r|d],...] [--fused=BxT[1|2][n][A|Z][c|a][s|b][r|d],...]\n");
+      std::fprintf(
+          stderr,
+          "usage: bench_linalg [--quick] [--cpu] [--bicgstab-only] [--min-n=N] [--max-n=N] [--grids=S,...] "
+          "[--iterations=N] [--modes=auto,graph,resident,fused] [--tuning KEY=VALUE]...\n");
       return 1;
     }
   }

@@ -519,114 +519,32 @@ std::vector<double> multiply(const host_csr<double>& a, std::span<const double> 
 // ---------------------------------------------------------------------------------------------
 // Krylov solvers.
 // ---------------------------------------------------------------------------------------------
-enum class solver_kind { cg, bicgstab };
-enum class preconditioner { none, jacobi };
-enum class precision { fp32, fp64 };
-// stream: one launch per generated kernel, host check every iteration. graph: a CUDA graph of
-// `batch` iterations replayed per host check (no launch overhead); the iterations after
-// convergence in a batch are masked no-ops. persistent: the batch as one generated kernel
-// (cooperative launch, one block per SM, grid-wide barriers between the stages): one launch per
-// batch. resident: a hand-written cooperative kernel keeps each thread's rows (vectors and short
-// matrix rows) in registers across iterations and runs the whole solve (or `batch` iterations
-// per host check) in one launch; for systems that fit the GPU's threads (a few hundred thousand
-// rows). automatic: resident on a GPU up to resident_automatic_rows rows, else fused for
-// BiCGStab and graph for CG (falling back to graph when the fused grid cannot run).
-// fused: the resident kernel's two-barrier BiCGStab as a streaming cooperative kernel
-// for any n (vectors in global memory, grid-stride over rows, two grid barriers per iteration;
-// CG in Chronopoulos-Gear form, one), `batch` iterations per launch; docs/linalg.md.
-enum class launch_mode { automatic, stream, graph, persistent, resident, fused };
+enum class Solver { cg, bicgstab };
+enum class Preconditioner { none, jacobi };  // jacobi: M = diag(A)^-1
+enum class Precision { fp32, fp64 };         // of the matrix values, vectors and GPU iterations
+// How a GPU runs the iterations (a CPU worker always runs the fused CPU loops):
+//   automatic: resident up to 200,000 rows, then fused (BiCGStab) or graph (CG); a system the
+//     resident or fused kernel cannot take goes to the graph path.
+//   graph: the generated kernels of a batch of iterations replayed as one CUDA graph.
+//   resident: one cooperative kernel keeps every thread's rows in registers for the whole solve
+//     (systems up to a few hundred thousand rows).
+//   fused: one cooperative kernel streams the vectors through global memory (any size).
+// docs/linalg.md describes each.
+enum class Launch { automatic, graph, resident, fused };
 
-struct solver_options {
-  solver_kind solver = solver_kind::bicgstab;
-  preconditioner precond = preconditioner::none;
-  linalg::precision precision = linalg::precision::fp64;
+struct SolverOptions {
+  Solver solver = Solver::bicgstab;
+  Preconditioner preconditioner = Preconditioner::none;
+  Precision precision = Precision::fp64;
   double tolerance = 1e-8;  // stop when ||r|| / ||b|| <= tolerance
   int max_iterations = 1000;
-  launch_mode launch = launch_mode::automatic;
-  int batch = 0;  // iterations per host check; 0 = automatic
-  // BiCGStab: evaluate each matrix product inside the inner-product pass and again in its
-  // consumer (6 kernels per iteration instead of 8, more bytes; for latency-bound sizes):
-  // -1 automatic (currently never), 0 never, 1 always.
-  int products_in_reductions = -1;
-  // Persistent launch geometry: blocks of the cooperative grid (0 = one per SM) and threads per
-  // block (0 = 256; 256, 512 or 1024). One block needs no grid barrier (stages are separated by
-  // __syncthreads); measured on an H100 it is still not faster than the graph mode (docs/linalg.md).
-  int persistent_blocks = 0;
-  int persistent_threads = 0;
-  // Resident launch geometry: blocks (0 = from n: one block, one cluster or a cooperative grid
-  // with 1, 2 or 4 rows per thread), threads per block (0 = 512; 128, 256 or 512) and the barrier
-  // (0 automatic: one block up to 4 x threads rows, one cluster of <= 16 blocks up to 32 x threads,
-  // else a grid; 1 cluster with distributed shared memory; 2 grid, flag barrier (each block
-  // publishes an epoch, no atomics); 3 grid, cooperative groups' grid.sync(); 4 grid, one arrival
-  // counter; 5 grid, the arrival counter incremented by a non-returning red.release; 6 grid, the
-  // arrival counter, the last arrival publishing a generation word that the other blocks poll;
-  // 7 grid, the arrival counter whose last arrival leaves without polling).
-  int resident_blocks = 0;
-  int resident_threads = 0;
-  int resident_barrier = 0;
-  // Resident BiCGStab: 0 automatic (2 in one block, 3 in a cluster, 4 on a grid, else 2), 1 four
-  // barriers per iteration, 2 two (every vector also published, p and v double-buffered, the other
-  // blocks' entries a product needs recomputed from the previous phase's vectors; docs/linalg.md),
-  // 3 three, in one block or one cluster only ((r0, A M p) summed as (M A^T r0, p) with (r, r),
-  // so the product needs no barrier of its own; MOLACCEL_LINALG_RESIDENT_CLUSTER_FORM=1|2|3
-  // overrides the automatic form in a cluster), 4 one, on a grid, for matrices stored by
-  // diagonals (the automatic choice on a grid where the band's halo windows fit shared memory:
-  // (M A^T r0, p') is expanded into four more sums beside the four of omega, so one barrier gives
-  // omega, beta and the next alpha; each block recomputes its neighbours' entries two hops deep;
-  // MOLACCEL_LINALG_RESIDENT_GRID_FORM=2|4 overrides the automatic form on a grid).
-  int resident_form = 0;
-  // Resident BiCGStab in the one-barrier form, the blocks' rows: 0 automatic (2 where the matrix
-  // is a stencil on a 2-D grid, else 1), 1 bands of consecutive rows (halo: the band's reach,
-  // whole grid rows for a grid), 2 rectangular tiles of the grid (halo: a few cells around each
-  // tile; fewer rows recomputed per block, docs/linalg.md). MOLACCEL_LINALG_RESIDENT_TILES=1|2
-  // overrides automatic, =IxJ asks for I x J tiles.
-  int resident_tiles = 0;
-  // Resident grid with 4 rows per thread: keep the matrix rows of <= 5 nonzeros in shared memory
-  // (loaded once per launch) instead of reading them from L2 in every product: 0 automatic
-  // (yes), 1 no, 2 yes.
-  int resident_matrix_shared = 0;
-  // Resident and fused modes, sums across blocks after the barrier: 0 automatic (currently 2),
-  // 1 every warp of every block reads all block sums, 2 warp 0 of each block reads them and shares
-  // the totals through shared memory (bit-identical totals; 16x fewer reads of the same L2 lines).
-  int resident_gather = 0;
-  // Fused launch geometry: blocks of the cooperative grid (0 = as many as are co-resident, at
-  // most one thread per row) and threads per block (0 = 512; 128, 256 or 512). Its grid barrier
-  // is resident_barrier's (0 or 4 the arrival counter, 2 flags, 3 cooperative groups, 5 red counter).
-  int fused_blocks = 0;
-  int fused_threads = 0;
-  // Registers of the fused kernel bounded for 1 (128 registers) or 2 (64) blocks of 512 threads
-  // per SM; 0 = 2. The automatic grid is then that many blocks per SM (at 512 threads).
-  int fused_blocks_per_sm = 0;
-  // Fused BiCGStab kernel (measured in docs/linalg.md): the loads of the vectors that other blocks
-  // wrote, 0 automatic (L1 up to 2,000,000 rows, L2 above), 1 through L2 only, 2 cached in L1 too;
-  // the rows of each thread, 0 automatic (grid-stride), 1 grid-stride, 2 balanced (the last
-  // partial pass split evenly over the blocks). The environment variables
-  // MOLACCEL_LINALG_FUSED_LOADS / _ROWS (1 or 2) override automatic.
-  int fused_loads = 0;
-  int fused_rows = 0;
-  // Fused BiCGStab kernel, storage of the matrix: 0 automatic (= 2), 1 CSR, 2 by
-  // diagonals when the matrix qualifies (at most 8 distinct offsets j - i, at most 1.3 x nnz
-  // stored entries, rows sorted, no NaN; otherwise CSR): one value per row and diagonal, no
-  // column indices or row pointers (fp64 Poisson: 40 instead of 64 B per row and product), the
-  // same sums bit for bit (H100, Poisson: 84 vs 107 us per iteration at n = 1e6, 0.75 vs 1.01 ms
-  // at 1e7). Grid-stride rows only (balanced rows keep CSR). The environment
-  // variable MOLACCEL_LINALG_FUSED_MATRIX (1 or 2) overrides automatic. docs/linalg.md.
-  int fused_matrix = 0;
-  // Resident BiCGStab (two- and three-barrier forms: the automatic ones), storage of the matrix:
-  // 0 automatic (= 2), 1 CSR, 2 by diagonals when the matrix qualifies (as fused_matrix) and, at
-  // 1 / 2 rows per thread, its diagonals fit the 8 / 5 register slots: the rows' values in
-  // registers (shared memory on grids of 4 rows per thread), no column indices, the entries'
-  // addresses the row plus uniform offsets; the same sums bit for bit (H100, Poisson, per
-  // iteration: 1e3 2.3 vs 2.5 us, 1e4 6.45 vs 6.87 us, 1e5 11.8 vs 12.6 us, 2e5 11.8 vs 16.1 us).
-  // The four-barrier form and CG keep CSR. The environment variable
-  // MOLACCEL_LINALG_RESIDENT_MATRIX (1 or 2) overrides automatic. docs/linalg.md.
-  int resident_matrix = 0;
+  Launch launch = Launch::automatic;
+  // Iterations per host check (the solve stops at the first check after convergence; iterations
+  // after it are masked no-ops); 0 = automatic (graph: 8; resident and fused: the whole solve).
+  int batch = 0;
 };
-// launch_mode::automatic picks the resident mode on a GPU for systems of at most this many rows
-// (measured faster than the graph mode at every size up to n = 199,809 on an H100: docs/linalg.md).
-inline constexpr std::size_t resident_automatic_rows = 200000;
 
-enum class solver_status {
+enum class SolverStatus {
   converged,
   max_iterations,
   breakdown_rho,
@@ -634,12 +552,13 @@ enum class solver_status {
   breakdown_alpha,
   zero_rhs
 };
-std::string_view to_string(solver_status status);
-std::string_view to_string(solver_kind kind);
+std::string_view to_string(SolverStatus status);
+std::string_view to_string(Solver solver);
+std::string_view to_string(Launch launch);
 
-struct solver_result {
+struct SolverResult {
   std::vector<double> x;
-  solver_status status = solver_status::max_iterations;
+  SolverStatus status = SolverStatus::max_iterations;
   int iterations = 0;
   double relative_residual = 0;          // ||r|| / ||b|| of the recurrence at the end
   std::vector<double> residual_history;  // ||r_k|| / ||b||, k = 0 .. iterations
@@ -652,7 +571,7 @@ struct solver_result {
 
 // Solves A x = b from x = 0 (A square). Runs as one tile of the scheduler, so a failing GPU
 // hands the solve to a CPU worker when the resources have one.
-solver_result solve(const Resources& resources, const host_csr<double>& a, std::span<const double> b,
-                    const solver_options& options);
+SolverResult solve(const Resources& resources, const host_csr<double>& a, std::span<const double> b,
+                   const SolverOptions& options);
 
 }  // namespace molaccel::linalg

@@ -20,16 +20,6 @@ std::string cpu_execute(const operation_plan& plan, const std::vector<argument>&
 
 // CUDA source of every stage of `plan`; `group` threads cooperate on one row of a product.
 std::string generate_cuda_source(const operation_plan& plan, int group);
-// One recorded operation of a persistent sequence: its kernel parameters (8-byte words, in the
-// generator's order, without n_rows) followed by n_rows of each stage.
-struct sequence_step {
-  const operation_plan* plan = nullptr;
-  std::vector<std::uint64_t> words;
-};
-// One kernel that runs every stage of every step, separated by grid-wide barriers.
-// `threads` is the block size of the driver kernel (its launch bound).
-std::string generate_sequence_source(const std::vector<sequence_step>& steps, int group, value_type type,
-                                     const std::string& kernel_name, int threads = 256);
 // Threads per row for a stage with products: 32 for dense rows, fewer for short CSR rows.
 // rows: of the product's output (0: unknown, counted as small).
 int group_size_for(const plan_stage& stage, double csr_average_row_nnz, std::size_t rows = 0);
@@ -69,24 +59,6 @@ class captured_work {
   captured_work(const captured_work&) = delete;
   captured_work& operator=(const captured_work&) = delete;
   void launch();
-
- private:
-  struct impl;
-  std::unique_ptr<impl> impl_;
-};
-
-// The operations that `record` issues, generated as one persistent kernel (cooperative launch,
-// one block per SM, grid-wide barriers between stages): one launch for all of them.
-class persistent_work {
- public:
-  // blocks = 0: one per SM; threads = 0: 256.
-  persistent_work(int device, const std::function<void()>& record, int blocks = 0, int threads = 0);
-  ~persistent_work();
-  persistent_work(const persistent_work&) = delete;
-  persistent_work& operator=(const persistent_work&) = delete;
-  void launch();
-  int blocks() const;
-  int threads() const;
 
  private:
   struct impl;

@@ -1,8 +1,8 @@
 // Diagonal storage of a sparse matrix whose nonzeros lie on a few constant diagonals (every
 // stencil and structured-grid matrix, the 2-D Poisson one included): per diagonal offset j - i,
 // one value per row, so a product reads no column indices and no row pointers (fp64, 5
-// diagonals: 40 B per row instead of 64 B). Used by the fused BiCGStab kernel
-// (solver_options::fused_matrix, docs/linalg.md).
+// diagonals: 40 B per row instead of 64 B). Used by the resident and fused BiCGStab kernels
+// (docs/linalg.md).
 #pragma once
 
 #include <cstddef>
@@ -13,13 +13,13 @@
 
 namespace molaccel::linalg {
 
-inline constexpr int diagonal_max_count = 8;     // distinct offsets j - i at most
+inline constexpr int diagonal_max_count = 8;      // distinct offsets j - i at most
 inline constexpr double diagonal_max_fill = 1.3;  // stored entries (count x rows) <= 1.3 x nnz
 
 struct diagonal_layout {
   std::vector<int> offsets;    // increasing (so a row's entries come in increasing column order)
-  std::vector<double> values;  // offsets.size() x rows, diagonal-major: values[k * rows + i] = a(i, i + offsets[k]);
-                               // a quiet NaN where the CSR row has no such entry (outside the
+  std::vector<double> values;  // offsets.size() x rows, diagonal-major: values[k * rows + i] = a(i, i +
+                               // offsets[k]); a quiet NaN where the CSR row has no such entry (outside the
                                // matrix or a hole in the band): the kernel skips those entries
 };
 
@@ -30,7 +30,8 @@ struct diagonal_layout {
 // A product over the layout that adds, row by row, value x entry for the non-NaN values in
 // increasing offset order performs exactly the CSR row's operations in the CSR order, so it is
 // bit-for-bit the CSR product (padding never enters a sum: no 0 x Inf = NaN, no +0 for -0).
-std::optional<diagonal_layout> diagonal_storage(const host_csr<double>& a, double max_fill = diagonal_max_fill);
+std::optional<diagonal_layout> diagonal_storage(const host_csr<double>& a,
+                                                double max_fill = diagonal_max_fill);
 
 // A diagonal layout that is a stencil on a 2-D grid: rows = height x width, row = i * width + j,
 // every offset a * width + b with |b| <= diagonal_grid_max_reach, and no entry that crosses the
@@ -44,8 +45,8 @@ struct diagonal_grid {
   std::vector<int> a, b;  // per offset of the layout: offsets[k] = a[k] * width + b[k]
 };
 // The grid of `d` (n rows), or nothing. Widths tried: |offset| - reach .. |offset| + reach for
-// the offsets with |offset| > reach, wider than 2 x reach, dividing n with a height of at least 2; of those that
-// qualify, the one with the smallest largest |b|, then the widest.
+// the offsets with |offset| > reach, wider than 2 x reach, dividing n with a height of at least 2; of those
+// that qualify, the one with the smallest largest |b|, then the widest.
 std::optional<diagonal_grid> diagonal_grid_of(const diagonal_layout& d, std::size_t n);
 
 // The coefficients of a constant stencil: per diagonal k one finite value c[k] that every row

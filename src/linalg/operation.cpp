@@ -45,7 +45,8 @@ std::vector<statement> matrix_operation(const std::vector<statement>& statements
     switch (n->kind) {
       case node_kind::vector:
       case node_kind::temporary:
-        fail_matrix("an operation with a matrix target cannot read vectors (element-wise over matrices only)");
+        fail_matrix(
+            "an operation with a matrix target cannot read vectors (element-wise over matrices only)");
       case node_kind::csr_matrix:
       case node_kind::matrix_product:
         fail_matrix("an operation with a matrix target cannot contain prod()");
@@ -53,7 +54,8 @@ std::vector<statement> matrix_operation(const std::vector<statement>& statements
       case node_kind::norm_2:
         fail_matrix("an operation with a matrix target cannot contain inner products or norms");
       case node_kind::dense_matrix:
-        if (std::find(matrices.begin(), matrices.end(), n->index) == matrices.end()) matrices.push_back(n->index);
+        if (std::find(matrices.begin(), matrices.end(), n->index) == matrices.end())
+          matrices.push_back(n->index);
         break;
       default:
         break;
@@ -77,7 +79,8 @@ std::vector<statement> matrix_operation(const std::vector<statement>& statements
 custom_operation::custom_operation(std::vector<statement> statements) : state_(std::make_shared<state>()) {
   std::vector<statement> as_vectors =
       matrix_operation(statements, state_->matrix_operands, state_->written_matrices);
-  plan_ = std::make_unique<operation_plan>(make_plan(as_vectors.empty() ? std::move(statements) : as_vectors));
+  plan_ =
+      std::make_unique<operation_plan>(make_plan(as_vectors.empty() ? std::move(statements) : as_vectors));
 }
 custom_operation::~custom_operation() = default;
 custom_operation::custom_operation(custom_operation&&) noexcept = default;

@@ -9,61 +9,75 @@
 // a batch change nothing and no division by zero ever produces NaN (safe_div gives 0).
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <optional>
 
 #include "linalg/backend.hpp"
 #include "linalg/diagonal.hpp"
+#include "linalg/solve_tuned.hpp"
 #include "molaccel/linalg.hpp"
 
 namespace molaccel::linalg {
 
-std::string_view to_string(solver_status s) {
+std::string_view to_string(SolverStatus s) {
   switch (s) {
-    case solver_status::converged:
+    case SolverStatus::converged:
       return "converged";
-    case solver_status::max_iterations:
+    case SolverStatus::max_iterations:
       return "iteration limit";
-    case solver_status::breakdown_rho:
+    case SolverStatus::breakdown_rho:
       return "breakdown (rho = 0)";
-    case solver_status::breakdown_omega:
+    case SolverStatus::breakdown_omega:
       return "breakdown (omega = 0)";
-    case solver_status::breakdown_alpha:
+    case SolverStatus::breakdown_alpha:
       return "breakdown ((p, Ap) = 0)";
-    case solver_status::zero_rhs:
+    case SolverStatus::zero_rhs:
       return "zero right-hand side";
   }
   return "?";
 }
 
-std::string_view to_string(solver_kind k) {
-  return k == solver_kind::cg ? "cg" : "bicgstab";
+std::string_view to_string(Solver k) {
+  return k == Solver::cg ? "cg" : "bicgstab";
+}
+
+std::string_view to_string(Launch l) {
+  switch (l) {
+    case Launch::automatic:
+      return "automatic";
+    case Launch::graph:
+      return "graph";
+    case Launch::resident:
+      return "resident";
+    case Launch::fused:
+      return "fused";
+  }
+  return "?";
+}
+
+solver_tuning tuning_for(int /*device*/, const solve_problem& problem) {
+  solver_tuning t;
+  t.path = problem.requested;
+  t.fall_back_to_graph = problem.requested == gpu_path::automatic;
+  if (t.path == gpu_path::automatic)
+    t.path = problem.rows <= resident_automatic_rows ? gpu_path::resident
+             : problem.cg                            ? gpu_path::graph
+                          : gpu_path::fused;  // measured faster than graph at 1e6 and 1e7
+  if (t.path == gpu_path::fused && !problem.cg) t.fused_loads = problem.rows <= fused_l1_max_rows ? 2 : 1;
+  return t;
+}
+
+solve_problem problem_of(const host_csr<double>& a, const SolverOptions& options) {
+  solve_problem p;
+  p.rows = a.rows;
+  p.cg = options.solver == Solver::cg;
+  p.requested = options.launch == Launch::graph      ? gpu_path::graph
+                : options.launch == Launch::resident ? gpu_path::resident
+                : options.launch == Launch::fused    ? gpu_path::fused
+                                                     : gpu_path::automatic;
+  return p;
 }
 
 namespace {
-
-// A matrix-storage option of solver_options (0 automatic, 1 CSR, 2 diagonals) resolved: the
-// option when set, else the environment variable `env` when it says 1 or 2, else `automatic`.
-int matrix_choice(int value, const char* option, const char* env, int automatic) {
-  if (value < 0 || value > 2) throw Error(fmt::format("linalg: {} {} (0-2)", option, value), __FILE__, __LINE__);
-  if (value != 0) return value;
-  if (const char* g = std::getenv(env); g != nullptr && (g[0] == '1' || g[0] == '2')) return g[0] - '0';
-  return automatic;
-}
-
-// solver_options::fused_matrix: automatic = diagonals when the matrix qualifies (H100, fp64
-// BiCGStab on Poisson: 84 vs 107 us per iteration at n = 1e6, 0.75 vs 1.01 ms at 1e7; the same x
-// and residuals bit for bit, tested: docs/linalg.md); MOLACCEL_LINALG_FUSED_MATRIX=1 or 2.
-[[maybe_unused]] int fused_matrix_choice(const solver_options& options) {
-  return matrix_choice(options.fused_matrix, "fused_matrix", "MOLACCEL_LINALG_FUSED_MATRIX", 2);
-}
-
-// solver_options::resident_matrix, MOLACCEL_LINALG_RESIDENT_MATRIX=1 or 2 overriding automatic:
-// 0 automatic (the resident kernel uses diagonals where cuda/resident.cu's kAutomaticDia says),
-// 1 CSR, 2 diagonals wherever they fit (resident BiCGStab, forms 2 and 3; the matrix qualifies).
-[[maybe_unused]] int resident_matrix_choice(const solver_options& options) {
-  return matrix_choice(options.resident_matrix, "resident_matrix", "MOLACCEL_LINALG_RESIDENT_MATRIX", 0);
-}
 
 // Slot layout of the history array: field * slots + slot.
 enum field { f_rho = 0, f_alpha = 1, f_omega = 2, f_rr = 3, f_active = 4, n_fields = 5 };
@@ -111,28 +125,6 @@ struct krylov_operations {
       auto omega = active * safe_div(inner_prod(v3, v2), inner_prod(v3, v3));
       bicg_x = std::make_unique<custom_operation>(v0 = v0 + alpha * precond(v4, d) + omega * precond(v2, d),
                                                   v1 = v2 - omega * v3, omega_next = omega);
-    }
-    // Latency-bound sizes: each product is evaluated inside the inner-product pass and again in
-    // the update that consumes it, so an iteration is 6 kernels instead of 8 (t is never stored).
-    {  // v = A M p; alpha = rho / (r0, A M p); s = r - alpha A M p
-      symbolic_vector<T, 5> r0;
-      gpu_symbolic_scalar<T, 6> rho;
-      gpu_symbolic_scalar<T, 7> active;
-      gpu_symbolic_scalar<T, 8> alpha_next;
-      symbolic_vector<T, 9> d;
-      auto ap = prod(a1, precond(v4, d));
-      auto alpha = active * safe_div(rho, inner_prod(r0, ap));
-      bicg_vs = std::make_unique<custom_operation>(v0 = ap, v2 = v3 - alpha * ap, alpha_next = alpha);
-    }
-    {  // omega = (A M s, s) / (A M s, A M s); x += alpha M p + omega M s; r = s - omega A M s
-      gpu_symbolic_scalar<T, 5> alpha;
-      gpu_symbolic_scalar<T, 6> active;
-      gpu_symbolic_scalar<T, 7> omega_next;
-      symbolic_vector<T, 8> d;
-      auto as = prod(a1, precond(v3, d));
-      auto omega = active * safe_div(inner_prod(as, v3), inner_prod(as, as));
-      bicg_tx = std::make_unique<custom_operation>(v0 = v0 + alpha * precond(v4, d) + omega * precond(v3, d),
-                                                   v2 = v3 - omega * as, omega_next = omega);
     }
     {  // rho' = (r0, r); p = r + (rho'/rho)(alpha/omega)(p - omega v); convergence flag
       gpu_symbolic_scalar<T, 4> rho;
@@ -216,7 +208,7 @@ struct krylov_operations {
     return jacobi_ ? element_prod(d, v) : v;
   }
 
-  std::unique_ptr<custom_operation> bicg_v, bicg_s, bicg_t, bicg_x, bicg_p, bicg_init, bicg_vs, bicg_tx;
+  std::unique_ptr<custom_operation> bicg_v, bicg_s, bicg_t, bicg_x, bicg_p, bicg_init;
   std::unique_ptr<custom_operation> cg_q, cg_x, cg_p, cg_init, carry;
 
  private:
@@ -225,20 +217,20 @@ struct krylov_operations {
 
 // Accounts one iteration's record (the slot fields) in `result`; returns whether the iteration
 // goes on. Shared by the history-array modes and the resident kernel's records.
-bool account_iteration(solver_result& result, bool cg, double bb, double threshold, double rr_raw, double alpha,
-                       double omega, bool still_active) {
+bool account_iteration(SolverResult& result, bool cg, double bb, double threshold, double rr_raw,
+                       double alpha, double omega, bool still_active) {
   ++result.iterations;
   const double rr = std::max(0.0, rr_raw);
   result.residual_history.push_back(std::sqrt(rr / bb));
   if (still_active) return true;
   if (rr <= threshold)
-    result.status = solver_status::converged;
+    result.status = SolverStatus::converged;
   else if (alpha == 0)
-    result.status = cg ? solver_status::breakdown_alpha : solver_status::breakdown_rho;
+    result.status = cg ? SolverStatus::breakdown_alpha : SolverStatus::breakdown_rho;
   else if (!cg && omega == 0)
-    result.status = solver_status::breakdown_omega;
+    result.status = SolverStatus::breakdown_omega;
   else
-    result.status = solver_status::breakdown_rho;
+    result.status = SolverStatus::breakdown_rho;
   return false;
 }
 
@@ -250,7 +242,7 @@ const krylov_operations<T>& operations_for(bool jacobi) {
 
 // Timing, final residual and x on the host: the end of every solve path.
 template <class T>
-void finish_result(solver_result& result, const vector<T>& x, double start) {
+void finish_result(SolverResult& result, const vector<T>& x, double start) {
   result.seconds = now_seconds() - start;
   result.seconds_per_iteration = result.iterations ? result.seconds / result.iterations : 0;
   result.relative_residual = result.residual_history.back();
@@ -259,19 +251,19 @@ void finish_result(solver_result& result, const vector<T>& x, double start) {
 }
 
 template <class T>
-solver_result solve_on(const placement& where, const host_csr<double>& host_a, std::span<const double> host_b,
-                       const solver_options& options, bool show_progress) {
-  const bool jacobi = options.precond == preconditioner::jacobi;
-  const bool cg = options.solver == solver_kind::cg;
+SolverResult solve_on(const placement& where, const host_csr<double>& host_a, std::span<const double> host_b,
+                      const SolverOptions& options, const solver_tuning& tuning, bool show_progress) {
+  const bool jacobi = options.preconditioner == Preconditioner::jacobi;
+  const bool cg = options.solver == Solver::cg;
   const auto& ops = operations_for<T>(jacobi);
   const std::size_t n = host_a.rows;
 
-  solver_result result;
+  SolverResult result;
   double bb = 0;
   for (double v : host_b) bb += v * v;
   if (bb == 0) {
     result.x.assign(n, 0.0);
-    result.status = solver_status::zero_rhs;
+    result.status = SolverStatus::zero_rhs;
     result.residual_history = {0.0};
     return result;
   }
@@ -291,13 +283,8 @@ solver_result solve_on(const placement& where, const host_csr<double>& host_a, s
 
   const bool gpu = where.on_gpu();
 #ifdef MOLACCEL_HAVE_CUDA
-  // automatic: the fused mode for BiCGStab above the resident mode's range (measured faster than
-  // the graph mode on an H100 at n = 1e6 and 1e7, docs/linalg.md); CG keeps the graph mode.
-  const bool fused = gpu && (options.launch == launch_mode::fused ||
-                             (options.launch == launch_mode::automatic && !cg && n > resident_automatic_rows));
-  const bool want_resident =
-      gpu && (options.launch == launch_mode::resident || fused ||
-              (options.launch == launch_mode::automatic && n <= resident_automatic_rows));
+  const bool fused = gpu && tuning.path == gpu_path::fused;
+  const bool want_resident = gpu && (tuning.path == gpu_path::resident || fused);
   if (want_resident) {
     gpu::resident_setup rs;
     rs.fp64 = std::is_same_v<T, double>;
@@ -312,20 +299,8 @@ solver_result solve_on(const placement& where, const host_csr<double>& host_a, s
     rs.r = r.raw().data();
     rs.p = p.raw().data();
     rs.threshold = double(T(threshold));
-    rs.blocks = options.resident_blocks;
-    rs.threads = options.resident_threads;
-    rs.barrier = options.resident_barrier;
-    rs.form = options.resident_form;
-    rs.matrix_smem = options.resident_matrix_shared;
-    rs.gather = options.resident_gather;
     rs.streaming = fused;
-    if (fused) {
-      rs.blocks = options.fused_blocks;
-      rs.threads = options.fused_threads;
-      rs.streaming_per_sm = options.fused_blocks_per_sm;
-      rs.fused_loads = options.fused_loads;
-      rs.fused_rows = options.fused_rows;
-    }
+    rs.tuning = tuning;
     // Resident BiCGStab: M A^T r0 (r0 = b) for the three-barrier form, in double, then rounded once.
     std::optional<vector<T>> r0hat;
     if (!fused && !cg) {
@@ -339,20 +314,18 @@ solver_result solve_on(const placement& where, const host_csr<double>& host_a, s
       r0hat->copy_from_host(rh);
       rs.r0hat = r0hat->raw().data();
     }
-    // Fused BiCGStab with grid-stride rows, resident BiCGStab (forms 2 and 3): the matrix by
-    // diagonals when asked for and it qualifies (linalg/diagonal.hpp); the kernels' sums are the
-    // CSR ones bit for bit.
+    // BiCGStab: the matrix by diagonals where it qualifies (linalg/diagonal.hpp); the kernels'
+    // sums are the CSR ones bit for bit, with fewer bytes per row (fused: 40 instead of 64 B for
+    // fp64 Poisson, measured faster at 1e6 and 1e7; resident: values in registers, no column
+    // indices, faster at every size measured: docs/linalg.md).
     std::optional<vector<T>> dia;
-    if (!cg && (fused ? fused_matrix_choice(options) == 2 && options.fused_rows != 2
-                      : resident_matrix_choice(options) != 1 && options.resident_form != 1))
+    if (!cg && tuning.diagonals)
       if (const auto layout = diagonal_storage(host_a)) {
         dia.emplace(where, layout->values.size());
         dia->copy_from_host(std::vector<T>(layout->values.begin(), layout->values.end()));
         rs.dia_values = dia->raw().data();
         rs.dia_count = int(layout->offsets.size());
         std::copy(layout->offsets.begin(), layout->offsets.end(), rs.dia_offsets);
-        rs.dia_mode = fused ? 0 : resident_matrix_choice(options);
-        rs.tiles = options.resident_tiles;
         // The grid and its constant stencil serve the resident one-barrier form only (the fused
         // kernel reads neither): not searched for there (n up to 1e7).
         if (const auto grid = fused ? std::nullopt : diagonal_grid_of(*layout, n)) {
@@ -370,15 +343,16 @@ solver_result solve_on(const placement& where, const host_csr<double>& host_a, s
     try {
       resident = std::make_unique<gpu::resident_solver>(where.device, rs);
     } catch (const Error&) {
-      if (options.launch != launch_mode::automatic) throw;  // automatic: the graph mode below
+      if (!tuning.fall_back_to_graph) throw;  // automatic: the graph path below
     }
     if (resident) {
       const auto [rr0, active0] = resident->initialise();
       result.residual_history.push_back(std::sqrt(std::max(0.0, rr0) / bb));
       bool active = active0;
-      result.status = active ? solver_status::max_iterations : solver_status::converged;
+      result.status = active ? SolverStatus::max_iterations : SolverStatus::converged;
       // Default: the whole solve in one launch (the kernel stops itself when done).
-      const int batch = std::max(1, options.batch > 0 ? options.batch : std::min(options.max_iterations, 100000));
+      const int batch =
+          std::max(1, tuning.batch > 0 ? tuning.batch : std::min(options.max_iterations, 100000));
       std::unique_ptr<ProgressBar> progress;
       if (show_progress)
         progress = std::make_unique<ProgressBar>("solve", std::size_t(options.max_iterations), "iterations");
@@ -398,15 +372,14 @@ solver_result solve_on(const placement& where, const host_csr<double>& host_a, s
       if (progress) progress->finish();
       finish_result(result, x, start);
       result.kernels_per_iteration = 1;  // at most: one launch per batch of iterations
-      result.backend = fmt::format("{} {} ({})", where.describe(), fused ? "fused" : "resident", resident->describe());
+      result.backend =
+          fmt::format("{} {} ({})", where.describe(), fused ? "fused" : "resident", resident->describe());
       return result;
     }
   }
 #endif
-  const bool fuse_products = options.products_in_reductions < 0 ? false : options.products_in_reductions > 0;
-  const bool persistent = gpu && options.launch == launch_mode::persistent;
-  const bool graph = gpu && !persistent && options.launch != launch_mode::stream;
-  const int batch = std::max(1, options.batch > 0 ? options.batch : persistent ? 16 : gpu ? 8 : 1);
+  const bool graph = gpu;
+  const int batch = std::max(1, tuning.batch > 0 ? tuning.batch : gpu ? 8 : 1);
   const std::size_t slots = std::size_t(batch) + 1;
   vector<T> history(where, n_fields * slots);
   const slot_view<T> sv{history, slots};
@@ -433,18 +406,6 @@ solver_result solve_on(const placement& where, const host_csr<double>& host_a, s
         (*ops.cg_p)(p, r, cur(f_rho), next(f_alpha), cur(f_active), next(f_rho), next(f_rr), next(f_active),
                     thr);
     } else {
-      if (fuse_products) {
-        if (jacobi) {
-          (*ops.bicg_vs)(v, a, s, r, p, r0, cur(f_rho), cur(f_active), next(f_alpha), d);
-          (*ops.bicg_tx)(x, a, r, s, p, next(f_alpha), cur(f_active), next(f_omega), d);
-        } else {
-          (*ops.bicg_vs)(v, a, s, r, p, r0, cur(f_rho), cur(f_active), next(f_alpha));
-          (*ops.bicg_tx)(x, a, r, s, p, next(f_alpha), cur(f_active), next(f_omega));
-        }
-        (*ops.bicg_p)(p, r, r0, v, cur(f_rho), next(f_alpha), next(f_omega), cur(f_active), next(f_rho),
-                      next(f_rr), next(f_active), thr);
-        return;
-      }
       if (jacobi)
         (*ops.bicg_v)(v, a, p, d);
       else
@@ -473,21 +434,17 @@ solver_result solve_on(const placement& where, const host_csr<double>& host_a, s
   std::vector<T> h = history.to_host();
   result.residual_history.push_back(std::sqrt(std::max(0.0, double(h[f_rr * slots])) / bb));
   bool active = h[f_active * slots] != T(0);
-  result.status = active ? solver_status::max_iterations : solver_status::converged;
+  result.status = active ? SolverStatus::max_iterations : SolverStatus::converged;
 
 #ifdef MOLACCEL_HAVE_CUDA
   // Kernels are compiled and workspaces allocated before capturing and before the clock starts.
   std::unique_ptr<gpu::captured_work> captured;
-  std::unique_ptr<gpu::persistent_work> fused_batch;
   if (gpu && active) {
     {
       gpu::prepare_only_scope prepare;
       record_batch(batch);
     }
     if (graph) captured = std::make_unique<gpu::captured_work>(where.device, [&] { record_batch(batch); });
-    if (persistent)
-      fused_batch = std::make_unique<gpu::persistent_work>(
-          where.device, [&] { record_batch(batch); }, options.persistent_blocks, options.persistent_threads);
   }
 #endif
 
@@ -500,8 +457,6 @@ solver_result solve_on(const placement& where, const host_csr<double>& host_a, s
 #ifdef MOLACCEL_HAVE_CUDA
     if (captured && todo == batch)
       captured->launch();
-    else if (fused_batch && todo == batch)
-      fused_batch->launch();
     else
       record_batch(todo);
 #else
@@ -520,20 +475,9 @@ solver_result solve_on(const placement& where, const host_csr<double>& host_a, s
   if (gpu) {
     result.kernels_per_iteration =
         cg ? ops.cg_q->kernels_per_run() + ops.cg_x->kernels_per_run() + ops.cg_p->kernels_per_run()
-        : fuse_products
-            ? ops.bicg_vs->kernels_per_run() + ops.bicg_tx->kernels_per_run() + ops.bicg_p->kernels_per_run()
-            : ops.bicg_v->kernels_per_run() + ops.bicg_s->kernels_per_run() + ops.bicg_t->kernels_per_run() +
-                  ops.bicg_x->kernels_per_run() + ops.bicg_p->kernels_per_run();
-    std::string geometry;
-#ifdef MOLACCEL_HAVE_CUDA
-    if (fused_batch)
-      geometry = fmt::format(" ({} blocks of {})", fused_batch->blocks(), fused_batch->threads());
-#endif
-    result.backend = fmt::format("{} {} x{}{}", where.describe(),
-                                 persistent ? "persistent"
-                                 : graph    ? "graph"
-                                            : "stream",
-                                 batch, geometry);
+           : ops.bicg_v->kernels_per_run() + ops.bicg_s->kernels_per_run() + ops.bicg_t->kernels_per_run() +
+                 ops.bicg_x->kernels_per_run() + ops.bicg_p->kernels_per_run();
+    result.backend = fmt::format("{} graph x{}", where.describe(), batch);
   } else {
     result.backend =
         fmt::format("cpu/{} ({} threads)", cg ? ops.cg_x->last_cpu_variant() : ops.bicg_x->last_cpu_variant(),
@@ -547,9 +491,8 @@ solver_result solve_on(const placement& where, const host_csr<double>& host_a, s
 std::vector<const operation_plan*> solver_plans(value_type type, bool jacobi) {
   std::vector<const operation_plan*> out;
   auto collect = [&](const auto& ops) {
-    for (const auto* op :
-         {&ops.bicg_init, &ops.bicg_v, &ops.bicg_s, &ops.bicg_t, &ops.bicg_x, &ops.bicg_vs, &ops.bicg_tx,
-          &ops.bicg_p, &ops.cg_init, &ops.cg_q, &ops.cg_x, &ops.cg_p, &ops.carry})
+    for (const auto* op : {&ops.bicg_init, &ops.bicg_v, &ops.bicg_s, &ops.bicg_t, &ops.bicg_x, &ops.bicg_p,
+                           &ops.cg_init, &ops.cg_q, &ops.cg_x, &ops.cg_p, &ops.carry})
       out.push_back(&(*op)->plan());
   };
   if (type == value_type::f32)
@@ -559,8 +502,11 @@ std::vector<const operation_plan*> solver_plans(value_type type, bool jacobi) {
   return out;
 }
 
-solver_result solve(const Resources& resources, const host_csr<double>& a, std::span<const double> b,
-                    const solver_options& options) {
+namespace {
+
+// The public and the tuned entry: `tuning` null takes tuning_for's on each GPU worker.
+SolverResult solve_with(const Resources& resources, const host_csr<double>& a, std::span<const double> b,
+                        const SolverOptions& options, const solver_tuning* tuning) {
   if (a.rows != a.cols)
     throw Error(fmt::format("solve: the matrix is {} x {}, not square", a.rows, a.cols), __FILE__, __LINE__);
   if (b.size() != a.rows)
@@ -569,7 +515,7 @@ solver_result solve(const Resources& resources, const host_csr<double>& a, std::
         __FILE__, __LINE__);
   MOLACCEL_EXPECTS(options.tolerance >= 0 && options.max_iterations >= 0,
                    "solve: bad tolerance or iteration cap");
-  solver_result result;
+  SolverResult result;
   JobOptions job;
   job.name = "solve";
   job.progress_bar = false;
@@ -580,11 +526,37 @@ solver_result solve(const Resources& resources, const host_csr<double>& a, std::
         if (ctx.worker().kind == WorkerInfo::Kind::gpu) where.device = ctx.worker().device;
         where.cpu_threads = ctx.worker().kind == WorkerInfo::Kind::cpu ? ctx.worker().cpu_threads : 0;
         const bool progress = resources.show_progress();
-        result = options.precision == precision::fp32 ? solve_on<float>(where, a, b, options, progress)
-                                                      : solve_on<double>(where, a, b, options, progress);
+        solver_tuning tune;
+        if (tuning != nullptr) {
+          tune = *tuning;
+          if (tune.path == gpu_path::automatic) {
+            solve_problem problem = problem_of(a, options);
+            problem.requested = gpu_path::automatic;
+            tune.path = tuning_for(std::max(0, where.device), problem).path;
+            tune.fall_back_to_graph = true;
+          }
+        } else {
+          tune = tuning_for(std::max(0, where.device), problem_of(a, options));
+          tune.batch = options.batch;
+        }
+        result = options.precision == Precision::fp32
+                     ? solve_on<float>(where, a, b, options, tune, progress)
+                     : solve_on<double>(where, a, b, options, tune, progress);
       },
       job);
   return result;
+}
+
+}  // namespace
+
+SolverResult solve(const Resources& resources, const host_csr<double>& a, std::span<const double> b,
+                   const SolverOptions& options) {
+  return solve_with(resources, a, b, options, nullptr);
+}
+
+SolverResult solve_tuned(const Resources& resources, const host_csr<double>& a, std::span<const double> b,
+                         const SolverOptions& options, const solver_tuning& tuning) {
+  return solve_with(resources, a, b, options, &tuning);
 }
 
 }  // namespace molaccel::linalg

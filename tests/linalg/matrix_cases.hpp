@@ -95,7 +95,7 @@ void check_matrix_case(const matrix_case<T>& tc, std::size_t rows, std::size_t c
 template <class T>
 void check_all_matrix_cases(const placement& where) {
   std::uint64_t seed = 500;
-  const std::vector<std::pair<std::size_t, std::size_t>> shapes = {{1, 1},   {3, 5},    {7, 33},
+  const std::vector<std::pair<std::size_t, std::size_t>> shapes = {{1, 1},   {3, 5},     {7, 33},
                                                                    {64, 32}, {100, 100}, {257, 31}};
   for (const auto& tc : matrix_cases<T>())
     for (auto [rows, cols] : shapes) check_matrix_case<T>(tc, rows, cols, where, seed++);
@@ -112,10 +112,10 @@ void check_matrix_errors(const placement& where) {
   custom_operation copy(A = B + 1.0);
   EXPECT_THROW(copy(a, b), Error);
   EXPECT_THROW(copy(a, c), Error);
-  EXPECT_THROW((void)(A + v), Error);                  // matrix + vector
-  EXPECT_THROW((void)(A * B), Error);                  // ambiguous: element_prod()
-  EXPECT_THROW((void)(x = B + 1.0), Error);            // a matrix assigned to a vector
-  EXPECT_THROW((void)(A = v + 1.0), Error);            // a vector assigned to a matrix
+  EXPECT_THROW((void)(A + v), Error);                               // matrix + vector
+  EXPECT_THROW((void)(A * B), Error);                               // ambiguous: element_prod()
+  EXPECT_THROW((void)(x = B + 1.0), Error);                         // a matrix assigned to a vector
+  EXPECT_THROW((void)(A = v + 1.0), Error);                         // a vector assigned to a matrix
   EXPECT_THROW(custom_operation(A = B + inner_prod(v, v)), Error);  // reads a vector
 }
 

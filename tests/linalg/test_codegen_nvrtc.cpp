@@ -65,52 +65,16 @@ TEST(LinalgCodegen, NvrtcCompilesMatrixTargetKernels) {
   compile(matrix_cases<float>());
 }
 
-TEST(LinalgCodegen, NvrtcCompilesAPersistentSequence) {
-  // Several operations (reductions, products, scalar targets) as one kernel with barriers.
-  MOLACCEL_REQUIRE_NVRTC();
-  std::vector<custom_operation> ops;
-  std::vector<sequence_step> steps;
-  for (const auto& tc : expression_cases<double>()) ops.emplace_back(tc.statements);
-  for (const auto& op : ops) steps.push_back({&op.plan(), {}});
-  steps.push_back({&ops.front().plan(), {}});  // an operation used twice is defined once
-  JitRequest request;
-  request.source = generate_sequence_source(steps, 4, value_type::f64, "linalg_sequence");
-  request.program_name = "linalg_sequence.cu";
-  request.kernel_names = {"linalg_sequence"};
-  request.arch = "sm_90";
-  try {
-    EXPECT_FALSE(default_jit_cache().compile(request).cubin.empty());
-  } catch (const NvrtcError& e) {
-    FAIL() << e.what() << "\n" << e.log();
-  }
-}
-
-TEST(LinalgCodegen, NvrtcCompilesEverySolverKernelAndSequence) {
+TEST(LinalgCodegen, NvrtcCompilesEverySolverKernel) {
   MOLACCEL_REQUIRE_NVRTC();
   for (auto type : {value_type::f32, value_type::f64})
     for (bool jacobi : {false, true}) {
       const auto plans = solver_plans(type, jacobi);
-      std::vector<sequence_step> steps;
       for (const auto* plan : plans) {
-        steps.push_back({plan, {}});
         JitRequest request;
         request.source = generate_cuda_source(*plan, 4);
         request.program_name = plan->name.substr(0, 60) + ".cu";
         for (auto& st : plan->stages) request.kernel_names.push_back(st.kernel_name);
-        request.arch = "sm_90";
-        try {
-          EXPECT_FALSE(default_jit_cache().compile(request).cubin.empty());
-        } catch (const NvrtcError& e) {
-          ADD_FAILURE() << e.what() << "\n" << e.log();
-        }
-      }
-      // The persistent driver at its default block size, and (once) at 1024 threads per block.
-      for (int threads : {256, 1024}) {
-        if (threads == 1024 && (type != value_type::f64 || jacobi)) continue;
-        JitRequest request;
-        request.source = generate_sequence_source(steps, 4, type, "linalg_sequence", threads);
-        request.program_name = "linalg_sequence.cu";
-        request.kernel_names = {"linalg_sequence"};
         request.arch = "sm_90";
         try {
           EXPECT_FALSE(default_jit_cache().compile(request).cubin.empty());

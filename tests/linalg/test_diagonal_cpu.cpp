@@ -157,7 +157,8 @@ TEST(LinalgDiagonal, ConstantStencils) {
   ASSERT_TRUE(cs.has_value());
   EXPECT_EQ(*cs, (std::vector<double>{-0.5, -1.25, -0.0, 6.0, -1.0, -1.5, -0.25}));
   EXPECT_TRUE(std::signbit((*cs)[2]));  // -0 kept as -0
-  EXPECT_FALSE(constant(random_stencil(23, 41, {{-1, 0}, {0, -1}, {0, 0}, {0, 1}, {1, 0}}, 0.0, 7)).has_value());
+  EXPECT_FALSE(
+      constant(random_stencil(23, 41, {{-1, 0}, {0, -1}, {0, 0}, {0, 1}, {1, 0}}, 0.0, 7)).has_value());
   auto changed = p;
   changed.values[changed.row_ptr[500]] = -1.0000000000000002;  // one off-diagonal of row 500
   EXPECT_TRUE(diagonal_storage(changed).has_value());

@@ -35,24 +35,18 @@ class generator {
     out << "// molaccel linalg: generated kernels for\n";
     for (auto& s : plan_.statements) out << "//   " << statement_to_string(s) << "\n";
     out << "// (MOLACCEL_DUMP_KERNELS=dir writes this file; regenerated at run time.)\n";
-    out << preamble(plan_.type, group_, false);
+    out << preamble(plan_.type, group_);
     out << definitions();
     return out.str();
   }
 
-  // Modifiers and stages of this plan: kernels, or (persistent) device functions named
-  // prefix + kernel name, called by a driver kernel.
+  // Modifiers and stages of this plan: one kernel per stage.
   std::string definitions() {
     std::ostringstream out;
     collect_modifiers();
     for (auto& [name, def] : modifier_defs_) out << def << "\n";
     for (std::size_t s = 0; s < plan_.stages.size(); ++s) out << kernel(plan_.stages[s]) << "\n";
     return out.str();
-  }
-
-  void make_device_functions(std::string prefix) {
-    device_functions_ = true;
-    prefix_ = std::move(prefix);
   }
 
   // One 8-byte kernel parameter.
@@ -106,13 +100,11 @@ class generator {
     return p;
   }
 
-  static std::string preamble(value_type type, int group, bool persistent) {
+  static std::string preamble(value_type type, int group) {
     std::string out;
     out += fmt::format("typedef {} T;\n", type == value_type::f64 ? "double" : "float");
     out += fmt::format("#define GROUP {}  // threads that share one row of a matrix product\n", group);
-    // In one persistent kernel a stage reads what earlier stages wrote: no restrict (which
-    // would allow the non-coherent read-only cache path).
-    out += persistent ? "#define RESTRICT\n\n" : "#define RESTRICT __restrict__\n\n";
+    out += "#define RESTRICT __restrict__\n\n";
     out += helpers();
     return out;
   }
@@ -162,7 +154,7 @@ __device__ __forceinline__ T sum_partials(const T* RESTRICT partials, long long 
         if (it != modifier_by_body_.end()) {
           fn = it->second;
         } else {
-          fn = prefix_ + "modifier_" + n->name;  // prefixed: never clashes with the kernel's own names
+          fn = "modifier_" + n->name;  // prefixed: never clashes with the kernel's own names
           while (modifier_defs_.count(fn)) fn += "_";
           modifier_by_body_[key] = fn;
           modifier_defs_[fn] = fmt::format(
@@ -291,11 +283,8 @@ __device__ __forceinline__ T sum_partials(const T* RESTRICT partials, long long 
         : st.what == plan_stage::kind::temporaries ? "operands of products that read written vectors"
                                                    : "the assignments";
     o << "// " << st.kernel_name << ": " << role << "\n";
-    if (device_functions_)
-      o << "__device__ __noinline__ void " << prefix_ << st.kernel_name << "(\n" << parameters() << ")\n{\n";
-    else
-      o << "extern \"C\" __global__ void __launch_bounds__(256) " << st.kernel_name << "(\n"
-        << parameters() << ")\n{\n";
+    o << "extern \"C\" __global__ void __launch_bounds__(256) " << st.kernel_name << "(\n"
+      << parameters() << ")\n{\n";
     o << "  constexpr int G = " << (grouped ? "GROUP" : "1") << ";\n";
     if (!st.consumed.empty() || !st.reductions.empty()) o << "  __shared__ T scratch[32];  // block sums\n";
     // Host and device scalars.
@@ -373,8 +362,6 @@ __device__ __forceinline__ T sum_partials(const T* RESTRICT partials, long long 
 
   const operation_plan& plan_;
   int group_;
-  bool device_functions_ = false;
-  std::string prefix_;
   std::map<std::string, std::string> products_;  // structural key -> register name
   std::map<const expression_node*, std::string> modifier_names_;
   std::map<std::string, std::string> modifier_by_body_, modifier_defs_;
@@ -386,83 +373,12 @@ std::string generate_cuda_source(const operation_plan& plan, int group) {
   return generator(plan, group).source();
 }
 
-std::string generate_sequence_source(const std::vector<sequence_step>& steps, int group, value_type type,
-                                     const std::string& kernel_name, int threads) {
-  std::ostringstream out;
-  out << "// molaccel linalg: a sequence of " << steps.size() << " operations as one persistent kernel;\n"
-      << "// stages are separated by grid-wide barriers (cooperative launch: every block resident).\n";
-  out << generator::preamble(type, group, true);
-  out << R"(// Sense-reversing grid barrier: bar[0] counts arrivals, bar[1] is the generation.
-// A grid of one block needs only __syncthreads (global writes of the block are then visible
-// to all its threads).
-__device__ __forceinline__ void grid_barrier(unsigned int* bar) {
-  __syncthreads();
-  if (gridDim.x == 1) return;
-  if (threadIdx.x == 0) {
-    volatile unsigned int* generation = bar + 1;
-    const unsigned int seen = *generation;
-    __threadfence();  // this block's writes before the arrival
-    if (atomicAdd(bar, 1u) == gridDim.x - 1) {
-      atomicExch(bar, 0u);
-      __threadfence();
-      atomicAdd(bar + 1, 1u);
-    } else {
-      while (*generation == seen) __nanosleep(20);
-    }
-    __threadfence();
-  }
-  __syncthreads();
-}
-
-)";
-  std::map<const operation_plan*, int> index;
-  std::vector<std::unique_ptr<generator>> gens;
-  for (const auto& st : steps) {
-    if (index.count(st.plan)) continue;
-    const int k = static_cast<int>(gens.size());
-    index[st.plan] = k;
-    gens.push_back(std::make_unique<generator>(*st.plan, group));
-    gens.back()->make_device_functions(fmt::format("op{}_", k));
-    out << "// operation " << k << ": " << st.plan->name << "\n" << gens.back()->definitions();
-  }
-  out << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") " << kernel_name
-      << "(const unsigned long long* words, unsigned int* bar)\n{\n";
-  std::size_t base = 0;
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    const auto& st = steps[i];
-    const int k = index.at(st.plan);
-    const auto params = gens[k]->parameter_words();
-    out << "  // " << st.plan->name << "\n";
-    for (std::size_t s = 0; s < st.plan->stages.size(); ++s) {
-      out << "  op" << k << "_" << st.plan->stages[s].kernel_name << "(";
-      for (std::size_t j = 0; j + 1 < params.size(); ++j) {
-        const auto& w = params[j];
-        const std::string at = fmt::format("words[{}]", base + j);
-        if (w.type == "double")
-          out << "__longlong_as_double((long long)" << at << ")";
-        else if (w.type == "long long")
-          out << "(long long)" << at;
-        else
-          out << "(" << w.type << ")" << at;
-        out << ", ";
-      }
-      out << "(long long)words[" << base + params.size() - 1 + s << "]);\n";
-      if (!(i + 1 == steps.size() && s + 1 == st.plan->stages.size())) out << "  grid_barrier(bar);\n";
-    }
-    base += params.size() - 1 + st.plan->stages.size();
-  }
-  out << "}\n";
-  return out.str();
-}
-
 int group_size_for(const plan_stage& stage, double csr_average_row_nnz, std::size_t rows) {
   if (stage.has_dense_product) return 32;
   if (!stage.has_csr_product) return 1;
   // Short rows (the 5-point stencil, 5 nonzeros): one thread per row up to a few million rows,
-  // two beyond. Measured on an H100 (2026-11-22, fp64 BiCGStab on 2-D Poisson, graph mode, per
-  // iteration; G = 1 / 2 / 4 / 8): n = 1e5 27.6 / 29.3 / 29.8 / 30.4 us, n = 1e6 126.1 / 129.8 /
-  // 136.1 / 157.7 us, n = 1e7 1.142 / 1.102 / 1.198 / 1.453 ms. The 3e6 switch lies between the
-  // two measured sizes.
+  // two beyond (measured G = 1, 2, 4, 8 in the graph path: 1 fastest at 1e5 and 1e6, 2 at 1e7;
+  // the 3e6 switch lies between the two measured sizes; docs/linalg.md).
   if (csr_average_row_nnz <= 8) return rows > 3000000 ? 2 : 1;
   if (csr_average_row_nnz <= 16) return 8;
   if (csr_average_row_nnz <= 32) return 16;

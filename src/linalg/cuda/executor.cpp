@@ -32,24 +32,12 @@ cudaStream_t engine_stream(int device) {
 
 thread_local int prepare_only_depth = 0;
 
-// Set while a persistent sequence is being recorded on this thread: operations append their
-// parameters instead of launching.
-struct sequence_recorder {
-  int device = -1;
-  int blocks = 0;
-  int group = 0;  // of the operations with products (one GROUP per generated unit)
-  value_type type = value_type::f64;
-  std::vector<sequence_step> steps;
-};
-thread_local sequence_recorder* recording = nullptr;
-
 // Launch tuning picked per device (the dispatch layer).
 struct tuning {
   int block = 256;             // threads per block (the generated kernels' launch bound)
   int reduction_blocks = 528;  // blocks of a reduction stage = partial sums per inner product
   int max_blocks = 1056;       // grid-stride cap for the other stages
   std::string arch = "sm_90";
-  int csr_group = 0;  // threads per CSR row; 0: by the average row length
 };
 
 const tuning& tuning_for(int device) {
@@ -62,24 +50,11 @@ const tuning& tuning_for(int device) {
   MOLACCEL_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
   tuning t;
   // Four blocks per SM in the first pass of inner products: more loads in flight than two,
-  // while the consumer's prologue adds only 4 x SMs partial sums per block (H100, 2026-11-22,
-  // BiCGStab graph mode: 2 -> 4 per SM took 139.4 -> 136.1 us at n = 1e6 and 1.216 -> 1.198 ms
-  // at 1e7; 8 per SM was no better than 2). 8 resident blocks of 256 threads per SM fill
-  // Hopper/Ampere in the other stages.
-  // MOLACCEL_LINALG_REDUCTION_BLOCKS_PER_SM (1..8) overrides it (benchmarks compare).
-  int per_sm = 4;
-  if (const char* env = std::getenv("MOLACCEL_LINALG_REDUCTION_BLOCKS_PER_SM"))
-    per_sm = std::clamp(std::atoi(env), 1, 8);
-  t.reduction_blocks = per_sm * prop.multiProcessorCount;
+  // while the consumer's prologue adds only 4 x SMs partial sums per block (measured faster than
+  // 2 or 8 per SM in the graph mode, docs/linalg.md). 8 resident blocks of 256 threads per SM
+  // fill the GPU in the other stages.
+  t.reduction_blocks = 4 * prop.multiProcessorCount;
   t.max_blocks = std::max(1, prop.maxThreadsPerMultiProcessor / t.block) * prop.multiProcessorCount;
-  // Benchmark overrides (not defaults until measured and tested): the grid-stride cap of the
-  // other stages in blocks per SM (1..64), and the threads per CSR row (1, 2, 4, 8, 16 or 32).
-  if (const char* env = std::getenv("MOLACCEL_LINALG_MAX_BLOCKS_PER_SM"))
-    t.max_blocks = std::clamp(std::atoi(env), 1, 64) * prop.multiProcessorCount;
-  if (const char* env = std::getenv("MOLACCEL_LINALG_CSR_GROUP")) {
-    const int g = std::atoi(env);
-    if (g == 1 || g == 2 || g == 4 || g == 8 || g == 16 || g == 32) t.csr_group = g;
-  }
   t.arch = fmt::format("sm_{}{}", prop.major, prop.minor);
   return cache.emplace(device, t).first->second;
 }
@@ -224,18 +199,7 @@ void execute(const operation_plan& plan, const std::vector<argument>& args, cons
   probe.has_csr_product = csr;
   std::size_t rows = 0;
   for (auto r : shapes.stage_rows) rows = std::max<std::size_t>(rows, r);
-  const int group = csr && !dense && tune.csr_group > 0
-                        ? tune.csr_group
-                        : group_size_for(probe, shapes.csr_average_row_nnz, rows);
-  if (recording) {
-    if (recording->device != device)
-      throw Error("linalg: a persistent sequence spans two devices", __FILE__, __LINE__);
-    if (group > 1 && recording->group > 1 && group != recording->group)
-      throw Error("linalg: operations with different product group sizes in one persistent sequence",
-                  __FILE__, __LINE__);
-    if (group > 1) recording->group = group;
-    recording->type = plan.type;
-  }
+  const int group = group_size_for(probe, shapes.csr_average_row_nnz, rows);
   auto& compiled = compile_for(plan, *state, group, tune);
 
   // Workspace: partial sums (slot-major, reduction_blocks per slot) and temporaries. Sized
@@ -260,7 +224,6 @@ void execute(const operation_plan& plan, const std::vector<argument>& args, cons
     const std::size_t wanted = (shapes.stage_rows[s] + rows_per_block - 1) / rows_per_block;
     const int cap = st.what == plan_stage::kind::reduction ? tune.reduction_blocks : tune.max_blocks;
     stage_blocks[s] = static_cast<int>(std::clamp<std::size_t>(wanted, 1, static_cast<std::size_t>(cap)));
-    if (recording) stage_blocks[s] = recording->blocks;  // every stage runs on the persistent grid
     for (int slot : st.reductions) parts[slot] = stage_blocks[s];
   }
   if (prepare_only_depth > 0) return;
@@ -306,14 +269,6 @@ void execute(const operation_plan& plan, const std::vector<argument>& args, cons
   }
   p.pointer(state->partials.data());
   p.integer(static_cast<long long>(stride));
-  if (recording) {
-    sequence_step step;
-    step.plan = &plan;
-    for (std::size_t i = 0; i < p.size(); ++i) step.words.push_back(p.at(i));
-    for (std::size_t s = 0; s < plan.stages.size(); ++s) step.words.push_back(shapes.stage_rows[s]);
-    recording->steps.push_back(std::move(step));
-    return;
-  }
   const std::size_t rows_index = p.size();
   p.integer(0);  // n_rows, set per stage
 
@@ -363,101 +318,6 @@ captured_work::~captured_work() = default;
 void captured_work::launch() {
   cuda::DeviceGuard guard(impl_->device);
   MOLACCEL_CUDA_TRY(cudaGraphLaunch(impl_->exec, engine_stream(impl_->device)));
-}
-
-struct persistent_work::impl {
-  int device = -1;
-  int blocks = 0;
-  int threads = 256;
-  cuda::LoadedProgram program;
-  cudaKernel_t kernel = nullptr;
-  cuda::DeviceBuffer<unsigned long long> words;
-  cuda::DeviceBuffer<unsigned int> barrier;
-};
-
-persistent_work::persistent_work(int device, const std::function<void()>& record, int blocks, int threads)
-    : impl_(std::make_unique<impl>()) {
-  cuda::DeviceGuard guard(device);
-  const tuning& tune = tuning_for(device);
-  cudaDeviceProp prop{};
-  MOLACCEL_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
-  sequence_recorder rec;
-  rec.device = device;
-  // Default: one block of 256 threads per SM (always co-resident, checked below). Fewer blocks
-  // make the barrier cheaper; one block needs none (stages end with __syncthreads). At most
-  // reduction_blocks (the stride of the partial sums) and the co-resident limit.
-  if (threads <= 0) threads = 256;
-  if (threads != 256 && threads != 512 && threads != 1024)
-    throw Error(fmt::format("linalg: persistent block size {} (256, 512 or 1024)", threads), __FILE__,
-                __LINE__);
-  rec.blocks = std::min(blocks > 0 ? blocks : prop.multiProcessorCount, tune.reduction_blocks);
-  impl_->threads = threads;
-  recording = &rec;
-  try {
-    record();
-  } catch (...) {
-    recording = nullptr;
-    throw;
-  }
-  recording = nullptr;
-  if (rec.steps.empty()) throw Error("linalg: empty persistent sequence", __FILE__, __LINE__);
-  impl_->device = device;
-  impl_->blocks = rec.blocks;
-  JitRequest request;
-  request.source =
-      generate_sequence_source(rec.steps, std::max(1, rec.group), rec.type, "linalg_sequence", threads);
-  request.program_name = "linalg_sequence.cu";
-  request.kernel_names = {"linalg_sequence"};
-  request.arch = tune.arch;
-  if (auto dir = kernel_dump_dir()) {
-    std::filesystem::create_directories(*dir);
-    std::ofstream(*dir / fmt::format("linalg_sequence_{}.cu", hash_hex(request.source).substr(0, 8)))
-        << request.source;
-  }
-  impl_->program = cuda::LoadedProgram(default_jit_cache().compile(request));
-  impl_->kernel = impl_->program.kernel("linalg_sequence");
-  int resident = 0;
-  MOLACCEL_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &resident, reinterpret_cast<const void*>(impl_->kernel), threads, 0));
-  if (resident < 1 || resident * prop.multiProcessorCount < rec.blocks)
-    throw Error(
-        fmt::format("linalg: the persistent kernel ({} blocks of {}) cannot be co-resident ({} per SM)",
-                    rec.blocks, threads, resident),
-        __FILE__, __LINE__);
-  std::vector<unsigned long long> all;
-  for (auto& st : rec.steps) all.insert(all.end(), st.words.begin(), st.words.end());
-  impl_->words.upload(all, engine_stream(device));
-  impl_->barrier.resize(2);
-  impl_->barrier.fill_zero(engine_stream(device));
-  MOLACCEL_CUDA_TRY(cudaStreamSynchronize(engine_stream(device)));
-}
-
-persistent_work::~persistent_work() = default;
-
-int persistent_work::blocks() const {
-  return impl_->blocks;
-}
-
-int persistent_work::threads() const {
-  return impl_->threads;
-}
-
-void persistent_work::launch() {
-  cuda::DeviceGuard guard(impl_->device);
-  const unsigned long long* words = impl_->words.data();
-  unsigned int* bar = impl_->barrier.data();
-  void* params[] = {&words, &bar};
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(impl_->blocks);
-  config.blockDim = dim3(impl_->threads);
-  config.stream = engine_stream(impl_->device);
-  cudaLaunchAttribute cooperative{};
-  cooperative.id = cudaLaunchAttributeCooperative;  // every block resident, or the launch fails
-  cooperative.val.cooperative = 1;
-  config.attrs = &cooperative;
-  config.numAttrs = 1;
-  MOLACCEL_CUDA_TRY(cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(impl_->kernel), params));
-  cuda::check_launch("linalg_sequence", __FILE__, __LINE__);
 }
 
 }  // namespace molaccel::linalg::gpu
