@@ -149,12 +149,13 @@ void for_each_graph_comparison(Check check) {
 inline void expect_close_to_graph(const SolverResult& r, const SolverResult& ref, const host_csr<double>& a,
                                   const SolverOptions& o) {
   EXPECT_EQ(r.status, ref.status) << to_string(r.status) << " vs " << to_string(ref.status);
-  if (o.precision == Precision::fp32)
+  if (o.precision == Precision::fp32) {
     EXPECT_NEAR(r.iterations, ref.iterations, 3 + ref.iterations / 10);
-  else if (o.solver == Solver::bicgstab && a.rows > 20000)
+  } else if (o.solver == Solver::bicgstab && a.rows > 20000)
     EXPECT_NEAR(r.iterations, ref.iterations, 1 + ref.iterations / 10);
-  else
+  else {
     EXPECT_NEAR(r.iterations, ref.iterations, 1);
+  }
 }
 
 inline bool contains(const std::string& text, const std::string& part) {

@@ -128,7 +128,9 @@ void check_fused(const Resources& res, const host_csr<double>& a, const std::vec
                              g.diagonals, r.backend));
     EXPECT_TRUE(contains(r.backend, "fused (streaming")) << r.backend;
     EXPECT_TRUE(contains(r.backend, cg ? "1 barrier/iteration" : "2 barriers/iteration")) << r.backend;
-    if (!cg) EXPECT_TRUE(contains(r.backend, g.diagonals && qualifies ? "diagonals" : "CSR")) << r.backend;
+    if (!cg) {
+      EXPECT_TRUE(contains(r.backend, g.diagonals && qualifies ? "diagonals" : "CSR")) << r.backend;
+    }
     EXPECT_EQ(r.status, ref.status) << to_string(r.status) << " vs " << to_string(ref.status);
     EXPECT_EQ(r.kernels_per_iteration, 1);
     expect_valid_solution(r, a, b, o);
@@ -196,8 +198,9 @@ TEST(LinalgGpuFused, LoadPathsAndStoragesAgree) {
         expect_bitwise_same(l2, l1);
         expect_bitwise_same(csr, l2);
         if (a.rows <= 200000) expect_bitwise_same(run(1, false, 8), run(1, true, 8));  // many rows per thread
-        if (a.rows <= 200000 && (prec == Precision::fp64 || a.rows <= 20011))
+        if (a.rows <= 200000 && (prec == Precision::fp64 || a.rows <= 20011)) {
           EXPECT_EQ(l1.status, SolverStatus::converged) << to_string(l1.status);
+        }
         expect_valid_solution(l1, a, b, o);
       }
   }
@@ -301,7 +304,9 @@ TEST(LinalgGpuFused, ImmediateConvergenceBreakdownAndErrors) {  // both solvers
     EXPECT_EQ(r.status, SolverStatus::converged);
     EXPECT_EQ(r.iterations, 0);
     EXPECT_EQ(r.residual_history.size(), 1u);
-    if (!r.residual_history.empty()) EXPECT_NEAR(r.residual_history[0], 1.0, 1e-12);
+    if (!r.residual_history.empty()) {
+      EXPECT_NEAR(r.residual_history[0], 1.0, 1e-12);
+    }
     o.tolerance = 1e-8;
   }
   for (auto precision : {Precision::fp64, Precision::fp32})

@@ -65,10 +65,15 @@ void check_resident(const Resources& res, const host_csr<double>& a, const std::
     const auto r = solve_tuned(res, a, b, o, resident_tuning(a, o, g));
     SCOPED_TRACE(fmt::format("{} n={} {} -> {}", what, a.rows, describe(o, g), r.backend));
     EXPECT_TRUE(contains(r.backend, "resident")) << r.backend;
-    if (g.form == 2) EXPECT_TRUE(contains(r.backend, "2 barriers/iteration")) << r.backend;
-    if (g.form == 4) EXPECT_TRUE(contains(r.backend, "1 barrier/iteration")) << r.backend;
-    if (g.scope == 2 && o.solver == Solver::bicgstab)
+    if (g.form == 2) {
+      EXPECT_TRUE(contains(r.backend, "2 barriers/iteration")) << r.backend;
+    }
+    if (g.form == 4) {
+      EXPECT_TRUE(contains(r.backend, "1 barrier/iteration")) << r.backend;
+    }
+    if (g.scope == 2 && o.solver == Solver::bicgstab) {
       EXPECT_TRUE(contains(r.backend, "3 barriers")) << r.backend;
+    }
     expect_close_to_graph(r, ref, a, o);
     expect_valid_solution(r, a, b, o);
   }
@@ -146,8 +151,9 @@ TEST(LinalgGpuResident, DiagonalsAgreeWithCsr) {
           EXPECT_TRUE(contains(dia.backend, fits ? fmt::format("{} diagonals", dc) : std::string(", CSR")))
               << dia.backend;
           expect_bitwise_same(dia, csr);
-          if (prec == Precision::fp64)
+          if (prec == Precision::fp64) {
             EXPECT_EQ(dia.status, SolverStatus::converged) << to_string(dia.status);
+          }
           expect_valid_solution(dia, a, b, o);
         }
   }
@@ -222,13 +228,17 @@ TEST(LinalgGpuResident, OneBarrierForm) {
                                    one.backend, one.iterations, two.iterations, to_string(one.status)));
           EXPECT_TRUE(contains(one.backend, "1 barrier/iteration")) << one.backend;
           EXPECT_EQ(contains(one.backend, " grid)"), grid) << one.backend;
-          if (c.tiles_i > 0) EXPECT_TRUE(contains(one.backend, "tiles 5 x 8")) << one.backend;
-          if (c.name.find("constant") != std::string::npos || c.name.rfind("poisson", 0) == 0)
+          if (c.tiles_i > 0) {
+            EXPECT_TRUE(contains(one.backend, "tiles 5 x 8")) << one.backend;
+          }
+          if (c.name.find("constant") != std::string::npos || c.name.rfind("poisson", 0) == 0) {
             EXPECT_TRUE(contains(one.backend, "constant stencil")) << one.backend;
+          }
           EXPECT_TRUE(contains(two.backend, "2 barriers/iteration")) << two.backend;
           EXPECT_EQ(one.status, two.status);
-          if (prec == Precision::fp64)
+          if (prec == Precision::fp64) {
             EXPECT_EQ(one.status, SolverStatus::converged) << to_string(one.status);
+          }
           EXPECT_NEAR(one.iterations, two.iterations, 1 + two.iterations / 10);
           expect_valid_solution(one, a, b, o);
         }
