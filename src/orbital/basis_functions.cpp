@@ -10,36 +10,14 @@
 namespace molaccel::orbital::detail {
 
 const std::vector<CartesianPower>& cartesian_powers(int l) {
-  static const std::array<std::vector<CartesianPower>, 5> table = {{
-      {{0, 0, 0}},
-      {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}},
-      {{2, 0, 0}, {0, 2, 0}, {0, 0, 2}, {1, 1, 0}, {1, 0, 1}, {0, 1, 1}},
-      {{3, 0, 0},
-       {0, 3, 0},
-       {0, 0, 3},
-       {1, 2, 0},
-       {2, 1, 0},
-       {2, 0, 1},
-       {1, 0, 2},
-       {0, 1, 2},
-       {0, 2, 1},
-       {1, 1, 1}},
-      {{4, 0, 0},
-       {0, 4, 0},
-       {0, 0, 4},
-       {3, 1, 0},
-       {3, 0, 1},
-       {1, 3, 0},
-       {0, 3, 1},
-       {1, 0, 3},
-       {0, 1, 3},
-       {2, 2, 0},
-       {2, 0, 2},
-       {0, 2, 2},
-       {2, 1, 1},
-       {1, 2, 1},
-       {1, 1, 2}},
-  }};
+  static const std::array<std::vector<CartesianPower>, 5> table = [] {
+    std::array<std::vector<CartesianPower>, 5> t;
+    for (int k = 0; k < 5; ++k)
+      for (int c = 0; c < cartesian_count(k); ++c)
+        t[std::size_t(k)].push_back(
+            {kCartesianPowers[k][c][0], kCartesianPowers[k][c][1], kCartesianPowers[k][c][2]});
+    return t;
+  }();
   MOLACCEL_EXPECTS(l >= 0 && l <= max_angular_momentum, "angular momentum out of range");
   return table[static_cast<std::size_t>(l)];
 }

@@ -16,6 +16,20 @@ struct CartesianPower {
   int x = 0, y = 0, z = 0;
 };
 
+// The powers (x, y, z) of the Cartesian components of angular momentum l = 0..4, Molden order:
+// one table for the run-time view below and for kernels that need the powers at compile time.
+// clang-format off
+inline constexpr int kCartesianPowers[5][15][3] = {
+    {{0, 0, 0}},
+    {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}},
+    {{2, 0, 0}, {0, 2, 0}, {0, 0, 2}, {1, 1, 0}, {1, 0, 1}, {0, 1, 1}},
+    {{3, 0, 0}, {0, 3, 0}, {0, 0, 3}, {1, 2, 0}, {2, 1, 0}, {2, 0, 1}, {1, 0, 2}, {0, 1, 2}, {0, 2, 1},
+     {1, 1, 1}},
+    {{4, 0, 0}, {0, 4, 0}, {0, 0, 4}, {3, 1, 0}, {3, 0, 1}, {1, 3, 0}, {0, 3, 1}, {1, 0, 3}, {0, 1, 3},
+     {2, 2, 0}, {2, 0, 2}, {0, 2, 2}, {2, 1, 1}, {1, 2, 1}, {1, 1, 2}},
+};
+// clang-format on
+
 // Cartesian components of angular momentum l, Molden order.
 const std::vector<CartesianPower>& cartesian_powers(int l);
 inline int cartesian_count(int l) {

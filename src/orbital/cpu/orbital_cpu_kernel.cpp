@@ -91,38 +91,8 @@ inline V exp_nonpositive(V x) {
   return p * shift_left_23(t);
 }
 
-// Cartesian powers in Molden order (basis_functions.cpp, cartesian_powers; checked there by the
-// tests through the reference comparison of every l).
-constexpr int kPowers[5][15][3] = {
-    {{0, 0, 0}},
-    {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}},
-    {{2, 0, 0}, {0, 2, 0}, {0, 0, 2}, {1, 1, 0}, {1, 0, 1}, {0, 1, 1}},
-    {{3, 0, 0},
-     {0, 3, 0},
-     {0, 0, 3},
-     {1, 2, 0},
-     {2, 1, 0},
-     {2, 0, 1},
-     {1, 0, 2},
-     {0, 1, 2},
-     {0, 2, 1},
-     {1, 1, 1}},
-    {{4, 0, 0},
-     {0, 4, 0},
-     {0, 0, 4},
-     {3, 1, 0},
-     {3, 0, 1},
-     {1, 3, 0},
-     {0, 3, 1},
-     {1, 0, 3},
-     {0, 1, 3},
-     {2, 2, 0},
-     {2, 0, 2},
-     {0, 2, 2},
-     {2, 1, 1},
-     {1, 2, 1},
-     {1, 1, 2}},
-};
+// Cartesian powers in Molden order: kCartesianPowers (basis_functions.hpp).
+constexpr auto& kPowers = ::molaccel::orbital::detail::kCartesianPowers;
 
 struct Powers {
   V x[5], y[5], z[5];  // x[e] = dx^e (x[0] unused: monomials skip zero powers)
