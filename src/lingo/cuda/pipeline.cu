@@ -57,6 +57,14 @@ void trace_timeline(const cuda::Event& t0, std::vector<cuda::Event>& marks, cons
                   n, wall_s * 1e3, setup_s * 1e3, last, copy_busy, first_copy, gaps, compute_busy));
 }
 
+// Out of GPU memory in the pipeline: clears the sticky error and frees the pipeline's buffers
+// before the next try.
+void drop_pipeline_buffers(WorkerState& s) {
+  cudaGetLastError();
+  for (auto& b : s.pipe_sims) b.reset();
+  for (auto& b : s.pipe_packed) b.reset();
+}
+
 }  // namespace
 
 // Copies `rows` rows of `row_bytes` from contiguous `src` to `dst` (stride `ld_bytes`) with a few
@@ -242,10 +250,7 @@ void GpuJob::dense_to(WorkerContext& ctx, const Rect& rect, OutputType type, std
       return;
     } catch (const CudaError& e) {
       if (!e.is_out_of_memory()) throw;
-      cudaGetLastError();
-      WorkerState& s = impl_->state(ctx);
-      for (auto& b : s.pipe_sims) b.reset();
-      for (auto& b : s.pipe_packed) b.reset();
+      drop_pipeline_buffers(impl_->state(ctx));
       // dense_stream below starts over with the pipeline and then plain passes.
     }
   }
@@ -262,10 +267,7 @@ void GpuJob::dense_stream(WorkerContext& ctx, const Rect& rect, OutputType type,
     return;
   } catch (const CudaError& e) {
     if (!e.is_out_of_memory()) throw;
-    cudaGetLastError();
-    WorkerState& s = impl_->state(ctx);
-    for (auto& b : s.pipe_sims) b.reset();
-    for (auto& b : s.pipe_packed) b.reset();
+    drop_pipeline_buffers(impl_->state(ctx));
     log_warn("lingo: GPU {} out of memory in the pipelined copy, falling back to plain passes",
              ctx.worker().device);
   }
