@@ -52,7 +52,7 @@ bench::Timing timing_of(const std::vector<double>& v) {
   return t;
 }
 
-double max_relative_difference(const std::vector<float>& a, const std::vector<double>& b) {
+[[maybe_unused]] double max_relative_difference(const std::vector<float>& a, const std::vector<double>& b) {
   double worst = 0, scale = 0;
   for (std::size_t p = 0; p < a.size(); ++p) {
     worst = std::max(worst, std::abs(static_cast<double>(a[p]) - b[p]));
