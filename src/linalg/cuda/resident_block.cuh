@@ -146,85 +146,6 @@ __device__ __forceinline__ void grid_barrier_counter(unsigned long long* counter
   __syncthreads();
 }
 
-// The barriers below and the grid_kind / gather tests in context are never selected (the host
-// sets grid_kind 2 and gather 2): kept only because without them the compiler allocates the
-// fused kernels' registers differently (more spills than the measured code). Delete them once
-// the GPU benchmark shows the fused kernels as fast without them.
-// The same counter without a returning atomic: the target comes from the number of barriers
-// passed since the counter was zeroed (`epoch`, counted across launches), so the arrival is a
-// fire-and-forget red.release and the first acquire poll follows at once.
-__device__ __forceinline__ void grid_barrier_counter_red(unsigned long long* counter,
-                                                         unsigned long long epoch) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const unsigned long long target = epoch * gridDim.x;
-    asm volatile("red.release.gpu.global.add.u64 [%0], 1;" ::"l"(counter) : "memory");
-    wait_for_count(counter, target);
-  }
-  __syncthreads();
-}
-
-// An arrival at the counter with an acq_rel add that returns the count (barriers 6 and 7): the
-// count every block reaches at this barrier (`target`), and whether this arrival completed it
-// (then every block has arrived: its acquire reads the end of the other arrivals' release
-// sequence).
-__device__ __forceinline__ bool counter_arrive_last(unsigned long long* counter, unsigned long long& target) {
-  const unsigned long long blocks = gridDim.x;
-  unsigned long long old;
-  asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], 1;" : "=l"(old) : "l"(counter) : "memory");
-  target = (old / blocks + 1) * blocks;
-  return old + 1 == target;
-}
-
-// The arrival counter, the last arrival not polling: it leaves at once, one L2 round trip earlier
-// than after a poll; the others poll as in grid_barrier_counter.
-__device__ __forceinline__ void grid_barrier_counter_last(unsigned long long* counter) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned long long target;
-    if (!counter_arrive_last(counter, target)) wait_for_count(counter, target);
-  }
-  __syncthreads();
-}
-
-// The arrival counter with a separate generation word (counter + 16, its own 128-byte line): the
-// last block to arrive (its acq_rel add completes the multiple of the grid size) publishes the
-// target there with a release store; the others poll that word, not the counter, so the polls do
-// not queue behind the arrivals on one line.
-__device__ __forceinline__ void grid_barrier_generation(unsigned long long* counter) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned long long target;
-    unsigned long long* const generation = counter + 16;
-    if (counter_arrive_last(counter, target)) {
-      asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(generation), "l"(target) : "memory");
-    } else {
-      wait_for_count(generation, target);
-    }
-  }
-  __syncthreads();
-}
-
-// Flag barrier over the cooperative grid (no atomics): block b publishes the epoch it reached
-// in flags[b] with a release store (after __syncthreads, so the block's earlier writes are
-// ordered before it); warp 0 of every block waits with acquire loads until every flag reaches
-// the epoch. Epochs only grow, so a block already at the next barrier never blocks a slow one.
-__device__ __forceinline__ void grid_barrier_flags(unsigned long long* flags, unsigned long long epoch) {
-  __syncthreads();
-  if (threadIdx.x == 0)
-    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(flags + blockIdx.x), "l"(epoch) : "memory");
-  if (threadIdx.x < 32) {
-    for (unsigned blk = threadIdx.x; blk < gridDim.x; blk += 32) {
-      unsigned long long seen;
-      do {
-        asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(flags + blk) : "memory");
-      } while (seen < epoch);
-    }
-    __syncwarp();
-  }
-  __syncthreads();
-}
-
 template <class T, int SYNC>
 struct context {
   const kernel_params<T>& kp;
@@ -256,7 +177,7 @@ struct context {
 
   // The state words a launch leaves for the host and the next launch (kStateWords; word 2, (b, b)
   // or (r, r) of the first launch, is written where it is summed): rho (CG: gamma), active,
-  // iterations done, barriers passed (added to the next launch's kernel_params::epoch_base).
+  // iterations done, barriers passed.
   __device__ void store_state(double rho, double active, int done) const {
     kp.out[0] = rho;
     kp.out[1] = active;
@@ -273,18 +194,7 @@ struct context {
   // in plain_arrive() / sum_arrive() and the wait in plain_wait() / sum_wait().
   __device__ void grid_barrier() {
     ++epoch;
-    if (kp.grid_kind == 0)
-      grid_barrier_flags(kp.flags, kp.epoch_base + epoch);
-    else if (kp.grid_kind == 1)
-      cg::this_grid().sync();
-    else if (kp.grid_kind == 3)
-      grid_barrier_counter_red(kp.counter, kp.epoch_base + epoch);
-    else if (kp.grid_kind == 4)
-      grid_barrier_generation(kp.counter);
-    else if (kp.grid_kind == 5)
-      grid_barrier_counter_last(kp.counter);
-    else
-      grid_barrier_counter(kp.counter);
+    grid_barrier_counter(kp.counter);
   }
 
   // A barrier without a sum (a vector published), stamped like a sum's barrier when tracing (the
@@ -431,7 +341,7 @@ struct context {
       constexpr int U = kGatherChunk / 32,
                     kMaxChunks = 8;  // warp-wide loads in flight per lane; chunks of 32 x U blocks
       const int chunks = (blocks + 32 * U - 1) / (32 * U);
-      if (kp.gather == 2 && chunks <= kMaxChunks) {
+      if (chunks <= kMaxChunks) {
         // One warp per (sum k, chunk of 128 blocks) reads that chunk's block sums (all loads in
         // flight) and leaves the chunk's total in shared memory; every thread then adds the chunk
         // totals in chunk order. The partials are read once per block instead of once per warp

@@ -38,17 +38,13 @@ struct kernel_params {
   T* xp = nullptr;             // grid: exchanged vectors (2 x n; two-barrier form: 7 x n, see pub_vec)
   double* partials = nullptr;  // grid: kSlots x gridDim.x block sums
   unsigned long long* counter = nullptr;  // grid barrier: arrivals (monotonic)
-  unsigned long long* flags = nullptr;    // unused (see resident_block.cuh)
-  unsigned long long epoch_base = 0;      // unused
   double* out = nullptr;                  // state words, then records
   int iterations = 0;
   int init = 0;
-  int grid_kind = 2;  // always 2, the arrival counter (see resident_block.cuh)
   double threshold = 0;
   int matrix_smem = 0;         // grid, 4 rows per thread: rows of <= kSmemNnz in shared memory
   unsigned matrix_offset = 0;  // their byte offset in the dynamic shared memory
   double* aux = nullptr;       // streaming kernel: sigma and the buffer index between launches
-  int gather = 2;              // always 2 (see resident_block.cuh)
   int scatter = 0;  // grid sums: the block's sums reduced by warp_scatter_sum (form 4; 0: warp_all_sum_n)
   // Opt-in trace (MOLACCEL_TRACE=linalg): thread 0 of every block writes {globaltimer,
   // clock64} at 4 points of each grid / cluster sum (block work done, barrier entry, barrier exit,
