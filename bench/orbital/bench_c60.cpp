@@ -46,9 +46,9 @@ detail::Tuning tuned(std::size_t orbitals, bool density) {
 }
 
 // The library call, with the benchmark's tuning when one was given (else the public API).
-void orbitals_into(const Resources& resources, const Wavefunction& wfn, const GridSpec& grid,
-                   const std::vector<OrbitalRef>& refs, float* out, std::size_t size,
-                   const EvaluateOptions& options, EvaluationInfo* info) {
+[[maybe_unused]] void orbitals_into(const Resources& resources, const Wavefunction& wfn, const GridSpec& grid,
+                                    const std::vector<OrbitalRef>& refs, float* out, std::size_t size,
+                                    const EvaluateOptions& options, EvaluationInfo* info) {
   if (tuning_settings.empty())
     evaluate_orbitals_into(resources, wfn, grid, refs, out, size, options, info);
   else
@@ -56,8 +56,9 @@ void orbitals_into(const Resources& resources, const Wavefunction& wfn, const Gr
                                     info);
 }
 
-void density_into(const Resources& resources, const Wavefunction& wfn, const GridSpec& grid, float* out,
-                  std::size_t size, const EvaluateOptions& options, EvaluationInfo* info) {
+[[maybe_unused]] void density_into(const Resources& resources, const Wavefunction& wfn, const GridSpec& grid,
+                                   float* out, std::size_t size, const EvaluateOptions& options,
+                                   EvaluationInfo* info) {
   const std::size_t occupied = wfn.alpha.count();  // every generated orbital is doubly occupied
   if (tuning_settings.empty())
     evaluate_density_into(resources, wfn, grid, DensityKind::total, out, size, options, info);

@@ -378,7 +378,6 @@ SolverResult solve_on(const placement& where, const host_csr<double>& host_a, st
     }
   }
 #endif
-  const bool graph = gpu;
   const int batch = std::max(1, tuning.batch > 0 ? tuning.batch : gpu ? 8 : 1);
   const std::size_t slots = std::size_t(batch) + 1;
   vector<T> history(where, n_fields * slots);
@@ -444,7 +443,7 @@ SolverResult solve_on(const placement& where, const host_csr<double>& host_a, st
       gpu::prepare_only_scope prepare;
       record_batch(batch);
     }
-    if (graph) captured = std::make_unique<gpu::captured_work>(where.device, [&] { record_batch(batch); });
+    captured = std::make_unique<gpu::captured_work>(where.device, [&] { record_batch(batch); });
   }
 #endif
 
