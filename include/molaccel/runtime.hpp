@@ -400,7 +400,7 @@ struct JitProgram {
 struct JitCacheStats {
   std::size_t memory_hits = 0, disk_hits = 0, misses = 0, corrupt_rebuilt = 0, disk_write_failures = 0;
   // Entries not loaded because someone else could have written them (not owned by this user,
-  // writable by others, a link), or because the cache directory itself is not private.
+  // writable by others, a link). A cache directory that is not private is not read at all.
   std::size_t untrusted_ignored = 0;
 };
 

@@ -294,7 +294,7 @@ struct JitCache::Impl {
       ::close(fd);
       return bytes;
     }
-    log_warn("JIT cache entry {} is not trusted ({}); ignoring it and rebuilding it", path.string(), why);
+    log_warn("JIT cache entry {} is not trusted: {}; ignoring it and rebuilding it", path.string(), why);
     std::lock_guard lock(mutex);
     ++stats.untrusted_ignored;
     return std::nullopt;
