@@ -399,6 +399,9 @@ struct JitProgram {
 
 struct JitCacheStats {
   std::size_t memory_hits = 0, disk_hits = 0, misses = 0, corrupt_rebuilt = 0, disk_write_failures = 0;
+  // Entries not loaded because someone else could have written them (not owned by this user,
+  // writable by others, a link). A cache directory that is not private is not read at all.
+  std::size_t untrusted_ignored = 0;
 };
 
 // Whether NVRTC could be loaded (it is loaded lazily, so CPU-only builds can use it too), and
@@ -409,6 +412,10 @@ int nvrtc_version();
 class JitCache {
  public:
   // dir empty = MOLACCEL_CACHE_DIR, else $XDG_CACHE_HOME/molaccel, else ~/.cache/molaccel.
+  // The directory is created owner-only (0700). One that is writable by its group or others, or
+  // not owned by this user, is not used (a warning names it; programs are compiled in memory only).
+  // Entries are written owner-only (0600) through an exclusively created temporary file; an entry
+  // not owned by this user, writable by others or a link is ignored and replaced.
   explicit JitCache(std::filesystem::path dir = {});
   ~JitCache();
   JitCache(const JitCache&) = delete;
@@ -433,6 +440,10 @@ JitCache& default_jit_cache();  // process-wide, created on first use (thread-sa
 
 // Directory where generated kernels are dumped (MOLACCEL_DUMP_KERNELS), if set.
 std::optional<std::filesystem::path> kernel_dump_dir();
+// Writes `source` as `file_name` in the dump directory when MOLACCEL_DUMP_KERNELS is set: created
+// exclusively under a temporary name and renamed into place (a link there is replaced, not
+// followed). Failures are logged as warnings, never thrown.
+void dump_kernel_source(const std::string& file_name, std::string_view source);
 
 // ---------------------------------------------------------------------------------------------
 // Logging and progress (stderr).

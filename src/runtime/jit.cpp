@@ -2,16 +2,21 @@
 // NVRTC is loaded with dlopen on first use, so a binary built without CUDA, or run where the
 // toolkit is missing, still starts; JIT then reports NotCompiled.
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 
 #include "molaccel/runtime.hpp"
 #include "runtime/jit_cache_format.hpp"
+#include "runtime/secure_file.hpp"
 
 namespace molaccel {
 
@@ -214,10 +219,86 @@ std::optional<JitProgram> decode_cache_entry(std::string_view bytes, std::string
 }  // namespace detail
 
 // ---- the cache ------------------------------------------------------------------------------------
+// The disk cache holds code that runs in the user's process, so it trusts only what this user
+// wrote: a private directory (owner-only, not writable by others) and entries owned by this user
+// and writable by nobody else. Anything else is ignored: the directory with one warning (programs
+// are then compiled in memory only), an entry by rebuilding and replacing it.
 struct JitCache::Impl {
   mutable std::mutex mutex;
   std::unordered_map<std::string, JitProgram> memory;
   JitCacheStats stats;
+  std::once_flag directory_checked;
+  bool directory_usable = false;
+  std::set<std::string> refused_subdirectories;  // warned about once each (under `mutex`)
+
+  // Creates the cache directory (0700) on first use and decides whether it may be used.
+  bool usable(const std::filesystem::path& dir) {
+    std::call_once(directory_checked, [&] {
+      std::filesystem::path d = dir.has_filename() ? dir : dir.parent_path();  // "cache/" -> "cache"
+      std::error_code ec;
+      if (d.has_parent_path()) std::filesystem::create_directories(d.parent_path(), ec);
+      std::string why;
+      if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST)
+        why = std::strerror(errno);
+      else
+        directory_usable = detail::directory_is_private(d, why);
+      if (!directory_usable)
+        log_warn(
+            "JIT cache directory {} is not used: {}; kernels are compiled in memory only (use a directory "
+            "only you can write, e.g. mode 0700, or set MOLACCEL_CACHE_DIR)",
+            d.string(), why);
+    });
+    return directory_usable;
+  }
+
+  // The entry's subdirectory: created 0700; used only when private and not a link.
+  bool usable_subdirectory(const std::filesystem::path& sub) {
+    std::string why;
+    struct stat st {};
+    bool ok = false;
+    if (::mkdir(sub.c_str(), 0700) != 0 && errno != EEXIST)
+      why = std::strerror(errno);
+    else if (::lstat(sub.c_str(), &st) != 0)
+      why = std::strerror(errno);
+    else if (S_ISLNK(st.st_mode))
+      why = "a symbolic link";
+    else
+      ok = detail::directory_is_private(sub, why);
+    if (!ok) {
+      std::lock_guard lock(mutex);
+      if (refused_subdirectories.insert(sub.string()).second)
+        log_warn("JIT cache directory {} is not used: {}; kernels are compiled in memory only", sub.string(),
+                 why);
+    }
+    return ok;
+  }
+
+  // Reads an entry when this user wrote it; nullopt when absent, untrusted (counted) or corrupt.
+  std::optional<std::string> read_trusted(const std::filesystem::path& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    std::string why;
+    if (fd < 0) {
+      if (errno != ELOOP) return std::nullopt;  // absent (or unreadable: rebuilt and replaced)
+      why = "a symbolic link";
+    } else if (!detail::file_is_private(fd, why)) {
+      ::close(fd);
+    } else {
+      std::string bytes;
+      char buf[1 << 16];
+      for (;;) {
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        bytes.append(buf, static_cast<std::size_t>(n));
+      }
+      ::close(fd);
+      return bytes;
+    }
+    log_warn("JIT cache entry {} is not trusted: {}; ignoring it and rebuilding it", path.string(), why);
+    std::lock_guard lock(mutex);
+    ++stats.untrusted_ignored;
+    return std::nullopt;
+  }
 };
 
 namespace {
@@ -225,7 +306,7 @@ std::filesystem::path default_cache_dir() {
   if (const char* d = std::getenv("MOLACCEL_CACHE_DIR"); d && *d) return d;
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::filesystem::path(x) / "molaccel";
   if (const char* h = std::getenv("HOME"); h && *h) return std::filesystem::path(h) / ".cache" / "molaccel";
-  return std::filesystem::temp_directory_path() / "molaccel-cache";
+  return std::filesystem::temp_directory_path() / fmt::format("molaccel-cache-{}", ::geteuid());
 }
 
 // "name.cu(12): error: ..." -> 12
@@ -290,18 +371,16 @@ JitProgram JitCache::compile(const JitRequest& request) {
       return p;
     }
   }
-  if (auto dump = kernel_dump_dir()) {
-    std::error_code ec;
-    std::filesystem::create_directories(*dump, ec);
-    const auto stem = std::filesystem::path(request.program_name).stem().string();
-    std::ofstream(*dump / (stem + "." + key.substr(0, 8) + ".cu")) << request.source;
-  }
+  if (kernel_dump_dir())
+    dump_kernel_source(
+        std::filesystem::path(request.program_name).stem().string() + "." + key.substr(0, 8) + ".cu",
+        request.source);
   // Disk.
   const auto path = entry_path(key);
-  {
-    std::ifstream in(path, std::ios::binary);
-    if (in) {
-      std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const bool use_disk = impl_->usable(dir_) && impl_->usable_subdirectory(path.parent_path());
+  if (use_disk) {
+    if (auto read = impl_->read_trusted(path)) {
+      const std::string& bytes = *read;
       if (auto p = detail::decode_cache_entry(bytes, key)) {
         p->origin = JitProgram::Origin::disk_cache;
         std::lock_guard lock(impl_->mutex);
@@ -370,16 +449,18 @@ JitProgram JitCache::compile(const JitRequest& request) {
   check(nv.GetCUBINSize(prog, &cubin_size), "get CUBIN size");
   p.cubin.resize(cubin_size);
   check(nv.GetCUBIN(prog, p.cubin.data()), "get CUBIN");
-  // Store: temporary file + rename, so concurrent processes never see a partial entry.
-  try {
-    std::filesystem::create_directories(path.parent_path());
-    const auto bytes = detail::encode_cache_entry(p);
-    write_file_atomically(path, [&](std::FILE* f) { std::fwrite(bytes.data(), 1, bytes.size(), f); });
-  } catch (const std::exception& e) {
-    log_warn("JIT cache: could not store {}: {}", path.string(), e.what());
-    std::lock_guard lock(impl_->mutex);
-    ++impl_->stats.disk_write_failures;
-  }
+  // Store: an owner-only temporary file, created exclusively, renamed over the entry (never through
+  // a link there), so concurrent processes never see a partial entry.
+  if (use_disk) try {
+      const auto bytes = detail::encode_cache_entry(p);
+      detail::replace_file(
+          path, 0600, std::nullopt, [&](std::FILE* f) { std::fwrite(bytes.data(), 1, bytes.size(), f); },
+          path.string());
+    } catch (const std::exception& e) {
+      log_warn("JIT cache: could not store {}: {}", path.string(), e.what());
+      std::lock_guard lock(impl_->mutex);
+      ++impl_->stats.disk_write_failures;
+    }
   std::lock_guard lock(impl_->mutex);
   ++impl_->stats.misses;
   impl_->memory.emplace(key, p);
@@ -394,6 +475,21 @@ JitCache& default_jit_cache() {
 std::optional<std::filesystem::path> kernel_dump_dir() {
   if (const char* d = std::getenv("MOLACCEL_DUMP_KERNELS"); d && *d) return std::filesystem::path(d);
   return std::nullopt;
+}
+
+void dump_kernel_source(const std::string& file_name, std::string_view source) {
+  const auto dir = kernel_dump_dir();
+  if (!dir) return;
+  const auto path = *dir / file_name;
+  try {
+    std::error_code ec;
+    std::filesystem::create_directories(*dir, ec);
+    detail::replace_file(
+        path, 0666 & ~detail::current_umask(), std::nullopt,
+        [&](std::FILE* f) { std::fwrite(source.data(), 1, source.size(), f); }, path.string());
+  } catch (const std::exception& e) {
+    log_warn("MOLACCEL_DUMP_KERNELS: could not write {}: {}", path.string(), e.what());
+  }
 }
 
 }  // namespace molaccel

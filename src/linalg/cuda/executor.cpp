@@ -3,7 +3,6 @@
 // stage kernels -> warp/group pieces inside the generated code) and CUDA graph capture.
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
 
@@ -142,10 +141,7 @@ operation_state::compiled& compile_for(const operation_plan& plan, operation_sta
   request.program_name = plan.name.substr(0, 60) + ".cu";
   for (auto& st : plan.stages) request.kernel_names.push_back(st.kernel_name);
   request.arch = tune.arch;
-  if (auto dir = kernel_dump_dir()) {
-    std::filesystem::create_directories(*dir);
-    std::ofstream(*dir / fmt::format("{}_g{}.cu", plan.name, group)) << request.source;
-  }
+  if (kernel_dump_dir()) dump_kernel_source(fmt::format("{}_g{}.cu", plan.name, group), request.source);
   const JitProgram program = default_jit_cache().compile(request);
   operation_state::compiled c;
   c.program = cuda::LoadedProgram(program);
