@@ -53,6 +53,28 @@ TEST(AlignFasta, ReadsGzipFiles) {
   EXPECT_THROW(read_fasta(dir / "missing.fa"), InputError);
 }
 
+// Issue 24, defect 6: a FASTA .gz cut short gave the sequences before the cut and exit 0.
+TEST(AlignFasta, TruncatedGzipIsAnInputError) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 3000; ++i) text += ">seq" + std::to_string(i) + " some protein\nACDEFGHIKLMNPQRSTVWY\n";
+  const auto path = dir / "x.fa.gz";
+  gzFile f = gzopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(f);
+  EXPECT_EQ(read_fasta(path).size(), 3000u);
+  const std::string bytes = molaccel::testing::read_file(path);
+  molaccel::testing::write_file(dir / "cut.fa.gz", bytes.substr(0, bytes.size() - 3));
+  try {
+    (void)read_fasta(dir / "cut.fa.gz");
+    FAIL() << "a truncated .gz was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.path(), (dir / "cut.fa.gz").string());
+    EXPECT_GT(e.line(), 0u);
+  }
+}
+
 TEST(AlignDatabase, SortedByLengthThenInputOrder) {
   const auto db = Database::from_sequences(testing::make_set({"AAAA", "C", "DD", "EE", "F"}));
   ASSERT_EQ(db.size(), 5u);

@@ -167,6 +167,27 @@ TEST(LingoReader, GzipAndPlainFilesGiveTheSameSet) {
   EXPECT_THROW(read_molecules(dir / "missing.smi", {}), InputError);
 }
 
+// Issue 24, defect 6: a .smi.gz cut short gave the molecules before the cut and exit 0.
+TEST(LingoReader, TruncatedGzipIsAnInputError) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 5000; ++i) text += "CC(=O)Oc1ccccc1C(=O)O aspirin_" + std::to_string(i) + "\n";
+  gzFile gz = gzopen((dir / "m.smi.gz").c_str(), "wb");
+  ASSERT_NE(gz, nullptr);
+  gzwrite(gz, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(gz);
+  EXPECT_EQ(read_molecules(dir / "m.smi.gz", {}).size(), 5000u);
+  const std::string bytes = molaccel::testing::read_file(dir / "m.smi.gz");
+  write_file(dir / "cut.smi.gz", bytes.substr(0, bytes.size() * 2 / 3));
+  try {
+    (void)read_molecules(dir / "cut.smi.gz", {});
+    FAIL() << "a truncated .gz was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.path(), (dir / "cut.smi.gz").string());
+    EXPECT_GT(e.line(), 0u);
+  }
+}
+
 TEST(LingoReader, QOutOfRangeIsAnInputError) {
   LingoOptions o;
   o.q = 9;
