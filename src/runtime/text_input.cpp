@@ -102,6 +102,8 @@ bool LineReader::next(std::string_view& line) {
     }
   }
   if (!line_.empty() && line_.back() == '\r') line_.pop_back();
+  // A UTF-8 byte order mark (written by some Windows editors and tools) is not part of the text.
+  if (line_no_ == 0 && line_.starts_with("\xEF\xBB\xBF")) line_.erase(0, 3);
   ++line_no_;
   line = line_;
   return true;

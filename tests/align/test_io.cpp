@@ -2,6 +2,8 @@
 // sorting, shards) and the hits TSV.
 #include <zlib.h>
 
+#include <algorithm>
+
 #include "align/align_test_util.hpp"
 #include "testing/testing.hpp"
 
@@ -72,6 +74,26 @@ TEST(AlignFasta, TruncatedGzipIsAnInputError) {
   } catch (const InputError& e) {
     EXPECT_EQ(e.path(), (dir / "cut.fa.gz").string());
     EXPECT_GT(e.line(), 0u);
+  }
+}
+
+// Issue 24, defects 13 and 14: a byte order mark before the first '>' is skipped; an id ends at
+// the first space or tab, so ids never hold a tab and the hits TSV keeps its 11 columns.
+TEST(AlignFasta, ByteOrderMarkAndTabsInHeaders) {
+  const auto set = parse_fasta("b.fa", "\xEF\xBB\xBF>a\tfirst\tprotein\nACDEFGHIKW\n>b\tx\nMNPQRSTVWY\n");
+  ASSERT_EQ(set.size(), 2u);
+  EXPECT_EQ(set.ids[0], "a");
+  EXPECT_EQ(set.ids[1], "b");
+  TempDir dir;
+  const auto db = Database::from_sequences(set);
+  const auto result = search(Resources::cpu(1), set, db, SearchOptions{});
+  write_hits_tsv(dir / "hits.tsv", set, db, result);
+  const std::string text = molaccel::testing::read_file(dir / "hits.tsv");
+  for (std::size_t begin = 0; begin < text.size();) {
+    const auto end = text.find('\n', begin);
+    const std::string line = text.substr(begin, end - begin);
+    EXPECT_EQ(std::count(line.begin(), line.end(), '\t'), 10) << line;
+    begin = end + 1;
   }
 }
 

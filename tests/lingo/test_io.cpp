@@ -188,6 +188,24 @@ TEST(LingoReader, TruncatedGzipIsAnInputError) {
   }
 }
 
+// Issue 24, defect 14: a UTF-8 byte order mark (Excel's "CSV UTF-8", Notepad) is skipped.
+TEST(LingoReader, ByteOrderMarkIsSkipped) {
+  const auto smi = parse_molecules("b.smi",
+                                   "\xEF\xBB\xBF"
+                                   "CCO ethanol\nCC ethane\n",
+                                   {});
+  ASSERT_EQ(smi.size(), 2u);
+  EXPECT_EQ(smi.names[0], "ethanol");
+  ReadOptions csv;
+  csv.smiles_column = "smiles";
+  const auto set = parse_molecules("b.csv",
+                                   "\xEF\xBB\xBF"
+                                   "smiles,name\nCCO,ethanol\n",
+                                   {}, csv);
+  ASSERT_EQ(set.size(), 1u);
+  EXPECT_EQ(set.names[0], "ethanol");
+}
+
 TEST(LingoReader, QOutOfRangeIsAnInputError) {
   LingoOptions o;
   o.q = 9;

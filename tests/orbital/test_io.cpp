@@ -370,6 +370,17 @@ TEST(OrbitalIo, TruncatedAndBadInputNameFileAndLine) {
   EXPECT_THROW((void)read_fchk_text("cut.fchk", fchk.substr(0, fchk.size() - 30)), InputError);
 }
 
+// Issue 24, defect 14: a UTF-8 byte order mark before [Molden Format] (Windows editors).
+TEST(OrbitalIo, MoldenAndFchkWithAByteOrderMarkAreRead) {
+  molaccel::testing::TempDir dir;
+  const std::string text = read_file(test::bundled("h2o_631gs.molden"));
+  molaccel::testing::write_file(dir / "bom.molden", "\xEF\xBB\xBF" + text);
+  EXPECT_EQ(read_wavefunction(dir / "bom.molden").function_count(), 18);
+  const std::string fchk = to_fchk(read_molden(test::bundled("h2o_631gs.molden")), true);
+  molaccel::testing::write_file(dir / "bom.fchk", "\xEF\xBB\xBF" + fchk);
+  EXPECT_EQ(read_wavefunction(dir / "bom.fchk").function_count(), 18);
+}
+
 TEST(OrbitalIo, CubeRoundTripSingleAndMultiOrbital) {
   molaccel::testing::TempDir dir;
   const auto wfn = read_molden(test::bundled("h2o_631gs.molden"));

@@ -84,6 +84,22 @@ TEST(LineReader, TruncatedGzipIsAnInputErrorNamingTheFile) {
   }
 }
 
+// Issue 24, defect 14: a UTF-8 byte order mark at the start of a file is skipped (and only there).
+TEST(LineReader, Utf8ByteOrderMarkAtTheStartIsSkipped) {
+  const std::string bom = "\xEF\xBB\xBF";
+  {
+    const std::string content = bom + "CCO a\r\n" + bom + "x\n";  // the reader keeps a view of it
+    io::LineReader r("mem", content);
+    EXPECT_EQ(all_lines(r), (std::vector<std::string>{"CCO a", bom + "x"}));
+  }
+  testing::TempDir dir;
+  testing::write_file(dir / "a.fasta", bom + ">s1\nACGT\n");
+  io::LineReader r(dir / "a.fasta");
+  EXPECT_EQ(all_lines(r), (std::vector<std::string>{">s1", "ACGT"}));
+  io::LineReader just_bom("mem", bom);
+  EXPECT_EQ(all_lines(just_bom), (std::vector<std::string>{""}));
+}
+
 TEST(LineReader, EmptyInput) {
   io::LineReader r("empty", "");
   std::string_view line;
