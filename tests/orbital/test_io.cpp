@@ -370,6 +370,21 @@ TEST(OrbitalIo, TruncatedAndBadInputNameFileAndLine) {
   EXPECT_THROW((void)read_fchk_text("cut.fchk", fchk.substr(0, fchk.size() - 30)), InputError);
 }
 
+// Issue 24, defect 3: formatted checkpoint files from real runs end with a blank line.
+TEST(OrbitalIo, FchkEndingWithBlankLinesIsRead) {
+  const auto molden = read_molden(test::bundled("h2o_631gs.molden"));
+  const std::string fchk = to_fchk(molden, true);
+  for (const std::string& tail : {std::string("\n"), std::string("\n\n   \n"), std::string("\r\n\r\n")}) {
+    const auto wfn = read_fchk_text("blank.fchk", fchk + tail);
+    EXPECT_EQ(wfn.function_count(), 18);
+    EXPECT_DOUBLE_EQ(wfn.electron_count(), 10.0);
+  }
+  // A blank line between two fields is skipped too.
+  std::string inner = fchk;
+  inner.insert(inner.find("Atomic numbers"), "\n");
+  EXPECT_EQ(read_fchk_text("inner.fchk", inner).function_count(), 18);
+}
+
 // Issue 24, defect 14: a UTF-8 byte order mark before [Molden Format] (Windows editors).
 TEST(OrbitalIo, MoldenAndFchkWithAByteOrderMarkAreRead) {
   molaccel::testing::TempDir dir;

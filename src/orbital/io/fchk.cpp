@@ -2,6 +2,7 @@
 // d, 3/-3 f, 4/-4 g. Gaussian's pure order (0, +1, -1, +2, -2, ...) and its Cartesian s..f orders
 // equal Molden's; Cartesian g is reordered (Gaussian lists zzzz first). Occupations come from the
 // electron counts (restricted: 2 per doubly occupied orbital, 1 for open-shell ROHF orbitals).
+// Blank lines between fields and at the end of the file (as real runs write) are skipped.
 #include <map>
 
 #include "orbital/basis_functions.hpp"
@@ -39,6 +40,7 @@ Wavefunction parse_fchk(io::LineReader& in, const ReadOptions& options) {
   if (!in.next(line)) in.fail("empty file");
   if (!in.next(line)) in.fail("truncated: no job-type line");
   while (in.next(line)) {
+    if (trim(line).empty()) continue;  // blank lines, e.g. at the end of files from real runs
     if (line.size() < 44 || line[0] == ' ') in.fail("expected a field header (name, type, value or N=count)");
     const std::string name(trim(line.substr(0, 40)));
     const auto rest = split(line.substr(40));
