@@ -385,6 +385,41 @@ TEST(OrbitalIo, FchkEndingWithBlankLinesIsRead) {
   EXPECT_EQ(read_fchk_text("inner.fchk", inner).function_count(), 18);
 }
 
+// Issue 24, defect 14: a file neither Molden nor fchk was parsed as fchk and its bytes echoed.
+TEST(OrbitalIo, NeitherMoldenNorFchkIsAClearErrorWithoutEchoingBinary) {
+  molaccel::testing::TempDir dir;
+  std::string binary =
+      "\x7f"
+      "ELF\x02\x01\x01";
+  for (int i = 0; i < 300; ++i) binary.push_back(static_cast<char>((i * 37) % 256));
+  binary +=
+      "\nsecond\x01\x02 line\n\x1b[31m third line with a terminal escape and more than forty-four "
+      "characters \x00\x07 R   N= 5\n";
+  molaccel::testing::write_file(dir / "a.bin", binary);
+  molaccel::testing::write_file(dir / "notes.txt",
+                                "just\nsome\nnotes that are not a checkpoint file at all\n");
+  molaccel::testing::write_file(dir / "one.txt", "one line\n");
+  for (const char* name : {"a.bin", "notes.txt", "one.txt"}) {
+    SCOPED_TRACE(name);
+    try {
+      (void)read_wavefunction(dir / name);
+      ADD_FAILURE() << "accepted";
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("not a Molden or fchk file"), std::string::npos) << what;
+      EXPECT_EQ(what.rfind((dir / name).string() + ":", 0), 0u) << what;
+      for (char c : what) EXPECT_TRUE(static_cast<unsigned char>(c) >= 0x20 && c != 0x7f) << what;
+    }
+  }
+  // read_fchk on a binary file: no echo either.
+  try {
+    (void)read_fchk(dir / "a.bin");
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    for (char c : std::string(e.what())) EXPECT_TRUE(static_cast<unsigned char>(c) >= 0x20 && c != 0x7f);
+  }
+}
+
 // Issue 24, defect 14: a UTF-8 byte order mark before [Molden Format] (Windows editors).
 TEST(OrbitalIo, MoldenAndFchkWithAByteOrderMarkAreRead) {
   molaccel::testing::TempDir dir;
