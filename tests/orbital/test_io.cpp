@@ -385,6 +385,36 @@ TEST(OrbitalIo, FchkEndingWithBlankLinesIsRead) {
   EXPECT_EQ(read_fchk_text("inner.fchk", inner).function_count(), 18);
 }
 
+// Issue 24, defect 14: negative electron counts and a field given twice were accepted.
+TEST(OrbitalIo, FchkNegativeElectronCountsAndDuplicateFieldsAreErrors) {
+  const std::string fchk = to_fchk(read_molden(test::bundled("h2o_631gs.molden")), true);
+  auto expect_error = [](const std::string& text, std::size_t line, const std::string& what) {
+    try {
+      (void)read_fchk_text("w.fchk", text);
+      ADD_FAILURE() << "accepted: " << what;
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.path(), "w.fchk");
+      EXPECT_EQ(e.line(), line) << e.what();
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).rfind(fmt::format("w.fchk:{}: ", line), 0), 0u) << e.what();
+    }
+  };
+  for (const char* field : {"Number of alpha electrons", "Number of beta electrons"}) {
+    std::string negative = fchk;
+    const auto at = negative.find(field);
+    const auto eol = negative.find('\n', at);
+    negative.replace(eol - 12, 12, fmt::format("{:12d}", -3));
+    expect_error(negative, field[10] == 'a' ? 4 : 5, "negative number of");
+  }
+  // "Number of atoms" (line 3) again after the header lines.
+  std::string twice = fchk;
+  const std::string atoms_line =
+      fchk.substr(fchk.find("Number of atoms"),
+                  fchk.find('\n', fchk.find("Number of atoms")) + 1 - fchk.find("Number of atoms"));
+  twice.insert(twice.find("Atomic numbers"), atoms_line);
+  expect_error(twice, 7, "'Number of atoms' appears twice (first at line 3)");
+}
+
 // Issue 24, defect 14: a file neither Molden nor fchk was parsed as fchk and its bytes echoed.
 TEST(OrbitalIo, NeitherMoldenNorFchkIsAClearErrorWithoutEchoingBinary) {
   molaccel::testing::TempDir dir;

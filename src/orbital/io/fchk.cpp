@@ -2,7 +2,8 @@
 // d, 3/-3 f, 4/-4 g. Gaussian's pure order (0, +1, -1, +2, -2, ...) and its Cartesian s..f orders
 // equal Molden's; Cartesian g is reordered (Gaussian lists zzzz first). Occupations come from the
 // electron counts (restricted: 2 per doubly occupied orbital, 1 for open-shell ROHF orbitals).
-// Blank lines between fields and at the end of the file (as real runs write) are skipped.
+// Blank lines between fields and at the end of the file (as real runs write) are skipped; a field
+// that appears twice and negative electron counts are errors.
 #include <map>
 
 #include "orbital/basis_functions.hpp"
@@ -56,6 +57,9 @@ Wavefunction parse_fchk(io::LineReader& in, const ReadOptions& options, bool sni
     if (rest.empty()) in.fail("field header without type");
     if (!header) in.fail(fmt::format("unknown field type '{}'", io_util::printable(rest[0])));
     const std::string name(trim(line.substr(0, 40)));
+    if (const auto it = fields.find(name); it != fields.end())
+      in.fail(fmt::format("field '{}' appears twice (first at line {})", io_util::printable(name),
+                          it->second.line));
     Field field;
     field.line = in.line_number();
     const std::string_view type = rest[0];
@@ -199,10 +203,15 @@ Wavefunction parse_fchk(io::LineReader& in, const ReadOptions& options, bool sni
                                         nbf_it->second.integers[0], n));
 
   long n_alpha = 0, n_beta = 0;
-  if (auto it = fields.find("Number of alpha electrons"); it != fields.end() && !it->second.integers.empty())
+  if (auto it = fields.find("Number of alpha electrons");
+      it != fields.end() && !it->second.integers.empty()) {
     n_alpha = it->second.integers[0];
-  if (auto it = fields.find("Number of beta electrons"); it != fields.end() && !it->second.integers.empty())
+    if (n_alpha < 0) fail_at(it->second, fmt::format("negative number of alpha electrons ({})", n_alpha));
+  }
+  if (auto it = fields.find("Number of beta electrons"); it != fields.end() && !it->second.integers.empty()) {
     n_beta = it->second.integers[0];
+    if (n_beta < 0) fail_at(it->second, fmt::format("negative number of beta electrons ({})", n_beta));
+  }
   const bool unrestricted = fields.count("Beta MO coefficients") > 0;
 
   auto read_set = [&](const char* energies_name, const char* coefficients_name, OrbitalSet& set, bool beta) {
