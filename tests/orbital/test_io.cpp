@@ -450,6 +450,32 @@ TEST(OrbitalIo, NeitherMoldenNorFchkIsAClearErrorWithoutEchoingBinary) {
   }
 }
 
+// Issue 24, defect 14: a Molden file without Occup= lines gave 0 electrons silently.
+TEST(OrbitalIo, MoldenWithoutOccupIsAnError) {
+  const std::string text = read_file(test::bundled("h2o_631gs.molden"));
+  std::string no_occup;
+  std::istringstream lines(text);
+  std::size_t line_no = 0, first_mo_line = 0;
+  for (std::string line; std::getline(lines, line);) {
+    ++line_no;
+    if (first_mo_line == 0 && line.find("Ene=") != std::string::npos) first_mo_line = line_no;
+    if (line.find("Occup=") != std::string::npos) {
+      --line_no;
+      continue;
+    }
+    no_occup += line + "\n";
+  }
+  ASSERT_GT(first_mo_line, 0u);
+  try {
+    (void)read_molden_text("no-occup.molden", no_occup);
+    FAIL() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("Occup"), std::string::npos) << e.what();
+    EXPECT_GT(e.line(), 0u);
+    EXPECT_LE(e.line(), first_mo_line + 2) << e.what();
+  }
+}
+
 // Issue 24, defect 14: a UTF-8 byte order mark before [Molden Format] (Windows editors).
 TEST(OrbitalIo, MoldenAndFchkWithAByteOrderMarkAreRead) {
   molaccel::testing::TempDir dir;
