@@ -82,5 +82,15 @@ TEST(LingoCli, ClusterAndNeighborsFromCsv) {
   EXPECT_NE(read_file(dir / "n.tsv").find("a\td\t1\t0\n"), std::string::npos);
 }
 
+// Issue 24, defect 14: an empty SMILES file is bad input (exit 1, no output), not an empty result.
+TEST(LingoCli, EmptyInputIsBadInput) {
+  TempDir dir;
+  write_file(dir / "empty.smi", "");
+  EXPECT_EQ(run_cli(fmt::format("lingo matrix {} --device cpu -o {}", (dir / "empty.smi").string(),
+                                (dir / "m.npy").string())),
+            1);
+  EXPECT_FALSE(std::filesystem::exists(dir / "m.npy"));
+}
+
 }  // namespace
 }  // namespace molaccel::lingo

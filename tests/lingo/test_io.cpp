@@ -188,6 +188,27 @@ TEST(LingoReader, TruncatedGzipIsAnInputError) {
   }
 }
 
+// Issue 24, defect 14: an empty SMILES file gave an empty result and exit 0.
+TEST(LingoReader, NoMoleculesIsAnInputError) {
+  auto expect_no_molecules = [](const std::string& content, const ReadOptions& read, std::size_t line) {
+    try {
+      (void)parse_molecules("e.smi", content, {}, read);
+      ADD_FAILURE() << "accepted: '" << content << "'";
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.line(), line) << e.what();
+      EXPECT_EQ(std::string(e.what()).rfind(fmt::format("e.smi:{}: no molecules", line), 0), 0u) << e.what();
+    }
+  };
+  expect_no_molecules("", {}, 1);
+  expect_no_molecules("\n  \n\n", {}, 3);
+  ReadOptions skip;
+  skip.skip_invalid = true;
+  expect_no_molecules("CC(\nC[\n", skip, 2);
+  ReadOptions csv;
+  csv.smiles_column = "smiles";
+  expect_no_molecules("id,smiles\n", csv, 1);
+}
+
 // Issue 24, defect 14: a UTF-8 byte order mark (Excel's "CSV UTF-8", Notepad) is skipped.
 TEST(LingoReader, ByteOrderMarkIsSkipped) {
   const auto smi = parse_molecules("b.smi",

@@ -1,4 +1,5 @@
 // Readers for .smi/.smi.gz and CSV molecule files.
+#include <algorithm>
 #include <charconv>
 
 #include "molaccel/lingo.hpp"
@@ -149,6 +150,16 @@ MoleculeSet read_from(io::LineReader& reader, const LingoOptions& lingo, const R
             preprocess(smiles, lingo.preprocessing));
   }
   if (csv && !have_header) reader.fail("empty CSV file: no header line");
+  // An empty input is a mistake (a wrong path, a failed export), never an empty result. Reported
+  // at the last line (line 1 of an empty file) so that the message reads FILE:LINE: message.
+  if (set.size() == 0)
+    throw InputError(
+        reader.name(), std::max<std::size_t>(reader.line_number(), 1),
+        stats.skipped_invalid > 0
+            ? fmt::format("no molecules: all {} SMILES are invalid (skipped)", stats.skipped_invalid)
+            : std::string(reader.line_number() == 0 ? "no molecules: the file is empty"
+                                                    : "no molecules: only blank lines or a header"),
+        __FILE__, __LINE__);
   stats.molecules = set.size();
   if (set.size() > std::size_t{0xffffffff}) reader.fail("more than 2^32-1 molecules in one file");
   if (stats_out) *stats_out = stats;
