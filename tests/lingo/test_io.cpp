@@ -227,6 +227,23 @@ TEST(LingoReader, ByteOrderMarkIsSkipped) {
   EXPECT_EQ(set.names[0], "ethanol");
 }
 
+// Issue 24, defect 13: a tab inside a name made extra columns in every TSV output.
+TEST(LingoReader, TabsInNamesBecomeSpaces) {
+  const auto smi = parse_molecules("t.smi", "CCO ethyl\talcohol\r\nCC\tethane\t\tgas\v1\n", {});
+  ASSERT_EQ(smi.size(), 2u);
+  EXPECT_EQ(smi.names[0], "ethyl alcohol");
+  EXPECT_EQ(smi.names[1], "ethane  gas 1");
+  ReadOptions csv;
+  csv.smiles_column = "smiles";
+  const auto set = parse_molecules("t.csv", "smiles,name\nCCO,\"ethyl\talcohol\"\n", {}, csv);
+  ASSERT_EQ(set.size(), 1u);
+  EXPECT_EQ(set.names[0], "ethyl alcohol");
+  csv.csv_delimiter = '\t';
+  const auto tsv = parse_molecules("t.tsv", "smiles\tname\nCCO\t\"ethyl\talcohol\"\n", {}, csv);
+  ASSERT_EQ(tsv.size(), 1u);
+  EXPECT_EQ(tsv.names[0], "ethyl alcohol");
+}
+
 TEST(LingoReader, QOutOfRangeIsAnInputError) {
   LingoOptions o;
   o.q = 9;

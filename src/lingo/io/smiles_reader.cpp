@@ -66,6 +66,16 @@ bool all_control_free(std::string_view line, std::size_t& column, unsigned char&
   return true;
 }
 
+// Names go into TSV outputs (search hits, neighbours, clusters, matrices): a tab, vertical tab,
+// form feed or carriage return inside a name (allowed in a SMILES title or a quoted CSV field)
+// becomes a space, so that a name is always one TSV field (docs/lingo.md).
+std::string tsv_safe_name(std::string_view name) {
+  std::string out(name);
+  for (char& c : out)
+    if (is_space(c)) c = ' ';
+  return out;
+}
+
 MoleculeSet read_from(io::LineReader& reader, const LingoOptions& lingo, const ReadOptions& read,
                       ReadStats* stats_out) {
   if (lingo.q < kMinQ || lingo.q > kMaxQ)
@@ -146,7 +156,7 @@ MoleculeSet read_from(io::LineReader& reader, const LingoOptions& lingo, const R
       reject(problem);
       continue;
     }
-    set.add(name.empty() ? std::to_string(reader.line_number()) : std::string(name),
+    set.add(name.empty() ? std::to_string(reader.line_number()) : tsv_safe_name(name),
             preprocess(smiles, lingo.preprocessing));
   }
   if (csv && !have_header) reader.fail("empty CSV file: no header line");
