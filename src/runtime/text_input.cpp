@@ -21,8 +21,9 @@ struct LineReader::Impl {
     if (gz) gzclose(gz);
   }
 
-  // Appends more data to buffer; false at end of input.
-  bool fill(const std::string& name) {
+  // Appends more data to buffer; false at end of input. `line` is the number of the line being
+  // read, for the error of a gzip stream cut short.
+  bool fill(const std::string& name, std::size_t line) {
     if (eof) return false;
     if (from_memory) {
       buffer.append(memory.substr(memory_pos));
@@ -39,6 +40,13 @@ struct LineReader::Impl {
                        __FILE__, __LINE__);
     }
     if (n == 0) {
+      // zlib returns what it could decompress from a gzip stream cut short and only records
+      // Z_BUF_ERROR ("unexpected end of file"): a stream without its end (deflate end block and
+      // trailer) is an input error, never a silent short read.
+      int err = Z_OK;
+      gzerror(gz, &err);
+      if (err == Z_BUF_ERROR)
+        throw InputError(name, line, "gzip stream ends early (the file is truncated)", __FILE__, __LINE__);
       eof = true;
       return false;
     }
@@ -86,7 +94,7 @@ bool LineReader::next(std::string_view& line) {
       im.buffer.erase(0, im.pos);
       im.pos = 0;
     }
-    if (!im.fill(name_)) {
+    if (!im.fill(name_, line_no_ + 1)) {
       if (im.buffer.empty()) return false;
       line_ = std::move(im.buffer);
       im.buffer.clear();
@@ -94,6 +102,8 @@ bool LineReader::next(std::string_view& line) {
     }
   }
   if (!line_.empty() && line_.back() == '\r') line_.pop_back();
+  // A UTF-8 byte order mark (written by some Windows editors and tools) is not part of the text.
+  if (line_no_ == 0 && line_.starts_with("\xEF\xBB\xBF")) line_.erase(0, 3);
   ++line_no_;
   line = line_;
   return true;

@@ -23,7 +23,9 @@ class LineReader {
   LineReader& operator=(const LineReader&) = delete;
 
   // Next line without its '\n' (and '\r'); false at end of input. The view stays valid until
-  // the next call.
+  // the next call. A UTF-8 byte order mark at the start of the input is skipped. A gzip stream that
+  // ends early (no end block or trailer: a truncated file) throws InputError naming the file and
+  // the line that was being read.
   bool next(std::string_view& line);
   std::size_t line_number() const noexcept { return line_no_; }  // of the last line returned
   const std::string& name() const noexcept { return name_; }

@@ -2,6 +2,8 @@
 // sorting, shards) and the hits TSV.
 #include <zlib.h>
 
+#include <algorithm>
+
 #include "align/align_test_util.hpp"
 #include "testing/testing.hpp"
 
@@ -51,6 +53,48 @@ TEST(AlignFasta, ReadsGzipFiles) {
   ASSERT_EQ(set.size(), 2u);
   EXPECT_EQ(set.sequence(0).size(), 10u);
   EXPECT_THROW(read_fasta(dir / "missing.fa"), InputError);
+}
+
+// Issue 24, defect 6: a FASTA .gz cut short gave the sequences before the cut and exit 0.
+TEST(AlignFasta, TruncatedGzipIsAnInputError) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 3000; ++i) text += ">seq" + std::to_string(i) + " some protein\nACDEFGHIKLMNPQRSTVWY\n";
+  const auto path = dir / "x.fa.gz";
+  gzFile f = gzopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(f);
+  EXPECT_EQ(read_fasta(path).size(), 3000u);
+  const std::string bytes = molaccel::testing::read_file(path);
+  molaccel::testing::write_file(dir / "cut.fa.gz", bytes.substr(0, bytes.size() - 3));
+  try {
+    (void)read_fasta(dir / "cut.fa.gz");
+    FAIL() << "a truncated .gz was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.path(), (dir / "cut.fa.gz").string());
+    EXPECT_GT(e.line(), 0u);
+  }
+}
+
+// Issue 24, defects 13 and 14: a byte order mark before the first '>' is skipped; an id ends at
+// the first space or tab, so ids never hold a tab and the hits TSV keeps its 11 columns.
+TEST(AlignFasta, ByteOrderMarkAndTabsInHeaders) {
+  const auto set = parse_fasta("b.fa", "\xEF\xBB\xBF>a\tfirst\tprotein\nACDEFGHIKW\n>b\tx\nMNPQRSTVWY\n");
+  ASSERT_EQ(set.size(), 2u);
+  EXPECT_EQ(set.ids[0], "a");
+  EXPECT_EQ(set.ids[1], "b");
+  TempDir dir;
+  const auto db = Database::from_sequences(set);
+  const auto result = search(Resources::cpu(1), set, db, SearchOptions{});
+  write_hits_tsv(dir / "hits.tsv", set, db, result);
+  const std::string text = molaccel::testing::read_file(dir / "hits.tsv");
+  for (std::size_t begin = 0; begin < text.size();) {
+    const auto end = text.find('\n', begin);
+    const std::string line = text.substr(begin, end - begin);
+    EXPECT_EQ(std::count(line.begin(), line.end(), '\t'), 10) << line;
+    begin = end + 1;
+  }
 }
 
 TEST(AlignDatabase, SortedByLengthThenInputOrder) {

@@ -17,6 +17,15 @@ TEST(LinalgMatrixMarket, CoordinateGeneralWithDuplicates) {
   EXPECT_EQ(a.values, (std::vector<double>{2.0, 4.0, -2.0}));
 }
 
+// Issue 24, defect 14: a UTF-8 byte order mark before %%MatrixMarket is skipped.
+TEST(LinalgMatrixMarket, ByteOrderMarkIsSkipped) {
+  const auto a = parse_matrix_market("bom.mtx",
+                                     "\xEF\xBB\xBF%%MatrixMarket matrix coordinate real general\n"
+                                     "2 2 2\n1 1 3\n2 2 4\n");
+  EXPECT_EQ(a.rows, 2u);
+  EXPECT_EQ(a.values, (std::vector<double>{3.0, 4.0}));
+}
+
 TEST(LinalgMatrixMarket, SymmetricPatternIntegerArray) {
   const auto s = parse_matrix_market(
       "s.mtx", "%%MatrixMarket matrix coordinate integer symmetric\n2 2 2\n1 1 3\n2 1 7\n");

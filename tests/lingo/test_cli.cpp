@@ -1,4 +1,5 @@
 // The `molaccel lingo` commands end to end: outputs, exit codes, no partial file on bad input.
+#include <algorithm>
 #include <cstdlib>
 
 #include "lingo_test_util.hpp"
@@ -80,6 +81,40 @@ TEST(LingoCli, ClusterAndNeighborsFromCsv) {
                                 (dir / "m.csv").string(), (dir / "n.tsv").string())),
             0);
   EXPECT_NE(read_file(dir / "n.tsv").find("a\td\t1\t0\n"), std::string::npos);
+}
+
+// Issue 24, defect 13: a tab in a name keeps every TSV line at its column count.
+TEST(LingoCli, TabsInNamesKeepTheTsvColumns) {
+  TempDir dir;
+  write_file(dir / "q.smi", "c1ccccc1O phenol\twith tab\n");
+  write_file(dir / "db.smi", "CCCCO but\tanol\nc1ccccc1O p\n");
+  ASSERT_EQ(run_cli(fmt::format("lingo search {} {} -k 2 --device cpu -o {}", (dir / "q.smi").string(),
+                                (dir / "db.smi").string(), (dir / "hits.tsv").string())),
+            0);
+  const std::string hits = read_file(dir / "hits.tsv");
+  std::size_t lines = 0;
+  for (std::size_t begin = 0; begin < hits.size(); ++lines) {
+    const auto end = hits.find('\n', begin);
+    const std::string line = hits.substr(begin, end - begin);
+    EXPECT_EQ(std::count(line.begin(), line.end(), '\t'), 3) << line;
+    begin = end + 1;
+  }
+  EXPECT_EQ(lines, 3u);
+  EXPECT_NE(hits.find("phenol with tab\tp\t1\t1\n"), std::string::npos) << hits;
+  ASSERT_EQ(run_cli(fmt::format("lingo cluster {} --threshold 0.5 --device cpu -o {}",
+                                (dir / "db.smi").string(), (dir / "c.tsv").string())),
+            0);
+  EXPECT_NE(read_file(dir / "c.tsv").find("but anol\t"), std::string::npos);
+}
+
+// Issue 24, defect 14: an empty SMILES file is bad input (exit 1, no output), not an empty result.
+TEST(LingoCli, EmptyInputIsBadInput) {
+  TempDir dir;
+  write_file(dir / "empty.smi", "");
+  EXPECT_EQ(run_cli(fmt::format("lingo matrix {} --device cpu -o {}", (dir / "empty.smi").string(),
+                                (dir / "m.npy").string())),
+            1);
+  EXPECT_FALSE(std::filesystem::exists(dir / "m.npy"));
 }
 
 }  // namespace

@@ -167,6 +167,83 @@ TEST(LingoReader, GzipAndPlainFilesGiveTheSameSet) {
   EXPECT_THROW(read_molecules(dir / "missing.smi", {}), InputError);
 }
 
+// Issue 24, defect 6: a .smi.gz cut short gave the molecules before the cut and exit 0.
+TEST(LingoReader, TruncatedGzipIsAnInputError) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 5000; ++i) text += "CC(=O)Oc1ccccc1C(=O)O aspirin_" + std::to_string(i) + "\n";
+  gzFile gz = gzopen((dir / "m.smi.gz").c_str(), "wb");
+  ASSERT_NE(gz, nullptr);
+  gzwrite(gz, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(gz);
+  EXPECT_EQ(read_molecules(dir / "m.smi.gz", {}).size(), 5000u);
+  const std::string bytes = molaccel::testing::read_file(dir / "m.smi.gz");
+  write_file(dir / "cut.smi.gz", bytes.substr(0, bytes.size() * 2 / 3));
+  try {
+    (void)read_molecules(dir / "cut.smi.gz", {});
+    FAIL() << "a truncated .gz was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.path(), (dir / "cut.smi.gz").string());
+    EXPECT_GT(e.line(), 0u);
+  }
+}
+
+// Issue 24, defect 14: an empty SMILES file gave an empty result and exit 0.
+TEST(LingoReader, NoMoleculesIsAnInputError) {
+  auto expect_no_molecules = [](const std::string& content, const ReadOptions& read, std::size_t line) {
+    try {
+      (void)parse_molecules("e.smi", content, {}, read);
+      ADD_FAILURE() << "accepted: '" << content << "'";
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.line(), line) << e.what();
+      EXPECT_EQ(std::string(e.what()).rfind(fmt::format("e.smi:{}: no molecules", line), 0), 0u) << e.what();
+    }
+  };
+  expect_no_molecules("", {}, 1);
+  expect_no_molecules("\n  \n\n", {}, 3);
+  ReadOptions skip;
+  skip.skip_invalid = true;
+  expect_no_molecules("CC(\nC[\n", skip, 2);
+  ReadOptions csv;
+  csv.smiles_column = "smiles";
+  expect_no_molecules("id,smiles\n", csv, 1);
+}
+
+// Issue 24, defect 14: a UTF-8 byte order mark (Excel's "CSV UTF-8", Notepad) is skipped.
+TEST(LingoReader, ByteOrderMarkIsSkipped) {
+  const auto smi = parse_molecules("b.smi",
+                                   "\xEF\xBB\xBF"
+                                   "CCO ethanol\nCC ethane\n",
+                                   {});
+  ASSERT_EQ(smi.size(), 2u);
+  EXPECT_EQ(smi.names[0], "ethanol");
+  ReadOptions csv;
+  csv.smiles_column = "smiles";
+  const auto set = parse_molecules("b.csv",
+                                   "\xEF\xBB\xBF"
+                                   "smiles,name\nCCO,ethanol\n",
+                                   {}, csv);
+  ASSERT_EQ(set.size(), 1u);
+  EXPECT_EQ(set.names[0], "ethanol");
+}
+
+// Issue 24, defect 13: a tab inside a name made extra columns in every TSV output.
+TEST(LingoReader, TabsInNamesBecomeSpaces) {
+  const auto smi = parse_molecules("t.smi", "CCO ethyl\talcohol\r\nCC\tethane\t\tgas\v1\n", {});
+  ASSERT_EQ(smi.size(), 2u);
+  EXPECT_EQ(smi.names[0], "ethyl alcohol");
+  EXPECT_EQ(smi.names[1], "ethane  gas 1");
+  ReadOptions csv;
+  csv.smiles_column = "smiles";
+  const auto set = parse_molecules("t.csv", "smiles,name\nCCO,\"ethyl\talcohol\"\n", {}, csv);
+  ASSERT_EQ(set.size(), 1u);
+  EXPECT_EQ(set.names[0], "ethyl alcohol");
+  csv.csv_delimiter = '\t';
+  const auto tsv = parse_molecules("t.tsv", "smiles\tname\nCCO\t\"ethyl\talcohol\"\n", {}, csv);
+  ASSERT_EQ(tsv.size(), 1u);
+  EXPECT_EQ(tsv.names[0], "ethyl alcohol");
+}
+
 TEST(LingoReader, QOutOfRangeIsAnInputError) {
   LingoOptions o;
   o.q = 9;

@@ -370,6 +370,123 @@ TEST(OrbitalIo, TruncatedAndBadInputNameFileAndLine) {
   EXPECT_THROW((void)read_fchk_text("cut.fchk", fchk.substr(0, fchk.size() - 30)), InputError);
 }
 
+// Issue 24, defect 3: formatted checkpoint files from real runs end with a blank line.
+TEST(OrbitalIo, FchkEndingWithBlankLinesIsRead) {
+  const auto molden = read_molden(test::bundled("h2o_631gs.molden"));
+  const std::string fchk = to_fchk(molden, true);
+  for (const std::string& tail : {std::string("\n"), std::string("\n\n   \n"), std::string("\r\n\r\n")}) {
+    const auto wfn = read_fchk_text("blank.fchk", fchk + tail);
+    EXPECT_EQ(wfn.function_count(), 18);
+    EXPECT_DOUBLE_EQ(wfn.electron_count(), 10.0);
+  }
+  // A blank line between two fields is skipped too.
+  std::string inner = fchk;
+  inner.insert(inner.find("Atomic numbers"), "\n");
+  EXPECT_EQ(read_fchk_text("inner.fchk", inner).function_count(), 18);
+}
+
+// Issue 24, defect 14: negative electron counts and a field given twice were accepted.
+TEST(OrbitalIo, FchkNegativeElectronCountsAndDuplicateFieldsAreErrors) {
+  const std::string fchk = to_fchk(read_molden(test::bundled("h2o_631gs.molden")), true);
+  auto expect_error = [](const std::string& text, std::size_t line, const std::string& what) {
+    try {
+      (void)read_fchk_text("w.fchk", text);
+      ADD_FAILURE() << "accepted: " << what;
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.path(), "w.fchk");
+      EXPECT_EQ(e.line(), line) << e.what();
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).rfind(fmt::format("w.fchk:{}: ", line), 0), 0u) << e.what();
+    }
+  };
+  for (const char* field : {"Number of alpha electrons", "Number of beta electrons"}) {
+    std::string negative = fchk;
+    const auto at = negative.find(field);
+    const auto eol = negative.find('\n', at);
+    negative.replace(eol - 12, 12, fmt::format("{:12d}", -3));
+    expect_error(negative, field[10] == 'a' ? 4 : 5, "negative number of");
+  }
+  // "Number of atoms" (line 3) again after the header lines.
+  std::string twice = fchk;
+  const std::string atoms_line =
+      fchk.substr(fchk.find("Number of atoms"),
+                  fchk.find('\n', fchk.find("Number of atoms")) + 1 - fchk.find("Number of atoms"));
+  twice.insert(twice.find("Atomic numbers"), atoms_line);
+  expect_error(twice, 7, "'Number of atoms' appears twice (first at line 3)");
+}
+
+// Issue 24, defect 14: a file neither Molden nor fchk was parsed as fchk and its bytes echoed.
+TEST(OrbitalIo, NeitherMoldenNorFchkIsAClearErrorWithoutEchoingBinary) {
+  molaccel::testing::TempDir dir;
+  std::string binary =
+      "\x7f"
+      "ELF\x02\x01\x01";
+  for (int i = 0; i < 300; ++i) binary.push_back(static_cast<char>((i * 37) % 256));
+  binary +=
+      "\nsecond\x01\x02 line\n\x1b[31m third line with a terminal escape and more than forty-four "
+      "characters \x00\x07 R   N= 5\n";
+  molaccel::testing::write_file(dir / "a.bin", binary);
+  molaccel::testing::write_file(dir / "notes.txt",
+                                "just\nsome\nnotes that are not a checkpoint file at all\n");
+  molaccel::testing::write_file(dir / "one.txt", "one line\n");
+  for (const char* name : {"a.bin", "notes.txt", "one.txt"}) {
+    SCOPED_TRACE(name);
+    try {
+      (void)read_wavefunction(dir / name);
+      ADD_FAILURE() << "accepted";
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("not a Molden or fchk file"), std::string::npos) << what;
+      EXPECT_EQ(what.rfind((dir / name).string() + ":", 0), 0u) << what;
+      for (char c : what) EXPECT_TRUE(static_cast<unsigned char>(c) >= 0x20 && c != 0x7f) << what;
+    }
+  }
+  // read_fchk on a binary file: no echo either.
+  try {
+    (void)read_fchk(dir / "a.bin");
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    for (char c : std::string(e.what())) EXPECT_TRUE(static_cast<unsigned char>(c) >= 0x20 && c != 0x7f);
+  }
+}
+
+// Issue 24, defect 14: a Molden file without Occup= lines gave 0 electrons silently.
+TEST(OrbitalIo, MoldenWithoutOccupIsAnError) {
+  const std::string text = read_file(test::bundled("h2o_631gs.molden"));
+  std::string no_occup;
+  std::istringstream lines(text);
+  std::size_t line_no = 0, first_mo_line = 0;
+  for (std::string line; std::getline(lines, line);) {
+    ++line_no;
+    if (first_mo_line == 0 && line.find("Ene=") != std::string::npos) first_mo_line = line_no;
+    if (line.find("Occup=") != std::string::npos) {
+      --line_no;
+      continue;
+    }
+    no_occup += line + "\n";
+  }
+  ASSERT_GT(first_mo_line, 0u);
+  try {
+    (void)read_molden_text("no-occup.molden", no_occup);
+    FAIL() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("Occup"), std::string::npos) << e.what();
+    EXPECT_GT(e.line(), 0u);
+    EXPECT_LE(e.line(), first_mo_line + 2) << e.what();
+  }
+}
+
+// Issue 24, defect 14: a UTF-8 byte order mark before [Molden Format] (Windows editors).
+TEST(OrbitalIo, MoldenAndFchkWithAByteOrderMarkAreRead) {
+  molaccel::testing::TempDir dir;
+  const std::string text = read_file(test::bundled("h2o_631gs.molden"));
+  molaccel::testing::write_file(dir / "bom.molden", "\xEF\xBB\xBF" + text);
+  EXPECT_EQ(read_wavefunction(dir / "bom.molden").function_count(), 18);
+  const std::string fchk = to_fchk(read_molden(test::bundled("h2o_631gs.molden")), true);
+  molaccel::testing::write_file(dir / "bom.fchk", "\xEF\xBB\xBF" + fchk);
+  EXPECT_EQ(read_wavefunction(dir / "bom.fchk").function_count(), 18);
+}
+
 TEST(OrbitalIo, CubeRoundTripSingleAndMultiOrbital) {
   molaccel::testing::TempDir dir;
   const auto wfn = read_molden(test::bundled("h2o_631gs.molden"));

@@ -50,6 +50,56 @@ TEST(LineReader, ErrorsNameFileAndLine) {
   EXPECT_THROW(io::LineReader("/nonexistent/file.smi"), InputError);
 }
 
+// Issue 24, defect 6: a gzip file cut short (an interrupted download or copy) was read up to the
+// cut with no error, the last line truncated.
+TEST(LineReader, TruncatedGzipIsAnInputErrorNamingTheFile) {
+  testing::TempDir dir;
+  const auto whole = dir / "whole.smi.gz";
+  gzFile f = gzopen(whole.c_str(), "wb");
+  std::string text;
+  for (int i = 0; i < 20000; ++i) text += "CCO" + std::to_string(i) + " mol" + std::to_string(i) + "\n";
+  gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(f);
+  const std::string bytes = testing::read_file(whole);
+  {
+    io::LineReader r(whole);  // the whole file reads
+    EXPECT_EQ(all_lines(r).size(), 20000u);
+  }
+  // Cut inside the deflate data, inside the 8-byte trailer (CRC and length), and just after the
+  // header.
+  for (const std::size_t keep : {bytes.size() / 2, bytes.size() - 4, bytes.size() - 1, std::size_t{12}}) {
+    SCOPED_TRACE(keep);
+    const auto cut = dir / "cut.smi.gz";
+    testing::write_file(cut, bytes.substr(0, keep));
+    io::LineReader r(cut);
+    try {
+      all_lines(r);
+      FAIL() << "a truncated gzip stream was accepted";
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.path(), cut.string());
+      EXPECT_GT(e.line(), 0u);
+      EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).rfind(cut.string() + ":", 0), 0u) << e.what();
+    }
+  }
+}
+
+// Issue 24, defect 14: a UTF-8 byte order mark at the start of a file is skipped (and only there).
+TEST(LineReader, Utf8ByteOrderMarkAtTheStartIsSkipped) {
+  const std::string bom = "\xEF\xBB\xBF";
+  {
+    const std::string content = bom + "CCO a\r\n" + bom + "x\n";  // the reader keeps a view of it
+    io::LineReader r("mem", content);
+    EXPECT_EQ(all_lines(r), (std::vector<std::string>{"CCO a", bom + "x"}));
+  }
+  testing::TempDir dir;
+  testing::write_file(dir / "a.fasta", bom + ">s1\nACGT\n");
+  io::LineReader r(dir / "a.fasta");
+  EXPECT_EQ(all_lines(r), (std::vector<std::string>{">s1", "ACGT"}));
+  io::LineReader just_bom("mem", bom);
+  EXPECT_EQ(all_lines(just_bom), (std::vector<std::string>{""}));
+}
+
 TEST(LineReader, EmptyInput) {
   io::LineReader r("empty", "");
   std::string_view line;

@@ -1,4 +1,5 @@
 // Readers for .smi/.smi.gz and CSV molecule files.
+#include <algorithm>
 #include <charconv>
 
 #include "molaccel/lingo.hpp"
@@ -63,6 +64,16 @@ bool all_control_free(std::string_view line, std::size_t& column, unsigned char&
     }
   }
   return true;
+}
+
+// Names go into TSV outputs (search hits, neighbours, clusters, matrices): a tab, vertical tab,
+// form feed or carriage return inside a name (allowed in a SMILES title or a quoted CSV field)
+// becomes a space, so that a name is always one TSV field (docs/lingo.md).
+std::string tsv_safe_name(std::string_view name) {
+  std::string out(name);
+  for (char& c : out)
+    if (is_space(c)) c = ' ';
+  return out;
 }
 
 MoleculeSet read_from(io::LineReader& reader, const LingoOptions& lingo, const ReadOptions& read,
@@ -145,10 +156,20 @@ MoleculeSet read_from(io::LineReader& reader, const LingoOptions& lingo, const R
       reject(problem);
       continue;
     }
-    set.add(name.empty() ? std::to_string(reader.line_number()) : std::string(name),
+    set.add(name.empty() ? std::to_string(reader.line_number()) : tsv_safe_name(name),
             preprocess(smiles, lingo.preprocessing));
   }
   if (csv && !have_header) reader.fail("empty CSV file: no header line");
+  // An empty input is a mistake (a wrong path, a failed export), never an empty result. Reported
+  // at the last line (line 1 of an empty file) so that the message reads FILE:LINE: message.
+  if (set.size() == 0)
+    throw InputError(
+        reader.name(), std::max<std::size_t>(reader.line_number(), 1),
+        stats.skipped_invalid > 0
+            ? fmt::format("no molecules: all {} SMILES are invalid (skipped)", stats.skipped_invalid)
+            : std::string(reader.line_number() == 0 ? "no molecules: the file is empty"
+                                                    : "no molecules: only blank lines or a header"),
+        __FILE__, __LINE__);
   stats.molecules = set.size();
   if (set.size() > std::size_t{0xffffffff}) reader.fail("more than 2^32-1 molecules in one file");
   if (stats_out) *stats_out = stats;

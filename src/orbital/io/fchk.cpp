@@ -2,6 +2,8 @@
 // d, 3/-3 f, 4/-4 g. Gaussian's pure order (0, +1, -1, +2, -2, ...) and its Cartesian s..f orders
 // equal Molden's; Cartesian g is reordered (Gaussian lists zzzz first). Occupations come from the
 // electron counts (restricted: 2 per doubly occupied orbital, 1 for open-shell ROHF orbitals).
+// Blank lines between fields and at the end of the file (as real runs write) are skipped; a field
+// that appears twice and negative electron counts are errors.
 #include <map>
 
 #include "orbital/basis_functions.hpp"
@@ -29,25 +31,38 @@ constexpr int kGaussianCartesianG[15][3] = {{0, 0, 4}, {0, 1, 3}, {0, 2, 2}, {0,
                                             {1, 0, 3}, {1, 1, 2}, {1, 2, 1}, {1, 3, 0}, {2, 0, 2},
                                             {2, 1, 1}, {2, 2, 0}, {3, 0, 1}, {3, 1, 0}, {4, 0, 0}};
 
-Wavefunction parse_fchk(io::LineReader& in, const ReadOptions& options) {
+// `sniffed`: the format was guessed from the content (read_wavefunction), so a file that is not
+// an fchk at its first field header is reported as neither Molden nor fchk.
+Wavefunction parse_fchk(io::LineReader& in, const ReadOptions& options, bool sniffed = false) {
   Wavefunction wfn;
   wfn.source = in.name();
   wfn.format = "fchk";
   wfn.writer = "Gaussian";
   std::map<std::string, Field> fields;
   std::string_view line;
-  if (!in.next(line)) in.fail("empty file");
-  if (!in.next(line)) in.fail("truncated: no job-type line");
+  const std::string not_fchk =
+      sniffed ? "not a Molden or fchk file (a Molden file starts with '[Molden Format]', an fchk file has a "
+                "title line, a job line and then field headers)"
+              : "not an fchk file (a title line, a job line and then field headers expected)";
+  if (!in.next(line)) in.fail(sniffed ? not_fchk : "empty file");
+  if (!in.next(line)) in.fail(sniffed ? not_fchk : "truncated: no job-type line");
   while (in.next(line)) {
+    if (trim(line).empty()) continue;  // blank lines, e.g. at the end of files from real runs
+    const auto rest =
+        line.size() < 44 || line[0] == ' ' ? std::vector<std::string_view>{} : split(line.substr(40));
+    const bool header = !rest.empty() && rest[0].size() == 1 &&
+                        std::string_view("IRCL").find(rest[0][0]) != std::string_view::npos;
+    if (!header && fields.empty() && (sniffed || !io_util::is_text(line))) in.fail(not_fchk);
     if (line.size() < 44 || line[0] == ' ') in.fail("expected a field header (name, type, value or N=count)");
-    const std::string name(trim(line.substr(0, 40)));
-    const auto rest = split(line.substr(40));
     if (rest.empty()) in.fail("field header without type");
+    if (!header) in.fail(fmt::format("unknown field type '{}'", io_util::printable(rest[0])));
+    const std::string name(trim(line.substr(0, 40)));
+    if (const auto it = fields.find(name); it != fields.end())
+      in.fail(fmt::format("field '{}' appears twice (first at line {})", io_util::printable(name),
+                          it->second.line));
     Field field;
     field.line = in.line_number();
     const std::string_view type = rest[0];
-    if (type.size() != 1 || std::string_view("IRCL").find(type[0]) == std::string_view::npos)
-      in.fail(fmt::format("unknown field type '{}'", type));
     field.type = type[0];
     if (rest.size() >= 3 && rest[1] == "N=") {
       long count = 0;
@@ -65,11 +80,11 @@ Wavefunction parse_fchk(io::LineReader& in, const ReadOptions& options) {
           if (got >= static_cast<std::size_t>(count)) in.fail("more values than N= announced");
           if (field.type == 'I') {
             long v = 0;
-            if (!parse_long(token, v)) in.fail(fmt::format("bad integer '{}'", token));
+            if (!parse_long(token, v)) in.fail(fmt::format("bad integer '{}'", io_util::printable(token)));
             field.integers.push_back(v);
           } else {
             double v = 0;
-            if (!parse_double(token, v)) in.fail(fmt::format("bad real '{}'", token));
+            if (!parse_double(token, v)) in.fail(fmt::format("bad real '{}'", io_util::printable(token)));
             field.reals.push_back(v);
           }
           ++got;
@@ -78,11 +93,11 @@ Wavefunction parse_fchk(io::LineReader& in, const ReadOptions& options) {
     } else if (rest.size() >= 2) {
       if (field.type == 'I') {
         long v = 0;
-        if (!parse_long(rest[1], v)) in.fail(fmt::format("bad integer '{}'", rest[1]));
+        if (!parse_long(rest[1], v)) in.fail(fmt::format("bad integer '{}'", io_util::printable(rest[1])));
         field.integers.push_back(v);
       } else if (field.type == 'R') {
         double v = 0;
-        if (!parse_double(rest[1], v)) in.fail(fmt::format("bad real '{}'", rest[1]));
+        if (!parse_double(rest[1], v)) in.fail(fmt::format("bad real '{}'", io_util::printable(rest[1])));
         field.reals.push_back(v);
       }
     }
@@ -188,10 +203,15 @@ Wavefunction parse_fchk(io::LineReader& in, const ReadOptions& options) {
                                         nbf_it->second.integers[0], n));
 
   long n_alpha = 0, n_beta = 0;
-  if (auto it = fields.find("Number of alpha electrons"); it != fields.end() && !it->second.integers.empty())
+  if (auto it = fields.find("Number of alpha electrons");
+      it != fields.end() && !it->second.integers.empty()) {
     n_alpha = it->second.integers[0];
-  if (auto it = fields.find("Number of beta electrons"); it != fields.end() && !it->second.integers.empty())
+    if (n_alpha < 0) fail_at(it->second, fmt::format("negative number of alpha electrons ({})", n_alpha));
+  }
+  if (auto it = fields.find("Number of beta electrons"); it != fields.end() && !it->second.integers.empty()) {
     n_beta = it->second.integers[0];
+    if (n_beta < 0) fail_at(it->second, fmt::format("negative number of beta electrons ({})", n_beta));
+  }
   const bool unrestricted = fields.count("Beta MO coefficients") > 0;
 
   auto read_set = [&](const char* energies_name, const char* coefficients_name, OrbitalSet& set, bool beta) {
@@ -244,7 +264,9 @@ Wavefunction read_wavefunction(const std::filesystem::path& path, const ReadOpti
     molden = !t.empty() && t.front() == '[';
     break;
   }
-  return molden ? read_molden(path, options) : read_fchk(path, options);
+  if (molden) return read_molden(path, options);
+  io::LineReader fchk(path);
+  return parse_fchk(fchk, options, true);
 }
 
 }  // namespace molaccel::orbital

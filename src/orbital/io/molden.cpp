@@ -32,6 +32,7 @@ struct PendingShell {
 
 struct PendingOrbital {
   double energy = 0, occupation = 0;
+  bool has_occupation = false;
   bool beta = false;
   std::string symmetry;
   std::vector<std::pair<long, double>> coefficients;
@@ -211,6 +212,7 @@ Wavefunction parse_molden(io::LineReader& in, const ReadOptions& options) {
           } else if (key == "occup") {
             if (!parse_double(value, open_orbital->occupation) || open_orbital->occupation < -1e-6)
               in.fail(fmt::format("bad occupation '{}'", value));
+            open_orbital->has_occupation = true;
           } else if (key == "spin") {
             const std::string spin = lower(value);
             if (spin == "alpha")
@@ -270,6 +272,10 @@ Wavefunction parse_molden(io::LineReader& in, const ReadOptions& options) {
     long highest = 0;
     if (pending.coefficients.empty())
       throw InputError(wfn.source, pending.line, "molecular orbital without coefficients (truncated file?)");
+    // No default occupation: guessing one (0, or from the energies) would silently give wrong
+    // densities and electron counts.
+    if (!pending.has_occupation)
+      throw InputError(wfn.source, pending.line, "molecular orbital without an 'Occup=' line");
     for (const auto& [index, value] : pending.coefficients) {
       if (static_cast<std::size_t>(index) > n)
         throw InputError(wfn.source, pending.line,

@@ -37,6 +37,33 @@ inline std::vector<std::string_view> split(std::string_view s) {
   return out;
 }
 
+// True when `s` has no control characters other than tab (i.e. is a line of a text file).
+inline bool is_text(std::string_view s) {
+  return std::none_of(s.begin(), s.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return (u < 0x20 && u != '\t') || u == 0x7f;
+  });
+}
+
+// `s` for an error message: control and non-ASCII bytes as \xNN, at most 40 characters (so a
+// binary file is never echoed to the terminal).
+inline std::string printable(std::string_view s) {
+  std::string out;
+  for (char c : s.substr(0, 40)) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f) {
+      out.push_back(c);
+    } else {
+      static constexpr char hex[] = "0123456789abcdef";
+      out += "\\x";
+      out.push_back(hex[u >> 4]);
+      out.push_back(hex[u & 15]);
+    }
+  }
+  if (s.size() > 40) out += "...";
+  return out;
+}
+
 // Parses a finite floating-point number; accepts Fortran exponents (1.0D+01).
 inline bool parse_double(std::string_view text, double& value) {
   text = trim(text);
