@@ -1,4 +1,5 @@
 // `molaccel orbital info|grid`: molecular orbitals and densities on grids, and the demo step.
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -143,6 +144,8 @@ int run_grid(RunContext& ctx, const GridOptions& o) {
   const Resources resources = ctx.resources();
   EvaluateOptions options;
   options.backend = parse_backend(o.backend);
+  if (!(o.screening >= 0) || !std::isfinite(o.screening))
+    throw InputError("--screening", 0, fmt::format("must be a non-negative number (got {})", o.screening));
   options.screening_tolerance = o.screening;
   std::vector<OrbitalRef> refs;
   for (const auto& name : o.orbitals) refs.push_back(parse_orbital(name, wfn));

@@ -283,15 +283,28 @@ double GridSpec::voxel_volume() const {
 
 GridSpec explicit_grid(std::array<double, 3> origin_angstrom, std::array<double, 3> size_angstrom,
                        double spacing_angstrom) {
-  if (!(spacing_angstrom > 0)) throw InputError("--spacing", 0, "spacing must be positive");
+  if (!(spacing_angstrom > 0) || !std::isfinite(spacing_angstrom))
+    throw InputError("--spacing", 0,
+                     fmt::format("spacing must be a positive number (got {})", spacing_angstrom));
   GridSpec grid;
   const double h = spacing_angstrom / bohr_in_angstrom;
   for (int d = 0; d < 3; ++d) {
-    if (!(size_angstrom[d] >= 0)) throw InputError("--size", 0, "size must be non-negative");
+    if (!std::isfinite(origin_angstrom[d]))
+      throw InputError("--origin", 0, fmt::format("origin must be finite (got {})", origin_angstrom[d]));
+    if (!(size_angstrom[d] >= 0) || !std::isfinite(size_angstrom[d]))
+      throw InputError("--size", 0,
+                       fmt::format("size must be a non-negative number (got {})", size_angstrom[d]));
     grid.origin[d] = origin_angstrom[d] / bohr_in_angstrom;
     grid.axes[d] = {0, 0, 0};
     grid.axes[d][d] = h;
-    grid.counts[d] = static_cast<std::size_t>(std::floor(size_angstrom[d] / spacing_angstrom + 1e-9)) + 1;
+    // Counted in double first: a tiny spacing must be refused, not overflow the integer count.
+    const double points = std::floor(size_angstrom[d] / spacing_angstrom + 1e-9) + 1;
+    if (!(points <= 1e6))
+      throw InputError(
+          "--spacing", 0,
+          fmt::format("{:.3g} points along one axis ({} A at spacing {} A): use a larger --spacing", points,
+                      size_angstrom[d], spacing_angstrom));
+    grid.counts[d] = static_cast<std::size_t>(points);
   }
   const double points = static_cast<double>(grid.counts[0]) * grid.counts[1] * grid.counts[2];
   if (points > 4e9)

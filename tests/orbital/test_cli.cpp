@@ -55,5 +55,32 @@ TEST(OrbitalCli, BadInputFailsAndWritesNothing) {
   EXPECT_NE(run_cli("orbital info " + quoted(dir / "cut.molden")), 0);
 }
 
+// Numbers that describe no grid are refused with an error, not turned into a 1 x 1 x 1 grid or a
+// NaN cube: a spacing so small that the point count overflows, a NaN origin or screening, a
+// --grid-like cube whose axes span no volume.
+TEST(OrbitalCli, BadNumbersAreRefused) {
+  molaccel::testing::TempDir dir;
+  const auto input = test::bundled("h2o_631gs.molden");
+  const std::string grid =
+      "orbital grid " + quoted(input) + " --device cpu --orbital homo -o " + quoted(dir / "out.cube") + " ";
+  EXPECT_EQ(run_cli(grid + "--spacing 1e-20"), 1);
+  EXPECT_EQ(run_cli(grid + "--origin nan 0 0 --size 1 1 1"), 1);
+  EXPECT_EQ(run_cli(grid + "--origin 0 0 0 --size 1 inf 1"), 1);
+  EXPECT_EQ(run_cli(grid + "--screening nan"), 1);
+  molaccel::testing::write_file(dir / "flat.cube",
+                                "flat\ngrid with a zero axis\n"
+                                "    1    0.000000    0.000000    0.000000\n"
+                                "    2    0.500000    0.000000    0.000000\n"
+                                "    2    0.000000    0.000000    0.000000\n"
+                                "    2    0.000000    0.000000    0.500000\n"
+                                "    1    0.000000    0.000000    0.000000    0.000000\n"
+                                " 1 2 3 4 5 6 7 8\n");
+  EXPECT_EQ(run_cli(grid + "--grid-like " + quoted(dir / "flat.cube")), 1);
+  EXPECT_FALSE(std::filesystem::exists(dir / "out.cube"));
+  EXPECT_THROW(explicit_grid({0, 0, 0}, {1, 1, 1}, 1e-20), InputError);
+  EXPECT_THROW(read_cube(dir / "flat.cube"), InputError);
+  EXPECT_EQ(run_cli(grid + "--spacing 0.4"), 0);  // the same command with sane numbers works
+}
+
 }  // namespace
 }  // namespace molaccel::orbital

@@ -1,6 +1,7 @@
 // Gaussian cube files: reading (plain or gzip; single field or multi-orbital) and atomic writing.
 // A negative point count on an axis line means the axis is in angstrom (converted to bohr here).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "molaccel/orbital.hpp"
@@ -53,6 +54,13 @@ Cube parse_cube(io::LineReader& in) {
     cube.grid.counts[axis] = static_cast<std::size_t>(std::abs(n));
     for (int d = 0; d < 3; ++d) cube.grid.axes[axis][d] = v[1 + d];
   }
+  for (int d = 0; d < 3; ++d)
+    if (!std::isfinite(cube.grid.origin[d])) in.fail("the grid origin is not a finite number");
+  for (const auto& axis : cube.grid.axes)
+    for (double x : axis)
+      if (!std::isfinite(x)) in.fail("a grid axis is not a finite number");
+  // Three axes that span no volume (a zero or repeated axis) describe no grid.
+  if (!(cube.grid.voxel_volume() > 0)) in.fail("the grid axes span no volume (a zero or parallel axis)");
   if (angstrom) {
     for (int d = 0; d < 3; ++d) cube.grid.origin[d] /= bohr_in_angstrom;
     for (auto& axis : cube.grid.axes)
