@@ -89,25 +89,29 @@ int run_solve(RunContext& ctx, const SolveOptions& o) {
   const Resources resources = ctx.resources();
   const auto result = la::solve(resources, a, b, options);
   const double true_residual = true_relative_residual(a, b, result.x);
-  std::printf("system:     %s (n = %zu, %zu nonzeros)\n", system.c_str(), a.rows, a.nnz());
-  std::printf("solver:     %s, preconditioner %s, %s, tolerance %.3g\n",
-              std::string(la::to_string(options.solver)).c_str(), o.precond.c_str(), o.precision.c_str(),
-              o.tol);
-  std::printf("backend:    %s\n", result.backend.c_str());
-  std::printf("result:     %s after %d iterations\n", std::string(la::to_string(result.status)).c_str(),
-              result.iterations);
-  std::printf("residual:   %.3e (recurrence), %.3e (recomputed ||b - Ax|| / ||b||)\n",
-              result.relative_residual, true_residual);
-  std::printf("time:       %.3f ms, %.2f us per iteration", result.seconds * 1e3,
-              result.seconds_per_iteration * 1e6);
-  if (result.kernels_per_iteration) std::printf(" (%d kernels per iteration)", result.kernels_per_iteration);
-  std::printf("\n");
+  std::FILE* out = ctx.summary(o.output);
+  if (out) {
+    std::fprintf(out, "system:     %s (n = %zu, %zu nonzeros)\n", system.c_str(), a.rows, a.nnz());
+    std::fprintf(out, "solver:     %s, preconditioner %s, %s, tolerance %.3g\n",
+                 std::string(la::to_string(options.solver)).c_str(), o.precond.c_str(), o.precision.c_str(),
+                 o.tol);
+    std::fprintf(out, "backend:    %s\n", result.backend.c_str());
+    std::fprintf(out, "result:     %s after %d iterations\n",
+                 std::string(la::to_string(result.status)).c_str(), result.iterations);
+    std::fprintf(out, "residual:   %.3e (recurrence), %.3e (recomputed ||b - Ax|| / ||b||)\n",
+                 result.relative_residual, true_residual);
+    std::fprintf(out, "time:       %.3f ms, %.2f us per iteration", result.seconds * 1e3,
+                 result.seconds_per_iteration * 1e6);
+    if (result.kernels_per_iteration)
+      std::fprintf(out, " (%d kernels per iteration)", result.kernels_per_iteration);
+    std::fprintf(out, "\n");
+  }
   if (!o.output.empty()) {
     la::write_matrix_market_vector(
         o.output, result.x,
         fmt::format("molaccel solve: {} {}, {} iterations, residual {:.3e}", system,
                     la::to_string(options.solver), result.iterations, true_residual));
-    std::printf("solution:   %s\n", o.output.c_str());
+    if (out) std::fprintf(out, "solution:   %s\n", o.output.c_str());
   }
   ctx.report["system"] = {{"name", system}, {"n", a.rows}, {"nnz", a.nnz()}};
   ctx.report["solve"] = describe(result, true_residual);

@@ -199,14 +199,18 @@ int run_grid(RunContext& ctx, const GridOptions& o) {
     written.push_back(path.string());
   }
   const EvaluationInfo& info = refs.empty() ? density_info : orbital_info;
-  std::printf("%zu x %zu x %zu grid (%zu points), %s, %.3f s; wrote %s\n", grid.counts[0], grid.counts[1],
-              grid.counts[2], n, info.backend.c_str(), orbital_info.seconds + density_info.seconds,
-              fmt::format("{}", fmt::join(written, ", ")).c_str());
+  std::FILE* out = ctx.summary(output.string());
+  if (out)
+    std::fprintf(out, "%zu x %zu x %zu grid (%zu points), %s, %.3f s; wrote %s\n", grid.counts[0],
+                 grid.counts[1], grid.counts[2], n, info.backend.c_str(),
+                 orbital_info.seconds + density_info.seconds,
+                 fmt::format("{}", fmt::join(written, ", ")).c_str());
   if (!density_values.empty()) {
     double sum = 0;
     for (float v : density_values) sum += v;
-    std::printf("density integral on this grid: %.4f electrons (file: %.4f)\n", sum * grid.voxel_volume(),
-                wfn.electron_count());
+    if (out)
+      std::fprintf(out, "density integral on this grid: %.4f electrons (file: %.4f)\n",
+                   sum * grid.voxel_volume(), wfn.electron_count());
     ctx.report["density_integral"] = sum * grid.voxel_volume();
   }
   ctx.report["grid"] = {{"counts", grid.counts}, {"origin_bohr", grid.origin}, {"axes_bohr", grid.axes}};

@@ -18,6 +18,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -47,6 +48,12 @@ struct RunContext {
   CommonOptions& common;
   nlohmann::json& report;  // filled by the action; written when --json is given
   Resources resources() const { return common.make_resources(); }
+  // Where a command's human-readable summary goes: nowhere with -q, standard error when the
+  // result itself goes to standard output (`output` is "-" or /dev/stdout), else standard output.
+  std::FILE* summary(const std::string& output = {}) const {
+    if (common.quiet) return nullptr;
+    return output == "-" || output == "/dev/stdout" ? stderr : stdout;
+  }
 };
 
 using Action = std::function<int(RunContext&)>;

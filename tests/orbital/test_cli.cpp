@@ -82,5 +82,17 @@ TEST(OrbitalCli, BadNumbersAreRefused) {
   EXPECT_EQ(run_cli(grid + "--spacing 0.4"), 0);  // the same command with sane numbers works
 }
 
+// -q: no summary line on standard output (the cube is still written).
+TEST(OrbitalCli, QuietPrintsNothing) {
+  molaccel::testing::TempDir dir;
+  const std::string command = std::string(MOLACCEL_CLI_PATH) + " -q orbital grid " +
+                              quoted(test::bundled("h2o_631gs.molden")) +
+                              " --device cpu --orbital homo --spacing 0.4 -o " + quoted(dir / "q.cube") +
+                              " > " + quoted(dir / "stdout.txt");
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  EXPECT_EQ(molaccel::testing::read_file(dir / "stdout.txt"), "");
+  EXPECT_TRUE(std::filesystem::exists(dir / "q.cube"));
+}
+
 }  // namespace
 }  // namespace molaccel::orbital
