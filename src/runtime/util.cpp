@@ -151,14 +151,16 @@ void replace_file(const std::filesystem::path& target, mode_t mode, std::optiona
     fail(errno, "cannot rename temporary output into place");
 }
 
-bool directory_is_private(const std::filesystem::path& dir, std::string& why) {
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0) {
+namespace {
+// Whether `st` (from stat or fstat; `status` its return value) is of the wanted type, owned by this
+// user and writable by nobody else; `why` says what is wrong when not.
+bool is_private(int status, const struct stat& st, bool want_directory, std::string& why) {
+  if (status != 0) {
     why = std::strerror(errno);
     return false;
   }
-  if (!S_ISDIR(st.st_mode)) {
-    why = "not a directory";
+  if (want_directory ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) {
+    why = want_directory ? "not a directory" : "not a regular file";
     return false;
   }
   if (st.st_uid != ::geteuid()) {
@@ -172,27 +174,18 @@ bool directory_is_private(const std::filesystem::path& dir, std::string& why) {
   }
   return true;
 }
+}  // namespace
+
+bool directory_is_private(const std::filesystem::path& dir, std::string& why) {
+  struct stat st {};
+  const int status = ::stat(dir.c_str(), &st);
+  return is_private(status, st, true, why);
+}
 
 bool file_is_private(int fd, std::string& why) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    why = std::strerror(errno);
-    return false;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    why = "not a regular file";
-    return false;
-  }
-  if (st.st_uid != ::geteuid()) {
-    why = fmt::format("owned by uid {}, not by this user (uid {})", st.st_uid, ::geteuid());
-    return false;
-  }
-  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-    why = fmt::format("writable by {} (mode {:04o})", (st.st_mode & S_IWOTH) ? "everyone" : "its group",
-                      st.st_mode & 07777);
-    return false;
-  }
-  return true;
+  const int status = ::fstat(fd, &st);
+  return is_private(status, st, false, why);
 }
 
 }  // namespace detail
