@@ -221,11 +221,7 @@ __global__ void __launch_bounds__(kStreamThreads, kStreamBlocksPerSm)
     sigma = part[0];
     const double next = (part[1] > kp.threshold && go_on) ? 1.0 : 0.0;
     if (blockIdx.x == 0 && tid == 0) {
-      rec[0] = rho_new;
-      rec[1] = alpha;
-      rec[2] = omega;
-      rec[3] = part[1];
-      rec[4] = next;
+      record_iteration(rec, rho_new, alpha, omega, part[1], next);
     }
     rho = rho_new;
     active = next;
@@ -353,11 +349,7 @@ __global__ void __launch_bounds__(kStreamThreads, kStreamBlocksPerSm)
     const double alpha_new = safe_div(gamma_new, part[1] - beta_new * safe_div(gamma_new, alpha));
     const double next = (part[2] > kp.threshold && alpha != 0.0 && gamma_new != 0.0) ? 1.0 : 0.0;
     if (blockIdx.x == 0 && tid == 0) {
-      rec[0] = gamma_new;
-      rec[1] = alpha;
-      rec[2] = 0;
-      rec[3] = part[2];
-      rec[4] = next;
+      record_iteration(rec, gamma_new, alpha, 0, part[2], next);
     }
     gamma = gamma_new;
     alpha = alpha_new;

@@ -216,11 +216,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
       const double next = rr > kp.threshold && go_prev ? 1.0 : 0.0;
       if (blockIdx.x == 0 && tid == 0) {
         double* rec = kp.out + kStateWords + kRecordWords * (j - 1);
-        rec[0] = rho;
-        rec[1] = alpha_prev;
-        rec[2] = omega_prev;
-        rec[3] = rr;
-        rec[4] = next;
+        record_iteration(rec, rho, alpha_prev, omega_prev, rr, next);
       }
       active = next;
       return next != 0.0;

@@ -138,11 +138,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
       }
       const double next = (rr > kp.threshold && alpha != 0.0 && rz_new != 0.0) ? 1.0 : 0.0;
       if (blockIdx.x == 0 && tid == 0) {
-        rec[0] = rz_new;
-        rec[1] = alpha;
-        rec[2] = 0;
-        rec[3] = rr;
-        rec[4] = next;
+        record_iteration(rec, rz_new, alpha, 0, rr, next);
       }
       rho = rz_new;
       active = next;
@@ -189,11 +185,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
       const double next =
           (rr[0] > kp.threshold && rho_new != 0.0 && omega != 0.0 && alpha != 0.0) ? 1.0 : 0.0;
       if (blockIdx.x == 0 && tid == 0) {
-        rec[0] = rho_new;
-        rec[1] = alpha;
-        rec[2] = omega;
-        rec[3] = rr[0];
-        rec[4] = next;
+        record_iteration(rec, rho_new, alpha, omega, rr[0], next);
       }
       rho = rho_new;
       active = next;

@@ -196,11 +196,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_2(const kernel
     sigma = part[0];
     const double next = (part[1] > kp.threshold && go_on) ? 1.0 : 0.0;
     if (blockIdx.x == 0 && tid == 0) {
-      rec[0] = rho_new;
-      rec[1] = alpha;
-      rec[2] = omega;
-      rec[3] = part[1];
-      rec[4] = next;
+      record_iteration(rec, rho_new, alpha, omega, part[1], next);
     }
     rho = rho_new;
     active = next;

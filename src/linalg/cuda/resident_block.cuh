@@ -59,6 +59,17 @@ __device__ __forceinline__ double inv_or_zero(double b) {
   return b == 0.0 ? 0.0 : 1.0 / b;
 }
 
+// One iteration's record in the history the host reads (kRecordWords per iteration): the
+// solver's scalars, the squared residual norm and whether the solve goes on.
+__device__ __forceinline__ void record_iteration(double* rec, double rho, double alpha, double omega,
+                                                 double residual, double next) {
+  rec[0] = rho;
+  rec[1] = alpha;
+  rec[2] = omega;
+  rec[3] = residual;
+  rec[4] = next;
+}
+
 // Butterfly sum: every lane ends with the same bits (each step adds the same two numbers).
 __device__ __forceinline__ double warp_all_sum(double v) {
 #pragma unroll

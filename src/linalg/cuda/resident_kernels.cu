@@ -40,47 +40,45 @@
 
 namespace molaccel::linalg::gpu::resident {
 
+// One kernel family at 1, 2 or 4 rows per thread: Kernel<rpt>.
+template <class T, template <int> class Kernel>
+kernel_ptr<T> by_rows(int rpt) {
+  return rpt == 1 ? Kernel<1>::get() : rpt == 2 ? Kernel<2>::get() : Kernel<4>::get();
+}
+template <class T, bool CG, int SYNC>
+struct one_block_form {
+  template <int RPT>
+  struct at {
+    static kernel_ptr<T> get() { return &resident_kernel<T, CG, RPT, SYNC>; }
+  };
+};
+template <class T, int SYNC, int MAT>
+struct two_barrier_form {
+  template <int RPT>
+  struct at {
+    static kernel_ptr<T> get() { return &resident_kernel_2<T, RPT, SYNC, MAT>; }
+  };
+};
+
 // The resident kernels: CG (CSR) in a block, a cluster or on a grid; BiCGStab with two barriers
 // in a block or on a grid (CSR, or by diagonals: `dia`), with three in a cluster (CSR), with one
 // on a grid (by diagonals; `five`: at most 5 of them, the kernel unrolled for 5).
 template <class T>
 kernel_ptr<T> pick_kernel(bool cg_solver, int rpt, int sync, int form, bool dia, bool five) {
   if (cg_solver) {
-    if (sync == sync_block)
-      return rpt == 1   ? &resident_kernel<T, true, 1, sync_block>
-             : rpt == 2 ? &resident_kernel<T, true, 2, sync_block>
-                        : &resident_kernel<T, true, 4, sync_block>;
-    if (sync == sync_cluster)
-      return rpt == 1   ? &resident_kernel<T, true, 1, sync_cluster>
-             : rpt == 2 ? &resident_kernel<T, true, 2, sync_cluster>
-                        : &resident_kernel<T, true, 4, sync_cluster>;
-    return rpt == 1   ? &resident_kernel<T, true, 1, sync_grid>
-           : rpt == 2 ? &resident_kernel<T, true, 2, sync_grid>
-                      : &resident_kernel<T, true, 4, sync_grid>;
+    if (sync == sync_block) return by_rows<T, one_block_form<T, true, sync_block>::template at>(rpt);
+    if (sync == sync_cluster) return by_rows<T, one_block_form<T, true, sync_cluster>::template at>(rpt);
+    return by_rows<T, one_block_form<T, true, sync_grid>::template at>(rpt);
   }
   if (form == 4)
     return rpt == 1 ? (five ? &resident_kernel_1<T, 1, 5> : &resident_kernel_1<T, 1, kDiaMax>)
                     : (five ? &resident_kernel_1<T, 2, 5> : &resident_kernel_1<T, 2, kDiaMax>);
-  if (form == 3)
-    return rpt == 1   ? &resident_kernel<T, false, 1, sync_cluster>
-           : rpt == 2 ? &resident_kernel<T, false, 2, sync_cluster>
-                      : &resident_kernel<T, false, 4, sync_cluster>;
-  if (sync == sync_block) {
-    if (dia)
-      return rpt == 1   ? &resident_kernel_2<T, 1, sync_block, 2>
-             : rpt == 2 ? &resident_kernel_2<T, 2, sync_block, 2>
-                        : &resident_kernel_2<T, 4, sync_block, 2>;
-    return rpt == 1   ? &resident_kernel_2<T, 1, sync_block, 1>
-           : rpt == 2 ? &resident_kernel_2<T, 2, sync_block, 1>
-                      : &resident_kernel_2<T, 4, sync_block, 1>;
-  }
-  if (dia)
-    return rpt == 1   ? &resident_kernel_2<T, 1, sync_grid, 2>
-           : rpt == 2 ? &resident_kernel_2<T, 2, sync_grid, 2>
-                      : &resident_kernel_2<T, 4, sync_grid, 2>;
-  return rpt == 1   ? &resident_kernel_2<T, 1, sync_grid, 1>
-         : rpt == 2 ? &resident_kernel_2<T, 2, sync_grid, 1>
-                    : &resident_kernel_2<T, 4, sync_grid, 1>;
+  if (form == 3) return by_rows<T, one_block_form<T, false, sync_cluster>::template at>(rpt);
+  if (sync == sync_block)
+    return dia ? by_rows<T, two_barrier_form<T, sync_block, 2>::template at>(rpt)
+               : by_rows<T, two_barrier_form<T, sync_block, 1>::template at>(rpt);
+  return dia ? by_rows<T, two_barrier_form<T, sync_grid, 2>::template at>(rpt)
+             : by_rows<T, two_barrier_form<T, sync_grid, 1>::template at>(rpt);
 }
 
 template <class T>

@@ -41,29 +41,10 @@ void drain_chunk(const float* staging, const GpuJob& job, std::size_t p, std::si
 // Into page-locked output (molaccel::allocate_host_buffer, cudaHostAlloc) the copy engine writes
 // each chunk straight into its rows: no staging buffer, no host copy, so several GPUs are not
 // limited by the host threads' memcpy bandwidth.
-void run_tile_direct(DeviceState& st, const GpuJob& job,
-                     const std::vector<std::pair<std::size_t, std::size_t>>& chunks) {
-  const std::size_t plane_points = job.grid->counts[1] * job.grid->counts[2];
-  const std::size_t n_points = job.grid->point_count();
-  const std::size_t outputs = job.weights ? 1 : job.orbitals;
-  for (std::size_t c = 0; c < chunks.size(); ++c) {
-    const std::size_t slot = c % 2;
-    const std::size_t points = chunks[c].second * plane_points;
-    if (c >= 2) MOLACCEL_CUDA_TRY(cudaStreamWaitEvent(*st.stream, st.copied[slot]->get(), 0));
-    launch_planes(st, job, chunks[c].first, chunks[c].second, st.results[slot].data());
-    st.computed[slot]->record(*st.stream);
-    MOLACCEL_CUDA_TRY(cudaStreamWaitEvent(*st.copy_stream, st.computed[slot]->get(), 0));
-    MOLACCEL_CUDA_TRY(cudaMemcpy2DAsync(
-        job.out + chunks[c].first * plane_points, n_points * sizeof(float), st.results[slot].data(),
-        points * sizeof(float), points * sizeof(float), outputs, cudaMemcpyDeviceToHost, *st.copy_stream));
-    st.copied[slot]->record(*st.copy_stream);
-  }
-  MOLACCEL_CUDA_TRY(cudaStreamSynchronize(*st.copy_stream));
-}
-
 void run_tile(DeviceState& st, const GpuJob& job, std::size_t plane_begin, std::size_t plane_end,
               std::size_t step) {
   const std::size_t plane_points = job.grid->counts[1] * job.grid->counts[2];
+  const std::size_t n_points = job.grid->point_count();
   const std::size_t outputs = job.weights ? 1 : job.orbitals;
   std::vector<std::pair<std::size_t, std::size_t>> chunks;  // first plane, planes
   for (std::size_t p = plane_begin; p < plane_end; p += step)
@@ -74,7 +55,6 @@ void run_tile(DeviceState& st, const GpuJob& job, std::size_t plane_begin, std::
     st.results[b].resize(capacity);
     if (!direct) st.ensure_staging(static_cast<int>(b), capacity);
   }
-  if (direct) return run_tile_direct(st, job, chunks);
   auto drain = [&](std::size_t c) {
     st.copied[c % 2]->synchronize();
     drain_chunk(st.staging[c % 2].data(), job, chunks[c].first, chunks[c].second * plane_points, outputs);
@@ -87,13 +67,21 @@ void run_tile(DeviceState& st, const GpuJob& job, std::size_t plane_begin, std::
     launch_planes(st, job, chunks[c].first, chunks[c].second, st.results[slot].data());
     st.computed[slot]->record(*st.stream);
     MOLACCEL_CUDA_TRY(cudaStreamWaitEvent(*st.copy_stream, st.computed[slot]->get(), 0));
-    MOLACCEL_CUDA_TRY(cudaMemcpyAsync(st.staging[slot].data(), st.results[slot].data(),
-                                      points * outputs * sizeof(float), cudaMemcpyDeviceToHost,
-                                      *st.copy_stream));
+    if (direct)  // each output's rows of the chunk straight into place
+      MOLACCEL_CUDA_TRY(cudaMemcpy2DAsync(
+          job.out + chunks[c].first * plane_points, n_points * sizeof(float), st.results[slot].data(),
+          points * sizeof(float), points * sizeof(float), outputs, cudaMemcpyDeviceToHost, *st.copy_stream));
+    else
+      MOLACCEL_CUDA_TRY(cudaMemcpyAsync(st.staging[slot].data(), st.results[slot].data(),
+                                        points * outputs * sizeof(float), cudaMemcpyDeviceToHost,
+                                        *st.copy_stream));
     st.copied[slot]->record(*st.copy_stream);
-    if (c >= 1) drain(c - 1);  // staging[slot ^ 1] is free again for chunk c+1 after this
+    if (!direct && c >= 1) drain(c - 1);  // staging[slot ^ 1] is free again for chunk c+1 after this
   }
-  drain(chunks.size() - 1);
+  if (direct)
+    MOLACCEL_CUDA_TRY(cudaStreamSynchronize(*st.copy_stream));
+  else if (!chunks.empty())
+    drain(chunks.size() - 1);
 }
 
 // MOLACCEL_TRACE=orbital: per tile or share, the device, its planes or chunks, when it started
