@@ -43,7 +43,6 @@ struct DeviceState {
   cuda::DeviceBuffer<float> coefficients_t;  // components_padded x orbitals_padded
   cuda::DeviceBuffer<float> weights;         // orbitals_padded
   cuda::DeviceBuffer<int> shell_atom;        // atom of each shell (sparse matrix path)
-  cuda::DeviceBuffer<float> result;          // benchmarks (time_kernel)
   // Tile pipeline (evaluate_planes): two device result buffers and two pinned host buffers, the
   // kernels on `stream`, the device-to-host copies on `copy_stream`.
   cuda::DeviceBuffer<float> results[2];

@@ -93,33 +93,4 @@ void precompile(const GpuJob& job, int device) {
   }
 }
 
-double time_kernel(int device, const GpuJob& job, const std::string& kind, int repeats) {
-  MOLACCEL_EXPECTS(kind == "jit" || kind == "generic" || kind == "density",
-                   "time_kernel: jit, generic or density");
-  const bool density = kind == "density";
-  MOLACCEL_EXPECTS(!density || job.weights != nullptr, "density timing needs a job with weights");
-  cuda::DeviceGuard guard(device);
-  DeviceState st;
-  GpuJob local = job;
-  local.jit = kind == "jit";
-  st.init(local, device, local.jit);
-  const GridSpec& grid = *job.grid;
-  const std::size_t n_points = grid.point_count();
-  st.result.resize(n_points);
-  std::vector<float> times;
-  for (int r = 0; r < repeats + 1; ++r) {  // first run warms up (JIT load, caches)
-    cuda::Event start, stop;
-    start.record(*st.stream);
-    if (density)
-      launch_sparse(st, local, 0, grid.counts[0], st.result.data(), n_points);
-    else
-      launch_orbital(st, local, 0, 0, grid.counts[0], st.result.data());
-    stop.record(*st.stream);
-    stop.synchronize();
-    if (r > 0) times.push_back(stop.elapsed_ms_since(start));
-  }
-  std::sort(times.begin(), times.end());
-  return times.empty() ? 0.0 : times[times.size() / 2];
-}
-
 }  // namespace molaccel::orbital::cuda_backend

@@ -55,9 +55,11 @@ std::string evaluate_planes(WorkerContext& ctx, const GpuJob& job, std::size_t p
 // takes the JIT path), so that the GPU workers only load it.
 void precompile(const GpuJob& job, int device);
 
-// Timing helpers for the benchmarks: runs the chosen kernel over the whole grid on `device`,
-// keeping results on the device, `repeats` times; returns milliseconds per run (median of CUDA
-// event timings). kind: "jit", "generic", "density".
-double time_kernel(int device, const GpuJob& job, const std::string& kind, int repeats);
+// The whole grid evaluated on the worker's GPU into device memory, for callers that use it there
+// (isosurfaces, the kernel benchmark): `out` is device memory of outputs x point_count() floats,
+// GpuJob::out's layout (job.out is not used). The worker's kept device state serves as for
+// evaluate_planes. The kernels are enqueued on the returned stream (a cudaStream_t) and not waited
+// for: the caller orders its own work after them on that stream, or synchronises it.
+void* evaluate_on_device(WorkerContext& ctx, const GpuJob& job, float* out);
 
 }  // namespace molaccel::orbital::cuda_backend

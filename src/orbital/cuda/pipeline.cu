@@ -337,4 +337,11 @@ std::string evaluate_planes(WorkerContext& ctx, const GpuJob& job, std::size_t p
   return kernel_name(st, job);
 }
 
+void* evaluate_on_device(WorkerContext& ctx, const GpuJob& job, float* out) {
+  cuda::DeviceGuard guard(ctx.worker().device);
+  DeviceState& st = job_state(ctx, job);
+  launch_planes(st, job, 0, job.grid->counts[0], out);
+  return static_cast<void*>(st.stream->get());
+}
+
 }  // namespace molaccel::orbital::cuda_backend
