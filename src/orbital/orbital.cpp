@@ -338,25 +338,42 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
       }
     });
   };
+  // A share that fails has given its chunks back (chunk_queue.hpp) and ends without an error for
+  // the scheduler: the failure is the chunks', which other workers redo.
   const TileFunction share_fn = [&](WorkerContext& ctx, std::size_t) {
-    if (ctx.worker().kind == WorkerInfo::Kind::cpu) {
-      std::size_t c = 0;
-      while (queue->take(ctx.worker(), c)) {
-        try {
-          cpu_planes(ctx, queue->chunk(c).first, queue->chunk(c).first + queue->chunk(c).second);
-        } catch (...) {
-          queue->give_back(c);
-          throw;
+    try {
+      if (ctx.worker().kind == WorkerInfo::Kind::cpu) {
+        std::size_t c = 0;
+        while (queue->take(ctx.worker(), c)) {
+          try {
+            cpu_planes(ctx, queue->chunk(c).first, queue->chunk(c).first + queue->chunk(c).second);
+          } catch (...) {
+            queue->give_back(c, &ctx.worker());
+            throw;
+          }
+          queue->done(ctx.worker());
         }
-        queue->done(ctx.worker());
+        return;
       }
-      return;
-    }
 #if MOLACCEL_HAVE_CUDA
-    const std::string name = cuda_backend::evaluate_chunks(ctx, gpu, *queue);
-    std::lock_guard lock(name_mutex);
-    if (gpu_kernel.empty()) gpu_kernel = name;
+      const std::string name = cuda_backend::evaluate_chunks(ctx, gpu, *queue);
+      std::lock_guard lock(name_mutex);
+      if (gpu_kernel.empty()) gpu_kernel = name;
 #endif
+    } catch (const Cancelled&) {
+      throw;
+    } catch (...) {
+      std::string what = "unknown error";
+      try {
+        throw;
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      log_warn("{}: a share failed on {}, its chunks go to other workers: {}", job.name, ctx.worker().name(),
+               what);
+      queue->fail(std::current_exception());
+    }
   };
   const TileFunction tile_fn = [&](WorkerContext& ctx, std::size_t tile) {
     const std::size_t p0 = tiles.begin(tile), p1 = tiles.end(tile);
@@ -374,9 +391,22 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
   };
   const std::size_t n_tiles = queue ? target.pool->workers().size() : tiles.count();
   const TileFunction& fn = queue ? share_fn : tile_fn;
-  JobStats stats =
-      target.resources ? run_tiles(*target.resources, n_tiles, fn, job) : target.pool->run(n_tiles, fn, job);
+  const auto run_round = [&] {
+    return target.resources ? run_tiles(*target.resources, n_tiles, fn, job)
+                            : target.pool->run(n_tiles, fn, job);
+  };
+  JobStats stats = run_round();
+  // Chunks left when every share has ended (given back by failed shares): another round of
+  // shares, as long as each round finishes some.
+  while (queue && queue->left() > 0) {
+    const std::size_t before = queue->finished();
+    const JobStats round = run_round();
+    stats.retries += round.retries;
+    stats.seconds += round.seconds;
+    if (queue->finished() == before) queue->rethrow_last_failure();
+  }
   if (queue) {  // report chunks (the shares are one per worker)
+    stats.retries += queue->failures();
     stats.tiles = queue->size();
     std::vector<std::size_t> done = queue->done_per_worker();
     done.resize(stats.tiles_per_worker.size(), 0);

@@ -275,7 +275,7 @@ std::string evaluate_chunks(WorkerContext& ctx, const GpuJob& job, detail::Chunk
   } catch (const CudaError& e) {
     cudaStreamSynchronize(*st.stream);
     cudaStreamSynchronize(*st.copy_stream);
-    for (const auto& p : pending) queue.give_back(p.chunk);
+    for (const auto& p : pending) queue.give_back(p.chunk, e.is_out_of_memory() ? nullptr : &ctx.worker());
     pending.clear();
     if (!e.is_out_of_memory()) throw;
     cudaGetLastError();  // clear the sticky allocation error
@@ -283,10 +283,11 @@ std::string evaluate_chunks(WorkerContext& ctx, const GpuJob& job, detail::Chunk
     log_warn("orbital: out of GPU memory on {}, the rest of its share chunk by chunk", ctx.worker().name());
     fallback = true;
   } catch (...) {
-    // The chunks go to another worker; its copies must not race ours.
+    // The chunks go to another worker; its copies must not race ours. Which of them failed is not
+    // known (kernels and copies are asynchronous): none comes back to this worker.
     cudaStreamSynchronize(*st.stream);
     cudaStreamSynchronize(*st.copy_stream);
-    for (const auto& p : pending) queue.give_back(p.chunk);
+    for (const auto& p : pending) queue.give_back(p.chunk, &ctx.worker());
     throw;
   }
   if (fallback) {
@@ -296,7 +297,7 @@ std::string evaluate_chunks(WorkerContext& ctx, const GpuJob& job, detail::Chunk
       try {
         run_tile_adaptive(ctx, st, job, p0, p0 + planes);
       } catch (...) {
-        queue.give_back(c);
+        queue.give_back(c, &ctx.worker());
         throw;
       }
       queue.done(ctx.worker());
