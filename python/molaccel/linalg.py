@@ -85,13 +85,15 @@ def _index_array(v: np.ndarray, what: str) -> np.ndarray:
 @dataclass(frozen=True)
 class SolveResult:
     """What a solve returned: ``x``; ``status`` ("converged", "max_iterations",
-    "breakdown_rho", "breakdown_omega", "breakdown_alpha", "zero_rhs"); ``iterations``;
+    "breakdown_rho", "breakdown_omega", "breakdown_alpha", "zero_rhs"); ``status_text`` (the
+    CLI's words for it); ``iterations``;
     ``relative_residual`` (||r|| / ||b|| of the recurrence); ``residual_history`` (one per
     iteration, from 0); ``seconds`` (iteration loop only); ``seconds_per_iteration``;
     ``kernels_per_iteration`` (GPU launches, 0 on the CPU); ``host_checks``; ``backend``."""
 
     x: np.ndarray
     status: str
+    status_text: str
     iterations: int
     relative_residual: float
     residual_history: np.ndarray
@@ -154,15 +156,19 @@ def solve(
     check_device(device, threads)
     m = _as_csr(A)
     rows, cols = int(m.shape[0]), int(m.shape[1])
+    indptr, indices = _index_array(m.indptr, "indptr"), _index_array(m.indices, "indices")
+    data = np.ascontiguousarray(m.data, dtype=np.float64)
     if b is None:
-        b = m @ np.ones(cols)
+        if len(indptr) != rows + 1 or len(indices) != len(data) or (indices >= cols).any():
+            raise ValueError("A's CSR arrays do not describe a matrix of its shape")
+        b = CSR(data, indices, indptr, (rows, cols)) @ np.ones(cols)
     bb = np.ascontiguousarray(b, dtype=np.float64)
     if bb.ndim != 1:
         raise ValueError(f"b must be one-dimensional (got shape {bb.shape})")
     r = _linalg.solve(
-        _index_array(m.indptr, "indptr"),
-        _index_array(m.indices, "indices"),
-        np.ascontiguousarray(m.data, dtype=np.float64),
+        indptr,
+        indices,
+        data,
         rows,
         cols,
         bb,

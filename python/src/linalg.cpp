@@ -22,8 +22,9 @@ using Array1 = nb::ndarray<const T, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 la::host_csr<double> to_csr(Array1<std::int32_t> indptr, Array1<std::int32_t> indices, Array1<double> data,
                             std::size_t rows, std::size_t cols) {
   if (indptr.shape(0) != rows + 1)
-    throw InputError("A", 0, fmt::format("indptr has {} entries; a {}-row matrix needs {}", indptr.shape(0), rows,
-                                         rows + 1));
+    throw InputError(
+        "A", 0,
+        fmt::format("indptr has {} entries; a {}-row matrix needs {}", indptr.shape(0), rows, rows + 1));
   if (indices.shape(0) != data.shape(0))
     throw InputError("A", 0, fmt::format("{} column indices but {} values", indices.shape(0), data.shape(0)));
   la::host_csr<double> a;
@@ -35,7 +36,8 @@ la::host_csr<double> to_csr(Array1<std::int32_t> indptr, Array1<std::int32_t> in
   if (a.row_ptr.front() != 0 || static_cast<std::size_t>(a.row_ptr.back()) != a.values.size())
     throw InputError("A", 0, "indptr must start at 0 and end at the number of stored values");
   for (std::size_t r = 0; r < rows; ++r) {
-    if (a.row_ptr[r + 1] < a.row_ptr[r]) throw InputError("A", 0, fmt::format("indptr decreases at row {}", r));
+    if (a.row_ptr[r + 1] < a.row_ptr[r])
+      throw InputError("A", 0, fmt::format("indptr decreases at row {}", r));
     for (auto e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e) {
       const auto c = a.col_idx[e];
       if (c < 0 || static_cast<std::size_t>(c) >= cols)
@@ -71,7 +73,8 @@ la::SolverOptions solver_options(const std::string& solver, const std::string& p
   else if (preconditioner == "jacobi")
     o.preconditioner = la::Preconditioner::jacobi;
   else
-    throw InputError("preconditioner", 0, fmt::format("unknown preconditioner '{}' (none or jacobi)", preconditioner));
+    throw InputError("preconditioner", 0,
+                     fmt::format("unknown preconditioner '{}' (none or jacobi)", preconditioner));
   if (precision == "fp64")
     o.precision = la::Precision::fp64;
   else if (precision == "fp32")
@@ -87,7 +90,8 @@ la::SolverOptions solver_options(const std::string& solver, const std::string& p
   else if (launch == "fused")
     o.launch = la::Launch::fused;
   else
-    throw InputError("launch", 0, fmt::format("unknown launch '{}' (auto, graph, resident or fused)", launch));
+    throw InputError("launch", 0,
+                     fmt::format("unknown launch '{}' (auto, graph, resident or fused)", launch));
   if (!(tolerance > 0)) throw InputError("tol", 0, "must be positive");
   if (max_iterations < 1) throw InputError("max_iterations", 0, "must be at least 1");
   if (batch < 0) throw InputError("batch", 0, "must be >= 0 (0 = automatic)");
@@ -97,18 +101,41 @@ la::SolverOptions solver_options(const std::string& solver, const std::string& p
   return o;
 }
 
+// The enum's own names: stable identifiers for code (to_string gives the words the CLI prints).
+std::string status_name(la::SolverStatus status) {
+  switch (status) {
+    case la::SolverStatus::converged:
+      return "converged";
+    case la::SolverStatus::max_iterations:
+      return "max_iterations";
+    case la::SolverStatus::breakdown_rho:
+      return "breakdown_rho";
+    case la::SolverStatus::breakdown_omega:
+      return "breakdown_omega";
+    case la::SolverStatus::breakdown_alpha:
+      return "breakdown_alpha";
+    case la::SolverStatus::zero_rhs:
+      return "zero_rhs";
+  }
+  return "unknown";
+}
+
 }  // namespace
 
 void bind_linalg(nb::module_& m) {
-  m.def("solve", [](Array1<std::int32_t> indptr, Array1<std::int32_t> indices, Array1<double> data, std::size_t rows,
-                    std::size_t cols, Array1<double> b, const std::string& solver, const std::string& preconditioner,
-                    const std::string& precision, double tolerance, int max_iterations, const std::string& launch,
-                    int batch, const std::string& device, int threads, bool progress) {
+  m.def("solve", [](Array1<std::int32_t> indptr, Array1<std::int32_t> indices, Array1<double> data,
+                    std::size_t rows, std::size_t cols, Array1<double> b, const std::string& solver,
+                    const std::string& preconditioner, const std::string& precision, double tolerance,
+                    int max_iterations, const std::string& launch, int batch, const std::string& device,
+                    int threads, bool progress) {
     if (rows != cols)
-      throw InputError("A", 0, fmt::format("the matrix is {} x {}; a linear system needs a square matrix", rows, cols));
+      throw InputError(
+          "A", 0, fmt::format("the matrix is {} x {}; a linear system needs a square matrix", rows, cols));
     if (b.shape(0) != rows)
-      throw InputError("b", 0, fmt::format("right-hand side has {} entries, the matrix {} rows", b.shape(0), rows));
-    const auto options = solver_options(solver, preconditioner, precision, tolerance, max_iterations, launch, batch);
+      throw InputError("b", 0,
+                       fmt::format("right-hand side has {} entries, the matrix {} rows", b.shape(0), rows));
+    const auto options =
+        solver_options(solver, preconditioner, precision, tolerance, max_iterations, launch, batch);
     const Resources resources = resources_for(device, threads, progress);
     la::SolverResult r;
     {
@@ -119,7 +146,8 @@ void bind_linalg(nb::module_& m) {
     nb::dict d;
     const std::size_t n = r.x.size(), history = r.residual_history.size();
     d["x"] = to_numpy(std::move(r.x), {n});
-    d["status"] = std::string(la::to_string(r.status));
+    d["status"] = status_name(r.status);
+    d["status_text"] = std::string(la::to_string(r.status));
     d["iterations"] = r.iterations;
     d["relative_residual"] = r.relative_residual;
     d["residual_history"] = to_numpy(std::move(r.residual_history), {history});

@@ -51,8 +51,8 @@ void check_compatible(const lg::MoleculeSet& a, const lg::MoleculeSet& b) {
 }
 
 nb::tuple search(const lg::MoleculeSet& queries, const lg::MoleculeSet& db, std::size_t k,
-                 const std::string& metric, const std::string& backend, const std::string& device, int threads,
-                 bool progress) {
+                 const std::string& metric, const std::string& backend, const std::string& device,
+                 int threads, bool progress) {
   check_compatible(queries, db);
   if (k == 0) throw InputError("k", 0, "must be at least 1");
   const auto options = compute_options(metric, backend);
@@ -77,8 +77,8 @@ nb::tuple search(const lg::MoleculeSet& queries, const lg::MoleculeSet& db, std:
 // fp32 lands straight in memory GPUs can write by DMA (page-locked where a driver is usable);
 // fp16 and u8 are made from it with the engine's own conversions (the CLI's .npy bits).
 nb::tuple matrix(const lg::MoleculeSet& queries, const lg::MoleculeSet* db, const std::string& output_type,
-                 const std::string& metric, const std::string& backend, const std::string& device, int threads,
-                 bool progress) {
+                 const std::string& metric, const std::string& backend, const std::string& device,
+                 int threads, bool progress) {
   if (db) check_compatible(queries, *db);
   const auto type = lg::parse_output_type(output_type);
   const auto options = compute_options(metric, backend);
@@ -94,7 +94,8 @@ nb::tuple matrix(const lg::MoleculeSet& queries, const lg::MoleculeSet* db, cons
     nb::gil_scoped_release release;
     lg::similarity_matrix(resources, queries, db, values, options, &info);
   }
-  if (type == lg::OutputType::fp32) return nb::make_tuple(nb::ndarray<nb::numpy, float>(values, 2, shape, owner), info.backend);
+  if (type == lg::OutputType::fp32)
+    return nb::make_tuple(nb::ndarray<nb::numpy, float>(values, 2, shape, owner), info.backend);
   if (type == lg::OutputType::fp16) {
     std::vector<std::uint16_t> half(n);
     {
@@ -149,41 +150,38 @@ void bind_lingo(nb::module_& m) {
         return to_numpy(std::vector<std::uint32_t>(s.magnitudes), {s.magnitudes.size()});
       });
 
-  m.def("from_smiles",
-        [](const std::vector<std::string>& smiles, std::vector<std::string> names, int q, const std::string& digits,
-           bool halogens) {
-          const auto options = lingo_options(q, digits, halogens);
-          if (!names.empty() && names.size() != smiles.size())
-            throw InputError("names", 0,
-                             fmt::format("{} names for {} SMILES", names.size(), smiles.size()));
-          nb::gil_scoped_release release;
-          return lg::make_molecules(smiles, options, std::move(names), "<smiles>");
-        });
-  m.def("read",
-        [](const std::string& path, int q, const std::string& digits, bool halogens,
-           const std::string& smiles_column, const std::string& delimiter, bool skip_invalid) {
-          const auto options = lingo_options(q, digits, halogens);
-          if (delimiter.size() != 1) throw InputError("delimiter", 0, "must be one character");
-          lg::ReadOptions read;
-          read.smiles_column = smiles_column;
-          read.csv_delimiter = delimiter[0];
-          read.skip_invalid = skip_invalid;
-          lg::ReadStats stats;
-          lg::MoleculeSet set;
-          {
-            nb::gil_scoped_release release;
-            set = lg::read_molecules(path, options, read, &stats);
-          }
-          nb::dict d;
-          d["lines"] = stats.lines;
-          d["molecules"] = stats.molecules;
-          d["skipped_invalid"] = stats.skipped_invalid;
-          d["first_skipped_line"] = stats.first_skipped_line;
-          return nb::make_tuple(std::move(set), d);
-        });
+  m.def("from_smiles", [](const std::vector<std::string>& smiles, std::vector<std::string> names, int q,
+                          const std::string& digits, bool halogens) {
+    const auto options = lingo_options(q, digits, halogens);
+    if (!names.empty() && names.size() != smiles.size())
+      throw InputError("names", 0, fmt::format("{} names for {} SMILES", names.size(), smiles.size()));
+    nb::gil_scoped_release release;
+    return lg::make_molecules(smiles, options, std::move(names), "<smiles>");
+  });
+  m.def("read", [](const std::string& path, int q, const std::string& digits, bool halogens,
+                   const std::string& smiles_column, const std::string& delimiter, bool skip_invalid) {
+    const auto options = lingo_options(q, digits, halogens);
+    if (delimiter.size() != 1) throw InputError("delimiter", 0, "must be one character");
+    lg::ReadOptions read;
+    read.smiles_column = smiles_column;
+    read.csv_delimiter = delimiter[0];
+    read.skip_invalid = skip_invalid;
+    lg::ReadStats stats;
+    lg::MoleculeSet set;
+    {
+      nb::gil_scoped_release release;
+      set = lg::read_molecules(path, options, read, &stats);
+    }
+    nb::dict d;
+    d["lines"] = stats.lines;
+    d["molecules"] = stats.molecules;
+    d["skipped_invalid"] = stats.skipped_invalid;
+    d["first_skipped_line"] = stats.first_skipped_line;
+    return nb::make_tuple(std::move(set), d);
+  });
   m.def("search", &search);
-  m.def("matrix", &matrix, nb::arg("queries"), nb::arg("db").none(), nb::arg("output_type"), nb::arg("metric"),
-        nb::arg("backend"), nb::arg("device"), nb::arg("threads"), nb::arg("progress"));
+  m.def("matrix", &matrix, nb::arg("queries"), nb::arg("db").none(), nb::arg("output_type"),
+        nb::arg("metric"), nb::arg("backend"), nb::arg("device"), nb::arg("threads"), nb::arg("progress"));
   m.def("neighbors", [](const lg::MoleculeSet& db, float threshold, const std::string& metric,
                         const std::string& backend, const std::string& device, int threads, bool progress) {
     check_threshold(threshold);
@@ -207,8 +205,8 @@ void bind_lingo(nb::module_& m) {
       c = lg::cluster(resources, db, threshold, options);
     }
     const std::size_t n = c.cluster_of.size(), clusters = c.centroids.size();
-    return nb::make_tuple(to_numpy(std::move(c.cluster_of), {n}), to_numpy(std::move(c.centroids), {clusters}),
-                          c.pairs);
+    return nb::make_tuple(to_numpy(std::move(c.cluster_of), {n}),
+                          to_numpy(std::move(c.centroids), {clusters}), c.pairs);
   });
   m.def("similarity", [](const lg::MoleculeSet& a, std::size_t i, const lg::MoleculeSet& b, std::size_t j,
                          const std::string& metric) {

@@ -95,7 +95,8 @@ void bind_orbital(nb::module_& m) {
                      }
                      return shells;
                    })
-      .def_prop_ro("alpha", [](const orb::Wavefunction& w) { return orbital_set(w.alpha, w.function_count()); })
+      .def_prop_ro("alpha",
+                   [](const orb::Wavefunction& w) { return orbital_set(w.alpha, w.function_count()); })
       .def_prop_ro("beta", [](const orb::Wavefunction& w) { return orbital_set(w.beta, w.function_count()); })
       .def_prop_ro("normalisation",
                    [](const orb::Wavefunction& w) {
@@ -127,7 +128,9 @@ void bind_orbital(nb::module_& m) {
   nb::class_<orb::GridSpec>(m, "GridSpec")
       .def("__init__",
            [](orb::GridSpec* g, std::array<double, 3> origin, std::array<std::array<double, 3>, 3> axes,
-              std::array<std::size_t, 3> counts) { new (g) orb::GridSpec{origin, axes, counts}; })
+              std::array<std::size_t, 3> counts) {
+             new (g) orb::GridSpec{origin, axes, counts};
+           })
       .def_ro("origin", &orb::GridSpec::origin)
       .def_ro("axes", &orb::GridSpec::axes)
       .def_ro("counts", &orb::GridSpec::counts)
@@ -141,7 +144,8 @@ void bind_orbital(nb::module_& m) {
                                 double screening, const std::string& device, int threads, bool progress) {
     std::vector<orb::OrbitalRef> refs;
     for (const auto& name : names) refs.push_back(orb::parse_orbital(name, w));
-    if (refs.empty()) throw InputError("orbitals", 0, "give at least one orbital (homo, lumo, homo-1, 12, ...)");
+    if (refs.empty())
+      throw InputError("orbitals", 0, "give at least one orbital (homo, lumo, homo-1, 12, ...)");
     const auto options = evaluate_options(backend, screening);
     const Resources resources = resources_for(device, threads, progress);
     return evaluate(grid, refs.size(), [&](float* out, std::size_t n, orb::EvaluationInfo& info) {
@@ -153,12 +157,14 @@ void bind_orbital(nb::module_& m) {
                                int threads, bool progress) {
     orb::DensityKind density = orb::DensityKind::total;
     bool known = false;
-    for (auto k : {orb::DensityKind::total, orb::DensityKind::spin, orb::DensityKind::alpha, orb::DensityKind::beta})
+    for (auto k :
+         {orb::DensityKind::total, orb::DensityKind::spin, orb::DensityKind::alpha, orb::DensityKind::beta})
       if (kind == orb::to_string(k)) {
         density = k;
         known = true;
       }
-    if (!known) throw InputError("density", 0, fmt::format("unknown density '{}' (total, spin, alpha, beta)", kind));
+    if (!known)
+      throw InputError("density", 0, fmt::format("unknown density '{}' (total, spin, alpha, beta)", kind));
     const auto options = evaluate_options(backend, screening);
     const Resources resources = resources_for(device, threads, progress);
     return evaluate(grid, 1, [&](float* out, std::size_t n, orb::EvaluationInfo& info) {
@@ -166,8 +172,8 @@ void bind_orbital(nb::module_& m) {
     });
   });
   m.def("write_cube", [](const std::string& path, const orb::Wavefunction& w, const orb::GridSpec& grid,
-                         nb::ndarray<const float, nb::c_contig, nb::device::cpu> values, const std::string& title,
-                         const std::string& description) {
+                         nb::ndarray<const float, nb::c_contig, nb::device::cpu> values,
+                         const std::string& title, const std::string& description) {
     if (values.size() != grid.point_count())
       throw InputError(path, 0,
                        fmt::format("{} values for a grid of {} points", values.size(), grid.point_count()));
