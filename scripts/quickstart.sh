@@ -12,7 +12,8 @@ case "$what" in demo|test|build) ;; *) echo "usage: $0 demo|test|build [CMAKE_AR
 shift $(( $# > 0 ? 1 : 0 ))
 
 packages=(cmake ninja-build g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
-          libfmt-dev nlohmann-json3-dev zlib1g-dev libpng-dev)
+          libfmt-dev nlohmann-json3-dev zlib1g-dev libpng-dev
+          python3-dev python3-numpy python3-pytest python3-venv)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -27,8 +28,26 @@ fi
 # CUDA toolkits install nvcc outside PATH; let CMake find it there too.
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
 
+# The Python package (python/, built when nanobind is found): nanobind comes from PyPI. Where the
+# system Python lacks it, a virtual environment under build/ gets it (beside Debian's numpy and
+# pytest); without network the build goes on without the Python package.
+python_args=()
+if command -v python3 >/dev/null 2>&1; then
+  python="$(command -v python3)"
+  if ! "$python" -c "import nanobind" >/dev/null 2>&1; then
+    venv="$PWD/build/python-env"
+    [ -x "$venv/bin/python" ] || python3 -m venv --system-site-packages "$venv" || true
+    if [ -x "$venv/bin/python" ]; then
+      "$venv/bin/python" -m pip install -q --disable-pip-version-check nanobind scikit-build-core ||
+        echo "molaccel: could not install nanobind; building without the Python package" >&2
+      python="$venv/bin/python"
+    fi
+  fi
+  python_args=(-DPython_EXECUTABLE="$python")
+fi
+
 jobs="${MOLACCEL_JOBS:-$(nproc)}"
-cmake --preset default "$@"
+cmake --preset default "${python_args[@]}" "$@"
 cmake --build --preset default -j"$jobs"
 case "$what" in
   demo) ./build/default/bin/molaccel demo --output-dir build/demo ;;
