@@ -25,7 +25,11 @@ import numpy as np
 from . import _core
 from ._common import check_device
 
-__all__ = ["CSR", "SolveResult", "solve", "poisson_2d", "read_matrix_market", "read_matrix_market_vector"]
+__all__ = ["CSR", "SolveResult", "solve", "poisson_2d", "read_matrix_market", "read_matrix_market_vector",
+           # the expression generator (molaccel/_expressions.py)
+           "Vector", "Scalar", "SparseMatrix", "Expr", "elementwise", "exp", "log", "sqrt", "abs", "sin", "cos",
+           "tanh", "nonzero", "norm_2", "element_prod", "element_div", "max", "min", "pow", "safe_div", "greater",
+           "inner_prod", "prod"]
 
 _linalg = _core.linalg
 
@@ -224,3 +228,31 @@ def read_matrix_market_vector(path: str | os.PathLike[str]) -> np.ndarray:
         >>> x = linalg.read_matrix_market_vector("/tmp/x.mtx")  # doctest: +SKIP
     """
     return _linalg.read_matrix_market_vector(os.fspath(path))
+
+
+# The expression generator. Imported last: its names (abs, max, min, pow) shadow builtins here.
+from ._expressions import (  # noqa: E402
+    Expr,
+    Scalar,
+    SparseMatrix,
+    Vector,
+    abs,
+    cos,
+    element_div,
+    element_prod,
+    elementwise,
+    exp,
+    greater,
+    inner_prod,
+    log,
+    max,
+    min,
+    nonzero,
+    norm_2,
+    pow,
+    prod,
+    safe_div,
+    sin,
+    sqrt,
+    tanh,
+)

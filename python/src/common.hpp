@@ -36,5 +36,6 @@ void bind_lingo(nb::module_& m);
 void bind_align(nb::module_& m);
 void bind_orbital(nb::module_& m);
 void bind_linalg(nb::module_& m);
+void bind_linalg_expressions(nb::module_& m);
 
 }  // namespace molaccel::python

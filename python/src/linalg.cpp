@@ -123,6 +123,7 @@ std::string status_name(la::SolverStatus status) {
 }  // namespace
 
 void bind_linalg(nb::module_& m) {
+  bind_linalg_expressions(m);
   m.def("solve", [](Array1<std::int32_t> indptr, Array1<std::int32_t> indices, Array1<double> data,
                     std::size_t rows, std::size_t cols, Array1<double> b, const std::string& solver,
                     const std::string& preconditioner, const std::string& precision, double tolerance,

@@ -93,3 +93,103 @@ def test_threads_calling_in_parallel_get_the_same_results():
     assert not errors
     for r in results:
         assert np.array_equal(r, want)
+
+
+# ---- the expression generator -----------------------------------------------------------------
+def _vectors(n=1000, dtype=np.float64, device="cpu"):
+    rng = np.random.default_rng(7)
+    values = [rng.uniform(-1, 1, n).astype(dtype) for _ in range(3)]
+    return values, [linalg.Vector(v, device=device) for v in values]
+
+
+def test_the_issue_statement_runs_as_one_operation():
+    (x0, y0, z0), (x, y, z) = _vectors()
+    F = linalg.elementwise("F", "1/(1+X)")
+    G = linalg.elementwise("G", "X*X")
+    for alpha, beta in ((0.5, 0.25), (2.0, -1.0)):  # numbers are passed by value: one kernel
+        x += (alpha + beta) * x - (y - F(G(z)))
+        x0 = x0 + (alpha + beta) * x0 - (y0 - 1 / (1 + z0 * z0))
+        assert np.allclose(x.to_numpy(), x0, rtol=1e-14, atol=1e-14)
+
+
+def test_assignments_functions_and_scalars():
+    (x0, y0, _), (x, y, _) = _vectors()
+    x[:] = linalg.exp(y) - 2.0 * linalg.element_prod(y, y)
+    assert np.allclose(x.to_numpy(), np.exp(y0) - 2 * y0 * y0, rtol=1e-14)
+    x -= linalg.abs(y) / 4
+    assert np.allclose(x.to_numpy(), np.exp(y0) - 2 * y0 * y0 - np.abs(y0) / 4, rtol=1e-14)
+    s = linalg.Scalar(0.0)
+    s[:] = linalg.inner_prod(y, y)
+    assert np.isclose(s.value, float(y0 @ y0), rtol=1e-13)
+    x.assign(s * y)  # a device scalar in a later kernel, no trip to the host
+    assert np.allclose(x.to_numpy(), float(y0 @ y0) * y0, rtol=1e-13)
+    x[:] = linalg.max(y, 0.0)
+    assert np.array_equal(x.to_numpy(), np.maximum(y0, 0))
+    f = linalg.Vector(y0.astype(np.float32))
+    f += np.float32(3) * f
+    assert f.dtype == np.float32 and np.allclose(f.to_numpy(), 4 * y0.astype(np.float32), rtol=1e-6)
+
+
+def test_sparse_products_in_expressions():
+    a = linalg.poisson_2d(10)
+    x0 = np.linspace(0, 1, 100)
+    A, x, y = linalg.SparseMatrix(a), linalg.Vector(x0), linalg.Vector(100)
+    y[:] = A @ x - 0.5 * x
+    assert np.allclose(y.to_numpy(), a @ x0 - 0.5 * x0, rtol=1e-14, atol=1e-14)
+    y[:] = linalg.prod(A, x)
+    assert np.allclose(y.to_numpy(), a @ x0, rtol=1e-14, atol=1e-14)
+
+
+def test_containers_exchange_memory_without_copies():
+    (_, y0, _), (_, y, _) = _vectors()
+    view = np.from_dlpack(y)  # the vector's own memory
+    y += 1.0 * y
+    assert np.array_equal(view, 2 * y0) and np.array_equal(np.asarray(y), 2 * y0)
+    assert y.device == "cpu" and y.__dlpack_device__() == (1, 0)
+    with pytest.raises(AttributeError):
+        y.__cuda_array_interface__
+
+
+def test_expression_errors():
+    (_, _, _), (x, y, _) = _vectors(10)
+    with pytest.raises(molaccel.Error):
+        x[:] = x * y  # vector * vector: element_prod or inner_prod
+    with pytest.raises(molaccel.InputError):
+        x[:] = linalg.elementwise("H", "1/(1+")(x)
+    with pytest.raises(molaccel.Error):
+        x[:] = linalg.Vector(11) + y  # sizes differ
+    with pytest.raises(TypeError):
+        x[:] = y + "1"
+    with pytest.raises(TypeError):
+        linalg.Vector(np.ones((2, 2)))
+
+
+def test_gpu_containers_hand_memory_to_cupy_and_torch():
+    if not molaccel.info()["gpus"]:
+        pytest.skip("no GPU")
+    (x0, y0, _), (x, y, _) = _vectors(1 << 20, device="gpu")
+    x += 3.0 * y
+    assert x.device == "gpu:0" and x.__dlpack_device__() == (2, 0)
+    want = x0 + 3.0 * y0
+    assert np.allclose(x.to_numpy(), want, rtol=1e-14)
+    try:
+        import cupy
+    except ImportError:
+        cupy = None
+    if cupy is not None:
+        c = cupy.asarray(x)  # __cuda_array_interface__: no copy
+        assert c.data.ptr == x.__cuda_array_interface__["data"][0]
+        d = cupy.from_dlpack(x)
+        assert d.data.ptr == c.data.ptr
+        assert np.allclose(cupy.asnumpy(d), want, rtol=1e-14)
+        c *= 2  # CuPy writes molaccel's memory
+        cupy.cuda.get_current_stream().synchronize()
+        assert np.allclose(x.to_numpy(), 2 * want, rtol=1e-14)
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        t = torch.from_dlpack(x)
+        assert t.is_cuda and t.data_ptr() == x.__cuda_array_interface__["data"][0]
+        assert np.allclose(t.cpu().numpy(), x.to_numpy())
