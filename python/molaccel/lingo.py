@@ -203,6 +203,7 @@ def search(
     threads: int = 0,
     backend: str = "auto",
     progress: bool = False,
+    info: dict[str, Any] | None = None,
 ) -> SearchResult:
     """Top-k most similar database molecules per query (``molaccel lingo search``).
 
@@ -216,6 +217,9 @@ def search(
         q, digits, halogens, smiles_column: how inputs that are not :class:`Molecules` are read
             (see :func:`molecules`).
         device, threads, backend, progress: where and how it runs (module docstring).
+        info: a dict to fill with what ran (the CLI's ``--json`` fields): ``backend``,
+            ``pairs``, ``pairs_skipped``, ``seconds`` (the library call), ``prepare_seconds``,
+            ``tiles``, ``tile_retries``.
 
     Returns:
         :class:`SearchResult` ``(indices, similarities)``: two arrays of shape
@@ -231,9 +235,9 @@ def search(
     check_device(device, threads)
     qs = _prepare(queries, q, digits, halogens, smiles_column)
     db = qs if _same_source(queries, database) else _prepare(database, q, digits, halogens, smiles_column)
-    indices, similarities, _backend = _lingo.search(
-        qs._set, db._set, int(k), metric, backend, device, threads, progress
-    )
+    indices, similarities, ran = _lingo.search(qs._set, db._set, int(k), metric, backend, device, threads, progress)
+    if info is not None:
+        info.update(ran)
     return SearchResult(indices, similarities)
 
 
@@ -254,6 +258,7 @@ def matrix(
     threads: int = 0,
     backend: str = "auto",
     progress: bool = False,
+    info: dict[str, Any] | None = None,
 ) -> np.ndarray:
     """Dense LINGO similarity matrix, queries x database, row-major (``molaccel lingo matrix``).
 
@@ -264,8 +269,8 @@ def matrix(
         output_type: ``"fp32"`` (exact, bit-identical on every backend; ``np.float32``),
             ``"fp16"`` (the IEEE half nearest the fp32 value; ``np.float16``) or ``"u8"``
             (rint(255 s), ties to even; ``np.uint8``): the same bits as the CLI's .npy output.
-        metric, q, digits, halogens, smiles_column, device, threads, backend, progress: as in
-            :func:`search`.
+        metric, q, digits, halogens, smiles_column, device, threads, backend, progress, info: as
+            in :func:`search`.
 
     Returns:
         An array of shape (len(queries), len(database)) that owns its memory (page-locked when
@@ -286,9 +291,9 @@ def matrix(
     db = None
     if database is not None and not _same_source(queries, database):
         db = _prepare(database, q, digits, halogens, smiles_column)._set
-    values, _backend = _lingo.matrix(
-        qs._set, db, _OUTPUT_TYPES[key], metric, backend, device, threads, progress
-    )
+    values, ran = _lingo.matrix(qs._set, db, _OUTPUT_TYPES[key], metric, backend, device, threads, progress)
+    if info is not None:
+        info.update(ran)
     if _OUTPUT_TYPES[key] == "fp16":
         values = values.view(np.float16)
     return values
@@ -310,6 +315,7 @@ def neighbors(
     threads: int = 0,
     backend: str = "auto",
     progress: bool = False,
+    info: dict[str, Any] | None = None,
 ) -> np.ndarray:
     """All pairs i < j with similarity >= threshold (``molaccel lingo neighbors``).
 
@@ -318,8 +324,8 @@ def neighbors(
     Args:
         database: the molecules (path, SMILES data or :class:`Molecules`).
         threshold: minimum similarity, in [0, 1].
-        metric, q, digits, halogens, smiles_column, device, threads, backend, progress: as in
-            :func:`search`.
+        metric, q, digits, halogens, smiles_column, device, threads, backend, progress, info: as
+            in :func:`search`.
 
     Returns:
         A structured array with the TSV's columns ``query``, ``target`` (0-based indices,
@@ -334,7 +340,11 @@ def neighbors(
     """
     check_device(device, threads)
     db = _prepare(database, q, digits, halogens, smiles_column)
-    query, target, similarity = _lingo.neighbors(db._set, float(threshold), metric, backend, device, threads, progress)
+    (query, target, similarity), ran = _lingo.neighbors(
+        db._set, float(threshold), metric, backend, device, threads, progress
+    )
+    if info is not None:
+        info.update(ran)
     out = np.empty(len(query), dtype=NEIGHBOR_DTYPE)
     out["query"], out["target"], out["similarity"] = query, target, similarity
     return out
@@ -363,6 +373,7 @@ def cluster(
     threads: int = 0,
     backend: str = "auto",
     progress: bool = False,
+    info: dict[str, Any] | None = None,
 ) -> Clustering:
     """Taylor-Butina clustering at a similarity threshold (``molaccel lingo cluster``).
 
@@ -373,8 +384,8 @@ def cluster(
     Args:
         database: the molecules (path, SMILES data or :class:`Molecules`).
         threshold: neighbour similarity, in [0, 1].
-        metric, q, digits, halogens, smiles_column, device, threads, backend, progress: as in
-            :func:`search`.
+        metric, q, digits, halogens, smiles_column, device, threads, backend, progress, info: as
+            in :func:`search`.
 
     Returns:
         :class:`Clustering` ``(labels, centroids, pairs)``.
@@ -388,5 +399,7 @@ def cluster(
     """
     check_device(device, threads)
     db = _prepare(database, q, digits, halogens, smiles_column)
-    labels, centroids, pairs = _lingo.cluster(db._set, float(threshold), metric, backend, device, threads, progress)
+    labels, centroids, pairs, ran = _lingo.cluster(db._set, float(threshold), metric, backend, device, threads, progress)
+    if info is not None:
+        info.update(ran)
     return Clustering(labels, centroids, int(pairs))

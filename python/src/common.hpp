@@ -21,6 +21,7 @@ namespace nb = nanobind;
 // `progress`: one handle per distinct request, kept for the life of the process, so a GPU keeps
 // its uploads and scratch between calls as it does inside one CLI run. Jobs on one handle run one
 // at a time (the worker pool serialises them); calls from several Python threads are safe.
+// Called with the GIL held; releases it while it waits and creates.
 Resources resources_for(const std::string& device, int threads, bool progress);
 
 // A NumPy array that owns `values` (moved to the heap; freed with the array).

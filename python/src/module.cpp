@@ -18,6 +18,7 @@ Resources resources_for(const std::string& device, int threads, bool progress) {
   const DeviceSpec spec = DeviceSpec::parse(device);  // InputError("--device") on bad text
   if (threads < 0) throw InputError("threads", 0, "must be >= 0 (0 = all cores)");
   if (progress) set_progress_enabled(true);
+  nb::gil_scoped_release release;  // the first request queries the GPUs and creates contexts
   std::lock_guard lock(mutex);
   const auto key = std::make_tuple(spec.to_string(), threads, progress);
   if (auto it = kept.find(key); it != kept.end()) return it->second;
