@@ -149,3 +149,12 @@ def test_threads_calling_in_parallel_get_the_same_results():
     assert not errors
     for r in results:
         assert np.array_equal(r.indices, want.indices) and np.array_equal(r.similarities, want.similarities)
+
+
+def test_info_says_what_ran():
+    info = {}
+    lingo.search(["CCOCC", "CCNCC"], ["CCOCC", "c1ccccc1"], k=1, device="cpu", info=info)
+    assert info["backend"].startswith("cpu") and info["pairs"] == 4 and info["seconds"] >= 0
+    info = {}
+    lingo.cluster(["CCOCC", "CCNCC"], device="cpu", backend="reference", info=info)
+    assert info["backend"] == "reference"
