@@ -122,8 +122,8 @@ class Database:
     Example::
 
         >>> from molaccel import align
-        >>> db = align.Database.build("data/align/demo_db.fasta", "/tmp/demo.db")
-        >>> len(align.Database.open("/tmp/demo.db")) == len(db)
+        >>> db = align.Database.build("data/align/demo_db.fasta", "demo.db")
+        >>> len(align.Database.open("demo.db")) == len(db)
         True
     """
 

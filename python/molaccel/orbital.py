@@ -226,7 +226,7 @@ def write_cube(
         >>> from molaccel import orbital
         >>> wfn = orbital.read("data/orbital/h2o_631gs.molden")
         >>> g = orbital.grid(wfn, "homo", spacing=0.2)
-        >>> orbital.write_cube("/tmp/homo.cube", wfn, g, description="orbital " + wfn.describe_orbital("homo"))
+        >>> orbital.write_cube("homo.cube", wfn, g, description="orbital " + wfn.describe_orbital("homo"))
     """
     values = np.ascontiguousarray(grid.values, dtype=np.float32)
     if values.ndim != 3:
