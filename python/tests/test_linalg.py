@@ -193,3 +193,13 @@ def test_gpu_containers_hand_memory_to_cupy_and_torch():
         t = torch.from_dlpack(x)
         assert t.is_cuda and t.data_ptr() == x.__cuda_array_interface__["data"][0]
         assert np.allclose(t.cpu().numpy(), x.to_numpy())
+
+
+def test_gpu_solve_converges_to_the_cpu_solution():
+    if not molaccel.info()["gpus"]:
+        pytest.skip("no GPU")
+    a = linalg.poisson_2d(64)
+    for launch in ("auto", "graph", "resident", "fused"):
+        r = linalg.solve(a, launch=launch, device="gpu")
+        assert r.converged and r.backend.startswith("gpu"), launch
+        assert np.allclose(r.x, 1.0, atol=1e-6)
