@@ -5,9 +5,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-PathLike = "str | os.PathLike[str]"
-
-
 def is_path(value: Any) -> bool:
     """A str or os.PathLike names a file; anything else is data."""
     return isinstance(value, (str, os.PathLike))

@@ -22,7 +22,7 @@ from typing import Any, Sequence, Tuple, Union
 import numpy as np
 
 from . import _core
-from ._common import check_device, is_path
+from ._common import check_device
 
 __all__ = ["Database", "Sequences", "read_fasta", "sequences", "search", "HIT_DTYPE", "matrix_names"]
 
@@ -102,7 +102,7 @@ def sequences(source: SequenceInput) -> Sequences:
     """
     if isinstance(source, Sequences):
         return source
-    if is_path(source):
+    if isinstance(source, (str, os.PathLike)):
         return read_fasta(source)
     pairs = []
     for i, item in enumerate(source):
@@ -248,6 +248,6 @@ def search(
     if indices:
         dtype = np.dtype(HIT_DTYPE.descr + [("query_index", np.uint32), ("subject_index", np.uint32)])
     out = np.empty(len(cols["score"]), dtype=dtype)
-    for name in dtype.names:
+    for name in dtype.names or ():
         out[name] = cols[name]
     return out

@@ -62,7 +62,7 @@ def _as_csr(a: MatrixInput) -> CSR:
     if isinstance(a, CSR):
         return a
     if hasattr(a, "tocsr"):  # SciPy sparse matrix or array
-        m = a.tocsr()
+        m: Any = getattr(a, "tocsr")()
         if not m.has_canonical_format:
             m = m.copy()
             m.sum_duplicates()  # sorts indices too

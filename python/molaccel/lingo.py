@@ -129,7 +129,7 @@ def molecules(
         if (source.q, source.digits, source.halogens) != (q, digits, halogens):
             raise ValueError("molecules(): the Molecules were made with other q/digits/halogens options")
         return source
-    if is_path(source):
+    if isinstance(source, (str, os.PathLike)):
         if names is not None:
             raise ValueError("names are read from the file; give names only with SMILES data")
         column = "" if smiles_column is None else str(smiles_column)
