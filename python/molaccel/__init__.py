@@ -24,6 +24,7 @@ Example::
 
 from __future__ import annotations
 
+import atexit
 from typing import Any
 
 from . import _core
@@ -48,6 +49,9 @@ __all__ = [
     "info",
     "set_log_level",
 ]
+
+# Worker pools (and their GPU state) stop at interpreter exit, while the CUDA runtime is still up.
+atexit.register(_core.release_resources)
 
 _info = _core.info()
 __version__: str = _info["version"]

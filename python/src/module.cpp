@@ -12,23 +12,47 @@
 
 namespace molaccel::python {
 
+namespace {
+
+struct KeptResources {
+  std::mutex mutex;
+  std::map<std::tuple<std::string, int, bool>, Resources> handles;
+};
+
+KeptResources& kept_resources() {
+  static KeptResources kept;
+  return kept;
+}
+
+}  // namespace
+
 Resources resources_for(const std::string& device, int threads, bool progress) {
-  static std::mutex mutex;
-  static std::map<std::tuple<std::string, int, bool>, Resources> kept;
   const DeviceSpec spec = DeviceSpec::parse(device);  // InputError("--device") on bad text
   if (threads < 0) throw InputError("threads", 0, "must be >= 0 (0 = all cores)");
   if (progress) set_progress_enabled(true);
   nb::gil_scoped_release release;  // the first request queries the GPUs and creates contexts
-  std::lock_guard lock(mutex);
+  KeptResources& kept = kept_resources();
+  std::lock_guard lock(kept.mutex);
   const auto key = std::make_tuple(spec.to_string(), threads, progress);
-  if (auto it = kept.find(key); it != kept.end()) return it->second;
+  if (auto it = kept.handles.find(key); it != kept.handles.end()) return it->second;
   Resources::Options options;
   options.device = spec;
   options.cpu_threads = threads;
   options.show_progress = progress;
   Resources created = Resources::create(options);
-  kept.emplace(key, created);
+  kept.handles.emplace(key, created);
   return created;
+}
+
+// Called from Python's atexit: the worker pools stop (and free their GPU state) while the CUDA
+// runtime is still up, not in a static destructor after it has been torn down.
+void release_resources() {
+  nb::gil_scoped_release release;
+  std::map<std::tuple<std::string, int, bool>, Resources> handles;
+  {
+    std::lock_guard lock(kept_resources().mutex);
+    handles.swap(kept_resources().handles);
+  }
 }
 
 namespace {
@@ -95,6 +119,7 @@ NB_MODULE(_core, m) {
   m.def("resources_describe", [](const std::string& device, int threads) {
     return resources_for(device, threads, false).describe();
   });
+  m.def("release_resources", &release_resources);
   m.def("set_log_level", [](int level) {
     molaccel::set_log_level(static_cast<molaccel::LogLevel>(level < 0 ? 0 : (level > 3 ? 3 : level)));
   });
