@@ -28,18 +28,24 @@ fi
 # CUDA toolkits install nvcc outside PATH; let CMake find it there too.
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
 
-# The Python package (python/, built when nanobind is found): nanobind comes from PyPI. Where the
-# system Python lacks it, a virtual environment under build/ gets it (beside Debian's numpy and
-# pytest); without network the build goes on without the Python package.
+# The Python package (python/, built when nanobind is found) and its tests need nanobind and
+# scikit-build-core (PyPI), NumPy and pytest. What the first python3 on PATH lacks goes into a
+# virtual environment under build/ that also sees its packages (Debian's numpy and pytest); without
+# network the build goes on without the Python package.
 python_args=()
 if command -v python3 >/dev/null 2>&1; then
   python="$(command -v python3)"
-  if ! "$python" -c "import nanobind" >/dev/null 2>&1; then
+  need=()
+  for module in nanobind:nanobind scikit_build_core:scikit-build-core numpy:numpy pytest:pytest; do
+    "$python" -c "import ${module%%:*}" >/dev/null 2>&1 || need+=("${module#*:}")
+  done
+  if [ ${#need[@]} -gt 0 ]; then
     venv="$PWD/build/python-env"
     [ -x "$venv/bin/python" ] || python3 -m venv --system-site-packages "$venv" || true
     if [ -x "$venv/bin/python" ]; then
-      "$venv/bin/python" -m pip install -q --disable-pip-version-check nanobind scikit-build-core ||
-        echo "molaccel: could not install nanobind; building without the Python package" >&2
+      echo "molaccel: installing ${need[*]} into $venv"
+      "$venv/bin/python" -m pip install -q --disable-pip-version-check "${need[@]}" ||
+        echo "molaccel: could not install ${need[*]}; the Python package may be left out" >&2
       python="$venv/bin/python"
     fi
   fi
