@@ -204,6 +204,7 @@ def search(
     backend: str = "auto",
     progress: bool = False,
     indices: bool = False,
+    info: dict[str, Any] | None = None,
 ) -> np.ndarray:
     """Every query against every database sequence; best ``k`` hits per query
     (``molaccel align search``).
@@ -221,6 +222,8 @@ def search(
             32-bit oracle), ``"cpu"`` or ``"cuda"``.
         indices: also return the 0-based query index and database FASTA position of each hit
             (fields ``query_index`` and ``subject_index``).
+        info: a dict to fill with what ran (the CLI's ``--json`` fields): ``kernel``, ``cells``,
+            ``rescored_pairs``, ``scoring_seconds``.
 
     Returns:
         A structured array with the TSV's columns ``query``, ``subject`` (ids), ``score``,
@@ -244,6 +247,8 @@ def search(
         qs._set, database._db, int(k), str(matrix), int(gap_open), int(gap_extend), bool(traceback),
         bool(evalue), backend, device, threads, progress
     )
+    if info is not None:
+        info.update(cols["info"])
     dtype = HIT_DTYPE
     if indices:
         dtype = np.dtype(HIT_DTYPE.descr + [("query_index", np.uint32), ("subject_index", np.uint32)])

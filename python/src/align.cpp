@@ -78,7 +78,12 @@ nb::dict search(const al::SequenceSet& queries, const al::Database& db, int k, c
   d["alnlen"] = to_numpy(std::move(alnlen), {n});
   d["query_index"] = to_numpy(std::move(query_index), {n});
   d["subject_index"] = to_numpy(std::move(subject_index), {n});
-  d["kernel"] = result.stats.kernel;
+  nb::dict info;  // the CLI's --json fields
+  info["kernel"] = result.stats.kernel;
+  info["cells"] = result.stats.cells;
+  info["rescored_pairs"] = result.stats.rescored;
+  info["scoring_seconds"] = result.stats.seconds;
+  d["info"] = info;
   return d;
 }
 

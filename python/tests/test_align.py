@@ -77,7 +77,9 @@ def test_hand_checked_alignment():
 
 
 def test_backends_agree():
-    ref = align.search(QUERIES, DB, k=5, backend="reference", device="cpu")
+    info = {}
+    ref = align.search(QUERIES, DB, k=5, backend="reference", device="cpu", info=info)
+    assert info["kernel"].startswith("reference") and info["cells"] > 0
     assert np.array_equal(align.search(QUERIES, DB, k=5, backend="cpu", device="cpu"), ref)
 
 
