@@ -223,7 +223,8 @@ def search(
         indices: also return the 0-based query index and database FASTA position of each hit
             (fields ``query_index`` and ``subject_index``).
         info: a dict to fill with what ran (the CLI's ``--json`` fields): ``kernel``, ``cells``,
-            ``rescored_pairs``, ``scoring_seconds``.
+            ``rescored_pairs``, ``scoring_seconds``; ``seconds``, the whole library call (scoring,
+            statistics, traceback).
 
     Returns:
         A structured array with the TSV's columns ``query``, ``subject`` (ids), ``score``,

@@ -67,12 +67,14 @@ def read(path: str | os.PathLike[str], *, check_normalisation: bool = True, tole
 class Grid:
     """Values on a grid: ``values`` (float32, shape (nx, ny, nz), or (fields, nx, ny, nz) for
     several orbitals), ``origin`` (3,) and ``axes`` (3, 3) step vectors in bohr, ``backend`` (what
-    ran). ``spec`` is the grid for :func:`grid`'s ``like`` and :func:`write_cube`."""
+    ran), ``seconds`` (the library's evaluation time). ``spec`` is the grid for :func:`grid`'s
+    ``like`` and :func:`write_cube`."""
 
     values: np.ndarray
     origin: np.ndarray
     axes: np.ndarray
     backend: str
+    seconds: float
     spec: Any
 
     @property
@@ -110,10 +112,11 @@ def _grid_spec(
     return _orbital.automatic_grid(wfn, float(padding), float(spacing))
 
 
-def _make_grid(values: np.ndarray, backend: str, spec: Any, squeeze: bool) -> Grid:
+def _make_grid(result: tuple, spec: Any, squeeze: bool) -> Grid:
+    values, backend, seconds = result
     if squeeze:
         values = values[0]
-    return Grid(values, np.array(spec.origin), np.array(spec.axes), backend, spec)
+    return Grid(values, np.array(spec.origin), np.array(spec.axes), backend, float(seconds), spec)
 
 
 OrbitalName = Union[str, int]
@@ -164,8 +167,8 @@ def grid(
     single = isinstance(orbitals, (str, int))
     names = [str(orbitals)] if single else [str(o) for o in orbitals]  # type: ignore[union-attr]
     spec = _grid_spec(w, spacing, padding, origin, size, like)
-    values, ran = _orbital.evaluate_orbitals(w, spec, names, backend, float(screening), device, threads, progress)
-    return _make_grid(values, ran, spec, squeeze=len(names) == 1)
+    result = _orbital.evaluate_orbitals(w, spec, names, backend, float(screening), device, threads, progress)
+    return _make_grid(result, spec, squeeze=len(names) == 1)
 
 
 def density(
@@ -205,8 +208,8 @@ def density(
     check_device(device, threads)
     w = _wavefunction(wfn)
     spec = _grid_spec(w, spacing, padding, origin, size, like)
-    values, ran = _orbital.evaluate_density(w, spec, kind, backend, float(screening), device, threads, progress)
-    return _make_grid(values, ran, spec, squeeze=True)
+    result = _orbital.evaluate_density(w, spec, kind, backend, float(screening), device, threads, progress)
+    return _make_grid(result, spec, squeeze=True)
 
 
 def write_cube(

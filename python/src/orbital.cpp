@@ -48,7 +48,7 @@ nb::tuple evaluate(const orb::GridSpec& grid, std::size_t fields, Evaluate&& fn)
     fn(values, n, info);
   }
   std::size_t shape[4] = {fields, grid.counts[0], grid.counts[1], grid.counts[2]};
-  return nb::make_tuple(nb::ndarray<nb::numpy, float>(values, 4, shape, owner), info.backend);
+  return nb::make_tuple(nb::ndarray<nb::numpy, float>(values, 4, shape, owner), info.backend, info.seconds);
 }
 
 }  // namespace
