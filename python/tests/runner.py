@@ -1,7 +1,10 @@
 """Runs one test file: with pytest when it is installed, else with this small runner, which
 calls every ``test_*`` function (giving ``tmp_path`` a fresh directory) and supports the parts of
 pytest the suites use (``pytest.raises``, ``pytest.skip``). Exit status: 0 all passed, 1 a test
-failed, 77 (CTest's skip) the package is not importable here.
+failed, 77 (CTest's skip) the package is not importable here, or ``--needs-gpu`` was given and
+molaccel sees no GPU.
+
+    python runner.py [--needs-gpu] TEST_FILE
 """
 
 from __future__ import annotations
@@ -49,11 +52,16 @@ def _install_pytest_stub() -> None:
 
 
 def main() -> int:
-    path = Path(sys.argv[1])
+    args = sys.argv[1:]
+    needs_gpu = "--needs-gpu" in args
+    path = Path([a for a in args if a != "--needs-gpu"][0])
     try:
-        import molaccel  # noqa: F401
+        import molaccel
     except ImportError as e:
         print(f"molaccel is not importable ({e}): skipped")
+        return 77
+    if needs_gpu and not molaccel.info()["gpus"]:
+        print(f"no GPU ({molaccel.info()['gpu_absence_reason']}): skipped")
         return 77
     try:
         import pytest

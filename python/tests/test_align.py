@@ -122,10 +122,3 @@ def test_threads_calling_in_parallel_get_the_same_results():
     assert not errors
     for r in results:
         assert np.array_equal(r, want)
-
-
-def test_gpu_hits_are_the_cpu_hits():
-    if not molaccel.info()["gpus"]:
-        pytest.skip("no GPU")
-    gpu = align.search(QUERIES, DB, k=10, device="gpu", backend="cuda")
-    assert np.array_equal(gpu, align.search(QUERIES, DB, k=10, device="cpu"))

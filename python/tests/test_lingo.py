@@ -158,18 +158,3 @@ def test_info_says_what_ran():
     info = {}
     lingo.cluster(["CCOCC", "CCNCC"], device="cpu", backend="reference", info=info)
     assert info["backend"] == "reference"
-
-
-def test_gpu_results_are_the_cpu_bits():
-    if not molaccel.info()["gpus"]:
-        pytest.skip("no GPU")
-    db = lingo.molecules(DB)
-    for metric in ("tanimoto", "vidal", "set"):
-        gpu = lingo.search(db, db, k=20, metric=metric, device="gpu")
-        cpu = lingo.search(db, db, k=20, metric=metric, device="cpu")
-        assert np.array_equal(gpu.indices, cpu.indices) and np.array_equal(gpu.similarities, cpu.similarities)
-    info = {}
-    m = lingo.matrix(db, device="gpu", info=info)
-    assert info["backend"].startswith("cuda") and np.array_equal(m, lingo.matrix(db, device="cpu"))
-    for t in ("fp16", "u8"):
-        assert np.array_equal(lingo.matrix(db, output_type=t, device="gpu"), lingo.matrix(db, output_type=t, device="cpu"))
