@@ -26,7 +26,7 @@ struct SolveOptions {
   std::string output;
 };
 
-double true_relative_residual(const la::host_csr<double>& a, const std::vector<double>& b,
+double true_relative_residual(const la::HostCsr<double>& a, const std::vector<double>& b,
                               const std::vector<double>& x) {
   const auto ax = la::multiply(a, x);
   double num = 0, den = 0;
@@ -70,7 +70,7 @@ int run_solve(RunContext& ctx, const SolveOptions& o) {
     throw InputError("solve", 0, "give either a matrix file (A.mtx) or --poisson N");
   if (!o.rhs.empty() && o.poisson)
     throw InputError("--rhs", 0, "--rhs applies to a matrix file, not to --poisson");
-  la::host_csr<double> a = o.poisson ? la::poisson_2d(o.poisson) : la::read_matrix_market(o.matrix);
+  la::HostCsr<double> a = o.poisson ? la::poisson_2d(o.poisson) : la::read_matrix_market(o.matrix);
   const std::string system = o.poisson ? fmt::format("2-D Poisson {0} x {0}", o.poisson) : o.matrix;
   if (a.rows != a.cols)
     throw InputError(
@@ -190,12 +190,12 @@ const bool solve_alias_registered = register_command({
 void run_linalg_demo(DemoContext& dc) {
   MOLACCEL_EW_MODIFIER(F, "1/(1+X)");
   MOLACCEL_EW_MODIFIER(G, "X*X");
-  la::symbolic_vector<double, 0> x;
-  la::gpu_symbolic_scalar<double, 1> alpha;
-  la::gpu_symbolic_scalar<double, 2> beta;
-  la::symbolic_vector<double, 3> y;
-  la::symbolic_vector<double, 4> z;
-  la::custom_operation blas1(x += (alpha + beta) * x - (y - F(G(z))));
+  la::SymbolicVector<double, 0> x;
+  la::GpuSymbolicScalar<double, 1> alpha;
+  la::GpuSymbolicScalar<double, 2> beta;
+  la::SymbolicVector<double, 3> y;
+  la::SymbolicVector<double, 4> z;
+  la::CustomOperation blas1(x += (alpha + beta) * x - (y - F(G(z))));
   const std::string source = blas1.cuda_source();
   const auto kernel_file = dc.output_dir / "linalg_blas1_kernel.cu";
   write_file_atomically(kernel_file, [&](std::FILE* f) { std::fwrite(source.data(), 1, source.size(), f); });
@@ -208,9 +208,9 @@ void run_linalg_demo(DemoContext& dc) {
   const std::size_t n = 1000;
   std::vector<double> hx(n), hy(n), hz(n);
   for (std::size_t i = 0; i < n; ++i) hx[i] = 1.0 + i * 1e-3, hy[i] = 0.5, hz[i] = 2.0 - i * 1e-3;
-  la::vector<double> vx(dc.resources, std::span<const double>(hx)),
+  la::Vector<double> vx(dc.resources, std::span<const double>(hx)),
       vy(dc.resources, std::span<const double>(hy)), vz(dc.resources, std::span<const double>(hz));
-  la::scalar<double> sa(dc.resources, 0.25), sb(dc.resources, 0.5);
+  la::Scalar<double> sa(dc.resources, 0.25), sb(dc.resources, 0.5);
   blas1(vx, sa, sb, vy, vz);
   const auto got = vx.to_host();
   double max_err = 0;

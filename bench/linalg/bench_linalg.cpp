@@ -38,7 +38,7 @@ using molaccel::bench::print_row;
 MOLACCEL_EW_MODIFIER(F, "1/(1+X)");
 MOLACCEL_EW_MODIFIER(G, "X*X");
 
-void wait(const placement& where) {
+void wait(const Placement& where) {
 #ifdef MOLACCEL_HAVE_CUDA
   if (where.on_gpu()) gpu::synchronize(where.device);
 #else
@@ -48,37 +48,37 @@ void wait(const placement& where) {
 
 // x += (alpha + beta) * x - (y - F(G(z))): fused, and as the paper's reference (three BLAS-1
 // calls and one element-wise kernel, with a temporary).
-void bench_blas1(const placement& where, const std::string& device, double copy_bw, bool quick) {
-  symbolic_vector<double, 0> x;
-  gpu_symbolic_scalar<double, 1> alpha;
-  gpu_symbolic_scalar<double, 2> beta;
-  symbolic_vector<double, 3> y;
-  symbolic_vector<double, 4> z;
-  custom_operation fused(x += (alpha + beta) * x - (y - F(G(z))));
+void bench_blas1(const Placement& where, const std::string& device, double copy_bw, bool quick) {
+  SymbolicVector<double, 0> x;
+  GpuSymbolicScalar<double, 1> alpha;
+  GpuSymbolicScalar<double, 2> beta;
+  SymbolicVector<double, 3> y;
+  SymbolicVector<double, 4> z;
+  CustomOperation fused(x += (alpha + beta) * x - (y - F(G(z))));
   // The paper's reference: one element-wise kernel and three BLAS-1 calls, with a temporary:
   // t = F(G(z)); t = y - t; x += (alpha + beta) * x; x -= t.
-  symbolic_vector<double, 0> t;
-  symbolic_vector<double, 1> u;
-  gpu_symbolic_scalar<double, 1> s1;
-  gpu_symbolic_scalar<double, 2> s2;
-  custom_operation k_modify(t = F(G(u)));
-  custom_operation k_axpy_neg(t = u - t);
-  custom_operation k_scale(t += (s1 + s2) * t);
-  custom_operation k_sub(t = t - u);
+  SymbolicVector<double, 0> t;
+  SymbolicVector<double, 1> u;
+  GpuSymbolicScalar<double, 1> s1;
+  GpuSymbolicScalar<double, 2> s2;
+  CustomOperation k_modify(t = F(G(u)));
+  CustomOperation k_axpy_neg(t = u - t);
+  CustomOperation k_scale(t += (s1 + s2) * t);
+  CustomOperation k_sub(t = t - u);
   const std::size_t max_n = where.on_gpu() ? (quick ? 10000000 : 100000000) : 10000000;
   for (std::size_t n = 1000; n <= max_n; n *= 10) {
     // Consecutive calls rotate over enough sets of x, y, z (24n bytes each) to exceed 150 MB, so
     // at n = 1e5..1e6 the operands do not stay in the 50 MB L2 between calls (the copy-bandwidth
     // comparison assumes DRAM traffic). Launch-bound sizes use the same sets.
     const std::size_t sets = std::clamp<std::size_t>((150000000 + 24 * n - 1) / (24 * n), 1, 8);
-    std::vector<vector<double>> xs, ys, zs;
+    std::vector<Vector<double>> xs, ys, zs;
     for (std::size_t k = 0; k < sets; ++k) {
       xs.emplace_back(where, n);
       ys.emplace_back(where, n);
       zs.emplace_back(where, n);
     }
-    vector<double> tmp(where, n);
-    scalar<double> a(where, 0.25), b(where, 0.5);
+    Vector<double> tmp(where, n);
+    Scalar<double> a(where, 0.25), b(where, 0.5);
     const int reps = n <= 100000 ? 200 : n <= 10000000 ? 20 : 5;
     auto tf = measure(
         [&] {
@@ -133,19 +133,19 @@ void bench_blas1(const placement& where, const std::string& device, double copy_
   }
 }
 
-void bench_blas2(const placement& where, const std::string& device, bool quick) {
-  symbolic_vector<double, 0> x;
-  symbolic_matrix<double, 1> a;
-  symbolic_vector<double, 2> y;
-  symbolic_vector<double, 3> z;
-  custom_operation op(x = prod(a, inner_prod(y, y + z) * y + z));
+void bench_blas2(const Placement& where, const std::string& device, bool quick) {
+  SymbolicVector<double, 0> x;
+  SymbolicMatrix<double, 1> a;
+  SymbolicVector<double, 2> y;
+  SymbolicVector<double, 3> z;
+  CustomOperation op(x = prod(a, inner_prod(y, y + z) * y + z));
   for (std::size_t n : {100, 300, 1000, 3000, 10000}) {
     if (quick && n > 3000) break;
     if (!where.on_gpu() && n > 3000) break;
-    matrix<double> m(where, n, n);
+    Matrix<double> m(where, n, n);
     std::vector<double> hm(n * n, 1.0 / double(n));
     m.copy_from_host(hm);
-    vector<double> vx(where, n), vy(where, n), vz(where, n);
+    Vector<double> vx(where, n), vy(where, n), vz(where, n);
     vy.copy_from_host(std::vector<double>(n, 0.5));
     vz.copy_from_host(std::vector<double>(n, 0.25));
     const int reps = n <= 1000 ? 200 : 20;
@@ -172,7 +172,7 @@ void bench_blas2(const placement& where, const std::string& device, bool quick) 
   }
 }
 
-struct bicgstab_selection {
+struct BicgstabSelection {
   std::size_t min_n = 0, max_n = 0;  // 0: no bound
   // Poisson grid sides (n = side^2); 316: n = 99,856, the largest square grid within n <= 1e5;
   // 447: n = 2e5, the resident path's range. --grids= replaces them.
@@ -180,12 +180,12 @@ struct bicgstab_selection {
   int iterations = 0;  // per solve (--iterations=); 0: 400 up to n = 1e5, 100 above
   // Launch modes compared side by side (--modes=auto,graph,resident,fused).
   std::vector<Launch> modes{Launch::automatic, Launch::graph};
-  // --tuning k=v (repeatable): solver_tuning fields for the resident and fused runs.
+  // --tuning k=v (repeatable): SolverTuning fields for the resident and fused runs.
   std::vector<std::pair<std::string, std::string>> tuning;
 };
 
 // Applies one --tuning k=v to `t`; false for an unknown key.
-bool apply_tuning(solver_tuning& t, const std::string& key, const std::string& value) {
+bool apply_tuning(SolverTuning& t, const std::string& key, const std::string& value) {
   const int v = std::atoi(value.c_str());
   if (key == "blocks")
     t.blocks = v;
@@ -214,7 +214,7 @@ bool apply_tuning(solver_tuning& t, const std::string& key, const std::string& v
 }
 
 void bench_bicgstab(const Resources& resources, const std::string& device, double copy_bw, bool quick,
-                    const bicgstab_selection& sel) {
+                    const BicgstabSelection& sel) {
   // Minimal traffic of one iteration per row: two CSR products (5 values, 5 column indices,
   // a row pointer, the input and output vector: 80 B) and 20 vector reads/writes of the
   // fused vector updates and inner products (160 B).
@@ -242,7 +242,7 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
       o.max_iterations = sel.iterations > 0 ? sel.iterations : n <= 100000 ? 400 : 100;
       o.launch = mode;
       // The tuning of this mode (automatic: the path tuning_for picks) with the --tuning settings.
-      solver_tuning tuning = tuning_for(std::max(0, placement_of(resources).device), problem_of(a, o));
+      SolverTuning tuning = tuning_for(std::max(0, placement_of(resources).device), problem_of(a, o));
       for (const auto& [k, v] : sel.tuning) apply_tuning(tuning, k, v);
       std::vector<double> per_iteration;
       SolverResult last;
@@ -296,7 +296,7 @@ void for_each_item(const std::string& list, Fn fn) {
 
 int main(int argc, char** argv) {
   bool quick = false, cpu_only = false, bicgstab_only = false;
-  bicgstab_selection sel;
+  BicgstabSelection sel;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&](const char* prefix) -> const char* {
@@ -329,7 +329,7 @@ int main(int argc, char** argv) {
     } else if (arg == "--tuning" && i + 1 < argc) {  // --tuning k=v, repeatable
       const std::string kv = argv[++i];
       const std::size_t eq = kv.find('=');
-      solver_tuning probe;
+      SolverTuning probe;
       if (eq == std::string::npos || !apply_tuning(probe, kv.substr(0, eq), kv.substr(eq + 1))) {
         std::fprintf(stderr,
                      "bench_linalg: --tuning %s: expected KEY=VALUE with KEY one of blocks, threads, "
@@ -349,7 +349,7 @@ int main(int argc, char** argv) {
   Resources::Options ro;
   ro.device = DeviceSpec::parse(cpu_only ? "cpu" : "auto");
   const Resources resources = Resources::create(ro);
-  const placement where = placement_of(resources);
+  const Placement where = placement_of(resources);
   std::string device = cpu_info().model;
   double copy_bw = 20e9;  // CPU: a nominal stream bandwidth; GPU: measured below
   molaccel::bench::print_header();

@@ -50,13 +50,28 @@ std::string tuning_note() {
   return note;
 }
 
-// The all-vs-all kernel loop (GpuJob::time_kernels: host planning, plan upload and the kernels,
-// from the first CUDA event to the last; the database upload before it), median of 7 after 2.
+WorkerInfo gpu_worker(int device) {
+  WorkerInfo info;
+  info.kind = WorkerInfo::Kind::gpu;
+  info.device = device;
+  return info;
+}
+
+// The all-vs-all kernel loop with the results left in device memory (GpuJob::on_device: host
+// planning, plan upload and the kernels, until the last pass is done; the database is uploaded by
+// the warm-up calls, the worker state kept from call to call), median of 7 after 2.
 void time_kernel_loop(const detail::Encoding& encoding, std::size_t n, const GpuInfo& g,
                       const std::string& row, const std::string& note) {
   const cuda_backend::Rect all{0, n, 0, n};
   const cuda_backend::GpuJob job(encoding, Metric::tanimoto, bench_tuning(g.index, n));
-  const auto kernel = mb::measure_with([&] { return job.time_kernels(g.index, all); }, 2, 7);
+  WorkerContext ctx(gpu_worker(g.index));
+  const auto kernel = mb::measure_with(
+      [&] {
+        const double t0 = now_seconds();
+        job.on_device(ctx, all);
+        return now_seconds() - t0;
+      },
+      2, 7);
   // Limit: every similarity is one 4-byte store, at an HBM3 bandwidth of 3.35 TB/s.
   mb::print_row({row, g.name, fmt::format("{}x{}", n, n), kernel, static_cast<double>(n) * n, "LINGOs",
                  4.0 * n * n, 3.35e12 / 4, "fp32 store bandwidth (3.35 TB/s)", note + tuning_note()});
@@ -110,13 +125,22 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
   const auto encoding = detail::encode(set, nullptr);
   const cuda_backend::Rect all{0, n, 0, n};
   time_kernel_loop(encoding, n, g, "lingo/allpairs/cuda/kernel",
-                   "full matrix, results in device memory (CUDA events)");
+                   "full matrix, results in device memory (wall clock to the last pass)");
   if (kernel_only) return;
   // The full matrix into host memory through the pipeline (compute of pass i+1, the D2H copy of
   // pass i into pinned staging, and the host copy of pass i-1 overlapped), per element type; the
   // destination is ordinary (pageable, already touched) memory, the database upload excluded.
   {
     const cuda_backend::GpuJob job(encoding, Metric::tanimoto, bench_tuning(g.index, n));
+    // The rect into host memory as a job's tile does it (GpuJob::dense_to), wall seconds; the
+    // worker state and the staging kept from call to call, so the warm-up call uploads the database.
+    PinnedPool staging;
+    WorkerContext ctx(gpu_worker(g.index), nullptr, &staging);
+    const auto to_host = [&](OutputType type, void* out) {
+      const double t0 = now_seconds();
+      job.dense_to(ctx, all, type, static_cast<std::uint8_t*>(out), n * element_bytes(type));
+      return now_seconds() - t0;
+    };
     if (n >= 32768 && !gpu_only) {
       // The pipeline's two ceilings alone (128 MiB copies).
       const auto rates = lingo_bench::measure_copy_rates(g.index, std::size_t{1} << 27);
@@ -137,8 +161,7 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
             "lingo copy ceiling: D2H of 128 MiB chunks filling the %.2f GB page-locked matrix %.1f GB/s\n",
             pinned.bytes / 1e9, gbs);
       }
-      const auto t = mb::measure_with([&] { return job.time_to_host(g.index, all, type, pinned.data.get()); },
-                                      1, quick ? 3 : 5);
+      const auto t = mb::measure_with([&] { return to_host(type, pinned.data.get()); }, 1, quick ? 3 : 5);
       mb::print_row({fmt::format("lingo/allpairs/cuda/to-pinned-{}", to_string(type)), g.name, size, t,
                      static_cast<double>(n) * n, "LINGOs", elem * n * n, 55e9 / elem, "PCIe D2H 55 GB/s",
                      fmt::format("direct DMA into page-locked memory, {:.2f} GB at {:.1f} GB/s",
@@ -148,8 +171,7 @@ void run_set(const std::string& label, const MoleculeSet& set, bool quick) {
       if (gpu_only) break;
       const double elem = static_cast<double>(element_bytes(type));
       std::vector<std::uint8_t> host(static_cast<std::size_t>(elem) * n * n, 1);
-      const auto t = mb::measure_with([&] { return job.time_to_host(g.index, all, type, host.data()); }, 1,
-                                      quick ? 3 : 5);
+      const auto t = mb::measure_with([&] { return to_host(type, host.data()); }, 1, quick ? 3 : 5);
       mb::print_row({fmt::format("lingo/allpairs/cuda/to-host-{}", to_string(type)), g.name, size, t,
                      static_cast<double>(n) * n, "LINGOs", elem * n * n, 55e9 / elem, "PCIe D2H 55 GB/s",
                      fmt::format("pipelined, {:.2f} GB at {:.1f} GB/s{}", elem * n * n / 1e9,

@@ -9,10 +9,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size > 4096) return 0;
   const std::string text(reinterpret_cast<const char*>(data), size);
   try {
-    molaccel::linalg::elementwise_modifier f("F", text);
-    molaccel::linalg::symbolic_vector<double, 0> x;
-    molaccel::linalg::symbolic_vector<double, 1> y;
-    molaccel::linalg::custom_operation op(x = f(y));
+    molaccel::linalg::ElementwiseModifier f("F", text);
+    molaccel::linalg::SymbolicVector<double, 0> x;
+    molaccel::linalg::SymbolicVector<double, 1> y;
+    molaccel::linalg::CustomOperation op(x = f(y));
     (void)op.cuda_source();
   } catch (const molaccel::InputError&) {
   }

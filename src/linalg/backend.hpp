@@ -1,4 +1,4 @@
-// The backends behind custom_operation and the containers. CUDA-free: the GPU functions are
+// The backends behind CustomOperation and the containers. CUDA-free: the GPU functions are
 // defined in cuda/*.cu and exist only when MOLACCEL_HAVE_CUDA is defined; callers guard them.
 #pragma once
 
@@ -15,17 +15,17 @@
 namespace molaccel::linalg {
 
 // CPU: one fused, threaded, vectorised loop per stage. Returns the SIMD variant that ran.
-std::string cpu_execute(const operation_plan& plan, const std::vector<argument>& args,
-                        const bound_shapes& shapes);
+std::string cpu_execute(const OperationPlan& plan, const std::vector<Argument>& args,
+                        const BoundShapes& shapes);
 
 // CUDA source of every stage of `plan`; `group` threads cooperate on one row of a product.
-std::string generate_cuda_source(const operation_plan& plan, int group);
+std::string generate_cuda_source(const OperationPlan& plan, int group);
 // Threads per row for a stage with products: 32 for dense rows, fewer for short CSR rows.
 // rows: of the product's output (0: unknown, counted as small).
-int group_size_for(const plan_stage& stage, double csr_average_row_nnz, std::size_t rows = 0);
+int group_size_for(const PlanStage& stage, double csr_average_row_nnz, std::size_t rows = 0);
 
 // Every operation the solvers generate (tests compile them with NVRTC without a GPU).
-std::vector<const operation_plan*> solver_plans(value_type type, bool jacobi);
+std::vector<const OperationPlan*> solver_plans(ValueType type, bool jacobi);
 
 namespace gpu {
 struct operation_state;  // compiled programs and workspace of one operation on one device
@@ -39,25 +39,25 @@ void synchronize(int device);
 void zero_columns(int device, void* data, std::size_t rows, std::size_t ld, std::size_t cols,
                   std::size_t element_size);
 
-void execute(const operation_plan& plan, const std::vector<argument>& args, const bound_shapes& shapes,
+void execute(const OperationPlan& plan, const std::vector<Argument>& args, const BoundShapes& shapes,
              std::shared_ptr<operation_state>& state);
-int launches(const operation_plan& plan);
+int launches(const OperationPlan& plan);
 
 // While alive on this thread, GPU operations compile and allocate but launch nothing (so a
 // solver can prepare every kernel before capturing its iteration in a CUDA graph).
-class prepare_only_scope {
+class PrepareOnlyScope {
  public:
-  prepare_only_scope();
-  ~prepare_only_scope();
+  PrepareOnlyScope();
+  ~PrepareOnlyScope();
 };
 
 // A CUDA graph recorded from the linalg operations that `record` issues on `device`.
-class captured_work {
+class CapturedWork {
  public:
-  captured_work(int device, const std::function<void()>& record);
-  ~captured_work();
-  captured_work(const captured_work&) = delete;
-  captured_work& operator=(const captured_work&) = delete;
+  CapturedWork(int device, const std::function<void()>& record);
+  ~CapturedWork();
+  CapturedWork(const CapturedWork&) = delete;
+  CapturedWork& operator=(const CapturedWork&) = delete;
   void launch();
 
  private:

@@ -8,12 +8,12 @@
 
 namespace molaccel::linalg {
 
-std::string placement::describe() const {
+std::string Placement::describe() const {
   return device >= 0 ? fmt::format("gpu:{}", device) : std::string("host");
 }
 
-placement placement_of(const Resources& resources) {
-  placement p;
+Placement placement_of(const Resources& resources) {
+  Placement p;
   if (resources.uses_gpu() && !resources.gpus().empty()) p.device = resources.gpus().front();
   p.cpu_threads = resources.cpu_threads();
   return p;
@@ -21,12 +21,12 @@ placement placement_of(const Resources& resources) {
 
 namespace detail {
 
-struct storage {
-  placement where;
+struct Storage {
+  Placement where;
   void* ptr = nullptr;
   std::size_t bytes = 0;
 
-  storage(const placement& p, std::size_t n_bytes) : where(p), bytes(n_bytes) {
+  Storage(const Placement& p, std::size_t n_bytes) : where(p), bytes(n_bytes) {
     if (where.on_gpu()) {
 #ifdef MOLACCEL_HAVE_CUDA
       ptr = gpu::allocate(where.device, bytes);
@@ -41,7 +41,7 @@ struct storage {
       std::memset(ptr, 0, rounded);
     }
   }
-  ~storage() {
+  ~Storage() {
     if (where.on_gpu()) {
 #ifdef MOLACCEL_HAVE_CUDA
       gpu::release(where.device, ptr);
@@ -50,27 +50,27 @@ struct storage {
       std::free(ptr);
     }
   }
-  storage(const storage&) = delete;
-  storage& operator=(const storage&) = delete;
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
 };
 
-array::array(const placement& where, value_type type, std::size_t count)
-    : storage_(std::make_shared<storage>(where, count * size_of(type))),
+Array::Array(const Placement& where, ValueType type, std::size_t count)
+    : storage_(std::make_shared<Storage>(where, count * size_of(type))),
       offset_(0),
       count_(count),
       type_(type) {}
 
-const placement& array::where() const {
-  static const placement host;
+const Placement& Array::where() const {
+  static const Placement host;
   return storage_ ? storage_->where : host;
 }
 
-void* array::data() const {
+void* Array::data() const {
   if (!storage_) return nullptr;
   return static_cast<char*>(storage_->ptr) + offset_ * size_of(type_);
 }
 
-void array::upload(const void* host, std::size_t count, std::size_t first) {
+void Array::upload(const void* host, std::size_t count, std::size_t first) {
   MOLACCEL_EXPECTS(first + count <= count_, "linalg upload out of range");
   if (count == 0) return;
   char* dst = static_cast<char*>(data()) + first * size_of(type_);
@@ -84,7 +84,7 @@ void array::upload(const void* host, std::size_t count, std::size_t first) {
   }
 }
 
-void array::download(void* host, std::size_t count, std::size_t first) const {
+void Array::download(void* host, std::size_t count, std::size_t first) const {
   MOLACCEL_EXPECTS(first + count <= count_, "linalg download out of range");
   if (count == 0) return;
   const char* src = static_cast<const char*>(data()) + first * size_of(type_);
@@ -98,9 +98,9 @@ void array::download(void* host, std::size_t count, std::size_t first) const {
   }
 }
 
-array array::view(std::size_t first, std::size_t count) const {
+Array Array::view(std::size_t first, std::size_t count) const {
   MOLACCEL_EXPECTS(first + count <= count_, "linalg view out of range");
-  array v = *this;
+  Array v = *this;
   v.offset_ = offset_ + first;
   v.count_ = count;
   return v;

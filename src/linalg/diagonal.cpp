@@ -7,7 +7,7 @@
 
 namespace molaccel::linalg {
 
-std::optional<diagonal_layout> diagonal_storage(const host_csr<double>& a, double max_fill) {
+std::optional<DiagonalLayout> diagonal_storage(const HostCsr<double>& a, double max_fill) {
   const std::size_t n = a.rows;
   if (n == 0 || a.cols != n || a.row_ptr.size() != n + 1 || a.col_idx.size() != a.values.size() ||
       std::size_t(a.row_ptr[n]) != a.values.size())
@@ -29,7 +29,7 @@ std::optional<diagonal_layout> diagonal_storage(const host_csr<double>& a, doubl
   }
   if (offsets.empty() || double(offsets.size()) * double(n) > max_fill * double(a.nnz())) return std::nullopt;
   std::sort(offsets.begin(), offsets.end());
-  diagonal_layout d;
+  DiagonalLayout d;
   d.offsets.assign(offsets.begin(), offsets.end());
   d.values.assign(offsets.size() * n, std::numeric_limits<double>::quiet_NaN());
   for (std::size_t i = 0; i < n; ++i) {
@@ -43,7 +43,7 @@ std::optional<diagonal_layout> diagonal_storage(const host_csr<double>& a, doubl
   return d;
 }
 
-std::optional<diagonal_grid> diagonal_grid_of(const diagonal_layout& d, std::size_t n) {
+std::optional<DiagonalGrid> diagonal_grid_of(const DiagonalLayout& d, std::size_t n) {
   const int reach = diagonal_grid_max_reach;
   if (n < 4 || d.offsets.empty() || d.values.size() != d.offsets.size() * n || n > (std::size_t(1) << 30))
     return std::nullopt;
@@ -56,10 +56,10 @@ std::optional<diagonal_grid> diagonal_grid_of(const diagonal_layout& d, std::siz
           std::find(widths.begin(), widths.end(), w) == widths.end())
         widths.push_back(w);
   }
-  std::optional<diagonal_grid> best;
+  std::optional<DiagonalGrid> best;
   int best_reach = reach + 1;
   for (long long w : widths) {
-    diagonal_grid g;
+    DiagonalGrid g;
     g.width = int(w);
     g.height = int((long long)n / w);
     int most = 0;
@@ -93,7 +93,7 @@ std::optional<diagonal_grid> diagonal_grid_of(const diagonal_layout& d, std::siz
   return best;
 }
 
-std::optional<std::vector<double>> diagonal_constant_of(const diagonal_layout& d, const diagonal_grid& g,
+std::optional<std::vector<double>> diagonal_constant_of(const DiagonalLayout& d, const DiagonalGrid& g,
                                                         std::size_t n) {
   const std::size_t count = d.offsets.size();
   if (count == 0 || g.a.size() != count || g.b.size() != count || d.values.size() != count * n ||

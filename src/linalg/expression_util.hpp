@@ -9,16 +9,16 @@
 
 namespace molaccel::linalg {
 
-std::string infix(const node_ptr& n);                 // "vec1 + 2 * vec2"
-std::string statement_to_string(const statement& s);  // "vec0 = vec1 + vec2"
-std::string name_of(const node_ptr& n);               // "vec1_plus_c2_times_vec2"
-std::string kernel_base_name(const std::vector<statement>& statements);
-std::string structural_key(const node_ptr& n);  // equal for structurally equal trees
-std::string leaf_name(const expression_node& n);
+std::string infix(const NodePtr& n);                  // "vec1 + 2 * vec2"
+std::string statement_to_string(const Statement& s);  // "vec0 = vec1 + vec2"
+std::string name_of(const NodePtr& n);                // "vec1_plus_c2_times_vec2"
+std::string kernel_base_name(const std::vector<Statement>& statements);
+std::string structural_key(const NodePtr& n);  // equal for structurally equal trees
+std::string leaf_name(const ExpressionNode& n);
 std::string format_constant(double v);
 bool is_unary_function(std::string_view name);
 bool is_binary_function(std::string_view name);
 // The body of a modifier as a tree over a placeholder X of the given type and shape.
-node_ptr parse_modifier_body(std::string_view name, std::string_view body, value_type type, shape s);
+NodePtr parse_modifier_body(std::string_view name, std::string_view body, ValueType type, Shape s);
 
 }  // namespace molaccel::linalg

@@ -1,4 +1,4 @@
-// custom_operation: plans the statements once, then runs them on the operands' device.
+// CustomOperation: plans the statements once, then runs them on the operands' device.
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -10,7 +10,7 @@
 
 namespace molaccel::linalg {
 
-struct custom_operation::state {
+struct CustomOperation::state {
   std::shared_ptr<gpu::operation_state> gpu;  // compiled programs + workspace (lazily)
   std::string cpu_variant;
   // Matrix targets: the operation runs as a vector operation over each matrix's padded storage
@@ -25,10 +25,10 @@ namespace {
 }
 
 // Dense matrices as vector leaves (same operand number), matrix shapes as vector shapes.
-node_ptr matrices_as_vectors(const node_ptr& n) {
-  auto copy = std::make_shared<expression_node>(*n);
-  if (copy->shape == shape::matrix) copy->shape = shape::vector;
-  if (copy->kind == node_kind::dense_matrix) copy->kind = node_kind::vector;
+NodePtr matrices_as_vectors(const NodePtr& n) {
+  auto copy = std::make_shared<ExpressionNode>(*n);
+  if (copy->shape == Shape::matrix) copy->shape = Shape::vector;
+  if (copy->kind == NodeKind::dense_matrix) copy->kind = NodeKind::vector;
   for (auto& c : copy->children) c = matrices_as_vectors(c);
   return copy;
 }
@@ -36,24 +36,24 @@ node_ptr matrices_as_vectors(const node_ptr& n) {
 // An operation with a matrix target is element-wise over matrices of one shape: every target is
 // a dense matrix and the right-hand sides read dense matrices, scalars and constants only.
 // Returns the statements rewritten over vectors (empty when no target is a matrix).
-std::vector<statement> matrix_operation(const std::vector<statement>& statements, std::vector<int>& matrices,
+std::vector<Statement> matrix_operation(const std::vector<Statement>& statements, std::vector<int>& matrices,
                                         std::vector<int>& written) {
   bool any = false;
-  for (auto& s : statements) any = any || s.target()->kind == node_kind::dense_matrix;
+  for (auto& s : statements) any = any || s.target()->kind == NodeKind::dense_matrix;
   if (!any) return {};
-  std::function<void(const node_ptr&)> check = [&](const node_ptr& n) {
+  std::function<void(const NodePtr&)> check = [&](const NodePtr& n) {
     switch (n->kind) {
-      case node_kind::vector:
-      case node_kind::temporary:
+      case NodeKind::vector:
+      case NodeKind::temporary:
         fail_matrix(
             "an operation with a matrix target cannot read vectors (element-wise over matrices only)");
-      case node_kind::csr_matrix:
-      case node_kind::matrix_product:
+      case NodeKind::csr_matrix:
+      case NodeKind::matrix_product:
         fail_matrix("an operation with a matrix target cannot contain prod()");
-      case node_kind::inner_product:
-      case node_kind::norm_2:
+      case NodeKind::inner_product:
+      case NodeKind::norm_2:
         fail_matrix("an operation with a matrix target cannot contain inner products or norms");
-      case node_kind::dense_matrix:
+      case NodeKind::dense_matrix:
         if (std::find(matrices.begin(), matrices.end(), n->index) == matrices.end())
           matrices.push_back(n->index);
         break;
@@ -62,9 +62,9 @@ std::vector<statement> matrix_operation(const std::vector<statement>& statements
     }
     for (auto& c : n->children) check(c);
   };
-  std::vector<statement> out;
+  std::vector<Statement> out;
   for (auto& s : statements) {
-    if (s.target()->kind != node_kind::dense_matrix)
+    if (s.target()->kind != NodeKind::dense_matrix)
       fail_matrix("an operation with a matrix target can only assign matrices (split it)");
     check(s.target());
     check(s.value());
@@ -76,35 +76,34 @@ std::vector<statement> matrix_operation(const std::vector<statement>& statements
 
 }  // namespace
 
-custom_operation::custom_operation(std::vector<statement> statements) : state_(std::make_shared<state>()) {
-  std::vector<statement> as_vectors =
+CustomOperation::CustomOperation(std::vector<Statement> statements) : state_(std::make_shared<state>()) {
+  std::vector<Statement> as_vectors =
       matrix_operation(statements, state_->matrix_operands, state_->written_matrices);
-  plan_ =
-      std::make_unique<operation_plan>(make_plan(as_vectors.empty() ? std::move(statements) : as_vectors));
+  plan_ = std::make_unique<OperationPlan>(make_plan(as_vectors.empty() ? std::move(statements) : as_vectors));
 }
-custom_operation::~custom_operation() = default;
-custom_operation::custom_operation(custom_operation&&) noexcept = default;
-custom_operation& custom_operation::operator=(custom_operation&&) noexcept = default;
+CustomOperation::~CustomOperation() = default;
+CustomOperation::CustomOperation(CustomOperation&&) noexcept = default;
+CustomOperation& CustomOperation::operator=(CustomOperation&&) noexcept = default;
 
-void custom_operation::run(const std::vector<argument>& args) {
+void CustomOperation::run(const std::vector<Argument>& args) {
   if (!state_->matrix_operands.empty()) {
     // Every matrix has the first one's shape (hence its leading dimension); each becomes a
     // vector over its padded storage. The padding (zero) is computed too and zeroed again below.
-    std::vector<argument> flat = args;
-    const argument* first = nullptr;
+    std::vector<Argument> flat = args;
+    const Argument* first = nullptr;
     for (int i : state_->matrix_operands) {
-      if (static_cast<std::size_t>(i) >= args.size() || args[i].what != argument::kind::dense_matrix)
+      if (static_cast<std::size_t>(i) >= args.size() || args[i].what != Argument::Kind::dense_matrix)
         fail_matrix(fmt::format("{}: operand {} must be a dense matrix", plan_->name, i));
-      const argument& m = args[i];
+      const Argument& m = args[i];
       if (!first) first = &m;
       if (m.rows != first->rows || m.cols != first->cols)
         fail_matrix(fmt::format("{}: matrices of shapes {}x{} and {}x{} in one element-wise operation",
                                 plan_->name, first->rows, first->cols, m.rows, m.cols));
-      flat[i].what = argument::kind::vector;
+      flat[i].what = Argument::Kind::vector;
       flat[i].rows = m.rows * m.ld;
       flat[i].cols = 1;
     }
-    const bound_shapes shapes = bind_arguments(*plan_, flat);
+    const BoundShapes shapes = bind_arguments(*plan_, flat);
     if (shapes.where.on_gpu()) {
 #ifdef MOLACCEL_HAVE_CUDA
       gpu::execute(*plan_, flat, shapes, state_->gpu);
@@ -127,7 +126,7 @@ void custom_operation::run(const std::vector<argument>& args) {
     }
     return;
   }
-  const bound_shapes shapes = bind_arguments(*plan_, args);
+  const BoundShapes shapes = bind_arguments(*plan_, args);
   if (shapes.where.on_gpu()) {
 #ifdef MOLACCEL_HAVE_CUDA
     gpu::execute(*plan_, args, shapes, state_->gpu);
@@ -139,17 +138,17 @@ void custom_operation::run(const std::vector<argument>& args) {
   }
 }
 
-const std::string& custom_operation::name() const {
+const std::string& CustomOperation::name() const {
   return plan_->name;
 }
-const operation_plan& custom_operation::plan() const {
+const OperationPlan& CustomOperation::plan() const {
   return *plan_;
 }
-std::string custom_operation::last_cpu_variant() const {
+std::string CustomOperation::last_cpu_variant() const {
   return state_->cpu_variant;
 }
 
-std::string custom_operation::cuda_source() const {
+std::string CustomOperation::cuda_source() const {
   // Products in the generated source assume the dense group size; run() regenerates per group.
   bool dense = false, csr = false;
   for (auto& st : plan_->stages) {
@@ -159,13 +158,13 @@ std::string custom_operation::cuda_source() const {
   return generate_cuda_source(*plan_, dense ? 32 : csr ? 4 : 1);
 }
 
-std::vector<std::string> custom_operation::kernel_names() const {
+std::vector<std::string> CustomOperation::kernel_names() const {
   std::vector<std::string> names;
   for (auto& st : plan_->stages) names.push_back(st.kernel_name);
   return names;
 }
 
-int custom_operation::kernels_per_run() const {
+int CustomOperation::kernels_per_run() const {
   return static_cast<int>(plan_->stages.size());
 }
 

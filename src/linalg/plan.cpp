@@ -14,20 +14,20 @@ namespace {
   throw Error("linalg operation: " + message, __FILE__, __LINE__);
 }
 
-bool is_reduction(const node_ptr& n) {
-  return n->kind == node_kind::inner_product || n->kind == node_kind::norm_2;
+bool is_reduction(const NodePtr& n) {
+  return n->kind == NodeKind::inner_product || n->kind == NodeKind::norm_2;
 }
-bool is_leaf(const node_ptr& n) {
+bool is_leaf(const NodePtr& n) {
   return n->children.empty();
 }
 
-node_ptr with_children(const node_ptr& n, std::vector<node_ptr> children) {
-  auto copy = std::make_shared<expression_node>(*n);
+NodePtr with_children(const NodePtr& n, std::vector<NodePtr> children) {
+  auto copy = std::make_shared<ExpressionNode>(*n);
   copy->children = std::move(children);
   return copy;
 }
-node_ptr binary(node_kind kind, const node_ptr& a, const node_ptr& b, shape s) {
-  auto n = std::make_shared<expression_node>();
+NodePtr binary(NodeKind kind, const NodePtr& a, const NodePtr& b, Shape s) {
+  auto n = std::make_shared<ExpressionNode>();
   n->kind = kind;
   n->type = a->type;
   n->shape = s;
@@ -35,73 +35,73 @@ node_ptr binary(node_kind kind, const node_ptr& a, const node_ptr& b, shape s) {
   return n;
 }
 
-bool is_sum(const node_ptr& n) {
-  return n->kind == node_kind::add || n->kind == node_kind::subtract;
+bool is_sum(const NodePtr& n) {
+  return n->kind == NodeKind::add || n->kind == NodeKind::subtract;
 }
 
 // The paper's Procedure 1: alpha*(x + y) -> alpha*x + alpha*y (and (x + y)*alpha), applied
 // recursively; -(x + y) -> -x - y. Reduction operands and products keep their own trees.
-node_ptr expand(const node_ptr& n) {
-  if (is_leaf(n) || is_reduction(n) || n->kind == node_kind::modifier) return n;
-  std::vector<node_ptr> children;
+NodePtr expand(const NodePtr& n) {
+  if (is_leaf(n) || is_reduction(n) || n->kind == NodeKind::modifier) return n;
+  std::vector<NodePtr> children;
   for (auto& c : n->children) children.push_back(expand(c));
-  if (n->kind == node_kind::multiply) {
+  if (n->kind == NodeKind::multiply) {
     const auto& l = children[0];
     const auto& r = children[1];
-    if (l->shape == shape::scalar && is_sum(r))
+    if (l->shape == Shape::scalar && is_sum(r))
       return expand(binary(r->kind,
-                           binary(node_kind::multiply, l, r->children[0],
-                                  r->children[0]->shape == shape::vector ? shape::vector : l->shape),
-                           binary(node_kind::multiply, l, r->children[1],
-                                  r->children[1]->shape == shape::vector ? shape::vector : l->shape),
+                           binary(NodeKind::multiply, l, r->children[0],
+                                  r->children[0]->shape == Shape::vector ? Shape::vector : l->shape),
+                           binary(NodeKind::multiply, l, r->children[1],
+                                  r->children[1]->shape == Shape::vector ? Shape::vector : l->shape),
                            n->shape));
-    if (r->shape == shape::scalar && is_sum(l))
+    if (r->shape == Shape::scalar && is_sum(l))
       return expand(binary(l->kind,
-                           binary(node_kind::multiply, l->children[0], r,
-                                  l->children[0]->shape == shape::vector ? shape::vector : r->shape),
-                           binary(node_kind::multiply, l->children[1], r,
-                                  l->children[1]->shape == shape::vector ? shape::vector : r->shape),
+                           binary(NodeKind::multiply, l->children[0], r,
+                                  l->children[0]->shape == Shape::vector ? Shape::vector : r->shape),
+                           binary(NodeKind::multiply, l->children[1], r,
+                                  l->children[1]->shape == Shape::vector ? Shape::vector : r->shape),
                            n->shape));
   }
-  if (n->kind == node_kind::negate && is_sum(children[0])) {
+  if (n->kind == NodeKind::negate && is_sum(children[0])) {
     const auto& s = children[0];
-    auto neg = [&](const node_ptr& x) {
-      auto m = std::make_shared<expression_node>();
-      m->kind = node_kind::negate;
+    auto neg = [&](const NodePtr& x) {
+      auto m = std::make_shared<ExpressionNode>();
+      m->kind = NodeKind::negate;
       m->type = x->type;
       m->shape = x->shape;
       m->children = {x};
-      return node_ptr(m);
+      return NodePtr(m);
     };
     return expand(binary(s->kind, neg(s->children[0]), neg(s->children[1]), n->shape));
   }
   return with_children(n, std::move(children));
 }
 
-void visit_all(const node_ptr& n, const std::function<void(const node_ptr&)>& f) {
+void visit_all(const NodePtr& n, const std::function<void(const NodePtr&)>& f) {
   f(n);
   for (auto& c : n->children) visit_all(c, f);
 }
 
-bool reads_any(const node_ptr& n, const std::set<int>& written_vectors) {
+bool reads_any(const NodePtr& n, const std::set<int>& written_vectors) {
   bool found = false;
-  visit_all(n, [&](const node_ptr& m) {
-    if (m->kind == node_kind::vector && written_vectors.count(m->index)) found = true;
+  visit_all(n, [&](const NodePtr& m) {
+    if (m->kind == NodeKind::vector && written_vectors.count(m->index)) found = true;
   });
   return found;
 }
 
-bool contains_product(const node_ptr& n) {
+bool contains_product(const NodePtr& n) {
   bool found = false;
-  visit_all(n, [&](const node_ptr& m) { found = found || m->kind == node_kind::matrix_product; });
+  visit_all(n, [&](const NodePtr& m) { found = found || m->kind == NodeKind::matrix_product; });
   return found;
 }
 
 // A product evaluated row by row needs its vector operand at any index: products inside that
 // operand must have been materialised (one level is, by the temporaries stage).
-void check_product_nesting(const node_ptr& n) {
-  visit_all(n, [&](const node_ptr& m) {
-    if (m->kind == node_kind::matrix_product && contains_product(m->children[1]))
+void check_product_nesting(const NodePtr& n) {
+  visit_all(n, [&](const NodePtr& m) {
+    if (m->kind == NodeKind::matrix_product && contains_product(m->children[1]))
       fail(
           "products nested more than one level deep (prod(A, prod(B, prod(C, x)))) or inside inner products; "
           "split the operation");
@@ -110,16 +110,16 @@ void check_product_nesting(const node_ptr& n) {
 
 }  // namespace
 
-std::vector<token> tokens_of(const node_ptr& expanded) {
-  std::vector<token> out;
-  std::function<void(const node_ptr&, bool)> walk = [&](const node_ptr& n, bool negative) {
-    if (n->kind == node_kind::add) {
+std::vector<Token> tokens_of(const NodePtr& expanded) {
+  std::vector<Token> out;
+  std::function<void(const NodePtr&, bool)> walk = [&](const NodePtr& n, bool negative) {
+    if (n->kind == NodeKind::add) {
       walk(n->children[0], negative);
       walk(n->children[1], negative);
-    } else if (n->kind == node_kind::subtract) {
+    } else if (n->kind == NodeKind::subtract) {
       walk(n->children[0], negative);
       walk(n->children[1], !negative);
-    } else if (n->kind == node_kind::negate) {
+    } else if (n->kind == NodeKind::negate) {
       walk(n->children[0], !negative);
     } else {
       out.push_back({negative, n});
@@ -129,37 +129,37 @@ std::vector<token> tokens_of(const node_ptr& expanded) {
   return out;
 }
 
-int operation_plan::slot_of(const node_ptr& reduction) const {
+int OperationPlan::slot_of(const NodePtr& reduction) const {
   if (auto hit = slot_by_node.find(reduction.get()); hit != slot_by_node.end()) return hit->second;
   auto it = slot_by_key.find(structural_key(reduction));
   MOLACCEL_EXPECTS(it != slot_by_key.end(), "reduction not planned");
   return it->second;
 }
 
-void collect_products(const node_ptr& n, bool& dense, bool& csr) {
-  if (n->kind == node_kind::matrix_product) {
-    (n->children[0]->kind == node_kind::dense_matrix ? dense : csr) = true;
+void collect_products(const NodePtr& n, bool& dense, bool& csr) {
+  if (n->kind == NodeKind::matrix_product) {
+    (n->children[0]->kind == NodeKind::dense_matrix ? dense : csr) = true;
   }
   if (is_reduction(n)) return;  // read from partial sums
   for (auto& c : n->children) collect_products(c, dense, csr);
 }
 
-operation_plan make_plan(std::vector<statement> statements) {
+OperationPlan make_plan(std::vector<Statement> statements) {
   if (statements.empty()) fail("no statements");
-  operation_plan plan;
+  OperationPlan plan;
   plan.statements = statements;
   plan.name = kernel_base_name(statements);
   plan.type = statements.front().target()->type;
 
   // Operands: consistent kinds and types, contiguous numbering, distinct targets.
-  std::map<int, plan_operand> ops;
-  auto note_operand = [&](const node_ptr& m) {
-    if (m->index < 0 || !is_leaf(m) || m->kind == node_kind::constant || m->kind == node_kind::placeholder)
+  std::map<int, PlanOperand> ops;
+  auto note_operand = [&](const NodePtr& m) {
+    if (m->index < 0 || !is_leaf(m) || m->kind == NodeKind::constant || m->kind == NodeKind::placeholder)
       return;
     if (m->type != plan.type)
       fail(fmt::format("operand {} is {} but the operation is {}", leaf_name(*m), to_string(m->type),
                        to_string(plan.type)));
-    auto [it, fresh] = ops.try_emplace(m->index, plan_operand{m->kind, m->type, false, true});
+    auto [it, fresh] = ops.try_emplace(m->index, PlanOperand{m->kind, m->type, false, true});
     if (!fresh && it->second.kind != m->kind)
       fail(fmt::format("operand {} is used as two different kinds", m->index));
   };
@@ -168,13 +168,13 @@ operation_plan make_plan(std::vector<statement> statements) {
     visit_all(s.target(), note_operand);
     visit_all(s.value(), note_operand);
     const int t = s.target()->index;
-    if (!(s.target()->kind == node_kind::vector ? written_vectors : written_scalars).insert(t).second)
+    if (!(s.target()->kind == NodeKind::vector ? written_vectors : written_scalars).insert(t).second)
       fail(fmt::format("{} is assigned twice in one operation", leaf_name(*s.target())));
     ops[t].written = true;
   }
   for (auto& s : statements)
-    visit_all(s.value(), [&](const node_ptr& m) {
-      if (m->kind == node_kind::device_scalar && written_scalars.count(m->index))
+    visit_all(s.value(), [&](const NodePtr& m) {
+      if (m->kind == NodeKind::device_scalar && written_scalars.count(m->index))
         fail(
             fmt::format("{} is both assigned and read by one operation; split it into two operations "
                         "(its blocks would race on the scalar)",
@@ -187,27 +187,27 @@ operation_plan make_plan(std::vector<statement> statements) {
   }
 
   // Right-hand sides: x += e -> x = x + e, then expansion into tokens.
-  std::vector<assignment> vector_assignments, scalar_assignments;
+  std::vector<Assignment> vector_assignments, scalar_assignments;
   for (auto& s : statements) {
-    node_ptr value = s.value();
-    if (s.op() != assign_op::assign)
-      value = binary(s.op() == assign_op::add_assign ? node_kind::add : node_kind::subtract, s.target(),
-                     value, s.target()->shape);
+    NodePtr value = s.value();
+    if (s.op() != AssignOp::assign)
+      value = binary(s.op() == AssignOp::add_assign ? NodeKind::add : NodeKind::subtract, s.target(), value,
+                     s.target()->shape);
     value = expand(value);
-    (s.target()->kind == node_kind::vector ? vector_assignments : scalar_assignments)
+    (s.target()->kind == NodeKind::vector ? vector_assignments : scalar_assignments)
         .push_back({s.target(), value});
   }
 
   // Products in the final stage that read a written vector get a temporary.
-  std::function<node_ptr(const node_ptr&)> detach = [&](const node_ptr& n) -> node_ptr {
+  std::function<NodePtr(const NodePtr&)> detach = [&](const NodePtr& n) -> NodePtr {
     if (is_leaf(n) || is_reduction(n)) return n;
-    std::vector<node_ptr> children;
+    std::vector<NodePtr> children;
     for (auto& c : n->children) children.push_back(detach(c));
-    if (n->kind == node_kind::matrix_product &&
+    if (n->kind == NodeKind::matrix_product &&
         (reads_any(children[1], written_vectors) || contains_product(children[1]))) {
       const int index = static_cast<int>(plan.temporaries.size());
       plan.temporaries.push_back({children[1]});
-      children[1] = detail::leaf(node_kind::temporary, n->type, index);
+      children[1] = detail::leaf(NodeKind::temporary, n->type, index);
     }
     return with_children(n, std::move(children));
   };
@@ -217,7 +217,7 @@ operation_plan make_plan(std::vector<statement> statements) {
   for (auto& t : plan.temporaries) check_product_nesting(t.operand);
 
   // Reductions with their levels, shared by structural identity.
-  std::function<int(const node_ptr&)> level_of = [&](const node_ptr& n) -> int {
+  std::function<int(const NodePtr&)> level_of = [&](const NodePtr& n) -> int {
     int deepest = 0;
     for (auto& c : n->children) deepest = std::max(deepest, level_of(c));
     if (!is_reduction(n)) return deepest;
@@ -237,8 +237,8 @@ operation_plan make_plan(std::vector<statement> statements) {
   for (auto& r : plan.reductions) max_level = std::max(max_level, r.level);
 
   // Reductions a stage reads (their values) when it evaluates `n`.
-  auto consumed_by = [&](const node_ptr& root, int stage_level, std::set<int>& out) {
-    std::function<void(const node_ptr&)> walk = [&](const node_ptr& n) {
+  auto consumed_by = [&](const NodePtr& root, int stage_level, std::set<int>& out) {
+    std::function<void(const NodePtr&)> walk = [&](const NodePtr& n) {
       if (is_reduction(n)) {
         const int slot = plan.slot_of(n);
         if (plan.reductions[slot].level < stage_level) {
@@ -252,8 +252,8 @@ operation_plan make_plan(std::vector<statement> statements) {
   };
 
   for (int level = 1; level <= max_level; ++level) {
-    plan_stage st;
-    st.what = plan_stage::kind::reduction;
+    PlanStage st;
+    st.what = PlanStage::Kind::reduction;
     st.level = level;
     st.kernel_name = plan.name + fmt::format("_reduce{}", level);
     std::set<int> consumed;
@@ -269,8 +269,8 @@ operation_plan make_plan(std::vector<statement> statements) {
     plan.stages.push_back(std::move(st));
   }
   if (!plan.temporaries.empty()) {
-    plan_stage st;
-    st.what = plan_stage::kind::temporaries;
+    PlanStage st;
+    st.what = PlanStage::Kind::temporaries;
     st.level = max_level + 1;
     st.kernel_name = plan.name + "_materialize";
     std::set<int> consumed;
@@ -282,8 +282,8 @@ operation_plan make_plan(std::vector<statement> statements) {
     st.consumed.assign(consumed.begin(), consumed.end());
     plan.stages.push_back(std::move(st));
   }
-  plan_stage final_stage;
-  final_stage.what = plan_stage::kind::final;
+  PlanStage final_stage;
+  final_stage.what = PlanStage::Kind::final;
   final_stage.level = max_level + 2;
   final_stage.kernel_name = plan.name;
   std::set<int> consumed;
@@ -302,13 +302,13 @@ operation_plan make_plan(std::vector<statement> statements) {
 // ---------------------------------------------------------------------------------------------
 // Run-time shapes.
 // ---------------------------------------------------------------------------------------------
-std::size_t vector_length(const operation_plan& plan, const node_ptr& n, const std::vector<argument>& args) {
+std::size_t vector_length(const OperationPlan& plan, const NodePtr& n, const std::vector<Argument>& args) {
   switch (n->kind) {
-    case node_kind::vector:
+    case NodeKind::vector:
       return args[n->index].rows;
-    case node_kind::temporary:
+    case NodeKind::temporary:
       return vector_length(plan, plan.temporaries[n->index].operand, args);
-    case node_kind::matrix_product: {
+    case NodeKind::matrix_product: {
       const auto& m = args[n->children[0]->index];
       const std::size_t len = vector_length(plan, n->children[1], args);
       if (len != m.cols)
@@ -320,13 +320,13 @@ std::size_t vector_length(const operation_plan& plan, const node_ptr& n, const s
     default:
       break;
   }
-  if (n->shape == shape::scalar) return 0;
+  if (n->shape == Shape::scalar) return 0;
   std::size_t len = 0;
   bool have = false;
   for (std::size_t c = 0; c < n->children.size(); ++c) {
-    if (n->kind == node_kind::modifier && c == 1) break;  // the body follows its argument
+    if (n->kind == NodeKind::modifier && c == 1) break;  // the body follows its argument
     const auto& child = n->children[c];
-    if (child->shape != shape::vector) continue;
+    if (child->shape != Shape::vector) continue;
     const std::size_t l = vector_length(plan, child, args);
     if (have && l != len)
       throw Error(fmt::format("linalg: vectors of lengths {} and {} combined in '{}'", len, l, infix(n)),
@@ -337,33 +337,33 @@ std::size_t vector_length(const operation_plan& plan, const node_ptr& n, const s
   return len;
 }
 
-bound_shapes bind_arguments(const operation_plan& plan, const std::vector<argument>& args) {
+BoundShapes bind_arguments(const OperationPlan& plan, const std::vector<Argument>& args) {
   if (args.size() != plan.operands.size())
     throw Error(fmt::format("linalg operation {} takes {} operands, got {}", plan.name, plan.operands.size(),
                             args.size()),
                 __FILE__, __LINE__);
-  bound_shapes out;
+  BoundShapes out;
   bool have_place = false;
   double csr_nnz = 0, csr_rows = 0;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const auto& a = args[i];
     const auto& op = plan.operands[i];
-    argument::kind expected = argument::kind::vector;
+    Argument::Kind expected = Argument::Kind::vector;
     switch (op.kind) {
-      case node_kind::vector:
-        expected = argument::kind::vector;
+      case NodeKind::vector:
+        expected = Argument::Kind::vector;
         break;
-      case node_kind::dense_matrix:
-        expected = argument::kind::dense_matrix;
+      case NodeKind::dense_matrix:
+        expected = Argument::Kind::dense_matrix;
         break;
-      case node_kind::csr_matrix:
-        expected = argument::kind::csr_matrix;
+      case NodeKind::csr_matrix:
+        expected = Argument::Kind::csr_matrix;
         break;
-      case node_kind::host_scalar:
-        expected = argument::kind::host_value;
+      case NodeKind::host_scalar:
+        expected = Argument::Kind::host_value;
         break;
-      case node_kind::device_scalar:
-        expected = argument::kind::device_scalar;
+      case NodeKind::device_scalar:
+        expected = Argument::Kind::device_scalar;
         break;
       default:
         break;
@@ -385,7 +385,7 @@ bound_shapes bind_arguments(const operation_plan& plan, const std::vector<argume
       if (!have_place) out.where = a.data->where();
       have_place = true;
     }
-    if (a.what == argument::kind::csr_matrix) {
+    if (a.what == Argument::Kind::csr_matrix) {
       csr_nnz += static_cast<double>(a.data->size());
       csr_rows += static_cast<double>(a.rows);
     }
@@ -405,7 +405,7 @@ bound_shapes bind_arguments(const operation_plan& plan, const std::vector<argume
       if (b < we && wb < e)
         throw Error(
             fmt::format("linalg operation {}: operand {} is written and overlaps operand {}; pass distinct "
-                        "containers (a statement may read its own target: x = x + y)",
+                        "containers (a Statement may read its own target: x = x + y)",
                         plan.name, i, j),
             __FILE__, __LINE__);
     }
@@ -415,7 +415,7 @@ bound_shapes bind_arguments(const operation_plan& plan, const std::vector<argume
   for (auto& r : plan.reductions)
     out.reduction_length.push_back(vector_length(plan, r.node->children[0], args));
   for (auto& r : plan.reductions)
-    if (r.node->kind == node_kind::inner_product) {
+    if (r.node->kind == NodeKind::inner_product) {
       const std::size_t other = vector_length(plan, r.node->children[1], args);
       if (other != vector_length(plan, r.node->children[0], args))
         throw Error(fmt::format("linalg: inner_prod of vectors of lengths {} and {}",
@@ -429,7 +429,7 @@ bound_shapes bind_arguments(const operation_plan& plan, const std::vector<argume
     for (int t : st.temporaries) rows = std::max(rows, out.temporary_length[t]);
     for (auto& a : st.vector_assignments) {
       const std::size_t target = args[a.target->index].rows;
-      const std::size_t value = a.value->shape == shape::vector ? vector_length(plan, a.value, args) : target;
+      const std::size_t value = a.value->shape == Shape::vector ? vector_length(plan, a.value, args) : target;
       if (value != target)
         throw Error(fmt::format("linalg: assigning a vector of length {} to {} of length {}", value,
                                 leaf_name(*a.target), target),

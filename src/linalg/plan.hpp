@@ -1,4 +1,4 @@
-// The planner: turns the statements of a custom_operation into stages (kernels) with the
+// The planner: turns the statements of a CustomOperation into stages (kernels) with the
 // paper's rules, independent of the backend that runs them.
 //   1. `x += e` becomes `x = x + e`; scalar multiplications are expanded over sums (alpha*(x+y)
 //      -> alpha*x + alpha*y) so that a vector right-hand side is a signed list of tokens.
@@ -20,76 +20,76 @@
 
 namespace molaccel::linalg {
 
-struct assignment {
-  node_ptr target;  // vector or device_scalar leaf
-  node_ptr value;   // expanded right-hand side
+struct Assignment {
+  NodePtr target;  // vector or device_scalar leaf
+  NodePtr value;   // expanded right-hand side
 };
 
-struct plan_stage {
-  enum class kind { reduction, temporaries, final } what = kind::final;
+struct PlanStage {
+  enum class Kind { reduction, temporaries, final } what = Kind::final;
   int level = 0;  // reduction level (1-based) for reduction stages
   std::string kernel_name;
   std::vector<int> reductions;                                     // slots computed here
   std::vector<int> temporaries;                                    // temporaries written here
-  std::vector<assignment> vector_assignments, scalar_assignments;  // final stage only
+  std::vector<Assignment> vector_assignments, scalar_assignments;  // final stage only
   std::vector<int> consumed;                                // reduction slots whose value this stage reads
   bool has_dense_product = false, has_csr_product = false;  // evaluated here (not via partials)
 };
 
-struct plan_operand {
-  node_kind kind = node_kind::vector;
-  value_type type = value_type::f64;
+struct PlanOperand {
+  NodeKind kind = NodeKind::vector;
+  ValueType type = ValueType::f64;
   bool written = false;
   bool used = false;
 };
 
-struct plan_reduction {
-  node_ptr node;  // inner_product or norm_2
+struct PlanReduction {
+  NodePtr node;  // inner_product or norm_2
   std::string key;
   int level = 1;
 };
 
-struct plan_temporary {
-  node_ptr operand;  // vector expression, written by the temporaries stage
+struct PlanTemporary {
+  NodePtr operand;  // vector expression, written by the temporaries stage
 };
 
-struct operation_plan {
-  std::vector<statement> statements;
+struct OperationPlan {
+  std::vector<Statement> statements;
   std::string name;  // e.g. vec0_eq_vec1_plus_vec2
-  value_type type = value_type::f64;
-  std::vector<plan_operand> operands;
-  std::vector<plan_reduction> reductions;  // index = slot
-  std::vector<plan_temporary> temporaries;
-  std::vector<plan_stage> stages;
+  ValueType type = ValueType::f64;
+  std::vector<PlanOperand> operands;
+  std::vector<PlanReduction> reductions;  // index = slot
+  std::vector<PlanTemporary> temporaries;
+  std::vector<PlanStage> stages;
   std::map<std::string, int> slot_by_key;
-  std::map<const expression_node*, int> slot_by_node;  // fast path of slot_of (no key strings)
+  std::map<const ExpressionNode*, int> slot_by_node;  // fast path of slot_of (no key strings)
 
-  int slot_of(const node_ptr& reduction) const;
+  int slot_of(const NodePtr& reduction) const;
 };
 
-operation_plan make_plan(std::vector<statement> statements);
+OperationPlan make_plan(std::vector<Statement> statements);
 
 // Tokens of an expanded vector expression: sign and term (for readable generated code).
-struct token {
+struct Token {
   bool negative = false;
-  node_ptr term;
+  NodePtr term;
 };
-std::vector<token> tokens_of(const node_ptr& expanded);
+std::vector<Token> tokens_of(const NodePtr& expanded);
 
 // Run-time shapes: checks the arguments against the plan (count, kinds, types, one device,
 // consistent lengths) and returns the lengths the stages need.
-struct bound_shapes {
+struct BoundShapes {
   std::vector<std::size_t> reduction_length;  // per slot
   std::vector<std::size_t> temporary_length;
   std::vector<std::size_t> stage_rows;  // rows each stage iterates over
   double csr_average_row_nnz = 0;       // of the CSR operands (for the GPU group size)
-  placement where;
+  Placement where;
 };
-bound_shapes bind_arguments(const operation_plan& plan, const std::vector<argument>& args);
+BoundShapes bind_arguments(const OperationPlan& plan, const std::vector<Argument>& args);
 // Length of a vector expression under `args` (throws on inconsistent lengths).
-std::size_t vector_length(const operation_plan& plan, const node_ptr& n, const std::vector<argument>& args);
+std::size_t vector_length(const OperationPlan& plan, const NodePtr& n, const std::vector<Argument>& args);
 
 // Whether `n` (outside reductions it does not compute) evaluates a matrix product.
-void collect_products(const node_ptr& n, bool& dense, bool& csr);
+void collect_products(const NodePtr& n, bool& dense, bool& csr);
 
 }  // namespace molaccel::linalg

@@ -15,7 +15,7 @@ namespace molaccel::linalg::gpu {
 // CG or BiCGStab iterations with each thread's rows of x, r, r0, p, the Jacobi diagonal and the
 // short matrix rows in registers; only the vectors the products read are exchanged (shared
 // memory of one block, distributed shared memory of one cluster, or L2 for a grid).
-struct resident_setup {
+struct ResidentSetup {
   bool fp64 = true;  // element type of the values and vectors: double, else float
   bool cg = false;
   std::size_t n = 0;
@@ -28,10 +28,10 @@ struct resident_setup {
   void* r = nullptr;
   void* p = nullptr;
   double threshold = 0;  // active while (r, r) > threshold
-  // The streaming kernel for any n (gpu_path::fused; BiCGStab two-barrier form, CG
+  // The streaming kernel for any n (GpuPath::fused; BiCGStab two-barrier form, CG
   // Chronopoulos-Gear with one barrier): vectors in global memory, grid-stride over rows.
   bool streaming = false;
-  solver_tuning tuning;         // blocks, threads, scope, form, rows_per_thread, tiles, fused_loads
+  SolverTuning tuning;          // blocks, threads, scope, form, rows_per_thread, tiles, fused_loads
   const void* r0hat = nullptr;  // BiCGStab: M A^T b (n, element type), for forms 3 and 4
   // BiCGStab, the matrix by diagonals where set (linalg/diagonal.hpp: dia_count <= 8 increasing
   // offsets, dia_count x n values of the element type, diagonal-major, NaN where the CSR row has
@@ -50,12 +50,12 @@ struct resident_setup {
   bool dia_constant = false;
   double dia_coef[8] = {};
 };
-class resident_solver {
+class ResidentSolver {
  public:
-  resident_solver(int device, const resident_setup& setup);  // throws Error when n does not fit
-  ~resident_solver();
-  resident_solver(const resident_solver&) = delete;
-  resident_solver& operator=(const resident_solver&) = delete;
+  ResidentSolver(int device, const ResidentSetup& setup);  // throws Error when n does not fit
+  ~ResidentSolver();
+  ResidentSolver(const ResidentSolver&) = delete;
+  ResidentSolver& operator=(const ResidentSolver&) = delete;
   // x = 0, r = r0 = b, p = b (BiCGStab) or M b (CG); returns ((b, b), active).
   std::pair<double, bool> initialise();
   // Runs at most `iterations` (fewer once inactive) in one launch and waits; returns 5 words per

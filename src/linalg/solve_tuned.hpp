@@ -9,10 +9,10 @@ namespace molaccel::linalg {
 
 // As solve(), with `tuning` instead of tuning_for's on a GPU worker (its path automatic: chosen
 // as tuning_for chooses it). SolverOptions::launch and batch are not read.
-SolverResult solve_tuned(const Resources& resources, const host_csr<double>& a, std::span<const double> b,
-                         const SolverOptions& options, const solver_tuning& tuning);
+SolverResult solve_tuned(const Resources& resources, const HostCsr<double>& a, std::span<const double> b,
+                         const SolverOptions& options, const SolverTuning& tuning);
 
-// The solve_problem of a system and options (what tuning_for sees).
-solve_problem problem_of(const host_csr<double>& a, const SolverOptions& options);
+// The SolveProblem of a system and options (what tuning_for sees).
+SolveProblem problem_of(const HostCsr<double>& a, const SolverOptions& options);
 
 }  // namespace molaccel::linalg

@@ -54,162 +54,162 @@ std::string_view to_string(Launch l) {
   return "?";
 }
 
-solver_tuning tuning_for(int /*device*/, const solve_problem& problem) {
-  solver_tuning t;
+SolverTuning tuning_for(int /*device*/, const SolveProblem& problem) {
+  SolverTuning t;
   t.path = problem.requested;
-  t.fall_back_to_graph = problem.requested == gpu_path::automatic;
-  if (t.path == gpu_path::automatic)
-    t.path = problem.rows <= resident_automatic_rows ? gpu_path::resident
-             : problem.cg                            ? gpu_path::graph
-                          : gpu_path::fused;  // measured faster than graph at 1e6 and 1e7
-  if (t.path == gpu_path::fused && !problem.cg) t.fused_loads = problem.rows <= fused_l1_max_rows ? 2 : 1;
+  t.fall_back_to_graph = problem.requested == GpuPath::automatic;
+  if (t.path == GpuPath::automatic)
+    t.path = problem.rows <= resident_automatic_rows ? GpuPath::resident
+             : problem.cg                            ? GpuPath::graph
+                          : GpuPath::fused;  // measured faster than graph at 1e6 and 1e7
+  if (t.path == GpuPath::fused && !problem.cg) t.fused_loads = problem.rows <= fused_l1_max_rows ? 2 : 1;
   return t;
 }
 
-solve_problem problem_of(const host_csr<double>& a, const SolverOptions& options) {
-  solve_problem p;
+SolveProblem problem_of(const HostCsr<double>& a, const SolverOptions& options) {
+  SolveProblem p;
   p.rows = a.rows;
   p.cg = options.solver == Solver::cg;
-  p.requested = options.launch == Launch::graph      ? gpu_path::graph
-                : options.launch == Launch::resident ? gpu_path::resident
-                : options.launch == Launch::fused    ? gpu_path::fused
-                                                     : gpu_path::automatic;
+  p.requested = options.launch == Launch::graph      ? GpuPath::graph
+                : options.launch == Launch::resident ? GpuPath::resident
+                : options.launch == Launch::fused    ? GpuPath::fused
+                                                     : GpuPath::automatic;
   return p;
 }
 
 namespace {
 
 // Slot layout of the history array: field * slots + slot.
-enum field { f_rho = 0, f_alpha = 1, f_omega = 2, f_rr = 3, f_active = 4, n_fields = 5 };
+enum Field { f_rho = 0, f_alpha = 1, f_omega = 2, f_rr = 3, f_active = 4, n_fields = 5 };
 
 template <class T>
-struct slot_view {
-  const vector<T>& history;
+struct SlotView {
+  const Vector<T>& history;
   std::size_t slots;
-  scalar<T> at(field f, std::size_t slot) const { return history.element(std::size_t(f) * slots + slot); }
+  Scalar<T> at(Field f, std::size_t slot) const { return history.element(std::size_t(f) * slots + slot); }
 };
 
 // The operations of both solvers, built once per element type and preconditioner.
 template <class T>
-struct krylov_operations {
-  // Operand numbers are per operation (the paper's symbolic_vector<T, i>).
-  symbolic_vector<T, 0> v0;
-  symbolic_vector<T, 1> v1;
-  symbolic_vector<T, 2> v2;
-  symbolic_vector<T, 3> v3;
-  symbolic_vector<T, 4> v4;
-  symbolic_csr_matrix<T, 1> a1;
+struct KrylovOperations {
+  // Operand numbers are per operation (the paper's SymbolicVector<T, i>).
+  SymbolicVector<T, 0> v0;
+  SymbolicVector<T, 1> v1;
+  SymbolicVector<T, 2> v2;
+  SymbolicVector<T, 3> v3;
+  SymbolicVector<T, 4> v4;
+  SymbolicCsrMatrix<T, 1> a1;
 
-  explicit krylov_operations(bool jacobi) : jacobi_(jacobi) {
+  explicit KrylovOperations(bool jacobi) : jacobi_(jacobi) {
     // ---- BiCGStab (right preconditioned: M = diag(A)^-1) ----
     {  // v = A M p
-      symbolic_vector<T, 3> d;
-      bicg_v = std::make_unique<custom_operation>(v0 = prod(a1, precond(v2, d)));
+      SymbolicVector<T, 3> d;
+      bicg_v = std::make_unique<CustomOperation>(v0 = prod(a1, precond(v2, d)));
     }
     {  // alpha = rho / (r0, v); s = r - alpha v
-      gpu_symbolic_scalar<T, 4> rho;
-      gpu_symbolic_scalar<T, 5> active;
-      gpu_symbolic_scalar<T, 6> alpha_next;
+      GpuSymbolicScalar<T, 4> rho;
+      GpuSymbolicScalar<T, 5> active;
+      GpuSymbolicScalar<T, 6> alpha_next;
       auto alpha = active * safe_div(rho, inner_prod(v3, v2));
-      bicg_s = std::make_unique<custom_operation>(v0 = v1 - alpha * v2, alpha_next = alpha);
+      bicg_s = std::make_unique<CustomOperation>(v0 = v1 - alpha * v2, alpha_next = alpha);
     }
     {  // t = A M s
-      symbolic_vector<T, 3> d;
-      bicg_t = std::make_unique<custom_operation>(v0 = prod(a1, precond(v2, d)));
+      SymbolicVector<T, 3> d;
+      bicg_t = std::make_unique<CustomOperation>(v0 = prod(a1, precond(v2, d)));
     }
     {  // omega = (t, s) / (t, t); x += alpha M p + omega M s; r = s - omega t
-      gpu_symbolic_scalar<T, 5> alpha;
-      gpu_symbolic_scalar<T, 6> active;
-      gpu_symbolic_scalar<T, 7> omega_next;
-      symbolic_vector<T, 8> d;
+      GpuSymbolicScalar<T, 5> alpha;
+      GpuSymbolicScalar<T, 6> active;
+      GpuSymbolicScalar<T, 7> omega_next;
+      SymbolicVector<T, 8> d;
       auto omega = active * safe_div(inner_prod(v3, v2), inner_prod(v3, v3));
-      bicg_x = std::make_unique<custom_operation>(v0 = v0 + alpha * precond(v4, d) + omega * precond(v2, d),
-                                                  v1 = v2 - omega * v3, omega_next = omega);
+      bicg_x = std::make_unique<CustomOperation>(v0 = v0 + alpha * precond(v4, d) + omega * precond(v2, d),
+                                                 v1 = v2 - omega * v3, omega_next = omega);
     }
     {  // rho' = (r0, r); p = r + (rho'/rho)(alpha/omega)(p - omega v); convergence flag
-      gpu_symbolic_scalar<T, 4> rho;
-      gpu_symbolic_scalar<T, 5> alpha;
-      gpu_symbolic_scalar<T, 6> omega;
-      gpu_symbolic_scalar<T, 7> active;
-      gpu_symbolic_scalar<T, 8> rho_next;
-      gpu_symbolic_scalar<T, 9> rr_next;
-      gpu_symbolic_scalar<T, 10> active_next;
-      cpu_symbolic_scalar<T, 11> threshold;
+      GpuSymbolicScalar<T, 4> rho;
+      GpuSymbolicScalar<T, 5> alpha;
+      GpuSymbolicScalar<T, 6> omega;
+      GpuSymbolicScalar<T, 7> active;
+      GpuSymbolicScalar<T, 8> rho_next;
+      GpuSymbolicScalar<T, 9> rr_next;
+      GpuSymbolicScalar<T, 10> active_next;
+      CpuSymbolicScalar<T, 11> threshold;
       auto rho_new = inner_prod(v2, v1);
       auto rr = inner_prod(v1, v1);
-      bicg_p = std::make_unique<custom_operation>(
+      bicg_p = std::make_unique<CustomOperation>(
           v0 = v1 + safe_div(rho_new, rho) * safe_div(alpha, omega) * (v0 - omega * v3), rho_next = rho_new,
           rr_next = rr,
           active_next = active * greater(rr, threshold) * nonzero(rho_new) * nonzero(omega) * nonzero(alpha));
     }
     {  // r = r0 = p = b; rho = rr = (b, b)
-      gpu_symbolic_scalar<T, 4> rho;
-      gpu_symbolic_scalar<T, 5> rr;
-      gpu_symbolic_scalar<T, 6> active;
-      cpu_symbolic_scalar<T, 7> threshold;
+      GpuSymbolicScalar<T, 4> rho;
+      GpuSymbolicScalar<T, 5> rr;
+      GpuSymbolicScalar<T, 6> active;
+      CpuSymbolicScalar<T, 7> threshold;
       auto bb = inner_prod(v3, v3);
-      bicg_init = std::make_unique<custom_operation>(v0 = v3, v1 = v3, v2 = v3, rho = bb, rr = bb,
-                                                     active = greater(bb, threshold));
+      bicg_init = std::make_unique<CustomOperation>(v0 = v3, v1 = v3, v2 = v3, rho = bb, rr = bb,
+                                                    active = greater(bb, threshold));
     }
     // ---- CG (preconditioned with M = diag(A)^-1) ----
-    cg_q = std::make_unique<custom_operation>(v0 = prod(a1, v2));
+    cg_q = std::make_unique<CustomOperation>(v0 = prod(a1, v2));
     {  // alpha = (r, z) / (p, q); x += alpha p; r -= alpha q
-      gpu_symbolic_scalar<T, 4> rz;
-      gpu_symbolic_scalar<T, 5> active;
-      gpu_symbolic_scalar<T, 6> alpha_next;
+      GpuSymbolicScalar<T, 4> rz;
+      GpuSymbolicScalar<T, 5> active;
+      GpuSymbolicScalar<T, 6> alpha_next;
       auto alpha = active * safe_div(rz, inner_prod(v2, v3));
       cg_x =
-          std::make_unique<custom_operation>(v0 = v0 + alpha * v2, v1 = v1 - alpha * v3, alpha_next = alpha);
+          std::make_unique<CustomOperation>(v0 = v0 + alpha * v2, v1 = v1 - alpha * v3, alpha_next = alpha);
     }
     {  // z = M r; rz' = (r, z); p = z + (rz'/rz) p
-      gpu_symbolic_scalar<T, 2> rz;
-      gpu_symbolic_scalar<T, 3> alpha;
-      gpu_symbolic_scalar<T, 4> active;
-      gpu_symbolic_scalar<T, 5> rz_next;
-      gpu_symbolic_scalar<T, 6> rr_next;
-      gpu_symbolic_scalar<T, 7> active_next;
-      cpu_symbolic_scalar<T, 8> threshold;
-      symbolic_vector<T, 9> d;
+      GpuSymbolicScalar<T, 2> rz;
+      GpuSymbolicScalar<T, 3> alpha;
+      GpuSymbolicScalar<T, 4> active;
+      GpuSymbolicScalar<T, 5> rz_next;
+      GpuSymbolicScalar<T, 6> rr_next;
+      GpuSymbolicScalar<T, 7> active_next;
+      CpuSymbolicScalar<T, 8> threshold;
+      SymbolicVector<T, 9> d;
       auto z = precond(v1, d);
       auto rz_new = inner_prod(v1, z);
       auto rr = inner_prod(v1, v1);
-      cg_p = std::make_unique<custom_operation>(
+      cg_p = std::make_unique<CustomOperation>(
           v0 = z + safe_div(rz_new, rz) * v0, rz_next = rz_new, rr_next = rr,
           active_next = active * greater(rr, threshold) * nonzero(alpha) * nonzero(rz_new));
     }
     {  // r = b; p = M b; rz = (b, M b); rr = (b, b)
-      symbolic_vector<T, 2> b;
-      gpu_symbolic_scalar<T, 3> rz;
-      gpu_symbolic_scalar<T, 4> rr;
-      gpu_symbolic_scalar<T, 5> active;
-      cpu_symbolic_scalar<T, 6> threshold;
-      symbolic_vector<T, 7> d;
+      SymbolicVector<T, 2> b;
+      GpuSymbolicScalar<T, 3> rz;
+      GpuSymbolicScalar<T, 4> rr;
+      GpuSymbolicScalar<T, 5> active;
+      CpuSymbolicScalar<T, 6> threshold;
+      SymbolicVector<T, 7> d;
       auto bb = inner_prod(b, b);
       cg_init =
-          std::make_unique<custom_operation>(v0 = b, v1 = precond(b, d), rz = inner_prod(b, precond(b, d)),
-                                             rr = bb, active = greater(bb, threshold));
+          std::make_unique<CustomOperation>(v0 = b, v1 = precond(b, d), rz = inner_prod(b, precond(b, d)),
+                                            rr = bb, active = greater(bb, threshold));
     }
     {  // carry the last slot of a batch into slot 0 (5 fields)
-      gpu_symbolic_scalar<T, 0> d0;
-      gpu_symbolic_scalar<T, 1> d1;
-      gpu_symbolic_scalar<T, 2> d2;
-      gpu_symbolic_scalar<T, 3> d3;
-      gpu_symbolic_scalar<T, 4> d4;
-      gpu_symbolic_scalar<T, 5> s0;
-      gpu_symbolic_scalar<T, 6> s1;
-      gpu_symbolic_scalar<T, 7> s2;
-      gpu_symbolic_scalar<T, 8> s3;
-      gpu_symbolic_scalar<T, 9> s4;
-      carry = std::make_unique<custom_operation>(d0 = s0, d1 = s1, d2 = s2, d3 = s3, d4 = s4);
+      GpuSymbolicScalar<T, 0> d0;
+      GpuSymbolicScalar<T, 1> d1;
+      GpuSymbolicScalar<T, 2> d2;
+      GpuSymbolicScalar<T, 3> d3;
+      GpuSymbolicScalar<T, 4> d4;
+      GpuSymbolicScalar<T, 5> s0;
+      GpuSymbolicScalar<T, 6> s1;
+      GpuSymbolicScalar<T, 7> s2;
+      GpuSymbolicScalar<T, 8> s3;
+      GpuSymbolicScalar<T, 9> s4;
+      carry = std::make_unique<CustomOperation>(d0 = s0, d1 = s1, d2 = s2, d3 = s3, d4 = s4);
     }
   }
 
-  expression precond(const expression& v, const expression& d) const {
+  Expression precond(const Expression& v, const Expression& d) const {
     return jacobi_ ? element_prod(d, v) : v;
   }
 
-  std::unique_ptr<custom_operation> bicg_v, bicg_s, bicg_t, bicg_x, bicg_p, bicg_init;
-  std::unique_ptr<custom_operation> cg_q, cg_x, cg_p, cg_init, carry;
+  std::unique_ptr<CustomOperation> bicg_v, bicg_s, bicg_t, bicg_x, bicg_p, bicg_init;
+  std::unique_ptr<CustomOperation> cg_q, cg_x, cg_p, cg_init, carry;
 
  private:
   bool jacobi_;
@@ -235,14 +235,14 @@ bool account_iteration(SolverResult& result, bool cg, double bb, double threshol
 }
 
 template <class T>
-const krylov_operations<T>& operations_for(bool jacobi) {
-  static const krylov_operations<T> plain(false), preconditioned(true);
+const KrylovOperations<T>& operations_for(bool jacobi) {
+  static const KrylovOperations<T> plain(false), preconditioned(true);
   return jacobi ? preconditioned : plain;
 }
 
 // Timing, final residual and x on the host: the end of every solve path.
 template <class T>
-void finish_result(SolverResult& result, const vector<T>& x, double start) {
+void finish_result(SolverResult& result, const Vector<T>& x, double start) {
   result.seconds = now_seconds() - start;
   result.seconds_per_iteration = result.iterations ? result.seconds / result.iterations : 0;
   result.relative_residual = result.residual_history.back();
@@ -251,8 +251,8 @@ void finish_result(SolverResult& result, const vector<T>& x, double start) {
 }
 
 template <class T>
-SolverResult solve_on(const placement& where, const host_csr<double>& host_a, std::span<const double> host_b,
-                      const SolverOptions& options, const solver_tuning& tuning, bool show_progress) {
+SolverResult solve_on(const Placement& where, const HostCsr<double>& host_a, std::span<const double> host_b,
+                      const SolverOptions& options, const SolverTuning& tuning, bool show_progress) {
   const bool jacobi = options.preconditioner == Preconditioner::jacobi;
   const bool cg = options.solver == Solver::cg;
   const auto& ops = operations_for<T>(jacobi);
@@ -270,23 +270,23 @@ SolverResult solve_on(const placement& where, const host_csr<double>& host_a, st
   const double threshold = options.tolerance * options.tolerance * bb;
 
   // Device data, uploaded once.
-  csr_matrix<T> a(where, host_a);
+  CsrMatrix<T> a(where, host_a);
   std::vector<T> b_t(host_b.begin(), host_b.end()), d_t(n, T(1));
   for (std::size_t r = 0; r < n; ++r)
     for (auto k = host_a.row_ptr[r]; k < host_a.row_ptr[r + 1]; ++k)
       if (static_cast<std::size_t>(host_a.col_idx[k]) == r && host_a.values[k] != 0)
         d_t[r] = T(1.0 / host_a.values[k]);
-  vector<T> b(where, n), d(where, n), x(where, n), r(where, n), r0(where, n), p(where, n), v(where, n),
+  Vector<T> b(where, n), d(where, n), x(where, n), r(where, n), r0(where, n), p(where, n), v(where, n),
       s(where, n), t(where, n);
   b.copy_from_host(b_t);
   d.copy_from_host(d_t);
 
   const bool gpu = where.on_gpu();
 #ifdef MOLACCEL_HAVE_CUDA
-  const bool fused = gpu && tuning.path == gpu_path::fused;
-  const bool want_resident = gpu && (tuning.path == gpu_path::resident || fused);
+  const bool fused = gpu && tuning.path == GpuPath::fused;
+  const bool want_resident = gpu && (tuning.path == GpuPath::resident || fused);
   if (want_resident) {
-    gpu::resident_setup rs;
+    gpu::ResidentSetup rs;
     rs.fp64 = std::is_same_v<T, double>;
     rs.cg = cg;
     rs.n = n;
@@ -302,7 +302,7 @@ SolverResult solve_on(const placement& where, const host_csr<double>& host_a, st
     rs.streaming = fused;
     rs.tuning = tuning;
     // Resident BiCGStab: M A^T r0 (r0 = b) for the three-barrier form, in double, then rounded once.
-    std::optional<vector<T>> r0hat;
+    std::optional<Vector<T>> r0hat;
     if (!fused && !cg) {
       std::vector<double> at(n, 0.0);
       for (std::size_t i = 0; i < n; ++i)
@@ -318,7 +318,7 @@ SolverResult solve_on(const placement& where, const host_csr<double>& host_a, st
     // sums are the CSR ones bit for bit, with fewer bytes per row (fused: 40 instead of 64 B for
     // fp64 Poisson, measured faster at 1e6 and 1e7; resident: values in registers, no column
     // indices, faster at every size measured: docs/linalg.md).
-    std::optional<vector<T>> dia;
+    std::optional<Vector<T>> dia;
     if (!cg && tuning.diagonals)
       if (const auto layout = diagonal_storage(host_a)) {
         dia.emplace(where, layout->values.size());
@@ -339,9 +339,9 @@ SolverResult solve_on(const placement& where, const host_csr<double>& host_a, st
           }
         }
       }
-    std::unique_ptr<gpu::resident_solver> resident;
+    std::unique_ptr<gpu::ResidentSolver> resident;
     try {
-      resident = std::make_unique<gpu::resident_solver>(where.device, rs);
+      resident = std::make_unique<gpu::ResidentSolver>(where.device, rs);
     } catch (const Error&) {
       if (!tuning.fall_back_to_graph) throw;  // automatic: the graph path below
     }
@@ -380,8 +380,8 @@ SolverResult solve_on(const placement& where, const host_csr<double>& host_a, st
 #endif
   const int batch = std::max(1, tuning.batch > 0 ? tuning.batch : gpu ? 8 : 1);
   const std::size_t slots = std::size_t(batch) + 1;
-  vector<T> history(where, n_fields * slots);
-  const slot_view<T> sv{history, slots};
+  Vector<T> history(where, n_fields * slots);
+  const SlotView<T> sv{history, slots};
   const T thr = T(threshold);
 
   // Initialisation into slot 0.
@@ -393,8 +393,8 @@ SolverResult solve_on(const placement& where, const host_csr<double>& host_a, st
     (*ops.bicg_init)(r, r0, p, b, sv.at(f_rho, 0), sv.at(f_rr, 0), sv.at(f_active, 0), thr);
 
   auto iteration = [&](std::size_t j) {
-    auto cur = [&](field f) { return sv.at(f, j); };
-    auto next = [&](field f) { return sv.at(f, j + 1); };
+    auto cur = [&](Field f) { return sv.at(f, j); };
+    auto next = [&](Field f) { return sv.at(f, j + 1); };
     if (cg) {
       (*ops.cg_q)(v, a, p);
       (*ops.cg_x)(x, r, p, v, cur(f_rho), cur(f_active), next(f_alpha));
@@ -437,13 +437,13 @@ SolverResult solve_on(const placement& where, const host_csr<double>& host_a, st
 
 #ifdef MOLACCEL_HAVE_CUDA
   // Kernels are compiled and workspaces allocated before capturing and before the clock starts.
-  std::unique_ptr<gpu::captured_work> captured;
+  std::unique_ptr<gpu::CapturedWork> captured;
   if (gpu && active) {
     {
-      gpu::prepare_only_scope prepare;
+      gpu::PrepareOnlyScope prepare;
       record_batch(batch);
     }
-    captured = std::make_unique<gpu::captured_work>(where.device, [&] { record_batch(batch); });
+    captured = std::make_unique<gpu::CapturedWork>(where.device, [&] { record_batch(batch); });
   }
 #endif
 
@@ -487,14 +487,14 @@ SolverResult solve_on(const placement& where, const host_csr<double>& host_a, st
 
 }  // namespace
 
-std::vector<const operation_plan*> solver_plans(value_type type, bool jacobi) {
-  std::vector<const operation_plan*> out;
+std::vector<const OperationPlan*> solver_plans(ValueType type, bool jacobi) {
+  std::vector<const OperationPlan*> out;
   auto collect = [&](const auto& ops) {
     for (const auto* op : {&ops.bicg_init, &ops.bicg_v, &ops.bicg_s, &ops.bicg_t, &ops.bicg_x, &ops.bicg_p,
                            &ops.cg_init, &ops.cg_q, &ops.cg_x, &ops.cg_p, &ops.carry})
       out.push_back(&(*op)->plan());
   };
-  if (type == value_type::f32)
+  if (type == ValueType::f32)
     collect(operations_for<float>(jacobi));
   else
     collect(operations_for<double>(jacobi));
@@ -504,8 +504,8 @@ std::vector<const operation_plan*> solver_plans(value_type type, bool jacobi) {
 namespace {
 
 // The public and the tuned entry: `tuning` null takes tuning_for's on each GPU worker.
-SolverResult solve_with(const Resources& resources, const host_csr<double>& a, std::span<const double> b,
-                        const SolverOptions& options, const solver_tuning* tuning) {
+SolverResult solve_with(const Resources& resources, const HostCsr<double>& a, std::span<const double> b,
+                        const SolverOptions& options, const SolverTuning* tuning) {
   if (a.rows != a.cols)
     throw Error(fmt::format("solve: the matrix is {} x {}, not square", a.rows, a.cols), __FILE__, __LINE__);
   if (b.size() != a.rows)
@@ -521,16 +521,16 @@ SolverResult solve_with(const Resources& resources, const host_csr<double>& a, s
   run_tiles(
       resources, 1,
       [&](WorkerContext& ctx, std::size_t) {
-        placement where;
+        Placement where;
         if (ctx.worker().kind == WorkerInfo::Kind::gpu) where.device = ctx.worker().device;
         where.cpu_threads = ctx.worker().kind == WorkerInfo::Kind::cpu ? ctx.worker().cpu_threads : 0;
         const bool progress = resources.show_progress();
-        solver_tuning tune;
+        SolverTuning tune;
         if (tuning != nullptr) {
           tune = *tuning;
-          if (tune.path == gpu_path::automatic) {
-            solve_problem problem = problem_of(a, options);
-            problem.requested = gpu_path::automatic;
+          if (tune.path == GpuPath::automatic) {
+            SolveProblem problem = problem_of(a, options);
+            problem.requested = GpuPath::automatic;
             tune.path = tuning_for(std::max(0, where.device), problem).path;
             tune.fall_back_to_graph = true;
           }
@@ -548,13 +548,13 @@ SolverResult solve_with(const Resources& resources, const host_csr<double>& a, s
 
 }  // namespace
 
-SolverResult solve(const Resources& resources, const host_csr<double>& a, std::span<const double> b,
+SolverResult solve(const Resources& resources, const HostCsr<double>& a, std::span<const double> b,
                    const SolverOptions& options) {
   return solve_with(resources, a, b, options, nullptr);
 }
 
-SolverResult solve_tuned(const Resources& resources, const host_csr<double>& a, std::span<const double> b,
-                         const SolverOptions& options, const solver_tuning& tuning) {
+SolverResult solve_tuned(const Resources& resources, const HostCsr<double>& a, std::span<const double> b,
+                         const SolverOptions& options, const SolverTuning& tuning) {
   return solve_with(resources, a, b, options, &tuning);
 }
 

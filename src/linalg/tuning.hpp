@@ -12,19 +12,19 @@ namespace molaccel::linalg {
 // of `batch` iterations replayed as one CUDA graph per host check; resident: one cooperative
 // kernel keeps every thread's rows in registers (systems up to a few hundred thousand rows);
 // fused: one cooperative kernel streams the vectors through global memory (any n).
-enum class gpu_path { automatic, graph, resident, fused };
+enum class GpuPath { automatic, graph, resident, fused };
 
 // The problem as the tuning sees it.
-struct solve_problem {
+struct SolveProblem {
   std::size_t rows = 0;
   bool cg = false;  // CG, else BiCGStab
-  gpu_path requested = gpu_path::automatic;
+  GpuPath requested = GpuPath::automatic;
 };
 
 // Every field but `path` and `fall_back_to_graph`: 0 = chosen when the kernel is configured
 // (cuda/resident_dispatch.cpp: from the device's occupancy and the matrix).
-struct solver_tuning {
-  gpu_path path = gpu_path::graph;
+struct SolverTuning {
+  GpuPath path = GpuPath::graph;
   // Automatic path: a resident or fused kernel that cannot take the system hands it to the graph.
   bool fall_back_to_graph = false;
   int batch = 0;  // iterations per host check; 0: 8 in the graph path, the whole solve otherwise
@@ -57,6 +57,6 @@ inline constexpr std::size_t fused_l1_max_rows = 2000000;
 // depend on the problem size alone. The choices that depend on the device (its SMs, shared
 // memory and each kernel's occupancy) are left at 0 and made by the resident dispatch when it
 // configures the kernel; `device` is where a per-architecture table would be looked up.
-solver_tuning tuning_for(int device, const solve_problem& problem);
+SolverTuning tuning_for(int device, const SolveProblem& problem);
 
 }  // namespace molaccel::linalg

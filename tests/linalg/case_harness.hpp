@@ -1,4 +1,4 @@
-// Shared by the CPU and GPU tests: expression cases run through custom_operation on a device
+// Shared by the CPU and GPU tests: expression cases run through CustomOperation on a device
 // (or the host) and through the loop-per-operation reference, on the same random data.
 #pragma once
 
@@ -16,12 +16,12 @@
 
 namespace molaccel::linalg::testing {
 
-enum class operand_kind { vec, dense, csr, host_scalar, device_scalar };
+enum class OperandKind { vec, dense, csr, host_scalar, device_scalar };
 
-struct test_case {
+struct TestCase {
   std::string name;
-  std::vector<statement> statements;
-  std::vector<operand_kind> operands;
+  std::vector<Statement> statements;
+  std::vector<OperandKind> operands;
   bool has_reduction = false;
 };
 
@@ -29,22 +29,22 @@ MOLACCEL_EW_MODIFIER(F, "1/(1+X)");
 MOLACCEL_EW_MODIFIER(G, "X*X");
 
 template <class T>
-std::vector<test_case> expression_cases() {
-  using K = operand_kind;
-  symbolic_vector<T, 0> x;
-  symbolic_vector<T, 1> y;
-  symbolic_vector<T, 2> z;
-  std::vector<test_case> c;
+std::vector<TestCase> expression_cases() {
+  using K = OperandKind;
+  SymbolicVector<T, 0> x;
+  SymbolicVector<T, 1> y;
+  SymbolicVector<T, 2> z;
+  std::vector<TestCase> c;
   c.push_back({"vec0_eq_vec1_plus_vec2", {x = y + z}, {K::vec, K::vec, K::vec}});
   {
-    cpu_symbolic_scalar<T, 3> alpha;
+    CpuSymbolicScalar<T, 3> alpha;
     c.push_back({"scaled_difference", {x = 2.5 * y - z * alpha}, {K::vec, K::vec, K::vec, K::host_scalar}});
   }
   {  // the paper's BLAS-1 example: x += (alpha + beta) * x - (y - F(G(z)))
-    gpu_symbolic_scalar<T, 1> alpha;
-    gpu_symbolic_scalar<T, 2> beta;
-    symbolic_vector<T, 3> y3;
-    symbolic_vector<T, 4> z4;
+    GpuSymbolicScalar<T, 1> alpha;
+    GpuSymbolicScalar<T, 2> beta;
+    SymbolicVector<T, 3> y3;
+    SymbolicVector<T, 4> z4;
     c.push_back({"paper_blas1",
                  {x += (alpha + beta) * x - (y3 - F(G(z4)))},
                  {K::vec, K::device_scalar, K::device_scalar, K::vec, K::vec}});
@@ -60,45 +60,45 @@ std::vector<test_case> expression_cases() {
                {K::vec, K::vec, K::vec},
                true});
   {  // the paper's BLAS-2 example: x = prod(A, inner_prod(y, y + z) * y + z), dense
-    symbolic_matrix<T, 1> a;
-    symbolic_vector<T, 2> y2;
-    symbolic_vector<T, 3> z3;
+    SymbolicMatrix<T, 1> a;
+    SymbolicVector<T, 2> y2;
+    SymbolicVector<T, 3> z3;
     c.push_back({"paper_blas2_dense",
                  {x = prod(a, inner_prod(y2, y2 + z3) * y2 + z3)},
                  {K::vec, K::dense, K::vec, K::vec},
                  true});
   }
   {  // x = y - alpha * (prod(A, y) - z): tokens, no temporary
-    symbolic_csr_matrix<T, 1> a;
-    symbolic_vector<T, 2> y2;
-    symbolic_vector<T, 3> z3;
-    cpu_symbolic_scalar<T, 4> alpha;
+    SymbolicCsrMatrix<T, 1> a;
+    SymbolicVector<T, 2> y2;
+    SymbolicVector<T, 3> z3;
+    CpuSymbolicScalar<T, 4> alpha;
     c.push_back({"paper_tokens_csr",
                  {x = y2 - alpha * (prod(a, y2) - z3)},
                  {K::vec, K::csr, K::vec, K::vec, K::host_scalar}});
-    symbolic_matrix<T, 1> d;
+    SymbolicMatrix<T, 1> d;
     c.push_back({"paper_tokens_dense",
                  {x = y2 - alpha * (prod(d, y2) - z3)},
                  {K::vec, K::dense, K::vec, K::vec, K::host_scalar}});
   }
   c.push_back({"plane_rotation", {x = x + y, y = -x + y}, {K::vec, K::vec}});
   {  // a product that reads the vector it writes needs a temporary
-    symbolic_csr_matrix<T, 1> a;
+    SymbolicCsrMatrix<T, 1> a;
     c.push_back({"product_of_target_csr", {x = prod(a, x) + 0.5 * x}, {K::vec, K::csr}});
-    symbolic_matrix<T, 1> d;
+    SymbolicMatrix<T, 1> d;
     c.push_back({"product_of_target_dense", {x = prod(d, element_prod(x, x))}, {K::vec, K::dense}});
   }
   {  // scalar target beside a vector target that uses the same inner product
-    gpu_symbolic_scalar<T, 3> s;
+    GpuSymbolicScalar<T, 3> s;
     c.push_back({"scalar_and_vector_targets",
                  {s = inner_prod(y, z), x = inner_prod(y, z) * y - z},
                  {K::vec, K::vec, K::vec, K::device_scalar},
                  true});
   }
   {
-    gpu_symbolic_scalar<T, 0> s;
-    symbolic_vector<T, 1> y1;
-    cpu_symbolic_scalar<T, 2> alpha;
+    GpuSymbolicScalar<T, 0> s;
+    SymbolicVector<T, 1> y1;
+    CpuSymbolicScalar<T, 2> alpha;
     c.push_back({"safe_div_by_zero",
                  {s = safe_div(inner_prod(y1, y1), alpha - alpha) + greater(norm_2(y1), alpha - alpha) +
                       nonzero(alpha)},
@@ -106,17 +106,17 @@ std::vector<test_case> expression_cases() {
                  true});
   }
   {
-    cpu_symbolic_scalar<T, 2> alpha;
+    CpuSymbolicScalar<T, 2> alpha;
     c.push_back({"modifier_of_scalar", {x -= F(alpha) * y}, {K::vec, K::vec, K::host_scalar}});
   }
   return c;
 }
 
-inline host_csr<double> random_csr(std::size_t n, std::mt19937_64& rng) {
+inline HostCsr<double> random_csr(std::size_t n, std::mt19937_64& rng) {
   // About five entries per row (the seed's Poisson systems), random columns, sorted, unique.
   std::uniform_real_distribution<double> value(0.5, 1.5);
   std::uniform_int_distribution<std::size_t> column(0, n - 1);
-  host_csr<double> a;
+  HostCsr<double> a;
   a.rows = a.cols = n;
   for (std::size_t r = 0; r < n; ++r) {
     std::vector<std::int32_t> cols{static_cast<std::int32_t>(r)};
@@ -134,19 +134,19 @@ inline host_csr<double> random_csr(std::size_t n, std::mt19937_64& rng) {
 
 // Runs `tc` on containers at `where` and on the reference; checks every target.
 template <class T>
-void check_case(const test_case& tc, std::size_t n, const placement& where, std::uint64_t seed) {
+void check_case(const TestCase& tc, std::size_t n, const Placement& where, std::uint64_t seed) {
   SCOPED_TRACE(fmt::format("{} n={} {} on {}", tc.name, n, to_string(value_type_of<T>()), where.describe()));
   std::mt19937_64 rng(seed);
   // Values in [0.5, 1.5]: log, sqrt and divisions stay well conditioned.
   std::uniform_real_distribution<double> value(0.5, 1.5);
   const std::size_t k = tc.operands.size();
-  std::vector<reference_operand> ref(k);
-  std::vector<host_csr<double>> csr(k);
-  std::vector<vector<T>> vecs(k);
-  std::vector<matrix<T>> mats(k);
-  std::vector<csr_matrix<T>> csrs(k);
-  std::vector<scalar<T>> scalars(k);
-  std::vector<argument> args;
+  std::vector<ReferenceOperand> ref(k);
+  std::vector<HostCsr<double>> csr(k);
+  std::vector<Vector<T>> vecs(k);
+  std::vector<Matrix<T>> mats(k);
+  std::vector<CsrMatrix<T>> csrs(k);
+  std::vector<Scalar<T>> scalars(k);
+  std::vector<Argument> args;
   for (std::size_t i = 0; i < k; ++i) {
     auto fill = [&](std::size_t count) {
       std::vector<double> v(count);
@@ -154,45 +154,45 @@ void check_case(const test_case& tc, std::size_t n, const placement& where, std:
       return v;
     };
     switch (tc.operands[i]) {
-      case operand_kind::vec: {
+      case OperandKind::vec: {
         ref[i].values = fill(n);
-        vecs[i] = vector<T>(where, n);
+        vecs[i] = Vector<T>(where, n);
         vecs[i].copy_from_host(std::vector<T>(ref[i].values.begin(), ref[i].values.end()));
         args.emplace_back(vecs[i]);
         break;
       }
-      case operand_kind::dense: {
+      case OperandKind::dense: {
         ref[i].values = fill(n * n);
         for (auto& e : ref[i].values) e /= double(n);  // keeps products O(1)
         for (auto& e : ref[i].values) e = double(T(e));
         ref[i].rows = ref[i].cols = n;
-        mats[i] = matrix<T>(where, n, n);
+        mats[i] = Matrix<T>(where, n, n);
         mats[i].copy_from_host(std::vector<T>(ref[i].values.begin(), ref[i].values.end()));
         args.emplace_back(mats[i]);
         break;
       }
-      case operand_kind::csr: {
+      case OperandKind::csr: {
         csr[i] = random_csr(n, rng);
         for (auto& e : csr[i].values) e = double(T(e));
         ref[i].csr = &csr[i];
-        csrs[i] = csr_matrix<T>(where, csr[i]);
+        csrs[i] = CsrMatrix<T>(where, csr[i]);
         args.emplace_back(csrs[i]);
         break;
       }
-      case operand_kind::host_scalar: {
+      case OperandKind::host_scalar: {
         ref[i].values = fill(1);
         args.emplace_back(T(ref[i].values[0]));
         break;
       }
-      case operand_kind::device_scalar: {
+      case OperandKind::device_scalar: {
         ref[i].values = fill(1);
-        scalars[i] = scalar<T>(where, T(ref[i].values[0]));
+        scalars[i] = Scalar<T>(where, T(ref[i].values[0]));
         args.emplace_back(scalars[i]);
         break;
       }
     }
   }
-  custom_operation op(tc.statements);
+  CustomOperation op(tc.statements);
   op.run(args);
   reference_execute(tc.statements, ref);
 
@@ -205,7 +205,7 @@ void check_case(const test_case& tc, std::size_t n, const placement& where, std:
   for (const auto& s : tc.statements) {
     const int t = s.target()->index;
     std::vector<double> got;
-    if (tc.operands[t] == operand_kind::vec) {
+    if (tc.operands[t] == OperandKind::vec) {
       const auto h = vecs[t].to_host();
       got.assign(h.begin(), h.end());
     } else {

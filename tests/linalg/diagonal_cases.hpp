@@ -18,11 +18,11 @@ namespace molaccel::linalg::testing {
 // else uniform in [-1, 1]; the diagonal is 1 + the row's sum of |off-diagonal| (strictly
 // diagonally dominant, so both solvers converge), with a random sign flip of the
 // off-diagonals making it nonsymmetric.
-inline host_csr<double> random_banded(std::size_t n, const std::vector<int>& offsets, double holes,
-                                      std::uint64_t seed) {
+inline HostCsr<double> random_banded(std::size_t n, const std::vector<int>& offsets, double holes,
+                                     std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> u(-1.0, 1.0), p(0.0, 1.0);
-  host_csr<double> a;
+  HostCsr<double> a;
   a.rows = a.cols = n;
   for (std::size_t i = 0; i < n; ++i) {
     std::vector<std::pair<std::int32_t, double>> row;
@@ -54,11 +54,11 @@ inline host_csr<double> random_banded(std::size_t n, const std::vector<int>& off
 // cells (i + a, j + b) of `stencil` that lie in the grid (none across the grid's edges, so the
 // matrix is a grid in diagonal_grid_of's sense), with holes, +-0 and the diagonal as in
 // random_banded. `stencil` holds (a, b) pairs; (0, 0) must be among them.
-inline host_csr<double> random_stencil(int height, int width, const std::vector<std::pair<int, int>>& stencil,
-                                       double holes, std::uint64_t seed) {
+inline HostCsr<double> random_stencil(int height, int width, const std::vector<std::pair<int, int>>& stencil,
+                                      double holes, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> u(-1.0, 1.0), p(0.0, 1.0);
-  host_csr<double> a;
+  HostCsr<double> a;
   a.rows = a.cols = std::size_t(height) * std::size_t(width);
   for (int i = 0; i < height; ++i)
     for (int j = 0; j < width; ++j) {
@@ -91,12 +91,12 @@ inline host_csr<double> random_stencil(int height, int width, const std::vector<
 // A constant stencil on a height x width grid: row (i, j) holds value v at cell (i + a, j + b)
 // for each {a, b, v} of `stencil` whose cell lies in the grid (sorted by column), so every
 // diagonal is one value (diagonal_constant_of).
-struct stencil_term {
+struct StencilTerm {
   int a, b;
   double v;
 };
-inline host_csr<double> constant_stencil(int height, int width, const std::vector<stencil_term>& stencil) {
-  host_csr<double> m;
+inline HostCsr<double> constant_stencil(int height, int width, const std::vector<StencilTerm>& stencil) {
+  HostCsr<double> m;
   m.rows = m.cols = std::size_t(height) * std::size_t(width);
   for (int i = 0; i < height; ++i)
     for (int j = 0; j < width; ++j) {
@@ -115,10 +115,10 @@ inline host_csr<double> constant_stencil(int height, int width, const std::vecto
 }
 
 // A random sparse matrix with no band structure (columns anywhere): never stored by diagonals.
-inline host_csr<double> random_scattered(std::size_t n, int per_row, std::uint64_t seed) {
+inline HostCsr<double> random_scattered(std::size_t n, int per_row, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<std::size_t> col(0, n - 1);
-  host_csr<double> a;
+  HostCsr<double> a;
   a.rows = a.cols = n;
   for (std::size_t i = 0; i < n; ++i) {
     std::vector<std::int32_t> cols{std::int32_t(i)};

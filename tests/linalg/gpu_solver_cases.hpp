@@ -18,9 +18,9 @@
 namespace molaccel::linalg::testing {
 
 // A test system and the name its failures are reported under.
-struct named_system {
+struct NamedSystem {
   std::string name;
-  host_csr<double> a;
+  HostCsr<double> a;
 };
 
 // Resources on the first GPU, where every test here runs.
@@ -30,7 +30,7 @@ inline Resources first_gpu() {
   return Resources::create(ro);
 }
 
-inline double true_residual(const host_csr<double>& a, const std::vector<double>& b,
+inline double true_residual(const HostCsr<double>& a, const std::vector<double>& b,
                             const std::vector<double>& x) {
   const auto ax = multiply(a, x);
   double num = 0, den = 0;
@@ -41,15 +41,15 @@ inline double true_residual(const host_csr<double>& a, const std::vector<double>
   return std::sqrt(num / den);
 }
 
-inline std::vector<double> ones_rhs(const host_csr<double>& a) {
+inline std::vector<double> ones_rhs(const HostCsr<double>& a) {
   return multiply(a, std::vector<double>(a.rows, 1.0));
 }
 
 // A banded test matrix of any size: 4 + shift on the diagonal, couplings at +-1 and +-m (m about
 // sqrt(n), the 5-point stencil's shape without its boundary pattern); `skew` makes the +1 and -1
 // couplings differ (a convection term), so the matrix is not symmetric.
-inline host_csr<double> banded(std::size_t n, double skew) {
-  host_csr<double> a;
+inline HostCsr<double> banded(std::size_t n, double skew) {
+  HostCsr<double> a;
   a.rows = a.cols = n;
   const std::size_t m = std::max<std::size_t>(2, std::size_t(std::sqrt(double(n))));
   for (std::size_t i = 0; i < n; ++i) {
@@ -68,8 +68,8 @@ inline host_csr<double> banded(std::size_t n, double skew) {
 }
 
 // The skew-symmetric 2 x 2 matrix: (p, Ap) = 0 for CG, rho = 0 for BiCGStab.
-inline host_csr<double> skew_2x2() {
-  host_csr<double> skew;
+inline HostCsr<double> skew_2x2() {
+  HostCsr<double> skew;
   skew.rows = skew.cols = 2;
   skew.row_ptr = {0, 1, 2};
   skew.col_idx = {1, 0};
@@ -79,23 +79,23 @@ inline host_csr<double> skew_2x2() {
 
 // The tuning tuning_for picks for `path` (not falling back to the graph path), changed by `adjust`.
 template <class Adjust>
-solver_tuning tuning_of(const host_csr<double>& a, const SolverOptions& o, gpu_path path, Adjust adjust) {
-  solve_problem problem = problem_of(a, o);
+SolverTuning tuning_of(const HostCsr<double>& a, const SolverOptions& o, GpuPath path, Adjust adjust) {
+  SolveProblem problem = problem_of(a, o);
   problem.requested = path;
-  solver_tuning t = tuning_for(0, problem);
+  SolverTuning t = tuning_for(0, problem);
   t.batch = o.batch;
   adjust(t);
   return t;
 }
-inline solver_tuning tuning_of(const host_csr<double>& a, const SolverOptions& o, gpu_path path) {
-  return tuning_of(a, o, path, [](solver_tuning&) {});
+inline SolverTuning tuning_of(const HostCsr<double>& a, const SolverOptions& o, GpuPath path) {
+  return tuning_of(a, o, path, [](SolverTuning&) {});
 }
 
 // What every solve must give: one residual per iteration plus the initial one; when converged,
 // its own residual and the one recomputed in double on the host within tol (fp32: 10 tol, the
 // recurrence drifts from the true residual by n * eps * cond, as in the CPU test); no NaN or
 // infinity in x.
-inline void expect_valid_solution(const SolverResult& r, const host_csr<double>& a,
+inline void expect_valid_solution(const SolverResult& r, const HostCsr<double>& a,
                                   const std::vector<double>& b, const SolverOptions& o) {
   EXPECT_EQ(r.residual_history.size(), std::size_t(r.iterations) + 1);
   if (r.status == SolverStatus::converged) {
@@ -146,7 +146,7 @@ void for_each_graph_comparison(Check check) {
 // Against the graph path: the same status; the iteration count within +-1 in fp64 on small
 // systems (only the summation order and rho' = (r0, s) - omega (r0, t) differ), 10% on
 // BiCGStab above 20,000 rows (erratic enough that the order moves the count) and in fp32.
-inline void expect_close_to_graph(const SolverResult& r, const SolverResult& ref, const host_csr<double>& a,
+inline void expect_close_to_graph(const SolverResult& r, const SolverResult& ref, const HostCsr<double>& a,
                                   const SolverOptions& o) {
   EXPECT_EQ(r.status, ref.status) << to_string(r.status) << " vs " << to_string(ref.status);
   if (o.precision == Precision::fp32) {

@@ -20,19 +20,19 @@ MOLACCEL_EW_MODIFIER(MatSquash, "1/(1+X*X)");
 
 // Operands: 0 = A (target), 1 = B, 2 = C, 3 = alpha (host), 4 = beta (device scalar).
 template <class T>
-struct matrix_case {
+struct MatrixCase {
   std::string name;
-  std::vector<statement> statements;
+  std::vector<Statement> statements;
   bool second_target = false;  // B is written too
 };
 
 template <class T>
-std::vector<matrix_case<T>> matrix_cases() {
-  symbolic_matrix<T, 0> A;
-  symbolic_matrix<T, 1> B;
-  symbolic_matrix<T, 2> C;
-  cpu_symbolic_scalar<T, 3> alpha;
-  gpu_symbolic_scalar<T, 4> beta;
+std::vector<MatrixCase<T>> matrix_cases() {
+  SymbolicMatrix<T, 0> A;
+  SymbolicMatrix<T, 1> B;
+  SymbolicMatrix<T, 2> C;
+  CpuSymbolicScalar<T, 3> alpha;
+  GpuSymbolicScalar<T, 4> beta;
   return {
       {"axpy", {A = alpha * B + C + 0.0 * beta}},
       {"add_assign", {A += B + 0.0 * alpha + 0.0 * beta + 0.0 * C}},
@@ -49,7 +49,7 @@ std::vector<matrix_case<T>> matrix_cases() {
 // |got - want| <= tol * (1 + |want|): fp64 1e-12 (a few roundings of values of order 1-10);
 // fp32 2e-6 (a few ulps of exp/tanh/sqrt and of the sums).
 template <class T>
-void check_matrix_case(const matrix_case<T>& tc, std::size_t rows, std::size_t cols, const placement& where,
+void check_matrix_case(const MatrixCase<T>& tc, std::size_t rows, std::size_t cols, const Placement& where,
                        std::uint64_t seed) {
   SCOPED_TRACE(tc.name + " " + std::to_string(rows) + "x" + std::to_string(cols) + " on " + where.describe());
   std::mt19937_64 rng(seed);
@@ -58,16 +58,16 @@ void check_matrix_case(const matrix_case<T>& tc, std::size_t rows, std::size_t c
   for (auto& m : host)
     for (auto& v : m) v = T(u(rng));
   const T alpha_value = T(0.75), beta_value = T(-1.25);
-  std::vector<matrix<T>> mats;
+  std::vector<Matrix<T>> mats;
   for (int i = 0; i < 3; ++i) {
     mats.emplace_back(where, rows, cols);
     mats.back().copy_from_host(host[i]);
   }
-  scalar<T> beta(where, beta_value);
-  custom_operation op(tc.statements);
+  Scalar<T> beta(where, beta_value);
+  CustomOperation op(tc.statements);
   op(mats[0], mats[1], mats[2], alpha_value, beta);
 
-  std::vector<reference_operand> ref(5);
+  std::vector<ReferenceOperand> ref(5);
   for (int i = 0; i < 3; ++i) {
     ref[i].values.assign(host[i].begin(), host[i].end());
     ref[i].rows = rows;
@@ -93,7 +93,7 @@ void check_matrix_case(const matrix_case<T>& tc, std::size_t rows, std::size_t c
 }
 
 template <class T>
-void check_all_matrix_cases(const placement& where) {
+void check_all_matrix_cases(const Placement& where) {
   std::uint64_t seed = 500;
   const std::vector<std::pair<std::size_t, std::size_t>> shapes = {{1, 1},   {3, 5},     {7, 33},
                                                                    {64, 32}, {100, 100}, {257, 31}};
@@ -103,20 +103,20 @@ void check_all_matrix_cases(const placement& where) {
 
 // Shapes must match; a matrix target takes no vectors; matrices mix with vectors nowhere.
 template <class T>
-void check_matrix_errors(const placement& where) {
-  symbolic_matrix<T, 0> A;
-  symbolic_matrix<T, 1> B;
-  symbolic_vector<T, 1> v;
-  symbolic_vector<T, 0> x;
-  matrix<T> a(where, 4, 5), b(where, 4, 6), c(where, 5, 5);
-  custom_operation copy(A = B + 1.0);
+void check_matrix_errors(const Placement& where) {
+  SymbolicMatrix<T, 0> A;
+  SymbolicMatrix<T, 1> B;
+  SymbolicVector<T, 1> v;
+  SymbolicVector<T, 0> x;
+  Matrix<T> a(where, 4, 5), b(where, 4, 6), c(where, 5, 5);
+  CustomOperation copy(A = B + 1.0);
   EXPECT_THROW(copy(a, b), Error);
   EXPECT_THROW(copy(a, c), Error);
-  EXPECT_THROW((void)(A + v), Error);                               // matrix + vector
-  EXPECT_THROW((void)(A * B), Error);                               // ambiguous: element_prod()
-  EXPECT_THROW((void)(x = B + 1.0), Error);                         // a matrix assigned to a vector
-  EXPECT_THROW((void)(A = v + 1.0), Error);                         // a vector assigned to a matrix
-  EXPECT_THROW(custom_operation(A = B + inner_prod(v, v)), Error);  // reads a vector
+  EXPECT_THROW((void)(A + v), Error);                              // matrix + vector
+  EXPECT_THROW((void)(A * B), Error);                              // ambiguous: element_prod()
+  EXPECT_THROW((void)(x = B + 1.0), Error);                        // a matrix assigned to a vector
+  EXPECT_THROW((void)(A = v + 1.0), Error);                        // a vector assigned to a matrix
+  EXPECT_THROW(CustomOperation(A = B + inner_prod(v, v)), Error);  // reads a vector
 }
 
 }  // namespace molaccel::linalg::testing

@@ -10,7 +10,7 @@ namespace {
 template <class T>
 void compile_all() {
   for (const auto& tc : expression_cases<T>()) {
-    custom_operation op(tc.statements);
+    CustomOperation op(tc.statements);
     // The group size only changes stages with products: 32 for dense rows, 4 for CSR rows.
     const bool dense = tc.name.find("dense") != std::string::npos;
     for (int group : {dense ? 32 : 4}) {
@@ -47,7 +47,7 @@ TEST(LinalgCodegen, NvrtcCompilesMatrixTargetKernels) {
   MOLACCEL_REQUIRE_NVRTC();
   auto compile = [](const auto& cases) {
     for (const auto& tc : cases) {
-      custom_operation op(tc.statements);
+      CustomOperation op(tc.statements);
       JitRequest request;
       request.source = op.cuda_source();
       request.program_name = op.name().substr(0, 60) + ".cu";
@@ -67,7 +67,7 @@ TEST(LinalgCodegen, NvrtcCompilesMatrixTargetKernels) {
 
 TEST(LinalgCodegen, NvrtcCompilesEverySolverKernel) {
   MOLACCEL_REQUIRE_NVRTC();
-  for (auto type : {value_type::f32, value_type::f64})
+  for (auto type : {ValueType::f32, ValueType::f64})
     for (bool jacobi : {false, true}) {
       const auto plans = solver_plans(type, jacobi);
       for (const auto* plan : plans) {
@@ -86,12 +86,12 @@ TEST(LinalgCodegen, NvrtcCompilesEverySolverKernel) {
 }
 
 TEST(LinalgCodegen, ReadableSourceForThePaperBlas1Example) {
-  symbolic_vector<double, 0> x;
-  gpu_symbolic_scalar<double, 1> alpha;
-  gpu_symbolic_scalar<double, 2> beta;
-  symbolic_vector<double, 3> y;
-  symbolic_vector<double, 4> z;
-  custom_operation op(x += (alpha + beta) * x - (y - F(G(z))));
+  SymbolicVector<double, 0> x;
+  GpuSymbolicScalar<double, 1> alpha;
+  GpuSymbolicScalar<double, 2> beta;
+  SymbolicVector<double, 3> y;
+  SymbolicVector<double, 4> z;
+  CustomOperation op(x += (alpha + beta) * x - (y - F(G(z))));
   EXPECT_EQ(op.kernels_per_run(), 1);  // one fused kernel
   const std::string src = op.cuda_source();
   EXPECT_NE(src.find("__device__ __forceinline__ T modifier_F(T X) { return (T(1.0) / (T(1.0) + X)); }"),

@@ -16,7 +16,7 @@ namespace {
 // The CSR row sums in CSR order, and the same over the layout as the fused kernel does them
 // (stream_product<2>: the non-NaN values in increasing offset order), both with fused
 // multiply-adds as nvcc contracts acc += v * x.
-std::vector<double> csr_product(const host_csr<double>& a, const std::vector<double>& x) {
+std::vector<double> csr_product(const HostCsr<double>& a, const std::vector<double>& x) {
   std::vector<double> y(a.rows);
   for (std::size_t i = 0; i < a.rows; ++i) {
     double acc = 0;
@@ -25,7 +25,7 @@ std::vector<double> csr_product(const host_csr<double>& a, const std::vector<dou
   }
   return y;
 }
-std::vector<double> diagonal_product(const diagonal_layout& d, const std::vector<double>& x) {
+std::vector<double> diagonal_product(const DiagonalLayout& d, const std::vector<double>& x) {
   const std::size_t n = x.size();
   std::vector<double> y(n);
   for (std::size_t i = 0; i < n; ++i) {
@@ -43,7 +43,7 @@ bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
 }
 
 // Every CSR entry sits at its place in the layout, and every other slot is NaN.
-void expect_layout_matches(const host_csr<double>& a, const diagonal_layout& d) {
+void expect_layout_matches(const HostCsr<double>& a, const DiagonalLayout& d) {
   const std::size_t n = a.rows;
   ASSERT_EQ(d.values.size(), d.offsets.size() * n);
   for (std::size_t k = 1; k < d.offsets.size(); ++k) EXPECT_LT(d.offsets[k - 1], d.offsets[k]);
@@ -111,7 +111,7 @@ TEST(LinalgDiagonal, GridOfStencils) {
   // One crossing entry is enough: Poisson 20 with a(19, 20) added.
   auto crossed = poisson_2d(20);
   {
-    host_csr<double> c;
+    HostCsr<double> c;
     c.rows = c.cols = crossed.rows;
     for (std::size_t i = 0; i < crossed.rows; ++i) {
       for (auto k = crossed.row_ptr[i]; k < crossed.row_ptr[i + 1]; ++k) {
@@ -139,7 +139,7 @@ TEST(LinalgDiagonal, GridOfStencils) {
 // are; a random stencil, one changed value, a hole inside the grid and an infinite coefficient
 // are not.
 TEST(LinalgDiagonal, ConstantStencils) {
-  auto constant = [](const host_csr<double>& m) -> std::optional<std::vector<double>> {
+  auto constant = [](const HostCsr<double>& m) -> std::optional<std::vector<double>> {
     const auto d = diagonal_storage(m);
     if (!d) return std::nullopt;
     const auto g = diagonal_grid_of(*d, m.rows);
@@ -150,8 +150,8 @@ TEST(LinalgDiagonal, ConstantStencils) {
   const auto cp = constant(p);
   ASSERT_TRUE(cp.has_value());
   EXPECT_EQ(*cp, (std::vector<double>{-1, -1, 4, -1, -1}));
-  const std::vector<stencil_term> seven = {{-1, -1, -0.5}, {-1, 0, -1.25}, {0, -1, -0.0}, {0, 0, 6.0},
-                                           {0, 1, -1.0},   {1, 0, -1.5},   {1, 1, -0.25}};
+  const std::vector<StencilTerm> seven = {{-1, -1, -0.5}, {-1, 0, -1.25}, {0, -1, -0.0}, {0, 0, 6.0},
+                                          {0, 1, -1.0},   {1, 0, -1.5},   {1, 1, -0.25}};
   const auto s = constant_stencil(23, 41, seven);
   const auto cs = constant(s);
   ASSERT_TRUE(cs.has_value());
@@ -164,7 +164,7 @@ TEST(LinalgDiagonal, ConstantStencils) {
   EXPECT_TRUE(diagonal_storage(changed).has_value());
   EXPECT_FALSE(constant(changed).has_value());
   // A hole: row 500 without its first entry (a neighbour inside the grid).
-  host_csr<double> hole;
+  HostCsr<double> hole;
   hole.rows = hole.cols = p.rows;
   for (std::size_t i = 0; i < p.rows; ++i) {
     for (auto k = p.row_ptr[i]; k < p.row_ptr[i + 1]; ++k)
@@ -185,7 +185,7 @@ TEST(LinalgDiagonal, OtherMatricesDoNotQualify) {
   // Nine diagonals (one more than diagonal_max_count).
   EXPECT_FALSE(diagonal_storage(random_banded(100, {-4, -3, -2, -1, 0, 1, 2, 3, 4}, 0.0, 2)).has_value());
   // Too much padding: 2 x 100 slots for 101 entries.
-  host_csr<double> far;
+  HostCsr<double> far;
   far.rows = far.cols = 100;
   for (std::size_t i = 0; i < 100; ++i) {
     far.col_idx.push_back(std::int32_t(i));
@@ -232,7 +232,7 @@ TEST(LinalgDiagonal, ProductIsTheCsrProductBitForBit) {
     EXPECT_TRUE(same_bits(csr_product(a, x), diagonal_product(*d, x)));
   }
   // Signed zeros and non-finite x on a 3 x 3 matrix with a hole (a(0, 1)) and -0 entries.
-  host_csr<double> z;
+  HostCsr<double> z;
   z.rows = z.cols = 3;
   z.row_ptr = {0, 1, 3, 4};
   z.col_idx = {0, 1, 2, 2};

@@ -10,10 +10,10 @@ namespace molaccel::linalg {
 namespace {
 
 TEST(LinalgExpression, PaperKernelName) {
-  symbolic_vector<double, 0> x;
-  symbolic_vector<double, 1> y;
-  symbolic_vector<double, 2> z;
-  custom_operation op(x = y + z);
+  SymbolicVector<double, 0> x;
+  SymbolicVector<double, 1> y;
+  SymbolicVector<double, 2> z;
+  CustomOperation op(x = y + z);
   EXPECT_EQ(op.name(), "vec0_eq_vec1_plus_vec2");
   EXPECT_EQ(op.kernels_per_run(), 1);
   EXPECT_NE(op.cuda_source().find("__global__ void __launch_bounds__(256) vec0_eq_vec1_plus_vec2("),
@@ -21,31 +21,31 @@ TEST(LinalgExpression, PaperKernelName) {
 }
 
 TEST(LinalgExpression, ShapeAndTypeErrors) {
-  symbolic_vector<double, 0> x;
-  symbolic_vector<double, 1> y;
-  symbolic_vector<float, 2> f;
-  symbolic_matrix<double, 3> a;
+  SymbolicVector<double, 0> x;
+  SymbolicVector<double, 1> y;
+  SymbolicVector<float, 2> f;
+  SymbolicMatrix<double, 3> a;
   EXPECT_THROW((void)(x * y), Error);  // ambiguous: element_prod or inner_prod
   EXPECT_THROW((void)(x / y), Error);
   EXPECT_THROW((void)(x + f), Error);  // mixed precision
   EXPECT_THROW((void)(a + x), Error);  // matrix arithmetic
   EXPECT_THROW((void)prod(x, y), Error);
-  gpu_symbolic_scalar<double, 4> s;
-  EXPECT_THROW((void)(s = x), Error);                                      // vector into scalar
-  EXPECT_THROW(custom_operation(x = y, x = y + y), Error);                 // assigned twice
-  EXPECT_THROW(custom_operation(s = inner_prod(x, x), x = s * y), Error);  // scalar written and read
-  symbolic_vector<double, 5> gap;
-  EXPECT_THROW(custom_operation(x = gap), Error);  // operand numbers 1..4 unused
+  GpuSymbolicScalar<double, 4> s;
+  EXPECT_THROW((void)(s = x), Error);                                     // vector into scalar
+  EXPECT_THROW(CustomOperation(x = y, x = y + y), Error);                 // assigned twice
+  EXPECT_THROW(CustomOperation(s = inner_prod(x, x), x = s * y), Error);  // scalar written and read
+  SymbolicVector<double, 5> gap;
+  EXPECT_THROW(CustomOperation(x = gap), Error);  // operand numbers 1..4 unused
 }
 
 TEST(LinalgExpression, ExpansionIntoTokens) {
   // x = y - alpha*(prod(A, y) - z) -> tokens + y - alpha*prod(A, y) + alpha*z, and no temporary.
-  symbolic_vector<double, 0> x;
-  symbolic_csr_matrix<double, 1> a;
-  symbolic_vector<double, 2> y;
-  symbolic_vector<double, 3> z;
-  cpu_symbolic_scalar<double, 4> alpha;
-  custom_operation op(x = y - alpha * (prod(a, y) - z));
+  SymbolicVector<double, 0> x;
+  SymbolicCsrMatrix<double, 1> a;
+  SymbolicVector<double, 2> y;
+  SymbolicVector<double, 3> z;
+  CpuSymbolicScalar<double, 4> alpha;
+  CustomOperation op(x = y - alpha * (prod(a, y) - z));
   const auto& plan = op.plan();
   EXPECT_TRUE(plan.temporaries.empty());
   ASSERT_EQ(plan.stages.size(), 1u);
@@ -61,55 +61,55 @@ TEST(LinalgExpression, ExpansionIntoTokens) {
 
 TEST(LinalgExpression, InnerProductsRunFirstAndAreFusedIntoTheConsumer) {
   // x = prod(A, inner_prod(y, y + z) * y + z): two kernels (the paper's BLAS-2 example).
-  symbolic_vector<double, 0> x;
-  symbolic_matrix<double, 1> a;
-  symbolic_vector<double, 2> y;
-  symbolic_vector<double, 3> z;
-  custom_operation op(x = prod(a, inner_prod(y, y + z) * y + z));
+  SymbolicVector<double, 0> x;
+  SymbolicMatrix<double, 1> a;
+  SymbolicVector<double, 2> y;
+  SymbolicVector<double, 3> z;
+  CustomOperation op(x = prod(a, inner_prod(y, y + z) * y + z));
   ASSERT_EQ(op.kernels_per_run(), 2);
-  EXPECT_EQ(op.plan().stages[0].what, plan_stage::kind::reduction);
+  EXPECT_EQ(op.plan().stages[0].what, PlanStage::Kind::reduction);
   EXPECT_EQ(op.plan().stages[1].consumed, std::vector<int>{0});
   EXPECT_NE(op.cuda_source().find("sum_partials(partials + 0 * partial_stride"), std::string::npos);
   // Nested inner products need one more level.
-  symbolic_vector<double, 1> u;
-  symbolic_vector<double, 2> w;
-  custom_operation nested(x = inner_prod(u, inner_prod(u, w) * u + w) * w);
+  SymbolicVector<double, 1> u;
+  SymbolicVector<double, 2> w;
+  CustomOperation nested(x = inner_prod(u, inner_prod(u, w) * u + w) * w);
   EXPECT_EQ(nested.kernels_per_run(), 3);
   // A shared inner product is computed once.
-  custom_operation shared(x = inner_prod(u, w) * u + inner_prod(u, w) * w);
+  CustomOperation shared(x = inner_prod(u, w) * u + inner_prod(u, w) * w);
   EXPECT_EQ(shared.plan().reductions.size(), 1u);
 }
 
 TEST(LinalgExpression, TemporaryOnlyWhenAProductReadsAWrittenVector) {
-  symbolic_vector<double, 0> x;
-  symbolic_csr_matrix<double, 1> a;
-  symbolic_vector<double, 2> y;
-  custom_operation direct(x = prod(a, y));
+  SymbolicVector<double, 0> x;
+  SymbolicCsrMatrix<double, 1> a;
+  SymbolicVector<double, 2> y;
+  CustomOperation direct(x = prod(a, y));
   EXPECT_TRUE(direct.plan().temporaries.empty());
-  custom_operation self(x = prod(a, x));
+  CustomOperation self(x = prod(a, x));
   EXPECT_EQ(self.plan().temporaries.size(), 1u);
   EXPECT_EQ(self.kernels_per_run(), 2);
 }
 
 TEST(LinalgExpression, ModifierParser) {
-  elementwise_modifier f("F", "1/(1+X)");
-  symbolic_vector<double, 0> x;
-  symbolic_vector<double, 1> y;
+  ElementwiseModifier f("F", "1/(1+X)");
+  SymbolicVector<double, 0> x;
+  SymbolicVector<double, 1> y;
   EXPECT_EQ(f(y).to_string(), "F(vec1)");
-  elementwise_modifier g("relu", " max(X, 0) * 2e0 - -1.5 ");
-  EXPECT_THROW(elementwise_modifier("H", "1/(1+"), InputError);
-  EXPECT_THROW(elementwise_modifier("H", "foo(X)"), InputError);
-  EXPECT_THROW(elementwise_modifier("H", "X $ 2"), InputError);
-  EXPECT_THROW(elementwise_modifier("1bad", "X"), InputError);
+  ElementwiseModifier g("relu", " max(X, 0) * 2e0 - -1.5 ");
+  EXPECT_THROW(ElementwiseModifier("H", "1/(1+"), InputError);
+  EXPECT_THROW(ElementwiseModifier("H", "foo(X)"), InputError);
+  EXPECT_THROW(ElementwiseModifier("H", "X $ 2"), InputError);
+  EXPECT_THROW(ElementwiseModifier("1bad", "X"), InputError);
   try {
-    elementwise_modifier("H", "X + )");
+    ElementwiseModifier("H", "X + )");
     FAIL();
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("column 5"), std::string::npos) << e.what();
   }
   // Values by hand through the reference: F(G(2)) = 1/(1+4).
   MOLACCEL_EW_MODIFIER(G, "X*X");
-  std::vector<reference_operand> ops(2);
+  std::vector<ReferenceOperand> ops(2);
   ops[0].values = {0.0};
   ops[1].values = {2.0};
   reference_execute({x = f(G(y))}, ops);
@@ -117,9 +117,9 @@ TEST(LinalgExpression, ModifierParser) {
 }
 
 TEST(LinalgExpression, ReferenceByHand) {
-  symbolic_vector<double, 0> x;
-  symbolic_vector<double, 1> y;
-  std::vector<reference_operand> ops(2);
+  SymbolicVector<double, 0> x;
+  SymbolicVector<double, 1> y;
+  std::vector<ReferenceOperand> ops(2);
   ops[0].values = {1, 2};
   ops[1].values = {10, 20};
   // Plane rotation: both right-hand sides see the old x.

@@ -9,8 +9,8 @@
 namespace molaccel::linalg::testing {
 namespace {
 
-placement gpu0() {
-  placement p;
+Placement gpu0() {
+  Placement p;
   p.device = 0;
   return p;
 }
@@ -47,7 +47,7 @@ TEST(LinalgGpuSolvers, GraphPathConverges) {
   MOLACCEL_REQUIRE_GPU();
   const Resources res = first_gpu();
   // Poisson 100 and 600 (3.6 x 10^5 rows) and a nonsymmetric matrix.
-  const std::vector<host_csr<double>> systems = {
+  const std::vector<HostCsr<double>> systems = {
       poisson_2d(100), poisson_2d(600),
       read_matrix_market(molaccel::testing::data_dir() / "linalg" / "ani4.mtx")};
   for (std::size_t s = 0; s < systems.size(); ++s) {
@@ -93,18 +93,18 @@ TEST(LinalgGpuSolvers, BreakdownWithoutNaN) {
 // Against the graph path: the automatic geometry, a few small blocks (many rows per thread), one
 // block (the grid barrier with one arrival), both load paths, CSR (the fallback for matrices
 // that are not banded). The same status; x valid.
-void check_fused(const Resources& res, const host_csr<double>& a, const std::vector<double>& b,
+void check_fused(const Resources& res, const HostCsr<double>& a, const std::vector<double>& b,
                  const SolverOptions& base, const std::string& what) {
   SolverOptions o = base;
   o.launch = Launch::graph;
   const auto ref = solve(res, a, b, o);
   const bool cg = o.solver == Solver::cg;
-  struct geometry {
+  struct Geometry {
     int blocks, threads, loads;
     bool diagonals;
     std::size_t max_rows;
   };
-  const std::vector<geometry> geometries = {
+  const std::vector<Geometry> geometries = {
       {0, 0, 0, true, ~std::size_t(0)},   // automatic
       {8, 128, 0, true, 200000},          // few blocks: many rows per thread
       {1, 128, 0, true, 20000},           // one block
@@ -115,7 +115,7 @@ void check_fused(const Resources& res, const host_csr<double>& a, const std::vec
   const bool qualifies = diagonal_storage(a).has_value();
   for (const auto& g : geometries) {
     if (a.rows > g.max_rows) continue;
-    const auto t = tuning_of(a, o, gpu_path::fused, [&](solver_tuning& t) {
+    const auto t = tuning_of(a, o, GpuPath::fused, [&](SolverTuning& t) {
       t.blocks = g.blocks;
       t.threads = g.threads;
       if (g.loads != 0) t.fused_loads = g.loads;
@@ -140,7 +140,7 @@ void check_fused(const Resources& res, const host_csr<double>& a, const std::vec
 TEST(LinalgGpuFused, AgreesWithGraphPath) {
   MOLACCEL_REQUIRE_GPU();
   const Resources res = first_gpu();
-  for_each_graph_comparison([&](const host_csr<double>& a, const std::vector<double>& b,
+  for_each_graph_comparison([&](const HostCsr<double>& a, const std::vector<double>& b,
                                 const SolverOptions& o,
                                 const std::string& what) { check_fused(res, a, b, o, what); });
   const auto ani = read_matrix_market(molaccel::testing::data_dir() / "linalg" / "ani4.mtx");
@@ -159,7 +159,7 @@ TEST(LinalgGpuFused, AgreesWithGraphPath) {
 TEST(LinalgGpuFused, LoadPathsAndStoragesAgree) {
   MOLACCEL_REQUIRE_GPU();
   const Resources res = first_gpu();
-  const std::vector<named_system> systems = {
+  const std::vector<NamedSystem> systems = {
       {"poisson 317", poisson_2d(317)},
       {"poisson 1000", poisson_2d(1000)},
       {"banded 10007", banded(10007, 0.3)},
@@ -179,7 +179,7 @@ TEST(LinalgGpuFused, LoadPathsAndStoragesAgree) {
         o.max_iterations = a.rows > 200000 ? 200 : 3000;
         o.batch = 64;
         auto run = [&](int loads, bool diagonals, int blocks) {
-          return solve_tuned(res, a, b, o, tuning_of(a, o, gpu_path::fused, [&](solver_tuning& t) {
+          return solve_tuned(res, a, b, o, tuning_of(a, o, GpuPath::fused, [&](SolverTuning& t) {
                                t.fused_loads = loads;
                                t.diagonals = diagonals;
                                t.blocks = blocks;
@@ -238,10 +238,11 @@ TEST(LinalgGpuFused, LargePoissonAgainstGraph) {
           const auto ref = solve(res, a, b, o);
           o.launch = Launch::fused;
           o.batch = 64;
-          const auto r = loads == 0 ? solve(res, a, b, o)
-                                    : solve_tuned(res, a, b, o,
-                                                  tuning_of(a, o, gpu_path::fused,
-                                                            [](solver_tuning& t) { t.fused_loads = 1; }));
+          const auto r =
+              loads == 0
+                  ? solve(res, a, b, o)
+                  : solve_tuned(res, a, b, o,
+                                tuning_of(a, o, GpuPath::fused, [](SolverTuning& t) { t.fused_loads = 1; }));
           SCOPED_TRACE(fmt::format("{} n={} precond {} loads {} -> {} ({} vs {} iterations)",
                                    to_string(solver), a.rows, int(precond), loads, r.backend, r.iterations,
                                    ref.iterations));
@@ -268,7 +269,7 @@ TEST(LinalgGpuFused, BatchesAndCap) {
         o.tolerance = prec == Precision::fp64 ? 1e-8 : 1e-4;
         auto run = [&] {
           return solve_tuned(res, a, b, o,
-                             tuning_of(a, o, gpu_path::fused, [&](solver_tuning& t) { t.blocks = blocks; }));
+                             tuning_of(a, o, GpuPath::fused, [&](SolverTuning& t) { t.blocks = blocks; }));
         };
         const auto whole = run();
         o.batch = 7;
@@ -327,7 +328,7 @@ TEST(LinalgGpuFused, ImmediateConvergenceBreakdownAndErrors) {  // both solvers
   // More blocks than can be co-resident: an error, not a hang.
   o = SolverOptions{};
   EXPECT_THROW(solve_tuned(res, a, ones_rhs(a), o,
-                           tuning_of(a, o, gpu_path::fused, [](solver_tuning& t) { t.blocks = 1000000; })),
+                           tuning_of(a, o, GpuPath::fused, [](SolverTuning& t) { t.blocks = 1000000; })),
                Error);
 }
 

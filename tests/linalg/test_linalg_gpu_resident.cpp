@@ -7,17 +7,17 @@
 namespace molaccel::linalg::testing {
 namespace {
 
-// A resident geometry: solver_tuning's blocks, threads, scope and form (0: automatic), the matrix
+// A resident geometry: SolverTuning's blocks, threads, scope and form (0: automatic), the matrix
 // by diagonals or as CSR, and the largest system it holds.
-struct geometry {
+struct Geometry {
   int blocks, threads, scope;
   std::size_t max_rows;
   int form = 0;
   bool diagonals = true;
 };
 
-solver_tuning resident_tuning(const host_csr<double>& a, const SolverOptions& o, const geometry& g) {
-  return tuning_of(a, o, gpu_path::resident, [&](solver_tuning& t) {
+SolverTuning resident_tuning(const HostCsr<double>& a, const SolverOptions& o, const Geometry& g) {
+  return tuning_of(a, o, GpuPath::resident, [&](SolverTuning& t) {
     t.blocks = g.blocks;
     t.threads = g.threads;
     t.scope = g.scope;
@@ -26,20 +26,20 @@ solver_tuning resident_tuning(const host_csr<double>& a, const SolverOptions& o,
   });
 }
 
-std::string describe(const SolverOptions& o, const geometry& g) {
+std::string describe(const SolverOptions& o, const Geometry& g) {
   return fmt::format("{} {} {} | {}x{} scope {} form {} {}", to_string(o.solver),
                      o.preconditioner == Preconditioner::jacobi ? "jacobi" : "none",
                      o.precision == Precision::fp32 ? "fp32" : "fp64", g.blocks, g.threads, g.scope, g.form,
                      g.diagonals ? "diagonals" : "CSR");
 }
 
-void check_resident(const Resources& res, const host_csr<double>& a, const std::vector<double>& b,
+void check_resident(const Resources& res, const HostCsr<double>& a, const std::vector<double>& b,
                     const SolverOptions& base, const std::string& what) {
   SolverOptions o = base;
   o.launch = Launch::graph;
   const auto ref = solve(res, a, b, o);
   const bool banded_matrix = diagonal_storage(a).has_value();
-  const std::vector<geometry> geometries = {
+  const std::vector<Geometry> geometries = {
       {0, 0, 0, ~std::size_t(0)},            // automatic
       {0, 0, 0, ~std::size_t(0), 0, false},  // automatic on CSR (general sparse matrices)
       {1, 0, 0, 2048},                       // one block of 512
@@ -82,7 +82,7 @@ void check_resident(const Resources& res, const host_csr<double>& a, const std::
 TEST(LinalgGpuResident, AgreesWithGraphPath) {
   MOLACCEL_REQUIRE_GPU();
   const Resources res = first_gpu();
-  for_each_graph_comparison([&](const host_csr<double>& a, const std::vector<double>& b,
+  for_each_graph_comparison([&](const HostCsr<double>& a, const std::vector<double>& b,
                                 const SolverOptions& o,
                                 const std::string& what) { check_resident(res, a, b, o, what); });
   // The general sparse matrix of the CLI example: CG with Jacobi, automatic (one block, CSR).
@@ -105,7 +105,7 @@ TEST(LinalgGpuResident, AgreesWithGraphPath) {
 TEST(LinalgGpuResident, DiagonalsAgreeWithCsr) {
   MOLACCEL_REQUIRE_GPU();
   const Resources res = first_gpu();
-  const std::vector<named_system> systems = {
+  const std::vector<NamedSystem> systems = {
       {"poisson 100", poisson_2d(100)},
       {"poisson 317", poisson_2d(317)},
       {"banded 1000", banded(1000, 0.3)},
@@ -117,7 +117,7 @@ TEST(LinalgGpuResident, DiagonalsAgreeWithCsr) {
       {"poisson 50", poisson_2d(50)},    // 8 x 128 grid: 4 rows per thread, values in shared memory
       {"poisson 447", poisson_2d(447)},  // 4 rows per thread, values in shared memory
   };
-  const std::vector<geometry> geometries = {
+  const std::vector<Geometry> geometries = {
       {1, 0, 1, 2048, 2},             // one block of 512
       {1, 128, 1, 512, 2},            // one block of 128, up to 4 rows per thread
       {0, 0, 3, ~std::size_t(0), 2},  // a grid
@@ -169,18 +169,18 @@ TEST(LinalgGpuResident, OneBarrierForm) {
   const Resources res = first_gpu();
   const std::vector<std::pair<int, int>> seven = {{-1, -1}, {-1, 0}, {0, -1}, {0, 0}, {0, 1}, {1, 0}, {1, 1}};
   const std::vector<std::pair<int, int>> five = {{-1, 0}, {0, -1}, {0, 0}, {0, 1}, {1, 0}};
-  const std::vector<stencil_term> constant_seven = {
-      {-1, -1, -0.5}, {-1, 0, -1.25}, {0, -1, -0.0}, {0, 0, 6.0}, {0, 1, -1.0}, {1, 0, -1.5}, {1, 1, -0.25}};
-  struct one_case {
+  const std::vector<StencilTerm> constant_seven = {{-1, -1, -0.5}, {-1, 0, -1.25}, {0, -1, -0.0}, {0, 0, 6.0},
+                                                   {0, 1, -1.0},   {1, 0, -1.5},   {1, 1, -0.25}};
+  struct OneCase {
     std::string name;
-    host_csr<double> a;
-    std::vector<geometry> shapes;
+    HostCsr<double> a;
+    std::vector<Geometry> shapes;
     int tiles_i = 0, tiles_j = 0;  // forced tiles
   };
   // The one-barrier form runs 1 or 2 rows per thread: a given block count must hold the rows at
   // 2 per thread (n <= blocks x threads x 2). Larger systems (Poisson 447: 199,809 rows) take the
   // two-barrier form when the form is automatic.
-  const std::vector<one_case> cases = {
+  const std::vector<OneCase> cases = {
       {"poisson 100", poisson_2d(100), {{0, 0, 3, 0}, {40, 128, 3, 0}}},
       {"poisson 100 in 5 x 8 tiles", poisson_2d(100), {{40, 0, 3, 0}}, 5, 8},
       {"poisson 317", poisson_2d(317), {{0, 0, 3, 0}, {132, 512, 3, 0}}},
@@ -246,7 +246,7 @@ TEST(LinalgGpuResident, OneBarrierForm) {
         }
   }
   // Breakdown on a skew-symmetric tridiagonal matrix: the two-barrier form's status, finite x.
-  host_csr<double> skew;
+  HostCsr<double> skew;
   skew.rows = skew.cols = 300;
   for (std::size_t i = 0; i < skew.rows; ++i) {
     if (i > 0) {
@@ -282,7 +282,7 @@ TEST(LinalgGpuResident, BatchesAndCap) {
   const auto poisson = poisson_2d(100);
   const auto small = banded(500, 0.3);  // fits one block of 128 (4 rows per thread)
   const auto fifty = poisson_2d(50);    // a grid of 8 x 128: 4 rows per thread
-  const std::vector<std::pair<const host_csr<double>*, geometry>> runs = {
+  const std::vector<std::pair<const HostCsr<double>*, Geometry>> runs = {
       {&poisson, {0, 0, 0, 0}},            // automatic (BiCGStab: one barrier on a grid)
       {&small, {1, 128, 1, 0, 2}},         // one block, two barriers
       {&poisson, {0, 0, 2, 0, 0, false}},  // a cluster (BiCGStab: three barriers, CSR)
@@ -341,7 +341,7 @@ TEST(LinalgGpuResident, ImmediateConvergenceAndBreakdown) {
   }
   // Breakdowns of the skew-symmetric 2 x 2 matrix in one block, one cluster and on a grid.
   const auto skew = skew_2x2();
-  for (const auto& g : std::vector<geometry>{{0, 0, 0, 0}, {0, 0, 2, 0, 0, false}, {0, 0, 3, 0, 2}})
+  for (const auto& g : std::vector<Geometry>{{0, 0, 0, 0}, {0, 0, 2, 0, 0, false}, {0, 0, 3, 0, 2}})
     for (auto precision : {Precision::fp64, Precision::fp32}) {
       SolverOptions s;
       s.precision = precision;
@@ -363,11 +363,11 @@ TEST(LinalgGpuResident, ImmediateConvergenceAndBreakdown) {
 TEST(LinalgGpuResident, AutomaticChoice) {
   MOLACCEL_REQUIRE_GPU();
   const Resources res = first_gpu();
-  struct expected {
+  struct Expected {
     std::size_t grid;
     std::string bicgstab, cg;  // parts of the backend description
   };
-  for (const auto& e : std::vector<expected>{
+  for (const auto& e : std::vector<Expected>{
            {32, "block, 2 barriers/iteration", "resident (1 blocks of 512, 2 rows/thread, block"},
            {100, "256, 1 rows/thread, grid, 1 barrier/iteration", "cluster"},
            {316, "grid, 1 barrier/iteration", "grid, 3 barriers"},

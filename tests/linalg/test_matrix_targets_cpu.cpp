@@ -5,8 +5,8 @@
 namespace molaccel::linalg::testing {
 namespace {
 
-placement host(int threads) {
-  placement p;
+Placement host(int threads) {
+  Placement p;
   p.cpu_threads = threads;
   return p;
 }
@@ -24,10 +24,10 @@ TEST(LinalgMatrixTargets, Errors) {
 }
 
 TEST(LinalgMatrixTargets, GeneratedKernelIndexesThePaddedStorage) {
-  symbolic_matrix<double, 0> A;
-  symbolic_matrix<double, 1> B;
-  cpu_symbolic_scalar<double, 2> alpha;
-  custom_operation op(A = alpha * B + A);
+  SymbolicMatrix<double, 0> A;
+  SymbolicMatrix<double, 1> B;
+  CpuSymbolicScalar<double, 2> alpha;
+  CustomOperation op(A = alpha * B + A);
   EXPECT_EQ(op.kernels_per_run(), 1);
   EXPECT_NE(op.cuda_source().find("vec0[row]"), std::string::npos) << op.cuda_source();
 }

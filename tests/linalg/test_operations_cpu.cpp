@@ -4,8 +4,8 @@
 namespace molaccel::linalg::testing {
 namespace {
 
-placement host(int threads = 2) {
-  placement p;
+Placement host(int threads = 2) {
+  Placement p;
   p.cpu_threads = threads;
   return p;
 }
@@ -32,10 +32,10 @@ TEST(LinalgCpuOperations, AllCasesFloat) {
 
 TEST(LinalgCpuOperations, ThreadCountDoesNotChangeInnerProducts) {
   // Partial sums per fixed chunk, added in chunk order: bit-identical for any thread count.
-  symbolic_vector<double, 0> y;
-  symbolic_vector<double, 1> z;
-  gpu_symbolic_scalar<double, 2> s;
-  custom_operation dot(s = inner_prod(y, z));
+  SymbolicVector<double, 0> y;
+  SymbolicVector<double, 1> z;
+  GpuSymbolicScalar<double, 2> s;
+  CustomOperation dot(s = inner_prod(y, z));
   const std::size_t n = 100003;
   std::vector<double> a(n), b(n);
   std::mt19937_64 rng(7);
@@ -43,10 +43,10 @@ TEST(LinalgCpuOperations, ThreadCountDoesNotChangeInnerProducts) {
   for (std::size_t i = 0; i < n; ++i) a[i] = u(rng), b[i] = u(rng);
   double first = 0;
   for (int threads : {1, 2, 3}) {
-    vector<double> va(host(threads), n), vb(host(threads), n);
+    Vector<double> va(host(threads), n), vb(host(threads), n);
     va.copy_from_host(a);
     vb.copy_from_host(b);
-    scalar<double> out(host(threads), 0.0);
+    Scalar<double> out(host(threads), 0.0);
     dot(va, vb, out);
     if (threads == 1) first = out.value();
     EXPECT_EQ(out.value(), first) << threads << " threads";
@@ -56,10 +56,10 @@ TEST(LinalgCpuOperations, ThreadCountDoesNotChangeInnerProducts) {
 TEST(LinalgCpuOperations, EverySimdBuildAgreesWithReference) {
   // The dispatcher picks one build per process; report which one ran (the others are covered
   // by running the suite with MOLACCEL_SIMD=scalar|avx2).
-  symbolic_vector<double, 0> x;
-  symbolic_vector<double, 1> y;
-  custom_operation op(x = 2.0 * y);
-  vector<double> vx(host(), 5), vy(host(), 5);
+  SymbolicVector<double, 0> x;
+  SymbolicVector<double, 1> y;
+  CustomOperation op(x = 2.0 * y);
+  Vector<double> vx(host(), 5), vy(host(), 5);
   vy.copy_from_host(std::vector<double>{1, 2, 3, 4, 5});
   op(vx, vy);
   EXPECT_EQ(vx.to_host(), (std::vector<double>{2, 4, 6, 8, 10}));
@@ -68,13 +68,13 @@ TEST(LinalgCpuOperations, EverySimdBuildAgreesWithReference) {
 
 TEST(LinalgCpuOperations, SwapIsSimultaneous) {
   // x = y, y = x: both right-hand sides are plain loads of operands the other statement writes.
-  symbolic_vector<double, 0> x;
-  symbolic_vector<double, 1> y;
-  custom_operation swap(x = y, y = x);
+  SymbolicVector<double, 0> x;
+  SymbolicVector<double, 1> y;
+  CustomOperation swap(x = y, y = x);
   for (std::size_t n : {1, 300, 1000, 20000}) {
     std::vector<double> a(n), b(n);
     for (std::size_t i = 0; i < n; ++i) a[i] = double(i), b[i] = -double(i) - 1;
-    vector<double> va(host(), n), vb(host(), n);
+    Vector<double> va(host(), n), vb(host(), n);
     va.copy_from_host(a);
     vb.copy_from_host(b);
     swap(va, vb);
@@ -84,16 +84,16 @@ TEST(LinalgCpuOperations, SwapIsSimultaneous) {
 }
 
 TEST(LinalgCpuOperations, LengthMismatchIsAnError) {
-  symbolic_vector<double, 0> x;
-  symbolic_vector<double, 1> y;
-  symbolic_vector<double, 2> z;
-  custom_operation op(x = y + z);
-  vector<double> a(host(), 4), b(host(), 4), c(host(), 5);
+  SymbolicVector<double, 0> x;
+  SymbolicVector<double, 1> y;
+  SymbolicVector<double, 2> z;
+  CustomOperation op(x = y + z);
+  Vector<double> a(host(), 4), b(host(), 4), c(host(), 5);
   EXPECT_THROW(op(a, b, c), Error);
   EXPECT_THROW(op(a, b), Error);  // too few operands
-  scalar<double> s(1.0);
+  Scalar<double> s(1.0);
   EXPECT_THROW(op(a, b, s), Error);  // wrong kind
-  vector<float> f(host(), 4);
+  Vector<float> f(host(), 4);
   EXPECT_THROW(op(a, b, f), Error);  // wrong type
   EXPECT_THROW(op(a, a, b), Error);  // written operand passed twice
   EXPECT_NO_THROW(op(a, b, b));      // read-only operands may repeat
@@ -101,22 +101,22 @@ TEST(LinalgCpuOperations, LengthMismatchIsAnError) {
 
 TEST(LinalgCpuOperations, RectangularProductWithRunTimeShapes) {
   // x (3) = prod(A (3x5), y (5)) + z (3): lengths come from the operands at run time.
-  symbolic_vector<double, 0> x;
-  symbolic_matrix<double, 1> a;
-  symbolic_vector<double, 2> y;
-  symbolic_vector<double, 3> z;
-  custom_operation op(x = prod(a, y) + z);
-  matrix<double> m(host(), 3, 5);
+  SymbolicVector<double, 0> x;
+  SymbolicMatrix<double, 1> a;
+  SymbolicVector<double, 2> y;
+  SymbolicVector<double, 3> z;
+  CustomOperation op(x = prod(a, y) + z);
+  Matrix<double> m(host(), 3, 5);
   std::vector<double> mv(15);
   for (int i = 0; i < 15; ++i) mv[i] = i;
   m.copy_from_host(mv);
-  vector<double> vx(host(), 3), vy(host(), 5), vz(host(), 3);
+  Vector<double> vx(host(), 3), vy(host(), 5), vz(host(), 3);
   vy.copy_from_host(std::vector<double>{1, 1, 1, 1, 1});
   vz.copy_from_host(std::vector<double>{1, 2, 3});
   op(vx, m, vy, vz);
   EXPECT_EQ(vx.to_host(),
             (std::vector<double>{0 + 1 + 2 + 3 + 4 + 1, 5 + 6 + 7 + 8 + 9 + 2, 10 + 11 + 12 + 13 + 14 + 3}));
-  vector<double> wrong(host(), 4);
+  Vector<double> wrong(host(), 4);
   EXPECT_THROW(op(vx, m, wrong, vz), Error);
 }
 

@@ -9,7 +9,7 @@
 namespace molaccel::linalg {
 namespace {
 
-double true_residual(const host_csr<double>& a, const std::vector<double>& b, const std::vector<double>& x) {
+double true_residual(const HostCsr<double>& a, const std::vector<double>& b, const std::vector<double>& x) {
   const auto ax = multiply(a, x);
   double num = 0, den = 0;
   for (std::size_t i = 0; i < b.size(); ++i) {
@@ -19,12 +19,12 @@ double true_residual(const host_csr<double>& a, const std::vector<double>& b, co
   return std::sqrt(num / den);
 }
 
-struct solver_case {
+struct SolverCase {
   Solver solver;
   Preconditioner precond;
 };
 
-void check_converges(const host_csr<double>& a, const SolverOptions& options) {
+void check_converges(const HostCsr<double>& a, const SolverOptions& options) {
   const std::vector<double> b = multiply(a, std::vector<double>(a.rows, 1.0));  // exact x = ones
   const auto result = solve(Resources::cpu(2), a, b, options);
   SCOPED_TRACE(fmt::format("{} {} {}", to_string(options.solver),
@@ -72,7 +72,7 @@ TEST(LinalgSolversCpu, BundledMatrices) {
 TEST(LinalgSolversCpu, BreakdownIsReportedWithoutNaN) {
   // Skew-symmetric A with b = e1: (r0, A r0) = 0, so BiCGStab's first alpha has a zero
   // denominator; CG on the zero matrix has (p, Ap) = 0.
-  host_csr<double> skew;
+  HostCsr<double> skew;
   skew.rows = skew.cols = 2;
   skew.row_ptr = {0, 1, 2};
   skew.col_idx = {1, 0};
@@ -81,7 +81,7 @@ TEST(LinalgSolversCpu, BreakdownIsReportedWithoutNaN) {
   auto r = solve(Resources::cpu(1), skew, std::vector<double>{1.0, 0.0}, o);
   EXPECT_EQ(r.status, SolverStatus::breakdown_rho);
   for (double v : r.x) EXPECT_TRUE(std::isfinite(v));
-  host_csr<double> zero;
+  HostCsr<double> zero;
   zero.rows = zero.cols = 1;
   zero.row_ptr = {0, 1};
   zero.col_idx = {0};

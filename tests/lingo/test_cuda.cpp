@@ -7,6 +7,8 @@
 
 #include "backend_checks.hpp"
 #ifdef MOLACCEL_HAVE_CUDA
+#include <cuda_runtime.h>
+
 #include "lingo/cuda/cuda_backend.hpp"
 #endif
 
@@ -162,6 +164,13 @@ TEST(LingoCuda, ClusterMatchesCpu) {
 // so every pass boundary and buffer reuse is exercised: the whole matrix in every element type
 // into ordinary memory (pinned staging, helper threads) and into page-locked memory (the copy
 // engine writes it directly), against the reference byte for byte.
+WorkerInfo gpu_worker(int device) {
+  WorkerInfo info;
+  info.kind = WorkerInfo::Kind::gpu;
+  info.device = device;
+  return info;
+}
+
 cuda_backend::Tuning tiny_passes(bool grow = true) {
   cuda_backend::Tuning t;
   t.staged_pass_elements = 5000;
@@ -194,7 +203,9 @@ void check_job_matrix(const MoleculeSet& queries, const MoleculeSet* db, Metric 
         }
         auto* out = page_locked ? reinterpret_cast<std::uint8_t*>(pinned.data.get()) : plain.data();
         std::fill_n(out, want.size(), std::uint8_t{0xab});
-        job.time_to_host(device, rect, type, out);
+        PinnedPool staging;
+        WorkerContext ctx(gpu_worker(device), nullptr, &staging);
+        job.dense_to(ctx, rect, type, out, rect.cols() * element_bytes(type));
         EXPECT_EQ(std::memcmp(out, want.data(), want.size()), 0)
             << what << " " << to_string(type) << (page_locked ? " page-locked" : " ordinary memory")
             << " rows from " << rect.row_begin << " cols from " << rect.col_begin;
@@ -207,10 +218,7 @@ void check_job_matrix(const MoleculeSet& queries, const MoleculeSet* db, Metric 
         std::vector<std::uint8_t> plain(page_locked ? 0 : rect.rows() * ld);
         auto* out = page_locked ? reinterpret_cast<std::uint8_t*>(pinned.data.get()) : plain.data();
         std::fill_n(out, rect.rows() * ld, std::uint8_t{0xab});
-        WorkerInfo info;
-        info.kind = WorkerInfo::Kind::gpu;
-        info.device = device;
-        WorkerContext ctx(info);
+        WorkerContext ctx(gpu_worker(device));
         job.dense_to(ctx, rect, type, out, ld);
         for (std::size_t r = 0; r < rect.rows(); ++r)
           ASSERT_EQ(std::memcmp(out + r * ld, want.data() + r * row_bytes, row_bytes), 0)
@@ -330,9 +338,9 @@ TEST(LingoCuda, DiverseVocabularyGroupsCloseEarly) {
 }
 
 #ifdef MOLACCEL_HAVE_CUDA
-// The benchmark's loop with results in device memory (GpuJob::time_kernels): the whole rect in one
-// pass (its default when it fits), and in passes of 61 rows, give the reference's bits; a second
-// call reuses the worker state.
+// Results left in device memory (GpuJob::on_device, the kernel benchmark's loop): the whole rect in
+// one pass (its default when it fits), and in passes of 61 rows, give the reference's bits; a
+// second call reuses the worker state.
 TEST(LingoCuda, TimedKernelLoopKeepsBits) {
   MOLACCEL_REQUIRE_GPU();
   const auto set = make_molecules(real_smiles("demo4096.smi", 1100), {});
@@ -344,11 +352,22 @@ TEST(LingoCuda, TimedKernelLoopKeepsBits) {
     cuda_backend::Tuning tuning;
     tuning.device_pass_elements = elements;
     const cuda_backend::GpuJob job(encoding, Metric::tanimoto, tuning);
+    WorkerContext ctx(gpu_worker(device));
     for (int call = 0; call < 2; ++call) {
       std::vector<float> got(n * n, -1.0f);
-      EXPECT_GT(job.time_kernels(device, {0, n, 0, n}, got.data()), 0.0);
+      std::size_t passes = 0;
+      job.on_device(ctx, {0, n, 0, n},
+                    [&](std::size_t row, std::size_t rows, const float* sims, void* stream) {
+                      ++passes;
+                      const auto s = static_cast<cudaStream_t>(stream);
+                      ASSERT_EQ(cudaMemcpyAsync(got.data() + row * n, sims, rows * n * sizeof(float),
+                                                cudaMemcpyDeviceToHost, s),
+                                cudaSuccess);
+                      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+                    });
+      EXPECT_EQ(passes, elements ? (n + 60) / 61 : 1u);
       expect_bit_identical(expected, got, n,
-                           fmt::format("time_kernels, {} elements per pass, call {}",
+                           fmt::format("on_device, {} elements per pass, call {}",
                                        elements ? std::to_string(elements) : "all", call));
     }
   }

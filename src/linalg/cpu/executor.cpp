@@ -1,4 +1,4 @@
-// CPU backend: compiles each stage of a plan into a chunk_program and runs it over chunks of
+// CPU backend: compiles each stage of a plan into a ChunkProgram and runs it over chunks of
 // rows on the CPU threads. Reductions are summed per chunk and then in chunk order, so results
 // do not depend on the thread count.
 #include <cmath>
@@ -13,8 +13,8 @@ namespace molaccel::linalg {
 
 namespace {
 
-const cpu::chunk_kernels& selected_kernels() {
-  static const cpu::chunk_kernels k = [] {
+const cpu::ChunkKernels& selected_kernels() {
+  static const cpu::ChunkKernels k = [] {
     switch (cpu_info().simd) {
       case SimdLevel::avx512:
         return cpu::isa_avx512::kernels();
@@ -28,7 +28,7 @@ const cpu::chunk_kernels& selected_kernels() {
 }
 
 template <class T>
-cpu::chunk_function<T> chunk_function_for() {
+cpu::ChunkFunction<T> chunk_function_for() {
   if constexpr (std::is_same_v<T, float>)
     return selected_kernels().f32;
   else
@@ -36,9 +36,9 @@ cpu::chunk_function<T> chunk_function_for() {
 }
 
 template <class T>
-class cpu_runner {
+class CpuRunner {
  public:
-  cpu_runner(const operation_plan& plan, const std::vector<argument>& args, const bound_shapes& shapes)
+  CpuRunner(const OperationPlan& plan, const std::vector<Argument>& args, const BoundShapes& shapes)
       : plan_(plan),
         args_(args),
         shapes_(shapes),
@@ -53,27 +53,27 @@ class cpu_runner {
 
  private:
   // ---- scalar sub-expressions: evaluated once per stage, in T ----
-  T scalar_value(const node_ptr& n, const T* x = nullptr) {
+  T scalar_value(const NodePtr& n, const T* x = nullptr) {
     switch (n->kind) {
-      case node_kind::constant:
+      case NodeKind::constant:
         return T(n->constant);
-      case node_kind::host_scalar:
+      case NodeKind::host_scalar:
         return T(args_[n->index].host_value);
-      case node_kind::device_scalar:
+      case NodeKind::device_scalar:
         return *static_cast<const T*>(args_[n->index].data->data());
-      case node_kind::placeholder:
+      case NodeKind::placeholder:
         return *x;
-      case node_kind::inner_product:
+      case NodeKind::inner_product:
         return T(results_[plan_.slot_of(n)]);
-      case node_kind::norm_2:
+      case NodeKind::norm_2:
         return T(std::sqrt(results_[plan_.slot_of(n)]));
-      case node_kind::negate:
+      case NodeKind::negate:
         return -scalar_value(n->children[0], x);
-      case node_kind::modifier: {
+      case NodeKind::modifier: {
         const T a = scalar_value(n->children[0], x);
         return scalar_value(n->children[1], &a);
       }
-      case node_kind::function: {
+      case NodeKind::function: {
         const T a = scalar_value(n->children[0], x);
         const std::string& f = n->name;
         if (f == "exp") return std::exp(a);
@@ -90,15 +90,15 @@ class cpu_runner {
     }
     const T a = scalar_value(n->children[0], x), b = scalar_value(n->children[1], x);
     switch (n->kind) {
-      case node_kind::add:
+      case NodeKind::add:
         return a + b;
-      case node_kind::subtract:
+      case NodeKind::subtract:
         return a - b;
-      case node_kind::multiply:
-      case node_kind::element_product:
+      case NodeKind::multiply:
+      case NodeKind::element_product:
         return a * b;
-      case node_kind::divide:
-      case node_kind::element_division:
+      case NodeKind::divide:
+      case NodeKind::element_division:
         return a / b;
       default:
         break;
@@ -112,61 +112,61 @@ class cpu_runner {
   }
 
   // ---- vector sub-expressions: compiled to instructions ----
-  int emit(cpu::chunk_program<T>& p, cpu::instruction ins) {
+  int emit(cpu::ChunkProgram<T>& p, cpu::Instruction ins) {
     ins.dst = p.registers++;
     p.code.push_back(ins);
     return ins.dst;
   }
 
   // Address of a vector operand of a product: a leaf, or the expression materialised first.
-  const T* vector_address(const node_ptr& n, std::vector<std::vector<T>>& keep) {
-    if (n->kind == node_kind::vector) return static_cast<const T*>(args_[n->index].data->data());
-    if (n->kind == node_kind::temporary) return temporaries_[n->index].data();
+  const T* vector_address(const NodePtr& n, std::vector<std::vector<T>>& keep) {
+    if (n->kind == NodeKind::vector) return static_cast<const T*>(args_[n->index].data->data());
+    if (n->kind == NodeKind::temporary) return temporaries_[n->index].data();
     const std::size_t len = vector_length(plan_, n, args_);
     keep.emplace_back(len);
-    cpu::chunk_program<T> p;
+    cpu::ChunkProgram<T> p;
     const int reg = compile(p, n, nullptr, keep);
     p.stores.push_back({reg, keep.back().data(), len});
     run_program(p, len, 0);
     return keep.back().data();
   }
 
-  int compile(cpu::chunk_program<T>& p, const node_ptr& n, const int* x, std::vector<std::vector<T>>& keep) {
-    if (n->shape == shape::scalar) {
-      cpu::instruction ins;
-      ins.op = cpu::opcode::broadcast;
+  int compile(cpu::ChunkProgram<T>& p, const NodePtr& n, const int* x, std::vector<std::vector<T>>& keep) {
+    if (n->shape == Shape::scalar) {
+      cpu::Instruction ins;
+      ins.op = cpu::Opcode::broadcast;
       ins.imm = double(scalar_value(n));
       return emit(p, ins);
     }
-    cpu::instruction ins;
+    cpu::Instruction ins;
     switch (n->kind) {
-      case node_kind::vector:
-        ins.op = cpu::opcode::load;
+      case NodeKind::vector:
+        ins.op = cpu::Opcode::load;
         ins.ptr = args_[n->index].data->data();
         ins.length = args_[n->index].rows;
         return emit(p, ins);
-      case node_kind::temporary:
-        ins.op = cpu::opcode::load;
+      case NodeKind::temporary:
+        ins.op = cpu::Opcode::load;
         ins.ptr = temporaries_[n->index].data();
         ins.length = temporaries_[n->index].size();
         return emit(p, ins);
-      case node_kind::placeholder:
+      case NodeKind::placeholder:
         return *x;
-      case node_kind::modifier: {
+      case NodeKind::modifier: {
         const int arg = compile(p, n->children[0], x, keep);
         return compile(p, n->children[1], &arg, keep);
       }
-      case node_kind::matrix_product: {
+      case NodeKind::matrix_product: {
         const auto& m = args_[n->children[0]->index];
         const T* v = vector_address(n->children[1], keep);
-        if (m.what == argument::kind::csr_matrix) {
-          ins.op = cpu::opcode::csr_dot;
+        if (m.what == Argument::Kind::csr_matrix) {
+          ins.op = cpu::Opcode::csr_dot;
           ins.ptr = m.row_ptr->data();
           ins.ptr2 = m.col_idx->data();
           ins.ptr3 = m.data->data();
           ins.ptr4 = v;
         } else {
-          ins.op = cpu::opcode::dense_dot;
+          ins.op = cpu::Opcode::dense_dot;
           ins.ptr = m.data->data();
           ins.ptr2 = v;
           ins.ld = m.ld;
@@ -175,11 +175,11 @@ class cpu_runner {
         ins.length = m.rows;
         return emit(p, ins);
       }
-      case node_kind::negate:
-      case node_kind::function: {
+      case NodeKind::negate:
+      case NodeKind::function: {
         ins.a = compile(p, n->children[0], x, keep);
-        if (n->kind == node_kind::negate)
-          ins.op = cpu::opcode::negate;
+        if (n->kind == NodeKind::negate)
+          ins.op = cpu::Opcode::negate;
         else
           ins.op = unary_opcode(n->name);
         return emit(p, ins);
@@ -190,19 +190,19 @@ class cpu_runner {
     ins.a = compile(p, n->children[0], x, keep);
     ins.b = compile(p, n->children[1], x, keep);
     switch (n->kind) {
-      case node_kind::add:
-        ins.op = cpu::opcode::add;
+      case NodeKind::add:
+        ins.op = cpu::Opcode::add;
         break;
-      case node_kind::subtract:
-        ins.op = cpu::opcode::subtract;
+      case NodeKind::subtract:
+        ins.op = cpu::Opcode::subtract;
         break;
-      case node_kind::multiply:
-      case node_kind::element_product:
-        ins.op = cpu::opcode::multiply;
+      case NodeKind::multiply:
+      case NodeKind::element_product:
+        ins.op = cpu::Opcode::multiply;
         break;
-      case node_kind::divide:
-      case node_kind::element_division:
-        ins.op = cpu::opcode::divide;
+      case NodeKind::divide:
+      case NodeKind::element_division:
+        ins.op = cpu::Opcode::divide;
         break;
       default:
         ins.op = binary_opcode(n->name);
@@ -211,26 +211,26 @@ class cpu_runner {
     return emit(p, ins);
   }
 
-  static cpu::opcode unary_opcode(const std::string& f) {
-    if (f == "exp") return cpu::opcode::exp;
-    if (f == "log") return cpu::opcode::log;
-    if (f == "sqrt") return cpu::opcode::sqrt;
-    if (f == "abs") return cpu::opcode::abs;
-    if (f == "sin") return cpu::opcode::sin;
-    if (f == "cos") return cpu::opcode::cos;
-    if (f == "tanh") return cpu::opcode::tanh;
-    return cpu::opcode::nonzero;
+  static cpu::Opcode unary_opcode(const std::string& f) {
+    if (f == "exp") return cpu::Opcode::exp;
+    if (f == "log") return cpu::Opcode::log;
+    if (f == "sqrt") return cpu::Opcode::sqrt;
+    if (f == "abs") return cpu::Opcode::abs;
+    if (f == "sin") return cpu::Opcode::sin;
+    if (f == "cos") return cpu::Opcode::cos;
+    if (f == "tanh") return cpu::Opcode::tanh;
+    return cpu::Opcode::nonzero;
   }
-  static cpu::opcode binary_opcode(const std::string& f) {
-    if (f == "max") return cpu::opcode::max;
-    if (f == "min") return cpu::opcode::min;
-    if (f == "pow") return cpu::opcode::pow;
-    if (f == "safe_div") return cpu::opcode::safe_div;
-    return cpu::opcode::greater;
+  static cpu::Opcode binary_opcode(const std::string& f) {
+    if (f == "max") return cpu::Opcode::max;
+    if (f == "min") return cpu::Opcode::min;
+    if (f == "pow") return cpu::Opcode::pow;
+    if (f == "safe_div") return cpu::Opcode::safe_div;
+    return cpu::Opcode::greater;
   }
 
   // Runs a program over `rows` rows; returns per-slot sums in chunk order.
-  std::vector<double> run_program(const cpu::chunk_program<T>& p, std::size_t rows, std::size_t slots) {
+  std::vector<double> run_program(const cpu::ChunkProgram<T>& p, std::size_t rows, std::size_t slots) {
     const std::size_t n_chunks = (rows + cpu::chunk_rows - 1) / cpu::chunk_rows;
     std::vector<double> partials(n_chunks * std::max<std::size_t>(slots, 1), 0.0);
     const auto fn = chunk_function_for<T>();
@@ -254,15 +254,15 @@ class cpu_runner {
     return sums;
   }
 
-  void run_stage(const plan_stage& st, std::size_t rows) {
-    cpu::chunk_program<T> p;
+  void run_stage(const PlanStage& st, std::size_t rows) {
+    cpu::ChunkProgram<T> p;
     std::vector<std::vector<T>> keep;  // materialised product operands of this stage
-    if (st.what == plan_stage::kind::reduction) {
+    if (st.what == PlanStage::Kind::reduction) {
       for (int slot : st.reductions) {
         const auto& node = plan_.reductions[slot].node;
-        typename cpu::chunk_program<T>::reduction r;
+        typename cpu::ChunkProgram<T>::Reduction r;
         r.a = compile(p, node->children[0], nullptr, keep);
-        r.b = node->kind == node_kind::norm_2 ? r.a : compile(p, node->children[1], nullptr, keep);
+        r.b = node->kind == NodeKind::norm_2 ? r.a : compile(p, node->children[1], nullptr, keep);
         r.length = shapes_.reduction_length[slot];
         r.slot = slot;
         p.reductions.push_back(r);
@@ -272,7 +272,7 @@ class cpu_runner {
       for (int slot : st.reductions) results_[slot] = sums[slot];
       return;
     }
-    if (st.what == plan_stage::kind::temporaries) {
+    if (st.what == PlanStage::Kind::temporaries) {
       for (int t : st.temporaries) temporaries_[t].assign(shapes_.temporary_length[t], T(0));
       for (int t : st.temporaries) {
         const int reg = compile(p, plan_.temporaries[t].operand, nullptr, keep);
@@ -295,9 +295,9 @@ class cpu_runner {
       *static_cast<T*>(args_[st.scalar_assignments[k].target->index].data->data()) = scalar_results[k];
   }
 
-  const operation_plan& plan_;
-  const std::vector<argument>& args_;
-  const bound_shapes& shapes_;
+  const OperationPlan& plan_;
+  const std::vector<Argument>& args_;
+  const BoundShapes& shapes_;
   std::vector<double> results_;              // reduction values (norms squared until read)
   std::vector<std::vector<T>> temporaries_;  // materialised operands of the temporaries stage
   int threads_ = 0;
@@ -305,12 +305,12 @@ class cpu_runner {
 
 }  // namespace
 
-std::string cpu_execute(const operation_plan& plan, const std::vector<argument>& args,
-                        const bound_shapes& shapes) {
-  if (plan.type == value_type::f32)
-    cpu_runner<float>(plan, args, shapes).run();
+std::string cpu_execute(const OperationPlan& plan, const std::vector<Argument>& args,
+                        const BoundShapes& shapes) {
+  if (plan.type == ValueType::f32)
+    CpuRunner<float>(plan, args, shapes).run();
   else
-    cpu_runner<double>(plan, args, shapes).run();
+    CpuRunner<double>(plan, args, shapes).run();
   return selected_kernels().isa;
 }
 

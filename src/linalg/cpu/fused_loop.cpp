@@ -65,25 +65,25 @@ __attribute__((noinline)) void loop_fill(T* __restrict d, T v, std::size_t n) {
 }
 
 template <class T>
-void run_chunk(const chunk_program<T>& p, std::size_t begin, std::size_t end, double* partials, T* regs) {
+void run_chunk(const ChunkProgram<T>& p, std::size_t begin, std::size_t end, double* partials, T* regs) {
   // Where each register's values are for the current batch: its own storage, or (a load of a
   // full batch) the operand itself, which saves the copy. Broadcasts are filled once per chunk.
   std::vector<const T*> at(static_cast<std::size_t>(std::max(1, p.registers)));
-  for (const instruction& ins : p.code)
-    if (ins.op == opcode::broadcast) {
+  for (const Instruction& ins : p.code)
+    if (ins.op == Opcode::broadcast) {
       loop_fill(regs + std::size_t(ins.dst) * batch, T(ins.imm), batch);
       at[std::size_t(ins.dst)] = regs + std::size_t(ins.dst) * batch;
     }
   for (std::size_t row0 = begin; row0 < end; row0 += batch) {
     const std::size_t count = std::min(batch, end - row0);
-    for (const instruction& ins : p.code) {
+    for (const Instruction& ins : p.code) {
       T* d = regs + std::size_t(ins.dst) * batch;
       const T* a = at[std::size_t(ins.a)];
       const T* b = at[std::size_t(ins.b)];
       const std::size_t valid = ins.length > row0 ? std::min(count, ins.length - row0) : 0;
-      if (ins.op != opcode::broadcast && ins.op != opcode::load) at[std::size_t(ins.dst)] = d;
+      if (ins.op != Opcode::broadcast && ins.op != Opcode::load) at[std::size_t(ins.dst)] = d;
       switch (ins.op) {
-        case opcode::load:
+        case Opcode::load:
           if (valid == count) {
             at[std::size_t(ins.dst)] = static_cast<const T*>(ins.ptr) + row0;
           } else {
@@ -91,16 +91,16 @@ void run_chunk(const chunk_program<T>& p, std::size_t begin, std::size_t end, do
             at[std::size_t(ins.dst)] = d;
           }
           break;
-        case opcode::broadcast:
+        case Opcode::broadcast:
           break;
-        case opcode::dense_dot: {
+        case Opcode::dense_dot: {
           const T* m = static_cast<const T*>(ins.ptr);
           const T* v = static_cast<const T*>(ins.ptr2);
           for (std::size_t i = 0; i < valid; ++i) d[i] = T(dot_lanes(m + (row0 + i) * ins.ld, v, ins.cols));
           for (std::size_t i = valid; i < count; ++i) d[i] = T(0);
           break;
         }
-        case opcode::csr_dot: {
+        case Opcode::csr_dot: {
           const auto* rp = static_cast<const std::int32_t*>(ins.ptr);
           const auto* col = static_cast<const std::int32_t*>(ins.ptr2);
           const T* val = static_cast<const T*>(ins.ptr3);
@@ -114,58 +114,58 @@ void run_chunk(const chunk_program<T>& p, std::size_t begin, std::size_t end, do
           for (std::size_t i = valid; i < count; ++i) d[i] = T(0);
           break;
         }
-        case opcode::negate:
+        case Opcode::negate:
           loop_negate(d, a, b, count);
           break;
-        case opcode::add:
+        case Opcode::add:
           loop_add(d, a, b, count);
           break;
-        case opcode::subtract:
+        case Opcode::subtract:
           loop_subtract(d, a, b, count);
           break;
-        case opcode::multiply:
+        case Opcode::multiply:
           loop_multiply(d, a, b, count);
           break;
-        case opcode::divide:
+        case Opcode::divide:
           loop_divide(d, a, b, count);
           break;
-        case opcode::exp:
+        case Opcode::exp:
           loop_exp(d, a, b, count);
           break;
-        case opcode::log:
+        case Opcode::log:
           loop_log(d, a, b, count);
           break;
-        case opcode::sqrt:
+        case Opcode::sqrt:
           loop_sqrt(d, a, b, count);
           break;
-        case opcode::abs:
+        case Opcode::abs:
           loop_abs(d, a, b, count);
           break;
-        case opcode::sin:
+        case Opcode::sin:
           loop_sin(d, a, b, count);
           break;
-        case opcode::cos:
+        case Opcode::cos:
           loop_cos(d, a, b, count);
           break;
-        case opcode::tanh:
+        case Opcode::tanh:
           loop_tanh(d, a, b, count);
           break;
-        case opcode::nonzero:
+        case Opcode::nonzero:
           loop_nonzero(d, a, b, count);
           break;
-        case opcode::max:
+        case Opcode::max:
           loop_max(d, a, b, count);
           break;
-        case opcode::min:
+        case Opcode::min:
           loop_min(d, a, b, count);
           break;
-        case opcode::pow:
+        case Opcode::pow:
           loop_pow(d, a, b, count);
           break;
-        case opcode::safe_div:
+        case Opcode::safe_div:
           loop_safe_div(d, a, b, count);
           break;
-        case opcode::greater:
+        case Opcode::greater:
           loop_greater(d, a, b, count);
           break;
       }
@@ -194,7 +194,7 @@ void run_chunk(const chunk_program<T>& p, std::size_t begin, std::size_t end, do
 
 }  // namespace
 
-chunk_kernels kernels() {
+ChunkKernels kernels() {
 #define MOLACCEL_STRINGIFY2(x) #x
 #define MOLACCEL_STRINGIFY(x) MOLACCEL_STRINGIFY2(x)
   return {&run_chunk<float>, &run_chunk<double>, MOLACCEL_STRINGIFY(MOLACCEL_ISA)};

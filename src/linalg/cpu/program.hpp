@@ -12,7 +12,7 @@ namespace molaccel::linalg::cpu {
 constexpr std::size_t batch = 256;        // rows per register
 constexpr std::size_t chunk_rows = 8192;  // rows per scheduled chunk (and per partial sum)
 
-enum class opcode : std::uint8_t {
+enum class Opcode : std::uint8_t {
   load,       // dst[i] = ptr[row]          (0 beyond `length`)
   broadcast,  // dst[i] = imm
   dense_dot,  // dst[i] = sum_j A[row*ld + j] * vec[j]      (ptr = A, ptr2 = vec)
@@ -37,8 +37,8 @@ enum class opcode : std::uint8_t {
   greater
 };
 
-struct instruction {
-  opcode op = opcode::broadcast;
+struct Instruction {
+  Opcode op = Opcode::broadcast;
   int dst = 0, a = 0, b = 0;
   const void* ptr = nullptr;
   const void* ptr2 = nullptr;
@@ -50,42 +50,42 @@ struct instruction {
 };
 
 template <class T>
-struct chunk_program {
-  std::vector<instruction> code;
+struct ChunkProgram {
+  std::vector<Instruction> code;
   int registers = 0;
-  struct reduction {
+  struct Reduction {
     int a = 0, b = 0;
     std::size_t length = 0;
     int slot = 0;
   };  // sum a*b
-  std::vector<reduction> reductions;
-  struct store {
+  std::vector<Reduction> reductions;
+  struct Store {
     int reg = 0;
     T* dst = nullptr;
     std::size_t length = 0;
   };
-  std::vector<store> stores;  // after every register of the batch is computed
+  std::vector<Store> stores;  // after every register of the batch is computed
 };
 
 // Runs rows [begin, end) and adds each reduction's sum to partials[slot].
 template <class T>
-using chunk_function = void (*)(const chunk_program<T>& program, std::size_t begin, std::size_t end,
-                                double* partials, T* registers);
+using ChunkFunction = void (*)(const ChunkProgram<T>& program, std::size_t begin, std::size_t end,
+                               double* partials, T* registers);
 
-struct chunk_kernels {
-  chunk_function<float> f32;
-  chunk_function<double> f64;
+struct ChunkKernels {
+  ChunkFunction<float> f32;
+  ChunkFunction<double> f64;
   const char* isa;
 };
 
 namespace isa_scalar {
-chunk_kernels kernels();
+ChunkKernels kernels();
 }
 namespace isa_avx2 {
-chunk_kernels kernels();
+ChunkKernels kernels();
 }
 namespace isa_avx512 {
-chunk_kernels kernels();
+ChunkKernels kernels();
 }
 
 }  // namespace molaccel::linalg::cpu

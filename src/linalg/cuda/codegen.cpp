@@ -16,19 +16,19 @@ namespace molaccel::linalg {
 
 namespace {
 
-bool is_reduction(const node_ptr& n) {
-  return n->kind == node_kind::inner_product || n->kind == node_kind::norm_2;
+bool is_reduction(const NodePtr& n) {
+  return n->kind == NodeKind::inner_product || n->kind == NodeKind::norm_2;
 }
 
-std::string literal(double v, value_type t) {
+std::string literal(double v, ValueType t) {
   std::string s = fmt::format("{:.17g}", v);
   if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
-  return t == value_type::f32 ? "T(" + s + "f)" : "T(" + s + ")";
+  return t == ValueType::f32 ? "T(" + s + "f)" : "T(" + s + ")";
 }
 
-class generator {
+class Generator {
  public:
-  generator(const operation_plan& plan, int group) : plan_(plan), group_(group) {}
+  Generator(const OperationPlan& plan, int group) : plan_(plan), group_(group) {}
 
   std::string source() {
     std::ostringstream out;
@@ -50,36 +50,36 @@ class generator {
   }
 
   // One 8-byte kernel parameter.
-  struct word {
+  struct Word {
     std::string type, name;
   };
 
   // Parameter list shared by every stage of the operation (n_rows last).
-  std::vector<word> parameter_words() const {
-    std::vector<word> p;
+  std::vector<Word> parameter_words() const {
+    std::vector<Word> p;
     for (std::size_t i = 0; i < plan_.operands.size(); ++i) {
       const auto& op = plan_.operands[i];
       switch (op.kind) {
-        case node_kind::vector:
+        case NodeKind::vector:
           p.push_back({op.written ? "T*" : "const T*", fmt::format("vec{}", i)});
           p.push_back({"long long", fmt::format("size_vec{}", i)});
           break;
-        case node_kind::dense_matrix:
+        case NodeKind::dense_matrix:
           p.push_back({"const T*", fmt::format("mat{}", i)});
           for (auto n : {"rows_mat", "cols_mat", "ld_mat"})
             p.push_back({"long long", fmt::format("{}{}", n, i)});
           break;
-        case node_kind::csr_matrix:
+        case NodeKind::csr_matrix:
           p.push_back({"const int*", fmt::format("csr{}_row", i)});
           p.push_back({"const int*", fmt::format("csr{}_col", i)});
           p.push_back({"const T*", fmt::format("csr{}_val", i)});
           p.push_back({"long long", fmt::format("rows_csr{}", i)});
           p.push_back({"long long", fmt::format("cols_csr{}", i)});
           break;
-        case node_kind::host_scalar:
+        case NodeKind::host_scalar:
           p.push_back({"double", fmt::format("scal{}_arg", i)});
           break;
-        case node_kind::device_scalar:
+        case NodeKind::device_scalar:
           p.push_back({"T*", fmt::format("gscal{}", i)});
           break;
         default:
@@ -100,9 +100,9 @@ class generator {
     return p;
   }
 
-  static std::string preamble(value_type type, int group) {
+  static std::string preamble(ValueType type, int group) {
     std::string out;
-    out += fmt::format("typedef {} T;\n", type == value_type::f64 ? "double" : "float");
+    out += fmt::format("typedef {} T;\n", type == ValueType::f64 ? "double" : "float");
     out += fmt::format("#define GROUP {}  // threads that share one row of a matrix product\n", group);
     out += "#define RESTRICT __restrict__\n\n";
     out += helpers();
@@ -146,8 +146,8 @@ __device__ __forceinline__ T sum_partials(const T* RESTRICT partials, long long 
   }
 
   void collect_modifiers() {
-    std::function<void(const node_ptr&)> walk = [&](const node_ptr& n) {
-      if (n->kind == node_kind::modifier && !modifier_names_.count(n.get())) {
+    std::function<void(const NodePtr&)> walk = [&](const NodePtr& n) {
+      if (n->kind == NodeKind::modifier && !modifier_names_.count(n.get())) {
         const std::string key = structural_key(n->children[1]);
         auto it = modifier_by_body_.find(key);
         std::string fn;
@@ -184,48 +184,48 @@ __device__ __forceinline__ T sum_partials(const T* RESTRICT partials, long long 
   }
 
   // Element expression at index `at` (a row, or a column inside a product).
-  std::string code(const node_ptr& n, const std::string& at) {
+  std::string code(const NodePtr& n, const std::string& at) {
     auto bin = [&](const char* op) {
       return "(" + code(n->children[0], at) + " " + op + " " + code(n->children[1], at) + ")";
     };
     switch (n->kind) {
-      case node_kind::vector:
+      case NodeKind::vector:
         return fmt::format("vec{}[{}]", n->index, at);
-      case node_kind::temporary:
+      case NodeKind::temporary:
         return fmt::format("tmp{}[{}]", n->index, at);
-      case node_kind::host_scalar:
+      case NodeKind::host_scalar:
         return fmt::format("scal{}", n->index);
-      case node_kind::device_scalar:
+      case NodeKind::device_scalar:
         return fmt::format("gscal{}_value", n->index);
-      case node_kind::constant:
+      case NodeKind::constant:
         return literal(n->constant, n->type);
-      case node_kind::placeholder:
+      case NodeKind::placeholder:
         return "X";
-      case node_kind::negate:
+      case NodeKind::negate:
         return "(-" + code(n->children[0], at) + ")";
-      case node_kind::add:
+      case NodeKind::add:
         return bin("+");
-      case node_kind::subtract:
+      case NodeKind::subtract:
         return bin("-");
-      case node_kind::multiply:
-      case node_kind::element_product:
+      case NodeKind::multiply:
+      case NodeKind::element_product:
         return bin("*");
-      case node_kind::divide:
-      case node_kind::element_division:
+      case NodeKind::divide:
+      case NodeKind::element_division:
         return bin("/");
-      case node_kind::function:
+      case NodeKind::function:
         if (n->name == "abs") return "fabs(" + code(n->children[0], at) + ")";
         return n->name + "(" + code(n->children[0], at) + ")";
-      case node_kind::binary_function: {
+      case NodeKind::binary_function: {
         std::string f = n->name == "max" ? "fmax" : n->name == "min" ? "fmin" : n->name;
         return f + "(" + code(n->children[0], at) + ", " + code(n->children[1], at) + ")";
       }
-      case node_kind::modifier:
+      case NodeKind::modifier:
         return modifier_names_.at(n.get()) + "(" + code(n->children[0], at) + ")";
-      case node_kind::inner_product:
-      case node_kind::norm_2:
+      case NodeKind::inner_product:
+      case NodeKind::norm_2:
         return fmt::format("red{}", plan_.slot_of(n));
-      case node_kind::matrix_product:
+      case NodeKind::matrix_product:
         return products_.at(structural_key(n));
       default:
         break;
@@ -234,9 +234,9 @@ __device__ __forceinline__ T sum_partials(const T* RESTRICT partials, long long 
   }
 
   // Products evaluated in this stage (outside reductions consumed from partials).
-  void collect_stage_products(const node_ptr& n, int stage_level, std::vector<node_ptr>& out) {
+  void collect_stage_products(const NodePtr& n, int stage_level, std::vector<NodePtr>& out) {
     if (is_reduction(n) && plan_.reductions[plan_.slot_of(n)].level < stage_level) return;
-    if (n->kind == node_kind::matrix_product) {
+    if (n->kind == NodeKind::matrix_product) {
       const std::string key = structural_key(n);
       if (!products_.count(key)) {
         products_[key] = fmt::format("prod{}", products_.size());
@@ -247,12 +247,12 @@ __device__ __forceinline__ T sum_partials(const T* RESTRICT partials, long long 
     for (auto& c : n->children) collect_stage_products(c, stage_level, out);
   }
 
-  std::string product_code(const node_ptr& n) {
+  std::string product_code(const NodePtr& n) {
     const std::string name = products_.at(structural_key(n));
     const auto& m = n->children[0];
     std::ostringstream o;
     o << "    T " << name << " = T(0);  // row of " << infix(n) << "\n";
-    if (m->kind == node_kind::dense_matrix) {
+    if (m->kind == NodeKind::dense_matrix) {
       o << fmt::format(
           "    if (row < rows_mat{0}) {{\n      const T* RESTRICT a_row = mat{0} + row * ld_mat{0};\n"
           "      for (long long j = lane; j < cols_mat{0}; j += G) {1} += a_row[j] * {2};\n    }}\n",
@@ -268,9 +268,9 @@ __device__ __forceinline__ T sum_partials(const T* RESTRICT partials, long long 
     return o.str();
   }
 
-  std::string kernel(const plan_stage& st) {
+  std::string kernel(const PlanStage& st) {
     products_.clear();
-    std::vector<node_ptr> products;
+    std::vector<NodePtr> products;
     for (int slot : st.reductions)
       for (auto& c : plan_.reductions[slot].node->children) collect_stage_products(c, st.level, products);
     for (int t : st.temporaries) collect_stage_products(plan_.temporaries[t].operand, st.level, products);
@@ -279,9 +279,9 @@ __device__ __forceinline__ T sum_partials(const T* RESTRICT partials, long long 
 
     std::ostringstream o;
     const char* role =
-        st.what == plan_stage::kind::reduction     ? "inner products, first pass (partial sums per block)"
-        : st.what == plan_stage::kind::temporaries ? "operands of products that read written vectors"
-                                                   : "the assignments";
+        st.what == PlanStage::Kind::reduction     ? "inner products, first pass (partial sums per block)"
+        : st.what == PlanStage::Kind::temporaries ? "operands of products that read written vectors"
+                                                  : "the assignments";
     o << "// " << st.kernel_name << ": " << role << "\n";
     o << "extern \"C\" __global__ void __launch_bounds__(256) " << st.kernel_name << "(\n"
       << parameters() << ")\n{\n";
@@ -289,9 +289,9 @@ __device__ __forceinline__ T sum_partials(const T* RESTRICT partials, long long 
     if (!st.consumed.empty() || !st.reductions.empty()) o << "  __shared__ T scratch[32];  // block sums\n";
     // Host and device scalars.
     for (std::size_t i = 0; i < plan_.operands.size(); ++i) {
-      if (plan_.operands[i].kind == node_kind::host_scalar)
+      if (plan_.operands[i].kind == NodeKind::host_scalar)
         o << fmt::format("  const T scal{0} = T(scal{0}_arg);\n", i);
-      if (plan_.operands[i].kind == node_kind::device_scalar && !plan_.operands[i].written)
+      if (plan_.operands[i].kind == NodeKind::device_scalar && !plan_.operands[i].written)
         o << fmt::format("  const T gscal{0}_value = *gscal{0};\n", i);
     }
     // Fused final summation of inner products from earlier kernels.
@@ -300,8 +300,8 @@ __device__ __forceinline__ T sum_partials(const T* RESTRICT partials, long long 
       o << fmt::format(
           "  const T red{0} = {1}sum_partials(partials + {0} * partial_stride, parts_red{0}, scratch){2};  "
           "// {3}\n",
-          slot, r.node->kind == node_kind::norm_2 ? "sqrt(" : "",
-          r.node->kind == node_kind::norm_2 ? ")" : "", infix(r.node));
+          slot, r.node->kind == NodeKind::norm_2 ? "sqrt(" : "", r.node->kind == NodeKind::norm_2 ? ")" : "",
+          infix(r.node));
     }
     for (int slot : st.reductions) o << fmt::format("  T acc{} = T(0);\n", slot);
     o << "  const int lane = threadIdx.x % G;\n";
@@ -315,8 +315,8 @@ __device__ __forceinline__ T sum_partials(const T* RESTRICT partials, long long 
     for (int slot : st.reductions) {
       const auto& r = plan_.reductions[slot].node;
       const std::string a = code(r->children[0], "row");
-      const std::string b = r->kind == node_kind::norm_2 ? "" : code(r->children[1], "row");
-      if (r->kind == node_kind::norm_2)
+      const std::string b = r->kind == NodeKind::norm_2 ? "" : code(r->children[1], "row");
+      if (r->kind == NodeKind::norm_2)
         o << fmt::format("      if (row < len_red{0}) {{ const T e = {1}; acc{0} += e * e; }}\n", slot, a);
       else
         o << fmt::format("      if (row < len_red{0}) acc{0} += {1} * {2};\n", slot, a, b);
@@ -330,7 +330,7 @@ __device__ __forceinline__ T sum_partials(const T* RESTRICT partials, long long 
       const int target = a.target->index;
       o << fmt::format("      const bool in{0} = row < size_vec{1};\n", k, target);
       o << fmt::format("      const T value{0} = !in{0} ? T(0) :", k);
-      if (a.value->shape == shape::scalar) {
+      if (a.value->shape == Shape::scalar) {
         o << " " << code(a.value, "row");
       } else {
         for (auto& tk : tokens_of(a.value))
@@ -360,20 +360,20 @@ __device__ __forceinline__ T sum_partials(const T* RESTRICT partials, long long 
     return o.str();
   }
 
-  const operation_plan& plan_;
+  const OperationPlan& plan_;
   int group_;
   std::map<std::string, std::string> products_;  // structural key -> register name
-  std::map<const expression_node*, std::string> modifier_names_;
+  std::map<const ExpressionNode*, std::string> modifier_names_;
   std::map<std::string, std::string> modifier_by_body_, modifier_defs_;
 };
 
 }  // namespace
 
-std::string generate_cuda_source(const operation_plan& plan, int group) {
-  return generator(plan, group).source();
+std::string generate_cuda_source(const OperationPlan& plan, int group) {
+  return Generator(plan, group).source();
 }
 
-int group_size_for(const plan_stage& stage, double csr_average_row_nnz, std::size_t rows) {
+int group_size_for(const PlanStage& stage, double csr_average_row_nnz, std::size_t rows) {
   if (stage.has_dense_product) return 32;
   if (!stage.has_csr_product) return 1;
   // Short rows (the 5-point stencil, 5 nonzeros): one thread per row up to a few million rows,

@@ -32,22 +32,22 @@ cudaStream_t engine_stream(int device) {
 thread_local int prepare_only_depth = 0;
 
 // Launch tuning picked per device (the dispatch layer).
-struct tuning {
+struct Tuning {
   int block = 256;             // threads per block (the generated kernels' launch bound)
   int reduction_blocks = 528;  // blocks of a reduction stage = partial sums per inner product
   int max_blocks = 1056;       // grid-stride cap for the other stages
   std::string arch = "sm_90";
 };
 
-const tuning& tuning_for(int device) {
+const Tuning& tuning_for(int device) {
   static std::mutex mutex;
-  static std::map<int, tuning> cache;
+  static std::map<int, Tuning> cache;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(device);
   if (it != cache.end()) return it->second;
   cudaDeviceProp prop{};
   MOLACCEL_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
-  tuning t;
+  Tuning t;
   // Four blocks per SM in the first pass of inner products: more loads in flight than two,
   // while the consumer's prologue adds only 4 x SMs partial sums per block (measured faster than
   // 2 or 8 per SM in the graph mode, docs/linalg.md). 8 resident blocks of 256 threads per SM
@@ -62,11 +62,11 @@ const tuning& tuning_for(int device) {
 
 struct operation_state {
   int device = -1;
-  struct compiled {
+  struct Compiled {
     cuda::LoadedProgram program;
     std::vector<cudaKernel_t> kernels;  // one per stage
   };
-  std::map<int, compiled> by_group;  // generated source differs by group size
+  std::map<int, Compiled> by_group;  // generated source differs by group size
   cuda::DeviceBuffer<char> partials;
   std::vector<cuda::DeviceBuffer<char>> temporaries;
 };
@@ -75,10 +75,10 @@ cudaStream_t linalg_stream(int device) {
   return engine_stream(device);
 }
 
-prepare_only_scope::prepare_only_scope() {
+PrepareOnlyScope::PrepareOnlyScope() {
   ++prepare_only_depth;
 }
-prepare_only_scope::~prepare_only_scope() {
+PrepareOnlyScope::~PrepareOnlyScope() {
   --prepare_only_depth;
 }
 
@@ -126,14 +126,14 @@ void zero_columns(int device, void* data, std::size_t rows, std::size_t ld, std:
                                       (ld - cols) * element_size, rows, engine_stream(device)));
 }
 
-int launches(const operation_plan& plan) {
+int launches(const OperationPlan& plan) {
   return static_cast<int>(plan.stages.size());
 }
 
 namespace {
 
-operation_state::compiled& compile_for(const operation_plan& plan, operation_state& state, int group,
-                                       const tuning& tune) {
+operation_state::Compiled& compile_for(const OperationPlan& plan, operation_state& state, int group,
+                                       const Tuning& tune) {
   auto it = state.by_group.find(group);
   if (it != state.by_group.end()) return it->second;
   JitRequest request;
@@ -143,14 +143,14 @@ operation_state::compiled& compile_for(const operation_plan& plan, operation_sta
   request.arch = tune.arch;
   if (kernel_dump_dir()) dump_kernel_source(fmt::format("{}_g{}.cu", plan.name, group), request.source);
   const JitProgram program = default_jit_cache().compile(request);
-  operation_state::compiled c;
+  operation_state::Compiled c;
   c.program = cuda::LoadedProgram(program);
   for (auto& st : plan.stages) c.kernels.push_back(c.program.kernel(st.kernel_name));
   return state.by_group.emplace(group, std::move(c)).first->second;
 }
 
 // Kernel parameters, all 8 bytes wide, in the order of the generator's parameter list.
-class parameter_list {
+class ParameterList {
  public:
   void pointer(const void* p) { push(&p); }
   void integer(long long v) { push(&v); }
@@ -176,7 +176,7 @@ class parameter_list {
 
 }  // namespace
 
-void execute(const operation_plan& plan, const std::vector<argument>& args, const bound_shapes& shapes,
+void execute(const OperationPlan& plan, const std::vector<Argument>& args, const BoundShapes& shapes,
              std::shared_ptr<operation_state>& state) {
   const int device = shapes.where.device;
   cuda::DeviceGuard guard(device);
@@ -184,13 +184,13 @@ void execute(const operation_plan& plan, const std::vector<argument>& args, cons
     state = std::make_shared<operation_state>();
     state->device = device;
   }
-  const tuning& tune = tuning_for(device);
+  const Tuning& tune = tuning_for(device);
   bool dense = false, csr = false;
   for (auto& st : plan.stages) {
     dense = dense || st.has_dense_product;
     csr = csr || st.has_csr_product;
   }
-  plan_stage probe;
+  PlanStage probe;
   probe.has_dense_product = dense;
   probe.has_csr_product = csr;
   std::size_t rows = 0;
@@ -218,37 +218,37 @@ void execute(const operation_plan& plan, const std::vector<argument>& args, cons
     stage_group[s] = grouped ? group : 1;
     const std::size_t rows_per_block = static_cast<std::size_t>(tune.block / stage_group[s]);
     const std::size_t wanted = (shapes.stage_rows[s] + rows_per_block - 1) / rows_per_block;
-    const int cap = st.what == plan_stage::kind::reduction ? tune.reduction_blocks : tune.max_blocks;
+    const int cap = st.what == PlanStage::Kind::reduction ? tune.reduction_blocks : tune.max_blocks;
     stage_blocks[s] = static_cast<int>(std::clamp<std::size_t>(wanted, 1, static_cast<std::size_t>(cap)));
     for (int slot : st.reductions) parts[slot] = stage_blocks[s];
   }
   if (prepare_only_depth > 0) return;
 
-  parameter_list p;
+  ParameterList p;
   for (std::size_t i = 0; i < plan.operands.size(); ++i) {
     const auto& a = args[i];
     switch (plan.operands[i].kind) {
-      case node_kind::vector:
+      case NodeKind::vector:
         p.pointer(a.data->data());
         p.integer(static_cast<long long>(a.rows));
         break;
-      case node_kind::dense_matrix:
+      case NodeKind::dense_matrix:
         p.pointer(a.data->data());
         p.integer(static_cast<long long>(a.rows));
         p.integer(static_cast<long long>(a.cols));
         p.integer(static_cast<long long>(a.ld));
         break;
-      case node_kind::csr_matrix:
+      case NodeKind::csr_matrix:
         p.pointer(a.row_ptr->data());
         p.pointer(a.col_idx->data());
         p.pointer(a.data->data());
         p.integer(static_cast<long long>(a.rows));
         p.integer(static_cast<long long>(a.cols));
         break;
-      case node_kind::host_scalar:
+      case NodeKind::host_scalar:
         p.real(a.host_value);
         break;
-      case node_kind::device_scalar:
+      case NodeKind::device_scalar:
         p.pointer(a.data->data());
         break;
       default:
@@ -281,7 +281,7 @@ void execute(const operation_plan& plan, const std::vector<argument>& args, cons
   }
 }
 
-struct captured_work::impl {
+struct CapturedWork::impl {
   int device = -1;
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
@@ -291,7 +291,7 @@ struct captured_work::impl {
   }
 };
 
-captured_work::captured_work(int device, const std::function<void()>& record)
+CapturedWork::CapturedWork(int device, const std::function<void()>& record)
     : impl_(std::make_unique<impl>()) {
   cuda::DeviceGuard guard(device);
   impl_->device = device;
@@ -309,9 +309,9 @@ captured_work::captured_work(int device, const std::function<void()>& record)
   MOLACCEL_CUDA_TRY(cudaGraphInstantiate(&impl_->exec, impl_->graph, 0));
 }
 
-captured_work::~captured_work() = default;
+CapturedWork::~CapturedWork() = default;
 
-void captured_work::launch() {
+void CapturedWork::launch() {
   cuda::DeviceGuard guard(impl_->device);
   MOLACCEL_CUDA_TRY(cudaGraphLaunch(impl_->exec, engine_stream(impl_->device)));
 }

@@ -5,7 +5,7 @@
 
 namespace molaccel::linalg::gpu::resident {
 
-// ---- Streaming two-barrier BiCGStab for any n (gpu_path::fused, resident_setup::streaming) ----
+// ---- Streaming two-barrier BiCGStab for any n (GpuPath::fused, ResidentSetup::streaming) ----
 //
 // The two-barrier form above with every vector in global memory instead of registers: a
 // cooperative grid (co-resident blocks, grid-stride over rows) runs a batch of iterations in one

@@ -5,7 +5,7 @@
 
 namespace molaccel::linalg::gpu::resident {
 
-// ---- BiCGStab with two barriers per iteration (solver_tuning::form 2), one block or a grid ----
+// ---- BiCGStab with two barriers per iteration (SolverTuning::form 2), one block or a grid ----
 //
 // Every vector a product needs from other blocks is also published (pub_vec, global memory), p
 // and v double-buffered, and a block computes

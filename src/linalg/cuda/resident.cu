@@ -1,6 +1,6 @@
-// The resident and fused paths' dispatch (resident_solver): the kernel configuration for the
+// The resident and fused paths' dispatch (ResidentSolver): the kernel configuration for the
 // device and the system (scope, rows per thread, form, tiles, grid size, shared memory) from the
-// solver_tuning, the launches, the records read back, the description and the opt-in trace
+// SolverTuning, the launches, the records read back, the description and the opt-in trace
 // (MOLACCEL_TRACE=linalg). The kernels: resident_kernels.cu.
 #include <algorithm>
 #include <cstring>
@@ -15,7 +15,7 @@ namespace {
 
 using namespace resident;
 
-// Automatic BiCGStab form (solver_tuning::form 0), measured side by side (docs/linalg.md): two
+// Automatic BiCGStab form (SolverTuning::form 0), measured side by side (docs/linalg.md): two
 // barriers in one block (faster than four or three there), three in a cluster ((r0, A M p)
 // summed as (M A^T r0, p) with (r, r): faster than two and four there), one on a grid where the
 // matrix is stored by diagonals and the halo windows fit shared memory, else two (the fallback
@@ -136,9 +136,9 @@ int log2_exact(int v) {
 
 }  // namespace
 
-struct resident_solver::impl {
+struct ResidentSolver::impl {
   int device = -1;
-  resident_setup setup;
+  ResidentSetup setup;
   int sync = sync_grid;
   int form = 1;  // 1: CG; BiCGStab 2: two barriers per iteration, 3: three (resident_kernel, THREE), 4: one
   // Form 4 (resident_kernel_1): BiCGStab with the matrix by diagonals and M A^T r0.
@@ -160,7 +160,7 @@ struct resident_solver::impl {
   bool five() const { return setup.dia_count <= 5; }
   // Form 4: the blocks' rows (resident_kernel_1, one_tiles): tiles of the matrix's grid, or bands
   // of rows (a grid of one row) where the matrix is not a stencil on a 2-D grid; tiles_i x tiles_j
-  // of solver_tuning when set.
+  // of SolverTuning when set.
   int forced_i = 0, forced_j = 0;
   int tiles_i = 1, tiles_j = 1;
   one_tiles tiles{};
@@ -222,7 +222,7 @@ struct resident_solver::impl {
       }
     return bi > 0 && take(bi, bj);
   }
-  int grid_rpt = 0;  // grid: rows per thread (solver_tuning::rows_per_thread; 0 by kGridFourRowsAbove)
+  int grid_rpt = 0;  // grid: rows per thread (SolverTuning::rows_per_thread; 0 by kGridFourRowsAbove)
   // Opt-in trace (MOLACCEL_TRACE=linalg): stamps per block, the stamps skipped (warm-up) and the
   // sums per iteration (to group the phases).
   cuda::DeviceBuffer<unsigned long long> trace;
@@ -389,7 +389,7 @@ struct resident_solver::impl {
     cudaDeviceProp prop{};
     MOLACCEL_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
     const long long n = static_cast<long long>(setup.n);
-    const solver_tuning& tune = setup.tuning;
+    const SolverTuning& tune = setup.tuning;
     const int given = tune.blocks;  // 0: from n
     threads = tune.threads > 0 ? tune.threads : kMaxThreads;
     if (threads != 128 && threads != 256 && threads != 512)
@@ -417,7 +417,7 @@ struct resident_solver::impl {
     // straight to the grid: one grid barrier per iteration was measured faster than the
     // cluster's three at 1e4, and up to one block of 256 per SM the grid takes blocks of 256
     // (faster than 512 there; docs/linalg.md).
-    // kind: -1 one block, 1 one cluster, 2 a grid (solver_tuning::scope 1, 2, 3), 0 automatic.
+    // kind: -1 one block, 1 one cluster, 2 a grid (SolverTuning::scope 1, 2, 3), 0 automatic.
     int kind = tune.scope == 1 ? -1 : tune.scope == 2 ? 1 : tune.scope == 3 ? 2 : 0;
     if (given == 1) kind = -1;
     const bool clusters = prop.major >= 9;  // thread-block clusters: sm_90 and later
@@ -581,11 +581,11 @@ struct resident_solver::impl {
   }
 };
 
-resident_solver::resident_solver(int device, const resident_setup& setup) : impl_(std::make_unique<impl>()) {
+ResidentSolver::ResidentSolver(int device, const ResidentSetup& setup) : impl_(std::make_unique<impl>()) {
   cuda::DeviceGuard guard(device);
   impl_->device = device;
   impl_->setup = setup;
-  const solver_tuning& tune = setup.tuning;
+  const SolverTuning& tune = setup.tuning;
   // Automatic (0): see kAutomaticForm* (resolved in configure()).
   if (tune.form != 0 && tune.form != 2 && tune.form != 3 && tune.form != 4)
     throw Error(fmt::format(fmt::runtime("linalg: resident form {} (2, 3 or 4)"), tune.form), __FILE__,
@@ -632,9 +632,9 @@ resident_solver::resident_solver(int device, const resident_setup& setup) : impl
   }
 }
 
-resident_solver::~resident_solver() = default;
+ResidentSolver::~ResidentSolver() = default;
 
-std::pair<double, bool> resident_solver::initialise() {
+std::pair<double, bool> ResidentSolver::initialise() {
   cuda::DeviceGuard guard(impl_->device);
   if (!impl_->setup.fp64)
     impl_->launch<float>(0, 1);
@@ -645,7 +645,7 @@ std::pair<double, bool> resident_solver::initialise() {
   return {state[2], state[1] != 0.0};
 }
 
-std::vector<double> resident_solver::run(int iterations) {
+std::vector<double> ResidentSolver::run(int iterations) {
   cuda::DeviceGuard guard(impl_->device);
   const std::size_t words = std::size_t(kStateWords) + std::size_t(kRecordWords) * std::size_t(iterations);
   if (impl_->out.size() < words) {
@@ -672,7 +672,7 @@ std::vector<double> resident_solver::run(int iterations) {
       impl_->host_out.begin() + kStateWords + std::size_t(kRecordWords) * std::size_t(done));
 }
 
-std::string resident_solver::describe() const {
+std::string ResidentSolver::describe() const {
   if (impl_->streaming)
     return fmt::format(fmt::runtime("streaming, {} blocks of {}, {}, {}, {} barrier{}/iteration"),
                        impl_->blocks, impl_->threads,
@@ -705,7 +705,7 @@ std::string resident_solver::describe() const {
                                         : std::string(", CSR"));
 }
 
-int resident_solver::blocks() const {
+int ResidentSolver::blocks() const {
   return impl_->blocks;
 }
 

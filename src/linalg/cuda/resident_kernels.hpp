@@ -17,7 +17,7 @@ constexpr int kSmemNnz = 5;  // grid, 4 rows per thread: nonzeros per row kept i
 // The grid gather reads the block sums in chunks of 32 x 4 blocks, one warp per sum and chunk: up
 // to 128 blocks one L2 round trip, above it two. Automatic tiles stay within one chunk.
 constexpr int kGatherChunk = 128;
-// The matrix by diagonals (resident_setup::dia_*, linalg/diagonal.hpp): at most this many
+// The matrix by diagonals (ResidentSetup::dia_*, linalg/diagonal.hpp): at most this many
 // diagonals, values diagonal-major (dia_count x n), NaN where the CSR has no entry.
 constexpr int kDiaMax = 8;
 
@@ -62,7 +62,7 @@ struct kernel_params {
   int grid_w = 0, grid_h = 0, tiles_i = 1, tiles_j = 1;
   int halo[4] = {};
   int dia_a[kDiaMax] = {}, dia_b[kDiaMax] = {};
-  // A constant stencil on tiles (resident_setup::dia_constant): the products use coef, not the
+  // A constant stencil on tiles (ResidentSetup::dia_constant): the products use coef, not the
   // values in shared memory.
   int constant = 0;
   T coef[kDiaMax] = {};

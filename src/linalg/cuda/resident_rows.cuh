@@ -69,7 +69,7 @@ __device__ __forceinline__ T row_product(const owned_rows<T, RPT>& m, int k, int
 // or read. Where the values are is fixed at compile time, one path per kernel (a first version
 // with all three paths in every kernel was slower in one block and in a cluster: docs/linalg.md):
 // at 1 and 2 rows per thread in registers (the host uses diagonals there only when dia_count fits
-// the cached slots: resident_solver::impl::dia_fits; NaN in the unused ones); at 4 rows per
+// the cached slots: ResidentSolver::impl::dia_fits; NaN in the unused ones); at 4 rows per
 // thread on a grid in shared memory when kept there (dia_count <= kSmemNnz), otherwise, and at 4
 // rows per thread in a block or cluster, from global memory (coalesced, diagonal-major).
 template <class T, int RPT, int SYNC, class Entry>

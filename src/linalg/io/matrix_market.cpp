@@ -63,7 +63,7 @@ double parse_value(molaccel::io::LineReader& r, std::string_view tok, bool integ
 
 }  // namespace
 
-matrix_market_triplets parse_triplets(molaccel::io::LineReader& r) {
+MatrixMarketTriplets parse_triplets(molaccel::io::LineReader& r) {
   std::string_view line;
   if (!r.next(line)) r.fail("empty file: expected a %%MatrixMarket header");
   const auto head = split(line);
@@ -87,7 +87,7 @@ matrix_market_triplets parse_triplets(molaccel::io::LineReader& r) {
   if (size.size() != (array ? 2u : 3u))
     r.fail(array ? "size line must be 'rows cols'" : "size line must be 'rows cols nonzeros'");
   constexpr std::uint64_t limit = std::numeric_limits<std::int32_t>::max();
-  matrix_market_triplets t;
+  MatrixMarketTriplets t;
   t.array_format = array;
   const std::uint64_t rows = parse_count(r, size[0], "rows"), cols = parse_count(r, size[1], "cols");
   if (rows > limit || cols > limit) r.fail("dimensions exceed 2^31-1");
@@ -152,8 +152,8 @@ matrix_market_triplets parse_triplets(molaccel::io::LineReader& r) {
   return t;
 }
 
-host_csr<double> to_csr(const matrix_market_triplets& t) {
-  host_csr<double> a;
+HostCsr<double> to_csr(const MatrixMarketTriplets& t) {
+  HostCsr<double> a;
   a.rows = t.rows;
   a.cols = t.cols;
   std::vector<std::size_t> order(t.value.size());
@@ -180,12 +180,12 @@ host_csr<double> to_csr(const matrix_market_triplets& t) {
 
 namespace molaccel::linalg {
 
-host_csr<double> read_matrix_market(const std::filesystem::path& path) {
+HostCsr<double> read_matrix_market(const std::filesystem::path& path) {
   molaccel::io::LineReader reader(path);
   return io::to_csr(io::parse_triplets(reader));
 }
 
-host_csr<double> parse_matrix_market(std::string_view name, std::string_view content) {
+HostCsr<double> parse_matrix_market(std::string_view name, std::string_view content) {
   molaccel::io::LineReader reader(name, content);
   return io::to_csr(io::parse_triplets(reader));
 }
@@ -212,10 +212,10 @@ void write_matrix_market_vector(const std::filesystem::path& path, std::span<con
   });
 }
 
-host_csr<double> poisson_2d(std::size_t n) {
+HostCsr<double> poisson_2d(std::size_t n) {
   MOLACCEL_EXPECTS(n >= 1 && n * n <= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max() / 5),
                    "poisson_2d: grid too large for 32-bit indices");
-  host_csr<double> a;
+  HostCsr<double> a;
   a.rows = a.cols = n * n;
   a.row_ptr.assign(1, 0);
   a.row_ptr.reserve(n * n + 1);
@@ -238,7 +238,7 @@ host_csr<double> poisson_2d(std::size_t n) {
   return a;
 }
 
-std::vector<double> multiply(const host_csr<double>& a, std::span<const double> x) {
+std::vector<double> multiply(const HostCsr<double>& a, std::span<const double> x) {
   MOLACCEL_EXPECTS(x.size() == a.cols, "multiply: length mismatch");
   std::vector<double> y(a.rows, 0.0);
   for (std::size_t r = 0; r < a.rows; ++r) {

@@ -9,7 +9,7 @@
 
 namespace molaccel::linalg::io {
 
-struct matrix_market_triplets {
+struct MatrixMarketTriplets {
   std::size_t rows = 0, cols = 0;
   bool array_format = false;
   std::vector<std::int32_t> row, col;  // 0-based, symmetric entries already mirrored
@@ -17,8 +17,8 @@ struct matrix_market_triplets {
 };
 
 // Reads the whole input; throws InputError naming the input and line.
-matrix_market_triplets parse_triplets(molaccel::io::LineReader& reader);
+MatrixMarketTriplets parse_triplets(molaccel::io::LineReader& reader);
 // Sorted CSR with duplicates summed (explicit zeros of array files dropped).
-host_csr<double> to_csr(const matrix_market_triplets& t);
+HostCsr<double> to_csr(const MatrixMarketTriplets& t);
 
 }  // namespace molaccel::linalg::io

@@ -9,7 +9,7 @@ namespace molaccel::linalg {
 
 namespace {
 
-struct value {
+struct Value {
   bool is_vector = false;
   double s = 0;
   std::vector<double> v;
@@ -27,17 +27,17 @@ double apply_unary(const std::string& f, double x) {
   throw Error("reference: unknown function " + f, __FILE__, __LINE__);
 }
 
-double apply_binary(node_kind k, const std::string& f, double a, double b) {
+double apply_binary(NodeKind k, const std::string& f, double a, double b) {
   switch (k) {
-    case node_kind::add:
+    case NodeKind::add:
       return a + b;
-    case node_kind::subtract:
+    case NodeKind::subtract:
       return a - b;
-    case node_kind::multiply:
-    case node_kind::element_product:
+    case NodeKind::multiply:
+    case NodeKind::element_product:
       return a * b;
-    case node_kind::divide:
-    case node_kind::element_division:
+    case NodeKind::divide:
+    case NodeKind::element_division:
       return a / b;
     default:
       break;
@@ -50,61 +50,61 @@ double apply_binary(node_kind k, const std::string& f, double a, double b) {
   throw Error("reference: unknown function " + f, __FILE__, __LINE__);
 }
 
-class evaluator {
+class Evaluator {
  public:
-  explicit evaluator(const std::vector<reference_operand>& ops) : ops_(ops) {}
+  explicit Evaluator(const std::vector<ReferenceOperand>& ops) : ops_(ops) {}
 
-  value eval(const node_ptr& n, const value* x = nullptr) {
-    value out;
+  Value eval(const NodePtr& n, const Value* x = nullptr) {
+    Value out;
     switch (n->kind) {
-      case node_kind::vector:
-      case node_kind::dense_matrix:  // element-wise over a matrix: its rows x cols values, flat
+      case NodeKind::vector:
+      case NodeKind::dense_matrix:  // element-wise over a matrix: its rows x cols values, flat
         out.is_vector = true;
         out.v = ops_.at(n->index).values;
         return out;
-      case node_kind::host_scalar:
-      case node_kind::device_scalar:
+      case NodeKind::host_scalar:
+      case NodeKind::device_scalar:
         out.s = ops_.at(n->index).values.at(0);
         return out;
-      case node_kind::constant:
+      case NodeKind::constant:
         out.s = n->constant;
         return out;
-      case node_kind::placeholder:
+      case NodeKind::placeholder:
         return *x;
-      case node_kind::negate: {
-        value a = eval(n->children[0], x);
+      case NodeKind::negate: {
+        Value a = eval(n->children[0], x);
         if (a.is_vector)
           for (auto& e : a.v) e = -e;
         else
           a.s = -a.s;
         return a;
       }
-      case node_kind::function: {
-        value a = eval(n->children[0], x);
+      case NodeKind::function: {
+        Value a = eval(n->children[0], x);
         if (a.is_vector)
           for (auto& e : a.v) e = apply_unary(n->name, e);
         else
           a.s = apply_unary(n->name, a.s);
         return a;
       }
-      case node_kind::modifier: {
-        value a = eval(n->children[0], x);
+      case NodeKind::modifier: {
+        Value a = eval(n->children[0], x);
         return eval(n->children[1], &a);
       }
-      case node_kind::inner_product: {
-        value a = eval(n->children[0], x), b = eval(n->children[1], x);
+      case NodeKind::inner_product: {
+        Value a = eval(n->children[0], x), b = eval(n->children[1], x);
         for (std::size_t i = 0; i < a.v.size(); ++i) out.s += a.v[i] * b.v[i];
         return out;
       }
-      case node_kind::norm_2: {
-        value a = eval(n->children[0], x);
+      case NodeKind::norm_2: {
+        Value a = eval(n->children[0], x);
         for (double e : a.v) out.s += e * e;
         out.s = std::sqrt(out.s);
         return out;
       }
-      case node_kind::matrix_product: {
+      case NodeKind::matrix_product: {
         const auto& m = ops_.at(n->children[0]->index);
-        value v = eval(n->children[1], x);
+        Value v = eval(n->children[1], x);
         out.is_vector = true;
         if (m.csr) {
           out.v.assign(m.csr->rows, 0.0);
@@ -122,7 +122,7 @@ class evaluator {
         break;
     }
     // Binary element-wise node, with scalar broadcasting.
-    value a = eval(n->children[0], x), b = eval(n->children[1], x);
+    Value a = eval(n->children[0], x), b = eval(n->children[1], x);
     if (!a.is_vector && !b.is_vector) {
       out.s = apply_binary(n->kind, n->name, a.s, b.s);
       return out;
@@ -136,29 +136,29 @@ class evaluator {
   }
 
  private:
-  const std::vector<reference_operand>& ops_;
+  const std::vector<ReferenceOperand>& ops_;
 };
 
 }  // namespace
 
-void reference_execute(const std::vector<statement>& statements, std::vector<reference_operand>& operands) {
+void reference_execute(const std::vector<Statement>& statements, std::vector<ReferenceOperand>& operands) {
   // Every right-hand side first (old values), then every assignment.
-  std::vector<value> results;
-  evaluator ev(operands);
+  std::vector<Value> results;
+  Evaluator ev(operands);
   for (const auto& s : statements) results.push_back(ev.eval(s.value()));
   for (std::size_t k = 0; k < statements.size(); ++k) {
     auto& target = operands.at(statements[k].target()->index).values;
-    const value& r = results[k];
+    const Value& r = results[k];
     for (std::size_t i = 0; i < target.size(); ++i) {
       const double rhs = r.is_vector ? r.v.at(i) : r.s;
       switch (statements[k].op()) {
-        case assign_op::assign:
+        case AssignOp::assign:
           target[i] = rhs;
           break;
-        case assign_op::add_assign:
+        case AssignOp::add_assign:
           target[i] += rhs;
           break;
-        case assign_op::subtract_assign:
+        case AssignOp::subtract_assign:
           target[i] -= rhs;
           break;
       }

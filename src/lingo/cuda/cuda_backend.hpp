@@ -61,17 +61,16 @@ class GpuJob {
   std::size_t dense_budget(int device) const;
   std::string kernel_name() const;  // which kernel family the metric uses
 
-  // Benchmarks: computes the rect with results left in device memory; seconds by CUDA events
-  // (planning and plan uploads included; the database upload not). The worker state (database
-  // slice, result matrix, plan buffers) persists from call to call on a device, as it does from
-  // tile to tile in a job: the first call allocates, so time the later ones. The whole rect is one
-  // pass when its results fit in a quarter of the free memory (Tuning::device_pass_elements sets
-  // the elements per pass). `results` (tests; rect.rows() x rect.cols()): the similarities
-  // also copied to the host, pass by pass.
-  double time_kernels(int device, const Rect& rect, float* results = nullptr) const;
-  // Benchmarks: wall seconds of dense_stream of the rect into host memory `out` (rect.rows() x
-  // rect.cols() elements of `type`, row-major), database upload excluded.
-  double time_to_host(int device, const Rect& rect, OutputType type, void* out) const;
+  // The rect computed on the context's GPU with the similarities left in device memory, for
+  // callers that use them there (and the kernel benchmark). `sink(row, rows, sims, stream)`
+  // receives each pass: rows [row, row + rows) of the rect (relative to rect.row_begin), row-major,
+  // rect.cols() floats per row, in device memory and valid until the sink returns; `stream` (a
+  // cudaStream_t) is the one the pass was computed on. The whole rect is one pass when its results
+  // fit in a quarter of the free memory (Tuning::device_pass_elements sets the elements per pass).
+  // The worker state (database slice, result matrix, plan buffers) stays in the context from call
+  // to call, as from tile to tile in a job. Returns when the last pass is done.
+  using DeviceSink = std::function<void(std::size_t row, std::size_t rows, const float* sims, void* stream)>;
+  void on_device(WorkerContext& ctx, const Rect& rect, const DeviceSink& sink = {}) const;
 
  private:
   struct Impl;

@@ -22,17 +22,6 @@ Tuning GpuJob::Impl::tuning(int device) const {
                       : tuning_for(device, {metric, encoding.query_set().size(), encoding.database.size()});
 }
 
-WorkerContext& GpuJob::Impl::bench_context(int device) const {
-  std::lock_guard lock(bench_mutex);
-  for (auto& [d, ctx] : bench_contexts)
-    if (d == device) return *ctx;
-  WorkerInfo info;
-  info.kind = WorkerInfo::Kind::gpu;
-  info.device = device;
-  bench_contexts.emplace_back(device, std::make_unique<WorkerContext>(info));
-  return *bench_contexts.back().second;
-}
-
 WorkerState& GpuJob::Impl::state(WorkerContext& ctx) const {
   auto& s = ctx.local<WorkerState>();
   s.tuning = tuning(ctx.worker().device);
@@ -229,13 +218,13 @@ std::string GpuJob::kernel_name() const {
   return impl_->use_features ? "hashed" : "merge";
 }
 
-double GpuJob::time_kernels(int device, const Rect& rect, float* results) const {
+void GpuJob::on_device(WorkerContext& ctx, const Rect& rect, const DeviceSink& sink) const {
+  const int device = ctx.worker().device;
   cuda::DeviceGuard guard(device);
-  WorkerContext& ctx = impl_->bench_context(device);
   WorkerState& s = impl_->state(ctx);
   impl_->ensure_db(s, rect.col_begin, rect.col_end);
-  // Rows per pass, decided with the database upload (before the start event): the results stay in
-  // device memory, so the whole rect is one pass (one launch: one prologue and one tail, where
+  // Rows per pass, decided with the database upload: the results stay in device memory, so the
+  // whole rect is one pass (one launch: one prologue and one tail, where
   // passes of the 1 GiB budget take four at 32,768^2) when it fits in a quarter of the free memory
   // (the allocation is made by the first, warm-up call); otherwise the budget's passes.
   // Tuning::device_pass_elements sets the elements per pass (268435456: the budget's 1 GiB).
@@ -251,12 +240,12 @@ double GpuJob::time_kernels(int device, const Rect& rect, float* results) const 
       pass_rows = rect.rows() * cols * sizeof(float) <= have ? rect.rows() : 0;  // 0: the budget's
     }
   }
-  cuda::Event start, stop;
-  // MOLACCEL_TRACE=lingo: each pass's kernels timed apart, to set them against the whole (host
-  // planning, uploads and gaps between passes included).
+  // MOLACCEL_TRACE=lingo: the loop and each pass's kernels timed by events, to set them against the whole
+  // (host planning, uploads and gaps between passes included).
   const bool timeline = trace_enabled("lingo");
   std::vector<std::pair<cuda::Event, cuda::Event>> marks;
   std::vector<std::size_t> rows;
+  cuda::Event start, stop;
   double host_start = 0, host_first_launched = 0;
   host_start = now_seconds();
   start.record(s.stream);
@@ -273,12 +262,7 @@ double GpuJob::time_kernels(int device, const Rect& rect, float* results) const 
           marks.back().second.record(st.stream);
           rows.push_back(r1 - r0);
         }
-        if (results) {  // tests: the pass's rows (in s.sims) to the host, outside any timing
-          MOLACCEL_CUDA_TRY(cudaMemcpyAsync(results + (r0 - rect.row_begin) * rect.cols(), st.sims.data(),
-                                            (r1 - r0) * rect.cols() * sizeof(float), cudaMemcpyDeviceToHost,
-                                            st.stream));
-          MOLACCEL_CUDA_TRY(cudaStreamSynchronize(st.stream));
-        }
+        if (sink) sink(r0 - rect.row_begin, r1 - r0, st.sims.data(), static_cast<void*>(st.stream.get()));
       },
       pass_rows);
   stop.record(s.stream);
@@ -305,7 +289,6 @@ double GpuJob::time_kernels(int device, const Rect& rect, float* results) const 
     trace_message("lingo", fmt::format(fmt::runtime("kernel loop: {} passes, kernels {:.3f} ms of {:.3f} ms"),
                                        marks.size(), kernels, stop.elapsed_ms_since(start)));
   }
-  return stop.elapsed_ms_since(start) / 1000.0;
 }
 
 std::vector<Hit> GpuJob::top_k(WorkerContext& ctx, const Rect& rect, std::size_t k) const {

@@ -136,17 +136,9 @@ struct GpuJob::Impl {
   bool use_features;
   detail::FeatureSet db_features, query_features;  // query_features empty when self
   std::optional<Tuning> fixed_tuning;              // tests and benchmarks; else tuning_for
-  // time_kernels' worker state, per device, kept from call to call as a job keeps it from tile to
-  // tile: the result matrix and the plan buffers are allocated by the first (warm-up) call, not
-  // inside the timed loop of every call (a 1 GiB cudaMalloc landed in the first pass's time).
-  mutable std::mutex bench_mutex;
-  mutable PinnedPool bench_pinned;  // time_to_host's staging, kept from call to call
-  mutable std::vector<std::pair<int, std::unique_ptr<WorkerContext>>> bench_contexts;
-
   Impl(const detail::Encoding& e, Metric m, std::optional<Tuning> t);
   const detail::FeatureSet& qfs() const { return encoding.self ? db_features : query_features; }
   Tuning tuning(int device) const;
-  WorkerContext& bench_context(int device) const;
   // The worker's state on its device, with this job's tuning for that device.
   WorkerState& state(WorkerContext& ctx) const;
   // Largest number of dense elements one pass should produce on `device` (memory-bounded).
@@ -167,7 +159,7 @@ struct GpuJob::Impl {
 
   // Runs `body(r0, r1)` over the rect's rows in passes that fit the dense budget; out of memory
   // halves the pass and retries (shrink, never drop).
-  // `pass_rows` (time_kernels) overrides the budget's rows per pass.
+  // `pass_rows` (on_device) overrides the budget's rows per pass.
   template <class Body>
   void in_passes(WorkerContext& ctx, const Rect& rect, Body&& body, std::size_t pass_rows = 0) const {
     WorkerState& s = state(ctx);

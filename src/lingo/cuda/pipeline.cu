@@ -290,18 +290,4 @@ void GpuJob::dense_stream(WorkerContext& ctx, const Rect& rect, OutputType type,
   });
 }
 
-double GpuJob::time_to_host(int device, const Rect& rect, OutputType type, void* out) const {
-  WorkerInfo info;
-  info.kind = WorkerInfo::Kind::gpu;
-  info.device = device;
-  WorkerContext ctx(info, nullptr, &impl_->bench_pinned);  // fresh state, staging kept by the job
-  cuda::DeviceGuard guard(device);
-  WorkerState& s = impl_->state(ctx);
-  impl_->ensure_db(s, rect.col_begin, rect.col_end);
-  const std::size_t row_bytes = rect.cols() * element_bytes(type);
-  const double t0 = now_seconds();
-  dense_to(ctx, rect, type, static_cast<std::uint8_t*>(out), row_bytes);
-  return now_seconds() - t0;
-}
-
 }  // namespace molaccel::lingo::cuda_backend

@@ -22,7 +22,7 @@ struct Tuning {
   // Window pairs (2 x 256 database columns) one block walks at most with its query table (amortises
   // the table build); fewer when a pass has few query groups, so a launch still fills the GPU.
   std::size_t block_steps = 4;
-  // GpuJob::time_kernels only: elements per pass; 0 = the whole rect in one pass when its results
+  // GpuJob::on_device only: elements per pass; 0 = the whole rect in one pass when its results
   // fit in a quarter of the free memory (one prologue and one tail), else the dense budget's passes.
   std::size_t device_pass_elements = 0;
   // Host threads copying staged passes into ordinary memory (one cannot keep up with PCIe);
