@@ -2,7 +2,7 @@
 
 Vectors, scalars and sparse matrices are containers in host or GPU memory; their operators build
 an expression, and an assignment (``x += e``, ``x -= e``, ``x[:] = e``, ``x.assign(e)``) runs it
-as one generated, fused kernel (or one fused CPU loop), as ``custom_operation`` does in C++::
+as one generated, fused kernel (or one fused CPU loop), as ``CustomOperation`` does in C++::
 
     x += (alpha + beta) * x - (y - F(G(z)))
 

@@ -19,15 +19,15 @@ using Array1 = nb::ndarray<const T, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
 // The solver's exchange format, checked the way read_matrix_market leaves it: row pointers from 0
 // to nnz, column indices in range, sorted and unique within each row.
-la::host_csr<double> to_csr(Array1<std::int32_t> indptr, Array1<std::int32_t> indices, Array1<double> data,
-                            std::size_t rows, std::size_t cols) {
+la::HostCsr<double> to_csr(Array1<std::int32_t> indptr, Array1<std::int32_t> indices, Array1<double> data,
+                           std::size_t rows, std::size_t cols) {
   if (indptr.shape(0) != rows + 1)
     throw InputError(
         "A", 0,
         fmt::format("indptr has {} entries; a {}-row matrix needs {}", indptr.shape(0), rows, rows + 1));
   if (indices.shape(0) != data.shape(0))
     throw InputError("A", 0, fmt::format("{} column indices but {} values", indices.shape(0), data.shape(0)));
-  la::host_csr<double> a;
+  la::HostCsr<double> a;
   a.rows = rows;
   a.cols = cols;
   a.row_ptr.assign(indptr.data(), indptr.data() + indptr.shape(0));
@@ -52,7 +52,7 @@ la::host_csr<double> to_csr(Array1<std::int32_t> indptr, Array1<std::int32_t> in
   return a;
 }
 
-nb::tuple csr_arrays(la::host_csr<double>&& a) {
+nb::tuple csr_arrays(la::HostCsr<double>&& a) {
   const std::size_t rows = a.rows, cols = a.cols, nnz = a.values.size();
   return nb::make_tuple(to_numpy(std::move(a.values), {nnz}), to_numpy(std::move(a.col_idx), {nnz}),
                         to_numpy(std::move(a.row_ptr), {rows + 1}), nb::make_tuple(rows, cols));
@@ -164,7 +164,7 @@ void bind_linalg(nb::module_& m) {
     return csr_arrays(la::poisson_2d(grid_size));
   });
   m.def("read_matrix_market", [](const std::string& path) {
-    la::host_csr<double> a;
+    la::HostCsr<double> a;
     {
       nb::gil_scoped_release release;
       a = la::read_matrix_market(path);

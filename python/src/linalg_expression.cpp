@@ -1,7 +1,7 @@
 // molaccel._core.linalg: containers (vectors, device scalars, CSR matrices) and the expression
 // generator from Python. The Python side (molaccel/linalg_expr.py) records an expression as a
 // tree of tuples over numbered operands; here the tree becomes the library's expression (the
-// same operators C++ code uses), the statement a custom_operation (kept per tree, so each
+// same operators C++ code uses), the statement a CustomOperation (kept per tree, so each
 // distinct statement is planned and compiled once) and the operands its arguments.
 #include <map>
 #include <mutex>
@@ -24,22 +24,20 @@ namespace la = molaccel::linalg;
 
 // A vector or a device scalar: one typed array on the host or on a GPU.
 struct Container {
-  la::detail::array data;
+  la::detail::Array data;
   bool scalar = false;
 };
 
 struct SparseMatrix {
-  la::csr_matrix<double> f64;
-  la::csr_matrix<float> f32;
-  la::value_type type = la::value_type::f64;
-  la::argument argument() const {
-    return type == la::value_type::f64 ? la::argument(f64) : la::argument(f32);
-  }
+  la::CsrMatrix<double> f64;
+  la::CsrMatrix<float> f32;
+  la::ValueType type = la::ValueType::f64;
+  la::Argument argument() const { return type == la::ValueType::f64 ? la::Argument(f64) : la::Argument(f32); }
 };
 
-la::value_type parse_dtype(const std::string& dtype) {
-  if (dtype == "float64") return la::value_type::f64;
-  if (dtype == "float32") return la::value_type::f32;
+la::ValueType parse_dtype(const std::string& dtype) {
+  if (dtype == "float64") return la::ValueType::f64;
+  if (dtype == "float32") return la::ValueType::f32;
   throw InputError("dtype", 0, fmt::format("linalg containers hold float64 or float32 (got {})", dtype));
 }
 
@@ -58,23 +56,23 @@ using Operand = std::variant<const Container*, const SparseMatrix*, double>;
 
 struct Operands {
   std::vector<Operand> list;
-  la::value_type host_type = la::value_type::f64;  // the target's element type
+  la::ValueType host_type = la::ValueType::f64;  // the target's element type
 };
 
-la::expression leaf(int index, const Operands& all) {
+la::Expression leaf(int index, const Operands& all) {
   const auto& operands = all.list;
   if (index < 0 || static_cast<std::size_t>(index) >= operands.size())
     throw nb::value_error("linalg expression: operand index out of range");
   const Operand& op = operands[index];
   if (auto* c = std::get_if<const Container*>(&op))
-    return la::expression(la::detail::leaf(
-        (*c)->scalar ? la::node_kind::device_scalar : la::node_kind::vector, (*c)->data.type(), index));
+    return la::Expression(la::detail::leaf((*c)->scalar ? la::NodeKind::device_scalar : la::NodeKind::vector,
+                                           (*c)->data.type(), index));
   if (auto* m = std::get_if<const SparseMatrix*>(&op))
-    return la::expression(la::detail::leaf(la::node_kind::csr_matrix, (*m)->type, index));
-  return la::expression(la::detail::leaf(la::node_kind::host_scalar, all.host_type, index));
+    return la::Expression(la::detail::leaf(la::NodeKind::csr_matrix, (*m)->type, index));
+  return la::Expression(la::detail::leaf(la::NodeKind::host_scalar, all.host_type, index));
 }
 
-la::expression binary(const std::string& op, const la::expression& a, const la::expression& b) {
+la::Expression binary(const std::string& op, const la::Expression& a, const la::Expression& b) {
   if (op == "add") return a + b;
   if (op == "sub") return a - b;
   if (op == "mul") return a * b;
@@ -91,7 +89,7 @@ la::expression binary(const std::string& op, const la::expression& a, const la::
   throw nb::value_error(("linalg expression: unknown operation " + op).c_str());
 }
 
-la::expression unary(const std::string& op, const la::expression& a) {
+la::Expression unary(const std::string& op, const la::Expression& a) {
   if (op == "neg") return -a;
   if (op == "exp") return la::exp(a);
   if (op == "log") return la::log(a);
@@ -106,8 +104,8 @@ la::expression unary(const std::string& op, const la::expression& a) {
 }
 
 // Trees: ("operand", i) | (op, a, b) | (op, a) | ("modifier", name, body, a).
-la::expression build(nb::handle tree, const Operands& operands,
-                     std::map<std::string, la::elementwise_modifier>& modifiers) {
+la::Expression build(nb::handle tree, const Operands& operands,
+                     std::map<std::string, la::ElementwiseModifier>& modifiers) {
   nb::tuple t = nb::cast<nb::tuple>(tree);
   const std::string op = nb::cast<std::string>(t[0]);
   if (op == "operand") return leaf(nb::cast<int>(t[1]), operands);
@@ -115,18 +113,18 @@ la::expression build(nb::handle tree, const Operands& operands,
     const std::string name = nb::cast<std::string>(t[1]), body = nb::cast<std::string>(t[2]);
     auto it = modifiers.find(name + "\n" + body);
     if (it == modifiers.end())
-      it = modifiers.emplace(name + "\n" + body, la::elementwise_modifier(name, body)).first;
+      it = modifiers.emplace(name + "\n" + body, la::ElementwiseModifier(name, body)).first;
     return it->second(build(t[3], operands, modifiers));
   }
   if (t.size() == 2) return unary(op, build(t[1], operands, modifiers));
   return binary(op, build(t[1], operands, modifiers), build(t[2], operands, modifiers));
 }
 
-// One custom_operation per distinct (statement, operand kinds and types): planned and compiled
-// once, reused by every later run. A custom_operation runs one call at a time.
+// One CustomOperation per distinct (statement, operand kinds and types): planned and compiled
+// once, reused by every later run. A CustomOperation runs one call at a time.
 struct KeptOperation {
   std::mutex mutex;
-  std::unique_ptr<la::custom_operation> operation;
+  std::unique_ptr<la::CustomOperation> operation;
 };
 
 std::string kind_key(const Operands& all) {
@@ -159,7 +157,7 @@ void execute(int target, const std::string& assign, nb::handle tree, nb::list op
   all.host_type = std::get<const Container*>(operands[target])->data.type();
   static std::mutex table_mutex;
   static std::map<std::string, std::shared_ptr<KeptOperation>> table;
-  static std::map<std::string, la::elementwise_modifier> modifiers;
+  static std::map<std::string, la::ElementwiseModifier> modifiers;
   const std::string key = nb::cast<std::string>(nb::repr(tree)) + "|" + assign + "|" +
                           std::to_string(target) + "|" + kind_key(all);
   std::shared_ptr<KeptOperation> kept;
@@ -168,14 +166,14 @@ void execute(int target, const std::string& assign, nb::handle tree, nb::list op
     auto& slot = table[key];
     if (!slot) {
       slot = std::make_shared<KeptOperation>();
-      const la::expression value = build(tree, all, modifiers);
-      const la::expression target_leaf = leaf(target, all);
-      const la::assign_op op = assign == "="    ? la::assign_op::assign
-                               : assign == "+=" ? la::assign_op::add_assign
-                                                : la::assign_op::subtract_assign;
+      const la::Expression value = build(tree, all, modifiers);
+      const la::Expression target_leaf = leaf(target, all);
+      const la::AssignOp op = assign == "="    ? la::AssignOp::assign
+                              : assign == "+=" ? la::AssignOp::add_assign
+                                               : la::AssignOp::subtract_assign;
       try {
         slot->operation =
-            std::make_unique<la::custom_operation>(la::statement(target_leaf.node(), op, value.node()));
+            std::make_unique<la::CustomOperation>(la::Statement(target_leaf.node(), op, value.node()));
       } catch (...) {
         table.erase(key);
         throw;
@@ -183,12 +181,12 @@ void execute(int target, const std::string& assign, nb::handle tree, nb::list op
     }
     kept = slot;
   }
-  std::vector<la::argument> args;
+  std::vector<la::Argument> args;
   for (std::size_t i = 0; i < operands.size(); ++i) {
     const Operand& op = operands[i];
     if (auto* c = std::get_if<const Container*>(&op)) {
-      la::argument a(0.0);
-      a.what = (*c)->scalar ? la::argument::kind::device_scalar : la::argument::kind::vector;
+      la::Argument a(0.0);
+      a.what = (*c)->scalar ? la::Argument::Kind::device_scalar : la::Argument::Kind::vector;
       a.type = (*c)->data.type();
       a.data = &(*c)->data;
       a.rows = (*c)->data.size();
@@ -196,7 +194,7 @@ void execute(int target, const std::string& assign, nb::handle tree, nb::list op
       args.push_back(a);
     } else if (auto* m = std::get_if<const SparseMatrix*>(&op)) {
       args.push_back((*m)->argument());
-    } else if (all.host_type == la::value_type::f32) {
+    } else if (all.host_type == la::ValueType::f32) {
       args.emplace_back(static_cast<float>(std::get<double>(op)));
     } else {
       args.emplace_back(std::get<double>(op));
@@ -215,16 +213,16 @@ void bind_linalg_expressions(nb::module_& m) {
            [](Container* c, nb::ndarray<nb::ro, nb::ndim<1>, nb::c_contig, nb::device::cpu> values,
               const std::string& dtype, bool scalar, const std::string& device, int threads) {
              const auto type = parse_dtype(dtype);
-             if (values.dtype() != (type == la::value_type::f64 ? nb::dtype<double>() : nb::dtype<float>()))
+             if (values.dtype() != (type == la::ValueType::f64 ? nb::dtype<double>() : nb::dtype<float>()))
                throw nb::type_error("linalg container: the values' dtype differs from dtype");
-             const la::placement where = la::placement_of(resources_for(device, threads, false));
-             new (c) Container{la::detail::array(where, type, values.shape(0)), scalar};
+             const la::Placement where = la::placement_of(resources_for(device, threads, false));
+             new (c) Container{la::detail::Array(where, type, values.shape(0)), scalar};
              c->data.upload(values.data(), values.shape(0));
            })
       .def("__len__", [](const Container& c) { return c.data.size(); })
       .def_prop_ro(
           "dtype",
-          [](const Container& c) { return c.data.type() == la::value_type::f64 ? "float64" : "float32"; })
+          [](const Container& c) { return c.data.type() == la::ValueType::f64 ? "float64" : "float32"; })
       .def_prop_ro("device", [](const Container& c) { return c.data.where().device; })
       .def_prop_ro("pointer",
                    [](const Container& c) { return reinterpret_cast<std::uintptr_t>(c.data.data()); })
@@ -236,7 +234,7 @@ void bind_linalg_expressions(nb::module_& m) {
       .def("to_numpy",
            [](const Container& c) -> nb::object {
              const std::size_t n = c.data.size();
-             if (c.data.type() == la::value_type::f64) {
+             if (c.data.type() == la::ValueType::f64) {
                std::vector<double> v(n);
                {
                  nb::gil_scoped_release release;
@@ -262,7 +260,7 @@ void bind_linalg_expressions(nb::module_& m) {
         const bool gpu = c.data.where().on_gpu();
         std::size_t shape[1] = {c.data.size()};
         const nb::dlpack::dtype dt =
-            c.data.type() == la::value_type::f64 ? nb::dtype<double>() : nb::dtype<float>();
+            c.data.type() == la::ValueType::f64 ? nb::dtype<double>() : nb::dtype<float>();
         return nb::ndarray<>(c.data.data(), 1, shape, self, nullptr, dt,
                              gpu ? nb::device::cuda::value : nb::device::cpu::value,
                              gpu ? c.data.where().device : 0);
@@ -275,7 +273,7 @@ void bind_linalg_expressions(nb::module_& m) {
               nb::ndarray<const std::int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> indices,
               nb::ndarray<const double, nb::ndim<1>, nb::c_contig, nb::device::cpu> data, std::size_t rows,
               std::size_t cols, const std::string& dtype, const std::string& device, int threads) {
-             la::host_csr<double> a;
+             la::HostCsr<double> a;
              a.rows = rows;
              a.cols = cols;
              if (indptr.shape(0) != rows + 1 || indices.shape(0) != data.shape(0))
@@ -284,17 +282,17 @@ void bind_linalg_expressions(nb::module_& m) {
              a.col_idx.assign(indices.data(), indices.data() + indices.shape(0));
              a.values.assign(data.data(), data.data() + data.shape(0));
              const auto type = parse_dtype(dtype);
-             const la::placement where = la::placement_of(resources_for(device, threads, false));
+             const la::Placement where = la::placement_of(resources_for(device, threads, false));
              new (s) SparseMatrix();
              s->type = type;
-             if (type == la::value_type::f64)
-               s->f64 = la::csr_matrix<double>(where, a);
+             if (type == la::ValueType::f64)
+               s->f64 = la::CsrMatrix<double>(where, a);
              else
-               s->f32 = la::csr_matrix<float>(where, a);
+               s->f32 = la::CsrMatrix<float>(where, a);
            })
       .def_prop_ro("shape", [](const SparseMatrix& s) {
-        return s.type == la::value_type::f64 ? std::make_tuple(s.f64.rows(), s.f64.cols())
-                                             : std::make_tuple(s.f32.rows(), s.f32.cols());
+        return s.type == la::ValueType::f64 ? std::make_tuple(s.f64.rows(), s.f64.cols())
+                                            : std::make_tuple(s.f32.rows(), s.f32.cols());
       });
 
   m.def("execute", &execute);
