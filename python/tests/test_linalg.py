@@ -162,3 +162,30 @@ def test_expression_errors():
         x[:] = y + "1"
     with pytest.raises(TypeError):
         linalg.Vector(np.ones((2, 2)))
+
+
+def test_threads_running_the_same_statement_on_their_own_vectors():
+    rng = np.random.default_rng(3)
+    inputs = [rng.uniform(-1, 1, 5000) for _ in range(6)]
+    results, errors = [None] * 6, []
+
+    def work(i: int) -> None:
+        try:
+            x, y = linalg.Vector(np.zeros(5000)), linalg.Vector(inputs[i])
+            for _ in range(20):
+                x += 0.5 * y - 0.25 * x
+            results[i] = x.to_numpy()
+        except Exception as e:  # pragma: no cover
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for i, r in enumerate(results):
+        want = np.zeros(5000)
+        for _ in range(20):
+            want = want + (0.5 * inputs[i] - 0.25 * want)
+        assert np.allclose(r, want, rtol=1e-13, atol=1e-15)
