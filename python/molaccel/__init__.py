@@ -18,8 +18,8 @@ call it in parallel (jobs on the same device run one after another). Errors rais
 Example::
 
     >>> import molaccel
-    >>> molaccel.info()["version"]
-    '0.1.0'
+    >>> molaccel.info()["version"] == molaccel.__version__
+    True
 """
 
 from __future__ import annotations
@@ -88,8 +88,8 @@ def info() -> dict[str, Any]:
 
         >>> import molaccel
         >>> d = molaccel.info()
-        >>> sorted(d["engines"])
-        ['align', 'linalg', 'lingo', 'orbital']
+        >>> set(d["engines"]) <= {"lingo", "align", "orbital", "linalg"}
+        True
     """
     return _core.info()
 
