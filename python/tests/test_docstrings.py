@@ -27,4 +27,4 @@ def test_docstring_examples(tmp_path):
             attempted += result.attempted
     finally:
         os.chdir(cwd)
-    assert attempted > 100
+    assert attempted >= 5 * len(modules)
