@@ -167,7 +167,8 @@ def _prepare(
 ) -> Molecules:
     if isinstance(source, Molecules):  # prepared: its own q/digits/halogens apply
         return source
-    return molecules(source, q=q, digits=digits, halogens=halogens, smiles_column=smiles_column)
+    column = smiles_column if is_path(source) else None  # the CSV column applies to files only
+    return molecules(source, q=q, digits=digits, halogens=halogens, smiles_column=column)
 
 
 def _same_source(a: Any, b: Any) -> bool:

@@ -158,3 +158,11 @@ def test_info_says_what_ran():
     info = {}
     lingo.cluster(["CCOCC", "CCNCC"], device="cpu", backend="reference", info=info)
     assert info["backend"] == "reference"
+
+
+def test_csv_database_with_smiles_given_as_data(tmp_path):
+    csv = tmp_path / "db.csv"
+    csv.write_text("id,smiles\na,CCOCC\nb,CCNCC\n")
+    idx, sim = lingo.search(["CCNCC"], csv, k=1, smiles_column="smiles", device="cpu")
+    assert idx.tolist() == [[1]] and sim.tolist() == [[1.0]]
+    assert lingo.molecules(csv, smiles_column=2).names == ["a", "b"]
