@@ -12,7 +12,8 @@ case "$what" in demo|test|build) ;; *) echo "usage: $0 demo|test|build [CMAKE_AR
 shift $(( $# > 0 ? 1 : 0 ))
 
 packages=(cmake ninja-build g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
-          libfmt-dev nlohmann-json3-dev zlib1g-dev libpng-dev)
+          libfmt-dev nlohmann-json3-dev zlib1g-dev libpng-dev
+          python3-dev python3-numpy python3-pytest python3-venv)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -27,8 +28,32 @@ fi
 # CUDA toolkits install nvcc outside PATH; let CMake find it there too.
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
 
+# The Python package (python/, built when nanobind is found) and its tests need nanobind and
+# scikit-build-core (PyPI), NumPy and pytest. What the first python3 on PATH lacks goes into a
+# virtual environment under build/ that also sees its packages (Debian's numpy and pytest); without
+# network the build goes on without the Python package.
+python_args=()
+if command -v python3 >/dev/null 2>&1; then
+  python="$(command -v python3)"
+  need=()
+  for module in nanobind:nanobind scikit_build_core:scikit-build-core numpy:numpy pytest:pytest; do
+    "$python" -c "import ${module%%:*}" >/dev/null 2>&1 || need+=("${module#*:}")
+  done
+  if [ ${#need[@]} -gt 0 ]; then
+    venv="$PWD/build/python-env"
+    [ -x "$venv/bin/python" ] || python3 -m venv --system-site-packages "$venv" || true
+    if [ -x "$venv/bin/python" ]; then
+      echo "molaccel: installing ${need[*]} into $venv"
+      "$venv/bin/python" -m pip install -q --disable-pip-version-check "${need[@]}" ||
+        echo "molaccel: could not install ${need[*]}; the Python package may be left out" >&2
+      python="$venv/bin/python"
+    fi
+  fi
+  python_args=(-DPython_EXECUTABLE="$python")
+fi
+
 jobs="${MOLACCEL_JOBS:-$(nproc)}"
-cmake --preset default "$@"
+cmake --preset default "${python_args[@]}" "$@"
 cmake --build --preset default -j"$jobs"
 case "$what" in
   demo) ./build/default/bin/molaccel demo --output-dir build/demo ;;

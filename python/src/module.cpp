@@ -1,0 +1,143 @@
+// molaccel._core: the nanobind extension behind the molaccel Python package. The pure-Python
+// modules (python/molaccel/*.py) turn Python inputs into the arguments bound here and write the
+// docstrings users read.
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "common.hpp"
+
+namespace molaccel::python {
+
+namespace {
+
+struct KeptResources {
+  std::mutex mutex;
+  std::map<std::tuple<std::string, int, bool>, Resources> handles;
+};
+
+KeptResources& kept_resources() {
+  static KeptResources kept;
+  return kept;
+}
+
+}  // namespace
+
+Resources resources_for(const std::string& device, int threads, bool progress) {
+  const DeviceSpec spec = DeviceSpec::parse(device);  // InputError("--device") on bad text
+  if (threads < 0) throw InputError("threads", 0, "must be >= 0 (0 = all cores)");
+  if (progress) set_progress_enabled(true);
+  nb::gil_scoped_release release;  // the first request queries the GPUs and creates contexts
+  KeptResources& kept = kept_resources();
+  std::lock_guard lock(kept.mutex);
+  const auto key = std::make_tuple(spec.to_string(), threads, progress);
+  if (auto it = kept.handles.find(key); it != kept.handles.end()) return it->second;
+  Resources::Options options;
+  options.device = spec;
+  options.cpu_threads = threads;
+  options.show_progress = progress;
+  Resources created = Resources::create(options);
+  kept.handles.emplace(key, created);
+  return created;
+}
+
+// Called from Python's atexit: the worker pools stop (and free their GPU state) while the CUDA
+// runtime is still up, not in a static destructor after it has been torn down.
+void release_resources() {
+  nb::gil_scoped_release release;
+  std::map<std::tuple<std::string, int, bool>, Resources> handles;
+  {
+    std::lock_guard lock(kept_resources().mutex);
+    handles.swap(kept_resources().handles);
+  }
+}
+
+namespace {
+
+nb::dict info() {
+  const BuildInfo& build = build_info();
+  const CpuInfo& cpu = cpu_info();
+  nb::dict d;
+  d["version"] = build.version;
+  d["cuda"] = build.cuda;
+  d["cuda_version"] = build.cuda_version;
+  d["cuda_archs"] = build.cuda_archs;
+  d["compiler"] = build.compiler;
+  d["build_type"] = build.build_type;
+  nb::dict c;
+  c["model"] = cpu.model;
+  c["logical_cores"] = cpu.logical_cores;
+  c["simd"] = std::string(to_string(cpu.simd));
+  d["cpu"] = c;
+  nb::list gpus;
+  std::vector<GpuInfo> list;
+  {
+    nb::gil_scoped_release release;  // the first call creates a context on every GPU
+    list = gpu_list();
+  }
+  for (const GpuInfo& g : list) {
+    nb::dict e;
+    e["index"] = g.index;
+    e["name"] = g.name;
+    e["arch"] = g.arch();
+    e["sm_count"] = g.sm_count;
+    e["total_memory"] = g.total_memory;
+    e["free_memory"] = g.free_memory;
+    gpus.append(e);
+  }
+  d["gpus"] = gpus;
+  d["gpu_absence_reason"] = list.empty() ? gpu_absence_reason() : std::string();
+  d["nvrtc"] = nvrtc_available() ? nvrtc_version() : 0;
+  nb::list engines;
+#ifndef MOLACCEL_PYTHON_NO_LINGO
+  engines.append("lingo");
+#endif
+#ifndef MOLACCEL_PYTHON_NO_ALIGN
+  engines.append("align");
+#endif
+#ifndef MOLACCEL_PYTHON_NO_ORBITAL
+  engines.append("orbital");
+#endif
+#ifndef MOLACCEL_PYTHON_NO_LINALG
+  engines.append("linalg");
+#endif
+  d["engines"] = engines;
+  return d;
+}
+
+}  // namespace
+}  // namespace molaccel::python
+
+NB_MODULE(_core, m) {
+  using namespace molaccel::python;
+  m.doc() = "molaccel's compiled core; use the molaccel package, not this module.";
+  register_errors(m);
+  m.def("info", &info);
+  m.def("resources_describe", [](const std::string& device, int threads) {
+    return resources_for(device, threads, false).describe();
+  });
+  m.def("release_resources", &release_resources);
+  m.def("set_log_level", [](int level) {
+    molaccel::set_log_level(static_cast<molaccel::LogLevel>(level < 0 ? 0 : (level > 3 ? 3 : level)));
+  });
+  m.def("log_level", [] { return static_cast<int>(molaccel::log_level()); });
+#ifndef MOLACCEL_PYTHON_NO_LINGO
+  nb::module_ lingo = m.def_submodule("lingo");
+  bind_lingo(lingo);
+#endif
+#ifndef MOLACCEL_PYTHON_NO_ALIGN
+  nb::module_ align = m.def_submodule("align");
+  bind_align(align);
+#endif
+#ifndef MOLACCEL_PYTHON_NO_ORBITAL
+  nb::module_ orbital = m.def_submodule("orbital");
+  bind_orbital(orbital);
+#endif
+#ifndef MOLACCEL_PYTHON_NO_LINALG
+  nb::module_ linalg = m.def_submodule("linalg");
+  bind_linalg(linalg);
+#endif
+}

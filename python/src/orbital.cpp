@@ -1,0 +1,185 @@
+// molaccel._core.orbital: wavefunctions, grids and their evaluation over the public API of
+// include/molaccel/orbital.hpp, as `molaccel orbital info|grid` call it. Values land in host
+// memory GPUs can write by DMA and are returned as NumPy arrays in the cube file's order.
+#include <array>
+#include <cmath>
+
+#include <nanobind/stl/array.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "common.hpp"
+#include "molaccel/orbital.hpp"
+
+namespace molaccel::python {
+namespace {
+
+namespace orb = molaccel::orbital;
+
+nb::dict orbital_set(const orb::OrbitalSet& set, int functions) {
+  nb::dict d;
+  d["energies"] = to_numpy(std::vector<double>(set.energies), {set.count()});
+  d["occupations"] = to_numpy(std::vector<double>(set.occupations), {set.count()});
+  d["symmetries"] = set.symmetries;
+  d["coefficients"] =
+      to_numpy(std::vector<double>(set.coefficients), {set.count(), static_cast<std::size_t>(functions)});
+  return d;
+}
+
+orb::EvaluateOptions evaluate_options(const std::string& backend, double screening) {
+  if (!(screening >= 0) || !std::isfinite(screening))
+    throw InputError("screening", 0, fmt::format("must be a non-negative number (got {})", screening));
+  orb::EvaluateOptions o;
+  o.backend = orb::parse_backend(backend);
+  o.screening_tolerance = screening;
+  return o;
+}
+
+// Values of `fields` fields on `grid` into a new array of shape (fields, nx, ny, nz).
+template <class Evaluate>
+nb::tuple evaluate(const orb::GridSpec& grid, std::size_t fields, Evaluate&& fn) {
+  const std::size_t n = grid.point_count() * fields;
+  auto* buffer = new HostBuffer(allocate_host_buffer(std::max<std::size_t>(n, 1) * sizeof(float)));
+  nb::capsule owner(buffer, [](void* p) noexcept { delete static_cast<HostBuffer*>(p); });
+  auto* values = reinterpret_cast<float*>(buffer->data.get());
+  orb::EvaluationInfo info;
+  {
+    nb::gil_scoped_release release;
+    fn(values, n, info);
+  }
+  std::size_t shape[4] = {fields, grid.counts[0], grid.counts[1], grid.counts[2]};
+  return nb::make_tuple(nb::ndarray<nb::numpy, float>(values, 4, shape, owner), info.backend, info.seconds);
+}
+
+}  // namespace
+
+void bind_orbital(nb::module_& m) {
+  m.attr("bohr_in_angstrom") = orb::bohr_in_angstrom;
+  nb::class_<orb::Wavefunction>(m, "Wavefunction")
+      .def_ro("source", &orb::Wavefunction::source)
+      .def_ro("format", &orb::Wavefunction::format)
+      .def_ro("writer", &orb::Wavefunction::writer)
+      .def_prop_ro("function_count", &orb::Wavefunction::function_count)
+      .def_prop_ro("unrestricted", &orb::Wavefunction::unrestricted)
+      .def_prop_ro("electron_count", &orb::Wavefunction::electron_count)
+      .def_prop_ro("atoms",
+                   [](const orb::Wavefunction& w) {
+                     const std::size_t n = w.atoms.size();
+                     std::vector<std::int32_t> z(n);
+                     std::vector<double> positions(3 * n), charges(n);
+                     std::vector<std::string> labels(n);
+                     for (std::size_t a = 0; a < n; ++a) {
+                       z[a] = w.atoms[a].atomic_number;
+                       labels[a] = w.atoms[a].label;
+                       charges[a] = w.atoms[a].charge;
+                       for (int c = 0; c < 3; ++c) positions[3 * a + c] = w.atoms[a].position[c];
+                     }
+                     nb::dict d;
+                     d["atomic_numbers"] = to_numpy(std::move(z), {n});
+                     d["labels"] = std::move(labels);
+                     d["positions"] = to_numpy(std::move(positions), {n, 3});
+                     d["charges"] = to_numpy(std::move(charges), {n});
+                     return d;
+                   })
+      .def_prop_ro("shells",
+                   [](const orb::Wavefunction& w) {
+                     nb::list shells;
+                     for (const auto& s : w.shells) {
+                       nb::dict d;
+                       d["atom"] = s.atom;
+                       d["l"] = s.l;
+                       d["pure"] = s.pure;
+                       d["exponents"] = s.exponents;
+                       d["coefficients"] = s.coefficients;
+                       shells.append(d);
+                     }
+                     return shells;
+                   })
+      .def_prop_ro("alpha",
+                   [](const orb::Wavefunction& w) { return orbital_set(w.alpha, w.function_count()); })
+      .def_prop_ro("beta", [](const orb::Wavefunction& w) { return orbital_set(w.beta, w.function_count()); })
+      .def_prop_ro("normalisation",
+                   [](const orb::Wavefunction& w) {
+                     nb::dict d;
+                     d["fix"] = w.normalisation.fix;
+                     d["fix_description"] = w.normalisation.fix_description;
+                     d["deviation_as_read"] = w.normalisation.deviation_as_read;
+                     d["deviation_after_fix"] = w.normalisation.deviation_after_fix;
+                     d["tried"] = w.normalisation.tried;
+                     return d;
+                   })
+      .def("orbital_index",
+           [](const orb::Wavefunction& w, const std::string& name) {
+             const auto ref = orb::parse_orbital(name, w);
+             return nb::make_tuple(ref.spin == orb::Spin::alpha ? "alpha" : "beta", ref.index);
+           })
+      .def("describe_orbital", [](const orb::Wavefunction& w, const std::string& name) {
+        return orb::describe_orbital(orb::parse_orbital(name, w), w);
+      });
+
+  m.def("read", [](const std::string& path, bool check_normalisation, double tolerance) {
+    orb::ReadOptions options;
+    options.check_normalisation = check_normalisation;
+    options.orthonormality_tolerance = tolerance;
+    nb::gil_scoped_release release;
+    return orb::read_wavefunction(path, options);
+  });
+
+  nb::class_<orb::GridSpec>(m, "GridSpec")
+      .def("__init__",
+           [](orb::GridSpec* g, std::array<double, 3> origin, std::array<std::array<double, 3>, 3> axes,
+              std::array<std::size_t, 3> counts) {
+             new (g) orb::GridSpec{origin, axes, counts};
+           })
+      .def_ro("origin", &orb::GridSpec::origin)
+      .def_ro("axes", &orb::GridSpec::axes)
+      .def_ro("counts", &orb::GridSpec::counts)
+      .def_prop_ro("voxel_volume", &orb::GridSpec::voxel_volume);
+  m.def("automatic_grid", &orb::automatic_grid);
+  m.def("explicit_grid", &orb::explicit_grid);
+  m.def("grid_of_cube", [](const std::string& path) { return orb::grid_of_cube(path); });
+
+  m.def("evaluate_orbitals", [](const orb::Wavefunction& w, const orb::GridSpec& grid,
+                                const std::vector<std::string>& names, const std::string& backend,
+                                double screening, const std::string& device, int threads, bool progress) {
+    std::vector<orb::OrbitalRef> refs;
+    for (const auto& name : names) refs.push_back(orb::parse_orbital(name, w));
+    if (refs.empty())
+      throw InputError("orbitals", 0, "give at least one orbital (homo, lumo, homo-1, 12, ...)");
+    const auto options = evaluate_options(backend, screening);
+    const Resources resources = resources_for(device, threads, progress);
+    return evaluate(grid, refs.size(), [&](float* out, std::size_t n, orb::EvaluationInfo& info) {
+      orb::evaluate_orbitals_into(resources, w, grid, refs, out, n, options, &info);
+    });
+  });
+  m.def("evaluate_density", [](const orb::Wavefunction& w, const orb::GridSpec& grid, const std::string& kind,
+                               const std::string& backend, double screening, const std::string& device,
+                               int threads, bool progress) {
+    orb::DensityKind density = orb::DensityKind::total;
+    bool known = false;
+    for (auto k :
+         {orb::DensityKind::total, orb::DensityKind::spin, orb::DensityKind::alpha, orb::DensityKind::beta})
+      if (kind == orb::to_string(k)) {
+        density = k;
+        known = true;
+      }
+    if (!known)
+      throw InputError("density", 0, fmt::format("unknown density '{}' (total, spin, alpha, beta)", kind));
+    const auto options = evaluate_options(backend, screening);
+    const Resources resources = resources_for(device, threads, progress);
+    return evaluate(grid, 1, [&](float* out, std::size_t n, orb::EvaluationInfo& info) {
+      orb::evaluate_density_into(resources, w, grid, density, out, n, options, &info);
+    });
+  });
+  m.def("write_cube", [](const std::string& path, const orb::Wavefunction& w, const orb::GridSpec& grid,
+                         nb::ndarray<const float, nb::c_contig, nb::device::cpu> values,
+                         const std::string& title, const std::string& description) {
+    if (values.size() != grid.point_count())
+      throw InputError(path, 0,
+                       fmt::format("{} values for a grid of {} points", values.size(), grid.point_count()));
+    nb::gil_scoped_release release;
+    orb::write_cube(path, w, grid, values.data(), title, description);
+  });
+}
+
+}  // namespace molaccel::python
