@@ -118,7 +118,7 @@ def test_assignments_functions_and_scalars():
     assert np.allclose(x.to_numpy(), np.exp(y0) - 2 * y0 * y0, rtol=1e-14)
     x -= linalg.abs(y) / 4
     assert np.allclose(x.to_numpy(), np.exp(y0) - 2 * y0 * y0 - np.abs(y0) / 4, rtol=1e-14)
-    s = linalg.Scalar(0.0)
+    s = linalg.Scalar(0.0, device="cpu")  # where the vectors are: operands share one device
     s[:] = linalg.inner_prod(y, y)
     assert np.isclose(s.value, float(y0 @ y0), rtol=1e-13)
     x.assign(s * y)  # a device scalar in a later kernel, no trip to the host

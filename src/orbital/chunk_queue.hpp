@@ -3,11 +3,11 @@
 // workers, so every value is the same bit for bit on any number of GPUs), and each worker takes
 // one scheduler tile, its "share", in which it claims chunks one by one from this queue and
 // pipelines them (kernels of one chunk while the previous one is copied out), until the queue is
-// empty. A share that fails gives its unfinished chunks back, marked as failed on its worker, and
-// ends (the front records the error, see fail()); the other shares take them, never on a worker
-// they failed on, and the front runs another round of shares for whatever is left when all have
-// ended. Failures are counted per chunk, not per share, so two chunks failing on two different
-// workers are both redone. C++17 (included by the CUDA backend).
+// empty. A share that fails gives its unfinished chunks back and ends (the front records the
+// error, see fail()); the chunk known to have failed is marked with its worker, which never takes
+// it again. The other shares take them, and the front runs another round of shares for whatever is
+// left when all have ended, while rounds make progress. Failures are counted per chunk, not per share, so two
+// chunks failing on two different workers are both redone. C++17 (included by the CUDA backend).
 #pragma once
 
 #include <cstddef>
@@ -68,7 +68,10 @@ class ChunkQueue {
   // `failed_on`, that worker never takes it again in this request.
   void give_back(std::size_t c, const WorkerInfo* failed_on = nullptr) {
     std::lock_guard lock(mutex_);
-    if (failed_on) failed_on_[c] |= bit(*failed_on);
+    if (failed_on && !(failed_on_[c] & bit(*failed_on))) {
+      failed_on_[c] |= bit(*failed_on);
+      ++marks_;
+    }
     returned_.push_back(c);
   }
   // A chunk whose values are in the output.
@@ -89,17 +92,19 @@ class ChunkQueue {
     std::lock_guard lock(mutex_);
     return failures_;
   }
-  std::size_t finished() const {
+  // Grows while the request gets on: a chunk finished, or a chunk failed on a worker it had not
+  // failed on. A round of shares that leaves it unchanged changes nothing the next would see.
+  std::size_t progress() const {
     std::lock_guard lock(mutex_);
-    return done_;
+    return done_ + marks_;
   }
   // Chunks not yet in the output.
   std::size_t left() const {
     std::lock_guard lock(mutex_);
     return chunks_.size() - done_;
   }
-  // After a round of shares that finished no chunk while some are left: they failed on every
-  // worker that could take them.
+  // After a round of shares without progress while chunks are left: they failed on every worker
+  // that could take them, or every worker fails whatever it takes.
   [[noreturn]] void rethrow_last_failure() const {
     std::lock_guard lock(mutex_);
     if (last_error_) std::rethrow_exception(last_error_);
@@ -122,7 +127,7 @@ class ChunkQueue {
   std::size_t next_ = 0;
   std::vector<std::size_t> returned_;
   std::vector<std::size_t> done_per_worker_;
-  std::size_t done_ = 0, failures_ = 0;
+  std::size_t done_ = 0, failures_ = 0, marks_ = 0;
   std::exception_ptr last_error_;
 };
 

@@ -397,13 +397,13 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
   };
   JobStats stats = run_round();
   // Chunks left when every share has ended (given back by failed shares): another round of
-  // shares, as long as each round finishes some.
+  // shares, as long as rounds make progress (ChunkQueue::progress).
   while (queue && queue->left() > 0) {
-    const std::size_t before = queue->finished();
+    const std::size_t before = queue->progress();
     const JobStats round = run_round();
     stats.retries += round.retries;
     stats.seconds += round.seconds;
-    if (queue->finished() == before) queue->rethrow_last_failure();
+    if (queue->progress() == before) queue->rethrow_last_failure();
   }
   if (queue) {  // report chunks (the shares are one per worker)
     stats.retries += queue->failures();

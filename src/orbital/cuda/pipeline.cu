@@ -275,7 +275,7 @@ std::string evaluate_chunks(WorkerContext& ctx, const GpuJob& job, detail::Chunk
   } catch (const CudaError& e) {
     cudaStreamSynchronize(*st.stream);
     cudaStreamSynchronize(*st.copy_stream);
-    for (const auto& p : pending) queue.give_back(p.chunk, e.is_out_of_memory() ? nullptr : &ctx.worker());
+    for (const auto& p : pending) queue.give_back(p.chunk);
     pending.clear();
     if (!e.is_out_of_memory()) throw;
     cudaGetLastError();  // clear the sticky allocation error
@@ -284,10 +284,11 @@ std::string evaluate_chunks(WorkerContext& ctx, const GpuJob& job, detail::Chunk
     fallback = true;
   } catch (...) {
     // The chunks go to another worker; its copies must not race ours. Which of them failed is not
-    // known (kernels and copies are asynchronous): none comes back to this worker.
+    // known (kernels and copies are asynchronous), so none is marked: marking the innocent one as
+    // well could leave a chunk that no worker may take.
     cudaStreamSynchronize(*st.stream);
     cudaStreamSynchronize(*st.copy_stream);
-    for (const auto& p : pending) queue.give_back(p.chunk, &ctx.worker());
+    for (const auto& p : pending) queue.give_back(p.chunk);
     throw;
   }
   if (fallback) {
