@@ -117,6 +117,11 @@ struct OrbitalRef {
 // "alpha:" / "beta:" (or "a:" / "b:"). HOMO is the highest orbital with occupation > 0.
 OrbitalRef parse_orbital(std::string_view text, const Wavefunction& wavefunction);
 std::string describe_orbital(const OrbitalRef& ref, const Wavefunction& wavefunction);
+// Several orbitals: "all" (every orbital of the spin set), a range "FROM:TO" of two names
+// ("homo-5:lumo+5", "3:12"; both ends included, in energy order), or one name as parse_orbital;
+// each optionally prefixed "alpha:" / "beta:" ("beta:homo-1:lumo"). Ranges and "all" come in
+// energy order.
+std::vector<OrbitalRef> parse_orbital_selection(std::string_view text, const Wavefunction& wavefunction);
 
 // ---------------------------------------------------------------------------------------------
 // Grids.

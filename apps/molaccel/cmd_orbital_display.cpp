@@ -1,0 +1,226 @@
+// `molaccel orbital surface`: orbital lobes and densities as triangle meshes (glTF binary, PLY,
+// OBJ + MTL), with the molecule as balls and sticks. Grid from the orbital engine, isosurfaces
+// from the display module.
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+#include "command.hpp"
+#include "molaccel/display.hpp"
+#include "molaccel/orbital.hpp"
+
+namespace molaccel::cli {
+namespace {
+
+using namespace molaccel::orbital;
+namespace display = molaccel::display;
+
+struct SurfaceOptions {
+  std::string input;
+  std::vector<std::string> orbitals;
+  std::string density;
+  double iso = 0;  // 0 = the default of the field (0.05 orbitals, 0.002 densities)
+  std::string output;
+  bool atoms = true;
+  double padding = 3.0, spacing = 0.1;
+  std::string backend = "auto";
+  std::string surface_backend = "auto";
+};
+
+// One field to draw: an orbital (both phases) or a density (one surface).
+struct Field {
+  std::string label;        // for file names: "homo", "12", "beta-12", "density-total"
+  std::string description;  // for messages
+  std::vector<float> values;
+  bool signed_field = true;
+};
+
+DensityKind parse_density(const std::string& text) {
+  for (DensityKind k : {DensityKind::total, DensityKind::spin, DensityKind::alpha, DensityKind::beta})
+    if (text == to_string(k)) return k;
+  throw InputError("--density", 0, fmt::format("unknown density '{}' (total, spin, alpha, beta)", text));
+}
+
+std::filesystem::path output_for(const std::filesystem::path& output, const std::string& label,
+                                 bool several) {
+  if (!several) return output;
+  std::string safe;
+  for (char c : label)
+    safe += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '+') ? c : '_';
+  return output.parent_path() / (output.stem().string() + "." + safe + output.extension().string());
+}
+
+int run_surface(RunContext& ctx, const SurfaceOptions& o) {
+  if (o.orbitals.empty() && o.density.empty())
+    throw InputError("--orbital", 0, "give --orbital NAME|all|FROM:TO (repeatable) and/or --density KIND");
+  if (!std::isfinite(o.iso) || o.iso < 0)
+    throw InputError("--iso", 0, fmt::format("must be a positive number (got {})", o.iso));
+  display::mesh_format_for(o.output);  // a bad extension fails before any work
+  const Wavefunction wfn = read_wavefunction(o.input);
+  const GridSpec grid = automatic_grid(wfn, o.padding, o.spacing);
+  const Resources resources = ctx.resources();
+  EvaluateOptions options;
+  options.backend = parse_backend(o.backend);
+  const display::SurfaceBackend surface_backend = display::parse_surface_backend(o.surface_backend);
+
+  std::vector<OrbitalRef> refs;
+  std::vector<std::string> labels;
+  for (const std::string& selection : o.orbitals) {
+    const auto chosen = parse_orbital_selection(selection, wfn);
+    const bool one = chosen.size() == 1 && selection.find(':') == std::string::npos && selection != "all";
+    for (const OrbitalRef& r : chosen) {
+      refs.push_back(r);
+      labels.push_back(one ? selection
+                           : fmt::format("{}{}", r.spin == Spin::beta ? "beta-" : "", r.index + 1));
+    }
+  }
+  const std::size_t fields = refs.size() + (o.density.empty() ? 0 : 1);
+  const bool several = fields > 1;
+  log_info("surfaces of {} field(s) on a {} x {} x {} grid, {}", fields, grid.counts[0], grid.counts[1],
+           grid.counts[2], resources.describe());
+
+  // The molecule, in bohr like the grid; everything is scaled to angstrom on output.
+  std::vector<display::ScenePart> molecule;
+  if (o.atoms) {
+    std::vector<std::array<double, 3>> positions;
+    std::vector<int> numbers;
+    for (const Atom& a : wfn.atoms) {
+      positions.push_back(a.position);
+      numbers.push_back(a.atomic_number);
+    }
+    molecule = display::ball_and_stick(positions, numbers, bohr_in_angstrom);
+  }
+  display::ScalarGrid view{grid.origin, grid.axes, grid.counts, nullptr};
+  std::vector<std::pair<std::filesystem::path, display::Scene>> scenes;
+  nlohmann::json surfaces = nlohmann::json::array();
+  double grid_seconds = 0, surface_seconds = 0;
+  auto add_scene = [&](const std::string& label, const std::string& description,
+                       const std::vector<float>& values, bool is_orbital) {
+    const float iso = static_cast<float>(o.iso > 0 ? o.iso : (is_orbital ? 0.05 : 0.002));
+    view.values = values.data();
+    display::Scene scene;
+    display::SurfaceInfo info;
+    display::Mesh positive =
+        display::extract_isosurface(resources, view, iso, display::Inside::above, surface_backend, &info);
+    surface_seconds += info.seconds;
+    display::Mesh negative;
+    if (is_orbital) {
+      negative =
+          display::extract_isosurface(resources, view, -iso, display::Inside::below, surface_backend, &info);
+      surface_seconds += info.seconds;
+    }
+    if (positive.empty() && negative.empty()) {
+      float largest = 0;
+      for (float v : values) largest = std::max(largest, std::abs(v));
+      throw InputError("--iso", 0,
+                       fmt::format("{}: no surface at {} {} (the largest |value| on the grid is {:.4g}); "
+                                   "give a smaller --iso",
+                                   description, is_orbital ? "+/-" : "", iso, largest));
+    }
+    surfaces.push_back({{"field", description},
+                        {"iso", iso},
+                        {"positive_triangles", positive.triangle_count()},
+                        {"negative_triangles", negative.triangle_count()}});
+    if (!positive.empty())
+      scene.parts.push_back(
+          {is_orbital ? "positive lobe" : "surface", std::move(positive),
+           is_orbital ? display::positive_phase_colour() : display::Colour{0.6f, 0.6f, 0.85f, 1}});
+    if (!negative.empty())
+      scene.parts.push_back({"negative lobe", std::move(negative), display::negative_phase_colour()});
+    for (const auto& part : molecule) scene.parts.push_back(part);
+    display::scale_scene(scene, bohr_in_angstrom);
+    scenes.emplace_back(output_for(o.output, label, several), std::move(scene));
+  };
+
+  // Orbitals in batches (a grid per orbital in memory at a time per batch), then the density.
+  constexpr std::size_t batch = 8;
+  const std::size_t n = grid.point_count();
+  for (std::size_t first = 0; first < refs.size(); first += batch) {
+    const std::vector<OrbitalRef> part(refs.begin() + first,
+                                       refs.begin() + std::min(refs.size(), first + batch));
+    EvaluationInfo info;
+    const std::vector<float> values = evaluate_orbitals(resources, wfn, grid, part, options, &info);
+    grid_seconds += info.seconds;
+    for (std::size_t i = 0; i < part.size(); ++i) {
+      const std::vector<float> one(values.begin() + i * n, values.begin() + (i + 1) * n);
+      add_scene(labels[first + i], "orbital " + describe_orbital(part[i], wfn), one, true);
+    }
+  }
+  if (!o.density.empty()) {
+    EvaluationInfo info;
+    const std::vector<float> rho =
+        evaluate_density(resources, wfn, grid, parse_density(o.density), options, &info);
+    grid_seconds += info.seconds;
+    add_scene("density-" + o.density, o.density + " density", rho, false);
+  }
+
+  // Everything computed: now the files (each atomic).
+  std::vector<std::string> written;
+  std::vector<std::size_t> triangles;
+  for (const auto& [path, scene] : scenes) {
+    display::write_scene(path, scene);
+    written.push_back(path.string());
+    std::size_t count = 0;
+    for (const auto& part : scene.parts) count += part.mesh.triangle_count();
+    triangles.push_back(count);
+  }
+  if (std::FILE* out = ctx.summary(o.output))
+    std::fprintf(out, "%zu x %zu x %zu grid: %.3f s; surfaces: %.3f s; wrote %s\n", grid.counts[0],
+                 grid.counts[1], grid.counts[2], grid_seconds, surface_seconds,
+                 fmt::format("{}", fmt::join(written, ", ")).c_str());
+  ctx.report["grid"] = {{"counts", grid.counts}, {"origin_bohr", grid.origin}, {"axes_bohr", grid.axes}};
+  ctx.report["grid_seconds"] = grid_seconds;
+  ctx.report["surface_seconds"] = surface_seconds;
+  ctx.report["surfaces"] = surfaces;
+  ctx.report["outputs"] = written;
+  ctx.report["output_triangles"] = triangles;  // every triangle of each file (lobes, atoms, bonds)
+  ctx.report["length_unit"] = "angstrom";
+  return 0;
+}
+
+const bool surface_registered = register_command({
+    .group = "orbital",
+    .name = "surface",
+    .purpose = "Orbital lobes (+iso blue, -iso red) or density surfaces as meshes: glTF binary, PLY or OBJ",
+    .example = "molaccel orbital surface water.molden --orbital homo --iso 0.05 -o homo.glb",
+    .setup = [](CLI::App& app, CommonOptions& common) -> Action {
+      auto opts = std::make_shared<SurfaceOptions>();
+      app.add_option("FILE", opts->input, "Molden or .fchk file (plain or gzip)")
+          ->required()
+          ->check(CLI::ExistingFile);
+      app.add_option("--orbital", opts->orbitals,
+                     "Orbitals (repeatable): homo, lumo+1, 12, all, a range homo-5:lumo+5, beta:homo");
+      app.add_option("--density", opts->density,
+                     "Also (or only) a density surface: total, spin, alpha or beta");
+      app.add_option(
+          "--iso", opts->iso,
+          "Isovalue (orbitals: surfaces at +iso and -iso, default 0.05; densities: default 0.002), "
+          "atomic units");
+      app.add_option("-o,--output", opts->output,
+                     "Mesh file (.glb, .ply or .obj); several fields: FILE.<name>.ext")
+          ->required();
+      app.add_flag("--atoms,!--no-atoms", opts->atoms,
+                   "Atoms and bonds as spheres and cylinders (default on)");
+      app.add_option("--padding", opts->padding, "Grid box: padding around the atoms, angstrom")
+          ->default_val(3.0)
+          ->check(CLI::NonNegativeNumber);
+      app.add_option("--spacing", opts->spacing, "Grid spacing, angstrom")
+          ->default_val(0.1)
+          ->check(CLI::PositiveNumber);
+      app.add_option("--backend", opts->backend,
+                     "Grid backend: auto, cpu, cuda-jit, cuda-generic or reference")
+          ->default_val("auto");
+      app.add_option("--surface-backend", opts->surface_backend,
+                     "Isosurface backend: auto, cpu, cuda or reference")
+          ->default_val("auto");
+      common.add_device_options(app);
+      app.footer(
+          "Meshes are in angstrom; normals come from the field's gradient; triangles are wound "
+          "counter-clockwise seen from outside the lobe. See docs/orbital.md, Surfaces.\n");
+      return [opts](RunContext& ctx) { return run_surface(ctx, *opts); };
+    },
+    .order = 3,
+});
+
+}  // namespace
+}  // namespace molaccel::cli

@@ -1,0 +1,100 @@
+// `molaccel orbital surface` as a process: meshes that independent readers accept (Python,
+// standard library: tests/display/check_mesh_files.py), one file per orbital of a range, and
+// bad input (no surface at the isovalue, an unknown format) as an error with no file written.
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
+#include "orbital_test_util.hpp"
+
+namespace molaccel::orbital {
+namespace {
+
+int run(const std::string& command) {
+  const int status = std::system((command + " > /dev/null 2>&1").c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string quoted(const std::filesystem::path& p) {
+  return "'" + p.string() + "'";
+}
+
+std::string surface(const std::string& arguments) {
+  return std::string(MOLACCEL_CLI_PATH) + " orbital surface " + quoted(test::bundled("h2o_631gs.molden")) +
+         " --device cpu --spacing 0.2 " + arguments;
+}
+
+int check_file(const std::string& format, const std::filesystem::path& file, std::size_t triangles) {
+  return run(std::string(MOLACCEL_PYTHON) + " " + quoted(MOLACCEL_MESH_CHECKER) + " " + format + " " +
+             quoted(file) + " " + std::to_string(triangles));
+}
+
+class OrbitalSurfaceCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::string(MOLACCEL_PYTHON).empty())
+      GTEST_SKIP() << "no Python 3 interpreter found at configure time";
+  }
+};
+
+TEST_F(OrbitalSurfaceCli, HomoAsGlbPassesTheSpecReader) {
+  molaccel::testing::TempDir dir;
+  ASSERT_EQ(run(surface("--orbital homo --iso 0.05 -o " + quoted(dir / "homo.glb") + " --json " +
+                        quoted(dir / "r.json"))),
+            0);
+  const auto report = nlohmann::json::parse(molaccel::testing::read_file(dir / "r.json"));
+  ASSERT_EQ(report["outputs"].size(), 1u);
+  EXPECT_GT(report["surfaces"][0]["positive_triangles"].get<std::size_t>(), 100u);
+  EXPECT_GT(report["surfaces"][0]["negative_triangles"].get<std::size_t>(), 100u);
+  EXPECT_EQ(check_file("glb", dir / "homo.glb", report["output_triangles"][0].get<std::size_t>()), 0);
+}
+
+TEST_F(OrbitalSurfaceCli, RangeWritesOneFileEachAndPlyObjReadBack) {
+  molaccel::testing::TempDir dir;
+  ASSERT_EQ(
+      run(surface("--orbital homo-1:lumo -o " + quoted(dir / "w.ply") + " --json " + quoted(dir / "r.json"))),
+      0);
+  const auto report = nlohmann::json::parse(molaccel::testing::read_file(dir / "r.json"));
+  ASSERT_EQ(report["outputs"].size(), 3u);  // water: HOMO is orbital 5
+  for (int i = 0; i < 3; ++i) {
+    const auto path = dir / ("w." + std::to_string(4 + i) + ".ply");
+    EXPECT_EQ(report["outputs"][i], path.string());
+    EXPECT_EQ(check_file("ply", path, report["output_triangles"][i].get<std::size_t>()), 0);
+  }
+  ASSERT_EQ(run(surface("--density total --no-atoms -o " + quoted(dir / "rho.obj") + " --json " +
+                        quoted(dir / "d.json"))),
+            0);
+  const auto density = nlohmann::json::parse(molaccel::testing::read_file(dir / "d.json"));
+  EXPECT_EQ(density["surfaces"][0]["negative_triangles"], 0);
+  EXPECT_TRUE(std::filesystem::exists(dir / "rho.mtl"));
+  EXPECT_EQ(check_file("obj", dir / "rho.obj", density["output_triangles"][0].get<std::size_t>()), 0);
+}
+
+TEST_F(OrbitalSurfaceCli, NoSurfaceAndBadFormatAreErrorsWithNothingWritten) {
+  molaccel::testing::TempDir dir;
+  EXPECT_EQ(run(surface("--orbital homo --iso 5 -o " + quoted(dir / "x.glb"))), 1);
+  // The HOMO reaches 0.5 on this grid, the LUMO does not: one failure and no file is written.
+  EXPECT_EQ(run(surface("--orbital homo:lumo --iso 0.5 -o " + quoted(dir / "x.glb"))), 1);
+  EXPECT_EQ(run(surface("--orbital homo -o " + quoted(dir / "x.stl"))), 1);
+  EXPECT_EQ(run(surface("--orbital lumo+99:lumo -o " + quoted(dir / "x.glb"))), 1);
+  EXPECT_EQ(run(surface("-o " + quoted(dir / "x.glb"))), 1);
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+TEST(OrbitalSelection, AllRangesAndNames) {
+  const Wavefunction wfn = read_wavefunction(test::bundled("h2o_631gs.molden"));
+  EXPECT_EQ(parse_orbital_selection("all", wfn).size(), wfn.alpha.count());
+  const auto range = parse_orbital_selection("homo-2:lumo+1", wfn);
+  ASSERT_EQ(range.size(), 5u);
+  EXPECT_EQ(range.front().index, 2u);  // HOMO = orbital 5, index 4
+  EXPECT_EQ(range.back().index, 6u);
+  EXPECT_EQ(parse_orbital_selection("lumo+1:homo-2", wfn).size(), 5u);  // either order
+  EXPECT_EQ(parse_orbital_selection("3:4", wfn).size(), 2u);
+  EXPECT_EQ(parse_orbital_selection("alpha:homo", wfn).size(), 1u);
+  EXPECT_THROW(parse_orbital_selection("homo:", wfn), InputError);
+  EXPECT_THROW(parse_orbital_selection("1:2:3", wfn), InputError);
+  EXPECT_THROW(parse_orbital_selection("beta:all", wfn), InputError);  // restricted
+}
+
+}  // namespace
+}  // namespace molaccel::orbital
