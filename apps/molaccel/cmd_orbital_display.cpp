@@ -1,6 +1,7 @@
-// `molaccel orbital surface`: orbital lobes and densities as triangle meshes (glTF binary, PLY,
-// OBJ + MTL), with the molecule as balls and sticks. Grid from the orbital engine, isosurfaces
-// from the display module.
+// `molaccel orbital surface` and `molaccel orbital render`: orbital lobes and densities as triangle
+// meshes (glTF binary, PLY, OBJ + MTL) or PNG images, with the molecule as balls and sticks. Grid
+// from the orbital engine, isosurfaces, files and images from the display module.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -25,6 +26,9 @@ struct SurfaceOptions {
   double padding = 3.0, spacing = 0.1;
   std::string backend = "auto";
   std::string surface_backend = "auto";
+  // render only
+  std::string size = "1280x960";
+  std::string view;
 };
 
 // One field to draw: an orbital (both phases) or a density (one surface).
@@ -50,12 +54,26 @@ std::filesystem::path output_for(const std::filesystem::path& output, const std:
   return output.parent_path() / (output.stem().string() + "." + safe + output.extension().string());
 }
 
-int run_surface(RunContext& ctx, const SurfaceOptions& o) {
+enum class Output { mesh, image };
+
+int run_display(RunContext& ctx, const SurfaceOptions& o, Output kind) {
   if (o.orbitals.empty() && o.density.empty())
     throw InputError("--orbital", 0, "give --orbital NAME|all|FROM:TO (repeatable) and/or --density KIND");
   if (!std::isfinite(o.iso) || o.iso < 0)
     throw InputError("--iso", 0, fmt::format("must be a positive number (got {})", o.iso));
-  display::mesh_format_for(o.output);  // a bad extension fails before any work
+  // Bad output names and options fail before any work.
+  display::RenderOptions render;
+  if (kind == Output::mesh) {
+    display::mesh_format_for(o.output);
+  } else {
+    std::string ext = std::filesystem::path(o.output).extension().string();
+    for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (ext != ".png") throw InputError(o.output, 0, "the image must be a .png file");
+    const auto [w, h] = display::parse_image_size(o.size);
+    render.width = w;
+    render.height = h;
+    if (!o.view.empty()) render.view = display::parse_view(o.view);
+  }
   const Wavefunction wfn = read_wavefunction(o.input);
   const GridSpec grid = automatic_grid(wfn, o.padding, o.spacing);
   const Resources resources = ctx.resources();
@@ -154,19 +172,32 @@ int run_surface(RunContext& ctx, const SurfaceOptions& o) {
     add_scene("density-" + o.density, o.density + " density", rho, false);
   }
 
-  // Everything computed: now the files (each atomic).
+  // Everything computed (images drawn too): now the files, each atomic.
+  std::vector<display::Image> images;
+  double render_seconds = 0;
+  if (kind == Output::image) {
+    const auto start = std::chrono::steady_clock::now();
+    for (const auto& [path, scene] : scenes) images.push_back(display::render_scene(scene, render));
+    render_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ctx.report["render_seconds"] = render_seconds;
+  }
   std::vector<std::string> written;
   std::vector<std::size_t> triangles;
-  for (const auto& [path, scene] : scenes) {
-    display::write_scene(path, scene);
+  for (std::size_t i = 0; i < scenes.size(); ++i) {
+    const auto& [path, scene] = scenes[i];
+    if (kind == Output::mesh)
+      display::write_scene(path, scene);
+    else
+      display::write_png(path, images[i]);
     written.push_back(path.string());
     std::size_t count = 0;
     for (const auto& part : scene.parts) count += part.mesh.triangle_count();
     triangles.push_back(count);
   }
   if (std::FILE* out = ctx.summary(o.output))
-    std::fprintf(out, "%zu x %zu x %zu grid: %.3f s; surfaces: %.3f s; wrote %s\n", grid.counts[0],
+    std::fprintf(out, "%zu x %zu x %zu grid: %.3f s; surfaces: %.3f s;%s wrote %s\n", grid.counts[0],
                  grid.counts[1], grid.counts[2], grid_seconds, surface_seconds,
+                 kind == Output::image ? fmt::format(" images: {:.3f} s;", render_seconds).c_str() : "",
                  fmt::format("{}", fmt::join(written, ", ")).c_str());
   ctx.report["grid"] = {{"counts", grid.counts}, {"origin_bohr", grid.origin}, {"axes_bohr", grid.axes}};
   ctx.report["grid_seconds"] = grid_seconds;
@@ -178,48 +209,68 @@ int run_surface(RunContext& ctx, const SurfaceOptions& o) {
   return 0;
 }
 
+std::shared_ptr<SurfaceOptions> add_field_options(CLI::App& app, CommonOptions& common, Output kind) {
+  auto opts = std::make_shared<SurfaceOptions>();
+  app.add_option("FILE", opts->input, "Molden or .fchk file (plain or gzip)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--orbital", opts->orbitals,
+                 "Orbitals (repeatable): homo, lumo+1, 12, all, a range homo-5:lumo+5, beta:homo");
+  app.add_option("--density", opts->density, "Also (or only) a density surface: total, spin, alpha or beta");
+  app.add_option("--iso", opts->iso,
+                 "Isovalue (orbitals: surfaces at +iso and -iso, default 0.05; densities: default 0.002), "
+                 "atomic units");
+  app.add_option("-o,--output", opts->output,
+                 kind == Output::mesh ? "Mesh file (.glb, .ply or .obj); several fields: FILE.<name>.ext"
+                                      : "PNG image; several fields: FILE.<name>.png")
+      ->required();
+  app.add_flag("--atoms,!--no-atoms", opts->atoms, "Atoms and bonds as spheres and cylinders (default on)");
+  app.add_option("--padding", opts->padding, "Grid box: padding around the atoms, angstrom")
+      ->default_val(3.0)
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--spacing", opts->spacing, "Grid spacing, angstrom")
+      ->default_val(0.1)
+      ->check(CLI::PositiveNumber);
+  app.add_option("--backend", opts->backend, "Grid backend: auto, cpu, cuda-jit, cuda-generic or reference")
+      ->default_val("auto");
+  app.add_option("--surface-backend", opts->surface_backend,
+                 "Isosurface backend: auto, cpu, cuda or reference")
+      ->default_val("auto");
+  if (kind == Output::image) {
+    app.add_option("--size", opts->size, "Image size WIDTHxHEIGHT")->default_val("1280x960");
+    app.add_option("--view", opts->view,
+                   "Rotation (degrees, applied x then y then z) and zoom: rx=30,ry=-45,rz=0,zoom=1.5");
+  }
+  common.add_device_options(app);
+  app.footer(
+      "Meshes are in angstrom; normals come from the field's gradient; triangles are wound counter-clockwise "
+      "seen from outside the lobe; +iso lobes blue, -iso lobes red. See docs/orbital.md, Surfaces and "
+      "images.\n");
+  return opts;
+}
+
 const bool surface_registered = register_command({
     .group = "orbital",
     .name = "surface",
     .purpose = "Orbital lobes (+iso blue, -iso red) or density surfaces as meshes: glTF binary, PLY or OBJ",
     .example = "molaccel orbital surface water.molden --orbital homo --iso 0.05 -o homo.glb",
     .setup = [](CLI::App& app, CommonOptions& common) -> Action {
-      auto opts = std::make_shared<SurfaceOptions>();
-      app.add_option("FILE", opts->input, "Molden or .fchk file (plain or gzip)")
-          ->required()
-          ->check(CLI::ExistingFile);
-      app.add_option("--orbital", opts->orbitals,
-                     "Orbitals (repeatable): homo, lumo+1, 12, all, a range homo-5:lumo+5, beta:homo");
-      app.add_option("--density", opts->density,
-                     "Also (or only) a density surface: total, spin, alpha or beta");
-      app.add_option(
-          "--iso", opts->iso,
-          "Isovalue (orbitals: surfaces at +iso and -iso, default 0.05; densities: default 0.002), "
-          "atomic units");
-      app.add_option("-o,--output", opts->output,
-                     "Mesh file (.glb, .ply or .obj); several fields: FILE.<name>.ext")
-          ->required();
-      app.add_flag("--atoms,!--no-atoms", opts->atoms,
-                   "Atoms and bonds as spheres and cylinders (default on)");
-      app.add_option("--padding", opts->padding, "Grid box: padding around the atoms, angstrom")
-          ->default_val(3.0)
-          ->check(CLI::NonNegativeNumber);
-      app.add_option("--spacing", opts->spacing, "Grid spacing, angstrom")
-          ->default_val(0.1)
-          ->check(CLI::PositiveNumber);
-      app.add_option("--backend", opts->backend,
-                     "Grid backend: auto, cpu, cuda-jit, cuda-generic or reference")
-          ->default_val("auto");
-      app.add_option("--surface-backend", opts->surface_backend,
-                     "Isosurface backend: auto, cpu, cuda or reference")
-          ->default_val("auto");
-      common.add_device_options(app);
-      app.footer(
-          "Meshes are in angstrom; normals come from the field's gradient; triangles are wound "
-          "counter-clockwise seen from outside the lobe. See docs/orbital.md, Surfaces.\n");
-      return [opts](RunContext& ctx) { return run_surface(ctx, *opts); };
+      auto opts = add_field_options(app, common, Output::mesh);
+      return [opts](RunContext& ctx) { return run_display(ctx, *opts, Output::mesh); };
     },
     .order = 3,
+});
+
+const bool render_registered = register_command({
+    .group = "orbital",
+    .name = "render",
+    .purpose = "Orbital lobes or density surfaces drawn as PNG images (CPU rasteriser, no display needed)",
+    .example = "molaccel orbital render water.molden --orbital homo --size 1920x1080 -o homo.png",
+    .setup = [](CLI::App& app, CommonOptions& common) -> Action {
+      auto opts = add_field_options(app, common, Output::image);
+      return [opts](RunContext& ctx) { return run_display(ctx, *opts, Output::image); };
+    },
+    .order = 4,
 });
 
 }  // namespace

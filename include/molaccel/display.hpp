@@ -129,4 +129,40 @@ void write_glb(const std::filesystem::path& path, const Scene& scene);
 void write_ply(const std::filesystem::path& path, const Scene& scene);
 void write_obj(const std::filesystem::path& path, const Scene& scene);
 
+// ---------------------------------------------------------------------------------------------
+// Images: a CPU software rasteriser (z-buffer, Blinn-Phong lighting, supersampled edges).
+// ---------------------------------------------------------------------------------------------
+struct Image {
+  int width = 0, height = 0;
+  std::vector<std::uint8_t> rgba;  // row-major from the top row, 4 bytes per pixel
+};
+
+// The camera: an orthographic view down -z after rotating the scene about its centre by
+// `rotate_x`, then `rotate_y`, then `rotate_z` degrees; the automatic framing fits the scene's
+// bounding sphere into the image with a margin, and `zoom` > 1 magnifies it.
+struct View {
+  double rotate_x = 0, rotate_y = 0, rotate_z = 0;
+  double zoom = 1;
+};
+// "rx=30,ry=-45,rz=0,zoom=1.5" (any subset, in any order); throws InputError("--view", ...).
+View parse_view(std::string_view text);
+
+struct RenderOptions {
+  int width = 1280, height = 960;
+  View view;
+  Colour background{1, 1, 1, 1};
+  int supersampling = 2;  // samples per pixel along each axis (edge smoothing)
+};
+
+// Draws every part of the scene. Throws InputError("--size", ...) for a size outside 1..16384 and
+// InputError("render", ...) for a scene without triangles.
+Image render_scene(const Scene& scene, const RenderOptions& options);
+
+// "1920x1080"; throws InputError("--size", ...).
+std::array<int, 2> parse_image_size(std::string_view text);
+
+// PNG through libpng (8-bit RGBA, no interlacing), written atomically. Throws NotCompiled when the
+// build has no libpng.
+void write_png(const std::filesystem::path& path, const Image& image);
+
 }  // namespace molaccel::display

@@ -81,6 +81,36 @@ TEST_F(OrbitalSurfaceCli, NoSurfaceAndBadFormatAreErrorsWithNothingWritten) {
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }
 
+std::string render(const std::string& arguments) {
+  return std::string(MOLACCEL_CLI_PATH) + " orbital render " + quoted(test::bundled("h2o_631gs.molden")) +
+         " --device cpu --spacing 0.2 " + arguments;
+}
+
+// The image decoded by an independent reader: size, both phase colours, background, and the stored
+// reference (made by this renderer; a mean difference of 3/255 per channel leaves room for libm
+// and compiler rounding along edges, while a wrong colour, framing or light moves it by tens).
+TEST_F(OrbitalSurfaceCli, RenderMatchesTheReferenceImage) {
+  molaccel::testing::TempDir dir;
+  ASSERT_EQ(run(render("--orbital homo --size 160x120 --view rx=-30,ry=25 -o " + quoted(dir / "homo.png"))),
+            0);
+  const auto reference = molaccel::testing::source_dir() / "tests/display/data/water_homo_160x120.png";
+  EXPECT_EQ(run(std::string(MOLACCEL_PYTHON) + " " + quoted(MOLACCEL_PNG_CHECKER) + " " +
+                quoted(dir / "homo.png") + " 160 120 --reference " + quoted(reference) + " --tolerance 3"),
+            0);
+  ASSERT_EQ(run(render("--orbital homo-1:homo --size 64x48 -o " + quoted(dir / "w.png"))), 0);
+  EXPECT_TRUE(std::filesystem::exists(dir / "w.4.png"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "w.5.png"));
+}
+
+TEST_F(OrbitalSurfaceCli, RenderBadOptionsWriteNothing) {
+  molaccel::testing::TempDir dir;
+  EXPECT_EQ(run(render("--orbital homo --size 0x10 -o " + quoted(dir / "x.png"))), 1);
+  EXPECT_EQ(run(render("--orbital homo --view spin=3 -o " + quoted(dir / "x.png"))), 1);
+  EXPECT_EQ(run(render("--orbital homo -o " + quoted(dir / "x.jpg"))), 1);
+  EXPECT_EQ(run(render("--orbital homo --iso 2 -o " + quoted(dir / "x.png"))), 1);
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
 TEST(OrbitalSelection, AllRangesAndNames) {
   const Wavefunction wfn = read_wavefunction(test::bundled("h2o_631gs.molden"));
   EXPECT_EQ(parse_orbital_selection("all", wfn).size(), wfn.alpha.count());
