@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <ranges>
 
 #include "command.hpp"
 #include "molaccel/display.hpp"
@@ -54,6 +55,61 @@ std::filesystem::path output_for(const std::filesystem::path& output, const std:
   return output.parent_path() / (output.stem().string() + "." + safe + output.extension().string());
 }
 
+// The molecule as balls and sticks, in bohr like the grid.
+std::vector<display::ScenePart> molecule_parts(const Wavefunction& wfn) {
+  std::vector<std::array<double, 3>> positions;
+  std::vector<int> numbers;
+  for (const Atom& a : wfn.atoms) {
+    positions.push_back(a.position);
+    numbers.push_back(a.atomic_number);
+  }
+  return display::ball_and_stick(positions, numbers, bohr_in_angstrom);
+}
+
+// The surfaces of one field (both phases of an orbital, one surface of a density) with the molecule,
+// scaled to angstrom. No surface at the isovalue is an error naming the field.
+struct FieldScene {
+  display::Scene scene;
+  std::size_t positive_triangles = 0, negative_triangles = 0;
+  float iso = 0;
+  double seconds = 0;
+};
+FieldScene field_scene(const Resources& resources, const GridSpec& grid, const std::vector<float>& values,
+                       bool is_orbital, double requested_iso, display::SurfaceBackend backend,
+                       const std::vector<display::ScenePart>& molecule, const std::string& description) {
+  FieldScene out;
+  out.iso = static_cast<float>(requested_iso > 0 ? requested_iso : (is_orbital ? 0.05 : 0.002));
+  const display::ScalarGrid view{grid.origin, grid.axes, grid.counts, values.data()};
+  display::SurfaceInfo info;
+  display::Mesh positive =
+      display::extract_isosurface(resources, view, out.iso, display::Inside::above, backend, &info);
+  out.seconds += info.seconds;
+  display::Mesh negative;
+  if (is_orbital) {
+    negative = display::extract_isosurface(resources, view, -out.iso, display::Inside::below, backend, &info);
+    out.seconds += info.seconds;
+  }
+  if (positive.empty() && negative.empty()) {
+    float largest = 0;
+    for (float v : values) largest = std::max(largest, std::abs(v));
+    throw InputError("--iso", 0,
+                     fmt::format("{}: no surface at {}{} (the largest |value| on the grid is {:.4g}); "
+                                 "give a smaller --iso",
+                                 description, is_orbital ? "+/-" : "", out.iso, largest));
+  }
+  out.positive_triangles = positive.triangle_count();
+  out.negative_triangles = negative.triangle_count();
+  if (!positive.empty())
+    out.scene.parts.push_back(
+        {is_orbital ? "positive lobe" : "surface", std::move(positive),
+         is_orbital ? display::positive_phase_colour() : display::Colour{0.6f, 0.6f, 0.85f, 1}});
+  if (!negative.empty())
+    out.scene.parts.push_back({"negative lobe", std::move(negative), display::negative_phase_colour()});
+  for (const auto& part : molecule) out.scene.parts.push_back(part);
+  display::scale_scene(out.scene, bohr_in_angstrom);
+  return out;
+}
+
 enum class Output { mesh, image };
 
 int run_display(RunContext& ctx, const SurfaceOptions& o, Output kind) {
@@ -97,57 +153,21 @@ int run_display(RunContext& ctx, const SurfaceOptions& o, Output kind) {
   log_info("surfaces of {} field(s) on a {} x {} x {} grid, {}", fields, grid.counts[0], grid.counts[1],
            grid.counts[2], resources.describe());
 
-  // The molecule, in bohr like the grid; everything is scaled to angstrom on output.
-  std::vector<display::ScenePart> molecule;
-  if (o.atoms) {
-    std::vector<std::array<double, 3>> positions;
-    std::vector<int> numbers;
-    for (const Atom& a : wfn.atoms) {
-      positions.push_back(a.position);
-      numbers.push_back(a.atomic_number);
-    }
-    molecule = display::ball_and_stick(positions, numbers, bohr_in_angstrom);
-  }
-  display::ScalarGrid view{grid.origin, grid.axes, grid.counts, nullptr};
+  const std::vector<display::ScenePart> molecule =
+      o.atoms ? molecule_parts(wfn) : std::vector<display::ScenePart>{};
   std::vector<std::pair<std::filesystem::path, display::Scene>> scenes;
   nlohmann::json surfaces = nlohmann::json::array();
   double grid_seconds = 0, surface_seconds = 0;
   auto add_scene = [&](const std::string& label, const std::string& description,
                        const std::vector<float>& values, bool is_orbital) {
-    const float iso = static_cast<float>(o.iso > 0 ? o.iso : (is_orbital ? 0.05 : 0.002));
-    view.values = values.data();
-    display::Scene scene;
-    display::SurfaceInfo info;
-    display::Mesh positive =
-        display::extract_isosurface(resources, view, iso, display::Inside::above, surface_backend, &info);
-    surface_seconds += info.seconds;
-    display::Mesh negative;
-    if (is_orbital) {
-      negative =
-          display::extract_isosurface(resources, view, -iso, display::Inside::below, surface_backend, &info);
-      surface_seconds += info.seconds;
-    }
-    if (positive.empty() && negative.empty()) {
-      float largest = 0;
-      for (float v : values) largest = std::max(largest, std::abs(v));
-      throw InputError("--iso", 0,
-                       fmt::format("{}: no surface at {} {} (the largest |value| on the grid is {:.4g}); "
-                                   "give a smaller --iso",
-                                   description, is_orbital ? "+/-" : "", iso, largest));
-    }
+    FieldScene f =
+        field_scene(resources, grid, values, is_orbital, o.iso, surface_backend, molecule, description);
+    surface_seconds += f.seconds;
     surfaces.push_back({{"field", description},
-                        {"iso", iso},
-                        {"positive_triangles", positive.triangle_count()},
-                        {"negative_triangles", negative.triangle_count()}});
-    if (!positive.empty())
-      scene.parts.push_back(
-          {is_orbital ? "positive lobe" : "surface", std::move(positive),
-           is_orbital ? display::positive_phase_colour() : display::Colour{0.6f, 0.6f, 0.85f, 1}});
-    if (!negative.empty())
-      scene.parts.push_back({"negative lobe", std::move(negative), display::negative_phase_colour()});
-    for (const auto& part : molecule) scene.parts.push_back(part);
-    display::scale_scene(scene, bohr_in_angstrom);
-    scenes.emplace_back(output_for(o.output, label, several), std::move(scene));
+                        {"iso", f.iso},
+                        {"positive_triangles", f.positive_triangles},
+                        {"negative_triangles", f.negative_triangles}});
+    scenes.emplace_back(output_for(o.output, label, several), std::move(f.scene));
   };
 
   // Orbitals in batches (a grid per orbital in memory at a time per batch), then the density.
@@ -271,6 +291,174 @@ const bool render_registered = register_command({
       return [opts](RunContext& ctx) { return run_display(ctx, *opts, Output::image); };
     },
     .order = 4,
+});
+
+// ------------------------------------------------------------------------------------------
+// orbital animate: one orbital followed through the frames of a trajectory, as a PNG sequence.
+// ------------------------------------------------------------------------------------------
+struct AnimateOptions {
+  std::vector<std::string> frames;
+  bool as_listed = false;
+  std::string orbital = "homo";
+  double iso = 0;
+  std::string output;
+  bool atoms = true;
+  double padding = 3.0, spacing = 0.1;
+  std::string backend = "auto";
+  std::string surface_backend = "auto";
+  std::string size = "1280x960";
+  std::string view;
+};
+
+// Natural order: runs of digits compare as numbers ("frame9" before "frame10").
+bool natural_less(const std::string& a, const std::string& b) {
+  std::size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (std::isdigit(static_cast<unsigned char>(a[i])) && std::isdigit(static_cast<unsigned char>(b[j]))) {
+      std::size_t i2 = i, j2 = j;
+      while (i2 < a.size() && std::isdigit(static_cast<unsigned char>(a[i2]))) ++i2;
+      while (j2 < b.size() && std::isdigit(static_cast<unsigned char>(b[j2]))) ++j2;
+      std::string da = a.substr(i, i2 - i), db = b.substr(j, j2 - j);
+      da.erase(0, std::min(da.find_first_not_of('0'), da.size()));
+      db.erase(0, std::min(db.find_first_not_of('0'), db.size()));
+      if (da.size() != db.size()) return da.size() < db.size();
+      if (da != db) return da < db;
+      i = i2;
+      j = j2;
+    } else {
+      if (a[i] != b[j]) return a[i] < b[j];
+      ++i;
+      ++j;
+    }
+  }
+  return a.size() - i < b.size() - j;
+}
+
+int run_animate(RunContext& ctx, const AnimateOptions& o) {
+  if (!std::isfinite(o.iso) || o.iso < 0)
+    throw InputError("--iso", 0, fmt::format("must be a positive number (got {})", o.iso));
+  const std::filesystem::path out_dir = o.output;
+  if (out_dir.has_extension() && !std::filesystem::is_directory(out_dir))
+    throw InputError(o.output, 0,
+                     "give a folder for the PNG frames (video output is not built in: encode the frames with "
+                     "ffmpeg -i frame_%04d.png)");
+  display::RenderOptions render;
+  const auto [w, h] = display::parse_image_size(o.size);
+  render.width = w;
+  render.height = h;
+  if (!o.view.empty()) render.view = display::parse_view(o.view);
+  std::vector<std::string> files = o.frames;
+  if (!o.as_listed) std::stable_sort(files.begin(), files.end(), natural_less);
+  std::vector<Wavefunction> frames;
+  for (const auto& file : files) frames.push_back(read_wavefunction(file));
+  const std::vector<TrackedOrbital> track = track_orbital(frames, parse_orbital(o.orbital, frames.front()));
+
+  // One grid and one framing for every frame, so the picture does not jump.
+  Wavefunction all_atoms;
+  for (const auto& f : frames) all_atoms.atoms.insert(all_atoms.atoms.end(), f.atoms.begin(), f.atoms.end());
+  const GridSpec grid = automatic_grid(all_atoms, o.padding, o.spacing);
+  const Resources resources = ctx.resources();
+  EvaluateOptions options;
+  options.backend = parse_backend(o.backend);
+  const display::SurfaceBackend surface_backend = display::parse_surface_backend(o.surface_backend);
+  std::vector<display::Scene> scenes;
+  nlohmann::json report_frames = nlohmann::json::array();
+  double grid_seconds = 0, surface_seconds = 0;
+  for (std::size_t f = 0; f < frames.size(); ++f) {
+    EvaluationInfo info;
+    std::vector<float> values = evaluate_orbitals(resources, frames[f], grid, {track[f].ref}, options, &info);
+    grid_seconds += info.seconds;
+    if (track[f].sign_flipped)
+      for (float& v : values) v = -v;
+    const auto molecule = o.atoms ? molecule_parts(frames[f]) : std::vector<display::ScenePart>{};
+    FieldScene fs = field_scene(resources, grid, values, true, o.iso, surface_backend, molecule,
+                                fmt::format("frame {} ({}), orbital {}", f + 1, frames[f].source,
+                                            describe_orbital(track[f].ref, frames[f])));
+    surface_seconds += fs.seconds;
+    render.framing = display::enclose(render.framing, display::framing_of(fs.scene));
+    scenes.push_back(std::move(fs.scene));
+    report_frames.push_back({{"file", frames[f].source},
+                             {"orbital", track[f].ref.index + 1},
+                             {"overlap", track[f].overlap},
+                             {"sign_flipped", track[f].sign_flipped}});
+  }
+
+  // Every frame's surfaces exist: draw and write them.
+  std::filesystem::create_directories(out_dir);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> written;
+  for (std::size_t f = 0; f < scenes.size(); ++f) {
+    const auto path = out_dir / fmt::format("frame_{:04d}.png", f + 1);
+    display::write_png(path, display::render_scene(scenes[f], render));
+    written.push_back(path.string());
+  }
+  const double render_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (std::FILE* out = ctx.summary())
+    std::fprintf(
+        out, "%zu frames, orbital followed: %s; grid %.3f s, surfaces %.3f s, images %.3f s; wrote %s\n",
+        frames.size(),
+        fmt::format("{}", fmt::join(report_frames | std::views::transform([](const nlohmann::json& j) {
+                                      return fmt::format("{}{}", j["orbital"].get<std::size_t>(),
+                                                         j["sign_flipped"].get<bool>() ? "(-)" : "");
+                                    }),
+                                    " "))
+            .c_str(),
+        grid_seconds, surface_seconds, render_seconds, out_dir.string().c_str());
+  ctx.report["frames"] = report_frames;
+  ctx.report["grid_seconds"] = grid_seconds;
+  ctx.report["surface_seconds"] = surface_seconds;
+  ctx.report["render_seconds"] = render_seconds;
+  ctx.report["outputs"] = written;
+  return 0;
+}
+
+const bool animate_registered = register_command({
+    .group = "orbital",
+    .name = "animate",
+    .purpose = "One orbital through the frames of a trajectory (a file per frame) as a PNG sequence, tracked "
+               "by overlap",
+    .example = "molaccel orbital animate irc_*.molden --orbital homo -o frames/",
+    .setup = [](CLI::App& app, CommonOptions& common) -> Action {
+      auto opts = std::make_shared<AnimateOptions>();
+      app.add_option("FRAME_FILES", opts->frames,
+                     "Molden or .fchk files, one per frame (same atoms and basis)")
+          ->required()
+          ->check(CLI::ExistingFile);
+      app.add_flag("--as-listed", opts->as_listed,
+                   "Keep the frames in the order given (default: natural name order)");
+      app.add_option("--orbital", opts->orbital,
+                     "The orbital in the first frame: homo, lumo+1, 12, beta:homo")
+          ->default_val("homo");
+      app.add_option("--iso", opts->iso, "Isovalue (surfaces at +iso and -iso, default 0.05), atomic units");
+      app.add_option("-o,--output", opts->output,
+                     "Folder for the frames (frame_0001.png, ...); created if needed")
+          ->required();
+      app.add_flag("--atoms,!--no-atoms", opts->atoms,
+                   "Atoms and bonds as spheres and cylinders (default on)");
+      app.add_option("--padding", opts->padding, "Grid box: padding around all frames' atoms, angstrom")
+          ->default_val(3.0)
+          ->check(CLI::NonNegativeNumber);
+      app.add_option("--spacing", opts->spacing, "Grid spacing, angstrom")
+          ->default_val(0.1)
+          ->check(CLI::PositiveNumber);
+      app.add_option("--backend", opts->backend,
+                     "Grid backend: auto, cpu, cuda-jit, cuda-generic or reference")
+          ->default_val("auto");
+      app.add_option("--surface-backend", opts->surface_backend,
+                     "Isosurface backend: auto, cpu, cuda or reference")
+          ->default_val("auto");
+      app.add_option("--size", opts->size, "Image size WIDTHxHEIGHT")->default_val("1280x960");
+      app.add_option("--view", opts->view,
+                     "Rotation (degrees, x then y then z) and zoom: rx=30,ry=-45,zoom=1.5");
+      common.add_device_options(app);
+      app.footer(
+          "The orbital is followed by maximum overlap with the previous frame's (the mixed overlap of both "
+          "frames' basis functions) and its sign kept continuous; frames that differ in atoms or basis "
+          "are an error naming the frame. See docs/orbital.md, Surfaces and images.\n");
+      return [opts](RunContext& ctx) { return run_animate(ctx, *opts); };
+    },
+    .order = 5,
 });
 
 }  // namespace

@@ -147,9 +147,20 @@ struct View {
 // "rx=30,ry=-45,rz=0,zoom=1.5" (any subset, in any order); throws InputError("--view", ...).
 View parse_view(std::string_view text);
 
+// The sphere the camera fits into the image (radius 0: none, fit the scene being drawn).
+struct Framing {
+  std::array<double, 3> centre{};
+  double radius = 0;
+};
+// The scene's bounding sphere (centre of its box, farthest vertex); radius 0 for an empty scene.
+Framing framing_of(const Scene& scene);
+// The smallest sphere holding both (an animation keeps one framing for all its frames).
+Framing enclose(const Framing& a, const Framing& b);
+
 struct RenderOptions {
   int width = 1280, height = 960;
   View view;
+  Framing framing;  // radius 0 = framing_of(the scene)
   Colour background{1, 1, 1, 1};
   int supersampling = 2;  // samples per pixel along each axis (edge smoothing)
 };

@@ -124,6 +124,24 @@ std::string describe_orbital(const OrbitalRef& ref, const Wavefunction& wavefunc
 std::vector<OrbitalRef> parse_orbital_selection(std::string_view text, const Wavefunction& wavefunction);
 
 // ---------------------------------------------------------------------------------------------
+// Trajectories: one wavefunction per frame (an MD or IRC run).
+// ---------------------------------------------------------------------------------------------
+// Throws InputError naming the first frame (its file) whose atoms (count, elements), basis set
+// (shells, exponents, contraction) or spin treatment differ from frame 1's.
+void check_same_system(const std::vector<Wavefunction>& frames);
+
+struct TrackedOrbital {
+  OrbitalRef ref;             // the orbital in this frame
+  double overlap = 1;         // |<previous frame's orbital | this one>|
+  bool sign_flipped = false;  // draw this frame's orbital negated, for sign continuity
+};
+// Follows `start` (an orbital of frame 1) through the frames by maximum overlap: in each frame the
+// orbital of the same spin with the largest |<followed | candidate>|, the overlap taken between
+// the previous frame's basis functions at their positions and this frame's (so moving atoms are
+// accounted for), and its sign flipped where that overlap is negative. Checks the frames first.
+std::vector<TrackedOrbital> track_orbital(const std::vector<Wavefunction>& frames, OrbitalRef start);
+
+// ---------------------------------------------------------------------------------------------
 // Grids.
 // ---------------------------------------------------------------------------------------------
 struct GridSpec {

@@ -126,5 +126,75 @@ TEST(OrbitalSelection, AllRangesAndNames) {
   EXPECT_THROW(parse_orbital_selection("beta:all", wfn), InputError);  // restricted
 }
 
+// Tracking: frame 2 is frame 1 with the HOMO and HOMO-1 swapped in the file and the HOMO's sign
+// flipped (what a near-degenerate crossing and an arbitrary phase do): the HOMO of frame 1 is
+// found at index 3 of frame 2, with its sign flipped back.
+TEST(OrbitalTracking, FollowsAnOrbitalThroughAReorderingAndASignChange) {
+  const Wavefunction first = read_wavefunction(test::bundled("h2o_631gs.molden"));
+  Wavefunction second = first;
+  second.source = "frame2.molden";
+  const std::size_t n = static_cast<std::size_t>(first.function_count());
+  auto& c = second.alpha.coefficients;
+  for (std::size_t k = 0; k < n; ++k) {
+    std::swap(c[3 * n + k], c[4 * n + k]);
+    c[3 * n + k] = -c[3 * n + k];
+  }
+  const auto track = track_orbital({first, second}, parse_orbital("homo", first));
+  ASSERT_EQ(track.size(), 2u);
+  EXPECT_EQ(track[0].ref.index, 4u);
+  EXPECT_EQ(track[1].ref.index, 3u);
+  EXPECT_TRUE(track[1].sign_flipped);
+  EXPECT_NEAR(track[1].overlap, 1.0, 1e-6);  // the same geometry: the mixed overlap is S itself
+
+  Wavefunction other = first;
+  other.source = "frame3.molden";
+  other.atoms[1].atomic_number = 9;
+  try {
+    check_same_system({first, second, other});
+    FAIL() << "frames with different atoms were accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.path(), "frame3.molden");
+    EXPECT_NE(std::string(e.what()).find("frame 3"), std::string::npos);
+  }
+  Wavefunction basis = first;
+  basis.source = "frame4.molden";
+  basis.shells[2].exponents[0] *= 1.01;
+  EXPECT_THROW(check_same_system({first, basis}), InputError);
+}
+
+// A rigidly moved copy of water as the second frame (natural order puts f2 before f10); a frame of
+// another molecule is an error naming its file, and nothing is written.
+TEST_F(OrbitalSurfaceCli, AnimateWritesFramesInNaturalOrderAndRefusesAnotherMolecule) {
+  molaccel::testing::TempDir dir;
+  const std::string text = molaccel::testing::read_file(test::bundled("h2o_631gs.molden"));
+  molaccel::testing::write_file(dir / "f2.molden", text);
+  std::string moved = text;
+  for (const char* z : {"0.221097956679", "-0.882502100589"}) {
+    const std::string from(z);
+    const std::string to = from == "0.221097956679" ? "0.421097956679" : "-0.682502100589";
+    for (std::size_t at = moved.find(from); at != std::string::npos; at = moved.find(from, at + 1))
+      moved.replace(at, from.size(), to);
+  }
+  molaccel::testing::write_file(dir / "f10.molden", moved);
+  const std::string cli =
+      std::string(MOLACCEL_CLI_PATH) + " orbital animate --device cpu --spacing 0.2 --size 64x48 ";
+  ASSERT_EQ(run(cli + quoted(dir / "f10.molden") + " " + quoted(dir / "f2.molden") + " -o " +
+                quoted(dir / "out") + " --json " + quoted(dir / "r.json")),
+            0);
+  const auto report = nlohmann::json::parse(molaccel::testing::read_file(dir / "r.json"));
+  ASSERT_EQ(report["frames"].size(), 2u);
+  EXPECT_EQ(report["frames"][0]["file"], (dir / "f2.molden").string());
+  EXPECT_EQ(report["frames"][1]["orbital"], 5);
+  EXPECT_GT(report["frames"][1]["overlap"].get<double>(), 0.9);
+  EXPECT_TRUE(std::filesystem::exists(dir / "out" / "frame_0001.png"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "out" / "frame_0002.png"));
+  EXPECT_EQ(run(cli + quoted(dir / "f2.molden") + " " + quoted(test::bundled("threonine_631gs.molden")) +
+                " -o " + quoted(dir / "bad")),
+            1);
+  EXPECT_FALSE(std::filesystem::exists(dir / "bad"));
+  EXPECT_EQ(run(cli + quoted(dir / "f2.molden") + " -o " + quoted(dir / "movie.mp4")), 1);
+  EXPECT_FALSE(std::filesystem::exists(dir / "movie.mp4"));
+}
+
 }  // namespace
 }  // namespace molaccel::orbital

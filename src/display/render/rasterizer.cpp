@@ -49,6 +49,43 @@ struct Shaded {
 
 }  // namespace
 
+Framing framing_of(const Scene& scene) {
+  Vec3 lo{std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity(),
+          std::numeric_limits<double>::infinity()};
+  Vec3 hi{-lo[0], -lo[1], -lo[2]};
+  bool any = false;
+  for (const ScenePart& part : scene.parts)
+    for (std::size_t v = 0; v < part.mesh.vertex_count(); ++v) {
+      any = true;
+      for (int x = 0; x < 3; ++x) {
+        lo[x] = std::min(lo[x], static_cast<double>(part.mesh.positions[3 * v + x]));
+        hi[x] = std::max(hi[x], static_cast<double>(part.mesh.positions[3 * v + x]));
+      }
+    }
+  Framing f;
+  if (!any) return f;
+  f.centre = {(lo[0] + hi[0]) / 2, (lo[1] + hi[1]) / 2, (lo[2] + hi[2]) / 2};
+  for (const ScenePart& part : scene.parts)
+    for (std::size_t v = 0; v < part.mesh.vertex_count(); ++v) {
+      const Vec3 d{part.mesh.positions[3 * v] - f.centre[0], part.mesh.positions[3 * v + 1] - f.centre[1],
+                   part.mesh.positions[3 * v + 2] - f.centre[2]};
+      f.radius = std::max(f.radius, std::sqrt(dot(d, d)));
+    }
+  return f;
+}
+
+Framing enclose(const Framing& a, const Framing& b) {
+  if (a.radius <= 0) return b;
+  if (b.radius <= 0) return a;
+  const Vec3 d{b.centre[0] - a.centre[0], b.centre[1] - a.centre[1], b.centre[2] - a.centre[2]};
+  const double distance = std::sqrt(dot(d, d));
+  if (distance + b.radius <= a.radius) return a;
+  if (distance + a.radius <= b.radius) return b;
+  const double radius = (distance + a.radius + b.radius) / 2;
+  const double shift = (radius - a.radius) / distance;  // from a's centre towards b's
+  return {{a.centre[0] + shift * d[0], a.centre[1] + shift * d[1], a.centre[2] + shift * d[2]}, radius};
+}
+
 View parse_view(std::string_view text) {
   View view;
   std::size_t start = 0;
@@ -105,29 +142,12 @@ Image render_scene(const Scene& scene, const RenderOptions& options) {
   const int ss = std::clamp(options.supersampling, 1, 4);
   const int W = options.width * ss, H = options.height * ss;
 
-  // Bounding sphere (centre of the box, farthest vertex).
-  Vec3 lo{std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity(),
-          std::numeric_limits<double>::infinity()};
-  Vec3 hi{-lo[0], -lo[1], -lo[2]};
   std::size_t triangles = 0;
-  for (const ScenePart& part : scene.parts) {
-    triangles += part.mesh.triangle_count();
-    for (std::size_t v = 0; v < part.mesh.vertex_count(); ++v)
-      for (int x = 0; x < 3; ++x) {
-        lo[x] = std::min(lo[x], static_cast<double>(part.mesh.positions[3 * v + x]));
-        hi[x] = std::max(hi[x], static_cast<double>(part.mesh.positions[3 * v + x]));
-      }
-  }
+  for (const ScenePart& part : scene.parts) triangles += part.mesh.triangle_count();
   if (triangles == 0) throw InputError("render", 0, "nothing to draw: the scene has no triangle");
-  const Vec3 centre{(lo[0] + hi[0]) / 2, (lo[1] + hi[1]) / 2, (lo[2] + hi[2]) / 2};
-  double radius = 0;
-  for (const ScenePart& part : scene.parts)
-    for (std::size_t v = 0; v < part.mesh.vertex_count(); ++v) {
-      const Vec3 d{part.mesh.positions[3 * v] - centre[0], part.mesh.positions[3 * v + 1] - centre[1],
-                   part.mesh.positions[3 * v + 2] - centre[2]};
-      radius = std::max(radius, std::sqrt(dot(d, d)));
-    }
-  radius = std::max(radius, 1e-6);
+  const Framing framing = options.framing.radius > 0 ? options.framing : framing_of(scene);
+  const Vec3 centre = framing.centre;
+  const double radius = std::max(framing.radius, 1e-6);
   // The sphere's diameter spans 90% of the shorter side at zoom 1.
   const double scale = 0.45 * std::min(W, H) / radius * options.view.zoom;
   const auto R = rotation(options.view);
