@@ -8,10 +8,10 @@
 //     --quick: a 0.15 A grid; --reference: also time the double-precision reference (slow).
 #include <cstring>
 
+#include "c60_wavefunction.hpp"
 #include "common/harness.hpp"
 #include "display/backends.hpp"
 #include "molaccel/display.hpp"
-#include "c60_wavefunction.hpp"
 
 using namespace molaccel;
 
@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
   render.height = 1080;
   const bench::Timing render_time = bench::measure([&] { (void)display::render_scene(scene, render); }, 1, 3);
   bench::print_row({.benchmark = "display/render/cpu",
-                    .device = cpu_name + " (1 thread)",
+                    .device = fmt::format("{} ({} threads)", cpu_name, cpu_all.cpu_threads()),
                     .size = "1920x1080 (2x2 samples)",
                     .timing = render_time,
                     .work = 1920.0 * 1080.0,

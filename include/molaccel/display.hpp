@@ -163,6 +163,7 @@ struct RenderOptions {
   Framing framing;  // radius 0 = framing_of(the scene)
   Colour background{1, 1, 1, 1};
   int supersampling = 2;  // samples per pixel along each axis (edge smoothing)
+  int threads = 0;        // bands of rows drawn in parallel (0 = all cores); the image is the same
 };
 
 // Draws every part of the scene. Throws InputError("--size", ...) for a size outside 1..16384 and

@@ -1,7 +1,8 @@
-// Fast CPU isosurface: three passes over planes of the grid on threads, with the generated cell
-// tables. Pass 1 marks the crossed edges of every point (7 bits) and counts them per plane; the
-// running sum numbers the vertices in edge-id order. Pass 2 writes each plane's triangles (cells
-// in point order), pass 3 the vertices.
+// Fast CPU isosurface: passes over planes of the grid on threads, with the generated cell tables.
+// Pass 0 flags the inside points; pass 1 gathers each cell's corner flags (its table case), marks
+// the crossed edges of every point (7 bits) and counts them per plane; the running sum numbers the
+// vertices in edge-id order. Pass 2 writes each plane's triangles (cells in point order), pass 3
+// the vertices.
 #include <algorithm>
 #include <numeric>
 
@@ -16,28 +17,41 @@ Mesh extract_isosurface(const GridGeometry& g, const float* values, int threads)
   const std::int64_t n0 = g.counts[0], n1 = g.counts[1], n2 = g.counts[2];
   const std::size_t points = static_cast<std::size_t>(n0 * n1 * n2);
   const std::size_t plane = static_cast<std::size_t>(n1 * n2);
-  auto inside = [&](std::size_t p) { return g.sign * values[p] > g.level; };
-
-  // Pass 1: crossed edges per point and per plane.
-  std::vector<std::uint8_t> mask(points);
+  // Pass 0: which points are inside. Pass 1: per point, the inside flags of the eight corners of the
+  // cell it is the lowest corner of (missing corners past the grid's faces count as outside, and
+  // their edges are never crossed), the crossed forward edges, and their count per plane.
+  std::vector<std::uint8_t> inside(points);
+  parallel_for(static_cast<std::size_t>(n0), threads, 1, [&](std::size_t b, std::size_t e) {
+    for (std::size_t p = b * plane; p < e * plane; ++p) inside[p] = g.sign * values[p] > g.level ? 1 : 0;
+  });
+  std::vector<std::uint8_t> corners(points), mask(points);
   std::vector<std::uint64_t> plane_vertices(static_cast<std::size_t>(n0) + 1, 0);
   parallel_for(static_cast<std::size_t>(n0), threads, 1, [&](std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) {
       std::uint64_t count = 0;
-      for (std::int64_t j = 0; j < n1; ++j)
+      const bool last_i = static_cast<std::int64_t>(i) + 1 >= n0;
+      for (std::int64_t j = 0; j < n1; ++j) {
+        const bool last_j = j + 1 >= n1;
         for (std::int64_t k = 0; k < n2; ++k) {
           const std::size_t p = i * plane + static_cast<std::size_t>(j * n2 + k);
-          const bool in = inside(p);
-          unsigned m = 0;
-          for (int step = 1; step < 8; ++step) {
-            const std::int64_t di = step & 1, dj = (step >> 1) & 1, dk = (step >> 2) & 1;
-            if (static_cast<std::int64_t>(i) + di >= n0 || j + dj >= n1 || k + dk >= n2) continue;
-            const std::size_t q = p + static_cast<std::size_t>(di * n1 * n2 + dj * n2 + dk);
-            if (inside(q) != in) m |= 1u << (step - 1);
+          const bool last_k = k + 1 >= n2;
+          unsigned code = 0, present = 0;
+          for (int c = 0; c < 8; ++c) {
+            if (((c & 1) && last_i) || ((c & 2) && last_j) || ((c & 4) && last_k)) continue;
+            present |= 1u << c;
+            code |=
+                static_cast<unsigned>(
+                    inside[p + static_cast<std::size_t>((c & 1) * n1 * n2 + ((c >> 1) & 1) * n2 + (c >> 2))])
+                << c;
           }
+          // Edge `step` (1..7) joins corner 0 to corner `step`: crossed when their flags differ.
+          const unsigned differs = (code ^ ((code & 1u) ? 0xffu : 0u)) & present;
+          const unsigned m = differs >> 1;
+          corners[p] = static_cast<std::uint8_t>(code);
           mask[p] = static_cast<std::uint8_t>(m);
           count += static_cast<std::uint64_t>(detail::popcount8(m));
         }
+      }
       plane_vertices[i + 1] = count;
     }
   });
@@ -65,12 +79,7 @@ Mesh extract_isosurface(const GridGeometry& g, const float* values, int threads)
       for (std::int64_t j = 0; j + 1 < n1; ++j)
         for (std::int64_t k = 0; k + 1 < n2; ++k) {
           const std::size_t p = i * plane + static_cast<std::size_t>(j * n2 + k);
-          unsigned cell_case = 0;
-          for (int c = 0; c < 8; ++c) {
-            const std::size_t q =
-                p + static_cast<std::size_t>((c & 1) * n1 * n2 + ((c >> 1) & 1) * n2 + (c >> 2));
-            if (inside(q)) cell_case |= 1u << c;
-          }
+          const unsigned cell_case = corners[p];
           const int triangles = tables.count[cell_case];
           for (int t = 0; t < triangles; ++t) {
             std::uint32_t v[3];

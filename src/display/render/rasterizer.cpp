@@ -1,7 +1,8 @@
-// The CPU renderer: an orthographic camera fitted to the scene's bounding sphere, triangles
-// rasterised with edge functions into a z-buffer at `supersampling`^2 samples per pixel,
-// Blinn-Phong shading of the interpolated vertex normals (two-sided: a face seen from behind is
-// lit as its front), then a box filter down to the image size.
+// The CPU renderer: an orthographic camera fitted to the scene's bounding sphere; triangles binned
+// to bands of rows, each band rasterised on a thread with edge functions into its own z-buffer at
+// `supersampling`^2 samples per pixel keeping the nearest fragment's normal, then shaded once per
+// sample (Blinn-Phong, two-sided: a face seen from behind is lit as its front) and box-filtered
+// down to the image.
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -152,63 +153,47 @@ Image render_scene(const Scene& scene, const RenderOptions& options) {
   const double scale = 0.45 * std::min(W, H) / radius * options.view.zoom;
   const auto R = rotation(options.view);
 
-  std::vector<float> depth(static_cast<std::size_t>(W) * H, -std::numeric_limits<float>::infinity());
-  std::vector<float> colour(static_cast<std::size_t>(W) * H * 3);
-  for (std::size_t p = 0; p < depth.size(); ++p) {
-    colour[3 * p] = options.background.r;
-    colour[3 * p + 1] = options.background.g;
-    colour[3 * p + 2] = options.background.b;
-  }
   // Lighting in view space: a key light from the upper left front, Blinn-Phong with a white
   // specular highlight; the viewer looks down -z.
   const Vec3 light = normalised({-0.4, 0.5, 0.75});  // y up in view space
   const Vec3 half = normalised({light[0], light[1], light[2] + 1});
   const double ambient = 0.28, diffuse = 0.62, specular = 0.35, shininess = 48;
 
-  for (const ScenePart& part : scene.parts) {
-    const Mesh& m = part.mesh;
-    std::vector<Shaded> vs(m.vertex_count());
-    for (std::size_t v = 0; v < vs.size(); ++v) {
+  // Vertices in sample coordinates.
+  std::vector<std::vector<Shaded>> vertices(scene.parts.size());
+  for (std::size_t part = 0; part < scene.parts.size(); ++part) {
+    const Mesh& m = scene.parts[part].mesh;
+    vertices[part].resize(m.vertex_count());
+    for (std::size_t v = 0; v < m.vertex_count(); ++v) {
       const Vec3 p{m.positions[3 * v] - centre[0], m.positions[3 * v + 1] - centre[1],
                    m.positions[3 * v + 2] - centre[2]};
       const Vec3 n{m.normals[3 * v], m.normals[3 * v + 1], m.normals[3 * v + 2]};
       const Vec3 q{dot(R[0], p), dot(R[1], p), dot(R[2], p)};
-      vs[v] = {
+      vertices[part][v] = {
           W / 2.0 + q[0] * scale, H / 2.0 - q[1] * scale, q[2], {dot(R[0], n), dot(R[1], n), dot(R[2], n)}};
     }
-    const double base[3] = {part.colour.r, part.colour.g, part.colour.b};
+  }
+  // Bands of image rows, drawn independently on threads: each triangle is listed in the bands its
+  // rows cover, in scene order, so the picture does not depend on the thread count.
+  constexpr int kBandRows = 8;
+  const int bands = (options.height + kBandRows - 1) / kBandRows;
+  struct TriangleRef {
+    std::uint32_t part, triangle;
+  };
+  std::vector<std::vector<TriangleRef>> binned(static_cast<std::size_t>(bands));
+  for (std::size_t part = 0; part < scene.parts.size(); ++part) {
+    const Mesh& m = scene.parts[part].mesh;
     for (std::size_t t = 0; t < m.triangle_count(); ++t) {
-      const Shaded& a = vs[m.indices[3 * t]];
-      const Shaded& b = vs[m.indices[3 * t + 1]];
-      const Shaded& c = vs[m.indices[3 * t + 2]];
-      const double area = (b.x - a.x) * (c.y - a.y) - (b.y - a.y) * (c.x - a.x);
-      if (area == 0) continue;
-      const int x0 = std::max(0, static_cast<int>(std::floor(std::min({a.x, b.x, c.x}))));
-      const int x1 = std::min(W - 1, static_cast<int>(std::ceil(std::max({a.x, b.x, c.x}))));
-      const int y0 = std::max(0, static_cast<int>(std::floor(std::min({a.y, b.y, c.y}))));
-      const int y1 = std::min(H - 1, static_cast<int>(std::ceil(std::max({a.y, b.y, c.y}))));
-      for (int y = y0; y <= y1; ++y)
-        for (int x = x0; x <= x1; ++x) {
-          const double px = x + 0.5, py = y + 0.5;
-          // Barycentric weights from edge functions (either winding is drawn).
-          const double wa = ((b.x - px) * (c.y - py) - (b.y - py) * (c.x - px)) / area;
-          const double wb = ((c.x - px) * (a.y - py) - (c.y - py) * (a.x - px)) / area;
-          const double wc = 1 - wa - wb;
-          if (wa < 0 || wb < 0 || wc < 0) continue;
-          const double z = wa * a.z + wb * b.z + wc * c.z;
-          const std::size_t p = static_cast<std::size_t>(y) * W + x;
-          if (z <= depth[p]) continue;
-          depth[p] = static_cast<float>(z);
-          Vec3 n = normalised({wa * a.normal[0] + wb * b.normal[0] + wc * c.normal[0],
-                               wa * a.normal[1] + wb * b.normal[1] + wc * c.normal[1],
-                               wa * a.normal[2] + wb * b.normal[2] + wc * c.normal[2]});
-          if (n[2] < 0) n = {-n[0], -n[1], -n[2]};  // two-sided
-          const double d = std::max(0.0, dot(n, light));
-          const double s = d > 0 ? std::pow(std::max(0.0, dot(n, half)), shininess) : 0.0;
-          for (int k = 0; k < 3; ++k)
-            colour[3 * p + k] =
-                static_cast<float>(std::min(1.0, base[k] * (ambient + diffuse * d) + specular * s));
-        }
+      const Shaded& a = vertices[part][m.indices[3 * t]];
+      const Shaded& b = vertices[part][m.indices[3 * t + 1]];
+      const Shaded& c = vertices[part][m.indices[3 * t + 2]];
+      const double lo = std::min({a.y, b.y, c.y}), hi = std::max({a.y, b.y, c.y});
+      if (hi < 0 || lo >= H || std::max({a.x, b.x, c.x}) < 0 || std::min({a.x, b.x, c.x}) >= W) continue;
+      const int first = std::max(0, static_cast<int>(std::floor(lo)) / (kBandRows * ss));
+      const int last = std::min(bands - 1, static_cast<int>(std::ceil(hi)) / (kBandRows * ss));
+      for (int band = first; band <= last; ++band)
+        binned[static_cast<std::size_t>(band)].push_back(
+            {static_cast<std::uint32_t>(part), static_cast<std::uint32_t>(t)});
     }
   }
 
@@ -216,18 +201,75 @@ Image render_scene(const Scene& scene, const RenderOptions& options) {
   image.width = options.width;
   image.height = options.height;
   image.rgba.resize(static_cast<std::size_t>(image.width) * image.height * 4);
-  for (int y = 0; y < image.height; ++y)
-    for (int x = 0; x < image.width; ++x) {
-      double sum[3] = {0, 0, 0};
-      for (int sy = 0; sy < ss; ++sy)
-        for (int sx = 0; sx < ss; ++sx) {
-          const std::size_t p = static_cast<std::size_t>(y * ss + sy) * W + (x * ss + sx);
-          for (int k = 0; k < 3; ++k) sum[k] += colour[3 * p + k];
+  parallel_for(
+      static_cast<std::size_t>(bands), options.threads, 1, [&](std::size_t band_begin, std::size_t band_end) {
+        const std::size_t samples = static_cast<std::size_t>(W) * kBandRows * ss;
+        std::vector<float> depth(samples);
+        std::vector<std::array<float, 3>> normal(samples);
+        std::vector<std::int32_t> owner(samples);
+        for (std::size_t band = band_begin; band < band_end; ++band) {
+          const int row0 = static_cast<int>(band) * kBandRows * ss;
+          const int row1 = std::min(H, row0 + kBandRows * ss);  // sample rows [row0, row1)
+          std::fill(depth.begin(), depth.end(), -std::numeric_limits<float>::infinity());
+          std::fill(owner.begin(), owner.end(), -1);
+          // Depth pass: the nearest fragment's normal and part per sample (shaded once, below).
+          for (const TriangleRef& ref : binned[band]) {
+            const Mesh& m = scene.parts[ref.part].mesh;
+            const Shaded& a = vertices[ref.part][m.indices[3 * ref.triangle]];
+            const Shaded& b = vertices[ref.part][m.indices[3 * ref.triangle + 1]];
+            const Shaded& c = vertices[ref.part][m.indices[3 * ref.triangle + 2]];
+            const double area = (b.x - a.x) * (c.y - a.y) - (b.y - a.y) * (c.x - a.x);
+            if (area == 0) continue;
+            const int x0 = std::max(0, static_cast<int>(std::floor(std::min({a.x, b.x, c.x}))));
+            const int x1 = std::min(W - 1, static_cast<int>(std::ceil(std::max({a.x, b.x, c.x}))));
+            const int y0 = std::max(row0, static_cast<int>(std::floor(std::min({a.y, b.y, c.y}))));
+            const int y1 = std::min(row1 - 1, static_cast<int>(std::ceil(std::max({a.y, b.y, c.y}))));
+            for (int y = y0; y <= y1; ++y)
+              for (int x = x0; x <= x1; ++x) {
+                const double px = x + 0.5, py = y + 0.5;
+                // Barycentric weights from edge functions (either winding is drawn).
+                const double wa = ((b.x - px) * (c.y - py) - (b.y - py) * (c.x - px)) / area;
+                const double wb = ((c.x - px) * (a.y - py) - (c.y - py) * (a.x - px)) / area;
+                const double wc = 1 - wa - wb;
+                if (wa < 0 || wb < 0 || wc < 0) continue;
+                const double z = wa * a.z + wb * b.z + wc * c.z;
+                const std::size_t p = static_cast<std::size_t>(y - row0) * W + x;
+                if (z <= depth[p]) continue;
+                depth[p] = static_cast<float>(z);
+                owner[p] = static_cast<std::int32_t>(ref.part);
+                for (int k = 0; k < 3; ++k)
+                  normal[p][k] = static_cast<float>(wa * a.normal[k] + wb * b.normal[k] + wc * c.normal[k]);
+              }
+          }
+          // Shading and the box filter down to image pixels.
+          for (int y = row0 / ss; y < (row1 + ss - 1) / ss; ++y)
+            for (int x = 0; x < image.width; ++x) {
+              double sum[3] = {0, 0, 0};
+              for (int sy = 0; sy < ss; ++sy)
+                for (int sx = 0; sx < ss; ++sx) {
+                  const std::size_t p = static_cast<std::size_t>(y * ss + sy - row0) * W + (x * ss + sx);
+                  if (owner[p] < 0) {
+                    sum[0] += options.background.r;
+                    sum[1] += options.background.g;
+                    sum[2] += options.background.b;
+                    continue;
+                  }
+                  const Colour& base = scene.parts[static_cast<std::size_t>(owner[p])].colour;
+                  Vec3 n = normalised({normal[p][0], normal[p][1], normal[p][2]});
+                  if (n[2] < 0) n = {-n[0], -n[1], -n[2]};  // two-sided
+                  const double d = std::max(0.0, dot(n, light));
+                  const double s = d > 0 ? std::pow(std::max(0.0, dot(n, half)), shininess) : 0.0;
+                  const double rgb[3] = {base.r, base.g, base.b};
+                  for (int k = 0; k < 3; ++k)
+                    sum[k] += std::min(1.0, rgb[k] * (ambient + diffuse * d) + specular * s);
+                }
+              std::uint8_t* out = &image.rgba[4 * (static_cast<std::size_t>(y) * image.width + x)];
+              for (int k = 0; k < 3; ++k)
+                out[k] = static_cast<std::uint8_t>(std::lround(255.0 * sum[k] / (ss * ss)));
+              out[3] = 255;
+            }
         }
-      std::uint8_t* out = &image.rgba[4 * (static_cast<std::size_t>(y) * image.width + x)];
-      for (int k = 0; k < 3; ++k) out[k] = static_cast<std::uint8_t>(std::lround(255.0 * sum[k] / (ss * ss)));
-      out[3] = 255;
-    }
+      });
   return image;
 }
 
