@@ -24,10 +24,16 @@ Mesh extract_isosurface(const detail::GridGeometry& geometry, const float* value
 }  // namespace molaccel::display::cpu
 
 namespace molaccel::display::cuda {
-// `device_values` is the grid in the memory of GPU `device` (no copy of the grid to the host);
-// the mesh comes back to the host. Throws NotCompiled in a build without CUDA.
-Mesh extract_isosurface_on_device(const detail::GridGeometry& geometry, const float* device_values,
-                                  int device);
-// The same from a host grid: one upload, then the device path.
-Mesh extract_isosurface(const detail::GridGeometry& geometry, const float* host_values, int device);
+// On the worker's GPU (ctx.worker().device current), with device scratch kept in ctx.kept<>() from
+// call to call (no allocation once it is large enough). Throws NotCompiled in a build without CUDA.
+//
+// `device_values` is the grid in that GPU's memory (no copy of the grid to the host); the mesh
+// comes back to the host.
+Mesh extract_isosurface_on_device(WorkerContext& ctx, const detail::GridGeometry& geometry,
+                                  const float* device_values);
+// Copies a host grid into the worker's kept device buffer and returns its device address (valid
+// until the next upload on that worker).
+const float* upload_grid(WorkerContext& ctx, const float* host_values, std::size_t count);
+// upload_grid, then extract_isosurface_on_device.
+Mesh extract_isosurface(WorkerContext& ctx, const detail::GridGeometry& geometry, const float* host_values);
 }  // namespace molaccel::display::cuda

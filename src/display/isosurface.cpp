@@ -53,10 +53,13 @@ void check_index_range(std::uint64_t vertices, const char* backend) {
 
 #if !MOLACCEL_HAVE_CUDA
 namespace cuda {
-Mesh extract_isosurface_on_device(const detail::GridGeometry&, const float*, int) {
+Mesh extract_isosurface_on_device(WorkerContext&, const detail::GridGeometry&, const float*) {
   MOLACCEL_THROW(NotCompiled, "the CUDA isosurface backend (this build has no CUDA)");
 }
-Mesh extract_isosurface(const detail::GridGeometry&, const float*, int) {
+const float* upload_grid(WorkerContext&, const float*, std::size_t) {
+  MOLACCEL_THROW(NotCompiled, "the CUDA isosurface backend (this build has no CUDA)");
+}
+Mesh extract_isosurface(WorkerContext&, const detail::GridGeometry&, const float*) {
   MOLACCEL_THROW(NotCompiled, "the CUDA isosurface backend (this build has no CUDA)");
 }
 }  // namespace cuda
@@ -96,10 +99,29 @@ Mesh extract_isosurface(const Resources& resources, const ScalarGrid& grid, floa
     case SurfaceBackend::reference:
       mesh = reference::extract_isosurface(grid, level, inside);
       break;
-    case SurfaceBackend::cuda:
-      mesh = cuda::extract_isosurface(geometry, grid.values,
-                                      resources.uses_gpu() ? resources.gpus().front() : 0);
+    case SurfaceBackend::cuda: {
+#if !MOLACCEL_HAVE_CUDA
+      MOLACCEL_THROW(NotCompiled, "the CUDA isosurface backend (this build has no CUDA)");
+#else
+      if (!resources.uses_gpu())
+        throw DeviceUnavailable("--surface-backend cuda: the selected devices have no GPU (use --device gpu)",
+                                __FILE__, __LINE__);
+      // One tile on the scheduler: a GPU worker keeps its device scratch from call to call; a CPU
+      // worker beside the GPUs (or a retry there) runs the CPU path, which gives the same mesh.
+      JobOptions job;
+      job.name = "isosurface";
+      job.progress_bar = false;
+      run_tiles(
+          resources, 1,
+          [&](WorkerContext& ctx, std::size_t) {
+            mesh = ctx.worker().kind == WorkerInfo::Kind::gpu
+                       ? cuda::extract_isosurface(ctx, geometry, grid.values)
+                       : cpu::extract_isosurface(geometry, grid.values, ctx.worker().cpu_threads);
+          },
+          job);
+#endif
       break;
+    }
     default:
       mesh = cpu::extract_isosurface(geometry, grid.values, resources.cpu_threads());
       break;

@@ -63,6 +63,26 @@ TEST(DisplayCuda, SameMeshAsCpuOnSpheresLobesAndRandomFields) {
     }
 }
 
+// The entry point the orbital pipeline will call with its device grid, on a worker context made by
+// hand: scratch kept between calls (a large grid, then a smaller one, then the large one again).
+TEST(DisplayCuda, DeviceGridEntryPointWithKeptScratch) {
+  MOLACCEL_REQUIRE_GPU();
+  WorkerInfo gpu;
+  gpu.kind = WorkerInfo::Kind::gpu;
+  gpu.device = 0;
+  WorkerContext ctx(gpu);
+  const Resources cpu = Resources::cpu(2);
+  Field big, small;
+  test::fill_gaussian(big, {64, 70, 66}, 0.1, {-3.2, -3.5, -3.3}, {0.01, 0.02, -0.03}, 1.0, true);
+  test::fill_random(small, {9, 8, 7}, 5, {{{0.3, 0, 0}, {0, 0.25, 0}, {0, 0, 0.2}}});
+  for (const Field* f : {&big, &small, &big}) {
+    const auto geometry = detail::make_geometry(f->grid, 0.05f, Inside::above);
+    const float* on_device = cuda::upload_grid(ctx, f->values.data(), f->values.size());
+    expect_identical(cuda::extract_isosurface_on_device(ctx, geometry, on_device),
+                     extract_isosurface(cpu, f->grid, 0.05f, Inside::above, SurfaceBackend::cpu));
+  }
+}
+
 TEST(DisplayCuda, NoCrossingIsAnEmptyMesh) {
   MOLACCEL_REQUIRE_GPU();
   Field f;

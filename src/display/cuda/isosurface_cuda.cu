@@ -3,7 +3,7 @@
 // triangle counts -> scan -> triangles; then vertices. The cell tables are the CPU path's, copied
 // to constant memory; vertex arithmetic is the shared surface_math.hpp (compiled with --fmad=false),
 // so the mesh equals the CPU one bit for bit. Host round trips: the two totals (to size the mesh)
-// and the mesh itself.
+// and the mesh itself. Device scratch lives in the worker's kept state (ctx.kept<Workspace>()).
 #include <cub/device/device_scan.cuh>
 
 #include "display/backends.hpp"
@@ -119,16 +119,32 @@ __global__ void edge_vertices(GridGeometry g, const float* values, const std::ui
   }
 }
 
+// A GPU worker's scratch, kept from call to call (buffers grow, never shrink).
+struct Workspace {
+  bool tables_uploaded = false;
+  molaccel::cuda::DeviceBuffer<float> values;
+  molaccel::cuda::DeviceBuffer<std::uint8_t> mask;
+  molaccel::cuda::DeviceBuffer<std::uint32_t> count, vertex_base, triangle_base, indices;
+  molaccel::cuda::DeviceBuffer<unsigned char> scan_scratch;
+  molaccel::cuda::DeviceBuffer<float> positions, normals;
+  molaccel::cuda::DeviceBuffer<std::uint64_t> edge_ids;
+  molaccel::cuda::DeviceBuffer<std::uint32_t> totals;  // the last base and count of a scan
+};
+
 // Exclusive sum of `n` counts into `out`; returns the total (one small copy to the host).
-std::uint64_t exclusive_scan(const std::uint32_t* in, std::uint32_t* out, std::size_t n,
-                             molaccel::cuda::DeviceBuffer<unsigned char>& scratch) {
+std::uint64_t exclusive_scan(Workspace& w, const std::uint32_t* in, std::uint32_t* out, std::size_t n) {
   std::size_t bytes = 0;
   MOLACCEL_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, bytes, in, out, static_cast<int>(n)));
-  if (scratch.size() < bytes) scratch.resize(bytes);
-  MOLACCEL_CUDA_TRY(cub::DeviceScan::ExclusiveSum(scratch.data(), bytes, in, out, static_cast<int>(n)));
+  if (w.scan_scratch.size() < bytes) w.scan_scratch.resize(bytes);
+  MOLACCEL_CUDA_TRY(
+      cub::DeviceScan::ExclusiveSum(w.scan_scratch.data(), bytes, in, out, static_cast<int>(n)));
+  w.totals.resize(2);
+  MOLACCEL_CUDA_TRY(
+      cudaMemcpyAsync(w.totals.data(), out + n - 1, sizeof(std::uint32_t), cudaMemcpyDeviceToDevice));
+  MOLACCEL_CUDA_TRY(
+      cudaMemcpyAsync(w.totals.data() + 1, in + n - 1, sizeof(std::uint32_t), cudaMemcpyDeviceToDevice));
   std::uint32_t last[2] = {0, 0};
-  MOLACCEL_CUDA_TRY(cudaMemcpy(&last[0], out + n - 1, sizeof(std::uint32_t), cudaMemcpyDeviceToHost));
-  MOLACCEL_CUDA_TRY(cudaMemcpy(&last[1], in + n - 1, sizeof(std::uint32_t), cudaMemcpyDeviceToHost));
+  MOLACCEL_CUDA_TRY(cudaMemcpy(last, w.totals.data(), sizeof(last), cudaMemcpyDeviceToHost));
   return static_cast<std::uint64_t>(last[0]) + last[1];
 }
 
@@ -136,57 +152,79 @@ int blocks_for(std::size_t n) {
   return static_cast<int>(std::min<std::size_t>((n + kBlock - 1) / kBlock, 65535u * 8u));
 }
 
+// Grows a kept buffer to at least n elements (resize keeps the allocation when it is large enough).
+template <class T>
+void ensure(molaccel::cuda::DeviceBuffer<T>& buffer, std::size_t n) {
+  buffer.resize(n);
+}
+
 }  // namespace
 
-Mesh extract_isosurface_on_device(const GridGeometry& g, const float* device_values, int device) {
-  molaccel::cuda::DeviceGuard guard(device);
+Mesh extract_isosurface_on_device(WorkerContext& ctx, const GridGeometry& g, const float* device_values) {
+  molaccel::cuda::DeviceGuard guard(ctx.worker().device);
+  Workspace& w = ctx.kept<Workspace>();
   const std::size_t points = static_cast<std::size_t>(g.counts[0] * g.counts[1] * g.counts[2]);
   // Counts are 32-bit: at most 7 crossed edges and 12 triangles per point.
   if (points * 12 > 0xffffffffull)
     throw Error(
-        fmt::format("isosurface (cuda): a grid of {} points is too large for 32-bit counts; use the cpu "
-                    "backend or a coarser grid",
+        fmt::format(fmt::runtime("isosurface (cuda): a grid of {} points is too large for 32-bit counts; "
+                                 "use the cpu backend or a coarser grid"),
                     points));
-  const detail::CellTables& tables = detail::cell_tables();
-  MOLACCEL_CUDA_TRY(cudaMemcpyToSymbol(c_triangle_count, tables.count, sizeof(tables.count)));
-  MOLACCEL_CUDA_TRY(cudaMemcpyToSymbol(c_triangle_edges, tables.edges, sizeof(tables.edges)));
-
-  molaccel::cuda::DeviceBuffer<std::uint8_t> mask(points);
-  molaccel::cuda::DeviceBuffer<std::uint32_t> count(points), vertex_base(points), triangle_base(points);
-  molaccel::cuda::DeviceBuffer<unsigned char> scratch;
+  if (!w.tables_uploaded) {
+    const detail::CellTables& tables = detail::cell_tables();
+    MOLACCEL_CUDA_TRY(cudaMemcpyToSymbol(c_triangle_count, tables.count, sizeof(tables.count)));
+    MOLACCEL_CUDA_TRY(cudaMemcpyToSymbol(c_triangle_edges, tables.edges, sizeof(tables.edges)));
+    w.tables_uploaded = true;
+  }
+  ensure(w.mask, points);
+  ensure(w.count, points);
+  ensure(w.vertex_base, points);
+  ensure(w.triangle_base, points);
   const int blocks = blocks_for(points);
-  edge_masks<<<blocks, kBlock>>>(g, device_values, mask.data(), count.data());
+  edge_masks<<<blocks, kBlock>>>(g, device_values, w.mask.data(), w.count.data());
   MOLACCEL_CUDA_CHECK_LAUNCH("edge_masks");
-  const std::uint64_t vertices = exclusive_scan(count.data(), vertex_base.data(), points, scratch);
-  cell_triangle_counts<<<blocks, kBlock>>>(g, device_values, count.data());
+  const std::uint64_t vertices = exclusive_scan(w, w.count.data(), w.vertex_base.data(), points);
+  cell_triangle_counts<<<blocks, kBlock>>>(g, device_values, w.count.data());
   MOLACCEL_CUDA_CHECK_LAUNCH("cell_triangle_counts");
-  const std::uint64_t triangles = exclusive_scan(count.data(), triangle_base.data(), points, scratch);
+  const std::uint64_t triangles = exclusive_scan(w, w.count.data(), w.triangle_base.data(), points);
   detail::check_index_range(vertices, "cuda");
 
   Mesh mesh;
   if (triangles == 0) return mesh;
-  molaccel::cuda::DeviceBuffer<std::uint32_t> indices(3 * triangles);
-  molaccel::cuda::DeviceBuffer<float> positions(3 * vertices), normals(3 * vertices);
-  molaccel::cuda::DeviceBuffer<std::uint64_t> edge_ids(vertices);
-  cell_triangles<<<blocks, kBlock>>>(g, device_values, mask.data(), vertex_base.data(), triangle_base.data(),
-                                     indices.data());
+  ensure(w.indices, 3 * triangles);
+  ensure(w.positions, 3 * vertices);
+  ensure(w.normals, 3 * vertices);
+  ensure(w.edge_ids, vertices);
+  cell_triangles<<<blocks, kBlock>>>(g, device_values, w.mask.data(), w.vertex_base.data(),
+                                     w.triangle_base.data(), w.indices.data());
   MOLACCEL_CUDA_CHECK_LAUNCH("cell_triangles");
-  edge_vertices<<<blocks, kBlock>>>(g, device_values, mask.data(), vertex_base.data(), positions.data(),
-                                    normals.data(), edge_ids.data());
+  edge_vertices<<<blocks, kBlock>>>(g, device_values, w.mask.data(), w.vertex_base.data(), w.positions.data(),
+                                    w.normals.data(), w.edge_ids.data());
   MOLACCEL_CUDA_CHECK_LAUNCH("edge_vertices");
-  mesh.indices = indices.download();
-  mesh.positions = positions.download();
-  mesh.normals = normals.download();
-  mesh.edge_ids = edge_ids.download();
+  mesh.indices.resize(3 * triangles);
+  mesh.positions.resize(3 * vertices);
+  mesh.normals.resize(3 * vertices);
+  mesh.edge_ids.resize(vertices);
+  w.indices.copy_to_host(mesh.indices.data(), mesh.indices.size());
+  w.positions.copy_to_host(mesh.positions.data(), mesh.positions.size());
+  w.normals.copy_to_host(mesh.normals.data(), mesh.normals.size());
+  w.edge_ids.copy_to_host(mesh.edge_ids.data(), mesh.edge_ids.size());
+  MOLACCEL_CUDA_TRY(cudaStreamSynchronize(nullptr));
   return mesh;
 }
 
-Mesh extract_isosurface(const GridGeometry& g, const float* host_values, int device) {
-  molaccel::cuda::DeviceGuard guard(device);
-  const std::size_t points = static_cast<std::size_t>(g.counts[0] * g.counts[1] * g.counts[2]);
-  molaccel::cuda::DeviceBuffer<float> values(points);
-  values.copy_from_host(host_values, points);
-  return extract_isosurface_on_device(g, values.data(), device);
+const float* upload_grid(WorkerContext& ctx, const float* host_values, std::size_t count) {
+  molaccel::cuda::DeviceGuard guard(ctx.worker().device);
+  Workspace& w = ctx.kept<Workspace>();
+  ensure(w.values, count);
+  w.values.copy_from_host(host_values, count);
+  return w.values.data();
+}
+
+Mesh extract_isosurface(WorkerContext& ctx, const GridGeometry& g, const float* host_values) {
+  const float* device_values =
+      upload_grid(ctx, host_values, static_cast<std::size_t>(g.counts[0] * g.counts[1] * g.counts[2]));
+  return extract_isosurface_on_device(ctx, g, device_values);
 }
 
 }  // namespace molaccel::display::cuda
