@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <ranges>
 
@@ -66,6 +67,30 @@ std::vector<display::ScenePart> molecule_parts(const Wavefunction& wfn) {
   return display::ball_and_stick(positions, numbers, bohr_in_angstrom);
 }
 
+float default_iso(double requested, bool is_orbital) {
+  return static_cast<float>(requested > 0 ? requested : (is_orbital ? 0.05 : 0.002));
+}
+
+InputError no_surface(const std::vector<float>& values, bool is_orbital, float iso,
+                      const std::string& description) {
+  float largest = 0;
+  for (float v : values) largest = std::max(largest, std::abs(v));
+  return InputError("--iso", 0,
+                    fmt::format("{}: no surface at {}{} (the largest |value| on the grid is {:.4g}); give a "
+                                "smaller --iso",
+                                description, is_orbital ? "+/-" : "", iso, largest));
+}
+
+// Whether the field crosses +iso (or, for an orbital, -iso) somewhere: points on both sides.
+bool has_surface(const std::vector<float>& values, bool is_orbital, float iso) {
+  bool above = false, not_above = false, below = false, not_below = false;
+  for (float v : values) {
+    (v > iso ? above : not_above) = true;
+    (v < -iso ? below : not_below) = true;
+  }
+  return (above && not_above) || (is_orbital && below && not_below);
+}
+
 // The surfaces of one field (both phases of an orbital, one surface of a density) with the molecule,
 // scaled to angstrom. No surface at the isovalue is an error naming the field.
 struct FieldScene {
@@ -78,7 +103,7 @@ FieldScene field_scene(const Resources& resources, const GridSpec& grid, const s
                        bool is_orbital, double requested_iso, display::SurfaceBackend backend,
                        const std::vector<display::ScenePart>& molecule, const std::string& description) {
   FieldScene out;
-  out.iso = static_cast<float>(requested_iso > 0 ? requested_iso : (is_orbital ? 0.05 : 0.002));
+  out.iso = default_iso(requested_iso, is_orbital);
   const display::ScalarGrid view{grid.origin, grid.axes, grid.counts, values.data()};
   display::SurfaceInfo info;
   display::Mesh positive =
@@ -89,14 +114,7 @@ FieldScene field_scene(const Resources& resources, const GridSpec& grid, const s
     negative = display::extract_isosurface(resources, view, -out.iso, display::Inside::below, backend, &info);
     out.seconds += info.seconds;
   }
-  if (positive.empty() && negative.empty()) {
-    float largest = 0;
-    for (float v : values) largest = std::max(largest, std::abs(v));
-    throw InputError("--iso", 0,
-                     fmt::format("{}: no surface at {}{} (the largest |value| on the grid is {:.4g}); "
-                                 "give a smaller --iso",
-                                 description, is_orbital ? "+/-" : "", out.iso, largest));
-  }
+  if (positive.empty() && negative.empty()) throw no_surface(values, is_orbital, out.iso, description);
   out.positive_triangles = positive.triangle_count();
   out.negative_triangles = negative.triangle_count();
   if (!positive.empty())
@@ -155,11 +173,65 @@ int run_display(RunContext& ctx, const SurfaceOptions& o, Output kind) {
 
   const std::vector<display::ScenePart> molecule =
       o.atoms ? molecule_parts(wfn) : std::vector<display::ScenePart>{};
+  // Up to one batch of fields, everything is computed (and drawn) before the first file is written.
+  // More fields (--orbital all) are checked first, grids only, then each file is written as soon as
+  // it is made, so that memory holds one batch: no surface at the isovalue still stops the run
+  // before any file exists.
+  constexpr std::size_t batch = 8;
+  const bool streamed = fields > batch;
+  const std::size_t n = grid.point_count();
+  double grid_seconds = 0, surface_seconds = 0, render_seconds = 0;
+  auto for_each_field =
+      [&](const std::function<void(const std::string& label, const std::string& description,
+                                   const std::vector<float>& values, bool is_orbital)>& fn) {
+        for (std::size_t first = 0; first < refs.size(); first += batch) {
+          const std::vector<OrbitalRef> part(refs.begin() + first,
+                                             refs.begin() + std::min(refs.size(), first + batch));
+          EvaluationInfo info;
+          const std::vector<float> values = evaluate_orbitals(resources, wfn, grid, part, options, &info);
+          grid_seconds += info.seconds;
+          for (std::size_t i = 0; i < part.size(); ++i)
+            fn(labels[first + i], "orbital " + describe_orbital(part[i], wfn),
+               std::vector<float>(values.begin() + i * n, values.begin() + (i + 1) * n), true);
+        }
+        if (!o.density.empty()) {
+          EvaluationInfo info;
+          const std::vector<float> rho =
+              evaluate_density(resources, wfn, grid, parse_density(o.density), options, &info);
+          grid_seconds += info.seconds;
+          fn("density-" + o.density, o.density + " density", rho, false);
+        }
+      };
+  if (streamed)
+    for_each_field([&](const std::string&, const std::string& description, const std::vector<float>& values,
+                       bool is_orbital) {
+      const float iso = default_iso(o.iso, is_orbital);
+      if (!has_surface(values, is_orbital, iso)) throw no_surface(values, is_orbital, iso, description);
+    });
+
+  std::vector<std::string> written;
+  std::vector<std::size_t> triangles;
+  auto emit = [&](const std::filesystem::path& path, const display::Scene& scene,
+                  const display::Image* image) {
+    if (kind == Output::mesh)
+      display::write_scene(path, scene);
+    else
+      display::write_png(path, *image);
+    written.push_back(path.string());
+    std::size_t count = 0;
+    for (const auto& part : scene.parts) count += part.mesh.triangle_count();
+    triangles.push_back(count);
+  };
+  auto draw = [&](const display::Scene& scene) {
+    const auto start = std::chrono::steady_clock::now();
+    display::Image image = display::render_scene(scene, render);
+    render_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return image;
+  };
   std::vector<std::pair<std::filesystem::path, display::Scene>> scenes;
   nlohmann::json surfaces = nlohmann::json::array();
-  double grid_seconds = 0, surface_seconds = 0;
-  auto add_scene = [&](const std::string& label, const std::string& description,
-                       const std::vector<float>& values, bool is_orbital) {
+  for_each_field([&](const std::string& label, const std::string& description,
+                     const std::vector<float>& values, bool is_orbital) {
     FieldScene f =
         field_scene(resources, grid, values, is_orbital, o.iso, surface_backend, molecule, description);
     surface_seconds += f.seconds;
@@ -167,53 +239,22 @@ int run_display(RunContext& ctx, const SurfaceOptions& o, Output kind) {
                         {"iso", f.iso},
                         {"positive_triangles", f.positive_triangles},
                         {"negative_triangles", f.negative_triangles}});
-    scenes.emplace_back(output_for(o.output, label, several), std::move(f.scene));
-  };
-
-  // Orbitals in batches (a grid per orbital in memory at a time per batch), then the density.
-  constexpr std::size_t batch = 8;
-  const std::size_t n = grid.point_count();
-  for (std::size_t first = 0; first < refs.size(); first += batch) {
-    const std::vector<OrbitalRef> part(refs.begin() + first,
-                                       refs.begin() + std::min(refs.size(), first + batch));
-    EvaluationInfo info;
-    const std::vector<float> values = evaluate_orbitals(resources, wfn, grid, part, options, &info);
-    grid_seconds += info.seconds;
-    for (std::size_t i = 0; i < part.size(); ++i) {
-      const std::vector<float> one(values.begin() + i * n, values.begin() + (i + 1) * n);
-      add_scene(labels[first + i], "orbital " + describe_orbital(part[i], wfn), one, true);
+    const auto path = output_for(o.output, label, several);
+    if (!streamed) {
+      scenes.emplace_back(path, std::move(f.scene));
+    } else if (kind == Output::image) {
+      const display::Image image = draw(f.scene);
+      emit(path, f.scene, &image);
+    } else {
+      emit(path, f.scene, nullptr);
     }
-  }
-  if (!o.density.empty()) {
-    EvaluationInfo info;
-    const std::vector<float> rho =
-        evaluate_density(resources, wfn, grid, parse_density(o.density), options, &info);
-    grid_seconds += info.seconds;
-    add_scene("density-" + o.density, o.density + " density", rho, false);
-  }
-
-  // Everything computed (images drawn too): now the files, each atomic.
+  });
   std::vector<display::Image> images;
-  double render_seconds = 0;
-  if (kind == Output::image) {
-    const auto start = std::chrono::steady_clock::now();
-    for (const auto& [path, scene] : scenes) images.push_back(display::render_scene(scene, render));
-    render_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    ctx.report["render_seconds"] = render_seconds;
-  }
-  std::vector<std::string> written;
-  std::vector<std::size_t> triangles;
-  for (std::size_t i = 0; i < scenes.size(); ++i) {
-    const auto& [path, scene] = scenes[i];
-    if (kind == Output::mesh)
-      display::write_scene(path, scene);
-    else
-      display::write_png(path, images[i]);
-    written.push_back(path.string());
-    std::size_t count = 0;
-    for (const auto& part : scene.parts) count += part.mesh.triangle_count();
-    triangles.push_back(count);
-  }
+  if (kind == Output::image)
+    for (const auto& [path, scene] : scenes) images.push_back(draw(scene));
+  for (std::size_t i = 0; i < scenes.size(); ++i)
+    emit(scenes[i].first, scenes[i].second, kind == Output::image ? &images[i] : nullptr);
+  if (kind == Output::image) ctx.report["render_seconds"] = render_seconds;
   if (std::FILE* out = ctx.summary(o.output))
     std::fprintf(out, "%zu x %zu x %zu grid: %.3f s; surfaces: %.3f s;%s wrote %s\n", grid.counts[0],
                  grid.counts[1], grid.counts[2], grid_seconds, surface_seconds,

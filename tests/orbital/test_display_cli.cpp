@@ -70,6 +70,22 @@ TEST_F(OrbitalSurfaceCli, RangeWritesOneFileEachAndPlyObjReadBack) {
   EXPECT_EQ(check_file("obj", dir / "rho.obj", density["output_triangles"][0].get<std::size_t>()), 0);
 }
 
+// `all` on water is 18 orbitals, more than one batch: the grids are checked first, then each file
+// is written as it is made; an isovalue some orbital never reaches still writes nothing.
+TEST_F(OrbitalSurfaceCli, AllOrbitalsOneFileEachOrNone) {
+  molaccel::testing::TempDir dir;
+  ASSERT_EQ(run(surface("--orbital all --no-atoms -o " + quoted(dir / "a.ply") + " --json " +
+                        quoted(dir / "r.json"))),
+            0);
+  const auto report = nlohmann::json::parse(molaccel::testing::read_file(dir / "r.json"));
+  ASSERT_EQ(report["outputs"].size(), 18u);
+  EXPECT_EQ(report["outputs"][17], (dir / "a.18.ply").string());
+  EXPECT_EQ(check_file("ply", dir / "a.18.ply", report["output_triangles"][17].get<std::size_t>()), 0);
+  molaccel::testing::TempDir empty;
+  EXPECT_EQ(run(surface("--orbital all --iso 0.5 -o " + quoted(empty / "b.glb"))), 1);
+  EXPECT_TRUE(std::filesystem::is_empty(empty.path()));
+}
+
 TEST_F(OrbitalSurfaceCli, NoSurfaceAndBadFormatAreErrorsWithNothingWritten) {
   molaccel::testing::TempDir dir;
   EXPECT_EQ(run(surface("--orbital homo --iso 5 -o " + quoted(dir / "x.glb"))), 1);

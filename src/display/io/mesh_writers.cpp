@@ -122,6 +122,7 @@ void write_glb(const std::filesystem::path& path, const Scene& scene) {
     const Colour& c = part->colour;
     nlohmann::json material = {
         {"name", part->name},
+        {"doubleSided", true},  // a lobe cut by the grid's faces is open: its inside stays visible
         {"pbrMetallicRoughness",
          {{"baseColorFactor", {c.r, c.g, c.b, c.a}}, {"metallicFactor", 0.0}, {"roughnessFactor", 0.45}}}};
     if (c.a < 1) material["alphaMode"] = "BLEND";
