@@ -13,6 +13,11 @@
 #include "common/harness.hpp"
 #include "display/backends.hpp"
 #include "molaccel/display.hpp"
+#include "orbital/packed_basis.hpp"
+#include "orbital/tuning.hpp"
+#if MOLACCEL_HAVE_CUDA
+#include "display_on_device.hpp"
+#endif
 
 using namespace molaccel;
 
@@ -134,6 +139,32 @@ int main(int argc, char** argv) {
     std::printf("cuda and cpu meshes identical: %s\n", same ? "yes" : "NO");
     if (!same) status = 1;
   }
+#if MOLACCEL_HAVE_CUDA
+  if (automatic.uses_gpu()) {
+    // Grid kernel and both surfaces on one GPU, the grid never leaving device memory.
+    const int device = automatic.gpus().front();
+    const orbital::detail::PackedBasis basis = orbital::detail::pack_basis(wfn, 1e-9);
+    const auto coefficients = orbital::detail::cartesian_coefficients(wfn, {homo});
+    orbital::cuda_backend::GpuJob job;
+    job.basis = &basis;
+    job.coefficients = coefficients.data();
+    job.orbitals = 1;
+    job.grid = &spec;
+    job.tuning = orbital::detail::tuning_for(device, {1, false});
+    const auto above = display::detail::make_geometry(grid, 0.05f, display::Inside::above);
+    const auto below = display::detail::make_geometry(grid, -0.05f, display::Inside::below);
+    const bench_display::DeviceLoop loop =
+        bench_display::time_device_loop(device, job, above, below, quick ? 5 : 11);
+    std::printf(
+        "on the GPU, grid in device memory: grid kernel %.3f ms, both surfaces %.3f ms (%zu + %zu triangles, "
+        "meshes to the host included)\n",
+        loop.grid_ms, loop.surfaces_ms, loop.positive.triangle_count(), loop.negative.triangle_count());
+    // The JIT kernel's grid differs from the CPU grid by float rounding, so compare sizes, not bits.
+    std::printf("device loop vs CPU mesh: %zu vs %zu triangles\n",
+                loop.positive.triangle_count() + loop.negative.triangle_count(),
+                cpu_mesh.positive.triangle_count() + cpu_mesh.negative.triangle_count());
+  }
+#endif
   if (reference) {
     const bench::Timing ref =
         bench::measure([&] { (void)both(cpu_one, grid, display::SurfaceBackend::reference); }, 0, 1);
