@@ -24,12 +24,16 @@ __device__ bool inside(const GridGeometry& g, const float* values, std::int64_t 
   return g.sign * values[p] > g.level;
 }
 
+// 32-bit division: the grid has fewer than 2^32 / 12 points (checked on entry).
 __device__ void point_of(const GridGeometry& g, std::int64_t p, std::int64_t& i, std::int64_t& j,
                          std::int64_t& k) {
-  k = p % g.counts[2];
-  const std::int64_t ij = p / g.counts[2];
-  j = ij % g.counts[1];
-  i = ij / g.counts[1];
+  const auto point = static_cast<std::uint32_t>(p);
+  const auto n2 = static_cast<std::uint32_t>(g.counts[2]);
+  const std::uint32_t n12 = static_cast<std::uint32_t>(g.counts[1]) * n2;
+  const std::uint32_t i32 = point / n12, rest = point - i32 * n12, j32 = rest / n2;
+  i = i32;
+  j = j32;
+  k = rest - j32 * n2;
 }
 
 __global__ void edge_masks(GridGeometry g, const float* values, std::uint8_t* mask, std::uint32_t* count) {
