@@ -402,10 +402,8 @@ int run_animate(RunContext& ctx, const AnimateOptions& o) {
   EvaluateOptions options;
   options.backend = parse_backend(o.backend);
   const display::SurfaceBackend surface_backend = display::parse_surface_backend(o.surface_backend);
-  std::vector<display::Scene> scenes;
-  nlohmann::json report_frames = nlohmann::json::array();
   double grid_seconds = 0, surface_seconds = 0;
-  for (std::size_t f = 0; f < frames.size(); ++f) {
+  auto frame_scene = [&](std::size_t f) {
     EvaluationInfo info;
     std::vector<float> values = evaluate_orbitals(resources, frames[f], grid, {track[f].ref}, options, &info);
     grid_seconds += info.seconds;
@@ -416,21 +414,31 @@ int run_animate(RunContext& ctx, const AnimateOptions& o) {
                                 fmt::format("frame {} ({}), orbital {}", f + 1, frames[f].source,
                                             describe_orbital(track[f].ref, frames[f])));
     surface_seconds += fs.seconds;
-    render.framing = display::enclose(render.framing, display::framing_of(fs.scene));
-    scenes.push_back(std::move(fs.scene));
+    return std::move(fs.scene);
+  };
+  // Every frame's surfaces are made (a frame without one stops the run before any file is written)
+  // and framed first. Up to kKeptFrames frames are kept for drawing; longer runs make them again
+  // when drawing, so memory holds one frame.
+  constexpr std::size_t kKeptFrames = 16;
+  const bool keep = frames.size() <= kKeptFrames;
+  std::vector<display::Scene> scenes;
+  nlohmann::json report_frames = nlohmann::json::array();
+  for (std::size_t f = 0; f < frames.size(); ++f) {
+    display::Scene scene = frame_scene(f);
+    render.framing = display::enclose(render.framing, display::framing_of(scene));
+    if (keep) scenes.push_back(std::move(scene));
     report_frames.push_back({{"file", frames[f].source},
                              {"orbital", track[f].ref.index + 1},
                              {"overlap", track[f].overlap},
                              {"sign_flipped", track[f].sign_flipped}});
   }
 
-  // Every frame's surfaces exist: draw and write them.
   std::filesystem::create_directories(out_dir);
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::string> written;
-  for (std::size_t f = 0; f < scenes.size(); ++f) {
+  for (std::size_t f = 0; f < frames.size(); ++f) {
     const auto path = out_dir / fmt::format("frame_{:04d}.png", f + 1);
-    display::write_png(path, display::render_scene(scenes[f], render));
+    display::write_png(path, display::render_scene(keep ? scenes[f] : frame_scene(f), render));
     written.push_back(path.string());
   }
   const double render_seconds =
