@@ -335,7 +335,7 @@ const bool render_registered = register_command({
 });
 
 // ------------------------------------------------------------------------------------------
-// orbital animate: one orbital followed through the frames of a trajectory, as a PNG sequence.
+// orbital animate: one orbital followed through the frames of a trajectory, as PNGs or an MP4.
 // ------------------------------------------------------------------------------------------
 struct AnimateOptions {
   std::vector<std::string> frames;
@@ -349,6 +349,7 @@ struct AnimateOptions {
   std::string surface_backend = "auto";
   std::string size = "1280x960";
   std::string view;
+  int fps = 10;
 };
 
 // Natural order: runs of digits compare as numbers ("frame9" before "frame10").
@@ -379,10 +380,15 @@ int run_animate(RunContext& ctx, const AnimateOptions& o) {
   if (!std::isfinite(o.iso) || o.iso < 0)
     throw InputError("--iso", 0, fmt::format("must be a positive number (got {})", o.iso));
   const std::filesystem::path out_dir = o.output;
-  if (out_dir.has_extension() && !std::filesystem::is_directory(out_dir))
-    throw InputError(o.output, 0,
-                     "give a folder for the PNG frames (video output is not built in: encode the frames with "
-                     "ffmpeg -i frame_%04d.png)");
+  std::string ext = out_dir.extension().string();
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const bool video = ext == ".mp4";
+  if (video && !display::video_available())
+    throw NotCompiled("MP4 output (this build has no FFmpeg libraries; give a folder for PNG frames)",
+                      __FILE__, __LINE__);
+  if (!video && out_dir.has_extension() && !std::filesystem::is_directory(out_dir))
+    throw InputError(o.output, 0, "give a folder for the PNG frames or a .mp4 file");
+  if (o.fps < 1 || o.fps > 240) throw InputError("--fps", 0, fmt::format("must be 1..240 (got {})", o.fps));
   display::RenderOptions render;
   const auto [w, h] = display::parse_image_size(o.size);
   render.width = w;
@@ -433,13 +439,21 @@ int run_animate(RunContext& ctx, const AnimateOptions& o) {
                              {"sign_flipped", track[f].sign_flipped}});
   }
 
-  std::filesystem::create_directories(out_dir);
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::string> written;
-  for (std::size_t f = 0; f < frames.size(); ++f) {
-    const auto path = out_dir / fmt::format("frame_{:04d}.png", f + 1);
-    display::write_png(path, display::render_scene(keep ? scenes[f] : frame_scene(f), render));
-    written.push_back(path.string());
+  if (video) {
+    display::VideoWriter writer(out_dir, render.width, render.height, o.fps);
+    for (std::size_t f = 0; f < frames.size(); ++f)
+      writer.add_frame(display::render_scene(keep ? scenes[f] : frame_scene(f), render));
+    writer.finish();
+    written.push_back(out_dir.string());
+  } else {
+    std::filesystem::create_directories(out_dir);
+    for (std::size_t f = 0; f < frames.size(); ++f) {
+      const auto path = out_dir / fmt::format("frame_{:04d}.png", f + 1);
+      display::write_png(path, display::render_scene(keep ? scenes[f] : frame_scene(f), render));
+      written.push_back(path.string());
+    }
   }
   const double render_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -465,9 +479,9 @@ int run_animate(RunContext& ctx, const AnimateOptions& o) {
 const bool animate_registered = register_command({
     .group = "orbital",
     .name = "animate",
-    .purpose = "One orbital through the frames of a trajectory (a file per frame) as a PNG sequence, tracked "
-               "by overlap",
-    .example = "molaccel orbital animate irc_*.molden --orbital homo -o frames/",
+    .purpose =
+        "One orbital through a trajectory's frames (a file each) as an MP4 or PNGs, tracked by overlap",
+    .example = "molaccel orbital animate irc_*.molden --orbital homo -o irc.mp4",
     .setup = [](CLI::App& app, CommonOptions& common) -> Action {
       auto opts = std::make_shared<AnimateOptions>();
       app.add_option("FRAME_FILES", opts->frames,
@@ -480,9 +494,11 @@ const bool animate_registered = register_command({
                      "The orbital in the first frame: homo, lumo+1, 12, beta:homo")
           ->default_val("homo");
       app.add_option("--iso", opts->iso, "Isovalue (surfaces at +iso and -iso, default 0.05), atomic units");
-      app.add_option("-o,--output", opts->output,
-                     "Folder for the frames (frame_0001.png, ...); created if needed")
+      app.add_option(
+             "-o,--output", opts->output,
+             "A .mp4 file (H.264), or a folder for PNG frames (frame_0001.png, ...; created if needed)")
           ->required();
+      app.add_option("--fps", opts->fps, "Frames per second of an MP4")->default_val(10);
       app.add_flag("--atoms,!--no-atoms", opts->atoms,
                    "Atoms and bonds as spheres and cylinders (default on)");
       app.add_option("--padding", opts->padding, "Grid box: padding around all frames' atoms, angstrom")

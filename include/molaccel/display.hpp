@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -176,5 +177,25 @@ std::array<int, 2> parse_image_size(std::string_view text);
 // PNG through libpng (8-bit RGBA, no interlacing), written atomically. Throws NotCompiled when the
 // build has no libpng.
 void write_png(const std::filesystem::path& path, const Image& image);
+
+// H.264 video in an MP4 file through FFmpeg's libraries (libavcodec, libavformat, libswscale;
+// optional at configure time). Frames are encoded as they come; the file appears, atomically, at
+// finish(). Odd image sizes lose their last column or row (4:2:0 needs even sizes).
+bool video_available();  // false when the build has no FFmpeg libraries
+class VideoWriter {
+ public:
+  // Throws NotCompiled without FFmpeg, InputError naming `path` when no H.264 encoder is found.
+  VideoWriter(const std::filesystem::path& path, int width, int height, int frames_per_second);
+  ~VideoWriter();
+  VideoWriter(const VideoWriter&) = delete;
+  VideoWriter& operator=(const VideoWriter&) = delete;
+  void add_frame(const Image& image);  // the image must have the writer's size
+  void finish();                       // flushes the encoder and writes the file
+  std::size_t frames() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 }  // namespace molaccel::display

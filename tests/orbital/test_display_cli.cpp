@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "molaccel/display.hpp"
 #include "orbital_test_util.hpp"
 
 namespace molaccel::orbital {
@@ -208,8 +209,18 @@ TEST_F(OrbitalSurfaceCli, AnimateWritesFramesInNaturalOrderAndRefusesAnotherMole
                 " -o " + quoted(dir / "bad")),
             1);
   EXPECT_FALSE(std::filesystem::exists(dir / "bad"));
-  EXPECT_EQ(run(cli + quoted(dir / "f2.molden") + " -o " + quoted(dir / "movie.mp4")), 1);
-  EXPECT_FALSE(std::filesystem::exists(dir / "movie.mp4"));
+  EXPECT_EQ(run(cli + quoted(dir / "f2.molden") + " -o " + quoted(dir / "movie.avi")), 1);
+  EXPECT_FALSE(std::filesystem::exists(dir / "movie.avi"));
+  if (display::video_available()) {
+    ASSERT_EQ(run(cli + "--fps 4 " + quoted(dir / "f2.molden") + " " + quoted(dir / "f10.molden") + " -o " +
+                  quoted(dir / "movie.mp4")),
+              0);
+    EXPECT_EQ(run(std::string(MOLACCEL_PYTHON) + " " + quoted(MOLACCEL_MP4_CHECKER) + " " +
+                  quoted(dir / "movie.mp4") + " 2 64 48"),
+              0);
+  } else {
+    EXPECT_EQ(run(cli + quoted(dir / "f2.molden") + " -o " + quoted(dir / "movie.mp4")), 1);
+  }
 }
 
 }  // namespace
