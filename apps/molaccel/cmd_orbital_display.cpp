@@ -305,8 +305,9 @@ std::shared_ptr<SurfaceOptions> add_field_options(CLI::App& app, CommonOptions& 
   common.add_device_options(app);
   app.footer(
       "Meshes are in angstrom; normals come from the field's gradient; triangles are wound counter-clockwise "
-      "seen from outside the lobe; +iso lobes blue, -iso lobes red. See docs/orbital.md, Surfaces and "
-      "images.\n");
+      "seen from outside the lobe; +iso lobes blue, -iso lobes red. See docs/orbital.md, Surfaces, images "
+      "and "
+      "animations.\n");
   return opts;
 }
 
@@ -520,7 +521,7 @@ const bool animate_registered = register_command({
       app.footer(
           "The orbital is followed by maximum overlap with the previous frame's (the mixed overlap of both "
           "frames' basis functions) and its sign kept continuous; frames that differ in atoms or basis "
-          "are an error naming the frame. See docs/orbital.md, Surfaces and images.\n");
+          "are an error naming the frame. See docs/orbital.md, Surfaces, images and animations.\n");
       return [opts](RunContext& ctx) { return run_animate(ctx, *opts); };
     },
     .order = 5,
