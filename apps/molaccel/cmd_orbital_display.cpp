@@ -430,8 +430,10 @@ int run_animate(RunContext& ctx, const AnimateOptions& o) {
   const bool keep = frames.size() <= kKeptFrames;
   std::vector<display::Scene> scenes;
   nlohmann::json report_frames = nlohmann::json::array();
+  ProgressBar surfaces_bar("animate: surfaces", frames.size(), "frames");
   for (std::size_t f = 0; f < frames.size(); ++f) {
     display::Scene scene = frame_scene(f);
+    surfaces_bar.advance();
     render.framing = display::enclose(render.framing, display::framing_of(scene));
     if (keep) scenes.push_back(std::move(scene));
     report_frames.push_back({{"file", frames[f].source},
@@ -440,12 +442,16 @@ int run_animate(RunContext& ctx, const AnimateOptions& o) {
                              {"sign_flipped", track[f].sign_flipped}});
   }
 
+  surfaces_bar.finish();
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::string> written;
+  ProgressBar images_bar(video ? "animate: video" : "animate: images", frames.size(), "frames");
   if (video) {
     display::VideoWriter writer(out_dir, render.width, render.height, o.fps);
-    for (std::size_t f = 0; f < frames.size(); ++f)
+    for (std::size_t f = 0; f < frames.size(); ++f) {
       writer.add_frame(display::render_scene(keep ? scenes[f] : frame_scene(f), render));
+      images_bar.advance();
+    }
     writer.finish();
     written.push_back(out_dir.string());
   } else {
@@ -454,8 +460,10 @@ int run_animate(RunContext& ctx, const AnimateOptions& o) {
       const auto path = out_dir / fmt::format("frame_{:04d}.png", f + 1);
       display::write_png(path, display::render_scene(keep ? scenes[f] : frame_scene(f), render));
       written.push_back(path.string());
+      images_bar.advance();
     }
   }
+  images_bar.finish();
   const double render_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (std::FILE* out = ctx.summary())
