@@ -70,6 +70,46 @@ TEST(DisplayReference, SphereOfAnSFunctionMatchesAnalyticAreaAndVolume) {
   EXPECT_NEAR(mesh_volume(fast) / volume, 1.0, 0.01);
 }
 
+// The same sphere sampled on a skewed and on a left-handed grid (axes as given, values from the
+// points' positions): still closed, wound outwards (positive volume near the analytic one) and with
+// normals pointing away from the centre, on the reference and the fast path alike.
+TEST(DisplayReference, SkewedAndLeftHandedGridsStayOutward) {
+  const double h = 0.1;
+  const std::array<std::array<std::array<double, 3>, 3>, 2> frames{{
+      {{{h, 0.02, 0}, {0.015, h, 0}, {0.01, 0.02, h}}},  // skewed
+      {{{0, h, 0}, {h, 0, 0}, {0, 0, h}}},               // left-handed (i along y, j along x)
+  }};
+  const double radius = std::sqrt(-std::log(0.05));
+  for (const auto& axes : frames) {
+    Field f;
+    f.grid.origin = {-3.2, -3.2, -3.2};
+    f.grid.axes = axes;
+    f.grid.counts = {66, 66, 66};
+    f.values.resize(66 * 66 * 66);
+    for (std::size_t i = 0; i < 66; ++i)
+      for (std::size_t j = 0; j < 66; ++j)
+        for (std::size_t k = 0; k < 66; ++k) {
+          double r2 = 0;
+          for (int x = 0; x < 3; ++x) {
+            const double p = f.grid.origin[x] + i * axes[0][x] + j * axes[1][x] + k * axes[2][x];
+            r2 += p * p;
+          }
+          f.values[(i * 66 + j) * 66 + k] = static_cast<float>(std::exp(-r2));
+        }
+    f.grid.values = f.values.data();
+    for (SurfaceBackend backend : {SurfaceBackend::reference, SurfaceBackend::cpu}) {
+      const Mesh mesh = extract_isosurface(cpu2(), f.grid, 0.05f, Inside::above, backend);
+      EXPECT_EQ(test::closed_surface_problem(mesh), "");
+      EXPECT_NEAR(mesh_volume(mesh) / (4.0 / 3.0 * std::numbers::pi * radius * radius * radius), 1.0, 0.01);
+      for (std::size_t v = 0; v < mesh.vertex_count(); ++v) {
+        const float* p = &mesh.positions[3 * v];
+        const float* n = &mesh.normals[3 * v];
+        ASSERT_GT((p[0] * n[0] + p[1] * n[1] + p[2] * n[2]) / radius, 0.99) << v;
+      }
+    }
+  }
+}
+
 // A p-like function x exp(-r^2): the +iso surface is the x > 0 lobe, the -iso surface the x < 0
 // lobe (inside = below -iso); both closed and outward, mirror images of each other.
 TEST(DisplayReference, PhaseLobesAreClosedAndOutward) {
