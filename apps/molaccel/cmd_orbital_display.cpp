@@ -236,7 +236,7 @@ int run_display(RunContext& ctx, const SurfaceOptions& o, Output kind) {
         field_scene(resources, grid, values, is_orbital, o.iso, surface_backend, molecule, description);
     surface_seconds += f.seconds;
     surfaces.push_back({{"field", description},
-                        {"iso", f.iso},
+                        {"iso", std::stod(fmt::format("{}", f.iso))},  // 0.05, not 0.0500000007
                         {"positive_triangles", f.positive_triangles},
                         {"negative_triangles", f.negative_triangles}});
     const auto path = output_for(o.output, label, several);
