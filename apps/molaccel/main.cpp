@@ -15,7 +15,7 @@ const std::map<std::string, std::string>& group_purposes() {
   static const std::map<std::string, std::string> purposes = {
       {"lingo", "LINGO similarity of SMILES strings: matrices, top-k search, neighbours, clustering"},
       {"align", "Smith-Waterman protein database search with affine gaps"},
-      {"orbital", "Molecular-orbital and density grids from Gaussian basis sets (Molden, fchk -> cube)"},
+      {"orbital", "Orbital and density grids (Molden, fchk -> cube), isosurface meshes and images"},
       {"linalg", "Fused-kernel linear algebra"},
   };
   return purposes;

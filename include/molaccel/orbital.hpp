@@ -117,6 +117,29 @@ struct OrbitalRef {
 // "alpha:" / "beta:" (or "a:" / "b:"). HOMO is the highest orbital with occupation > 0.
 OrbitalRef parse_orbital(std::string_view text, const Wavefunction& wavefunction);
 std::string describe_orbital(const OrbitalRef& ref, const Wavefunction& wavefunction);
+// Several orbitals: "all" (every orbital of the spin set), a range "FROM:TO" of two names
+// ("homo-5:lumo+5", "3:12"; both ends included, in energy order), or one name as parse_orbital;
+// each optionally prefixed "alpha:" / "beta:" ("beta:homo-1:lumo"). Ranges and "all" come in
+// energy order.
+std::vector<OrbitalRef> parse_orbital_selection(std::string_view text, const Wavefunction& wavefunction);
+
+// ---------------------------------------------------------------------------------------------
+// Trajectories: one wavefunction per frame (an MD or IRC run).
+// ---------------------------------------------------------------------------------------------
+// Throws InputError naming the first frame (its file) whose atoms (count, elements), basis set
+// (shells, exponents, contraction) or spin treatment differ from frame 1's.
+void check_same_system(const std::vector<Wavefunction>& frames);
+
+struct TrackedOrbital {
+  OrbitalRef ref;             // the orbital in this frame
+  double overlap = 1;         // |<previous frame's orbital | this one>|
+  bool sign_flipped = false;  // draw this frame's orbital negated, for sign continuity
+};
+// Follows `start` (an orbital of frame 1) through the frames by maximum overlap: in each frame the
+// orbital of the same spin with the largest |<followed | candidate>|, the overlap taken between
+// the previous frame's basis functions at their positions and this frame's (so moving atoms are
+// accounted for), and its sign flipped where that overlap is negative. Checks the frames first.
+std::vector<TrackedOrbital> track_orbital(const std::vector<Wavefunction>& frames, OrbitalRef start);
 
 // ---------------------------------------------------------------------------------------------
 // Grids.

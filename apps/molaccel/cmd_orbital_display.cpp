@@ -1,0 +1,539 @@
+// `molaccel orbital surface` and `molaccel orbital render`: orbital lobes and densities as triangle
+// meshes (glTF binary, PLY, OBJ + MTL) or PNG images, with the molecule as balls and sticks. Grid
+// from the orbital engine, isosurfaces, files and images from the display module.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <ranges>
+
+#include "command.hpp"
+#include "molaccel/display.hpp"
+#include "molaccel/orbital.hpp"
+
+namespace molaccel::cli {
+namespace {
+
+using namespace molaccel::orbital;
+namespace display = molaccel::display;
+
+struct SurfaceOptions {
+  std::string input;
+  std::vector<std::string> orbitals;
+  std::string density;
+  double iso = 0;  // 0 = the default of the field (0.05 orbitals, 0.002 densities)
+  std::string output;
+  bool atoms = true;
+  double padding = 3.0, spacing = 0.1;
+  std::string backend = "auto";
+  std::string surface_backend = "auto";
+  // render only
+  std::string size = "1280x960";
+  std::string view;
+};
+
+// One field to draw: an orbital (both phases) or a density (one surface).
+struct Field {
+  std::string label;        // for file names: "homo", "12", "beta-12", "density-total"
+  std::string description;  // for messages
+  std::vector<float> values;
+  bool signed_field = true;
+};
+
+DensityKind parse_density(const std::string& text) {
+  for (DensityKind k : {DensityKind::total, DensityKind::spin, DensityKind::alpha, DensityKind::beta})
+    if (text == to_string(k)) return k;
+  throw InputError("--density", 0, fmt::format("unknown density '{}' (total, spin, alpha, beta)", text));
+}
+
+std::filesystem::path output_for(const std::filesystem::path& output, const std::string& label,
+                                 bool several) {
+  if (!several) return output;
+  std::string safe;
+  for (char c : label)
+    safe += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '+') ? c : '_';
+  return output.parent_path() / (output.stem().string() + "." + safe + output.extension().string());
+}
+
+// The molecule as balls and sticks, in bohr like the grid.
+std::vector<display::ScenePart> molecule_parts(const Wavefunction& wfn) {
+  std::vector<std::array<double, 3>> positions;
+  std::vector<int> numbers;
+  for (const Atom& a : wfn.atoms) {
+    positions.push_back(a.position);
+    numbers.push_back(a.atomic_number);
+  }
+  return display::ball_and_stick(positions, numbers, bohr_in_angstrom);
+}
+
+float default_iso(double requested, bool is_orbital) {
+  return static_cast<float>(requested > 0 ? requested : (is_orbital ? 0.05 : 0.002));
+}
+
+InputError no_surface(const std::vector<float>& values, bool is_orbital, float iso,
+                      const std::string& description) {
+  float largest = 0;
+  for (float v : values) largest = std::max(largest, std::abs(v));
+  return InputError("--iso", 0,
+                    fmt::format("{}: no surface at {}{} (the largest |value| on the grid is {:.4g}); give a "
+                                "smaller --iso",
+                                description, is_orbital ? "+/-" : "", iso, largest));
+}
+
+// Whether the field crosses +iso (or, for an orbital, -iso) somewhere: points on both sides.
+bool has_surface(const std::vector<float>& values, bool is_orbital, float iso) {
+  bool above = false, not_above = false, below = false, not_below = false;
+  for (float v : values) {
+    (v > iso ? above : not_above) = true;
+    (v < -iso ? below : not_below) = true;
+  }
+  return (above && not_above) || (is_orbital && below && not_below);
+}
+
+// The surfaces of one field (both phases of an orbital, one surface of a density) with the molecule,
+// scaled to angstrom. No surface at the isovalue is an error naming the field.
+struct FieldScene {
+  display::Scene scene;
+  std::size_t positive_triangles = 0, negative_triangles = 0;
+  float iso = 0;
+  double seconds = 0;
+};
+FieldScene field_scene(const Resources& resources, const GridSpec& grid, const std::vector<float>& values,
+                       bool is_orbital, double requested_iso, display::SurfaceBackend backend,
+                       const std::vector<display::ScenePart>& molecule, const std::string& description) {
+  FieldScene out;
+  out.iso = default_iso(requested_iso, is_orbital);
+  const display::ScalarGrid view{grid.origin, grid.axes, grid.counts, values.data()};
+  display::SurfaceInfo info;
+  display::Mesh positive =
+      display::extract_isosurface(resources, view, out.iso, display::Inside::above, backend, &info);
+  out.seconds += info.seconds;
+  display::Mesh negative;
+  if (is_orbital) {
+    negative = display::extract_isosurface(resources, view, -out.iso, display::Inside::below, backend, &info);
+    out.seconds += info.seconds;
+  }
+  if (positive.empty() && negative.empty()) throw no_surface(values, is_orbital, out.iso, description);
+  out.positive_triangles = positive.triangle_count();
+  out.negative_triangles = negative.triangle_count();
+  if (!positive.empty())
+    out.scene.parts.push_back(
+        {is_orbital ? "positive lobe" : "surface", std::move(positive),
+         is_orbital ? display::positive_phase_colour() : display::Colour{0.6f, 0.6f, 0.85f, 1}});
+  if (!negative.empty())
+    out.scene.parts.push_back({"negative lobe", std::move(negative), display::negative_phase_colour()});
+  for (const auto& part : molecule) out.scene.parts.push_back(part);
+  display::scale_scene(out.scene, bohr_in_angstrom);
+  return out;
+}
+
+enum class Output { mesh, image };
+
+int run_display(RunContext& ctx, const SurfaceOptions& o, Output kind) {
+  if (o.orbitals.empty() && o.density.empty())
+    throw InputError("--orbital", 0, "give --orbital NAME|all|FROM:TO (repeatable) and/or --density KIND");
+  if (!std::isfinite(o.iso) || o.iso < 0)
+    throw InputError("--iso", 0, fmt::format("must be a positive number (got {})", o.iso));
+  // Bad output names and options fail before any work.
+  display::RenderOptions render;
+  if (kind == Output::mesh) {
+    display::mesh_format_for(o.output);
+  } else {
+    std::string ext = std::filesystem::path(o.output).extension().string();
+    for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (ext != ".png") throw InputError(o.output, 0, "the image must be a .png file");
+    const auto [w, h] = display::parse_image_size(o.size);
+    render.width = w;
+    render.height = h;
+    if (!o.view.empty()) render.view = display::parse_view(o.view);
+  }
+  const Wavefunction wfn = read_wavefunction(o.input);
+  const GridSpec grid = automatic_grid(wfn, o.padding, o.spacing);
+  const Resources resources = ctx.resources();
+  EvaluateOptions options;
+  options.backend = parse_backend(o.backend);
+  const display::SurfaceBackend surface_backend = display::parse_surface_backend(o.surface_backend);
+
+  std::vector<OrbitalRef> refs;
+  std::vector<std::string> labels;
+  for (const std::string& selection : o.orbitals) {
+    const auto chosen = parse_orbital_selection(selection, wfn);
+    const bool one = chosen.size() == 1 && selection.find(':') == std::string::npos && selection != "all";
+    for (const OrbitalRef& r : chosen) {
+      refs.push_back(r);
+      labels.push_back(one ? selection
+                           : fmt::format("{}{}", r.spin == Spin::beta ? "beta-" : "", r.index + 1));
+    }
+  }
+  const std::size_t fields = refs.size() + (o.density.empty() ? 0 : 1);
+  const bool several = fields > 1;
+  log_info("surfaces of {} field(s) on a {} x {} x {} grid, {}", fields, grid.counts[0], grid.counts[1],
+           grid.counts[2], resources.describe());
+
+  const std::vector<display::ScenePart> molecule =
+      o.atoms ? molecule_parts(wfn) : std::vector<display::ScenePart>{};
+  // Up to one batch of fields, everything is computed (and drawn) before the first file is written.
+  // More fields (--orbital all) are checked first, grids only, then each file is written as soon as
+  // it is made, so that memory holds one batch: no surface at the isovalue still stops the run
+  // before any file exists.
+  constexpr std::size_t batch = 8;
+  const bool streamed = fields > batch;
+  const std::size_t n = grid.point_count();
+  double grid_seconds = 0, surface_seconds = 0, render_seconds = 0;
+  auto for_each_field =
+      [&](const std::function<void(const std::string& label, const std::string& description,
+                                   const std::vector<float>& values, bool is_orbital)>& fn) {
+        for (std::size_t first = 0; first < refs.size(); first += batch) {
+          const std::vector<OrbitalRef> part(refs.begin() + first,
+                                             refs.begin() + std::min(refs.size(), first + batch));
+          EvaluationInfo info;
+          const std::vector<float> values = evaluate_orbitals(resources, wfn, grid, part, options, &info);
+          grid_seconds += info.seconds;
+          for (std::size_t i = 0; i < part.size(); ++i)
+            fn(labels[first + i], "orbital " + describe_orbital(part[i], wfn),
+               std::vector<float>(values.begin() + i * n, values.begin() + (i + 1) * n), true);
+        }
+        if (!o.density.empty()) {
+          EvaluationInfo info;
+          const std::vector<float> rho =
+              evaluate_density(resources, wfn, grid, parse_density(o.density), options, &info);
+          grid_seconds += info.seconds;
+          fn("density-" + o.density, o.density + " density", rho, false);
+        }
+      };
+  if (streamed)
+    for_each_field([&](const std::string&, const std::string& description, const std::vector<float>& values,
+                       bool is_orbital) {
+      const float iso = default_iso(o.iso, is_orbital);
+      if (!has_surface(values, is_orbital, iso)) throw no_surface(values, is_orbital, iso, description);
+    });
+
+  std::vector<std::string> written;
+  std::vector<std::size_t> triangles;
+  auto emit = [&](const std::filesystem::path& path, const display::Scene& scene,
+                  const display::Image* image) {
+    if (kind == Output::mesh)
+      display::write_scene(path, scene);
+    else
+      display::write_png(path, *image);
+    written.push_back(path.string());
+    std::size_t count = 0;
+    for (const auto& part : scene.parts) count += part.mesh.triangle_count();
+    triangles.push_back(count);
+  };
+  auto draw = [&](const display::Scene& scene) {
+    const auto start = std::chrono::steady_clock::now();
+    display::Image image = display::render_scene(scene, render);
+    render_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return image;
+  };
+  std::vector<std::pair<std::filesystem::path, display::Scene>> scenes;
+  nlohmann::json surfaces = nlohmann::json::array();
+  for_each_field([&](const std::string& label, const std::string& description,
+                     const std::vector<float>& values, bool is_orbital) {
+    FieldScene f =
+        field_scene(resources, grid, values, is_orbital, o.iso, surface_backend, molecule, description);
+    surface_seconds += f.seconds;
+    surfaces.push_back({{"field", description},
+                        {"iso", std::stod(fmt::format("{}", f.iso))},  // 0.05, not 0.0500000007
+                        {"positive_triangles", f.positive_triangles},
+                        {"negative_triangles", f.negative_triangles}});
+    const auto path = output_for(o.output, label, several);
+    if (!streamed) {
+      scenes.emplace_back(path, std::move(f.scene));
+    } else if (kind == Output::image) {
+      const display::Image image = draw(f.scene);
+      emit(path, f.scene, &image);
+    } else {
+      emit(path, f.scene, nullptr);
+    }
+  });
+  std::vector<display::Image> images;
+  if (kind == Output::image)
+    for (const auto& [path, scene] : scenes) images.push_back(draw(scene));
+  for (std::size_t i = 0; i < scenes.size(); ++i)
+    emit(scenes[i].first, scenes[i].second, kind == Output::image ? &images[i] : nullptr);
+  if (kind == Output::image) ctx.report["render_seconds"] = render_seconds;
+  if (std::FILE* out = ctx.summary(o.output))
+    std::fprintf(out, "%zu x %zu x %zu grid: %.3f s; surfaces: %.3f s;%s wrote %s\n", grid.counts[0],
+                 grid.counts[1], grid.counts[2], grid_seconds, surface_seconds,
+                 kind == Output::image ? fmt::format(" images: {:.3f} s;", render_seconds).c_str() : "",
+                 fmt::format("{}", fmt::join(written, ", ")).c_str());
+  ctx.report["grid"] = {{"counts", grid.counts}, {"origin_bohr", grid.origin}, {"axes_bohr", grid.axes}};
+  ctx.report["grid_seconds"] = grid_seconds;
+  ctx.report["surface_seconds"] = surface_seconds;
+  ctx.report["surfaces"] = surfaces;
+  ctx.report["outputs"] = written;
+  ctx.report["output_triangles"] = triangles;  // every triangle of each file (lobes, atoms, bonds)
+  ctx.report["length_unit"] = "angstrom";
+  return 0;
+}
+
+std::shared_ptr<SurfaceOptions> add_field_options(CLI::App& app, CommonOptions& common, Output kind) {
+  auto opts = std::make_shared<SurfaceOptions>();
+  app.add_option("FILE", opts->input, "Molden or .fchk file (plain or gzip)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--orbital", opts->orbitals,
+                 "Orbitals (repeatable): homo, lumo+1, 12, all, a range homo-5:lumo+5, beta:homo");
+  app.add_option("--density", opts->density, "Also (or only) a density surface: total, spin, alpha or beta");
+  app.add_option("--iso", opts->iso,
+                 "Isovalue (orbitals: surfaces at +iso and -iso, default 0.05; densities: default 0.002), "
+                 "atomic units");
+  app.add_option("-o,--output", opts->output,
+                 kind == Output::mesh ? "Mesh file (.glb, .ply or .obj); several fields: FILE.<name>.ext"
+                                      : "PNG image; several fields: FILE.<name>.png")
+      ->required();
+  app.add_flag("--atoms,!--no-atoms", opts->atoms, "Atoms and bonds as spheres and cylinders (default on)");
+  app.add_option("--padding", opts->padding, "Grid box: padding around the atoms, angstrom")
+      ->default_val(3.0)
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--spacing", opts->spacing, "Grid spacing, angstrom")
+      ->default_val(0.1)
+      ->check(CLI::PositiveNumber);
+  app.add_option("--backend", opts->backend, "Grid backend: auto, cpu, cuda-jit, cuda-generic or reference")
+      ->default_val("auto");
+  app.add_option("--surface-backend", opts->surface_backend,
+                 "Isosurface backend: auto, cpu, cuda or reference")
+      ->default_val("auto");
+  if (kind == Output::image) {
+    app.add_option("--size", opts->size, "Image size WIDTHxHEIGHT")->default_val("1280x960");
+    app.add_option("--view", opts->view,
+                   "Rotation (degrees, applied x then y then z) and zoom: rx=30,ry=-45,rz=0,zoom=1.5");
+  }
+  common.add_device_options(app);
+  app.footer(
+      "Meshes are in angstrom; normals come from the field's gradient; triangles are wound counter-clockwise "
+      "seen from outside the lobe; +iso lobes blue, -iso lobes red. See docs/orbital.md, Surfaces, images "
+      "and "
+      "animations.\n");
+  return opts;
+}
+
+const bool surface_registered = register_command({
+    .group = "orbital",
+    .name = "surface",
+    .purpose = "Orbital lobes (+iso blue, -iso red) or density surfaces as meshes: glTF binary, PLY or OBJ",
+    .example = "molaccel orbital surface water.molden --orbital homo --iso 0.05 -o homo.glb",
+    .setup = [](CLI::App& app, CommonOptions& common) -> Action {
+      auto opts = add_field_options(app, common, Output::mesh);
+      return [opts](RunContext& ctx) { return run_display(ctx, *opts, Output::mesh); };
+    },
+    .order = 3,
+});
+
+const bool render_registered = register_command({
+    .group = "orbital",
+    .name = "render",
+    .purpose = "Orbital lobes or density surfaces drawn as PNG images (CPU rasteriser, no display needed)",
+    .example = "molaccel orbital render water.molden --orbital homo --size 1920x1080 -o homo.png",
+    .setup = [](CLI::App& app, CommonOptions& common) -> Action {
+      auto opts = add_field_options(app, common, Output::image);
+      return [opts](RunContext& ctx) { return run_display(ctx, *opts, Output::image); };
+    },
+    .order = 4,
+});
+
+// ------------------------------------------------------------------------------------------
+// orbital animate: one orbital followed through the frames of a trajectory, as PNGs or an MP4.
+// ------------------------------------------------------------------------------------------
+struct AnimateOptions {
+  std::vector<std::string> frames;
+  bool as_listed = false;
+  std::string orbital = "homo";
+  double iso = 0;
+  std::string output;
+  bool atoms = true;
+  double padding = 3.0, spacing = 0.1;
+  std::string backend = "auto";
+  std::string surface_backend = "auto";
+  std::string size = "1280x960";
+  std::string view;
+  int fps = 10;
+};
+
+// Natural order: runs of digits compare as numbers ("frame9" before "frame10").
+bool natural_less(const std::string& a, const std::string& b) {
+  std::size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (std::isdigit(static_cast<unsigned char>(a[i])) && std::isdigit(static_cast<unsigned char>(b[j]))) {
+      std::size_t i2 = i, j2 = j;
+      while (i2 < a.size() && std::isdigit(static_cast<unsigned char>(a[i2]))) ++i2;
+      while (j2 < b.size() && std::isdigit(static_cast<unsigned char>(b[j2]))) ++j2;
+      std::string da = a.substr(i, i2 - i), db = b.substr(j, j2 - j);
+      da.erase(0, std::min(da.find_first_not_of('0'), da.size()));
+      db.erase(0, std::min(db.find_first_not_of('0'), db.size()));
+      if (da.size() != db.size()) return da.size() < db.size();
+      if (da != db) return da < db;
+      i = i2;
+      j = j2;
+    } else {
+      if (a[i] != b[j]) return a[i] < b[j];
+      ++i;
+      ++j;
+    }
+  }
+  return a.size() - i < b.size() - j;
+}
+
+int run_animate(RunContext& ctx, const AnimateOptions& o) {
+  if (!std::isfinite(o.iso) || o.iso < 0)
+    throw InputError("--iso", 0, fmt::format("must be a positive number (got {})", o.iso));
+  const std::filesystem::path out_dir = o.output;
+  std::string ext = out_dir.extension().string();
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const bool video = ext == ".mp4";
+  if (video && !display::video_available())
+    throw NotCompiled("MP4 output (this build has no FFmpeg libraries; give a folder for PNG frames)",
+                      __FILE__, __LINE__);
+  if (!video && out_dir.has_extension() && !std::filesystem::is_directory(out_dir))
+    throw InputError(o.output, 0, "give a folder for the PNG frames or a .mp4 file");
+  if (o.fps < 1 || o.fps > 240) throw InputError("--fps", 0, fmt::format("must be 1..240 (got {})", o.fps));
+  display::RenderOptions render;
+  const auto [w, h] = display::parse_image_size(o.size);
+  render.width = w;
+  render.height = h;
+  if (!o.view.empty()) render.view = display::parse_view(o.view);
+  std::vector<std::string> files = o.frames;
+  if (!o.as_listed) std::stable_sort(files.begin(), files.end(), natural_less);
+  std::vector<Wavefunction> frames;
+  for (const auto& file : files) frames.push_back(read_wavefunction(file));
+  const std::vector<TrackedOrbital> track = track_orbital(frames, parse_orbital(o.orbital, frames.front()));
+
+  // One grid and one framing for every frame, so the picture does not jump.
+  Wavefunction all_atoms;
+  for (const auto& f : frames) all_atoms.atoms.insert(all_atoms.atoms.end(), f.atoms.begin(), f.atoms.end());
+  const GridSpec grid = automatic_grid(all_atoms, o.padding, o.spacing);
+  const Resources resources = ctx.resources();
+  EvaluateOptions options;
+  options.backend = parse_backend(o.backend);
+  const display::SurfaceBackend surface_backend = display::parse_surface_backend(o.surface_backend);
+  double grid_seconds = 0, surface_seconds = 0;
+  auto frame_scene = [&](std::size_t f) {
+    EvaluationInfo info;
+    std::vector<float> values = evaluate_orbitals(resources, frames[f], grid, {track[f].ref}, options, &info);
+    grid_seconds += info.seconds;
+    if (track[f].sign_flipped)
+      for (float& v : values) v = -v;
+    const auto molecule = o.atoms ? molecule_parts(frames[f]) : std::vector<display::ScenePart>{};
+    FieldScene fs = field_scene(resources, grid, values, true, o.iso, surface_backend, molecule,
+                                fmt::format("frame {} ({}), orbital {}", f + 1, frames[f].source,
+                                            describe_orbital(track[f].ref, frames[f])));
+    surface_seconds += fs.seconds;
+    return std::move(fs.scene);
+  };
+  // Every frame's surfaces are made (a frame without one stops the run before any file is written)
+  // and framed first. Up to kKeptFrames frames are kept for drawing; longer runs make them again
+  // when drawing, so memory holds one frame.
+  constexpr std::size_t kKeptFrames = 16;
+  const bool keep = frames.size() <= kKeptFrames;
+  std::vector<display::Scene> scenes;
+  nlohmann::json report_frames = nlohmann::json::array();
+  ProgressBar surfaces_bar("animate: surfaces", frames.size(), "frames");
+  for (std::size_t f = 0; f < frames.size(); ++f) {
+    display::Scene scene = frame_scene(f);
+    surfaces_bar.advance();
+    render.framing = display::enclose(render.framing, display::framing_of(scene));
+    if (keep) scenes.push_back(std::move(scene));
+    report_frames.push_back({{"file", frames[f].source},
+                             {"orbital", track[f].ref.index + 1},
+                             {"overlap", track[f].overlap},
+                             {"sign_flipped", track[f].sign_flipped}});
+  }
+
+  surfaces_bar.finish();
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> written;
+  ProgressBar images_bar(video ? "animate: video" : "animate: images", frames.size(), "frames");
+  if (video) {
+    display::VideoWriter writer(out_dir, render.width, render.height, o.fps);
+    for (std::size_t f = 0; f < frames.size(); ++f) {
+      writer.add_frame(display::render_scene(keep ? scenes[f] : frame_scene(f), render));
+      images_bar.advance();
+    }
+    writer.finish();
+    written.push_back(out_dir.string());
+  } else {
+    std::filesystem::create_directories(out_dir);
+    for (std::size_t f = 0; f < frames.size(); ++f) {
+      const auto path = out_dir / fmt::format("frame_{:04d}.png", f + 1);
+      display::write_png(path, display::render_scene(keep ? scenes[f] : frame_scene(f), render));
+      written.push_back(path.string());
+      images_bar.advance();
+    }
+  }
+  images_bar.finish();
+  const double render_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (std::FILE* out = ctx.summary())
+    std::fprintf(
+        out, "%zu frames, orbital followed: %s; grid %.3f s, surfaces %.3f s, images %.3f s; wrote %s\n",
+        frames.size(),
+        fmt::format("{}", fmt::join(report_frames | std::views::transform([](const nlohmann::json& j) {
+                                      return fmt::format("{}{}", j["orbital"].get<std::size_t>(),
+                                                         j["sign_flipped"].get<bool>() ? "(-)" : "");
+                                    }),
+                                    " "))
+            .c_str(),
+        grid_seconds, surface_seconds, render_seconds, out_dir.string().c_str());
+  ctx.report["frames"] = report_frames;
+  ctx.report["grid_seconds"] = grid_seconds;
+  ctx.report["surface_seconds"] = surface_seconds;
+  ctx.report["render_seconds"] = render_seconds;
+  ctx.report["outputs"] = written;
+  return 0;
+}
+
+const bool animate_registered = register_command({
+    .group = "orbital",
+    .name = "animate",
+    .purpose =
+        "One orbital through a trajectory's frames (a file each) as an MP4 or PNGs, tracked by overlap",
+    .example = "molaccel orbital animate irc_*.molden --orbital homo -o irc.mp4",
+    .setup = [](CLI::App& app, CommonOptions& common) -> Action {
+      auto opts = std::make_shared<AnimateOptions>();
+      app.add_option("FRAME_FILES", opts->frames,
+                     "Molden or .fchk files, one per frame (same atoms and basis)")
+          ->required()
+          ->check(CLI::ExistingFile);
+      app.add_flag("--as-listed", opts->as_listed,
+                   "Keep the frames in the order given (default: natural name order)");
+      app.add_option("--orbital", opts->orbital,
+                     "The orbital in the first frame: homo, lumo+1, 12, beta:homo")
+          ->default_val("homo");
+      app.add_option("--iso", opts->iso, "Isovalue (surfaces at +iso and -iso, default 0.05), atomic units");
+      app.add_option(
+             "-o,--output", opts->output,
+             "A .mp4 file (H.264), or a folder for PNG frames (frame_0001.png, ...; created if needed)")
+          ->required();
+      app.add_option("--fps", opts->fps, "Frames per second of an MP4")->default_val(10);
+      app.add_flag("--atoms,!--no-atoms", opts->atoms,
+                   "Atoms and bonds as spheres and cylinders (default on)");
+      app.add_option("--padding", opts->padding, "Grid box: padding around all frames' atoms, angstrom")
+          ->default_val(3.0)
+          ->check(CLI::NonNegativeNumber);
+      app.add_option("--spacing", opts->spacing, "Grid spacing, angstrom")
+          ->default_val(0.1)
+          ->check(CLI::PositiveNumber);
+      app.add_option("--backend", opts->backend,
+                     "Grid backend: auto, cpu, cuda-jit, cuda-generic or reference")
+          ->default_val("auto");
+      app.add_option("--surface-backend", opts->surface_backend,
+                     "Isosurface backend: auto, cpu, cuda or reference")
+          ->default_val("auto");
+      app.add_option("--size", opts->size, "Image size WIDTHxHEIGHT")->default_val("1280x960");
+      app.add_option("--view", opts->view,
+                     "Rotation (degrees, x then y then z) and zoom: rx=30,ry=-45,zoom=1.5");
+      common.add_device_options(app);
+      app.footer(
+          "The orbital is followed by maximum overlap with the previous frame's (the mixed overlap of both "
+          "frames' basis functions) and its sign kept continuous; frames that differ in atoms or basis "
+          "are an error naming the frame. See docs/orbital.md, Surfaces, images and animations.\n");
+      return [opts](RunContext& ctx) { return run_animate(ctx, *opts); };
+    },
+    .order = 5,
+});
+
+}  // namespace
+}  // namespace molaccel::cli

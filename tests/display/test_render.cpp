@@ -1,0 +1,158 @@
+// The CPU renderer, checked by content: a p-like lobe pair (+x lobe blue, -x lobe red) lands on
+// the right and the left of the image in the default view and swaps sides when turned 180 degrees
+// about y; the background fills the rest; zoom magnifies. The PNG is decoded by an independent
+// reader (check_png.py, Python standard library).
+#include <cstdlib>
+
+#include "display_test_util.hpp"
+
+namespace molaccel::display {
+namespace {
+
+Scene lobe_pair() {
+  test::Field f;
+  test::fill_gaussian(f, {50, 41, 41}, 0.12, {-3.0, -2.4, -2.4}, {0, 0, 0}, 1.0, true);
+  Scene scene;
+  const Resources cpu = Resources::cpu(2);
+  scene.parts.push_back(
+      {"positive lobe", extract_isosurface(cpu, f.grid, 0.05f, Inside::above), positive_phase_colour()});
+  scene.parts.push_back(
+      {"negative lobe", extract_isosurface(cpu, f.grid, -0.05f, Inside::below), negative_phase_colour()});
+  return scene;
+}
+
+enum class Kind { background, blue, red, other };
+Kind classify(const Image& im, int x, int y) {
+  const std::uint8_t* p = &im.rgba[4 * (static_cast<std::size_t>(y) * im.width + x)];
+  if (p[0] == 255 && p[1] == 255 && p[2] == 255) return Kind::background;
+  if (p[2] > p[0] + 40 && p[2] > p[1] + 20) return Kind::blue;
+  if (p[0] > p[2] + 40 && p[0] > p[1] + 40) return Kind::red;
+  return Kind::other;
+}
+
+// Counts of each kind in the left and right halves.
+struct Halves {
+  int blue[2] = {0, 0}, red[2] = {0, 0}, background = 0;
+};
+Halves count(const Image& im) {
+  Halves h;
+  for (int y = 0; y < im.height; ++y)
+    for (int x = 0; x < im.width; ++x) {
+      const int side = x < im.width / 2 ? 0 : 1;
+      switch (classify(im, x, y)) {
+        case Kind::blue:
+          ++h.blue[side];
+          break;
+        case Kind::red:
+          ++h.red[side];
+          break;
+        case Kind::background:
+          ++h.background;
+          break;
+        default:
+          break;
+      }
+    }
+  return h;
+}
+
+TEST(DisplayRender, LobesWhereTheyProjectBackgroundElsewhere) {
+  const Scene scene = lobe_pair();
+  RenderOptions options;
+  options.width = 160;
+  options.height = 120;
+  const Image im = render_scene(scene, options);
+  ASSERT_EQ(im.width, 160);
+  ASSERT_EQ(im.height, 120);
+  ASSERT_EQ(im.rgba.size(), 160u * 120u * 4u);
+  const Halves h = count(im);
+  const int n = 160 * 120;
+  EXPECT_GT(h.blue[1], n / 20);  // the +x lobe on the right
+  EXPECT_GT(h.red[0], n / 20);   // the -x lobe on the left
+  EXPECT_LT(h.blue[0], n / 200);
+  EXPECT_LT(h.red[1], n / 200);
+  EXPECT_GT(h.background, n / 4);
+  for (auto [x, y] : {std::pair{0, 0}, {159, 0}, {0, 119}, {159, 119}, {80, 5}})
+    EXPECT_EQ(classify(im, x, y), Kind::background) << x << "," << y;
+  EXPECT_EQ(classify(im, 120, 60), Kind::blue);  // a lobe's centre, lit
+  EXPECT_EQ(classify(im, 40, 60), Kind::red);
+
+  options.view = parse_view("ry=180");
+  const Halves turned = count(render_scene(scene, options));
+  EXPECT_GT(turned.blue[0], n / 20);
+  EXPECT_GT(turned.red[1], n / 20);
+
+  options.view = parse_view("zoom=2");
+  EXPECT_LT(count(render_scene(scene, options)).background, h.background / 2);
+}
+
+TEST(DisplayRender, OptionsAndBadInput) {
+  const View v = parse_view("rx=30,ry=-45.5,zoom=1.5");
+  EXPECT_EQ(v.rotate_x, 30);
+  EXPECT_EQ(v.rotate_y, -45.5);
+  EXPECT_EQ(v.zoom, 1.5);
+  EXPECT_THROW(parse_view("rx=abc"), InputError);
+  EXPECT_THROW(parse_view("zoom=0"), InputError);
+  EXPECT_THROW(parse_view("tilt=3"), InputError);
+  EXPECT_EQ(parse_image_size("1920x1080"), (std::array<int, 2>{1920, 1080}));
+  EXPECT_THROW(parse_image_size("1920"), InputError);
+  EXPECT_THROW(parse_image_size("0x10"), InputError);
+  EXPECT_THROW(parse_image_size("20000x10"), InputError);
+  EXPECT_THROW(render_scene(Scene{}, RenderOptions{}), InputError);
+}
+
+TEST(DisplayRender, PngDecodesWithAnIndependentReader) {
+  if (std::string(MOLACCEL_PYTHON).empty()) GTEST_SKIP() << "no Python 3 interpreter found at configure time";
+  molaccel::testing::TempDir dir;
+  RenderOptions options;
+  options.width = 96;
+  options.height = 64;
+  try {
+    write_png(dir / "lobes.png", render_scene(lobe_pair(), options));
+  } catch (const NotCompiled&) {
+    GTEST_SKIP() << "this build has no libpng";
+  }
+  const std::string command = std::string(MOLACCEL_PYTHON) + " '" + MOLACCEL_PNG_CHECKER + "' '" +
+                              (dir / "lobes.png").string() + "' 96 64 > /dev/null";
+  EXPECT_EQ(std::system(command.c_str()), 0);
+}
+
+// An MP4 of three turning frames read by an independent box parser (check_mp4.py); an odd size
+// loses its last column and row; nothing is written before finish().
+TEST(DisplayVideo, Mp4PassesABoxReader) {
+  if (!video_available()) GTEST_SKIP() << "this build has no FFmpeg libraries";
+  if (std::string(MOLACCEL_PYTHON).empty()) GTEST_SKIP() << "no Python 3 interpreter found at configure time";
+  molaccel::testing::TempDir dir;
+  const Scene scene = lobe_pair();
+  RenderOptions options;
+  options.width = 97;
+  options.height = 64;
+  {
+    VideoWriter writer(dir / "turn.mp4", 97, 64, 5);
+    for (int f = 0; f < 3; ++f) {
+      options.view.rotate_y = 30.0 * f;
+      writer.add_frame(render_scene(scene, options));
+    }
+    EXPECT_FALSE(std::filesystem::exists(dir / "turn.mp4"));
+    writer.finish();
+    EXPECT_EQ(writer.frames(), 3u);
+  }
+  const std::string command = std::string(MOLACCEL_PYTHON) + " '" + MOLACCEL_MP4_CHECKER + "' '" +
+                              (dir / "turn.mp4").string() + "' 3 96 64 > /dev/null";
+  EXPECT_EQ(std::system(command.c_str()), 0);
+  {
+    VideoWriter abandoned(dir / "abandoned.mp4", 64, 48, 10);
+    options.width = 64;
+    options.height = 48;
+    abandoned.add_frame(render_scene(scene, options));
+    Image wrong;
+    wrong.width = 32;
+    wrong.height = 32;
+    wrong.rgba.resize(32 * 32 * 4);
+    EXPECT_THROW(abandoned.add_frame(wrong), Error);
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "abandoned.mp4"));
+}
+
+}  // namespace
+}  // namespace molaccel::display
