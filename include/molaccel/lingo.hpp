@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "molaccel/distributed.hpp"
 #include "molaccel/runtime.hpp"
 
 namespace molaccel::lingo {
@@ -186,5 +187,23 @@ struct Clustering {
 };
 Clustering cluster(const Resources& resources, const MoleculeSet& db, float threshold,
                    const ComputeOptions& options, RunInfo* info = nullptr);
+// The Butina pass alone, over the pairs i < j of `molecules` molecules (as neighbors() returns).
+Clustering butina_clusters(std::size_t molecules, const std::vector<Hit>& pairs);
+
+// ---- across MPI ranks (docs/lingo.md, "Many nodes") -------------------------------------------
+// search, neighbors and cluster with the work split over the ranks of `comm`; rank 0 gets exactly
+// the single-process result, the other ranks an empty one. search: each rank a slice of the
+// database balanced by Lingo count, per-query top-k lists merged on rank 0; neighbors: each rank a
+// block of rows of the upper triangle balanced by pairs (computed as dense blocks: no length
+// bound); cluster: those pairs, Butina on rank 0. Every rank passes the same inputs. A rank that
+// throws makes every rank throw RankFailure. `info`: this rank's part.
+std::vector<Hit> search_across_ranks(Communicator& comm, const Resources& resources,
+                                     const MoleculeSet& queries, const MoleculeSet& db, std::size_t k,
+                                     const ComputeOptions& options, RunInfo* info = nullptr);
+std::vector<Hit> neighbors_across_ranks(Communicator& comm, const Resources& resources, const MoleculeSet& db,
+                                        float threshold, const ComputeOptions& options,
+                                        RunInfo* info = nullptr);
+Clustering cluster_across_ranks(Communicator& comm, const Resources& resources, const MoleculeSet& db,
+                                float threshold, const ComputeOptions& options, RunInfo* info = nullptr);
 
 }  // namespace molaccel::lingo

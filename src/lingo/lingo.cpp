@@ -728,8 +728,10 @@ std::vector<Hit> neighbors(const Resources& resources, const MoleculeSet& db, fl
 
 Clustering cluster(const Resources& resources, const MoleculeSet& db, float threshold,
                    const ComputeOptions& options, RunInfo* info) {
-  const auto pairs = neighbors(resources, db, threshold, options, info);
-  const std::size_t n = db.size();
+  return butina_clusters(db.size(), neighbors(resources, db, threshold, options, info));
+}
+
+Clustering butina_clusters(std::size_t n, const std::vector<Hit>& pairs) {
   // Symmetric adjacency in CSR form: memory proportional to the neighbour pairs, not N^2.
   std::vector<std::uint64_t> offsets(n + 1, 0);
   for (const Hit& h : pairs) {

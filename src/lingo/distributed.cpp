@@ -1,0 +1,155 @@
+// LINGO across MPI ranks. search: each rank takes a contiguous slice of the database balanced by
+// Lingo count (the work of a column is proportional to it), computes every query's top-k in its
+// slice, and rank 0 merges the per-query lists in the one reported order (similarity descending,
+// lower database index). neighbors: each rank takes a block of rows of the upper triangle balanced
+// by pair count and keeps the pairs at or above the threshold; rank 0 concatenates the blocks in
+// rank order, which is already the (query, target) order. cluster: those pairs, then the Butina
+// pass on rank 0. Similarities are bit-identical on every backend, so the merged lists are the
+// single-process ones for any number of ranks.
+#include <algorithm>
+#include <numeric>
+
+#include "molaccel/lingo.hpp"
+
+namespace molaccel::lingo {
+namespace {
+
+static_assert(std::is_trivially_copyable_v<Hit>);
+
+// Boundaries [b_r, b_{r+1}) of `ranks` contiguous ranges of `weights` with about equal sums.
+std::vector<std::size_t> balanced_ranges(const std::vector<std::uint64_t>& weights, int ranks) {
+  std::vector<std::uint64_t> prefix(weights.size() + 1, 0);
+  for (std::size_t i = 0; i < weights.size(); ++i) prefix[i + 1] = prefix[i] + weights[i];
+  std::vector<std::size_t> bounds(static_cast<std::size_t>(ranks) + 1, weights.size());
+  bounds[0] = 0;
+  for (int r = 1; r < ranks; ++r) {
+    const std::uint64_t target =
+        prefix.back() * static_cast<std::uint64_t>(r) / static_cast<std::uint64_t>(ranks);
+    bounds[static_cast<std::size_t>(r)] =
+        static_cast<std::size_t>(std::lower_bound(prefix.begin(), prefix.end() - 1, target) - prefix.begin());
+  }
+  for (int r = 1; r <= ranks; ++r)
+    bounds[static_cast<std::size_t>(r)] =
+        std::max(bounds[static_cast<std::size_t>(r)], bounds[static_cast<std::size_t>(r) - 1]);
+  return bounds;
+}
+
+std::vector<std::size_t> iota_range(std::size_t begin, std::size_t end) {
+  std::vector<std::size_t> v(end - begin);
+  std::iota(v.begin(), v.end(), begin);
+  return v;
+}
+
+bool reported_before(const Hit& a, const Hit& b) {
+  if (a.similarity != b.similarity) return a.similarity > b.similarity;
+  return a.target < b.target;
+}
+
+void add_info(RunInfo* info, const RunInfo& local) {
+  if (!info) return;
+  *info = local;
+}
+
+}  // namespace
+
+std::vector<Hit> search_across_ranks(Communicator& comm, const Resources& resources,
+                                     const MoleculeSet& queries, const MoleculeSet& db, std::size_t k,
+                                     const ComputeOptions& options, RunInfo* info) {
+  if (k == 0) throw InputError("-k", 0, "k must be at least 1");
+  const std::size_t nq = queries.size(), nd = db.size();
+  std::vector<Hit> mine;
+  RunInfo local;
+  const double t0 = now_seconds();
+  run_step(comm, [&] {
+    // A column's work is its Lingo count against every query (+1: molecules without Lingos).
+    std::vector<std::uint64_t> weights(nd);
+    for (std::size_t i = 0; i < nd; ++i) weights[i] = std::uint64_t{db.magnitudes[i]} + 1;
+    const auto bounds = balanced_ranges(weights, comm.size());
+    const std::size_t begin = bounds[static_cast<std::size_t>(comm.rank())],
+                      end = bounds[static_cast<std::size_t>(comm.rank()) + 1];
+    if (begin == end || nq == 0) return;
+    const MoleculeSet slice = subset(db, iota_range(begin, end));
+    mine = search(resources, queries, slice, k, options, &local);
+    for (Hit& h : mine) h.target += static_cast<std::uint32_t>(begin);
+  });
+  const auto gathered = gather_records<Hit>(comm, mine, 0);
+  local.seconds = now_seconds() - t0;
+  add_info(info, local);
+  if (!comm.is_root()) return {};
+  // Each rank's list: per query a best-first block. Merge per query, keep the best min(k, nd).
+  const std::size_t take = std::min(k, nd);
+  std::vector<std::vector<Hit>> per_query(nq);
+  for (const auto& from_rank : gathered)
+    for (const Hit& h : from_rank) {
+      if (h.query >= nq) throw Error("merge: a rank sent an unknown query", __FILE__, __LINE__);
+      per_query[h.query].push_back(h);
+    }
+  std::vector<Hit> result(nq * take);
+  parallel_for(nq, resources.cpu_threads(), 256, [&](std::size_t b, std::size_t e) {
+    for (std::size_t q = b; q < e; ++q) {
+      auto& hits = per_query[q];
+      if (hits.size() < take) throw Error("merge: ranks returned too few hits", __FILE__, __LINE__);
+      std::partial_sort(hits.begin(), hits.begin() + static_cast<std::ptrdiff_t>(take), hits.end(),
+                        reported_before);
+      std::copy_n(hits.begin(), take, result.begin() + static_cast<std::ptrdiff_t>(q * take));
+      std::vector<Hit>().swap(hits);
+    }
+  });
+  return result;
+}
+
+std::vector<Hit> neighbors_across_ranks(Communicator& comm, const Resources& resources, const MoleculeSet& db,
+                                        float threshold, const ComputeOptions& options, RunInfo* info) {
+  if (!(threshold >= 0.0f && threshold <= 1.0f))
+    throw InputError("--threshold", 0, fmt::format("threshold must be in [0, 1], got {}", threshold));
+  const std::size_t n = db.size();
+  std::vector<Hit> mine;
+  RunInfo local;
+  const double t0 = now_seconds();
+  run_step(comm, [&] {
+    // Row i of the upper triangle holds n-1-i pairs.
+    std::vector<std::uint64_t> weights(n);
+    for (std::size_t i = 0; i < n; ++i) weights[i] = n - 1 - i;
+    const auto bounds = balanced_ranges(weights, comm.size());
+    const std::size_t begin = bounds[static_cast<std::size_t>(comm.rank())],
+                      end = bounds[static_cast<std::size_t>(comm.rank()) + 1];
+    // Rows in chunks against the columns from the chunk's first row on: a dense block of at most
+    // ~64 M similarities at a time, pairs j > i at or above the threshold kept in (i, j) order.
+    const MoleculeSet columns = subset(db, iota_range(begin, n));
+    const std::size_t width = n - begin;
+    const std::size_t chunk =
+        std::max<std::size_t>(1, (std::size_t{64} << 20) / std::max<std::size_t>(1, width));
+    std::vector<float> block;
+    for (std::size_t r0 = begin; r0 < end; r0 += chunk) {
+      const std::size_t r1 = std::min(end, r0 + chunk);
+      const MoleculeSet rows = subset(db, iota_range(r0, r1));
+      block.resize((r1 - r0) * width);
+      RunInfo part;
+      similarity_matrix(resources, rows, &columns, block.data(), options, &part);
+      local.pairs += part.pairs;
+      local.backend = part.backend;
+      for (std::size_t i = r0; i < r1; ++i) {
+        const float* row = block.data() + (i - r0) * width;
+        for (std::size_t j = i + 1; j < n; ++j)
+          if (row[j - begin] >= threshold)
+            mine.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(j), row[j - begin]});
+      }
+    }
+  });
+  const auto gathered = gather_records<Hit>(comm, mine, 0);
+  local.seconds = now_seconds() - t0;
+  add_info(info, local);
+  if (!comm.is_root()) return {};
+  std::vector<Hit> result;
+  for (const auto& from_rank : gathered) result.insert(result.end(), from_rank.begin(), from_rank.end());
+  return result;
+}
+
+Clustering cluster_across_ranks(Communicator& comm, const Resources& resources, const MoleculeSet& db,
+                                float threshold, const ComputeOptions& options, RunInfo* info) {
+  const auto pairs = neighbors_across_ranks(comm, resources, db, threshold, options, info);
+  if (!comm.is_root()) return {};
+  return butina_clusters(db.size(), pairs);
+}
+
+}  // namespace molaccel::lingo
