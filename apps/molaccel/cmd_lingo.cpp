@@ -129,14 +129,24 @@ int run_matrix(RunContext& ctx, const MatrixOptions& o) {
                       : o.output.ends_with(".tsv")
                           ? lg::MatrixFormat::tsv
                           : throw InputError("-o", 0, "the output must end in .npy or .tsv");
-  auto resources = ctx.resources();
-  auto queries = load(o.queries, o.input, ctx.report, "queries");
+  Resources resources;
+  lg::MoleculeSet queries;
   std::optional<lg::MoleculeSet> db;
-  if (!o.db.empty()) db = load(o.db, o.input, ctx.report, "database");
+  on_every_rank(ctx, [&] {
+    if (ctx.distributed() && format != lg::MatrixFormat::npy)
+      throw InputError("-o", 0, "across MPI ranks the matrix is written as .npy only");
+    resources = ctx.resources();
+    queries = load(o.queries, o.input, ctx.report, "queries");
+    if (!o.db.empty()) db = load(o.db, o.input, ctx.report, "database");
+  });
   lg::RunInfo info;
   const auto type = lg::parse_output_type(o.output_type);
-  lg::write_similarity_matrix(resources, queries, db ? &*db : nullptr, o.output, format, o.input.compute(),
-                              &info, type);
+  if (ctx.distributed())
+    lg::write_similarity_matrix_across_ranks(*ctx.comm, resources, queries, db ? &*db : nullptr, o.output,
+                                             o.input.compute(), &info, type);
+  else
+    lg::write_similarity_matrix(resources, queries, db ? &*db : nullptr, o.output, format, o.input.compute(),
+                                &info, type);
   report_run(ctx.report, info);
   ctx.report["output"] = o.output;
   ctx.report["output_type"] = o.output_type;
@@ -169,6 +179,7 @@ const bool matrix_registered = register_command({
       return [o](RunContext& ctx) { return run_matrix(ctx, *o); };
     },
     .order = 1,
+    .distributed = true,
 });
 
 // ---- search ----

@@ -162,6 +162,11 @@ void write_similarity_matrix(const Resources& resources, const MoleculeSet& quer
                              const ComputeOptions& options, RunInfo* info = nullptr,
                              OutputType type = OutputType::fp32);
 
+// The pieces of that .npy: fp32 similarities as the bytes of `type`, and the header of a rows x
+// cols matrix of `type` (the file is the header, then the rows).
+std::vector<std::uint8_t> similarity_bytes(const std::vector<float>& values, OutputType type);
+std::string npy_matrix_header(std::size_t rows, std::size_t cols, OutputType type);
+
 struct Hit {
   std::uint32_t query = 0;
   std::uint32_t target = 0;
@@ -205,5 +210,12 @@ std::vector<Hit> neighbors_across_ranks(Communicator& comm, const Resources& res
                                         RunInfo* info = nullptr);
 Clustering cluster_across_ranks(Communicator& comm, const Resources& resources, const MoleculeSet& db,
                                 float threshold, const ComputeOptions& options, RunInfo* info = nullptr);
+// write_similarity_matrix's .npy, each rank computing a block of query rows (held in memory as
+// `type`: rows x database x element bytes per rank), rank 0 receiving the blocks in rank order
+// and writing the file atomically. db == nullptr: the queries against themselves.
+void write_similarity_matrix_across_ranks(Communicator& comm, const Resources& resources,
+                                          const MoleculeSet& queries, const MoleculeSet* db,
+                                          const std::filesystem::path& path, const ComputeOptions& options,
+                                          RunInfo* info = nullptr, OutputType type = OutputType::fp32);
 
 }  // namespace molaccel::lingo

@@ -7,6 +7,7 @@
 // pass on rank 0. Similarities are bit-identical on every backend, so the merged lists are the
 // single-process ones for any number of ranks.
 #include <algorithm>
+#include <functional>
 #include <numeric>
 
 #include "molaccel/lingo.hpp"
@@ -150,6 +151,62 @@ Clustering cluster_across_ranks(Communicator& comm, const Resources& resources, 
   const auto pairs = neighbors_across_ranks(comm, resources, db, threshold, options, info);
   if (!comm.is_root()) return {};
   return butina_clusters(db.size(), pairs);
+}
+
+void write_similarity_matrix_across_ranks(Communicator& comm, const Resources& resources,
+                                          const MoleculeSet& queries, const MoleculeSet* db,
+                                          const std::filesystem::path& path, const ComputeOptions& options,
+                                          RunInfo* info, OutputType type) {
+  const MoleculeSet& columns = db ? *db : queries;
+  const std::size_t nq = queries.size(), nd = columns.size(), elem = element_bytes(type);
+  // Every row costs the same (the whole database): equal row counts.
+  const auto bounds = balanced_ranges(std::vector<std::uint64_t>(nq, 1), comm.size());
+  auto rows_of = [&](int r) {
+    return bounds[static_cast<std::size_t>(r) + 1] - bounds[static_cast<std::size_t>(r)];
+  };
+  std::vector<std::uint8_t> mine;
+  RunInfo local;
+  const double t0 = now_seconds();
+  run_step(comm, [&] {
+    const std::size_t begin = bounds[static_cast<std::size_t>(comm.rank())], rows = rows_of(comm.rank());
+    if (rows == 0 || nd == 0) return;
+    const MoleculeSet block_rows = subset(queries, iota_range(begin, begin + rows));
+    std::vector<float> block(rows * nd);
+    similarity_matrix(resources, block_rows, &columns, block.data(), options, &local);
+    mine = similarity_bytes(block, type);
+  });
+  // The blocks travel to rank 0 one rank and one piece (<= 256 MiB) at a time, in file order:
+  // every rank knows every block's size, so all take part in the same sequence of gathers.
+  constexpr std::size_t kPiece = std::size_t{256} << 20;
+  auto pieces_of = [&](int r) { return (rows_of(r) * nd * elem + kPiece - 1) / kPiece; };
+  auto send_turns = [&](const std::function<void(std::span<const std::byte>)>& write) {
+    for (int r = 1; r < comm.size(); ++r)
+      for (std::size_t p = 0; p < pieces_of(r); ++p) {
+        std::span<const std::byte> piece;
+        if (comm.rank() == r) {
+          const std::size_t at = p * kPiece, n = std::min(kPiece, mine.size() - at);
+          piece = std::as_bytes(std::span<const std::uint8_t>(mine.data() + at, n));
+        }
+        const auto received = comm.gather(piece, 0);
+        if (write) write(received);
+      }
+  };
+  if (comm.is_root()) {
+    write_file_atomically(path, [&](std::FILE* f) {
+      auto put = [&](const void* data, std::size_t bytes) {
+        if (bytes && std::fwrite(data, 1, bytes, f) != bytes)
+          throw Error("cannot write the matrix file (disk full?)", __FILE__, __LINE__);
+      };
+      const std::string header = npy_matrix_header(nq, nd, type);
+      put(header.data(), header.size());
+      put(mine.data(), mine.size());
+      send_turns([&](std::span<const std::byte> piece) { put(piece.data(), piece.size()); });
+    });
+  } else {
+    send_turns(nullptr);
+  }
+  local.seconds = now_seconds() - t0;
+  add_info(info, local);
 }
 
 }  // namespace molaccel::lingo

@@ -468,6 +468,13 @@ void write_at(int fd, std::uint64_t offset, const void* data, std::size_t bytes)
 
 }  // namespace
 
+std::vector<std::uint8_t> similarity_bytes(const std::vector<float>& values, OutputType type) {
+  return convert_block(values, type);
+}
+std::string npy_matrix_header(std::size_t rows, std::size_t cols, OutputType type) {
+  return npy_header(rows, cols, type);
+}
+
 // ---- matrix -------------------------------------------------------------------------------------
 std::vector<float> similarity_matrix(const Resources& resources, const MoleculeSet& queries,
                                      const MoleculeSet* db, const ComputeOptions& options, RunInfo* info) {
