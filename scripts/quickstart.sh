@@ -12,7 +12,7 @@ case "$what" in demo|test|build) ;; *) echo "usage: $0 demo|test|build [CMAKE_AR
 shift $(( $# > 0 ? 1 : 0 ))
 
 packages=(cmake ninja-build g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
-          libfmt-dev nlohmann-json3-dev zlib1g-dev libpng-dev)
+          libfmt-dev nlohmann-json3-dev zlib1g-dev libpng-dev libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
