@@ -135,7 +135,8 @@ int main(int argc, char** argv) {
   try {
     comm = molaccel::connect(!common.no_mpi);
   } catch (const molaccel::Error& e) {
-    std::fprintf(stderr, "molaccel: error: %s\n", e.what());
+    // Every process of the launch fails the same way: the first of each host says why.
+    if (molaccel::detect_launcher().local_rank == 0) std::fprintf(stderr, "molaccel: error: %s\n", e.what());
     return 3;
   }
   const bool root = comm->is_root();
@@ -185,7 +186,8 @@ int main(int argc, char** argv) {
   } catch (const molaccel::RankFailure& e) {
     // Every rank threw the same failure from the same step: one message, every rank non-zero.
     if (root) std::fprintf(stderr, "molaccel: error: %s\n", e.what());
-    return 1;
+    using Cause = molaccel::RankFailure::Cause;
+    return e.cause() == Cause::input ? 1 : e.cause() == Cause::unavailable ? 3 : 4;
   } catch (const std::exception& e) {
     // A failure on this rank alone, outside a step the ranks agree on: the others may be waiting
     // in a collective, so stop them all.

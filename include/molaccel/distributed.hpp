@@ -22,12 +22,16 @@ namespace molaccel {
 // ("rank R: cause"), so each can clean up and exit non-zero without waiting on the others.
 class RankFailure : public Error {
  public:
-  RankFailure(int failed_rank, const std::string& message, const char* file = "", int line = 0)
-      : Error(message, file, line), failed_rank_(failed_rank) {}
+  // What kind of error the failed rank raised (the CLI's exit code follows it).
+  enum class Cause : char { input = 'I', unavailable = 'U', other = 'O' };
+  RankFailure(int failed_rank, Cause cause, const std::string& message, const char* file = "", int line = 0)
+      : Error(message, file, line), failed_rank_(failed_rank), cause_(cause) {}
   int failed_rank() const noexcept { return failed_rank_; }
+  Cause cause() const noexcept { return cause_; }
 
  private:
   int failed_rank_;
+  Cause cause_;
 };
 
 class Communicator {
@@ -48,6 +52,9 @@ class Communicator {
                                         std::vector<std::size_t>* counts = nullptr) = 0;
   // `data` of `root` on every rank.
   virtual void broadcast(std::vector<std::byte>& data, int root) = 0;
+  // Point to point: `bytes` to rank `to`; the next message from rank `from` (in send order).
+  virtual void send(std::span<const std::byte> bytes, int to) = 0;
+  virtual std::vector<std::byte> receive(int from) = 0;
   virtual void barrier() = 0;
   // Last resort when ranks can no longer agree (a rank is stuck or gone): prints `message` on
   // standard error and ends every rank with `code`.
@@ -112,6 +119,16 @@ std::vector<std::vector<T>> gather_records(Communicator& comm, std::span<const T
 // Strings of every rank on `root` (result[r] = rank r's strings; empty elsewhere).
 std::vector<std::vector<std::string>> gather_strings(Communicator& comm, const std::vector<std::string>& mine,
                                                      int root);
+
+// Every rank's bytes combined up a binary tree: in round s = 1, 2, 4, ... rank r (a multiple of
+// 2s) receives the result of ranks [r+s, r+2s) and keeps combine(its own, received), so rank 0
+// returns the combination of all ranks in rank order (the others an empty vector). Each rank sends
+// at most once; log2(N) rounds; rank 0's memory stays that of one combined result (unlike a
+// gather, which holds every rank's part at once).
+using Combine =
+    std::function<std::vector<std::byte>(std::vector<std::byte> lower, std::vector<std::byte> upper)>;
+std::vector<std::byte> reduce_to_root(Communicator& comm, std::vector<std::byte> mine,
+                                      const Combine& combine);
 
 // ---- agreeing on failure ------------------------------------------------------------------------
 // Runs `step` on this rank, then every rank learns whether any rank's step threw. If one did, every

@@ -198,7 +198,8 @@ Clustering butina_clusters(std::size_t molecules, const std::vector<Hit>& pairs)
 // ---- across MPI ranks (docs/lingo.md, "Many nodes") -------------------------------------------
 // search, neighbors and cluster with the work split over the ranks of `comm`; rank 0 gets exactly
 // the single-process result, the other ranks an empty one. search: each rank a slice of the
-// database balanced by Lingo count, per-query top-k lists merged on rank 0; neighbors: each rank a
+// database balanced by Lingo count, per-query top-k lists merged pairwise up a binary tree to
+// rank 0 (reduce_to_root); neighbors: each rank a
 // block of rows of the upper triangle balanced by pairs (computed as dense blocks: no length
 // bound); cluster: those pairs, Butina on rank 0. Every rank passes the same inputs. A rank that
 // throws makes every rank throw RankFailure. `info`: this rank's part.

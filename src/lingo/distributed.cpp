@@ -1,12 +1,13 @@
 // LINGO across MPI ranks. search: each rank takes a contiguous slice of the database balanced by
 // Lingo count (the work of a column is proportional to it), computes every query's top-k in its
 // slice, and rank 0 merges the per-query lists in the one reported order (similarity descending,
-// lower database index). neighbors: each rank takes a block of rows of the upper triangle balanced
-// by pair count and keeps the pairs at or above the threshold; rank 0 concatenates the blocks in
-// rank order, which is already the (query, target) order. cluster: those pairs, then the Butina
-// pass on rank 0. Similarities are bit-identical on every backend, so the merged lists are the
-// single-process ones for any number of ranks.
+// lower database index), two ranks' lists at a time up a binary tree. neighbors: each rank takes a block of
+// rows of the upper triangle balanced by pair count and keeps the pairs at or above the threshold; rank 0
+// concatenates the blocks in rank order, which is already the (query, target) order. cluster: those pairs,
+// then the Butina pass on rank 0. Similarities are bit-identical on every backend, so the merged lists are
+// the single-process ones for any number of ranks.
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <numeric>
 
@@ -46,6 +47,46 @@ bool reported_before(const Hit& a, const Hit& b) {
   return a.target < b.target;
 }
 
+std::vector<std::byte> to_bytes(const std::vector<Hit>& hits) {
+  const auto view = std::as_bytes(std::span<const Hit>(hits));
+  return {view.begin(), view.end()};
+}
+std::vector<Hit> from_bytes(const std::vector<std::byte>& bytes) {
+  std::vector<Hit> hits(bytes.size() / sizeof(Hit));
+  if (!hits.empty()) std::memcpy(hits.data(), bytes.data(), hits.size() * sizeof(Hit));
+  return hits;
+}
+
+// Two lists of per-query blocks (queries ascending, each block best first) -> one, at most k per
+// query: the two blocks of each query merged in the reported order, queries in parallel.
+std::vector<Hit> merge_top_k(const std::vector<Hit>& a, const std::vector<Hit>& b, std::size_t nq,
+                             std::size_t k, int threads) {
+  auto starts = [&](const std::vector<Hit>& v) {
+    std::vector<std::size_t> s(nq + 1, 0);
+    for (const Hit& h : v) {
+      if (h.query >= nq) throw Error("merge: a rank sent an unknown query", __FILE__, __LINE__);
+      ++s[h.query + 1];
+    }
+    for (std::size_t q = 0; q < nq; ++q) s[q + 1] += s[q];
+    return s;
+  };
+  const auto sa = starts(a), sb = starts(b);
+  std::vector<std::size_t> so(nq + 1, 0);
+  for (std::size_t q = 0; q < nq; ++q)
+    so[q + 1] = so[q] + std::min(k, (sa[q + 1] - sa[q]) + (sb[q + 1] - sb[q]));
+  std::vector<Hit> out(so[nq]);
+  parallel_for(nq, threads, 1024, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t q = begin; q < end; ++q) {
+      std::size_t i = sa[q], j = sb[q];
+      for (std::size_t o = so[q]; o < so[q + 1]; ++o) {
+        const bool take_a = j == sb[q + 1] || (i < sa[q + 1] && reported_before(a[i], b[j]));
+        out[o] = take_a ? a[i++] : b[j++];
+      }
+    }
+  });
+  return out;
+}
+
 void add_info(RunInfo* info, const RunInfo& local) {
   if (!info) return;
   *info = local;
@@ -73,29 +114,18 @@ std::vector<Hit> search_across_ranks(Communicator& comm, const Resources& resour
     mine = search(resources, queries, slice, k, options, &local);
     for (Hit& h : mine) h.target += static_cast<std::uint32_t>(begin);
   });
-  const auto gathered = gather_records<Hit>(comm, mine, 0);
+  // Up a binary tree: each step merges two neighbouring ranges of ranks' lists per query and
+  // keeps the best k, so no rank ever holds more than two lists of Q x k hits.
+  const auto merged =
+      reduce_to_root(comm, to_bytes(mine), [&](std::vector<std::byte> lower, std::vector<std::byte> upper) {
+        return to_bytes(merge_top_k(from_bytes(lower), from_bytes(upper), nq, k, resources.cpu_threads()));
+      });
   local.seconds = now_seconds() - t0;
   add_info(info, local);
   if (!comm.is_root()) return {};
-  // Each rank's list: per query a best-first block. Merge per query, keep the best min(k, nd).
-  const std::size_t take = std::min(k, nd);
-  std::vector<std::vector<Hit>> per_query(nq);
-  for (const auto& from_rank : gathered)
-    for (const Hit& h : from_rank) {
-      if (h.query >= nq) throw Error("merge: a rank sent an unknown query", __FILE__, __LINE__);
-      per_query[h.query].push_back(h);
-    }
-  std::vector<Hit> result(nq * take);
-  parallel_for(nq, resources.cpu_threads(), 256, [&](std::size_t b, std::size_t e) {
-    for (std::size_t q = b; q < e; ++q) {
-      auto& hits = per_query[q];
-      if (hits.size() < take) throw Error("merge: ranks returned too few hits", __FILE__, __LINE__);
-      std::partial_sort(hits.begin(), hits.begin() + static_cast<std::ptrdiff_t>(take), hits.end(),
-                        reported_before);
-      std::copy_n(hits.begin(), take, result.begin() + static_cast<std::ptrdiff_t>(q * take));
-      std::vector<Hit>().swap(hits);
-    }
-  });
+  auto result = from_bytes(merged);
+  if (result.size() != nq * std::min(k, nd))
+    throw Error("merge: ranks returned too few hits", __FILE__, __LINE__);
   return result;
 }
 

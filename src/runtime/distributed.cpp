@@ -42,6 +42,13 @@ class SingleProcess final : public Communicator {
   void broadcast(std::vector<std::byte>&, int root) override {
     MOLACCEL_EXPECTS(root == 0, "broadcast: root out of range");
   }
+  void send(std::span<const std::byte>, int) override {
+    MOLACCEL_EXPECTS(false, "send: a single process has no other rank");
+  }
+  std::vector<std::byte> receive(int) override {
+    MOLACCEL_EXPECTS(false, "receive: a single process has no other rank");
+    return {};
+  }
   void barrier() override {}
   [[noreturn]] void abort_all(int code, std::string_view message) override {
     std::fprintf(stderr, "molaccel: error: %.*s\n", static_cast<int>(message.size()), message.data());
@@ -146,19 +153,38 @@ std::vector<std::vector<std::string>> gather_strings(Communicator& comm, const s
   return out;
 }
 
+std::vector<std::byte> reduce_to_root(Communicator& comm, std::vector<std::byte> mine,
+                                      const Combine& combine) {
+  const int rank = comm.rank(), size = comm.size();
+  for (int step = 1; step < size; step *= 2) {
+    if (rank % (2 * step) != 0) {  // this rank's part goes down the tree; it is done
+      comm.send(mine, rank - step);
+      return {};
+    }
+    if (rank + step < size) mine = combine(std::move(mine), comm.receive(rank + step));
+  }
+  return mine;
+}
+
 void run_step(Communicator& comm, const std::function<void()>& step) {
   if (comm.size() == 1) {  // nobody to tell: the error as it is
     step();
     return;
   }
+  // A failure travels as one byte of cause, then the message.
   std::string failure;
   try {
     step();
+  } catch (const InputError& e) {
+    failure = std::string(1, static_cast<char>(RankFailure::Cause::input)) + e.what();
+  } catch (const NotCompiled& e) {
+    failure = std::string(1, static_cast<char>(RankFailure::Cause::unavailable)) + e.what();
+  } catch (const DeviceUnavailable& e) {
+    failure = std::string(1, static_cast<char>(RankFailure::Cause::unavailable)) + e.what();
   } catch (const std::exception& e) {
-    failure = e.what();
-    if (failure.empty()) failure = "unknown error";
+    failure = std::string(1, static_cast<char>(RankFailure::Cause::other)) + e.what();
   } catch (...) {
-    failure = "unknown error";
+    failure = std::string(1, static_cast<char>(RankFailure::Cause::other)) + "unknown error";
   }
   // Every rank's message (empty = fine); the lowest failed rank is the one reported.
   std::vector<std::size_t> counts;
@@ -166,9 +192,9 @@ void run_step(Communicator& comm, const std::function<void()>& step) {
   std::size_t at = 0;
   for (std::size_t r = 0; r < counts.size(); ++r) {
     if (counts[r] > 0) {
-      const std::string message(reinterpret_cast<const char*>(all.data() + at), counts[r]);
-      throw RankFailure(static_cast<int>(r), fmt::format("rank {} of {}: {}", r, comm.size(), message),
-                        __FILE__, __LINE__);
+      const std::string text(reinterpret_cast<const char*>(all.data() + at), counts[r]);
+      throw RankFailure(static_cast<int>(r), static_cast<RankFailure::Cause>(text[0]),
+                        fmt::format("rank {} of {}: {}", r, comm.size(), text.substr(1)), __FILE__, __LINE__);
     }
     at += counts[r];
   }

@@ -73,7 +73,7 @@ case "$case" in
     rc=$?
     set -e
     cat err.txt
-    [ "$rc" -ne 0 ] || fail "a corrupt shard exited 0"
+    [ "$rc" -eq 1 ] || fail "a corrupt shard exited $rc, not 1 (bad input)"
     grep -q "rank 2 of 3: .*residues.bin.*outside the alphabet" err.txt || fail "no message naming rank 2 and the cause"
     [ "$(grep -c 'molaccel: error' err.txt)" -eq 1 ] || fail "expected one error message"
     [ ! -e hits.tsv ] || fail "an output file was left"

@@ -116,6 +116,20 @@ class MpiCommunicator final : public Communicator {
     check(MPI_Bcast(data.data(), as_count(data.size()), MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
   }
 
+  void send(std::span<const std::byte> bytes, int to) override {
+    MOLACCEL_EXPECTS(to >= 0 && to < size_ && to != rank_, "send: bad rank");
+    check(MPI_Send(bytes.data(), as_count(bytes.size()), MPI_BYTE, to, kTag, MPI_COMM_WORLD), "MPI_Send");
+  }
+  std::vector<std::byte> receive(int from) override {
+    MOLACCEL_EXPECTS(from >= 0 && from < size_ && from != rank_, "receive: bad rank");
+    MPI_Status status;
+    check(MPI_Probe(from, kTag, MPI_COMM_WORLD, &status), "MPI_Probe");
+    int count = 0;
+    check(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");
+    std::vector<std::byte> out(static_cast<std::size_t>(count));
+    check(MPI_Recv(out.data(), count, MPI_BYTE, from, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv");
+    return out;
+  }
   void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
 
   [[noreturn]] void abort_all(int code, std::string_view message) override {
@@ -138,6 +152,7 @@ class MpiCommunicator final : public Communicator {
     return displs;
   }
 
+  static constexpr int kTag = 19;  // point-to-point messages (collectives have no tags)
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   MPI_Comm local_ = MPI_COMM_NULL;
 };
