@@ -141,9 +141,9 @@ DistributedSearchResult search_across_ranks(Communicator& comm, const Resources&
         throw Error("merge: a rank sent rows and ids that do not match", __FILE__, __LINE__);
     }
     for (const TopRecord& w : winners) {
-      auto& cursor = next[w.owner];
-      if (w.owner >= all_rows.size() || cursor >= all_rows[w.owner].size())
+      if (w.owner >= all_rows.size() || next[w.owner] >= all_rows[w.owner].size())
         throw Error("merge: a rank sent too few rows", __FILE__, __LINE__);
+      auto& cursor = next[w.owner];
       const RowRecord& row = all_rows[w.owner][cursor];
       Hit hit;
       hit.query = w.query;
