@@ -144,28 +144,57 @@ std::vector<Hit> neighbors_across_ranks(Communicator& comm, const Resources& res
     const auto bounds = balanced_ranges(weights, comm.size());
     const std::size_t begin = bounds[static_cast<std::size_t>(comm.rank())],
                       end = bounds[static_cast<std::size_t>(comm.rank()) + 1];
-    // Rows in chunks against the columns from the chunk's first row on: a dense block of at most
-    // ~64 M similarities at a time, pairs j > i at or above the threshold kept in (i, j) order.
-    const MoleculeSet columns = subset(db, iota_range(begin, n));
-    const std::size_t width = n - begin;
-    const std::size_t chunk =
-        std::max<std::size_t>(1, (std::size_t{64} << 20) / std::max<std::size_t>(1, width));
+    if (begin == end) return;
+    // The size bound of the single-process run: similarity <= min(|A|,|B|) / max(|A|,|B|)
+    // (magnitudes for tanimoto, distinct Lingos for set and vidal), with the same 1e-6 relative
+    // margin for fp32 rounding, so no pair at or above T is skipped. Rows go by increasing size
+    // in chunks; each chunk is computed as a dense block against only the columns (j >= begin)
+    // whose size its rows can reach. Threshold 0: every pair, no bound.
+    auto size_of = [&](std::size_t i) -> double {
+      return static_cast<double>(options.metric == Metric::tanimoto ? db.magnitudes[i] : db.distinct(i));
+    };
+    const double t = static_cast<double>(threshold) * (1.0 - 1e-6);
+    std::vector<std::size_t> rows_by_size = iota_range(begin, end), columns_by_size = iota_range(begin, n);
+    auto by_size = [&](std::size_t x, std::size_t y) { return size_of(x) < size_of(y); };
+    std::stable_sort(rows_by_size.begin(), rows_by_size.end(), by_size);
+    std::stable_sort(columns_by_size.begin(), columns_by_size.end(), by_size);
+    // Rows per block: at most 512, and a block of at most ~64 M similarities.
+    const std::size_t chunk_rows = std::clamp<std::size_t>((std::size_t{64} << 20) / (n - begin), 1, 512);
     std::vector<float> block;
-    for (std::size_t r0 = begin; r0 < end; r0 += chunk) {
-      const std::size_t r1 = std::min(end, r0 + chunk);
-      const MoleculeSet rows = subset(db, iota_range(r0, r1));
-      block.resize((r1 - r0) * width);
+    for (std::size_t c0 = 0; c0 < rows_by_size.size(); c0 += chunk_rows) {
+      const std::vector<std::size_t> row_ids(
+          rows_by_size.begin() + static_cast<std::ptrdiff_t>(c0),
+          rows_by_size.begin() + static_cast<std::ptrdiff_t>(std::min(rows_by_size.size(), c0 + chunk_rows)));
+      std::vector<std::size_t> column_ids;
+      if (t > 0) {
+        const double smin = size_of(row_ids.front()), smax = size_of(row_ids.back());
+        if (smax == 0) continue;  // molecules without Lingos reach nothing above 0
+        const auto first = std::partition_point(columns_by_size.begin(), columns_by_size.end(),
+                                                [&](std::size_t j) { return size_of(j) < t * smin; });
+        const auto last = std::partition_point(first, columns_by_size.end(),
+                                               [&](std::size_t j) { return t * size_of(j) <= smax; });
+        column_ids.assign(first, last);
+      } else {
+        column_ids = columns_by_size;
+      }
+      if (column_ids.empty()) continue;
+      const MoleculeSet rows = subset(db, row_ids), columns = subset(db, column_ids);
+      block.resize(row_ids.size() * column_ids.size());
       RunInfo part;
       similarity_matrix(resources, rows, &columns, block.data(), options, &part);
       local.pairs += part.pairs;
       local.backend = part.backend;
-      for (std::size_t i = r0; i < r1; ++i) {
-        const float* row = block.data() + (i - r0) * width;
-        for (std::size_t j = i + 1; j < n; ++j)
-          if (row[j - begin] >= threshold)
-            mine.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(j), row[j - begin]});
-      }
+      for (std::size_t r = 0; r < row_ids.size(); ++r)
+        for (std::size_t c = 0; c < column_ids.size(); ++c) {
+          const float s = block[r * column_ids.size() + c];
+          if (column_ids[c] > row_ids[r] && s >= threshold)
+            mine.push_back(
+                {static_cast<std::uint32_t>(row_ids[r]), static_cast<std::uint32_t>(column_ids[c]), s});
+        }
     }
+    std::sort(mine.begin(), mine.end(), [](const Hit& x, const Hit& y) {
+      return x.query != y.query ? x.query < y.query : x.target < y.target;
+    });
   });
   const auto gathered = gather_records<Hit>(comm, mine, 0);
   local.seconds = now_seconds() - t0;

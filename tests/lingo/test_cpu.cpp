@@ -228,6 +228,19 @@ TEST(LingoCpu, AcrossRanksGivesTheSingleProcessResults) {
       EXPECT_EQ(clusters.centroids, clusters_one.centroids) << what;
     });
   }
+  // The size bound across ranks, for each metric and at the edges of the threshold range.
+  for (const Metric metric : {Metric::tanimoto, Metric::set, Metric::vidal})
+    for (const float threshold : {0.0f, 0.3f, 0.8f, 1.0f}) {
+      ComputeOptions o;
+      o.metric = metric;
+      const auto expected = neighbors(resources, db, threshold, o);
+      molaccel::testing::run_ranks(3, [&](Communicator& comm) {
+        const auto pairs = neighbors_across_ranks(comm, Resources::cpu(1), db, threshold, o);
+        if (comm.is_root())
+          expect_same_hits(expected, pairs,
+                           std::string(to_string(metric)) + " at " + std::to_string(threshold));
+      });
+    }
 }
 
 }  // namespace
