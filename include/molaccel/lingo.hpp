@@ -198,11 +198,11 @@ Clustering butina_clusters(std::size_t molecules, const std::vector<Hit>& pairs)
 // ---- across MPI ranks (docs/lingo.md, "Many nodes") -------------------------------------------
 // search, neighbors and cluster with the work split over the ranks of `comm`; rank 0 gets exactly
 // the single-process result, the other ranks an empty one. search: each rank a slice of the
-// database balanced by Lingo count, per-query top-k lists merged pairwise up a binary tree to
-// rank 0 (reduce_to_root); neighbors: each rank a
-// block of rows of the upper triangle balanced by pairs (dense blocks of size-sorted rows against
-// the columns the size bound lets them reach); cluster: those pairs, Butina on rank 0. Every rank passes the
-// same inputs. A rank that throws makes every rank throw RankFailure. `info`: this rank's part.
+// database balanced by Lingo count, per-query top-k lists merged pairwise up a binary tree to rank
+// 0 (reduce_to_root); neighbors: each rank a block of rows of the upper triangle balanced by pairs
+// (dense blocks of size-sorted rows against the columns the size bound lets them reach); cluster:
+// those pairs, Butina on rank 0. Every rank passes the same inputs. A rank that throws makes every
+// rank throw RankFailure. `info`: this rank's part.
 std::vector<Hit> search_across_ranks(Communicator& comm, const Resources& resources,
                                      const MoleculeSet& queries, const MoleculeSet& db, std::size_t k,
                                      const ComputeOptions& options, RunInfo* info = nullptr);
