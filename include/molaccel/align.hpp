@@ -233,7 +233,8 @@ void write_hits_tsv(const std::filesystem::path& path, const SequenceSet& querie
 // What the merge cost on this rank.
 struct MergeStats {
   double seconds = 0;            // in the merge's collectives and bookkeeping (traceback excluded)
-  std::uint64_t bytes_sent = 0;  // by this rank
+  std::uint64_t bytes_sent = 0;  // by this rank: its own records, rows and ids (the tree merge
+                                 // also forwards what the rank received from its partners)
   std::uint64_t bytes_received = 0;
   double traceback_seconds = 0;  // this rank's traceback of its merged winners
 };
@@ -244,9 +245,10 @@ struct DistributedSearchResult {
   std::vector<double> scoring_seconds_by_rank;  // rank 0: each rank's search of its shard
 };
 // Every rank of `comm` searches its shard (each a Database::shard/open_shard of the same database,
-// rank r holding shard r), without traceback; per-query top-k records are gathered on rank 0 and
-// merged in hit_before's order; each winner is traced back on the rank that owns its subject and
-// rank 0 receives the finished rows. A rank that throws makes every rank throw RankFailure.
+// rank r holding shard r), without traceback; per-query top-k records are merged in hit_before's
+// order pairwise up a binary tree to rank 0 (reduce_to_root); each winner is traced back on the
+// rank that owns its subject and rank 0 receives the finished rows. A rank that throws makes every
+// rank throw RankFailure.
 DistributedSearchResult search_across_ranks(Communicator& comm, const Resources& resources,
                                             const SequenceSet& queries, const Database& shard,
                                             const SearchOptions& options);

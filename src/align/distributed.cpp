@@ -1,6 +1,6 @@
-// A search across MPI ranks: each rank scores its shard (no traceback), rank 0 gathers the per-query
-// top-k records and merges them in hit_before's order, every rank learns the winners, each winner
-// is traced back on the rank that owns its subject, and rank 0 receives the finished rows and the
+// A search across MPI ranks: each rank scores its shard (no traceback), the per-query top-k records
+// are merged in hit_before's order pairwise up a binary tree to rank 0, every rank learns the winners, each
+// winner is traced back on the rank that owns its subject, and rank 0 receives the finished rows and the
 // subjects' ids. Statistics come from the whole database's size, which every shard carries, so
 // the result is the single-process one for any number of ranks.
 #include <algorithm>
@@ -27,9 +27,40 @@ struct RowRecord {
   std::uint32_t identities = 0, length = 0;
 };
 
-template <class T>
-std::span<const std::byte> bytes_of(const std::vector<T>& v) {
-  return std::as_bytes(std::span<const T>(v));
+std::vector<std::byte> to_bytes(const std::vector<TopRecord>& records) {
+  const auto view = std::as_bytes(std::span<const TopRecord>(records));
+  return {view.begin(), view.end()};
+}
+std::vector<TopRecord> from_bytes(const std::vector<std::byte>& bytes) {
+  std::vector<TopRecord> records(bytes.size() / sizeof(TopRecord));
+  if (!records.empty()) std::memcpy(records.data(), bytes.data(), records.size() * sizeof(TopRecord));
+  return records;
+}
+
+bool record_before(const TopRecord& a, const TopRecord& b) {
+  return a.score != b.score ? a.score > b.score : a.subject < b.subject;  // hit_before's order
+}
+
+// Two lists of per-query blocks (queries ascending, each block best first) -> one with at most k
+// per query, each query's two blocks merged in hit_before's order.
+std::vector<TopRecord> merge_per_query(const std::vector<TopRecord>& a, const std::vector<TopRecord>& b,
+                                       std::size_t queries, std::size_t k) {
+  std::vector<TopRecord> out;
+  out.reserve(std::min(a.size() + b.size(), queries * k));
+  std::size_t i = 0, j = 0;
+  while (i < a.size() || j < b.size()) {
+    const std::uint32_t q =
+        j == b.size() || (i < a.size() && a[i].query <= b[j].query) ? a[i].query : b[j].query;
+    if (q >= queries) throw Error("merge: a rank sent an unknown query", __FILE__, __LINE__);
+    std::size_t ie = i, je = j;
+    while (ie < a.size() && a[ie].query == q) ++ie;
+    while (je < b.size() && b[je].query == q) ++je;
+    for (std::size_t kept = 0; kept < k && (i < ie || j < je); ++kept)
+      out.push_back(j == je || (i < ie && record_before(a[i], b[j])) ? a[i++] : b[j++]);
+    i = ie;
+    j = je;
+  }
+  return out;
 }
 
 }  // namespace
@@ -49,33 +80,19 @@ DistributedSearchResult search_across_ranks(Communicator& comm, const Resources&
   for (const auto& list : local.hits)
     for (const auto& hit : list)
       mine.push_back({hit.query, hit.subject, hit.score, static_cast<std::uint32_t>(rank)});
-  const auto gathered = gather_records<TopRecord>(comm, mine, 0);
-  out.merge.bytes_sent += mine.size() * sizeof(TopRecord);
+  out.merge.bytes_sent += comm.is_root() ? 0 : mine.size() * sizeof(TopRecord);
 
-  // Rank 0: per query, every rank's best-first list merged; the kept ones in query order.
-  std::vector<std::byte> winners_bytes;
-  if (comm.is_root()) {
-    std::vector<std::vector<TopRecord>> per_query(queries.size());
-    for (const auto& from_rank : gathered) {
-      out.merge.bytes_received += from_rank.size() * sizeof(TopRecord);
-      for (const auto& record : from_rank) {
-        if (record.query >= queries.size())
-          throw Error("merge: a rank sent an unknown query", __FILE__, __LINE__);
-        per_query[record.query].push_back(record);
-      }
-    }
-    std::vector<TopRecord> winners;
-    const auto k = static_cast<std::size_t>(options.top_k);
-    for (auto& list : per_query) {
-      std::sort(list.begin(), list.end(), [](const TopRecord& a, const TopRecord& b) {
-        return a.score != b.score ? a.score > b.score : a.subject < b.subject;
+  // Up a binary tree (reduce_to_root): each step merges two neighbouring ranges of ranks' lists per
+  // query, keeping k, so rank 0 ends with the winners in query order, best first, and no rank
+  // holds more than two lists of Q x k records.
+  const auto k = static_cast<std::size_t>(options.top_k);
+  std::uint64_t received = 0;
+  std::vector<std::byte> winners_bytes =
+      reduce_to_root(comm, to_bytes(mine), [&](std::vector<std::byte> lower, std::vector<std::byte> upper) {
+        received += upper.size();
+        return to_bytes(merge_per_query(from_bytes(lower), from_bytes(upper), queries.size(), k));
       });
-      winners.insert(winners.end(), list.begin(),
-                     list.begin() + static_cast<std::ptrdiff_t>(std::min(k, list.size())));
-    }
-    const auto view = bytes_of(winners);
-    winners_bytes.assign(view.begin(), view.end());
-  }
+  out.merge.bytes_received += received;
   comm.broadcast(winners_bytes, 0);
   std::vector<TopRecord> winners(winners_bytes.size() / sizeof(TopRecord));
   if (!winners.empty()) std::memcpy(winners.data(), winners_bytes.data(), winners_bytes.size());
