@@ -2,6 +2,7 @@
 // and the lingo step of `molaccel demo`.
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -89,6 +90,21 @@ lg::MoleculeSet load(const std::string& path, const LingoInputOptions& o, nlohma
   return set;
 }
 
+// Under MPI: `step` on every rank, a failure anywhere stopping all of them with one message
+// (run_step); alone: just `step`.
+void on_every_rank(RunContext& ctx, const std::function<void()>& step) {
+  if (ctx.distributed())
+    run_step(*ctx.comm, step);
+  else
+    step();
+}
+// The output: written by rank 0 only, the other ranks learning whether that worked.
+void on_root(RunContext& ctx, const std::function<void()>& write) {
+  on_every_rank(ctx, [&] {
+    if (!ctx.comm || ctx.comm->is_root()) write();
+  });
+}
+
 void report_run(nlohmann::json& report, const lg::RunInfo& info) {
   report["backend"] = info.backend;
   report["pairs"] = info.pairs;
@@ -113,14 +129,24 @@ int run_matrix(RunContext& ctx, const MatrixOptions& o) {
                       : o.output.ends_with(".tsv")
                           ? lg::MatrixFormat::tsv
                           : throw InputError("-o", 0, "the output must end in .npy or .tsv");
-  auto resources = ctx.resources();
-  auto queries = load(o.queries, o.input, ctx.report, "queries");
+  Resources resources;
+  lg::MoleculeSet queries;
   std::optional<lg::MoleculeSet> db;
-  if (!o.db.empty()) db = load(o.db, o.input, ctx.report, "database");
+  on_every_rank(ctx, [&] {
+    if (ctx.distributed() && format != lg::MatrixFormat::npy)
+      throw InputError("-o", 0, "across MPI ranks the matrix is written as .npy only");
+    resources = ctx.resources();
+    queries = load(o.queries, o.input, ctx.report, "queries");
+    if (!o.db.empty()) db = load(o.db, o.input, ctx.report, "database");
+  });
   lg::RunInfo info;
   const auto type = lg::parse_output_type(o.output_type);
-  lg::write_similarity_matrix(resources, queries, db ? &*db : nullptr, o.output, format, o.input.compute(),
-                              &info, type);
+  if (ctx.distributed())
+    lg::write_similarity_matrix_across_ranks(*ctx.comm, resources, queries, db ? &*db : nullptr, o.output,
+                                             o.input.compute(), &info, type);
+  else
+    lg::write_similarity_matrix(resources, queries, db ? &*db : nullptr, o.output, format, o.input.compute(),
+                                &info, type);
   report_run(ctx.report, info);
   ctx.report["output"] = o.output;
   ctx.report["output_type"] = o.output_type;
@@ -153,6 +179,7 @@ const bool matrix_registered = register_command({
       return [o](RunContext& ctx) { return run_matrix(ctx, *o); };
     },
     .order = 1,
+    .distributed = true,
 });
 
 // ---- search ----
@@ -194,18 +221,29 @@ void write_hits(const std::string& path, const lg::MoleculeSet& queries, const l
 }
 
 int run_search(RunContext& ctx, const SearchOptions& o) {
-  auto resources = ctx.resources();
-  auto queries = load(o.queries, o.input, ctx.report, "queries");
+  Resources resources;
+  lg::MoleculeSet queries, db_storage;
   // The same file as queries and database (a set against itself) is read once.
   std::error_code ec;
   const bool same_file = std::filesystem::equivalent(o.queries, o.db, ec);
-  lg::MoleculeSet db_storage;
-  if (!same_file) db_storage = load(o.db, o.input, ctx.report, "database");
+  on_every_rank(ctx, [&] {
+    resources = ctx.resources();
+    queries = load(o.queries, o.input, ctx.report, "queries");
+    if (!same_file) db_storage = load(o.db, o.input, ctx.report, "database");
+  });
   const lg::MoleculeSet& db = same_file ? queries : db_storage;
   if (same_file) ctx.report["database"] = ctx.report["queries"];
   lg::RunInfo info;
-  const auto hits = lg::search(resources, queries, db, o.k, o.input.compute(), &info);
-  write_hits(o.output, queries, db, hits, std::min(o.k, db.size()), resources.cpu_threads());
+  std::vector<lg::Hit> hits;
+  if (ctx.distributed()) {
+    hits = lg::search_across_ranks(*ctx.comm, resources, queries, db, o.k, o.input.compute(), &info);
+    on_root(ctx, [&] {
+      write_hits(o.output, queries, db, hits, std::min(o.k, db.size()), resources.cpu_threads());
+    });
+  } else {
+    hits = lg::search(resources, queries, db, o.k, o.input.compute(), &info);
+    write_hits(o.output, queries, db, hits, std::min(o.k, db.size()), resources.cpu_threads());
+  }
   report_run(ctx.report, info);
   ctx.report["k"] = o.k;
   ctx.report["hits"] = hits.size();
@@ -231,6 +269,7 @@ const bool search_registered = register_command({
       return [o](RunContext& ctx) { return run_search(ctx, *o); };
     },
     .order = 2,
+    .distributed = true,
 });
 
 // ---- neighbors ----
@@ -241,11 +280,17 @@ struct NeighborOptions {
 };
 
 int run_neighbors(RunContext& ctx, const NeighborOptions& o) {
-  auto resources = ctx.resources();
-  auto db = load(o.db, o.input, ctx.report, "database");
+  Resources resources;
+  lg::MoleculeSet db;
+  on_every_rank(ctx, [&] {
+    resources = ctx.resources();
+    db = load(o.db, o.input, ctx.report, "database");
+  });
   lg::RunInfo info;
-  const auto pairs = lg::neighbors(resources, db, o.threshold, o.input.compute(), &info);
-  write_hits(o.output, db, db, pairs, 0, resources.cpu_threads());
+  const auto pairs = ctx.distributed() ? lg::neighbors_across_ranks(*ctx.comm, resources, db, o.threshold,
+                                                                    o.input.compute(), &info)
+                                       : lg::neighbors(resources, db, o.threshold, o.input.compute(), &info);
+  on_root(ctx, [&] { write_hits(o.output, db, db, pairs, 0, resources.cpu_threads()); });
   report_run(ctx.report, info);
   ctx.report["threshold"] = o.threshold;
   ctx.report["neighbor_pairs"] = pairs.size();
@@ -272,6 +317,7 @@ const bool neighbors_registered = register_command({
       return [o](RunContext& ctx) { return run_neighbors(ctx, *o); };
     },
     .order = 3,
+    .distributed = true,
 });
 
 // ---- cluster ----
@@ -286,11 +332,18 @@ void write_clusters(const std::string& path, const lg::MoleculeSet& db, const lg
 }
 
 int run_cluster(RunContext& ctx, const NeighborOptions& o) {
-  auto resources = ctx.resources();
-  auto db = load(o.db, o.input, ctx.report, "database");
+  Resources resources;
+  lg::MoleculeSet db;
+  on_every_rank(ctx, [&] {
+    resources = ctx.resources();
+    db = load(o.db, o.input, ctx.report, "database");
+  });
   lg::RunInfo info;
-  const auto clustering = lg::cluster(resources, db, o.threshold, o.input.compute(), &info);
-  write_clusters(o.output, db, clustering);
+  const auto clustering =
+      ctx.distributed()
+          ? lg::cluster_across_ranks(*ctx.comm, resources, db, o.threshold, o.input.compute(), &info)
+          : lg::cluster(resources, db, o.threshold, o.input.compute(), &info);
+  on_root(ctx, [&] { write_clusters(o.output, db, clustering); });
   report_run(ctx.report, info);
   ctx.report["threshold"] = o.threshold;
   ctx.report["clusters"] = clustering.centroids.size();
@@ -319,6 +372,7 @@ const bool cluster_registered = register_command({
       return [o](RunContext& ctx) { return run_cluster(ctx, *o); };
     },
     .order = 4,
+    .distributed = true,
 });
 
 // ---- demo: a similarity search on the bundled ZINC set ----

@@ -64,7 +64,7 @@ Resources CommonOptions::make_resources() const {
   o.device = DeviceSpec::parse(device);
   o.cpu_threads = threads;
   o.show_progress = !quiet;
-  return Resources::create(o);
+  return Resources::create(options_for_rank(o, local_rank, local_size));
 }
 
 std::filesystem::path find_data_dir() {

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "molaccel/distributed.hpp"
 #include "molaccel/runtime.hpp"
 
 namespace molaccel::cli {
@@ -35,18 +36,24 @@ struct CommonOptions {
   int threads = 0;
   bool quiet = false;
   int verbosity = 0;
-  std::string json_path;  // --json FILE ('-' = stdout)
+  std::string json_path;               // --json FILE ('-' = stdout)
+  bool no_mpi = false;                 // --no-mpi: under mpirun, every process runs alone
+  int local_rank = 0, local_size = 1;  // this MPI rank among the ranks of its host (GPU and core share)
 
   // Adds --device and --threads to a subcommand.
   void add_device_options(CLI::App& app);
-  // Resolves --device/--threads into Resources (errors for unavailable devices).
+  // Resolves --device/--threads into Resources (errors for unavailable devices). Under MPI, `auto`
+  // and `gpu` give this rank its share of the host's GPUs and cores (options_for_rank).
   Resources make_resources() const;
 };
 
 // What an action gets when it runs.
 struct RunContext {
   CommonOptions& common;
-  nlohmann::json& report;  // filled by the action; written when --json is given
+  nlohmann::json& report;        // filled by the action; written when --json is given
+  Communicator* comm = nullptr;  // the MPI ranks of this run (size 1 without mpirun or with --no-mpi)
+  // Launched as several MPI ranks: a command that supports it splits its work (Command::distributed).
+  bool distributed() const { return comm && comm->size() > 1; }
   Resources resources() const { return common.make_resources(); }
   // Where a command's human-readable summary goes: nowhere with -q, standard error when the
   // result itself goes to standard output (`output` is "-" or /dev/stdout), else standard output.
@@ -64,7 +71,8 @@ struct Command {
   std::string purpose;  // one line
   std::string example;  // one command line
   std::function<Action(CLI::App&, CommonOptions&)> setup;
-  int order = 100;  // position within its group in --help
+  int order = 100;           // position within its group in --help
+  bool distributed = false;  // runs across MPI ranks (RunContext::comm); others refuse several ranks
 };
 
 bool register_command(Command command);

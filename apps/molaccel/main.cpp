@@ -52,6 +52,30 @@ int write_report(const molaccel::cli::CommonOptions& common, const nlohmann::jso
   return 0;
 }
 
+// The exit code and message of the exception being handled.
+int handle_current_error() {
+  try {
+    throw;
+  } catch (const molaccel::InputError& e) {
+    std::fprintf(stderr, "molaccel: error: %s\n", e.what());
+    return 1;
+  } catch (const molaccel::NotCompiled& e) {
+    std::fprintf(stderr, "molaccel: error: %s\n", e.what());
+    return 3;
+  } catch (const molaccel::DeviceUnavailable& e) {
+    std::fprintf(stderr, "molaccel: error: %s\n", e.what());
+    return 3;
+  } catch (const molaccel::Error& e) {
+    std::fprintf(stderr, "molaccel: error: %s\n", e.what());
+    if (molaccel::log_level() >= molaccel::LogLevel::debug)
+      std::fprintf(stderr, "  (raised at %s:%d)\n", e.source_file(), e.source_line());
+    return 4;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "molaccel: error: %s\n", e.what());
+    return 4;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -71,6 +95,8 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", common.verbosity, "More log output (-v info, -vv debug)");
   app.add_option("--json", common.json_path,
                  "Also write a machine-readable report (JSON) to FILE ('-' = stdout)");
+  app.add_flag("--no-mpi", common.no_mpi,
+               "Under mpirun, run every process on its own instead of splitting the work across ranks");
 
   std::map<std::string, CLI::App*> groups;
   Action chosen;
@@ -104,47 +130,68 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
 
+  // Under mpirun, the ranks of this run (one process otherwise, or with --no-mpi).
+  std::unique_ptr<molaccel::Communicator> comm;
+  try {
+    comm = molaccel::connect(!common.no_mpi);
+  } catch (const molaccel::Error& e) {
+    // Every process of the launch fails the same way: the first of each host says why.
+    if (molaccel::detect_launcher().local_rank == 0) std::fprintf(stderr, "molaccel: error: %s\n", e.what());
+    return 3;
+  }
+  const bool root = comm->is_root();
+  common.local_rank = comm->local_rank();
+  common.local_size = comm->local_size();
+  if (!root) common.quiet = true;  // one summary, one progress bar: rank 0's
+
   molaccel::set_log_level(common.verbosity >= 2   ? molaccel::LogLevel::debug
                           : common.verbosity == 1 ? molaccel::LogLevel::info
                           : common.quiet          ? molaccel::LogLevel::error
                                                   : molaccel::LogLevel::warn);
   molaccel::set_progress_enabled(!common.quiet);
 
-  for (auto& [sub, action] : actions) {
-    if (sub->parsed()) {
-      chosen = action;
-      chosen_app = sub;
+  bool chosen_distributed = false;
+  for (std::size_t i = 0; i < actions.size(); ++i) {
+    if (actions[i].first->parsed()) {
+      chosen = actions[i].second;
+      chosen_app = actions[i].first;
+      chosen_distributed = commands()[i].distributed;
     }
   }
   if (!chosen) {
     std::cerr << app.help();
     return 2;
   }
+  if (comm->size() > 1 && !chosen_distributed) {
+    if (root)
+      std::fprintf(
+          stderr,
+          "molaccel: error: '%s' does not split its work across MPI ranks (started as %d ranks); run "
+          "it as one process, or pass --no-mpi to let every process run it alone\n",
+          chosen_app->get_name().c_str(), comm->size());
+    return 2;
+  }
   nlohmann::json report;
   report["command"] = chosen_app->get_name();
   report["version"] = molaccel::build_info().version;
+  if (comm->size() > 1) report["mpi_ranks"] = comm->size();
   RunContext ctx{common, report};
+  ctx.comm = comm.get();
+  if (!root) common.json_path.clear();  // rank 0 writes the report
   if (common.json_path == "-") reserve_stdout_for_json();
   try {
     const int rc = chosen(ctx);
     write_report(common, report);
     return rc;
-  } catch (const molaccel::InputError& e) {
-    std::fprintf(stderr, "molaccel: error: %s\n", e.what());
-    return 1;
-  } catch (const molaccel::NotCompiled& e) {
-    std::fprintf(stderr, "molaccel: error: %s\n", e.what());
-    return 3;
-  } catch (const molaccel::DeviceUnavailable& e) {
-    std::fprintf(stderr, "molaccel: error: %s\n", e.what());
-    return 3;
-  } catch (const molaccel::Error& e) {
-    std::fprintf(stderr, "molaccel: error: %s\n", e.what());
-    if (molaccel::log_level() >= molaccel::LogLevel::debug)
-      std::fprintf(stderr, "  (raised at %s:%d)\n", e.source_file(), e.source_line());
-    return 4;
+  } catch (const molaccel::RankFailure& e) {
+    // Every rank threw the same failure from the same step: one message, every rank non-zero.
+    if (root) std::fprintf(stderr, "molaccel: error: %s\n", e.what());
+    using Cause = molaccel::RankFailure::Cause;
+    return e.cause() == Cause::input ? 1 : e.cause() == Cause::unavailable ? 3 : 4;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "molaccel: error: %s\n", e.what());
-    return 4;
+    // A failure on this rank alone, outside a step the ranks agree on: the others may be waiting
+    // in a collective, so stop them all.
+    if (comm->size() > 1) comm->abort_all(4, e.what());
+    return handle_current_error();
   }
 }

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "molaccel/distributed.hpp"
 #include "molaccel/runtime.hpp"
 
 namespace molaccel::align {
@@ -113,6 +114,9 @@ class Database {
   static Database from_fasta(const std::filesystem::path& path);
   static Database open(const std::filesystem::path& dbdir);           // a directory made by write()
   static Database load(const std::filesystem::path& fasta_or_dbdir);  // either of the above
+  // Shard `rank` of `ranks` of a DBDIR, reading only that shard's part of each file (directories
+  // made before ids.index.bin existed: ids.txt is scanned whole). Equal to open(dbdir).shard(...).
+  static Database open_shard(const std::filesystem::path& dbdir, int rank, int ranks);
   // Writes an encoded, length-sorted database directory (atomically, file by file).
   void write(const std::filesystem::path& dbdir) const;
 
@@ -222,5 +226,34 @@ std::vector<std::vector<Hit>> merge_top_hits(const std::vector<std::vector<std::
 // (identity in percent of alignment columns, as BLAST's pident). Written atomically.
 void write_hits_tsv(const std::filesystem::path& path, const SequenceSet& queries, const Database& database,
                     const SearchResult& result);
+
+// ---------------------------------------------------------------------------------------------
+// Across MPI ranks (see docs/align.md, "Many nodes").
+// ---------------------------------------------------------------------------------------------
+// What the merge cost on this rank.
+struct MergeStats {
+  double seconds = 0;            // in the merge's collectives and bookkeeping (traceback excluded)
+  std::uint64_t bytes_sent = 0;  // by this rank: its own records, rows and ids (the tree merge
+                                 // also forwards what the rank received from its partners)
+  std::uint64_t bytes_received = 0;
+  double traceback_seconds = 0;  // this rank's traceback of its merged winners
+};
+struct DistributedSearchResult {
+  SearchResult result;  // rank 0: the merged hits, exactly as search() over the whole database
+  std::vector<std::vector<std::string>> subject_ids;  // rank 0: id of each hit (result.hits' shape)
+  MergeStats merge;
+  std::vector<double> scoring_seconds_by_rank;  // rank 0: each rank's search of its shard
+};
+// Every rank of `comm` searches its shard (each a Database::shard/open_shard of the same database,
+// rank r holding shard r), without traceback; per-query top-k records are merged in hit_before's
+// order pairwise up a binary tree to rank 0 (reduce_to_root); each winner is traced back on the
+// rank that owns its subject and rank 0 receives the finished rows. A rank that throws makes every
+// rank throw RankFailure.
+DistributedSearchResult search_across_ranks(Communicator& comm, const Resources& resources,
+                                            const SequenceSet& queries, const Database& shard,
+                                            const SearchOptions& options);
+// Rank 0's merged result as the same TSV as write_hits_tsv.
+void write_hits_tsv(const std::filesystem::path& path, const SequenceSet& queries,
+                    const DistributedSearchResult& merged);
 
 }  // namespace molaccel::align

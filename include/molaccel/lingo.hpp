@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "molaccel/distributed.hpp"
 #include "molaccel/runtime.hpp"
 
 namespace molaccel::lingo {
@@ -161,6 +162,11 @@ void write_similarity_matrix(const Resources& resources, const MoleculeSet& quer
                              const ComputeOptions& options, RunInfo* info = nullptr,
                              OutputType type = OutputType::fp32);
 
+// The pieces of that .npy: fp32 similarities as the bytes of `type`, and the header of a rows x
+// cols matrix of `type` (the file is the header, then the rows).
+std::vector<std::uint8_t> similarity_bytes(const std::vector<float>& values, OutputType type);
+std::string npy_matrix_header(std::size_t rows, std::size_t cols, OutputType type);
+
 struct Hit {
   std::uint32_t query = 0;
   std::uint32_t target = 0;
@@ -186,5 +192,31 @@ struct Clustering {
 };
 Clustering cluster(const Resources& resources, const MoleculeSet& db, float threshold,
                    const ComputeOptions& options, RunInfo* info = nullptr);
+// The Butina pass alone, over the pairs i < j of `molecules` molecules (as neighbors() returns).
+Clustering butina_clusters(std::size_t molecules, const std::vector<Hit>& pairs);
+
+// ---- across MPI ranks (docs/lingo.md, "Many nodes") -------------------------------------------
+// search, neighbors and cluster with the work split over the ranks of `comm`; rank 0 gets exactly
+// the single-process result, the other ranks an empty one. search: each rank a slice of the
+// database balanced by Lingo count, per-query top-k lists merged pairwise up a binary tree to rank
+// 0 (reduce_to_root); neighbors: each rank a block of rows of the upper triangle balanced by pairs
+// (dense blocks of size-sorted rows against the columns the size bound lets them reach); cluster:
+// those pairs, Butina on rank 0. Every rank passes the same inputs. A rank that throws makes every
+// rank throw RankFailure. `info`: this rank's part.
+std::vector<Hit> search_across_ranks(Communicator& comm, const Resources& resources,
+                                     const MoleculeSet& queries, const MoleculeSet& db, std::size_t k,
+                                     const ComputeOptions& options, RunInfo* info = nullptr);
+std::vector<Hit> neighbors_across_ranks(Communicator& comm, const Resources& resources, const MoleculeSet& db,
+                                        float threshold, const ComputeOptions& options,
+                                        RunInfo* info = nullptr);
+Clustering cluster_across_ranks(Communicator& comm, const Resources& resources, const MoleculeSet& db,
+                                float threshold, const ComputeOptions& options, RunInfo* info = nullptr);
+// write_similarity_matrix's .npy, each rank computing a block of query rows (held in memory as
+// `type`: rows x database x element bytes per rank), rank 0 receiving the blocks in rank order
+// and writing the file atomically. db == nullptr: the queries against themselves.
+void write_similarity_matrix_across_ranks(Communicator& comm, const Resources& resources,
+                                          const MoleculeSet& queries, const MoleculeSet* db,
+                                          const std::filesystem::path& path, const ComputeOptions& options,
+                                          RunInfo* info = nullptr, OutputType type = OutputType::fp32);
 
 }  // namespace molaccel::lingo

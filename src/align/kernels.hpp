@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -84,5 +85,10 @@ std::vector<std::vector<int>> score_database_batch_on(WorkerPool& pool, int cpu_
                                                       ScoreStats* stats = nullptr,
                                                       JobStats* job_stats = nullptr,
                                                       const gpu_entry::Tuning* tuning = nullptr);
+
+// The hits TSV with subject ids from a function of (query, rank in the query's list): a whole
+// database's ids, or the ids that ranks sent with their merged winners.
+void write_hits_tsv(const std::filesystem::path& path, const SequenceSet& queries, const SearchResult& result,
+                    const std::function<const std::string&(std::size_t query, std::size_t rank)>& subject_id);
 
 }  // namespace molaccel::align::detail

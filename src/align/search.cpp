@@ -346,16 +346,19 @@ std::vector<std::vector<Hit>> merge_top_hits(const std::vector<std::vector<std::
   return merged;
 }
 
-void write_hits_tsv(const std::filesystem::path& path, const SequenceSet& queries, const Database& database,
-                    const SearchResult& result) {
+namespace detail {
+void write_hits_tsv(
+    const std::filesystem::path& path, const SequenceSet& queries, const SearchResult& result,
+    const std::function<const std::string&(std::size_t query, std::size_t rank)>& subject_id) {
   write_file_atomically(path, [&](std::FILE* f) {
     fmt::print(f, "query\tsubject\tscore\tbitscore\tevalue\tqstart\tqend\tsstart\tsend\tidentity\talnlen\n");
-    for (const auto& list : result.hits)
-      for (const auto& hit : list) {
+    for (std::size_t q = 0; q < result.hits.size(); ++q)
+      for (std::size_t r = 0; r < result.hits[q].size(); ++r) {
+        const auto& hit = result.hits[q][r];
         const bool stats = !std::isnan(hit.bitscore);
         const bool aligned = hit.alignment.length > 0;
-        fmt::print(f, "{}\t{}\t{}\t{}\t{}\t", queries.ids[hit.query], database.id_of_original(hit.subject),
-                   hit.score, stats ? fmt::format("{:.1f}", hit.bitscore) : "NA",
+        fmt::print(f, "{}\t{}\t{}\t{}\t{}\t", queries.ids[hit.query], subject_id(q, r), hit.score,
+                   stats ? fmt::format("{:.1f}", hit.bitscore) : "NA",
                    stats ? fmt::format("{:.2g}", hit.evalue) : "NA");
         if (aligned)
           fmt::print(f, "{}\t{}\t{}\t{}\t{:.2f}\t{}\n", hit.alignment.query_start, hit.alignment.query_end,
@@ -364,6 +367,14 @@ void write_hits_tsv(const std::filesystem::path& path, const SequenceSet& querie
         else
           fmt::print(f, "NA\tNA\tNA\tNA\tNA\tNA\n");
       }
+  });
+}
+}  // namespace detail
+
+void write_hits_tsv(const std::filesystem::path& path, const SequenceSet& queries, const Database& database,
+                    const SearchResult& result) {
+  detail::write_hits_tsv(path, queries, result, [&](std::size_t q, std::size_t r) -> const std::string& {
+    return database.id_of_original(result.hits[q][r].subject);
   });
 }
 

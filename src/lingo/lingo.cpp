@@ -468,6 +468,13 @@ void write_at(int fd, std::uint64_t offset, const void* data, std::size_t bytes)
 
 }  // namespace
 
+std::vector<std::uint8_t> similarity_bytes(const std::vector<float>& values, OutputType type) {
+  return convert_block(values, type);
+}
+std::string npy_matrix_header(std::size_t rows, std::size_t cols, OutputType type) {
+  return npy_header(rows, cols, type);
+}
+
 // ---- matrix -------------------------------------------------------------------------------------
 std::vector<float> similarity_matrix(const Resources& resources, const MoleculeSet& queries,
                                      const MoleculeSet* db, const ComputeOptions& options, RunInfo* info) {
@@ -728,8 +735,10 @@ std::vector<Hit> neighbors(const Resources& resources, const MoleculeSet& db, fl
 
 Clustering cluster(const Resources& resources, const MoleculeSet& db, float threshold,
                    const ComputeOptions& options, RunInfo* info) {
-  const auto pairs = neighbors(resources, db, threshold, options, info);
-  const std::size_t n = db.size();
+  return butina_clusters(db.size(), neighbors(resources, db, threshold, options, info));
+}
+
+Clustering butina_clusters(std::size_t n, const std::vector<Hit>& pairs) {
   // Symmetric adjacency in CSR form: memory proportional to the neighbour pairs, not N^2.
   std::vector<std::uint64_t> offsets(n + 1, 0);
   for (const Hit& h : pairs) {

@@ -155,5 +155,43 @@ TEST(AlignDatabase, ShardsCoverEverythingOnce) {
   }
 }
 
+// A rank reads its shard of a DBDIR alone: the same view as the whole directory's shard, with the
+// whole database's statistics and the shard's own ids, with and without ids.index.bin.
+TEST(AlignDatabase, OpenShardEqualsShardOfTheWholeDirectory) {
+  TempDir dir;
+  std::mt19937 rng(13);
+  std::vector<std::string> seqs;
+  for (int i = 0; i < 61; ++i) seqs.push_back(testing::random_protein(rng, 1 + rng() % 300));
+  seqs[9] = testing::random_protein(rng, 5000);  // one long subject: an uneven last shard
+  Database::from_sequences(testing::make_set(seqs)).write(dir / "db");
+  const auto whole = Database::open(dir / "db");
+  for (bool with_index : {true, false}) {
+    if (!with_index) std::filesystem::remove(dir / "db" / "ids.index.bin");
+    for (int ranks : {1, 2, 3, 4, 64, 100}) {
+      for (int r = 0; r < ranks; ++r) {
+        const auto expected = whole.shard(r, ranks);
+        const auto shard = Database::open_shard(dir / "db", r, ranks);
+        ASSERT_EQ(shard.size(), expected.size()) << r << " of " << ranks;
+        EXPECT_EQ(shard.residues(), expected.residues());
+        EXPECT_EQ(shard.total_residues(), whole.total_residues());
+        EXPECT_EQ(shard.total_sequences(), whole.total_sequences());
+        for (std::size_t i = 0; i < shard.size(); ++i) {
+          EXPECT_EQ(shard.original_index(i), expected.original_index(i));
+          const auto a = shard.sequence(i), b = expected.sequence(i);
+          EXPECT_TRUE(std::equal(a.begin(), a.end(), b.begin(), b.end()));
+          EXPECT_EQ(shard.id_of_original(shard.original_index(i)),
+                    whole.id_of_original(expected.original_index(i)));
+        }
+      }
+    }
+  }
+  // Damage in one shard's residues fails that shard only.
+  auto residues = molaccel::testing::read_file(dir / "db" / "residues.bin");
+  residues.back() = 40;
+  molaccel::testing::write_file(dir / "db" / "residues.bin", residues);
+  EXPECT_NO_THROW(Database::open_shard(dir / "db", 0, 2));
+  EXPECT_THROW(Database::open_shard(dir / "db", 1, 2), InputError);
+}
+
 }  // namespace
 }  // namespace molaccel::align

@@ -3,6 +3,7 @@
 
 #include "align/align_test_util.hpp"
 #include "testing/testing.hpp"
+#include "testing/thread_ranks.hpp"
 
 namespace molaccel::align {
 namespace {
@@ -133,6 +134,31 @@ TEST(AlignSearch, ShardsMergeToTheSingleProcessResult) {
         EXPECT_EQ(merged[q][i].evalue, whole.hits[q][i].evalue);  // whole-database statistics
         EXPECT_EQ(merged[q][i].alignment.cigar, whole.hits[q][i].alignment.cigar);
       }
+    }
+  }
+}
+
+// Ranks as threads: search_across_ranks on rank 0 writes the same TSV as one search, for any count
+// of ranks, more ranks than sequences included, with and without traceback.
+TEST(AlignSearch, AcrossRanksWritesTheSingleProcessTsv) {
+  std::mt19937 rng(5);
+  std::vector<std::string> letters;
+  const auto db = Database::from_sequences(demo_db_letters(rng, letters));
+  const auto queries = make_set({letters[7], letters[50], letters[51], random_protein(rng, 90)});
+  molaccel::testing::TempDir dir;
+  for (bool traceback : {true, false}) {
+    SearchOptions options;
+    options.top_k = 9;
+    options.traceback = traceback;
+    write_hits_tsv(dir / "one.tsv", queries, db, search(Resources::cpu(1), queries, db, options));
+    const auto expected = molaccel::testing::read_file(dir / "one.tsv");
+    for (int ranks : {1, 2, 3, 4, static_cast<int>(db.size()) + 3}) {
+      molaccel::testing::run_ranks(ranks, [&](Communicator& comm) {
+        const auto shard = db.shard(comm.rank(), comm.size());
+        const auto merged = search_across_ranks(comm, Resources::cpu(1), queries, shard, options);
+        if (comm.is_root()) write_hits_tsv(dir / "ranks.tsv", queries, merged);
+      });
+      EXPECT_EQ(molaccel::testing::read_file(dir / "ranks.tsv"), expected) << ranks << " ranks";
     }
   }
 }

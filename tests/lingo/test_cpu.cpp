@@ -5,6 +5,7 @@
 #include <random>
 
 #include "backend_checks.hpp"
+#include "testing/thread_ranks.hpp"
 
 namespace molaccel::lingo {
 namespace {
@@ -196,6 +197,50 @@ TEST(LingoCpu, MismatchedQIsAnInputError) {
   const auto b = make_molecules({"CCCC"}, q3);
   EXPECT_THROW(similarity_matrix(Resources::cpu(1), a, &b, {}), InputError);
   EXPECT_THROW(search(Resources::cpu(1), a, b, 0, {}), InputError);
+}
+
+// Ranks as threads: rank 0 gets exactly the single-process search, neighbours and clusters (and
+// the other ranks nothing), for any count of ranks, more ranks than molecules included.
+TEST(LingoCpu, AcrossRanksGivesTheSingleProcessResults) {
+  LingoOptions lingo;
+  const auto db = make_molecules(random_smiles_set(41, 90, 2, 12, 6), lingo);
+  const auto queries = make_molecules(random_smiles_set(42, 13, 2, 12, 6), lingo);
+  ComputeOptions options;
+  const auto resources = Resources::cpu(1);
+  const auto search_one = search(resources, queries, db, 7, options);
+  const auto pairs_one = neighbors(resources, db, 0.5f, options);
+  const auto clusters_one = cluster(resources, db, 0.5f, options);
+  ASSERT_FALSE(pairs_one.empty());  // the inputs give neighbours to compare
+  for (int ranks : {1, 2, 3, 4, 100}) {
+    const std::string what = std::to_string(ranks) + " ranks";
+    molaccel::testing::run_ranks(ranks, [&](Communicator& comm) {
+      const auto mine = Resources::cpu(1);
+      const auto hits = search_across_ranks(comm, mine, queries, db, 7, options);
+      const auto pairs = neighbors_across_ranks(comm, mine, db, 0.5f, options);
+      const auto clusters = cluster_across_ranks(comm, mine, db, 0.5f, options);
+      if (!comm.is_root()) {
+        EXPECT_TRUE(hits.empty() && pairs.empty() && clusters.cluster_of.empty());
+        return;
+      }
+      expect_same_hits(search_one, hits, what + ": search");
+      expect_same_hits(pairs_one, pairs, what + ": neighbors");
+      EXPECT_EQ(clusters.cluster_of, clusters_one.cluster_of) << what;
+      EXPECT_EQ(clusters.centroids, clusters_one.centroids) << what;
+    });
+  }
+  // The size bound across ranks, for each metric and at the edges of the threshold range.
+  for (const Metric metric : {Metric::tanimoto, Metric::set, Metric::vidal})
+    for (const float threshold : {0.0f, 0.3f, 0.8f, 1.0f}) {
+      ComputeOptions o;
+      o.metric = metric;
+      const auto expected = neighbors(resources, db, threshold, o);
+      molaccel::testing::run_ranks(3, [&](Communicator& comm) {
+        const auto pairs = neighbors_across_ranks(comm, Resources::cpu(1), db, threshold, o);
+        if (comm.is_root())
+          expect_same_hits(expected, pairs,
+                           std::string(to_string(metric)) + " at " + std::to_string(threshold));
+      });
+    }
 }
 
 }  // namespace

@@ -18,7 +18,11 @@ const std::set<std::string>& documented_variables() {
       "MOLACCEL_CACHE_DIR", "MOLACCEL_DUMP_KERNELS", "MOLACCEL_NVRTC_LIBRARY", "MOLACCEL_DATA_DIR",
       "MOLACCEL_CUDA_DEBUG_SYNC", "MOLACCEL_SIMD", "MOLACCEL_TRACE",
       // the system's, read for their usual meaning
-      "XDG_CACHE_HOME", "HOME", "CUDA_HOME", "CUDA_PATH"};
+      "XDG_CACHE_HOME", "HOME", "CUDA_HOME", "CUDA_PATH",
+      // MPI launchers' (src/runtime/distributed.cpp): whether mpirun/srun started this process and
+      // how many it started, so that MPI is initialised only under a launcher and a build without
+      // MPI can refuse to run the whole job once per process. Read, never used to choose kernels.
+      "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_SIZE", "PMIX_RANK"};
   return names;
 }
 

@@ -6,11 +6,9 @@
 //   offsets.bin          uint64 x (N+1): sequence i (sorted) is residues[offsets[i], offsets[i+1])
 //   order.bin            uint32 x N: position in the input FASTA of sorted sequence i
 //   ids.txt              N lines: ids in input order
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
+//   ids.index.bin        uint64 x (N+1): byte offset in ids.txt of id i (input order), then the
+//                        file size; lets one MPI rank read only its shard's ids (directories
+//                        without it are read whole, as before)
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -20,48 +18,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "align/io/database_storage.hpp"
 #include "molaccel/align.hpp"
 
 namespace molaccel::align {
 
 namespace {
 
-constexpr const char* kFormatName = "molaccel-align-db";
-constexpr int kFormatVersion = 1;
+constexpr const char* kFormatName = kDatabaseFormatName;
+constexpr int kFormatVersion = kDatabaseFormatVersion;
 
 static_assert(std::endian::native == std::endian::little, "the database format is little-endian");
-
-// A read-only memory mapping that lives as long as the database storage.
-class MappedFile {
- public:
-  MappedFile() = default;
-  explicit MappedFile(const std::filesystem::path& path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) throw InputError(path.string(), 0, fmt::format("cannot open: {}", std::strerror(errno)));
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0) throw InputError(path.string(), 0, "cannot stat");
-    size_ = static_cast<std::size_t>(st.st_size);
-    if (size_ > 0) {
-      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
-      if (p == MAP_FAILED)
-        throw InputError(path.string(), 0, fmt::format("cannot map: {}", std::strerror(errno)));
-      data_ = static_cast<const std::uint8_t*>(p);
-    }
-  }
-  ~MappedFile() {
-    if (data_) ::munmap(const_cast<std::uint8_t*>(data_), size_);
-    if (fd_ >= 0) ::close(fd_);
-  }
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  const std::uint8_t* data() const { return data_; }
-  std::size_t size() const { return size_; }
-
- private:
-  int fd_ = -1;
-  const std::uint8_t* data_ = nullptr;
-  std::size_t size_ = 0;
-};
 
 template <class T>
 std::vector<T> read_array(const std::filesystem::path& path, std::size_t expected_count) {
@@ -77,15 +44,6 @@ std::vector<T> read_array(const std::filesystem::path& path, std::size_t expecte
 }
 
 }  // namespace
-
-struct Database::Storage {
-  std::vector<std::string> ids;        // input order
-  std::vector<std::uint64_t> offsets;  // sorted order, N+1
-  std::vector<std::uint32_t> order;    // sorted -> input position
-  std::vector<std::uint8_t> owned_residues;
-  std::unique_ptr<MappedFile> mapping;
-  const std::uint8_t* residues = nullptr;
-};
 
 Database Database::from_sequences(const SequenceSet& sequences) {
   auto storage = std::make_shared<Storage>();
@@ -109,6 +67,8 @@ Database Database::from_sequences(const SequenceSet& sequences) {
     storage->offsets.push_back(storage->owned_residues.size());
   }
   storage->residues = storage->owned_residues.data();
+  storage->total_residues = storage->offsets.back();
+  storage->total_sequences = n;
   Database db;
   db.storage_ = std::move(storage);
   db.begin_ = 0;
@@ -120,7 +80,7 @@ Database Database::from_fasta(const std::filesystem::path& path) {
   return from_sequences(read_fasta(path));
 }
 
-Database Database::open(const std::filesystem::path& dbdir) {
+DatabaseMeta read_database_meta(const std::filesystem::path& dbdir) {
   const auto meta_path = dbdir / "molaccel-align.json";
   nlohmann::json meta;
   {
@@ -134,8 +94,7 @@ Database Database::open(const std::filesystem::path& dbdir) {
       throw InputError(meta_path.string(), 0, fmt::format("not valid JSON: {}", e.what()));
     }
   }
-  std::size_t n = 0;
-  std::uint64_t residues = 0;
+  DatabaseMeta m;
   try {
     if (meta.at("format").get<std::string>() != kFormatName)
       throw InputError(meta_path.string(), 0, "not an align database");
@@ -146,11 +105,18 @@ Database Database::open(const std::filesystem::path& dbdir) {
     if (meta.at("alphabet").get<std::string>() != kAlphabet)
       throw InputError(meta_path.string(), 0,
                        "database uses another residue encoding: rebuild it with makedb");
-    n = meta.at("sequences").get<std::size_t>();
-    residues = meta.at("residues").get<std::uint64_t>();
+    m.sequences = meta.at("sequences").get<std::size_t>();
+    m.residues = meta.at("residues").get<std::uint64_t>();
   } catch (const nlohmann::json::exception& e) {
     throw InputError(meta_path.string(), 0, fmt::format("missing or bad field: {}", e.what()));
   }
+  return m;
+}
+
+Database Database::open(const std::filesystem::path& dbdir) {
+  const DatabaseMeta meta = read_database_meta(dbdir);
+  const std::size_t n = meta.sequences;
+  const std::uint64_t residues = meta.residues;
   auto storage = std::make_shared<Storage>();
   storage->offsets = read_array<std::uint64_t>(dbdir / "offsets.bin", n + 1);
   storage->order = read_array<std::uint32_t>(dbdir / "order.bin", n);
@@ -204,6 +170,8 @@ Database Database::open(const std::filesystem::path& dbdir) {
     if (storage->ids.size() != n)
       throw InputError(ids_path.string(), 0, fmt::format("has {} ids, expected {}", storage->ids.size(), n));
   }
+  storage->total_residues = residues;
+  storage->total_sequences = n;
   Database db;
   db.storage_ = std::move(storage);
   db.begin_ = 0;
@@ -242,9 +210,15 @@ void Database::write(const std::filesystem::path& dbdir) const {
         sorted_originals.begin());
   write_bytes(dbdir / "offsets.bin", offsets.data(), offsets.size() * sizeof(std::uint64_t));
   write_bytes(dbdir / "order.bin", order.data(), order.size() * sizeof(std::uint32_t));
+  std::vector<std::uint64_t> id_index{0};
   write_file_atomically(dbdir / "ids.txt", [&](std::FILE* f) {
-    for (auto original : sorted_originals) fmt::print(f, "{}\n", storage_->ids[original]);
+    for (auto original : sorted_originals) {
+      const auto& id = id_of_original(original);
+      fmt::print(f, "{}\n", id);
+      id_index.push_back(id_index.back() + id.size() + 1);
+    }
   });
+  write_bytes(dbdir / "ids.index.bin", id_index.data(), id_index.size() * sizeof(std::uint64_t));
   nlohmann::json meta = {{"format", kFormatName},
                          {"version", kFormatVersion},
                          {"alphabet", kAlphabet},
@@ -270,7 +244,13 @@ std::uint32_t Database::original_index(std::size_t sorted_index) const {
   return storage_->order[begin_ + sorted_index];
 }
 const std::string& Database::id_of_original(std::uint32_t original) const {
-  return storage_->ids.at(original);
+  if (storage_->id_originals.empty()) return storage_->ids.at(original);
+  // A shard read alone holds only its own subjects' ids.
+  const auto& have = storage_->id_originals;
+  const auto it = std::lower_bound(have.begin(), have.end(), original);
+  if (it == have.end() || *it != original)
+    throw Error(fmt::format("subject {} is not in this shard of the database", original), __FILE__, __LINE__);
+  return storage_->ids[static_cast<std::size_t>(it - have.begin())];
 }
 std::uint64_t Database::residues() const noexcept {
   return storage_ ? storage_->offsets[end_] - storage_->offsets[begin_] : 0;
@@ -279,10 +259,10 @@ std::uint32_t Database::max_length() const noexcept {
   return size() ? length(size() - 1) : 0;
 }
 std::uint64_t Database::total_residues() const noexcept {
-  return storage_ ? storage_->offsets.back() : 0;
+  return storage_ ? storage_->total_residues : 0;
 }
 std::uint64_t Database::total_sequences() const noexcept {
-  return storage_ ? storage_->order.size() : 0;
+  return storage_ ? storage_->total_sequences : 0;
 }
 const std::uint8_t* Database::residue_data() const noexcept {
   return storage_ ? storage_->residues : nullptr;

@@ -1,0 +1,220 @@
+// The engine-free part of distributed runs: launcher detection, the one-process communicator,
+// failure agreement, per-rank device choice. The MPI communicator itself is in mpi/ and is
+// compiled only when MPI was found (MOLACCEL_HAVE_MPI).
+#include "molaccel/distributed.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+namespace molaccel {
+
+#ifdef MOLACCEL_HAVE_MPI
+namespace detail {
+std::unique_ptr<Communicator> make_mpi_communicator();  // mpi/communicator.cpp
+}
+#endif
+
+namespace {
+
+class SingleProcess final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  int local_rank() const override { return 0; }
+  int local_size() const override { return 1; }
+  std::string_view kind() const override { return "single"; }
+  std::vector<std::byte> allgather(std::span<const std::byte> mine,
+                                   std::vector<std::size_t>* counts) override {
+    if (counts) *counts = {mine.size()};
+    return {mine.begin(), mine.end()};
+  }
+  std::vector<std::byte> gather(std::span<const std::byte> mine, int root,
+                                std::vector<std::size_t>* counts) override {
+    MOLACCEL_EXPECTS(root == 0, "gather: root out of range");
+    return allgather(mine, counts);
+  }
+  void broadcast(std::vector<std::byte>&, int root) override {
+    MOLACCEL_EXPECTS(root == 0, "broadcast: root out of range");
+  }
+  void send(std::span<const std::byte>, int) override {
+    MOLACCEL_EXPECTS(false, "send: a single process has no other rank");
+  }
+  std::vector<std::byte> receive(int) override {
+    MOLACCEL_EXPECTS(false, "receive: a single process has no other rank");
+    return {};
+  }
+  void barrier() override {}
+  [[noreturn]] void abort_all(int code, std::string_view message) override {
+    std::fprintf(stderr, "molaccel: error: %.*s\n", static_cast<int>(message.size()), message.data());
+    std::fflush(stderr);
+    std::_Exit(code);
+  }
+};
+
+int env_int(const char* value, int fallback) {
+  if (!value || !*value) return fallback;
+  char* end = nullptr;
+  const long v = std::strtol(value, &end, 10);
+  return end && *end == '\0' && v >= 0 && v < (1L << 30) ? static_cast<int>(v) : fallback;
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_single_process_communicator() {
+  return std::make_unique<SingleProcess>();
+}
+
+bool mpi_compiled() {
+#ifdef MOLACCEL_HAVE_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+
+LaunchInfo detect_launcher() {
+  // The variables each launcher sets in every process it starts (read once, for their usual
+  // meaning; listed in tests/runtime/test_environment.cpp).
+  LaunchInfo info;
+  if (const char* size = std::getenv("OMPI_COMM_WORLD_SIZE")) {
+    info.under_launcher = true;
+    info.launcher = "Open MPI (mpirun)";
+    info.size = env_int(size, 1);
+    info.local_rank = env_int(std::getenv("OMPI_COMM_WORLD_LOCAL_RANK"), 0);
+  } else if (const char* pmi = std::getenv("PMI_SIZE")) {
+    info.under_launcher = true;
+    info.launcher = "PMI (srun or mpiexec)";
+    info.size = env_int(pmi, 1);
+  } else if (std::getenv("PMIX_RANK")) {
+    info.under_launcher = true;
+    info.launcher = "PMIx";
+  }
+  return info;
+}
+
+std::unique_ptr<Communicator> connect(bool allow_mpi) {
+  const LaunchInfo launch = detect_launcher();
+  if (!allow_mpi || !launch.under_launcher) return make_single_process_communicator();
+#ifdef MOLACCEL_HAVE_MPI
+  return detail::make_mpi_communicator();
+#else
+  if (launch.size > 1)
+    throw NotCompiled(fmt::format("MPI (started by {} as one of {} processes, but this molaccel was built "
+                                  "without MPI, so every process would repeat the whole job; rebuild with "
+                                  "libopenmpi-dev installed (MOLACCEL_MPI=AUTO or ON), or pass --no-mpi to "
+                                  "run the processes independently)",
+                                  launch.launcher, launch.size),
+                      __FILE__, __LINE__);
+  return make_single_process_communicator();
+#endif
+}
+
+std::vector<std::vector<std::string>> gather_strings(Communicator& comm, const std::vector<std::string>& mine,
+                                                     int root) {
+  // Each rank: u64 count, then per string u64 length + bytes.
+  std::vector<std::byte> packed;
+  auto put = [&](const void* p, std::size_t n) {
+    const auto* b = static_cast<const std::byte*>(p);
+    packed.insert(packed.end(), b, b + n);
+  };
+  const std::uint64_t count = mine.size();
+  put(&count, sizeof count);
+  for (const auto& s : mine) {
+    const std::uint64_t n = s.size();
+    put(&n, sizeof n);
+    put(s.data(), s.size());
+  }
+  std::vector<std::size_t> counts;
+  const auto bytes = comm.gather(packed, root, &counts);
+  std::vector<std::vector<std::string>> out(counts.size());
+  std::size_t at = 0;
+  auto get = [&](void* p, std::size_t n) {
+    MOLACCEL_EXPECTS(at + n <= bytes.size(), "gather_strings: truncated message");
+    std::memcpy(p, bytes.data() + at, n);
+    at += n;
+  };
+  for (auto& list : out) {
+    std::uint64_t n = 0;
+    get(&n, sizeof n);
+    list.resize(n);
+    for (auto& s : list) {
+      std::uint64_t len = 0;
+      get(&len, sizeof len);
+      s.resize(len);
+      get(s.data(), len);
+    }
+  }
+  return out;
+}
+
+std::vector<std::byte> reduce_to_root(Communicator& comm, std::vector<std::byte> mine,
+                                      const Combine& combine) {
+  const int rank = comm.rank(), size = comm.size();
+  for (int step = 1; step < size; step *= 2) {
+    if (rank % (2 * step) != 0) {  // this rank's part goes down the tree; it is done
+      comm.send(mine, rank - step);
+      return {};
+    }
+    if (rank + step < size) mine = combine(std::move(mine), comm.receive(rank + step));
+  }
+  return mine;
+}
+
+void run_step(Communicator& comm, const std::function<void()>& step) {
+  if (comm.size() == 1) {  // nobody to tell: the error as it is
+    step();
+    return;
+  }
+  // A failure travels as one byte of cause, then the message.
+  std::string failure;
+  try {
+    step();
+  } catch (const InputError& e) {
+    failure = std::string(1, static_cast<char>(RankFailure::Cause::input)) + e.what();
+  } catch (const NotCompiled& e) {
+    failure = std::string(1, static_cast<char>(RankFailure::Cause::unavailable)) + e.what();
+  } catch (const DeviceUnavailable& e) {
+    failure = std::string(1, static_cast<char>(RankFailure::Cause::unavailable)) + e.what();
+  } catch (const std::exception& e) {
+    failure = std::string(1, static_cast<char>(RankFailure::Cause::other)) + e.what();
+  } catch (...) {
+    failure = std::string(1, static_cast<char>(RankFailure::Cause::other)) + "unknown error";
+  }
+  // Every rank's message (empty = fine); the lowest failed rank is the one reported.
+  std::vector<std::size_t> counts;
+  const auto all = comm.allgather(std::as_bytes(std::span(failure.data(), failure.size())), &counts);
+  std::size_t at = 0;
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    if (counts[r] > 0) {
+      const std::string text(reinterpret_cast<const char*>(all.data() + at), counts[r]);
+      throw RankFailure(static_cast<int>(r), static_cast<RankFailure::Cause>(text[0]),
+                        fmt::format("rank {} of {}: {}", r, comm.size(), text.substr(1)), __FILE__, __LINE__);
+    }
+    at += counts[r];
+  }
+}
+
+Resources::Options options_for_rank(Resources::Options options, int local_rank, int local_size) {
+  if (local_size <= 1) return options;
+  if (options.cpu_threads == 0) options.cpu_threads = std::max(1, cpu_info().logical_cores / local_size);
+  const bool every_gpu = options.device.kind == DeviceSpec::Kind::automatic ||
+                         (options.device.kind == DeviceSpec::Kind::gpu && options.device.gpu_ids.empty());
+  if (!every_gpu) return options;
+  const auto gpus = gpu_list();
+  if (gpus.empty()) return options;  // `auto` falls back to the CPU, `gpu` fails as usual
+  std::vector<int> mine;
+  for (std::size_t g = static_cast<std::size_t>(local_rank); g < gpus.size(); g += local_size)
+    mine.push_back(gpus[g].index);
+  if (mine.empty()) mine.push_back(gpus[static_cast<std::size_t>(local_rank) % gpus.size()].index);
+  options.device.kind = DeviceSpec::Kind::gpu;
+  options.device.gpu_ids = mine;
+  return options;
+}
+
+}  // namespace molaccel

@@ -1,0 +1,121 @@
+// The engine-free distributed pieces: records and strings through the collectives, failure
+// agreement (run_step), a rank's share of the host, launcher detection. Ranks are threads here
+// (testing/thread_ranks.hpp); tests/mpi runs the same code under mpirun.
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "molaccel/distributed.hpp"
+#include "testing/thread_ranks.hpp"
+
+namespace molaccel {
+namespace {
+
+struct Record {
+  std::uint32_t a;
+  float b;
+};
+
+TEST(Distributed, SingleProcessCommunicator) {
+  auto comm = make_single_process_communicator();
+  EXPECT_EQ(comm->rank(), 0);
+  EXPECT_EQ(comm->size(), 1);
+  const std::vector<Record> mine{{1, 0.5f}, {2, 0.25f}};
+  const auto all = allgather_records<Record>(*comm, mine);
+  ASSERT_EQ(all.size(), 1u);
+  ASSERT_EQ(all[0].size(), 2u);
+  EXPECT_EQ(all[0][1].a, 2u);
+  // One process: the step's own exception, not a RankFailure.
+  EXPECT_THROW(run_step(*comm, [] { throw InputError("x.smi", 3, "bad"); }), InputError);
+}
+
+TEST(Distributed, RecordsAndStringsReachEveryRankInRankOrder) {
+  testing::run_ranks(3, [](Communicator& comm) {
+    std::vector<Record> mine(static_cast<std::size_t>(comm.rank()) + 1,
+                             Record{static_cast<std::uint32_t>(comm.rank()), 1.0f});
+    const auto all = allgather_records<Record>(comm, mine);
+    ASSERT_EQ(all.size(), 3u);
+    for (std::size_t r = 0; r < 3; ++r) {
+      ASSERT_EQ(all[r].size(), r + 1);
+      for (const auto& rec : all[r]) EXPECT_EQ(rec.a, r);
+    }
+    const auto at_root = gather_records<Record>(comm, mine, 0);
+    EXPECT_EQ(at_root.size(), comm.is_root() ? 3u : 0u);
+    const std::vector<std::string> names{"r" + std::to_string(comm.rank()), ""};
+    const auto strings = gather_strings(comm, names, 0);
+    if (comm.is_root()) {
+      ASSERT_EQ(strings.size(), 3u);
+      EXPECT_EQ(strings[2][0], "r2");
+      EXPECT_EQ(strings[2][1], "");
+    }
+    std::vector<std::byte> data;
+    if (comm.is_root()) data.assign(5, std::byte{7});
+    comm.broadcast(data, 0);
+    EXPECT_EQ(data.size(), 5u);
+  });
+}
+
+TEST(Distributed, ReduceToRootCombinesEveryRankInRankOrder) {
+  for (int ranks : {1, 2, 3, 5, 8}) {
+    testing::run_ranks(ranks, [&](Communicator& comm) {
+      std::vector<std::byte> mine{static_cast<std::byte>(comm.rank())};
+      const auto all =
+          reduce_to_root(comm, mine, [](std::vector<std::byte> lower, std::vector<std::byte> upper) {
+            lower.insert(lower.end(), upper.begin(), upper.end());
+            return lower;
+          });
+      if (!comm.is_root()) {
+        EXPECT_TRUE(all.empty());
+        return;
+      }
+      ASSERT_EQ(all.size(), static_cast<std::size_t>(ranks));
+      for (int r = 0; r < ranks; ++r) EXPECT_EQ(all[static_cast<std::size_t>(r)], static_cast<std::byte>(r));
+    });
+  }
+}
+
+TEST(Distributed, AFailureOnOneRankStopsEveryRankWithTheLowestFailedRank) {
+  std::atomic<int> failures{0}, later_steps{0};
+  testing::run_ranks(4, [&](Communicator& comm) {
+    try {
+      run_step(comm, [&] {
+        if (comm.rank() == 2) throw InputError("db/residues.bin", 0, "contains codes outside the alphabet");
+        if (comm.rank() == 3) throw Error("out of memory");
+      });
+      ++later_steps;
+    } catch (const RankFailure& e) {
+      ++failures;
+      EXPECT_EQ(e.failed_rank(), 2);
+      EXPECT_EQ(e.cause(), RankFailure::Cause::input);
+      EXPECT_STREQ(e.what(), "rank 2 of 4: db/residues.bin: contains codes outside the alphabet");
+    }
+    // Every rank left the failed step: a later collective still matches up.
+    run_step(comm, [] {});
+  });
+  EXPECT_EQ(failures.load(), 4);
+  EXPECT_EQ(later_steps.load(), 0);
+}
+
+TEST(Distributed, EachRankGetsItsShareOfTheCores) {
+  Resources::Options o;
+  o.device = DeviceSpec::parse("cpu");
+  const auto one = options_for_rank(o, 0, 1);
+  EXPECT_EQ(one.cpu_threads, 0);  // alone: unchanged (all cores)
+  const auto shared = options_for_rank(o, 1, 2);
+  EXPECT_EQ(shared.cpu_threads, std::max(1, cpu_info().logical_cores / 2));
+  EXPECT_EQ(shared.device.kind, DeviceSpec::Kind::cpu);
+  o.cpu_threads = 3;
+  EXPECT_EQ(options_for_rank(o, 1, 2).cpu_threads, 3);  // what the user asked for
+  o.device = DeviceSpec::parse("gpu:1");
+  EXPECT_EQ(options_for_rank(o, 1, 2).device.gpu_ids, std::vector<int>{1});
+}
+
+TEST(Distributed, OutsideALauncherThereIsOneProcess) {
+  if (detect_launcher().under_launcher) GTEST_SKIP() << "running under an MPI launcher";
+  auto comm = connect();
+  EXPECT_EQ(comm->size(), 1);
+  EXPECT_EQ(comm->kind(), "single");
+}
+
+}  // namespace
+}  // namespace molaccel
