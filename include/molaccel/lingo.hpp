@@ -18,8 +18,12 @@
 #include <string_view>
 #include <vector>
 
-#include "molaccel/distributed.hpp"
 #include "molaccel/runtime.hpp"
+
+namespace molaccel {
+// molaccel/distributed.hpp is C++20; this header is also read by the C++17 CUDA sources.
+class Communicator;
+}  // namespace molaccel
 
 namespace molaccel::lingo {
 

@@ -9,6 +9,7 @@
 
 #include "align/kernels.hpp"
 #include "molaccel/align.hpp"
+#include "molaccel/distributed.hpp"
 
 namespace molaccel::align {
 namespace {

@@ -11,6 +11,7 @@
 #include <functional>
 #include <numeric>
 
+#include "molaccel/distributed.hpp"
 #include "molaccel/lingo.hpp"
 
 namespace molaccel::lingo {
