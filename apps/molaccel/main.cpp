@@ -3,9 +3,12 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "command.hpp"
 
@@ -76,10 +79,35 @@ int handle_current_error() {
   }
 }
 
+// An output (-o/--output, --json) that names an existing file which is also an input of the
+// command: writing it would replace the input before (or while) it is read. Returns the message,
+// empty when there is no such clash.
+std::string output_over_input(const CLI::App* leaf) {
+  std::vector<std::string> outputs, inputs;
+  for (const CLI::App* app = leaf; app != nullptr; app = app->get_parent())
+    for (const CLI::Option* option : app->get_options()) {
+      bool output = false;
+      for (const std::string& name : option->get_lnames())
+        output = output || name == "output" || name == "json";
+      for (const std::string& value : option->results()) (output ? outputs : inputs).push_back(value);
+    }
+  std::error_code ec;
+  for (const std::string& out : outputs) {
+    if (out.empty() || out == "-" || !std::filesystem::is_regular_file(out, ec)) continue;
+    for (const std::string& in : inputs)
+      if (std::filesystem::is_regular_file(in, ec) && std::filesystem::equivalent(out, in, ec))
+        return "the output " + out + " is also an input (" + in +
+               "): writing it would replace the input; choose another output name";
+  }
+  return {};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace molaccel::cli;
+  // Ctrl-C, kill or a closed terminal during a long write: no hidden temporary file is left.
+  molaccel::remove_temporaries_on_signals();
   CLI::App app{
       "molaccel: GPU toolkit for molecular computing (LINGO similarity, Smith-Waterman search, "
       "molecular orbitals, fused linear algebra)",
@@ -169,6 +197,10 @@ int main(int argc, char** argv) {
           "molaccel: error: '%s' does not split its work across MPI ranks (started as %d ranks); run "
           "it as one process, or pass --no-mpi to let every process run it alone\n",
           chosen_app->get_name().c_str(), comm->size());
+    return 2;
+  }
+  if (const std::string clash = output_over_input(chosen_app); !clash.empty()) {
+    if (root) std::fprintf(stderr, "molaccel: error: %s\n", clash.c_str());
     return 2;
   }
   nlohmann::json report;

@@ -516,6 +516,10 @@ HostBuffer allocate_host_buffer(std::size_t bytes);
 // Writes a file atomically: the callback writes to a temporary file in the same directory,
 // which is renamed over `path` only when the callback returns; on an exception it is removed.
 void write_file_atomically(const std::filesystem::path& path, const std::function<void(std::FILE*)>& write);
+// For programs (the molaccel command): on SIGINT, SIGTERM or SIGHUP, the temporary files of outputs
+// being written are removed and the process exits with 128 + the signal (130, 143, 129). The
+// library itself installs no signal handler.
+void remove_temporaries_on_signals();
 std::string hash_hex(std::string_view data);  // 128-bit non-cryptographic hash, 32 hex digits
 std::uint64_t hash64(std::string_view data, std::uint64_t seed = 0);
 bool stderr_is_terminal();

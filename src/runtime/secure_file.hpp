@@ -52,6 +52,19 @@ struct TemporaryFile {
 TemporaryFile create_temporary_file(const std::filesystem::path& dir,
                                     const std::function<std::string()>& next_name,
                                     const std::string& display);
+// While it lives, `path` is removed if the process gets SIGINT, SIGTERM or SIGHUP and
+// remove_temporaries_on_signals() installed the handlers (signal_cleanup.cpp).
+class CleanupOnSignal {
+ public:
+  explicit CleanupOnSignal(const std::filesystem::path& path);
+  ~CleanupOnSignal();
+  CleanupOnSignal(const CleanupOnSignal&) = delete;
+  CleanupOnSignal& operator=(const CleanupOnSignal&) = delete;
+
+ private:
+  int slot_ = -1;
+};
+
 // ".NAME.tmp.PID.RANDOM" for a target named NAME (shortened to fit a file name).
 std::string temporary_name_for(const std::filesystem::path& target);
 

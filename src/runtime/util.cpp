@@ -115,6 +115,7 @@ void replace_file(const std::filesystem::path& target, mode_t mode, std::optiona
   const auto dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
   TemporaryFile tmp = create_temporary_file(
       dir, [&] { return temporary_name_for(target); }, display);
+  const CleanupOnSignal cleanup(tmp.path);
   auto fail = [&](int err, const char* what) {
     ::unlink(tmp.path.c_str());
     throw InputError(display, 0, fmt::format("{}: {}", what, std::strerror(err)), __FILE__, __LINE__);
