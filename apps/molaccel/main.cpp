@@ -2,7 +2,9 @@
 // builds the CLI11 tree from it, handles the global options and turns errors into exit codes.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -56,27 +58,68 @@ int write_report(const molaccel::cli::CommonOptions& common, const nlohmann::jso
 }
 
 // The exit code and message of the exception being handled.
-int handle_current_error() {
+int handle_current_error(std::string* message = nullptr) {
+  const auto say = [&](const char* what) {
+    std::fprintf(stderr, "molaccel: error: %s\n", what);
+    if (message) *message = what;
+  };
   try {
     throw;
   } catch (const molaccel::InputError& e) {
-    std::fprintf(stderr, "molaccel: error: %s\n", e.what());
+    say(e.what());
     return 1;
   } catch (const molaccel::NotCompiled& e) {
-    std::fprintf(stderr, "molaccel: error: %s\n", e.what());
+    say(e.what());
     return 3;
   } catch (const molaccel::DeviceUnavailable& e) {
-    std::fprintf(stderr, "molaccel: error: %s\n", e.what());
+    say(e.what());
     return 3;
   } catch (const molaccel::Error& e) {
-    std::fprintf(stderr, "molaccel: error: %s\n", e.what());
+    say(e.what());
     if (molaccel::log_level() >= molaccel::LogLevel::debug)
       std::fprintf(stderr, "  (raised at %s:%d)\n", e.source_file(), e.source_line());
     return 4;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "molaccel: error: %s\n", e.what());
+    say(e.what());
     return 4;
   }
+}
+
+// --json after a failure: the report says so (exit code and message), so an old report is never
+// taken for this run's. A report that cannot be written adds nothing to the failure.
+void write_failure_report(const molaccel::cli::CommonOptions& common, nlohmann::json report, int exit_code,
+                          const std::string& message) {
+  report["status"] = "error";
+  report["exit_code"] = exit_code;
+  report["error"] = message;
+  try {
+    write_report(common, report);
+  } catch (const std::exception&) {
+  }
+}
+
+// An output (-o/--output, --json) whose directory does not exist or cannot be written: found
+// before the run, not after it. Returns the message, empty when every output can be created.
+std::string unwritable_output(const CLI::App* leaf) {
+  for (const CLI::App* app = leaf; app != nullptr; app = app->get_parent())
+    for (const CLI::Option* option : app->get_options()) {
+      bool output = false;
+      for (const std::string& name : option->get_lnames())
+        output = output || name == "output" || name == "json";
+      if (!output) continue;
+      for (const std::string& value : option->results()) {
+        if (value.empty() || value == "-" || value.rfind("/dev/", 0) == 0) continue;
+        const std::filesystem::path path(value);
+        const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
+        std::error_code ec;
+        if (!std::filesystem::is_directory(dir, ec))
+          return value + ": cannot write here: the directory " + dir.string() + " does not exist";
+        if (::access(dir.c_str(), W_OK | X_OK) != 0)
+          return value + ": cannot write here: the directory " + dir.string() + " is not writable (" +
+                 std::strerror(errno) + ")";
+      }
+    }
+  return {};
 }
 
 // An output (-o/--output, --json) that names an existing file which is also an input of the
@@ -199,13 +242,17 @@ int main(int argc, char** argv) {
           chosen_app->get_name().c_str(), comm->size());
     return 2;
   }
+  nlohmann::json report;
+  report["command"] = chosen_app->get_name();
+  report["version"] = molaccel::build_info().version;
   if (const std::string clash = output_over_input(chosen_app); !clash.empty()) {
     if (root) std::fprintf(stderr, "molaccel: error: %s\n", clash.c_str());
     return 2;
   }
-  nlohmann::json report;
-  report["command"] = chosen_app->get_name();
-  report["version"] = molaccel::build_info().version;
+  if (const std::string why = unwritable_output(chosen_app); !why.empty()) {
+    if (root) std::fprintf(stderr, "molaccel: error: %s\n", why.c_str());
+    return 1;
+  }
   if (comm->size() > 1) report["mpi_ranks"] = comm->size();
   RunContext ctx{common, report};
   ctx.comm = comm.get();
@@ -219,11 +266,16 @@ int main(int argc, char** argv) {
     // Every rank threw the same failure from the same step: one message, every rank non-zero.
     if (root) std::fprintf(stderr, "molaccel: error: %s\n", e.what());
     using Cause = molaccel::RankFailure::Cause;
-    return e.cause() == Cause::input ? 1 : e.cause() == Cause::unavailable ? 3 : 4;
+    const int rc = e.cause() == Cause::input ? 1 : e.cause() == Cause::unavailable ? 3 : 4;
+    write_failure_report(common, report, rc, e.what());
+    return rc;
   } catch (const std::exception& e) {
     // A failure on this rank alone, outside a step the ranks agree on: the others may be waiting
     // in a collective, so stop them all.
     if (comm->size() > 1) comm->abort_all(4, e.what());
-    return handle_current_error();
+    std::string message;
+    const int rc = handle_current_error(&message);
+    write_failure_report(common, report, rc, message);
+    return rc;
   }
 }
