@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
-#include <ranges>
 
 #include "command.hpp"
 #include "molaccel/display.hpp"
@@ -466,17 +465,18 @@ int run_animate(RunContext& ctx, const AnimateOptions& o) {
   images_bar.finish();
   const double render_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (std::FILE* out = ctx.summary())
-    std::fprintf(
-        out, "%zu frames, orbital followed: %s; grid %.3f s, surfaces %.3f s, images %.3f s; wrote %s\n",
-        frames.size(),
-        fmt::format("{}", fmt::join(report_frames | std::views::transform([](const nlohmann::json& j) {
-                                      return fmt::format("{}{}", j["orbital"].get<std::size_t>(),
-                                                         j["sign_flipped"].get<bool>() ? "(-)" : "");
-                                    }),
-                                    " "))
-            .c_str(),
-        grid_seconds, surface_seconds, render_seconds, out_dir.string().c_str());
+  if (std::FILE* out = ctx.summary()) {
+    // The orbital followed in each frame, "(-)" where its sign was flipped (a plain loop: clang
+    // with libstdc++ 12 cannot take a JSON array as a range).
+    std::string followed;
+    for (const nlohmann::json& j : report_frames)
+      followed += fmt::format("{}{}{}", followed.empty() ? "" : " ", j["orbital"].get<std::size_t>(),
+                              j["sign_flipped"].get<bool>() ? "(-)" : "");
+    std::fprintf(out,
+                 "%zu frames, orbital followed: %s; grid %.3f s, surfaces %.3f s, images %.3f s; wrote %s\n",
+                 frames.size(), followed.c_str(), grid_seconds, surface_seconds, render_seconds,
+                 out_dir.string().c_str());
+  }
   ctx.report["frames"] = report_frames;
   ctx.report["grid_seconds"] = grid_seconds;
   ctx.report["surface_seconds"] = surface_seconds;
