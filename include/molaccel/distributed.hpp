@@ -88,11 +88,11 @@ std::unique_ptr<Communicator> connect(bool allow_mpi = true);
 // ---- records ----------------------------------------------------------------------------------
 // Fixed-size, trivially copyable records of every rank: result[r] holds rank r's records (every
 // rank for allgather, root only for gather).
+namespace detail {
+// The ranks' byte runs (`counts[r]` bytes each, back to back) as records of T.
 template <class T>
-std::vector<std::vector<T>> allgather_records(Communicator& comm, std::span<const T> mine) {
-  static_assert(std::is_trivially_copyable_v<T>);
-  std::vector<std::size_t> counts;
-  const auto bytes = comm.allgather(std::as_bytes(mine), &counts);
+std::vector<std::vector<T>> split_records(const std::vector<std::byte>& bytes,
+                                          const std::vector<std::size_t>& counts) {
   std::vector<std::vector<T>> out(counts.size());
   std::size_t at = 0;
   for (std::size_t r = 0; r < counts.size(); ++r) {
@@ -102,19 +102,20 @@ std::vector<std::vector<T>> allgather_records(Communicator& comm, std::span<cons
   }
   return out;
 }
+}  // namespace detail
+template <class T>
+std::vector<std::vector<T>> allgather_records(Communicator& comm, std::span<const T> mine) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  std::vector<std::size_t> counts;
+  const auto bytes = comm.allgather(std::as_bytes(mine), &counts);
+  return detail::split_records<T>(bytes, counts);
+}
 template <class T>
 std::vector<std::vector<T>> gather_records(Communicator& comm, std::span<const T> mine, int root) {
   static_assert(std::is_trivially_copyable_v<T>);
   std::vector<std::size_t> counts;
   const auto bytes = comm.gather(std::as_bytes(mine), root, &counts);
-  std::vector<std::vector<T>> out(counts.size());
-  std::size_t at = 0;
-  for (std::size_t r = 0; r < counts.size(); ++r) {
-    out[r].resize(counts[r] / sizeof(T));
-    if (counts[r]) std::memcpy(out[r].data(), bytes.data() + at, counts[r]);
-    at += counts[r];
-  }
-  return out;
+  return detail::split_records<T>(bytes, counts);
 }
 // Strings of every rank on `root` (result[r] = rank r's strings; empty elsewhere).
 std::vector<std::vector<std::string>> gather_strings(Communicator& comm, const std::vector<std::string>& mine,
