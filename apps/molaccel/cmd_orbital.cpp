@@ -270,7 +270,8 @@ const bool grid_registered = register_command({
           ->check(CLI::ExistingFile);
       app.add_option("--backend", opts->backend,
                      "auto, cpu, cuda-jit, cuda-generic or reference (slow oracle)")
-          ->default_val("auto");
+          ->default_val("auto")
+          ->check(CLI::IsMember({"auto", "cpu", "cuda-jit", "cuda-generic", "reference"}));
       app.add_option("--screening", opts->screening,
                      "Skip primitives below this magnitude (0 = no screening)")
           ->default_val(1e-9)

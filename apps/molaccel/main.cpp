@@ -197,8 +197,14 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);  // prints help, version or the usage error
-    return rc == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // Usage errors carry the same prefix as every other error; an input file that does not exist
+    // (CLI::ExistingFile and friends) is bad input, exit 1, like an input that cannot be read.
+    const std::string what = e.what();
+    std::fprintf(stderr, "molaccel: error: %s\n", what.c_str());
+    if (what.find("does not exist") != std::string::npos) return 1;
+    std::fprintf(stderr, "Run with --help for more information.\n");
+    return 2;
   }
 
   // Under mpirun, the ranks of this run (one process otherwise, or with --no-mpi).
