@@ -1,4 +1,7 @@
 // Top-level commands of the runtime: `molaccel info` and `molaccel demo`.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <memory>
 
@@ -64,7 +67,35 @@ struct DemoOptions {
   std::string only;
 };
 
+// With -q the demo's report (standard output) goes nowhere while the engines run, leaving only its
+// last line; its files are still written, warnings and errors still reach standard error, and
+// `--json -` keeps its own stream.
+class QuietStdout {
+ public:
+  explicit QuietStdout(bool quiet) {
+    if (!quiet) return;
+    std::fflush(stdout);
+    const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null < 0) return;
+    saved_ = ::dup(STDOUT_FILENO);
+    if (saved_ >= 0) ::dup2(null, STDOUT_FILENO);
+    ::close(null);
+  }
+  ~QuietStdout() {
+    if (saved_ < 0) return;
+    std::fflush(stdout);
+    ::dup2(saved_, STDOUT_FILENO);
+    ::close(saved_);
+  }
+  QuietStdout(const QuietStdout&) = delete;
+  QuietStdout& operator=(const QuietStdout&) = delete;
+
+ private:
+  int saved_ = -1;
+};
+
 int run_demo(RunContext& ctx, const DemoOptions& opts) {
+  auto quiet = std::make_unique<QuietStdout>(ctx.common.quiet);
   const auto data = find_data_dir();
   const std::filesystem::path out = opts.output_dir;
   std::filesystem::create_directories(out);
@@ -93,8 +124,9 @@ int run_demo(RunContext& ctx, const DemoOptions& opts) {
   }
   if (!opts.only.empty() && ran == 0)
     throw InputError("--only", 0, "no engine named '" + opts.only + "' in this build");
-  std::printf("\nDemo finished: %d engine%s; output files are in %s\n", ran, ran == 1 ? "" : "s",
-              std::filesystem::absolute(out).string().c_str());
+  quiet.reset();
+  std::printf("%sDemo finished: %d engine%s; output files are in %s\n", ctx.common.quiet ? "" : "\n", ran,
+              ran == 1 ? "" : "s", std::filesystem::absolute(out).string().c_str());
   return 0;
 }
 
