@@ -100,25 +100,36 @@ void write_failure_report(const molaccel::cli::CommonOptions& common, nlohmann::
 
 // An output (-o/--output, --json) whose directory does not exist or cannot be written: found
 // before the run, not after it. Returns the message, empty when every output can be created.
-std::string unwritable_output(const CLI::App* leaf) {
+// The values given to the command's options (its own and its groups'), as outputs (-o/--output,
+// --json) and inputs (everything else: positional files, --grid-like, ...).
+struct OptionValues {
+  std::vector<std::string> outputs, inputs;
+};
+OptionValues option_values(const CLI::App* leaf) {
+  OptionValues values;
   for (const CLI::App* app = leaf; app != nullptr; app = app->get_parent())
     for (const CLI::Option* option : app->get_options()) {
       bool output = false;
       for (const std::string& name : option->get_lnames())
         output = output || name == "output" || name == "json";
-      if (!output) continue;
-      for (const std::string& value : option->results()) {
-        if (value.empty() || value == "-" || value.rfind("/dev/", 0) == 0) continue;
-        const std::filesystem::path path(value);
-        const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
-        std::error_code ec;
-        if (!std::filesystem::is_directory(dir, ec))
-          return value + ": cannot write here: the directory " + dir.string() + " does not exist";
-        if (::access(dir.c_str(), W_OK | X_OK) != 0)
-          return value + ": cannot write here: the directory " + dir.string() + " is not writable (" +
-                 std::strerror(errno) + ")";
-      }
+      for (const std::string& value : option->results())
+        (output ? values.outputs : values.inputs).push_back(value);
     }
+  return values;
+}
+
+std::string unwritable_output(const CLI::App* leaf) {
+  for (const std::string& value : option_values(leaf).outputs) {
+    if (value.empty() || value == "-" || value.rfind("/dev/", 0) == 0) continue;
+    const std::filesystem::path path(value);
+    const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec))
+      return value + ": cannot write here: the directory " + dir.string() + " does not exist";
+    if (::access(dir.c_str(), W_OK | X_OK) != 0)
+      return value + ": cannot write here: the directory " + dir.string() + " is not writable (" +
+             std::strerror(errno) + ")";
+  }
   return {};
 }
 
@@ -126,14 +137,7 @@ std::string unwritable_output(const CLI::App* leaf) {
 // command: writing it would replace the input before (or while) it is read. Returns the message,
 // empty when there is no such clash.
 std::string output_over_input(const CLI::App* leaf) {
-  std::vector<std::string> outputs, inputs;
-  for (const CLI::App* app = leaf; app != nullptr; app = app->get_parent())
-    for (const CLI::Option* option : app->get_options()) {
-      bool output = false;
-      for (const std::string& name : option->get_lnames())
-        output = output || name == "output" || name == "json";
-      for (const std::string& value : option->results()) (output ? outputs : inputs).push_back(value);
-    }
+  const auto [outputs, inputs] = option_values(leaf);
   std::error_code ec;
   for (const std::string& out : outputs) {
     if (out.empty() || out == "-" || !std::filesystem::is_regular_file(out, ec)) continue;

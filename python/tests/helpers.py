@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 from pathlib import Path
+from typing import Any, Callable
 
 SOURCE_DIR = Path(os.environ.get("MOLACCEL_SOURCE_DIR", Path(__file__).resolve().parents[2]))
 DATA = SOURCE_DIR / "data"
@@ -32,3 +34,24 @@ def head_file(src: Path, dst: Path, n: int) -> Path:
         lines = [next(f) for _ in range(n)]
     dst.write_text("".join(lines))
     return dst
+
+
+def run_in_threads(work: Callable[[int], Any], n: int) -> list[Any]:
+    """work(0) ... work(n - 1) on n threads at once; their results in order. Fails (assert) when
+    any call raised."""
+    results: list[Any] = [None] * n
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            results[i] = work(i)
+        except Exception as e:  # pragma: no cover - reported by the caller's assert
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    return results

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import threading
 
 import numpy as np
 import pytest
@@ -11,7 +10,7 @@ import pytest
 import molaccel
 from molaccel import align
 
-from helpers import DATA, THREADS, cli, read_tsv
+from helpers import DATA, THREADS, cli, read_tsv, run_in_threads
 
 QUERIES = DATA / "align" / "demo_queries.fasta"
 DB = DATA / "align" / "demo_db.fasta"
@@ -106,19 +105,6 @@ def test_bad_inputs_name_the_place(tmp_path):
 def test_threads_calling_in_parallel_get_the_same_results():
     db = align.Database.from_fasta(DB)
     want = align.search(QUERIES, db, k=5, device="cpu")
-    results, errors = [None] * 4, []
-
-    def work(i: int) -> None:
-        try:
-            results[i] = align.search(QUERIES, db, k=5, device="cpu", threads=1 + i % 2)
-        except Exception as e:  # pragma: no cover
-            errors.append(e)
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    results = run_in_threads(lambda i: align.search(QUERIES, db, k=5, device="cpu", threads=1 + i % 2), 4)
     for r in results:
         assert np.array_equal(r, want)

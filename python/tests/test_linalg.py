@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 
 import numpy as np
 import pytest
@@ -10,7 +9,7 @@ import pytest
 import molaccel
 from molaccel import linalg
 
-from helpers import DATA, THREADS, cli
+from helpers import DATA, THREADS, cli, run_in_threads
 
 
 def test_poisson_solution_matches_the_cli_bits(tmp_path):
@@ -77,20 +76,7 @@ def test_bad_inputs():
 def test_threads_calling_in_parallel_get_the_same_results():
     a = linalg.poisson_2d(20)
     want = linalg.solve(a, device="cpu", threads=1).x
-    results, errors = [None] * 4, []
-
-    def work(i: int) -> None:
-        try:
-            results[i] = linalg.solve(a, device="cpu", threads=1).x
-        except Exception as e:  # pragma: no cover
-            errors.append(e)
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    results = run_in_threads(lambda i: linalg.solve(a, device="cpu", threads=1).x, 4)
     for r in results:
         assert np.array_equal(r, want)
 
@@ -167,23 +153,14 @@ def test_expression_errors():
 def test_threads_running_the_same_statement_on_their_own_vectors():
     rng = np.random.default_rng(3)
     inputs = [rng.uniform(-1, 1, 5000) for _ in range(6)]
-    results, errors = [None] * 6, []
 
-    def work(i: int) -> None:
-        try:
-            x, y = linalg.Vector(np.zeros(5000)), linalg.Vector(inputs[i])
-            for _ in range(20):
-                x += 0.5 * y - 0.25 * x
-            results[i] = x.to_numpy()
-        except Exception as e:  # pragma: no cover
-            errors.append(e)
+    def work(i: int) -> np.ndarray:
+        x, y = linalg.Vector(np.zeros(5000)), linalg.Vector(inputs[i])
+        for _ in range(20):
+            x += 0.5 * y - 0.25 * x
+        return x.to_numpy()
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    results = run_in_threads(work, 6)
     for i, r in enumerate(results):
         want = np.zeros(5000)
         for _ in range(20):

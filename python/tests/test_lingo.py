@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 
 import numpy as np
 import pytest
@@ -10,7 +9,7 @@ import pytest
 import molaccel
 from molaccel import lingo
 
-from helpers import DATA, THREADS, cli, head_file, read_tsv
+from helpers import DATA, THREADS, cli, head_file, read_tsv, run_in_threads
 
 DB = DATA / "lingo" / "demo4096.smi"
 
@@ -133,20 +132,7 @@ def test_threads_calling_in_parallel_get_the_same_results():
     db = lingo.molecules(DB)
     queries = [line.split()[0] for line in open(DB).read().splitlines()[:64]]
     want = lingo.search(queries, db, k=5, device="cpu")
-    results, errors = [None] * 6, []
-
-    def work(i: int) -> None:
-        try:
-            results[i] = lingo.search(queries, db, k=5, device="cpu", threads=1 + i % 2)
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(e)
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    results = run_in_threads(lambda i: lingo.search(queries, db, k=5, device="cpu", threads=1 + i % 2), 6)
     for r in results:
         assert np.array_equal(r.indices, want.indices) and np.array_equal(r.similarities, want.similarities)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import threading
 
 import numpy as np
 import pytest
@@ -11,7 +10,7 @@ import pytest
 import molaccel
 from molaccel import orbital
 
-from helpers import DATA, THREADS, cli
+from helpers import DATA, THREADS, cli, run_in_threads
 
 WATER = DATA / "orbital" / "h2o_631gs.molden"
 
@@ -103,19 +102,6 @@ def test_bad_inputs(tmp_path):
 def test_threads_calling_in_parallel_get_the_same_results():
     wfn = orbital.read(WATER)
     want = orbital.grid(wfn, "homo", spacing=0.25, device="cpu").values
-    results, errors = [None] * 4, []
-
-    def work(i: int) -> None:
-        try:
-            results[i] = orbital.grid(wfn, "homo", spacing=0.25, device="cpu", threads=1 + i % 2).values
-        except Exception as e:  # pragma: no cover
-            errors.append(e)
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    results = run_in_threads(lambda i: orbital.grid(wfn, "homo", spacing=0.25, device="cpu", threads=1 + i % 2).values, 4)
     for r in results:
         assert np.array_equal(r, want)
