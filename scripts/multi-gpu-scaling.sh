@@ -58,7 +58,7 @@ run_scaled() {
       local n name t j launcher=()
       n=$(count "$s")
       name="$engine-$label-$mode-$n"
-      [ "$mode" = mpi ] && launcher=(mpirun --oversubscribe -np "$n" -x CUDA_VISIBLE_DEVICES)
+      [ "$mode" = mpi ] && launcher=(mpirun --oversubscribe --bind-to none -np "$n" -x CUDA_VISIBLE_DEVICES)
       t0=$(date +%s.%N)
       CUDA_VISIBLE_DEVICES=$s "${launcher[@]}" $build/bin/molaccel -q "$@" --device gpu \
         -o "$work/$name.out" --json "$out/$name.json" || echo "$name failed"
@@ -97,7 +97,7 @@ run_scaled align synthetic scoring_seconds align search data/align/queries20.fas
 if [ -n "$real_db" ]; then
   $build/bin/molaccel -q align makedb "$real_db" -o "$work/realdb" >/dev/null || exit 1
   run_scaled align real scoring_seconds align search data/align/queries20.fasta "$work/realdb" --no-traceback -k 10
-  run_scaled align real+tb scoring_seconds align search data/align/queries20.fasta "$work/realdb" -k 10
+  run_scaled align real-tb scoring_seconds align search data/align/queries20.fasta "$work/realdb" -k 10
 fi
 fi
 

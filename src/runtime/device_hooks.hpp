@@ -9,10 +9,11 @@
 
 namespace molaccel::detail {
 
-// Enumerates usable GPUs; on none, `reason` says why.
+// Enumerates usable GPUs and their properties without creating any context (free_memory = 0);
+// on none, `reason` says why.
 std::vector<GpuInfo> query_gpus(std::string& reason);
-// Current free memory of each listed GPU (contexts exist already: microseconds per device); the
-// calling thread's current device is left as it was.
+// Current free memory of each listed GPU: creates the contexts that do not exist yet (in parallel;
+// microseconds per device once they do); the calling thread's current device is left as it was.
 void refresh_free_memory(std::vector<GpuInfo>& gpus) noexcept;
 // Makes `device` current on the calling thread (GPU worker start-up).
 void bind_thread_to_device(int device);

@@ -3,6 +3,8 @@
 // compiled only when MPI was found (MOLACCEL_HAVE_MPI).
 #include "molaccel/distributed.hpp"
 
+#include "runtime/host_resources.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -102,7 +104,11 @@ std::unique_ptr<Communicator> connect(bool allow_mpi) {
   const LaunchInfo launch = detect_launcher();
   if (!allow_mpi || !launch.under_launcher) return make_single_process_communicator();
 #ifdef MOLACCEL_HAVE_MPI
-  return detail::make_mpi_communicator();
+  auto comm = detail::make_mpi_communicator();
+  if (const std::string claimed = detail::claim_cpu_share(comm->local_rank(), comm->local_size());
+      !claimed.empty())
+    log_info("rank {}: {}", comm->rank(), claimed);
+  return comm;
 #else
   if (launch.size > 1)
     throw NotCompiled(fmt::format("MPI (started by {} as one of {} processes, but this molaccel was built "
@@ -202,12 +208,14 @@ void run_step(Communicator& comm, const std::function<void()>& step) {
 
 Resources::Options options_for_rank(Resources::Options options, int local_rank, int local_size) {
   if (local_size <= 1) return options;
-  if (options.cpu_threads == 0) options.cpu_threads = std::max(1, cpu_info().logical_cores / local_size);
+  // The CPUs this process may use now (after claim_cpu_share), at most its share of the host's.
+  if (options.cpu_threads == 0)
+    options.cpu_threads = std::max(1, std::min(detail::usable_cpus(), detail::online_cpus() / local_size));
   const bool every_gpu = options.device.kind == DeviceSpec::Kind::automatic ||
                          (options.device.kind == DeviceSpec::Kind::gpu && options.device.gpu_ids.empty());
   if (!every_gpu) return options;
-  const auto gpus = gpu_list();
-  if (gpus.empty()) return options;  // `auto` falls back to the CPU, `gpu` fails as usual
+  const auto gpus = detail::gpu_properties();  // no contexts: this rank creates those of its own GPUs only
+  if (gpus.empty()) return options;            // `auto` falls back to the CPU, `gpu` fails as usual
   std::vector<int> mine;
   for (std::size_t g = static_cast<std::size_t>(local_rank); g < gpus.size(); g += local_size)
     mine.push_back(gpus[g].index);

@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "molaccel/runtime.hpp"
+#include "runtime/host_resources.hpp"
 #include "runtime/jit_cache_format.hpp"
 #include "runtime/secure_file.hpp"
 
@@ -107,7 +108,7 @@ std::string cuda_include_dir() {
 
 std::string default_arch() {
   if (build_info().cuda) {
-    auto gpus = gpu_list();
+    auto gpus = detail::gpu_properties();
     if (!gpus.empty()) return gpus.front().arch();
     const std::string archs = build_info().cuda_archs;
     std::string first = archs.substr(0, archs.find_first_of(";, "));

@@ -6,8 +6,12 @@
 #include <string>
 #include <thread>
 
+#include <sched.h>
+#include <unistd.h>
+
 #include "molaccel/runtime.hpp"
 #include "runtime/device_hooks.hpp"
+#include "runtime/host_resources.hpp"
 
 #ifndef MOLACCEL_VERSION_STRING
 #define MOLACCEL_VERSION_STRING "unknown"
@@ -86,11 +90,44 @@ std::string cpu_model() {
 }
 }  // namespace
 
+namespace detail {
+
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+int online_cpus() {
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(std::min<long>(n, CPU_SETSIZE)) : usable_cpus();
+}
+
+std::string claim_cpu_share(int local_rank, int local_size) {
+  const int online = online_cpus();
+  const int share = std::max(1, online / std::max(1, local_size));
+  const int usable = usable_cpus();
+  if (usable >= share || local_rank < 0 || local_rank >= local_size) return {};
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int first = local_rank * share;
+  for (int c = first; c < first + share && c < online; ++c) CPU_SET(c, &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0) return {};  // a cpuset forbids it: keep the binding
+  return fmt::format(
+      "the launcher bound this process to {} CPU{}; using CPUs {}-{} (its share of {} for {} "
+      "process{} on this host)",
+      usable, usable == 1 ? "" : "s", first, first + share - 1, online, local_size,
+      local_size == 1 ? "" : "es");
+}
+
+}  // namespace detail
+
 const CpuInfo& cpu_info() {
   static const CpuInfo info = [] {
     CpuInfo c;
     c.model = cpu_model();
-    c.logical_cores = std::max(1u, std::thread::hardware_concurrency());
+    c.logical_cores = detail::usable_cpus();
     c.simd = detect_simd();
     if (const char* env = std::getenv("MOLACCEL_SIMD")) {
       std::string_view want = env;
@@ -103,22 +140,24 @@ const CpuInfo& cpu_info() {
 }
 
 namespace {
-// The GPUs do not change during a process: they are queried once (which creates their contexts)
-// and later calls only refresh the free memory, so a library call that asks for the list per
-// request costs microseconds, not a driver query of every device.
+// The GPUs do not change during a process: their properties are queried once (no context is
+// created), and free memory is refreshed only when asked for (which creates the contexts of the
+// GPUs asked about), so a library call that asks per request costs microseconds.
 std::mutex gpu_mutex;
 bool gpus_queried = false;
 std::vector<GpuInfo> gpu_cache;
 std::string gpu_reason;
 
+void query_once() {  // under gpu_mutex
+  if (gpus_queried) return;
+  gpu_cache = detail::query_gpus(gpu_reason);
+  gpus_queried = true;
+}
+
 std::vector<GpuInfo> cached_gpus(std::string* reason, bool refresh_free) {
   std::lock_guard lock(gpu_mutex);
-  if (!gpus_queried) {
-    gpu_cache = detail::query_gpus(gpu_reason);
-    gpus_queried = true;
-  } else if (refresh_free) {
-    detail::refresh_free_memory(gpu_cache);
-  }
+  query_once();
+  if (refresh_free) detail::refresh_free_memory(gpu_cache);
   if (reason) *reason = gpu_reason;
   return gpu_cache;
 }
@@ -126,6 +165,23 @@ std::vector<GpuInfo> cached_gpus(std::string* reason, bool refresh_free) {
 
 std::vector<GpuInfo> gpu_list() {
   return cached_gpus(nullptr, true);
+}
+
+std::vector<GpuInfo> detail::gpu_properties() {
+  return cached_gpus(nullptr, false);
+}
+
+std::size_t detail::gpu_free_memory(int device) {
+  std::lock_guard lock(gpu_mutex);
+  query_once();
+  for (auto& g : gpu_cache) {
+    if (g.index != device) continue;
+    std::vector<GpuInfo> one{g};
+    detail::refresh_free_memory(one);
+    g.free_memory = one[0].free_memory;
+    return g.free_memory;
+  }
+  return 0;
 }
 
 std::string gpu_absence_reason() {

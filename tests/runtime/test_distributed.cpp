@@ -4,8 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <string>
+
+#include <sched.h>
 
 #include "molaccel/distributed.hpp"
+#include "runtime/host_resources.hpp"
 #include "testing/thread_ranks.hpp"
 
 namespace molaccel {
@@ -108,6 +112,25 @@ TEST(Distributed, EachRankGetsItsShareOfTheCores) {
   EXPECT_EQ(options_for_rank(o, 1, 2).cpu_threads, 3);  // what the user asked for
   o.device = DeviceSpec::parse("gpu:1");
   EXPECT_EQ(options_for_rank(o, 1, 2).device.gpu_ids, std::vector<int>{1});
+}
+
+TEST(Distributed, AProcessBoundToOneCoreByItsLauncherTakesItsShareOfTheHost) {
+  const int online = detail::online_cpus();
+  if (online < 2) GTEST_SKIP() << "one CPU online";
+  cpu_set_t saved;
+  CPU_ZERO(&saved);
+  ASSERT_EQ(sched_getaffinity(0, sizeof saved, &saved), 0);
+  if (CPU_COUNT(&saved) < online) GTEST_SKIP() << "this process may not use every online CPU (a cpuset)";
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(0, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);  // what `mpirun -np 1` does by default
+  EXPECT_EQ(detail::usable_cpus(), 1);
+  const std::string said = detail::claim_cpu_share(0, 1);
+  EXPECT_EQ(detail::usable_cpus(), online);
+  EXPECT_NE(said.find("bound this process to 1 CPU"), std::string::npos) << said;
+  EXPECT_TRUE(detail::claim_cpu_share(0, 1).empty());  // wide enough already: left alone
+  ASSERT_EQ(sched_setaffinity(0, sizeof saved, &saved), 0);
 }
 
 TEST(Distributed, OutsideALauncherThereIsOneProcess) {

@@ -1,6 +1,7 @@
 // CUDA side of the runtime: device queries, error handling, RAII wrappers, JIT program loading.
 #include <cstdlib>
 #include <cstring>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -151,16 +152,16 @@ std::vector<GpuInfo> query_gpus(std::string& reason) {
     reason = "no CUDA-capable GPU";
     return gpus;
   }
-  // The free-memory query creates each device's primary context (100s of ms on a large GPU):
-  // one thread per device, so a process on N GPUs does not pay N context creations in a row.
-  // The contexts are the ones the workers use later, so nothing is created twice.
+  // Properties only: no device's context is created here (hundreds of ms each on a large GPU, and
+  // device memory): a process, or an MPI rank, creates contexts only on the GPUs it uses, when its
+  // workers start or when free memory is asked for (refresh_free_memory).
   std::vector<GpuInfo> found(static_cast<std::size_t>(n));
   std::vector<char> usable(static_cast<std::size_t>(n), 0);
-  const auto probe = [&](int i) {
+  for (int i = 0; i < n; ++i) {
     cudaDeviceProp p{};
     if (cudaGetDeviceProperties(&p, i) != cudaSuccess) {
       cudaGetLastError();
-      return;
+      continue;
     }
     GpuInfo& g = found[static_cast<std::size_t>(i)];
     g.index = i;
@@ -173,20 +174,7 @@ std::vector<GpuInfo> query_gpus(std::string& reason) {
     g.shared_per_block_optin = p.sharedMemPerBlockOptin;
     cudaDeviceGetAttribute(&g.clock_khz, cudaDevAttrClockRate, i);
     cudaDeviceGetAttribute(&g.memory_bus_bits, cudaDevAttrGlobalMemoryBusWidth, i);
-    if (cudaSetDevice(i) == cudaSuccess) {  // this thread's current device only
-      std::size_t free_b = 0, total_b = 0;
-      if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) g.free_memory = free_b;
-      cudaGetLastError();
-    }
     usable[static_cast<std::size_t>(i)] = 1;
-  };
-  if (n == 1) {
-    std::thread(probe, 0).join();  // leaves the calling thread's current device alone
-  } else {
-    std::vector<std::thread> threads;
-    threads.reserve(static_cast<std::size_t>(n));
-    for (int i = 0; i < n; ++i) threads.emplace_back(probe, i);
-    for (auto& t : threads) t.join();
   }
   for (int i = 0; i < n; ++i)
     if (usable[static_cast<std::size_t>(i)]) gpus.push_back(std::move(found[static_cast<std::size_t>(i)]));
@@ -195,15 +183,28 @@ std::vector<GpuInfo> query_gpus(std::string& reason) {
 }
 
 void refresh_free_memory(std::vector<GpuInfo>& gpus) noexcept {
-  int previous = -1;
-  if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
-  for (auto& g : gpus) {
+  // The query needs the device's context, which it creates the first time (100s of ms on a large
+  // GPU): one thread per device, so N GPUs do not pay N context creations in a row. The contexts
+  // are the ones the workers use later, so nothing is created twice. Each thread's current device
+  // is its own: the calling thread's is left alone.
+  const auto query = [](GpuInfo& g) {
     std::size_t free_b = 0, total_b = 0;
     if (cudaSetDevice(g.index) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
       g.free_memory = free_b;
+    cudaGetLastError();
+  };
+  std::vector<std::thread> threads;
+  for (auto& g : gpus) {
+    try {
+      threads.emplace_back(query, std::ref(g));
+    } catch (const std::system_error&) {  // no thread to be had: this one, on the calling thread
+      int previous = -1;
+      if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
+      query(g);
+      if (previous >= 0) cudaSetDevice(previous);
+    }
   }
-  cudaGetLastError();
-  if (previous >= 0) cudaSetDevice(previous);
+  for (auto& t : threads) t.join();
 }
 
 void bind_thread_to_device(int device) {

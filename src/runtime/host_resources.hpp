@@ -1,0 +1,31 @@
+// What of the host a process uses: GPUs listed without creating their contexts, the free memory
+// of one GPU, the CPUs this process may use, and its share of the host's CPUs when several
+// processes of one launch (MPI ranks) run there.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "molaccel/runtime.hpp"
+
+namespace molaccel::detail {
+
+// gpu_list() without creating any context (free_memory as last queried, 0 if never): for choosing
+// devices, e.g. one MPI rank's, without touching the others (a context costs 100s of ms and
+// device memory).
+std::vector<GpuInfo> gpu_properties();
+// Free memory of one GPU now (0 if there is no such GPU); creates its context if needed.
+std::size_t gpu_free_memory(int device);
+
+// CPUs in this process's affinity mask (what taskset, a cpuset or a launcher allows).
+int usable_cpus();
+// CPUs online on this host.
+int online_cpus();
+// Launchers bind processes to CPUs (Open MPI: one core per rank when there are at most two), which
+// would run molaccel's threads on one core. When the mask is narrower than this process's share of
+// the host (online / local_size), widens it to the share: CPUs [local_rank * share, +share).
+// Returns what it did, in words (empty when nothing was changed).
+std::string claim_cpu_share(int local_rank, int local_size);
+
+}  // namespace molaccel::detail
