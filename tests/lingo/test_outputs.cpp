@@ -93,6 +93,23 @@ TEST_F(LingoOutputs, EmptyResultIsAValidNpyAndGzip) {
   EXPECT_EQ(gunzip(dir / "pairs.tsv.gz"), "query\ttarget\tsimilarity\trank\n");
 }
 
+// --json reports the time of each stage.
+TEST(LingoReport, StagesInJson) {
+  TempDir dir;
+  write_file(dir / "db.smi", smi_file(14, 50, "m"));
+  const std::string db = (dir / "db.smi").string();
+  for (const std::string& command :
+       {fmt::format("lingo search {} {} -k 3 -o {}", db, db, (dir / "h.tsv").string()),
+        fmt::format("lingo neighbors {} -o {}", db, (dir / "p.npy").string()),
+        fmt::format("lingo matrix {} -o {}", db, (dir / "m.npy").string())}) {
+    ASSERT_EQ(run_cli(fmt::format("--json {} {} --device cpu", (dir / "r.json").string(), command)), 0)
+        << command;
+    const std::string report = read_file(dir / "r.json");
+    for (const char* key : {"\"stages\"", "\"read\"", "\"encode\"", "\"compute\"", "\"write\""})
+      EXPECT_NE(report.find(key), std::string::npos) << command << ": no " << key << " in " << report;
+  }
+}
+
 // The block writer: blocks of random sizes (some empty) land in order, plain and gzip, on one
 // thread and on several; a failing block leaves the exception to the caller.
 TEST(ParallelWriter, BlocksLandInOrder) {
