@@ -142,7 +142,8 @@ Alignment align_pair(std::span<const std::uint8_t> query, std::span<const std::u
   const auto query_part = query.subspan(start_i - 1, rm), subject_part = subject.subspan(start_j - 1, rn);
   // Blocks of equal height: the checkpoint pass and the recomputation are then the least.
   const std::size_t max_rows = std::clamp<std::size_t>(limits.direction_bytes / rn, 1, rm);
-  const std::size_t block_rows = (rm + (rm + max_rows - 1) / max_rows - 1) / ((rm + max_rows - 1) / max_rows);
+  const std::size_t blocks_needed = (rm + max_rows - 1) / max_rows;
+  const std::size_t block_rows = (rm + blocks_needed - 1) / blocks_needed;
   const std::size_t n_blocks = (rm + block_rows - 1) / block_rows;
   // checkpoints[b]: H and vertical-gap rows before block b's first row (block 0: the boundary).
   std::vector<std::vector<int>> checkpoints_h(n_blocks), checkpoints_e(n_blocks);
