@@ -77,11 +77,14 @@ int run_search(RunContext& ctx, const SearchCommand& o) {
   options.evalues = !o.no_evalue;
   options.backend = parse_compute_backend(o.scoring.backend);
   const auto queries = al::read_fasta(o.queries);
+  const double read = now_seconds();
   const auto db = al::Database::load(o.db);
   const double loaded = now_seconds();
   const auto result = al::search(resources, queries, db, options);
+  const double searched = now_seconds();
   al::write_hits_tsv(o.output, queries, db, result);
-  const double seconds = now_seconds() - started;
+  const double written = now_seconds();
+  const double seconds = written - started;
   const double gcups = result.stats.cells / std::max(1e-9, result.stats.seconds) / 1e9;
   ctx.report["queries"] = queries.size();
   ctx.report["database"] = {{"path", o.db}, {"sequences", db.size()}, {"residues", db.residues()}};
@@ -94,6 +97,12 @@ int run_search(RunContext& ctx, const SearchCommand& o) {
   ctx.report["scoring_seconds"] = result.stats.seconds;
   ctx.report["load_seconds"] = loaded - started;
   ctx.report["total_seconds"] = seconds;
+  // "traceback": the search's time beyond scoring (top hits, traceback, statistics).
+  ctx.report["stages"] = {{"read", read - started},
+                          {"load", loaded - read},
+                          {"compute", result.stats.seconds},
+                          {"traceback", std::max(0.0, searched - loaded - result.stats.seconds)},
+                          {"write", written - searched}};
   ctx.report["gcups_scoring"] = gcups;
   ctx.report["gcups_with_loading"] = result.stats.cells / std::max(1e-9, seconds) / 1e9;
   ctx.report["output"] = o.output;
@@ -128,9 +137,11 @@ int run_search_ranks(RunContext& ctx, const SearchCommand& o) {
   });
   const double loaded = now_seconds();
   const auto merged = al::search_across_ranks(comm, resources, queries, shard, options);
+  const double searched = now_seconds();
   run_step(comm, [&] {
     if (comm.is_root()) al::write_hits_tsv(o.output, queries, merged);
   });
+  const double written = now_seconds();
   const double seconds = now_seconds() - started;
   const auto& stats = merged.result.stats;
   ctx.report["queries"] = queries.size();
@@ -151,6 +162,11 @@ int run_search_ranks(RunContext& ctx, const SearchCommand& o) {
                          {"traceback_seconds", merged.merge.traceback_seconds}};
   ctx.report["load_seconds"] = loaded - started;
   ctx.report["total_seconds"] = seconds;
+  ctx.report["stages"] = {{"load", loaded - started},
+                          {"compute", stats.seconds},
+                          {"merge", merged.merge.seconds},
+                          {"traceback", merged.merge.traceback_seconds},
+                          {"write", written - searched}};
   ctx.report["output"] = o.output;
   if (!ctx.common.quiet)
     std::printf(

@@ -1,5 +1,7 @@
 // `molaccel lingo ...`: LINGO similarity matrix, top-k search, threshold neighbours, clustering;
 // and the lingo step of `molaccel demo`.
+#include <bit>
+#include <cstddef>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -8,6 +10,7 @@
 
 #include "command.hpp"
 #include "molaccel/lingo.hpp"
+#include "runtime/parallel_writer.hpp"
 
 namespace molaccel::cli {
 namespace {
@@ -117,6 +120,23 @@ void report_run(nlohmann::json& report, const lg::RunInfo& info) {
   report["tile_retries"] = info.job.retries;
 }
 
+// Seconds `step` takes.
+double timed(const std::function<void()>& step) {
+  const double t0 = now_seconds();
+  step();
+  return now_seconds() - t0;
+}
+
+// The --json report's "stages": reading and parsing the inputs, encoding them for the kernels, the
+// tiles, and writing the output (0 where the output streams out during the tiles: matrix).
+void report_stages(nlohmann::json& report, double read_seconds, const lg::RunInfo& info,
+                   double write_seconds) {
+  report["stages"] = {{"read", read_seconds},
+                      {"encode", info.prepare_seconds},
+                      {"compute", info.job.seconds},
+                      {"write", write_seconds}};
+}
+
 // ---- matrix ----
 struct MatrixOptions {
   LingoInputOptions input;
@@ -132,12 +152,14 @@ int run_matrix(RunContext& ctx, const MatrixOptions& o) {
   Resources resources;
   lg::MoleculeSet queries;
   std::optional<lg::MoleculeSet> db;
-  on_every_rank(ctx, [&] {
-    if (ctx.distributed() && format != lg::MatrixFormat::npy)
-      throw InputError("-o", 0, "across MPI ranks the matrix is written as .npy only");
-    resources = ctx.resources();
-    queries = load(o.queries, o.input, ctx.report, "queries");
-    if (!o.db.empty()) db = load(o.db, o.input, ctx.report, "database");
+  const double read_seconds = timed([&] {
+    on_every_rank(ctx, [&] {
+      if (ctx.distributed() && format != lg::MatrixFormat::npy)
+        throw InputError("-o", 0, "across MPI ranks the matrix is written as .npy only");
+      resources = ctx.resources();
+      queries = load(o.queries, o.input, ctx.report, "queries");
+      if (!o.db.empty()) db = load(o.db, o.input, ctx.report, "database");
+    });
   });
   lg::RunInfo info;
   const auto type = lg::parse_output_type(o.output_type);
@@ -148,6 +170,7 @@ int run_matrix(RunContext& ctx, const MatrixOptions& o) {
     lg::write_similarity_matrix(resources, queries, db ? &*db : nullptr, o.output, format, o.input.compute(),
                                 &info, type);
   report_run(ctx.report, info);
+  report_stages(ctx.report, read_seconds, info, 0);
   ctx.report["output"] = o.output;
   ctx.report["output_type"] = o.output_type;
   if (!ctx.common.quiet)
@@ -189,34 +212,53 @@ struct SearchOptions {
   std::size_t k = 10;
 };
 
-// Hits as TSV. Lines are formatted in parallel, a wave of chunks at a time, and written in order
-// (a top-100 of 367k queries is 36.7 M lines: one thread would take longer than the GPU search).
+// The .npy header of `count` hits: a structured array (query, target, similarity) whose records
+// are lg::Hit's bytes, so the hits are written as they are in memory.
+std::string hits_npy_header(std::size_t count) {
+  static_assert(std::endian::native == std::endian::little && sizeof(lg::Hit) == 12 &&
+                offsetof(lg::Hit, target) == 4 && offsetof(lg::Hit, similarity) == 8);
+  std::string dict = fmt::format(
+      "{{'descr': [('query', '<u4'), ('target', '<u4'), ('similarity', '<f4')], 'fortran_order': False, "
+      "'shape': ({},), }}",
+      count);
+  const std::size_t unpadded = 10 + dict.size() + 1;  // magic, version, length, dict, newline
+  dict.append((64 - unpadded % 64) % 64, ' ');
+  dict += '\n';
+  std::string header("\x93NUMPY\x01\x00", 8);
+  header += static_cast<char>(dict.size() & 0xff);
+  header += static_cast<char>(dict.size() >> 8);
+  return header + dict;
+}
+
+// Hits to `path` by its name: .npy (indices into the inputs and fp32 similarities), .gz (gzip
+// TSV) or TSV. TSV lines are formatted on every core and written in order as they are ready (a
+// top-100 of 367k queries is 36.7 M lines: one thread would take longer than the GPU search).
 void write_hits(const std::string& path, const lg::MoleculeSet& queries, const lg::MoleculeSet& db,
                 const std::vector<lg::Hit>& hits, std::size_t per_query, int threads) {
-  constexpr std::size_t kChunk = 1 << 16;  // hits per formatted chunk
-  const std::size_t n_chunks = (hits.size() + kChunk - 1) / kChunk;
-  const std::size_t wave = std::max<std::size_t>(1, 4 * static_cast<std::size_t>(std::max(threads, 1)));
+  if (path.ends_with(".npy")) {
+    write_file_atomically(path, [&](std::FILE* f) {
+      const std::string header = hits_npy_header(hits.size());
+      if (std::fwrite(header.data(), 1, header.size(), f) != header.size() ||
+          std::fwrite(hits.data(), sizeof(lg::Hit), hits.size(), f) != hits.size())
+        throw Error(fmt::format("{}: write failed (disk full?)", path), __FILE__, __LINE__);
+    });
+    return;
+  }
+  constexpr std::size_t kBlock = 1 << 15;  // hits per formatted block
+  const std::size_t n_blocks = std::max<std::size_t>(1, (hits.size() + kBlock - 1) / kBlock);
   write_file_atomically(path, [&](std::FILE* f) {
-    std::fputs("query\ttarget\tsimilarity\trank\n", f);
-    std::vector<std::string> texts(std::min(wave, n_chunks));
-    for (std::size_t first = 0; first < n_chunks; first += wave) {
-      const std::size_t count = std::min(wave, n_chunks - first);
-      parallel_for(count, threads, 1, [&](std::size_t b, std::size_t e) {
-        for (std::size_t c = b; c < e; ++c) {
-          fmt::memory_buffer text;
-          const std::size_t begin = (first + c) * kChunk, end = std::min(hits.size(), begin + kChunk);
+    io::write_blocks_in_order(
+        f, path, n_blocks, threads,
+        [&](std::size_t block, std::string& text) {
+          if (block == 0) text = "query\ttarget\tsimilarity\trank\n";
+          const std::size_t begin = block * kBlock, end = std::min(hits.size(), begin + kBlock);
           for (std::size_t i = begin; i < end; ++i) {
             const auto& h = hits[i];
             fmt::format_to(std::back_inserter(text), "{}\t{}\t{}\t{}\n", queries.names[h.query],
                            db.names[h.target], h.similarity, per_query ? i % per_query + 1 : 0);
           }
-          texts[c].assign(text.data(), text.size());
-        }
-      });
-      for (std::size_t c = 0; c < count; ++c)
-        if (std::fwrite(texts[c].data(), 1, texts[c].size(), f) != texts[c].size())
-          throw Error(fmt::format("{}: write failed", path), __FILE__, __LINE__);
-    }
+        },
+        io::compression_for(path));
   });
 }
 
@@ -226,25 +268,32 @@ int run_search(RunContext& ctx, const SearchOptions& o) {
   // The same file as queries and database (a set against itself) is read once.
   std::error_code ec;
   const bool same_file = std::filesystem::equivalent(o.queries, o.db, ec);
-  on_every_rank(ctx, [&] {
-    resources = ctx.resources();
-    queries = load(o.queries, o.input, ctx.report, "queries");
-    if (!same_file) db_storage = load(o.db, o.input, ctx.report, "database");
+  const double read_seconds = timed([&] {
+    on_every_rank(ctx, [&] {
+      resources = ctx.resources();
+      queries = load(o.queries, o.input, ctx.report, "queries");
+      if (!same_file) db_storage = load(o.db, o.input, ctx.report, "database");
+    });
   });
   const lg::MoleculeSet& db = same_file ? queries : db_storage;
   if (same_file) ctx.report["database"] = ctx.report["queries"];
   lg::RunInfo info;
   std::vector<lg::Hit> hits;
+  double write_seconds = 0;
   if (ctx.distributed()) {
     hits = lg::search_across_ranks(*ctx.comm, resources, queries, db, o.k, o.input.compute(), &info);
-    on_root(ctx, [&] {
-      write_hits(o.output, queries, db, hits, std::min(o.k, db.size()), resources.cpu_threads());
+    write_seconds = timed([&] {
+      on_root(ctx, [&] {
+        write_hits(o.output, queries, db, hits, std::min(o.k, db.size()), resources.cpu_threads());
+      });
     });
   } else {
     hits = lg::search(resources, queries, db, o.k, o.input.compute(), &info);
-    write_hits(o.output, queries, db, hits, std::min(o.k, db.size()), resources.cpu_threads());
+    write_seconds = timed(
+        [&] { write_hits(o.output, queries, db, hits, std::min(o.k, db.size()), resources.cpu_threads()); });
   }
   report_run(ctx.report, info);
+  report_stages(ctx.report, read_seconds, info, write_seconds);
   ctx.report["k"] = o.k;
   ctx.report["hits"] = hits.size();
   ctx.report["output"] = o.output;
@@ -264,7 +313,10 @@ const bool search_registered = register_command({
       app.add_option("QUERIES", o->queries, "Query molecules")->required()->check(CLI::ExistingFile);
       app.add_option("DB", o->db, "Database molecules")->required()->check(CLI::ExistingFile);
       app.add_option("-k", o->k, "Hits per query")->default_val(10)->check(CLI::Range(1, 1 << 20));
-      app.add_option("-o,--output", o->output, "TSV: query, target, similarity, rank")->required();
+      app.add_option("-o,--output", o->output,
+                     "Hits: TSV (query, target, similarity, rank), .gz: gzip TSV, .npy: structured array "
+                     "(query, target: 0-based input indices; similarity: float32)")
+          ->required();
       add_lingo_options(app, o->input, common);
       return [o](RunContext& ctx) { return run_search(ctx, *o); };
     },
@@ -282,16 +334,20 @@ struct NeighborOptions {
 int run_neighbors(RunContext& ctx, const NeighborOptions& o) {
   Resources resources;
   lg::MoleculeSet db;
-  on_every_rank(ctx, [&] {
-    resources = ctx.resources();
-    db = load(o.db, o.input, ctx.report, "database");
+  const double read_seconds = timed([&] {
+    on_every_rank(ctx, [&] {
+      resources = ctx.resources();
+      db = load(o.db, o.input, ctx.report, "database");
+    });
   });
   lg::RunInfo info;
   const auto pairs = ctx.distributed() ? lg::neighbors_across_ranks(*ctx.comm, resources, db, o.threshold,
                                                                     o.input.compute(), &info)
                                        : lg::neighbors(resources, db, o.threshold, o.input.compute(), &info);
-  on_root(ctx, [&] { write_hits(o.output, db, db, pairs, 0, resources.cpu_threads()); });
+  const double write_seconds =
+      timed([&] { on_root(ctx, [&] { write_hits(o.output, db, db, pairs, 0, resources.cpu_threads()); }); });
   report_run(ctx.report, info);
+  report_stages(ctx.report, read_seconds, info, write_seconds);
   ctx.report["threshold"] = o.threshold;
   ctx.report["neighbor_pairs"] = pairs.size();
   ctx.report["output"] = o.output;
@@ -312,7 +368,10 @@ const bool neighbors_registered = register_command({
       app.add_option("--threshold", o->threshold, "Minimum similarity, in [0, 1]")
           ->default_val(0.7)
           ->check(CLI::Range(0.0, 1.0));
-      app.add_option("-o,--output", o->output, "TSV: query, target, similarity (rank column 0)")->required();
+      app.add_option("-o,--output", o->output,
+                     "Pairs: TSV (query, target, similarity; rank column 0), .gz: gzip TSV, .npy: "
+                     "structured array (query, target: 0-based input indices; similarity: float32)")
+          ->required();
       add_lingo_options(app, o->input, common);
       return [o](RunContext& ctx) { return run_neighbors(ctx, *o); };
     },

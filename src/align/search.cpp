@@ -9,6 +9,7 @@
 #include <set>
 
 #include "align/kernels.hpp"
+#include "align/traceback.hpp"
 #include "molaccel/align.hpp"
 
 namespace molaccel::align {
@@ -307,11 +308,19 @@ SearchResult search(const Resources& resources, const SequenceSet& queries, cons
     sorted_of_original.assign(database.total_sequences(), 0);
     for (std::size_t i = 0; i < database.size(); ++i)
       sorted_of_original[database.original_index(i)] = static_cast<std::uint32_t>(i);
-    parallel_for(all.size(), resources.cpu_threads(), 1, [&](std::size_t b, std::size_t e) {
+    // One hit per task, the largest pairs first, so that a long pair does not start last.
+    std::vector<Hit*> by_size = all;
+    auto cells = [&](const Hit* hit) {
+      return queries.sequence(hit->query).size() * database.sequence(sorted_of_original[hit->subject]).size();
+    };
+    std::stable_sort(by_size.begin(), by_size.end(),
+                     [&](const Hit* x, const Hit* y) { return cells(x) > cells(y); });
+    parallel_for(by_size.size(), resources.cpu_threads(), 1, [&](std::size_t b, std::size_t e) {
       for (std::size_t h = b; h < e; ++h) {
-        Hit& hit = *all[h];
-        hit.alignment = align_pair(queries.sequence(hit.query),
-                                   database.sequence(sorted_of_original[hit.subject]), options.scoring);
+        Hit& hit = *by_size[h];
+        hit.alignment = detail::align_pair(queries.sequence(hit.query),
+                                           database.sequence(sorted_of_original[hit.subject]),
+                                           options.scoring, hit.score);
         if (hit.alignment.score != hit.score)
           throw Error(fmt::format("traceback score {} differs from search score {} (query {}, subject {})",
                                   hit.alignment.score, hit.score, queries.ids[hit.query],

@@ -1,10 +1,13 @@
 // Shared helpers of the align tests: random protein sequences with a fixed seed.
 #pragma once
 
+#include <cctype>
 #include <random>
+#include <span>
 #include <string>
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include "molaccel/align.hpp"
 
@@ -47,6 +50,32 @@ inline std::vector<std::uint8_t> codes(const std::string& letters) {
   std::vector<std::uint8_t> out;
   for (char c : letters) out.push_back(static_cast<std::uint8_t>(encode_residue(c)));
   return out;
+}
+
+// Score of an alignment recomputed from its CIGAR: the traceback must reproduce the DP score.
+inline int score_of_alignment(const Alignment& a, std::span<const std::uint8_t> q,
+                              std::span<const std::uint8_t> s, const Scoring& scoring,
+                              std::uint32_t* identities) {
+  std::size_t i = a.query_start - 1, j = a.subject_start - 1, k = 0;
+  int score = 0;
+  *identities = 0;
+  while (k < a.cigar.size()) {
+    std::size_t run = 0;
+    while (std::isdigit(static_cast<unsigned char>(a.cigar[k]))) run = run * 10 + (a.cigar[k++] - '0');
+    const char op = a.cigar[k++];
+    if (op == 'M') {
+      for (std::size_t r = 0; r < run; ++r, ++i, ++j) {
+        score += scoring.matrix.at(q[i], s[j]);
+        *identities += q[i] == s[j];
+      }
+    } else {
+      score -= scoring.gap_open + static_cast<int>(run - 1) * scoring.gap_extend;
+      (op == 'I' ? i : j) += run;
+    }
+  }
+  EXPECT_EQ(i, a.query_end);
+  EXPECT_EQ(j, a.subject_end);
+  return score;
 }
 
 // BLOSUM62 with every entry multiplied by 10 (max 110), gaps 60/5: alignments of a few hundred

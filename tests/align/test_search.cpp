@@ -12,31 +12,7 @@ using testing::codes;
 using testing::make_set;
 using testing::mutate;
 using testing::random_protein;
-
-// Score of an alignment recomputed from its CIGAR: the traceback must reproduce the DP score.
-int score_of_alignment(const Alignment& a, std::span<const std::uint8_t> q, std::span<const std::uint8_t> s,
-                       const Scoring& scoring, std::uint32_t* identities) {
-  std::size_t i = a.query_start - 1, j = a.subject_start - 1, k = 0;
-  int score = 0;
-  *identities = 0;
-  while (k < a.cigar.size()) {
-    std::size_t run = 0;
-    while (std::isdigit(static_cast<unsigned char>(a.cigar[k]))) run = run * 10 + (a.cigar[k++] - '0');
-    const char op = a.cigar[k++];
-    if (op == 'M') {
-      for (std::size_t r = 0; r < run; ++r, ++i, ++j) {
-        score += scoring.matrix.at(q[i], s[j]);
-        *identities += q[i] == s[j];
-      }
-    } else {
-      score -= scoring.gap_open + static_cast<int>(run - 1) * scoring.gap_extend;
-      (op == 'I' ? i : j) += run;
-    }
-  }
-  EXPECT_EQ(i, a.query_end);
-  EXPECT_EQ(j, a.subject_end);
-  return score;
-}
+using testing::score_of_alignment;
 
 TEST(AlignTraceback, ReproducesReferenceScores) {
   std::mt19937 rng(5);

@@ -76,6 +76,25 @@ std::string tsv_safe_name(std::string_view name) {
   return out;
 }
 
+// Molecules waiting for their SMILES check, preprocessing and Lingo counting, which run on every core
+// a batch at a time (the line reading stays serial, in file order).
+struct PendingMolecule {
+  std::size_t line = 0;
+  std::string smiles, name;  // name empty: the line number
+};
+
+// `part` appended to `set`.
+void append(MoleculeSet& set, MoleculeSet&& part) {
+  const std::uint64_t base = set.offsets.back();
+  for (std::size_t i = 1; i < part.offsets.size(); ++i) set.offsets.push_back(base + part.offsets[i]);
+  set.keys32.insert(set.keys32.end(), part.keys32.begin(), part.keys32.end());
+  set.keys64.insert(set.keys64.end(), part.keys64.begin(), part.keys64.end());
+  set.counts.insert(set.counts.end(), part.counts.begin(), part.counts.end());
+  set.magnitudes.insert(set.magnitudes.end(), part.magnitudes.begin(), part.magnitudes.end());
+  set.names.insert(set.names.end(), std::make_move_iterator(part.names.begin()),
+                   std::make_move_iterator(part.names.end()));
+}
+
 MoleculeSet read_from(io::LineReader& reader, const LingoOptions& lingo, const ReadOptions& read,
                       ReadStats* stats_out) {
   if (lingo.q < kMinQ || lingo.q > kMaxQ)
@@ -89,10 +108,53 @@ MoleculeSet read_from(io::LineReader& reader, const LingoOptions& lingo, const R
   bool have_header = false;
   std::vector<std::string> fields;
 
+  // The batch: checked, preprocessed and counted in slices on every core, appended in order. The
+  // first invalid SMILES in file order stops the run (or is counted with --skip-invalid).
+  constexpr std::size_t kBatch = 1 << 16, kSlice = 1024;
+  std::vector<PendingMolecule> pending;
+  auto flush = [&] {
+    const std::size_t n_slices = (pending.size() + kSlice - 1) / kSlice;
+    std::vector<MoleculeSet> parts(n_slices);
+    std::vector<std::pair<std::size_t, std::string>> problems(n_slices);  // each slice's first
+    std::vector<std::size_t> skipped(n_slices, 0);
+    parallel_for(n_slices, 0, 1, [&](std::size_t b, std::size_t e) {
+      for (std::size_t p = b; p < e; ++p) {
+        MoleculeSet& part = parts[p];
+        part.q = lingo.q;
+        part.preprocessing = lingo.preprocessing;
+        part.offsets.reserve(kSlice + 1);
+        for (std::size_t m = p * kSlice; m < std::min(pending.size(), (p + 1) * kSlice); ++m) {
+          auto& molecule = pending[m];
+          if (auto problem = smiles_problem(molecule.smiles); !problem.empty()) {
+            if (skipped[p]++ == 0) problems[p] = {molecule.line, std::move(problem)};
+            if (!read.skip_invalid) break;
+            continue;
+          }
+          part.add(molecule.name.empty() ? std::to_string(molecule.line) : std::move(molecule.name),
+                   preprocess(molecule.smiles, lingo.preprocessing));
+        }
+      }
+    });
+    for (std::size_t p = 0; p < n_slices; ++p) {
+      if (skipped[p] > 0) {
+        if (!read.skip_invalid)
+          throw InputError(reader.name(), problems[p].first, problems[p].second, __FILE__, __LINE__);
+        stats.skipped_invalid += skipped[p];
+        if (stats.first_skipped_line == 0 || problems[p].first < stats.first_skipped_line)
+          stats.first_skipped_line = problems[p].first;
+      }
+      append(set, std::move(parts[p]));
+    }
+    pending.clear();
+  };
   auto reject = [&](const std::string& message) {
-    if (!read.skip_invalid) reader.fail(message);
+    if (!read.skip_invalid) {
+      flush();  // an invalid SMILES on an earlier line is the one to report
+      reader.fail(message);
+    }
     ++stats.skipped_invalid;
-    if (stats.first_skipped_line == 0) stats.first_skipped_line = reader.line_number();
+    if (stats.first_skipped_line == 0 || reader.line_number() < stats.first_skipped_line)
+      stats.first_skipped_line = reader.line_number();
   };
 
   std::string_view line;
@@ -152,13 +214,10 @@ MoleculeSet read_from(io::LineReader& reader, const LingoOptions& lingo, const R
       smiles = rest.substr(0, end);
       name = trim(rest.substr(end));
     }
-    if (auto problem = smiles_problem(smiles); !problem.empty()) {
-      reject(problem);
-      continue;
-    }
-    set.add(name.empty() ? std::to_string(reader.line_number()) : tsv_safe_name(name),
-            preprocess(smiles, lingo.preprocessing));
+    pending.push_back({reader.line_number(), std::string(smiles), name.empty() ? "" : tsv_safe_name(name)});
+    if (pending.size() == kBatch) flush();
   }
+  flush();
   if (csv && !have_header) reader.fail("empty CSV file: no header line");
   // An empty input is a mistake (a wrong path, a failed export), never an empty result. Reported
   // at the last line (line 1 of an empty file) so that the message reads FILE:LINE: message.

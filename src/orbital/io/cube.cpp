@@ -1,11 +1,15 @@
-// Gaussian cube files: reading (plain or gzip; single field or multi-orbital) and atomic writing.
+// Gaussian cube files: reading (plain or gzip; single field or multi-orbital) and atomic writing,
+// the values formatted on every core.
 // A negative point count on an axis line means the axis is in angstrom (converted to bohr here).
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 
 #include "molaccel/orbital.hpp"
 #include "orbital/io/parse_util.hpp"
+#include "runtime/parallel_writer.hpp"
 #include "runtime/text_input.hpp"
 
 namespace molaccel::orbital {
@@ -148,19 +152,57 @@ void write_header(std::FILE* f, const Wavefunction& wfn, const GridSpec& grid, s
                  atom.position[1], atom.position[2]);
 }
 
+// " %12.5E" of `v`, exactly as printf writes it: std::to_chars with a precision is specified to
+// give printf's digits (correctly rounded), at a fraction of snprintf's cost; NaN and infinities
+// (rare, spelled differently by to_chars) go through snprintf itself.
+void append_cube_number(std::string& text, double v) {
+  char digits[32];
+  std::size_t length = 0;
+  if (std::isfinite(v)) {
+    const auto result = std::to_chars(digits, digits + sizeof digits, v, std::chars_format::scientific, 5);
+    length = static_cast<std::size_t>(result.ptr - digits);
+    for (std::size_t i = length - 3; i > 0; --i)  // the exponent's 'e' is at least 3 from the end
+      if (digits[i] == 'e') {
+        digits[i] = 'E';
+        break;
+      }
+  } else {
+    length = static_cast<std::size_t>(std::snprintf(digits, sizeof digits, "%.5E", v));
+  }
+  text.append(1 + (length < 12 ? 12 - length : 0), ' ');
+  text.append(digits, length);
+}
+
+// The grid's value lines, formatted on every core in blocks of whole rows (row = one (i, j) line of
+// z values) and written in order. `row_values` is the number of values per row, for the block size.
+void write_rows(std::FILE* f, const std::filesystem::path& path, const GridSpec& grid, std::size_t row_values,
+                const std::function<void(std::size_t row, std::string& text)>& format_row) {
+  const std::size_t rows = grid.counts[0] * grid.counts[1];
+  const std::size_t rows_per_block =
+      std::max<std::size_t>(1, (std::size_t{1} << 16) / std::max<std::size_t>(1, row_values));
+  io::write_blocks_in_order(f, path.string(), (rows + rows_per_block - 1) / rows_per_block, 0,
+                            [&](std::size_t block, std::string& text) {
+                              text.reserve(14 * rows_per_block * row_values);
+                              const std::size_t end = std::min(rows, (block + 1) * rows_per_block);
+                              for (std::size_t row = block * rows_per_block; row < end; ++row)
+                                format_row(row, text);
+                            });
+}
+
 }  // namespace
 
 void write_cube(const std::filesystem::path& path, const Wavefunction& wfn, const GridSpec& grid,
                 const float* values, std::string_view title, std::string_view description) {
+  const std::size_t nz = grid.counts[2];
   write_file_atomically(path, [&](std::FILE* f) {
     write_header(f, wfn, grid, title, description, false);
-    const std::size_t nz = grid.counts[2];
-    const std::size_t rows = grid.counts[0] * grid.counts[1];
-    for (std::size_t row = 0; row < rows; ++row) {
+    write_rows(f, path, grid, nz, [&](std::size_t row, std::string& text) {
       const float* v = values + row * nz;
-      for (std::size_t k = 0; k < nz; ++k)
-        std::fprintf(f, (k % 6 == 5 || k + 1 == nz) ? " %12.5E\n" : " %12.5E", static_cast<double>(v[k]));
-    }
+      for (std::size_t k = 0; k < nz; ++k) {
+        append_cube_number(text, static_cast<double>(v[k]));
+        if (k % 6 == 5 || k + 1 == nz) text += '\n';
+      }
+    });
   });
 }
 
@@ -170,24 +212,23 @@ void write_multi_orbital_cube(const std::filesystem::path& path, const Wavefunct
   const std::size_t n_points = grid.point_count();
   const std::size_t n_orb = orbital_numbers.size();
   MOLACCEL_EXPECTS(values.size() == n_points * n_orb, "multi-orbital cube: value count mismatch");
+  const std::size_t nz = grid.counts[2];
+  const std::size_t per_row = nz * n_orb;
   write_file_atomically(path, [&](std::FILE* f) {
     write_header(f, wfn, grid, title, "MO coefficients", true);
     std::fprintf(f, "%5zu", n_orb);
     for (std::size_t o = 0; o < n_orb; ++o)
       std::fprintf(f, (o % 9 == 8 && o + 1 < n_orb) ? " %5d\n" : " %5d", orbital_numbers[o]);
     std::fprintf(f, "\n");
-    const std::size_t nz = grid.counts[2];
-    const std::size_t rows = grid.counts[0] * grid.counts[1];
-    for (std::size_t row = 0; row < rows; ++row) {
+    write_rows(f, path, grid, per_row, [&](std::size_t row, std::string& text) {
       std::size_t written = 0;
-      const std::size_t per_row = nz * n_orb;
       for (std::size_t k = 0; k < nz; ++k)
         for (std::size_t o = 0; o < n_orb; ++o) {
-          const double v = values[o * n_points + row * nz + k];
+          append_cube_number(text, static_cast<double>(values[o * n_points + row * nz + k]));
           ++written;
-          std::fprintf(f, (written % 6 == 0 || written == per_row) ? " %12.5E\n" : " %12.5E", v);
+          if (written % 6 == 0 || written == per_row) text += '\n';
         }
-    }
+    });
   });
 }
 

@@ -1,0 +1,248 @@
+// Traceback: the row-block (checkpointed) path and the known-score end search give exactly the
+// alignment of the whole-region traceback (the implementation before them, kept here as the
+// oracle), on random pairs with fixed seeds and planted cases; and pairs traced in blocks far
+// smaller than their region are optimal (CIGAR rescored independently = the reference score).
+#include <limits>
+
+#include "align/align_test_util.hpp"
+#include "align/traceback.hpp"
+#include "testing/testing.hpp"
+
+namespace molaccel::align {
+namespace {
+
+using testing::codes;
+using testing::mutate;
+using testing::random_protein;
+using testing::score_of_alignment;
+
+constexpr int kNegativeInfinity = std::numeric_limits<int>::min() / 4;
+enum : std::uint8_t {
+  kFromStart = 0,
+  kFromDiagonal = 1,
+  kFromE = 2,
+  kFromF = 3,
+  kEExtends = 4,
+  kFExtends = 8
+};
+
+// The whole-region traceback: one direction byte per cell of the aligned region at once.
+Alignment whole_region_traceback(std::span<const std::uint8_t> query, std::span<const std::uint8_t> subject,
+                                 const Scoring& scoring) {
+  const int open = scoring.gap_open, extend = scoring.gap_extend;
+  const std::size_t m = query.size(), n = subject.size();
+  Alignment result;
+  if (m == 0 || n == 0) return result;
+
+  // Pass 1: best score and first end cell (1-based).
+  std::size_t end_i = 0, end_j = 0;
+  int best = 0;
+  {
+    std::vector<int> h(n + 1, 0), e(n + 1, kNegativeInfinity);
+    for (std::size_t i = 1; i <= m; ++i) {
+      int diagonal = 0, f = kNegativeInfinity, h_left = 0;
+      for (std::size_t j = 1; j <= n; ++j) {
+        e[j] = std::max(e[j] - extend, h[j] - open);  // vertical gap (from row above)
+        f = std::max(f - extend, h_left - open);      // horizontal gap (from the left)
+        int value = std::max({0, diagonal + scoring.matrix.at(query[i - 1], subject[j - 1]), e[j], f});
+        diagonal = h[j];
+        h[j] = value;
+        h_left = value;
+        if (value > best) best = value, end_i = i, end_j = j;
+      }
+    }
+  }
+  result.score = best;
+  if (best == 0) return result;
+
+  // Pass 2: anchored at the end cell, walk backward over reversed prefixes; the alignment must
+  // begin (in reverse) with the pair (end_i, end_j). Nearest cell reaching `best` is the start.
+  std::size_t start_i = end_i, start_j = end_j;
+  {
+    const std::size_t rm = end_i, rn = end_j;
+    std::vector<int> h(rn + 1, kNegativeInfinity), e(rn + 1, kNegativeInfinity);
+    h[0] = 0;  // the anchor
+    bool found = false;
+    for (std::size_t a = 1; a <= rm && !found; ++a) {
+      int diagonal = h[0], f = kNegativeInfinity, h_left = kNegativeInfinity;
+      h[0] = kNegativeInfinity;
+      for (std::size_t b = 1; b <= rn; ++b) {
+        e[b] = std::max(e[b] - extend, h[b] - open);
+        f = std::max(f - extend, h_left - open);
+        const int match = diagonal == kNegativeInfinity
+                              ? kNegativeInfinity
+                              : diagonal + scoring.matrix.at(query[end_i - a], subject[end_j - b]);
+        const int value = std::max({match, e[b], f});
+        diagonal = h[b];
+        h[b] = value;
+        h_left = value;
+        if (match == best && !found) {
+          start_i = end_i - a + 1;
+          start_j = end_j - b + 1;
+          found = true;
+          break;
+        }
+      }
+    }
+    if (!found) throw Error("traceback: no start cell reaches the best score (internal error)");
+  }
+
+  // Pass 3: region [start_i, end_i] x [start_j, end_j] with direction bytes.
+  const std::size_t rm = end_i - start_i + 1, rn = end_j - start_j + 1;
+  if (static_cast<double>(rm) * static_cast<double>(rn) > 8.0e9)
+    throw Error(fmt::format("traceback region {} x {} is too large", rm, rn));
+  std::vector<std::uint8_t> direction(rm * rn);
+  {
+    std::vector<int> h(rn + 1, 0), e(rn + 1, kNegativeInfinity);
+    for (std::size_t i = 1; i <= rm; ++i) {
+      int diagonal = 0, f = kNegativeInfinity, h_left = 0;
+      const auto q = query[start_i + i - 2];
+      std::uint8_t* row = direction.data() + (i - 1) * rn;
+      for (std::size_t j = 1; j <= rn; ++j) {
+        std::uint8_t d = 0;
+        const int e_open = h[j] - open, e_extend = e[j] - extend;
+        // Here "e" is the vertical gap (consumes query) and "f" the horizontal one (consumes
+        // subject); the direction byte names them as F and E of the public convention.
+        if (e_extend >= e_open) d |= kFExtends;
+        e[j] = std::max(e_open, e_extend);
+        const int f_open = h_left - open, f_extend = f - extend;
+        if (f_extend >= f_open) d |= kEExtends;
+        f = std::max(f_open, f_extend);
+        const int match = diagonal + scoring.matrix.at(q, subject[start_j + j - 2]);
+        int value = 0;
+        std::uint8_t source = kFromStart;
+        if (match > value) value = match, source = kFromDiagonal;
+        if (f > value) value = f, source = kFromE;
+        if (e[j] > value) value = e[j], source = kFromF;
+        row[j - 1] = d | source;
+        diagonal = h[j];
+        h[j] = value;
+        h_left = value;
+      }
+    }
+  }
+  enum class State { h, e, f } state = State::h;
+  std::size_t i = rm, j = rn;
+  std::string ops;  // reversed
+  std::uint32_t identities = 0;
+  while (i > 0 && j > 0) {
+    const std::uint8_t d = direction[(i - 1) * rn + (j - 1)];
+    if (state == State::h) {
+      const int source = d & 3;
+      if (source == kFromStart) break;
+      if (source == kFromDiagonal) {
+        if (query[start_i + i - 2] == subject[start_j + j - 2]) ++identities;
+        ops.push_back('M');
+        --i, --j;
+      } else {
+        state = source == kFromE ? State::e : State::f;
+      }
+    } else if (state == State::e) {  // gap in the query: consumes subject
+      ops.push_back('D');
+      if (!(d & kEExtends)) state = State::h;
+      --j;
+    } else {  // gap in the subject: consumes query
+      ops.push_back('I');
+      if (!(d & kFExtends)) state = State::h;
+      --i;
+    }
+  }
+  std::reverse(ops.begin(), ops.end());
+  result.query_start = static_cast<std::uint32_t>(start_i + i);
+  result.subject_start = static_cast<std::uint32_t>(start_j + j);
+  result.query_end = static_cast<std::uint32_t>(end_i);
+  result.subject_end = static_cast<std::uint32_t>(end_j);
+  result.identities = identities;
+  result.length = static_cast<std::uint32_t>(ops.size());
+  for (std::size_t k = 0; k < ops.size();) {
+    std::size_t run = 1;
+    while (k + run < ops.size() && ops[k + run] == ops[k]) ++run;
+    result.cigar += fmt::format("{}{}", run, ops[k]);
+    k += run;
+  }
+  return result;
+}
+
+void expect_same(const Alignment& a, const Alignment& b, const std::string& what) {
+  EXPECT_EQ(a.score, b.score) << what;
+  EXPECT_EQ(a.cigar, b.cigar) << what;
+  EXPECT_EQ(a.query_start, b.query_start) << what;
+  EXPECT_EQ(a.query_end, b.query_end) << what;
+  EXPECT_EQ(a.subject_start, b.subject_start) << what;
+  EXPECT_EQ(a.subject_end, b.subject_end) << what;
+  EXPECT_EQ(a.identities, b.identities) << what;
+  EXPECT_EQ(a.length, b.length) << what;
+}
+
+// Every way of tracing `q` x `s` against the oracle: the public call, the known score, and row
+// blocks of one row, a few rows and a few hundred bytes.
+void check_pair(const std::vector<std::uint8_t>& q, const std::vector<std::uint8_t>& s,
+                const Scoring& scoring, const std::string& what) {
+  const Alignment expected = whole_region_traceback(q, s, scoring);
+  expect_same(align_pair(q, s, scoring), expected, what + " public");
+  for (std::size_t bytes : {std::size_t{1}, 3 * s.size(), std::size_t{300}, std::size_t{1} << 30}) {
+    const detail::TracebackLimits limits{.direction_bytes = bytes};
+    expect_same(detail::align_pair(q, s, scoring, std::nullopt, limits), expected,
+                fmt::format("{} blocks of {} bytes", what, bytes));
+    expect_same(detail::align_pair(q, s, scoring, expected.score, limits), expected,
+                fmt::format("{} known score, blocks of {} bytes", what, bytes));
+  }
+}
+
+TEST(AlignTracebackBlocks, SameAlignmentsAsWholeRegion) {
+  std::mt19937 rng(2026);
+  for (int round = 0; round < 120; ++round) {
+    Scoring scoring;
+    scoring.matrix = builtin_matrix(builtin_matrix_names()[round % 8]);
+    if (round % 3 == 1) scoring.gap_open = 10, scoring.gap_extend = 2;
+    if (round % 3 == 2) scoring.gap_open = 4, scoring.gap_extend = 4;
+    const auto base = random_protein(rng, 1 + rng() % 300);
+    // Related pairs (long gapped alignments), unrelated ones, and a four-letter alphabet (ties).
+    const std::string other = round % 3 == 0   ? mutate(rng, base, 0.3)
+                              : round % 3 == 1 ? random_protein(rng, 1 + rng() % 300)
+                                               : random_protein(rng, 1 + rng() % 300, "AGWC");
+    check_pair(codes(round % 3 == 2 ? random_protein(rng, base.size(), "AGWC") : base), codes(other), scoring,
+               fmt::format("round {}", round));
+  }
+}
+
+TEST(AlignTracebackBlocks, PlantedCases) {
+  const Scoring scoring;
+  std::mt19937 rng(9);
+  const std::string a = random_protein(rng, 80, "ACDEFGHIKLMNPQRSTVWY");
+  const std::string b = random_protein(rng, 70, "ACDEFGHIKLMNPQRSTVWY");
+  const std::string insert = random_protein(rng, 60, "ACDEFGHIKLMNPQRSTVWY");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"W", "W"},                                   // one residue each
+      {"W", "A"},                                   // score 0: no alignment
+      {"W", "AAAAWAAAA"},                           // a single residue inside a longer one
+      {"AAAAAAAAAAAA", "AAAAAAAAAAAA"},             // ties everywhere
+      {"WAWAWAWAWAWA", "AWAWAWAWAWAW"},             // shifted repeats
+      {a + b, a + insert + b},                      // a full-length gap in the query
+      {a + insert + b, a + b},                      // ... and in the subject
+      {a + "W" + b, a + b},                         // a one-residue gap
+      {std::string(50, 'W'), std::string(49, 'W')}  // equal-score end cells
+  };
+  for (const auto& [q, s] : cases)
+    check_pair(codes(q), codes(s), scoring, q.substr(0, 20) + "/" + s.substr(0, 20));
+}
+
+// A long related pair (a giant protein scaled down) traced in blocks of 4 KiB, about 1/1000 of its
+// region: the same alignment as the whole region, and an optimal one.
+TEST(AlignTracebackBlocks, LongPairInSmallBlocks) {
+  std::mt19937 rng(35);
+  const Scoring scoring;
+  const auto base = random_protein(rng, 2500, "ACDEFGHIKLMNPQRSTVWY");
+  const auto q = codes(base), s = codes(mutate(rng, base, 0.25));
+  const detail::TracebackLimits limits{.direction_bytes = 4096};
+  const Alignment blocked = detail::align_pair(q, s, scoring, std::nullopt, limits);
+  expect_same(blocked, whole_region_traceback(q, s, scoring), "2500 residues");
+  EXPECT_EQ(blocked.score, reference_score(q, s, scoring));
+  std::uint32_t identities = 0;
+  EXPECT_EQ(score_of_alignment(blocked, q, s, scoring, &identities), blocked.score);
+  EXPECT_EQ(identities, blocked.identities);
+  EXPECT_GT(blocked.length, 2000u);
+}
+
+}  // namespace
+}  // namespace molaccel::align

@@ -1,0 +1,151 @@
+// Hit outputs of `molaccel lingo search` / `neighbors`: .npy (read back by numpy.load), gzip TSV
+// and TSV agree; and the ordered parallel block writer behind them.
+#include <zlib.h>
+
+#include <cstdlib>
+
+#include "lingo_test_util.hpp"
+#include "runtime/parallel_writer.hpp"
+
+namespace molaccel::lingo {
+namespace {
+
+using molaccel::testing::read_file;
+using molaccel::testing::TempDir;
+using molaccel::testing::write_file;
+
+int run(const std::string& command) {
+  const int status = std::system((command + " > /dev/null 2>&1").c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+int run_cli(const std::string& args) {
+  return run(std::string(MOLACCEL_CLI_PATH) + " " + args);
+}
+
+// `count` random molecules named PREFIX0, PREFIX1, ... (names unique, so the checker maps them
+// back to indices).
+std::string smi_file(std::uint32_t seed, std::size_t count, const char* prefix) {
+  std::string text;
+  const auto smiles = testing::random_smiles_set(seed, count, 2, 24, 8);
+  for (std::size_t i = 0; i < smiles.size(); ++i) text += fmt::format("{} {}{}\n", smiles[i], prefix, i);
+  return text;
+}
+
+std::string gunzip(const std::filesystem::path& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  EXPECT_NE(f, nullptr);
+  std::string out;
+  char buffer[1 << 14];
+  for (int n; (n = gzread(f, buffer, sizeof buffer)) > 0;) out.append(buffer, static_cast<std::size_t>(n));
+  gzclose(f);
+  return out;
+}
+
+class LingoOutputs : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::string(MOLACCEL_PYTHON).empty())
+      GTEST_SKIP() << "no Python 3 interpreter found at configure time";
+  }
+  int check(const std::filesystem::path& stem, const std::filesystem::path& queries,
+            const std::filesystem::path& db) {
+    return run(fmt::format("{} '{}' '{}.npy' '{}.tsv' '{}.tsv.gz' '{}' '{}'", MOLACCEL_PYTHON,
+                           MOLACCEL_HITS_CHECKER, stem.string(), stem.string(), stem.string(),
+                           queries.string(), db.string()));
+  }
+};
+
+// 70k hits: several formatted blocks, so their order is checked too.
+TEST_F(LingoOutputs, SearchNpyAndGzipAgreeWithTsv) {
+  TempDir dir;
+  write_file(dir / "q.smi", smi_file(11, 350, "q"));
+  write_file(dir / "db.smi", smi_file(12, 900, "d"));
+  for (const char* ext : {".tsv", ".npy", ".tsv.gz"})
+    ASSERT_EQ(run_cli(fmt::format("lingo search {} {} -k 200 --device cpu --threads 2 -o {}{}",
+                                  (dir / "q.smi").string(), (dir / "db.smi").string(),
+                                  (dir / "hits").string(), ext)),
+              0)
+        << ext;
+  EXPECT_EQ(check(dir / "hits", dir / "q.smi", dir / "db.smi"), 0);
+  const std::string npy = read_file(dir / "hits.npy");
+  EXPECT_EQ(npy.size(), 128u + 12u * 350u * 200u);  // a 64-byte-aligned header, 12-byte records
+}
+
+TEST_F(LingoOutputs, NeighborsNpyAndGzipAgreeWithTsv) {
+  TempDir dir;
+  write_file(dir / "db.smi", smi_file(13, 600, "m"));
+  for (const char* ext : {".tsv", ".npy", ".tsv.gz"})
+    ASSERT_EQ(run_cli(fmt::format("lingo neighbors {} --threshold 0.3 --device cpu -o {}{}",
+                                  (dir / "db.smi").string(), (dir / "pairs").string(), ext)),
+              0)
+        << ext;
+  EXPECT_EQ(check(dir / "pairs", dir / "db.smi", dir / "db.smi"), 0);
+}
+
+TEST_F(LingoOutputs, EmptyResultIsAValidNpyAndGzip) {
+  TempDir dir;
+  write_file(dir / "db.smi", "CCO a\nc1ccccc1 b\n");
+  for (const char* ext : {".tsv", ".npy", ".tsv.gz"})
+    ASSERT_EQ(run_cli(fmt::format("lingo neighbors {} --threshold 1 --device cpu -o {}{}",
+                                  (dir / "db.smi").string(), (dir / "pairs").string(), ext)),
+              0);
+  EXPECT_EQ(check(dir / "pairs", dir / "db.smi", dir / "db.smi"), 0);
+  EXPECT_EQ(gunzip(dir / "pairs.tsv.gz"), "query\ttarget\tsimilarity\trank\n");
+}
+
+// --json reports the time of each stage.
+TEST(LingoReport, StagesInJson) {
+  TempDir dir;
+  write_file(dir / "db.smi", smi_file(14, 50, "m"));
+  const std::string db = (dir / "db.smi").string();
+  for (const std::string& command :
+       {fmt::format("lingo search {} {} -k 3 -o {}", db, db, (dir / "h.tsv").string()),
+        fmt::format("lingo neighbors {} -o {}", db, (dir / "p.npy").string()),
+        fmt::format("lingo matrix {} -o {}", db, (dir / "m.npy").string())}) {
+    ASSERT_EQ(run_cli(fmt::format("--json {} {} --device cpu", (dir / "r.json").string(), command)), 0)
+        << command;
+    const std::string report = read_file(dir / "r.json");
+    for (const char* key : {"\"stages\"", "\"read\"", "\"encode\"", "\"compute\"", "\"write\""})
+      EXPECT_NE(report.find(key), std::string::npos) << command << ": no " << key << " in " << report;
+  }
+}
+
+// The block writer: blocks of random sizes (some empty) land in order, plain and gzip, on one
+// thread and on several; a failing block leaves the exception to the caller.
+TEST(ParallelWriter, BlocksLandInOrder) {
+  TempDir dir;
+  std::mt19937 rng(5);
+  std::vector<std::string> blocks(300);
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    const std::size_t size = rng() % 4 == 0 ? 0 : rng() % 5000;
+    for (std::size_t i = 0; i < size; ++i) blocks[b] += static_cast<char>('a' + (b + i * 7) % 26);
+  }
+  std::string expected;
+  for (const auto& b : blocks) expected += b;
+  for (int threads : {1, 3, 8})
+    for (auto compression : {io::Compression::none, io::Compression::gzip}) {
+      const auto path =
+          dir / fmt::format("out{}{}", threads, compression == io::Compression::gzip ? ".gz" : "");
+      EXPECT_EQ(io::compression_for(path), compression);
+      write_file_atomically(path, [&](std::FILE* f) {
+        io::write_blocks_in_order(
+            f, path.string(), blocks.size(), threads,
+            [&](std::size_t b, std::string& text) { text = blocks[b]; }, compression);
+      });
+      EXPECT_EQ(compression == io::Compression::gzip ? gunzip(path) : read_file(path), expected) << path;
+    }
+  const auto failing = dir / "failing.txt";
+  EXPECT_THROW(write_file_atomically(failing,
+                                     [&](std::FILE* f) {
+                                       io::write_blocks_in_order(f, failing.string(), 100, 4,
+                                                                 [&](std::size_t b, std::string& text) {
+                                                                   if (b == 57) throw Error("block 57");
+                                                                   text = "x";
+                                                                 });
+                                     }),
+               Error);
+  EXPECT_FALSE(std::filesystem::exists(failing));
+}
+
+}  // namespace
+}  // namespace molaccel::lingo
