@@ -19,6 +19,7 @@
 #include "lingo/reference/reference.hpp"
 #include "lingo/similarity_math.hpp"
 #include "molaccel/lingo.hpp"
+#include "runtime/host_resources.hpp"
 
 namespace molaccel::lingo {
 
@@ -197,9 +198,8 @@ class Job {
   std::size_t gpu_column_cap() const {
     if (engine_ != Engine::cuda) return std::numeric_limits<std::size_t>::max();
     std::size_t free_bytes = std::numeric_limits<std::size_t>::max();
-    for (const auto& g : gpu_list())
-      if (std::find(resources_.gpus().begin(), resources_.gpus().end(), g.index) != resources_.gpus().end())
-        free_bytes = std::min(free_bytes, g.free_memory);
+    for (int gpu : resources_.gpus())  // only this job's GPUs: no context is created on the others
+      free_bytes = std::min(free_bytes, molaccel::detail::gpu_free_memory(gpu));
     if (free_bytes == std::numeric_limits<std::size_t>::max() || db_.size() == 0)
       return std::numeric_limits<std::size_t>::max();
     double lingos = 0;
