@@ -91,12 +91,22 @@ struct ProgramResult {
   std::map<std::string, std::vector<double>> vectors;
   std::map<std::string, double> scalars;
   int barriers_per_iteration = 0;
+  double seconds = 0;  // GPU: the kernel (setup and every iteration), from events
+  int blocks = 0;      // GPU: blocks of the cooperative launch
 };
 
 // Runs the planned segments on the host, row by row in order (each segment's statements for
 // row 0, then row 1, ...), in double precision: a missing barrier or buffer in the plan shows up
 // as a wrong result. The executor that tests the planner, not a fast path.
 ProgramResult run_program_on_host(const Program& program, const ProgramInputs& inputs);
+
+// The generated CUDA translation unit: one persistent cooperative kernel that runs the setup and
+// every iteration (src/linalg/program/program_cuda.hpp lists its parameters).
+std::string program_cuda_source(const Program& program);
+// Runs that kernel on GPU `device` (one launch, 256 threads per block, at most as many blocks
+// as are resident at once); computes in T = the program's type, scalars and sums in double.
+// Throws where the build has no CUDA.
+ProgramResult run_program_on_gpu(const Program& program, const ProgramInputs& inputs, int device = 0);
 
 // The methods written as programs (unpreconditioned, x0 = 0). Inputs: vector "b", scalar
 // "bound" = (tolerance * ||b||)^2; result "x"; monitor 0 is sqrt(rr / (b, b)).

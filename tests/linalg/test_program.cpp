@@ -6,7 +6,9 @@
 #include <cmath>
 #include <random>
 
+#include "linalg/program/program_cuda.hpp"
 #include "linalg/program/program_plan.hpp"
+#include "linalg/program_cases.hpp"
 #include "molaccel/linalg.hpp"
 #include "molaccel/linalg_program.hpp"
 #include "testing/testing.hpp"
@@ -144,165 +146,43 @@ TEST(LinalgProgram, RejectsWhatThePlannerCannotTake) {
 // ---------------------------------------------------------------------------------------------
 // Random programs against the reference, one step at a time.
 // ---------------------------------------------------------------------------------------------
-struct RandomProgram {
-  Program program{"random"};
-  std::vector<Expression> vectors, scalars;
-  std::vector<NodePtr> vector_targets, scalar_targets;  // leaves (Assignable made when used)
-  std::unique_ptr<Expression> matrix;
-};
-
-class Generator {
- public:
-  Generator(RandomProgram& rp, std::uint64_t seed) : rp_(rp), rng_(seed) {}
-
-  int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
-  double coefficient() { return std::uniform_real_distribution<double>(-0.9, 0.9)(rng_); }
-
-  Expression scalar_expression(int depth) {
-    if (depth == 0 || pick(3) == 0)
-      return pick(4) == 0 ? Expression(coefficient() + 0.0 * rp_.scalars[0])
-                          : rp_.scalars[std::size_t(pick(int(rp_.scalars.size())))];
-    switch (pick(3)) {
-      case 0:
-        return scalar_expression(depth - 1) + scalar_expression(depth - 1);
-      case 1:
-        return scalar_expression(depth - 1) * scalar_expression(depth - 1);
-      default:
-        return cos(scalar_expression(depth - 1));
-    }
-  }
-
-  Expression vector_expression(int depth, bool products) {
-    if (depth == 0 || pick(4) == 0) return rp_.vectors[std::size_t(pick(int(rp_.vectors.size())))];
-    switch (pick(products ? 6 : 5)) {
-      case 0:
-        return vector_expression(depth - 1, products) + vector_expression(depth - 1, products);
-      case 1:
-        return vector_expression(depth - 1, products) -
-               coefficient() * vector_expression(depth - 1, products);
-      case 2:
-        return scalar_expression(1) * vector_expression(depth - 1, products);
-      case 3:
-        return element_prod(vector_expression(depth - 1, products), vector_expression(depth - 1, products));
-      case 4:
-        return sin(vector_expression(depth - 1, products));
-      default:
-        return prod(*rp_.matrix, vector_expression(depth - 1, false));
-    }
-  }
-
-  // tanh keeps every value in [-1, 1] whatever the program does.
-  Statement statement(int target_kind, int target) {
-    if (target_kind == 0) {
-      const Assignable t(rp_.vector_targets[std::size_t(target)]);
-      return pick(3) == 0 ? (t += 0.25 * tanh(vector_expression(3, true)))
-                          : (t = tanh(vector_expression(3, true)));
-    }
-    const Assignable t(rp_.scalar_targets[std::size_t(target)]);
-    switch (pick(3)) {
-      case 0: {  // a cosine in [-1, 1]
-        auto e = vector_expression(2, true), f = vector_expression(2, true);
-        return t = safe_div(inner_prod(e, f), norm_2(e) * norm_2(f) + 1.0) + 0.5 * scalar_expression(1) -
-                   0.5 * scalar_expression(1);
-      }
-      case 1:
-        return t = tanh(inner_prod(vector_expression(2, true), vector_expression(2, true)) * 0.01);
-      default:
-        return t = tanh(scalar_expression(2));
-    }
-  }
-
-  std::vector<Statement> step() {
-    const int count = pick(4) == 0 ? 2 : 1;
-    std::vector<Statement> out;
-    std::set<std::pair<int, int>> used;
-    while (int(out.size()) < count) {
-      const int kind = pick(2);
-      const int target = pick(int(kind == 0 ? rp_.vector_targets.size() : rp_.scalar_targets.size()));
-      if (used.insert({kind, target}).second) out.push_back(statement(kind, target));
-    }
-    return out;
-  }
-
- private:
-  RandomProgram& rp_;
-  std::mt19937_64 rng_;
-};
-
-HostCsr<double> random_matrix(std::size_t n, std::mt19937_64& rng) {
-  // Non-symmetric, a few entries per row, |row sum| <= 1 so products stay in range.
-  HostCsr<double> a;
-  a.rows = a.cols = n;
-  std::uniform_int_distribution<std::size_t> col(0, n - 1);
-  std::uniform_real_distribution<double> val(-1, 1);
-  for (std::size_t r = 0; r < n; ++r) {
-    std::set<std::size_t> cols{r, col(rng), col(rng), (r + 1) % n};
-    for (std::size_t c : cols) {
-      a.col_idx.push_back(std::int32_t(c));
-      a.values.push_back(val(rng) / double(cols.size()));
-    }
-    a.row_ptr.push_back(std::int32_t(a.col_idx.size()));
-  }
-  return a;
-}
-
 TEST(LinalgProgram, RandomProgramsMatchTheReference) {
   int segments = 0, renamed = 0;
   for (std::uint64_t seed = 1; seed <= 60; ++seed) {
     std::mt19937_64 rng(seed);
     const std::size_t n = 1 + rng() % 150;
-    RandomProgram rp;
-    for (int i = 0; i < 4; ++i) {
-      rp.vector_targets.push_back(rp.program.vector("v" + std::to_string(i)).node());
-      rp.vectors.emplace_back(rp.vector_targets.back());
-    }
-    for (int i = 0; i < 3; ++i) {
-      rp.scalar_targets.push_back(rp.program.scalar("s" + std::to_string(i)).node());
-      rp.scalars.emplace_back(rp.scalar_targets.back());
-    }
-    rp.matrix = std::make_unique<Expression>(rp.program.matrix("A"));
-    Generator gen(rp, seed);
-    const int setup_steps = 1 + gen.pick(3), loop_steps = 2 + gen.pick(8), iterations = 1 + gen.pick(3);
-    for (int i = 0; i < setup_steps; ++i) rp.program.setup(gen.step());
-    for (int i = 0; i < loop_steps; ++i) rp.program.step(gen.step());
-
-    const HostCsr<double> a = random_matrix(n, rng);
-    ProgramInputs in;
-    in.matrix = &a;
-    in.max_iterations = iterations;
-    std::uniform_real_distribution<double> u(-1, 1);
-    std::vector<ReferenceOperand> ref(rp.program.symbols().size());
-    for (std::size_t i = 0; i < rp.program.symbols().size(); ++i) {
-      const auto& sym = rp.program.symbols()[i];
+    int iterations = 0;
+    const auto rp = testing::random_program(seed, iterations);
+    const HostCsr<double> a = testing::random_matrix(n, rng);
+    const ProgramInputs in = testing::random_inputs(rp->program, a, iterations, rng);
+    std::vector<ReferenceOperand> ref(rp->program.symbols().size());
+    for (std::size_t i = 0; i < rp->program.symbols().size(); ++i) {
+      const auto& sym = rp->program.symbols()[i];
       if (sym.kind == NodeKind::vector) {
-        std::vector<double> v(n);
-        for (auto& e : v) e = u(rng);
-        in.vectors[sym.name] = v;
-        ref[i].values = v;
+        ref[i].values = in.vectors.at(sym.name);
         ref[i].rows = n;
         ref[i].cols = 1;
       } else if (sym.kind == NodeKind::device_scalar) {
-        in.scalars[sym.name] = u(rng);
-        ref[i].values = {in.scalars[sym.name]};
+        ref[i].values = {in.scalars.at(sym.name)};
       } else {
         ref[i].csr = &a;
         ref[i].rows = ref[i].cols = n;
       }
     }
-    const auto plan = plan_program(rp.program);
+    const auto plan = plan_program(rp->program);
     segments += plan.barriers_per_iteration();
     for (const auto& s : plan.iteration.segments) renamed += int(s.renamed.size());
-    const ProgramResult got = run_program_on_host(rp.program, in);
-    for (const auto& step : rp.program.setup_steps()) reference_execute(step, ref);
+    const ProgramResult got = run_program_on_host(rp->program, in);
+    for (const auto& step : rp->program.setup_steps()) reference_execute(step, ref);
     for (int it = 0; it < iterations; ++it)
-      for (const auto& step : rp.program.loop_steps()) reference_execute(step, ref);
+      for (const auto& step : rp->program.loop_steps()) reference_execute(step, ref);
 
-    SCOPED_TRACE(fmt::format("seed {} n {}\n{}", seed, n, program::describe(rp.program, plan)));
+    SCOPED_TRACE(fmt::format("seed {} n {}\n{}", seed, n, program::describe(rp->program, plan)));
     ASSERT_EQ(got.iterations, iterations);
     // Same tree, same order of every sum (products and inner products by increasing row):
     // the two evaluations differ only where the compiler contracts differently, far below 1e-12.
-    for (std::size_t i = 0; i < rp.program.symbols().size(); ++i) {
-      const auto& sym = rp.program.symbols()[i];
+    for (std::size_t i = 0; i < rp->program.symbols().size(); ++i) {
+      const auto& sym = rp->program.symbols()[i];
       if (sym.kind == NodeKind::vector) {
         const auto& v = got.vectors.at(sym.name);
         for (std::size_t r = 0; r < n; ++r)
@@ -437,6 +317,53 @@ TEST(LinalgProgram, BreakdownStopsTheLoop) {
   skew.values = {1.0, -1.0};
   const auto got = run_method(bicgstab_program(), skew, {1.0, 0.0}, 1e-8, 10);
   EXPECT_EQ(got.status, "breakdown (rho = 0)");  // solve()'s name for alpha = 0 in BiCGStab
+}
+
+// ---------------------------------------------------------------------------------------------
+// CUDA emission: NVRTC compiles the generated kernel (no GPU needed).
+// ---------------------------------------------------------------------------------------------
+void expect_compiles(const Program& p) {
+  JitRequest request;
+  request.source = program_cuda_source(p);
+  request.program_name = program::kernel_name(p) + ".cu";
+  request.kernel_names = {program::kernel_name(p)};
+  request.arch = "sm_90";
+  SCOPED_TRACE(p.name());
+  try {
+    EXPECT_FALSE(default_jit_cache().compile(request).cubin.empty());
+  } catch (const NvrtcError& e) {
+    ADD_FAILURE() << e.what() << "\n" << e.log() << "\n" << request.source;
+  }
+}
+
+TEST(LinalgProgramCuda, NvrtcCompilesTheMethods) {
+  MOLACCEL_REQUIRE_NVRTC();
+  for (auto type : {ValueType::f64, ValueType::f32}) {
+    expect_compiles(cg_program(type));
+    expect_compiles(bicgstab_program(type));
+    expect_compiles(pipelined_cg_program(type));
+  }
+}
+
+TEST(LinalgProgramCuda, NvrtcCompilesRandomPrograms) {
+  MOLACCEL_REQUIRE_NVRTC();
+  for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+    int iterations = 0;
+    expect_compiles(testing::random_program(seed, iterations)->program);
+  }
+}
+
+TEST(LinalgProgramCuda, OneKernelWithOneBarrierPerSegment) {
+  const auto p = pipelined_cg_program();
+  const std::string src = program_cuda_source(p);
+  std::size_t barriers = 0;
+  for (std::size_t at = src.find("mp_grid_barrier(counter)"); at != std::string::npos;
+       at = src.find("mp_grid_barrier(counter)", at + 1))
+    ++barriers;
+  const auto plan = program::plan_program(p);
+  EXPECT_EQ(barriers, plan.setup.segments.size() + plan.iteration.segments.size());
+  EXPECT_NE(src.find("extern \"C\" __global__ void __launch_bounds__(256) molaccel_program_pipelined_cg("),
+            std::string::npos);
 }
 
 }  // namespace

@@ -273,4 +273,10 @@ ProgramResult program::run_planned_on_host(const Program& program, const program
   return machine.finish(std::move(result));
 }
 
+#ifndef MOLACCEL_HAVE_CUDA
+ProgramResult run_program_on_gpu(const Program& program, const ProgramInputs&, int) {
+  throw Error("linalg program " + program.name() + ": this build has no CUDA", __FILE__, __LINE__);
+}
+#endif
+
 }  // namespace molaccel::linalg

@@ -1,0 +1,358 @@
+// CUDA emission of a planned program: one persistent cooperative kernel per solve. Every thread
+// walks its rows (row = global thread id, stride = grid size) through each segment; a segment
+// ends with block sums of its reductions, the grid barrier (an arrival counter), and the totals
+// summed by every warp in the same order (so every thread holds the same bits); the deferred
+// scalar statements, the stop tests and the monitors then run in every thread alike.
+//
+// Plain C++ (no CUDA headers): CI compiles the generated source with NVRTC without a GPU.
+#include <cctype>
+#include <cmath>
+
+#include "linalg/expression_util.hpp"
+#include "linalg/program/program_cuda.hpp"
+
+namespace molaccel::linalg::program {
+
+namespace {
+
+// The building blocks the generated kernel calls (no includes: NVRTC compiles it alone).
+constexpr const char* kBlocks = R"(
+// Grid barrier: a monotonic 64-bit arrival counter; every barrier adds gridDim.x, so each block
+// derives its target from its own arrival (no reset between launches).
+__device__ __forceinline__ void mp_grid_barrier(unsigned long long* counter) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned long long blocks = gridDim.x;
+    unsigned long long old, seen;
+    asm volatile("atom.release.gpu.global.add.u64 %0, [%1], 1;" : "=l"(old) : "l"(counter) : "memory");
+    const unsigned long long target = (old / blocks + 1) * blocks;
+    do {
+      asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(counter) : "memory");
+    } while (seen < target);
+  }
+  __syncthreads();
+}
+// Butterfly sum: every lane ends with the same bits.
+__device__ __forceinline__ double mp_warp_sum(double v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+// Block sum of v, written by thread 0 to *out (warps' sums added in warp order).
+__device__ __forceinline__ void mp_block_sum(double v, double* out) {
+  __shared__ double warp_part[32];
+  v = mp_warp_sum(v);
+  if ((threadIdx.x & 31) == 0) warp_part[threadIdx.x >> 5] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double s = 0.0;
+    for (int w = 0; w < (int)(blockDim.x >> 5); ++w) s += warp_part[w];
+    *out = s;
+  }
+  __syncthreads();
+}
+// Sum of the blocks' partials (after the barrier): the same order in every warp.
+__device__ __forceinline__ double mp_grid_total(const double* partials) {
+  double s = 0.0;
+  for (int b = (int)(threadIdx.x & 31); b < (int)gridDim.x; b += 32) s += __ldcg(partials + b);
+  return mp_warp_sum(s);
+}
+__device__ __forceinline__ double mp_safe_div(double a, double b) {
+  return b == 0.0 ? 0.0 : a / b;
+}
+)";
+
+std::string literal(double v) {
+  if (std::isinf(v)) return v > 0 ? "(1.0/0.0)" : "(-1.0/0.0)";
+  std::string s = fmt::format("{:.17g}", v);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return "(" + s + ")";
+}
+
+class Emitter {
+ public:
+  Emitter(const Program& program, const ProgramPlan& plan) : program_(program), plan_(plan) {
+    for (std::size_t i = 0; i < program.symbols().size(); ++i)
+      if (program.symbols()[i].kind == NodeKind::vector) vector_ordinal_[int(i)] = vectors_++;
+    slots_ = std::max(plan.setup.reductions.size(), plan.iteration.reductions.size());
+  }
+
+  std::string source() {
+    const std::string t = program_.type() == ValueType::f32 ? "float" : "double";
+    std::string s =
+        "// molaccel linalg program " + program_.name() + ": one persistent cooperative kernel.\n";
+    s += "typedef " + t + " T;\n";
+    s += kBlocks;
+    s += "\nextern \"C\" __global__ void __launch_bounds__(256) " + kernel_name(program_) +
+         "(const int* __restrict__ row_ptr, const int* __restrict__ col_idx, const T* __restrict__ values,\n"
+         "    long long n, T* vectors, double* scalars, double* partials, unsigned long long* counter,\n"
+         "    double* monitors, long long* outcome, int max_iterations) {\n";
+    s += "  const long long first_row = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n";
+    s += "  const long long row_stride = (long long)gridDim.x * blockDim.x;\n";
+    s += "  const bool leader = blockIdx.x == 0 && threadIdx.x == 0;\n";
+    s += fmt::format("  const long long slots = {};\n", std::max<std::size_t>(1, slots_));
+    s += "  int epoch = 0;\n";
+    for (std::size_t i = 0; i < program_.symbols().size(); ++i) {
+      const auto kind = program_.symbols()[i].kind;
+      if (kind == NodeKind::device_scalar) s += fmt::format("  double s{0} = scalars[{0}];\n", i);
+      if (kind == NodeKind::vector) s += fmt::format("  int par{} = 0;\n", i);
+    }
+    s += "  // ---- setup ----\n";
+    for (std::size_t k = 0; k < plan_.setup.segments.size(); ++k)
+      s += segment(plan_.setup, plan_.setup.segments[k], program_.setup_steps());
+    s += "  long long it = 0;\n  long long status = 0;\n  for (;; ++it) {\n";
+    const std::size_t m = program_.monitors().size();
+    for (std::size_t i = 0; i < m; ++i)
+      s += fmt::format("    if (leader) monitors[it * {} + {}] = {};\n", m, i,
+                       scalar_expr(program_.monitors()[i].node()));
+    for (std::size_t i = 0; i < program_.stop_tests().size(); ++i)
+      s += fmt::format("    if (status == 0 && ({}) != 0.0) status = {};\n",
+                       scalar_expr(program_.stop_tests()[i].condition.node()), i + 1);
+    s += "    if (status == 0 && it >= max_iterations) status = -1;\n    if (status != 0) break;\n";
+    for (std::size_t k = 0; k < plan_.iteration.segments.size(); ++k)
+      s += segment(plan_.iteration, plan_.iteration.segments[k], program_.loop_steps());
+    s += "  }\n  if (leader) {\n    outcome[0] = it;\n    outcome[1] = status;\n";
+    for (std::size_t i = 0; i < program_.symbols().size(); ++i) {
+      const auto kind = program_.symbols()[i].kind;
+      if (kind == NodeKind::device_scalar) s += fmt::format("    scalars[{0}] = s{0};\n", i);
+      if (kind == NodeKind::vector)
+        s += fmt::format("    outcome[2 + {}] = par{};\n", vector_ordinal_.at(int(i)), i);
+    }
+    s += "  }\n}\n";
+    return s;
+  }
+
+ private:
+  // Scalar expression over the registers (stop tests, monitors, deferred statements).
+  std::string scalar_expr(const NodePtr& n,
+                          const std::map<const ExpressionNode*, std::string>* totals = nullptr) {
+    Context c;
+    c.totals = totals;
+    std::string pre;
+    return expr(n, c, pre);
+  }
+
+  struct Context {
+    bool row_wise = false;
+    bool other_row = false;  // inside a product: at `col`, front buffers
+    std::string col;
+    const std::set<int>* written_renamed = nullptr;
+    const std::set<int>* renamed = nullptr;
+    const std::map<int, std::string>* scalar_names = nullptr;
+    const std::map<const ExpressionNode*, std::string>* totals = nullptr;
+    std::string placeholder;
+  };
+
+  std::string vector_ref(int v, const Context& c) {
+    const bool back = !c.other_row && c.renamed && c.renamed->count(v) && c.written_renamed->count(v);
+    const std::string index = c.other_row ? c.col : "row";
+    return fmt::format("(double)__ldcg(v{}_{} + {})", v, back ? "b" : "f", index);
+  }
+
+  std::string expr(const NodePtr& n, const Context& c, std::string& pre) {
+    auto kid = [&](std::size_t i) { return expr(n->children[i], c, pre); };
+    switch (n->kind) {
+      case NodeKind::vector:
+        return vector_ref(n->index, c);
+      case NodeKind::device_scalar:
+        if (c.scalar_names)
+          if (auto it = c.scalar_names->find(n->index); it != c.scalar_names->end()) return it->second;
+        return fmt::format("s{}", n->index);
+      case NodeKind::constant:
+        return literal(n->constant);
+      case NodeKind::placeholder:
+        return c.placeholder;
+      case NodeKind::negate:
+        return "(-" + kid(0) + ")";
+      case NodeKind::add:
+        return "(" + kid(0) + " + " + kid(1) + ")";
+      case NodeKind::subtract:
+        return "(" + kid(0) + " - " + kid(1) + ")";
+      case NodeKind::multiply:
+      case NodeKind::element_product:
+        return "(" + kid(0) + " * " + kid(1) + ")";
+      case NodeKind::divide:
+      case NodeKind::element_division:
+        return "(" + kid(0) + " / " + kid(1) + ")";
+      case NodeKind::function: {
+        const std::string a = kid(0);
+        if (n->name == "abs") return "fabs(" + a + ")";
+        if (n->name == "nonzero") return "((" + a + ") != 0.0 ? 1.0 : 0.0)";
+        return n->name + "(" + a + ")";
+      }
+      case NodeKind::binary_function: {
+        const std::string a = kid(0), b = kid(1);
+        if (n->name == "max") return "fmax(" + a + ", " + b + ")";
+        if (n->name == "min") return "fmin(" + a + ", " + b + ")";
+        if (n->name == "pow") return "pow(" + a + ", " + b + ")";
+        if (n->name == "safe_div") return "mp_safe_div(" + a + ", " + b + ")";
+        return "((" + a + ") > (" + b + ") ? 1.0 : 0.0)";
+      }
+      case NodeKind::modifier: {
+        Context inner = c;
+        inner.placeholder = kid(0);
+        return expr(n->children[1], inner, pre);
+      }
+      case NodeKind::matrix_product: {
+        const std::string name = fmt::format("pr{}", temp_++);
+        Context other = c;
+        other.other_row = true;
+        other.col = name + "_c";
+        std::string inner_pre;
+        const std::string operand = expr(n->children[1], other, inner_pre);
+        pre += fmt::format(
+            "      double {0} = 0.0;\n      for (int {0}_k = row_ptr[row]; {0}_k < row_ptr[row + 1]; "
+            "++{0}_k) {{\n"
+            "        const int {0}_c = col_idx[{0}_k];\n{1}        {0} += (double)values[{0}_k] * {2};\n     "
+            " }}\n",
+            name, inner_pre, operand);
+        return name;
+      }
+      case NodeKind::inner_product:
+      case NodeKind::norm_2: {
+        MOLACCEL_EXPECTS(c.totals && c.totals->count(n.get()),
+                         "program emission: reduction outside its step");
+        const std::string& total = c.totals->at(n.get());
+        return n->kind == NodeKind::norm_2 ? "sqrt(" + total + ")" : total;
+      }
+      default:
+        throw Error("program emission: unsupported node " + infix(n), __FILE__, __LINE__);
+    }
+  }
+
+  std::string segment(const Phase& phase, const Segment& seg,
+                      const std::vector<std::vector<Statement>>& steps) {
+    std::string head, loop, tail;
+    const int id = segment_id_++;
+    head += fmt::format("  {{  // segment {}\n", id);
+    // Buffers: front (read at other rows, and at this row before a renamed vector's write), back.
+    std::set<int> used;
+    for (const auto& item : seg.body)
+      for (const auto& st : steps[std::size_t(item.step)]) {
+        visit(st.target(), [&](const NodePtr& m) {
+          if (m->kind == NodeKind::vector) used.insert(m->index);
+        });
+        visit(st.value(), [&](const NodePtr& m) {
+          if (m->kind == NodeKind::vector) used.insert(m->index);
+        });
+      }
+    for (int v : used) {
+      const int o = vector_ordinal_.at(v);
+      head += fmt::format("    T* v{0}_f = vectors + (2LL * {1} + par{0}) * n;\n", v, o);
+      if (seg.renamed.count(v))
+        head += fmt::format("    T* v{0}_b = vectors + (2LL * {1} + 1 - par{0}) * n;\n", v, o);
+    }
+    for (int slot : seg.reductions) head += fmt::format("    double acc{} = 0.0;\n", slot);
+    std::map<int, std::string> names;  // scalar -> its current in-place value
+    std::set<int> written;
+    std::string row_code;
+    for (const auto& item : seg.body) {
+      const auto& step = steps[std::size_t(item.step)];
+      Context c;
+      c.row_wise = true;
+      c.renamed = &seg.renamed;
+      c.written_renamed = &written;
+      c.scalar_names = &names;
+      std::string pre, stores;
+      std::vector<std::pair<int, std::string>> new_scalars;
+      for (std::size_t k = 0; k < step.size(); ++k) {
+        const auto& st = step[k];
+        const int t = st.target()->index;
+        if (st.target()->kind == NodeKind::vector) {
+          const std::string value = expr(st.value(), c, pre);
+          const std::string tmp = fmt::format("x{}", temp_++);
+          pre += fmt::format("      const double {} = {};\n", tmp, value);
+          const std::string old = vector_ref(t, c);
+          const std::string combined = st.op() == AssignOp::assign       ? tmp
+                                       : st.op() == AssignOp::add_assign ? old + " + " + tmp
+                                                                         : old + " - " + tmp;
+          stores +=
+              fmt::format("      v{}_{}[row] = (T)({});\n", t, seg.renamed.count(t) ? "b" : "f", combined);
+        } else if (item.scalars_in_place) {
+          std::string scalar_pre;
+          const std::string value = expr(st.value(), c, scalar_pre);
+          const std::string name = fmt::format("s{}_{}", t, temp_++);
+          const std::string old = names.count(t) ? names.at(t) : fmt::format("s{}", t);
+          const std::string combined = st.op() == AssignOp::assign       ? value
+                                       : st.op() == AssignOp::add_assign ? old + " + " + value
+                                                                         : old + " - " + value;
+          head += fmt::format("    const double {} = {};\n", name, combined);
+          new_scalars.push_back({t, name});
+        }
+      }
+      for (std::size_t r = 0; r < item.reductions.size(); ++r) {
+        const auto& node = phase.reductions[std::size_t(item.reductions[r])].node;
+        const std::string a = expr(node->children[0], c, pre);
+        const std::string contribution = node->kind == NodeKind::norm_2
+                                             ? fmt::format("{0} * {0}", a)
+                                             : a + " * " + expr(node->children[1], c, pre);
+        pre += fmt::format("      acc{} += {};\n", item.reductions[r], contribution);
+      }
+      row_code += pre + stores;
+      for (const auto& st : step)
+        if (st.target()->kind == NodeKind::vector && seg.renamed.count(st.target()->index))
+          written.insert(st.target()->index);
+      for (auto& [t, name] : new_scalars) names[t] = name;
+    }
+    loop += "    for (long long row = first_row; row < n; row += row_stride) {\n" + row_code + "    }\n";
+    for (auto& [t, name] : names) tail += fmt::format("    s{} = {};\n", t, name);
+    // The barrier: block sums, the counter, the totals; renamed buffers swap.
+    const std::string half = "partials + (long long)(epoch & 1) * slots * gridDim.x";
+    for (int slot : seg.reductions)
+      tail += fmt::format("    mp_block_sum(acc{0}, {1} + {0}LL * gridDim.x + blockIdx.x);\n", slot, half);
+    tail += "    mp_grid_barrier(counter);\n";
+    std::map<const ExpressionNode*, std::string> totals;
+    for (int slot : seg.reductions) {
+      tail += fmt::format("    const double tot{0}_{1} = mp_grid_total({2} + {0}LL * gridDim.x);\n", slot, id,
+                          half);
+    }
+    tail += "    ++epoch;\n";
+    for (int v : seg.renamed) tail += fmt::format("    par{0} ^= 1;\n", v);
+    for (const auto& item : seg.body) {
+      if (item.scalars_in_place) continue;
+      totals.clear();
+      for (auto& [node, slot] : item.slot_of) totals[node] = fmt::format("tot{}_{}", slot, id);
+      const auto& step = steps[std::size_t(item.step)];
+      std::vector<std::pair<int, std::string>> values;
+      for (const auto& st : step) {
+        if (st.target()->kind != NodeKind::device_scalar) continue;
+        const int t = st.target()->index;
+        const std::string value = scalar_expr(st.value(), &totals);
+        const std::string name = fmt::format("d{}", temp_++);
+        const std::string combined = st.op() == AssignOp::assign       ? value
+                                     : st.op() == AssignOp::add_assign ? fmt::format("s{} + {}", t, value)
+                                                                       : fmt::format("s{} - {}", t, value);
+        tail += fmt::format("    const double {} = {};\n", name, combined);
+        values.push_back({t, name});
+      }
+      for (auto& [t, name] : values) tail += fmt::format("    s{} = {};\n", t, name);
+    }
+    return head + loop + tail + "  }\n";
+  }
+
+  const Program& program_;
+  const ProgramPlan& plan_;
+  std::map<int, int> vector_ordinal_;
+  int vectors_ = 0;
+  std::size_t slots_ = 0;
+  int temp_ = 0, segment_id_ = 0;
+};
+
+}  // namespace
+
+std::string kernel_name(const Program& program) {
+  std::string out = "molaccel_program_";
+  for (char ch : program.name()) out += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  return out;
+}
+
+std::string generate_program_cuda(const Program& program, const ProgramPlan& plan) {
+  return Emitter(program, plan).source();
+}
+
+}  // namespace molaccel::linalg::program
+
+namespace molaccel::linalg {
+std::string program_cuda_source(const Program& program) {
+  return program::generate_program_cuda(program, program::plan_program(program));
+}
+}  // namespace molaccel::linalg
