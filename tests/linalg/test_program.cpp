@@ -357,8 +357,8 @@ TEST(LinalgProgramCuda, OneKernelWithOneBarrierPerSegment) {
   const auto p = pipelined_cg_program();
   const std::string src = program_cuda_source(p);
   std::size_t barriers = 0;
-  for (std::size_t at = src.find("mp_grid_barrier(counter)"); at != std::string::npos;
-       at = src.find("mp_grid_barrier(counter)", at + 1))
+  for (std::size_t at = src.find("molaccel_grid_barrier(counter)"); at != std::string::npos;
+       at = src.find("molaccel_grid_barrier(counter)", at + 1))
     ++barriers;
   const auto plan = program::plan_program(p);
   EXPECT_EQ(barriers, plan.setup.segments.size() + plan.iteration.segments.size());

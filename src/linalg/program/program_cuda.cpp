@@ -15,32 +15,19 @@ namespace molaccel::linalg::program {
 
 namespace {
 
-// The building blocks the generated kernel calls (no includes: NVRTC compiles it alone).
+// The building blocks shared with the hand-written kernels (linalg/cuda/grid_blocks.cuh, as
+// text), then the program kernels' own (no includes: NVRTC compiles the source alone).
+#define MOLACCEL_GRID_BLOCKS(...) #__VA_ARGS__
+constexpr const char* kSharedBlocks =
+#include "linalg/cuda/grid_blocks.cuh"
+    ;
+#undef MOLACCEL_GRID_BLOCKS
+
 constexpr const char* kBlocks = R"(
-// Grid barrier: a monotonic 64-bit arrival counter; every barrier adds gridDim.x, so each block
-// derives its target from its own arrival (no reset between launches).
-__device__ __forceinline__ void mp_grid_barrier(unsigned long long* counter) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const unsigned long long blocks = gridDim.x;
-    unsigned long long old, seen;
-    asm volatile("atom.release.gpu.global.add.u64 %0, [%1], 1;" : "=l"(old) : "l"(counter) : "memory");
-    const unsigned long long target = (old / blocks + 1) * blocks;
-    do {
-      asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(counter) : "memory");
-    } while (seen < target);
-  }
-  __syncthreads();
-}
-// Butterfly sum: every lane ends with the same bits.
-__device__ __forceinline__ double mp_warp_sum(double v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 // Block sum of v, written by thread 0 to *out (warps' sums added in warp order).
 __device__ __forceinline__ void mp_block_sum(double v, double* out) {
   __shared__ double warp_part[32];
-  v = mp_warp_sum(v);
+  v = molaccel_warp_sum(v);
   if ((threadIdx.x & 31) == 0) warp_part[threadIdx.x >> 5] = v;
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -54,7 +41,7 @@ __device__ __forceinline__ void mp_block_sum(double v, double* out) {
 __device__ __forceinline__ double mp_grid_total(const double* partials) {
   double s = 0.0;
   for (int b = (int)(threadIdx.x & 31); b < (int)gridDim.x; b += 32) s += __ldcg(partials + b);
-  return mp_warp_sum(s);
+  return molaccel_warp_sum(s);
 }
 __device__ __forceinline__ double mp_safe_div(double a, double b) {
   return b == 0.0 ? 0.0 : a / b;
@@ -81,6 +68,9 @@ class Emitter {
     std::string s =
         "// molaccel linalg program " + program_.name() + ": one persistent cooperative kernel.\n";
     s += "typedef " + t + " T;\n";
+    s += "// linalg/cuda/grid_blocks.cuh\n";
+    s += kSharedBlocks;
+    s += "\n";
     s += kBlocks;
     s += "\nextern \"C\" __global__ void __launch_bounds__(256) " + kernel_name(program_) +
          "(const int* __restrict__ row_ptr, const int* __restrict__ col_idx, const T* __restrict__ values,\n"
@@ -139,20 +129,33 @@ class Emitter {
     const std::set<int>* renamed = nullptr;
     const std::map<int, std::string>* scalar_names = nullptr;
     const std::map<const ExpressionNode*, std::string>* totals = nullptr;
+    std::map<std::string, std::string>* row_values = nullptr;  // buffer -> this row's value, loaded or stored
     std::string placeholder;
   };
 
-  std::string vector_ref(int v, const Context& c) {
+  static std::string buffer_of(int v, const Context& c) {
     const bool back = !c.other_row && c.renamed && c.renamed->count(v) && c.written_renamed->count(v);
-    const std::string index = c.other_row ? c.col : "row";
-    return fmt::format("(double)__ldcg(v{}_{} + {})", v, back ? "b" : "f", index);
+    return fmt::format("v{}_{}", v, back ? "b" : "f");
+  }
+
+  // A vector's value: at another row a load through L2 (written by other threads before the
+  // barrier); at this row a register, loaded once per row or kept from this thread's store.
+  std::string vector_ref(int v, const Context& c, std::string& pre) {
+    const std::string buffer = buffer_of(v, c);
+    if (c.other_row) return fmt::format("(double)__ldcg({} + {})", buffer, c.col);
+    MOLACCEL_EXPECTS(c.row_values != nullptr, "program emission: a vector in a scalar expression");
+    if (auto it = c.row_values->find(buffer); it != c.row_values->end()) return it->second;
+    const std::string name = fmt::format("l{}", temp_++);
+    pre += fmt::format("      const double {} = (double)__ldcg({} + row);\n", name, buffer);
+    (*c.row_values)[buffer] = name;
+    return name;
   }
 
   std::string expr(const NodePtr& n, const Context& c, std::string& pre) {
     auto kid = [&](std::size_t i) { return expr(n->children[i], c, pre); };
     switch (n->kind) {
       case NodeKind::vector:
-        return vector_ref(n->index, c);
+        return vector_ref(n->index, c, pre);
       case NodeKind::device_scalar:
         if (c.scalar_names)
           if (auto it = c.scalar_names->find(n->index); it != c.scalar_names->end()) return it->second;
@@ -244,16 +247,19 @@ class Emitter {
     for (int slot : seg.reductions) head += fmt::format("    double acc{} = 0.0;\n", slot);
     std::map<int, std::string> names;  // scalar -> its current in-place value
     std::set<int> written;
+    std::map<std::string, std::string> row_values;
     std::string row_code;
     for (const auto& item : seg.body) {
       const auto& step = steps[std::size_t(item.step)];
       Context c;
+      c.row_values = &row_values;
       c.row_wise = true;
       c.renamed = &seg.renamed;
       c.written_renamed = &written;
       c.scalar_names = &names;
       std::string pre, stores;
       std::vector<std::pair<int, std::string>> new_scalars;
+      std::vector<std::pair<std::string, std::string>> stored;  // buffer, value as stored
       for (std::size_t k = 0; k < step.size(); ++k) {
         const auto& st = step[k];
         const int t = st.target()->index;
@@ -261,12 +267,15 @@ class Emitter {
           const std::string value = expr(st.value(), c, pre);
           const std::string tmp = fmt::format("x{}", temp_++);
           pre += fmt::format("      const double {} = {};\n", tmp, value);
-          const std::string old = vector_ref(t, c);
-          const std::string combined = st.op() == AssignOp::assign       ? tmp
-                                       : st.op() == AssignOp::add_assign ? old + " + " + tmp
-                                                                         : old + " - " + tmp;
+          const std::string combined = st.op() == AssignOp::assign ? tmp
+                                       : st.op() == AssignOp::add_assign
+                                           ? vector_ref(t, c, pre) + " + " + tmp
+                                           : vector_ref(t, c, pre) + " - " + tmp;
+          const std::string buffer = fmt::format("v{}_{}", t, seg.renamed.count(t) ? "b" : "f");
+          const std::string kept = fmt::format("k{}", temp_++);
           stores +=
-              fmt::format("      v{}_{}[row] = (T)({});\n", t, seg.renamed.count(t) ? "b" : "f", combined);
+              fmt::format("      const T {} = (T)({});\n      {}[row] = {};\n", kept, combined, buffer, kept);
+          stored.push_back({buffer, "(double)" + kept});
         } else if (item.scalars_in_place) {
           std::string scalar_pre;
           const std::string value = expr(st.value(), c, scalar_pre);
@@ -292,6 +301,7 @@ class Emitter {
         if (st.target()->kind == NodeKind::vector && seg.renamed.count(st.target()->index))
           written.insert(st.target()->index);
       for (auto& [t, name] : new_scalars) names[t] = name;
+      for (auto& [buffer, value] : stored) row_values[buffer] = value;
     }
     loop += "    for (long long row = first_row; row < n; row += row_stride) {\n" + row_code + "    }\n";
     for (auto& [t, name] : names) tail += fmt::format("    s{} = {};\n", t, name);
@@ -299,7 +309,7 @@ class Emitter {
     const std::string half = "partials + (long long)(epoch & 1) * slots * gridDim.x";
     for (int slot : seg.reductions)
       tail += fmt::format("    mp_block_sum(acc{0}, {1} + {0}LL * gridDim.x + blockIdx.x);\n", slot, half);
-    tail += "    mp_grid_barrier(counter);\n";
+    tail += "    molaccel_grid_barrier(counter);\n";
     std::map<const ExpressionNode*, std::string> totals;
     for (int slot : seg.reductions) {
       tail += fmt::format("    const double tot{0}_{1} = mp_grid_total({2} + {0}LL * gridDim.x);\n", slot, id,
