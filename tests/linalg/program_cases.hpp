@@ -12,6 +12,9 @@
 
 namespace molaccel::linalg::testing {
 
+// Random programs whose generated kernels test_program_emulated.cpp runs on the CPU.
+inline constexpr int kEmulatedRandomPrograms = 20;
+
 struct RandomProgram {
   Program program{"random"};
   std::vector<Expression> vectors, scalars;
