@@ -24,6 +24,8 @@ struct RandomProgram {
 
 class Generator {
  public:
+  const ElementwiseModifier damp{"damp", "X / (1 + X * X)"};
+
   Generator(RandomProgram& rp, std::uint64_t seed) : rp_(rp), rng_(seed) {}
 
   int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
@@ -45,7 +47,7 @@ class Generator {
 
   Expression vector_expression(int depth, bool products) {
     if (depth == 0 || pick(4) == 0) return rp_.vectors[std::size_t(pick(int(rp_.vectors.size())))];
-    switch (pick(products ? 6 : 5)) {
+    switch (pick(products ? 8 : 7)) {
       case 0:
         return vector_expression(depth - 1, products) + vector_expression(depth - 1, products);
       case 1:
@@ -57,6 +59,13 @@ class Generator {
         return element_prod(vector_expression(depth - 1, products), vector_expression(depth - 1, products));
       case 4:
         return sin(vector_expression(depth - 1, products));
+      case 5:  // a modifier (its body in X) and the other functions, all bounded on [-1, 1]
+        return damp(max(abs(vector_expression(depth - 1, products)),
+                        min(vector_expression(depth - 1, products), vector_expression(depth - 1, products))));
+      case 6:
+        return element_prod(
+            exp(-abs(vector_expression(depth - 1, products))),
+            greater(vector_expression(depth - 1, products), vector_expression(depth - 1, products)));
       default:
         return prod(*rp_.matrix, vector_expression(depth - 1, false));
     }
