@@ -37,11 +37,20 @@ __device__ __forceinline__ void mp_block_sum(double v, double* out) {
   }
   __syncthreads();
 }
-// Sum of the blocks' partials (after the barrier): the same order in every warp.
+// Sum of the blocks' partials (after the barrier), by the first warp of every block in the same
+// order (every block gets the same bits), handed to the block's threads in shared memory.
 __device__ __forceinline__ double mp_grid_total(const double* partials) {
-  double s = 0.0;
-  for (int b = (int)(threadIdx.x & 31); b < (int)gridDim.x; b += 32) s += __ldcg(partials + b);
-  return molaccel_warp_sum(s);
+  __shared__ double total;
+  if (threadIdx.x < 32) {
+    double s = 0.0;
+    for (int b = (int)threadIdx.x; b < (int)gridDim.x; b += 32) s += __ldcg(partials + b);
+    s = molaccel_warp_sum(s);
+    if (threadIdx.x == 0) total = s;
+  }
+  __syncthreads();
+  const double t = total;
+  __syncthreads();
+  return t;
 }
 __device__ __forceinline__ double mp_safe_div(double a, double b) {
   return b == 0.0 ? 0.0 : a / b;
