@@ -7,6 +7,10 @@
 
 #include "linalg/cuda/resident_kernels.hpp"
 
+#define MOLACCEL_GRID_BLOCKS(...) __VA_ARGS__
+#include "linalg/cuda/grid_blocks.cuh"
+#undef MOLACCEL_GRID_BLOCKS
+
 namespace cg = cooperative_groups;
 
 namespace molaccel::linalg::gpu::resident {
@@ -72,9 +76,7 @@ __device__ __forceinline__ void record_iteration(double* rec, double rho, double
 
 // Butterfly sum: every lane ends with the same bits (each step adds the same two numbers).
 __device__ __forceinline__ double warp_all_sum(double v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
+  return molaccel_warp_sum(v);
 }
 // The same for NV values at once: the butterflies interleaved (NV independent shuffle chains in
 // flight instead of one after the other); each value gets exactly warp_all_sum's additions.
@@ -134,27 +136,9 @@ __device__ __forceinline__ double warp_scatter_sum(double (&v)[NV], int lane, in
   return v[0];
 }
 
-// Polls `word` with acquire loads until it reaches `target` (the counter barrier's wait).
-__device__ __forceinline__ void wait_for_count(const unsigned long long* word, unsigned long long target) {
-  unsigned long long seen;
-  do {
-    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(word) : "memory");
-  } while (seen < target);
-}
-
-// Own barrier over the cooperative grid: a monotonic 64-bit arrival counter. Every barrier adds
-// exactly gridDim.x, so the counter is a multiple of it between barriers and each block derives
-// its target from its own arrival: no reset between launches.
+// The counter barrier (linalg/cuda/grid_blocks.cuh, shared with the generated program kernels).
 __device__ __forceinline__ void grid_barrier_counter(unsigned long long* counter) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const unsigned long long blocks = gridDim.x;
-    unsigned long long old;
-    asm volatile("atom.release.gpu.global.add.u64 %0, [%1], 1;" : "=l"(old) : "l"(counter) : "memory");
-    const unsigned long long target = (old / blocks + 1) * blocks;
-    wait_for_count(counter, target);
-  }
-  __syncthreads();
+  molaccel_grid_barrier(counter);
 }
 
 template <class T, int SYNC>

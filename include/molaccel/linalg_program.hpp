@@ -1,0 +1,121 @@
+// molaccel linalg programs: an iterative method written once as a sequence of steps over named
+// vectors, scalars and one sparse matrix, planned for a whole iteration (src/linalg/program/).
+//
+//   Program p("cg");
+//   auto x = p.vector("x"), r = p.vector("r"), b = p.vector("b");
+//   auto a = p.matrix("A");
+//   auto rr = p.scalar("rr"), bound = p.scalar("bound");
+//   p.setup(r = b).setup(rr = inner_prod(b, b));
+//   p.step(...).step(...);                        // the loop body, in order
+//   p.stop_when(1.0 - greater(rr, bound), "converged");
+//
+// Statements are those of CustomOperation (linalg.hpp). A step is one statement or a set of
+// simultaneous statements (every right-hand side of the step sees the values from before it);
+// steps run one after the other. The planner (program_plan) splits the steps into segments that
+// end at a grid-wide barrier; docs/linalg.md ("Programs") gives the rules.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "molaccel/linalg.hpp"
+
+namespace molaccel::linalg {
+
+class Program {
+ public:
+  struct Symbol {
+    std::string name;
+    NodeKind kind = NodeKind::vector;  // vector, device_scalar or csr_matrix
+  };
+  struct StopTest {
+    Expression condition;  // a scalar expression of scalars; the loop stops when it is non-zero
+    std::string status;
+  };
+
+  explicit Program(std::string name, ValueType type = ValueType::f64);
+
+  // Symbols share one numbering (the operand index of their leaves): index = order of declaration.
+  Assignable vector(const std::string& name);  // length n (the matrix's rows)
+  Assignable scalar(const std::string& name);
+  Expression matrix(const std::string& name);  // one square CSR matrix per program
+
+  // Steps before the loop and the loop body. A scalar statement may hold inner products and
+  // norms of vector expressions; a vector statement may hold prod(A, v) (not nested) but no
+  // reductions (assign them to a scalar first).
+  Program& setup(Statement s) { return setup(std::vector<Statement>{std::move(s)}); }
+  Program& setup(std::vector<Statement> simultaneous);
+  Program& step(Statement s) { return step(std::vector<Statement>{std::move(s)}); }
+  Program& step(std::vector<Statement> simultaneous);
+  // Tested before every iteration (after the setup and after each iteration), in order of
+  // declaration; the first whose condition is non-zero stops the loop with its status.
+  Program& stop_when(Expression condition, std::string status);
+  // A scalar expression recorded before every iteration (e.g. the relative residual).
+  Program& monitor(Expression value);
+
+  const std::string& name() const { return name_; }
+  ValueType type() const { return type_; }
+  const std::vector<Symbol>& symbols() const { return symbols_; }
+  int index_of(const std::string& name) const;  // throws when unknown
+  const std::vector<std::vector<Statement>>& setup_steps() const { return setup_; }
+  const std::vector<std::vector<Statement>>& loop_steps() const { return loop_; }
+  const std::vector<StopTest>& stop_tests() const { return stops_; }
+  const std::vector<Expression>& monitors() const { return monitors_; }
+
+ private:
+  NodePtr declare(const std::string& name, NodeKind kind);
+  void check_step(const std::vector<Statement>& step) const;
+
+  std::string name_;
+  ValueType type_;
+  std::vector<Symbol> symbols_;
+  std::vector<std::vector<Statement>> setup_, loop_;
+  std::vector<StopTest> stops_;
+  std::vector<Expression> monitors_;
+};
+
+// Host data of one run: the matrix, the input vectors and scalars by name (the other vectors
+// start at zero, the other scalars at zero).
+struct ProgramInputs {
+  const HostCsr<double>* matrix = nullptr;
+  std::map<std::string, std::vector<double>> vectors;
+  std::map<std::string, double> scalars;
+  int max_iterations = 1000;
+};
+
+struct ProgramResult {
+  std::string status = "iteration limit";  // a stop test's status, or "iteration limit"
+  int iterations = 0;
+  std::vector<std::vector<double>> monitor_history;  // per monitor: one value per test (iterations + 1)
+  std::map<std::string, std::vector<double>> vectors;
+  std::map<std::string, double> scalars;
+  int barriers_per_iteration = 0;
+  double seconds = 0;  // GPU: the kernel (setup and every iteration), from events
+  int blocks = 0;      // GPU: blocks of the cooperative launch
+};
+
+// Runs the planned segments on the host, row by row in order (each segment's statements for
+// row 0, then row 1, ...), in double precision: a missing barrier or buffer in the plan shows up
+// as a wrong result. The executor that tests the planner, not a fast path.
+ProgramResult run_program_on_host(const Program& program, const ProgramInputs& inputs);
+
+// The generated CUDA translation unit: one persistent cooperative kernel that runs the setup and
+// every iteration (src/linalg/program/program_cuda.hpp lists its parameters).
+std::string program_cuda_source(const Program& program);
+// Runs that kernel on GPU `device` (one launch, 256 threads per block, at most as many blocks
+// as are resident at once); computes in T = the program's type, scalars and sums in double.
+// Throws where the build has no CUDA.
+ProgramResult run_program_on_gpu(const Program& program, const ProgramInputs& inputs, int device = 0);
+
+// The methods written as programs (unpreconditioned, x0 = 0). Inputs: vector "b", scalar
+// "bound" = (tolerance * ||b||)^2; result "x"; monitor 0 is sqrt(rr / (b, b)).
+//   cg: 2 barriers per iteration (the search direction's product recomputes p at other rows);
+//   bicgstab: 3 (the same for v = A p); pipelined_cg (Ghysels & Vanroose 2014): 1.
+// Stop statuses: "converged", "breakdown (rho = 0)", "breakdown (omega = 0)",
+// "breakdown ((p, Ap) = 0)" as for solve().
+Program cg_program(ValueType type = ValueType::f64);
+Program bicgstab_program(ValueType type = ValueType::f64);
+Program pipelined_cg_program(ValueType type = ValueType::f64);
+
+}  // namespace molaccel::linalg

@@ -1,0 +1,202 @@
+// Program: symbols, steps and stop tests; CG, BiCGStab and pipelined CG written with it.
+#include "molaccel/linalg_program.hpp"
+
+#include <set>
+
+#include "linalg/expression_util.hpp"
+#include "linalg/program/program_plan.hpp"
+
+namespace molaccel::linalg {
+
+namespace {
+[[noreturn]] void fail(const std::string& program, const std::string& message) {
+  throw Error("linalg program " + program + ": " + message, __FILE__, __LINE__);
+}
+Expression constant(double value, ValueType type) {
+  auto n = std::make_shared<ExpressionNode>();
+  n->kind = NodeKind::constant;
+  n->constant = value;
+  n->type = type;
+  return Expression(n);
+}
+}  // namespace
+
+Program::Program(std::string name, ValueType type) : name_(std::move(name)), type_(type) {}
+
+NodePtr Program::declare(const std::string& name, NodeKind kind) {
+  for (const auto& s : symbols_)
+    if (s.name == name) fail(name_, "'" + name + "' is declared twice");
+  if (kind == NodeKind::csr_matrix)
+    for (const auto& s : symbols_)
+      if (s.kind == NodeKind::csr_matrix) fail(name_, "a program has one matrix");
+  symbols_.push_back({name, kind});
+  return detail::leaf(kind, type_, static_cast<int>(symbols_.size()) - 1);
+}
+
+Assignable Program::vector(const std::string& name) {
+  return Assignable(declare(name, NodeKind::vector));
+}
+Assignable Program::scalar(const std::string& name) {
+  return Assignable(declare(name, NodeKind::device_scalar));
+}
+Expression Program::matrix(const std::string& name) {
+  return Expression(declare(name, NodeKind::csr_matrix));
+}
+
+int Program::index_of(const std::string& name) const {
+  for (std::size_t i = 0; i < symbols_.size(); ++i)
+    if (symbols_[i].name == name) return static_cast<int>(i);
+  fail(name_, "no symbol '" + name + "'");
+}
+
+void Program::check_step(const std::vector<Statement>& step) const {
+  if (step.empty()) fail(name_, "an empty step");
+  std::set<int> targets;
+  auto check_leaf = [&](const NodePtr& m) {
+    if (!m->children.empty() || m->kind == NodeKind::constant || m->kind == NodeKind::placeholder) return;
+    const bool known = m->index >= 0 && m->index < static_cast<int>(symbols_.size()) &&
+                       symbols_[std::size_t(m->index)].kind == m->kind;
+    if (!known) fail(name_, "operand " + leaf_name(*m) + " is not a symbol of this program");
+    if (m->type != type_) fail(name_, "operand " + leaf_name(*m) + " has another element type");
+  };
+  for (const auto& s : step) {
+    const std::string text = statement_to_string(s);
+    program::visit(s.target(), check_leaf);
+    program::visit(s.value(), check_leaf);
+    if (!targets.insert(s.target()->index).second) fail(name_, "a step assigns a symbol twice: " + text);
+    const bool vector_target = s.target()->kind == NodeKind::vector;
+    program::visit(s.value(), [&](const NodePtr& n) {
+      if (program::is_reduction(n)) {
+        if (vector_target)
+          fail(name_,
+               "a vector statement holds an inner product or norm (assign it to a scalar first): " + text);
+        for (const auto& c : n->children)
+          program::visit(c, [&](const NodePtr& m) {
+            if (program::is_reduction(m)) fail(name_, "nested reductions: " + text);
+          });
+      }
+      if (n->kind == NodeKind::matrix_product)
+        program::visit(n->children[1], [&](const NodePtr& m) {
+          if (m->kind == NodeKind::matrix_product)
+            fail(name_, "nested products (assign the inner one to a vector first): " + text);
+        });
+    });
+  }
+}
+
+Program& Program::setup(std::vector<Statement> simultaneous) {
+  check_step(simultaneous);
+  setup_.push_back(std::move(simultaneous));
+  return *this;
+}
+
+Program& Program::step(std::vector<Statement> simultaneous) {
+  check_step(simultaneous);
+  loop_.push_back(std::move(simultaneous));
+  return *this;
+}
+
+Program& Program::stop_when(Expression condition, std::string status) {
+  program::visit(condition.node(), [&](const NodePtr& n) {
+    if (n->shape != Shape::scalar || program::is_reduction(n))
+      fail(name_, "a stop test reads scalars only: " + condition.to_string());
+  });
+  stops_.push_back({std::move(condition), std::move(status)});
+  return *this;
+}
+
+Program& Program::monitor(Expression value) {
+  program::visit(value.node(), [&](const NodePtr& n) {
+    if (n->shape != Shape::scalar || program::is_reduction(n))
+      fail(name_, "a monitor reads scalars only: " + value.to_string());
+  });
+  monitors_.push_back(std::move(value));
+  return *this;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The methods. Every division that can meet a zero is safe_div (0 instead of inf/NaN): the
+// breakdown tests then stop the loop before the next iteration, with x left finite.
+// ---------------------------------------------------------------------------------------------
+Program cg_program(ValueType type) {
+  Program p("cg", type);
+  auto x = p.vector("x"), r = p.vector("r"), pv = p.vector("p"), q = p.vector("q"), b = p.vector("b");
+  auto a = p.matrix("A");
+  auto rr = p.scalar("rr"), bb = p.scalar("bb"), alpha = p.scalar("alpha"), beta = p.scalar("beta"),
+       rr_new = p.scalar("rr_new"), bound = p.scalar("bound");
+  p.setup(r = b).setup(rr = inner_prod(b, b)).setup(bb = rr).setup(alpha = constant(1.0, type));
+  // p = r + beta p and q = A p in one step: the product reads r and the old p at other rows
+  // (both known since the last barrier) instead of the new p, which would need a barrier.
+  p.step({pv = r + beta * pv, q = prod(a, r + beta * pv)});
+  p.step(alpha = safe_div(rr, inner_prod(pv, q)));
+  p.step(x = x + alpha * pv);
+  p.step(r = r - alpha * q);
+  p.step(rr_new = inner_prod(r, r));
+  p.step(beta = safe_div(rr_new, rr));
+  p.step(rr = rr_new);
+  p.monitor(sqrt(safe_div(rr, bb)));
+  p.stop_when(1.0 - greater(rr, bound), "converged");
+  p.stop_when(1.0 - nonzero(alpha), "breakdown ((p, Ap) = 0)");
+  return p;
+}
+
+Program bicgstab_program(ValueType type) {
+  Program p("bicgstab", type);
+  auto x = p.vector("x"), r = p.vector("r"), r0 = p.vector("r0"), pv = p.vector("p"), v = p.vector("v"),
+       s = p.vector("s"), t = p.vector("t"), b = p.vector("b");
+  auto a = p.matrix("A");
+  auto rho = p.scalar("rho"), rr = p.scalar("rr"), bb = p.scalar("bb"), alpha = p.scalar("alpha"),
+       omega = p.scalar("omega"), beta = p.scalar("beta"), rho_new = p.scalar("rho_new"),
+       bound = p.scalar("bound");
+  p.setup({r = b, r0 = b, pv = b})
+      .setup({rho = inner_prod(b, b), rr = inner_prod(b, b)})
+      .setup(bb = rr)
+      .setup(omega = constant(1.0, type))
+      .setup(v = prod(a, pv))
+      .setup(alpha = safe_div(rho, inner_prod(r0, v)));
+  // s = r - alpha v, and t = A s with s recomputed at other rows from r and v.
+  p.step({s = r - alpha * v, t = prod(a, r - alpha * v)});
+  p.step(omega = safe_div(inner_prod(t, s), inner_prod(t, t)));
+  p.step({x = x + alpha * pv + omega * s, r = s - omega * t});
+  p.step({rho_new = inner_prod(r0, r), rr = inner_prod(r, r)});
+  p.step(beta = safe_div(rho_new, rho) * safe_div(alpha, omega));
+  p.step(rho = rho_new);
+  // The next iteration's v = A p, with p recomputed at other rows (p and v are renamed).
+  p.step({pv = r + beta * (pv - omega * v), v = prod(a, r + beta * (pv - omega * v))});
+  p.step(alpha = safe_div(rho, inner_prod(r0, v)));
+  p.monitor(sqrt(safe_div(rr, bb)));
+  p.stop_when(1.0 - greater(rr, bound), "converged");
+  p.stop_when(1.0 - nonzero(rho), "breakdown (rho = 0)");
+  p.stop_when(1.0 - nonzero(omega), "breakdown (omega = 0)");
+  p.stop_when(1.0 - nonzero(alpha), "breakdown (rho = 0)");  // (r0, A p) = 0: solve()'s name
+  return p;
+}
+
+// Ghysels & Vanroose, "Hiding global synchronization latency in the preconditioned Conjugate
+// Gradient algorithm" (Parallel Computing 40, 2014), Alg. 2 without preconditioner: the two
+// inner products of an iteration are summed at one barrier, and the product q = A w needs no
+// other barrier (w is renamed: read at other rows, written later in the segment).
+Program pipelined_cg_program(ValueType type) {
+  Program p("pipelined_cg", type);
+  auto x = p.vector("x"), r = p.vector("r"), w = p.vector("w"), q = p.vector("q"), z = p.vector("z"),
+       s = p.vector("s"), pv = p.vector("p"), b = p.vector("b");
+  auto a = p.matrix("A");
+  auto gamma = p.scalar("gamma"), delta = p.scalar("delta"), gamma_old = p.scalar("gamma_old"),
+       alpha = p.scalar("alpha"), beta = p.scalar("beta"), bb = p.scalar("bb"), bound = p.scalar("bound");
+  p.setup(r = b).setup(w = prod(a, b)).setup({gamma = inner_prod(b, b), delta = inner_prod(prod(a, b), b)});
+  p.setup(bb = gamma).setup(alpha = constant(1.0, type));
+  // gamma_old = 0 makes beta = 0 in the first iteration (safe_div), as the algorithm's i = 0.
+  p.step(q = prod(a, w));
+  p.step(beta = safe_div(gamma, gamma_old));
+  p.step(alpha = safe_div(gamma, delta - safe_div(beta * gamma, alpha)));
+  p.step({z = q + beta * z, s = w + beta * s, pv = r + beta * pv});
+  p.step({x = x + alpha * pv, r = r - alpha * s, w = w - alpha * z});
+  p.step(gamma_old = gamma);
+  p.step({gamma = inner_prod(r, r), delta = inner_prod(w, r)});
+  p.monitor(sqrt(safe_div(gamma, bb)));
+  p.stop_when(1.0 - greater(gamma, bound), "converged");
+  p.stop_when(1.0 - nonzero(alpha), "breakdown ((p, Ap) = 0)");
+  return p;
+}
+
+}  // namespace molaccel::linalg

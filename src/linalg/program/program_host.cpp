@@ -1,0 +1,282 @@
+// The host executor of a planned program: segment by segment, and inside a segment row by row
+// in order (every step of the segment for row 0, then for row 1, ...), which is what a GPU
+// thread owning its rows does, one row at a time. A barrier the plan lacks (a product reading a
+// vector written earlier in the segment) or a renaming it lacks (a vector overwritten while
+// other rows still read it) gives wrong values here, which the tests compare with the
+// statement-by-statement reference.
+#include <cmath>
+
+#include "linalg/expression_util.hpp"
+#include "linalg/program/program_plan.hpp"
+
+namespace molaccel::linalg {
+
+namespace {
+
+double unary(const std::string& f, double x) {
+  if (f == "exp") return std::exp(x);
+  if (f == "log") return std::log(x);
+  if (f == "sqrt") return std::sqrt(x);
+  if (f == "abs") return std::fabs(x);
+  if (f == "sin") return std::sin(x);
+  if (f == "cos") return std::cos(x);
+  if (f == "tanh") return std::tanh(x);
+  if (f == "nonzero") return x != 0 ? 1.0 : 0.0;
+  throw Error("linalg program: unknown function " + f, __FILE__, __LINE__);
+}
+
+double binary(const ExpressionNode& n, double a, double b) {
+  switch (n.kind) {
+    case NodeKind::add:
+      return a + b;
+    case NodeKind::subtract:
+      return a - b;
+    case NodeKind::multiply:
+    case NodeKind::element_product:
+      return a * b;
+    case NodeKind::divide:
+    case NodeKind::element_division:
+      return a / b;
+    default:
+      break;
+  }
+  if (n.name == "max") return std::max(a, b);
+  if (n.name == "min") return std::min(a, b);
+  if (n.name == "pow") return std::pow(a, b);
+  if (n.name == "safe_div") return b == 0 ? 0.0 : a / b;
+  if (n.name == "greater") return a > b ? 1.0 : 0.0;
+  throw Error("linalg program: unknown function " + n.name, __FILE__, __LINE__);
+}
+
+double assign(AssignOp op, double old_value, double value) {
+  return op == AssignOp::assign ? value : op == AssignOp::add_assign ? old_value + value : old_value - value;
+}
+
+class HostMachine {
+ public:
+  HostMachine(const Program& program, const ProgramInputs& inputs) : program_(program), a_(inputs.matrix) {
+    const auto& symbols = program.symbols();
+    std::size_t n = a_ ? a_->rows : 0;
+    if (a_ && a_->rows != a_->cols) fail("the matrix is not square");
+    for (const auto& [name, values] : inputs.vectors) {
+      if (symbols[std::size_t(program.index_of(name))].kind != NodeKind::vector)
+        fail("'" + name + "' is not a vector");
+      if (n == 0) n = values.size();
+      if (values.size() != n) fail("vector '" + name + "' has the wrong length");
+    }
+    if (n == 0) fail("no rows (give the matrix or a vector)");
+    rows_ = n;
+    front_.resize(symbols.size());
+    back_.resize(symbols.size());
+    scalars_.assign(symbols.size(), 0.0);
+    for (std::size_t i = 0; i < symbols.size(); ++i) {
+      if (symbols[i].kind == NodeKind::vector) front_[i].assign(n, 0.0);
+      if (symbols[i].kind == NodeKind::csr_matrix && !a_)
+        fail("the matrix '" + symbols[i].name + "' is missing");
+    }
+    for (const auto& [name, values] : inputs.vectors) front_[std::size_t(program.index_of(name))] = values;
+    for (const auto& [name, value] : inputs.scalars) {
+      const int i = program.index_of(name);
+      if (symbols[std::size_t(i)].kind != NodeKind::device_scalar) fail("'" + name + "' is not a scalar");
+      scalars_[std::size_t(i)] = value;
+    }
+  }
+
+  void run(const program::Phase& phase, const std::vector<std::vector<Statement>>& steps) {
+    for (const auto& seg : phase.segments) run_segment(phase, seg, steps);
+  }
+
+  double scalar_value(const NodePtr& n) {
+    Context c;
+    c.env = &scalars_;
+    return eval(n, c);
+  }
+
+  ProgramResult finish(ProgramResult result) {
+    const auto& symbols = program_.symbols();
+    for (std::size_t i = 0; i < symbols.size(); ++i) {
+      if (symbols[i].kind == NodeKind::vector) result.vectors[symbols[i].name] = front_[i];
+      if (symbols[i].kind == NodeKind::device_scalar) result.scalars[symbols[i].name] = scalars_[i];
+    }
+    return result;
+  }
+
+ private:
+  struct Context {
+    const std::vector<double>* env = nullptr;  // scalars
+    std::size_t row = 0;
+    bool row_wise = false;                       // vector leaves readable
+    bool other_row = false;                      // inside a product: the front buffer
+    const std::vector<char>* written = nullptr;  // renamed vectors written at this row
+    const std::map<const ExpressionNode*, int>* slots = nullptr;
+    const std::vector<double>* totals = nullptr;  // reduction totals (deferred steps)
+    double placeholder = 0;
+  };
+
+  [[noreturn]] void fail(const std::string& message) const {
+    throw Error("linalg program " + program_.name() + ": " + message, __FILE__, __LINE__);
+  }
+
+  double vector_at(int v, const Context& c) const {
+    const bool back = !c.other_row && c.written && (*c.written)[std::size_t(v)];
+    return (back ? back_ : front_)[std::size_t(v)][c.row];
+  }
+
+  double eval(const NodePtr& n, const Context& c) const {
+    switch (n->kind) {
+      case NodeKind::vector:
+        if (!c.row_wise) fail("a vector read in a scalar expression");
+        return vector_at(n->index, c);
+      case NodeKind::device_scalar:
+        return (*c.env)[std::size_t(n->index)];
+      case NodeKind::constant:
+        return n->constant;
+      case NodeKind::placeholder:
+        return c.placeholder;
+      case NodeKind::negate:
+        return -eval(n->children[0], c);
+      case NodeKind::function:
+        return unary(n->name, eval(n->children[0], c));
+      case NodeKind::modifier: {
+        Context inner = c;
+        inner.placeholder = eval(n->children[0], c);
+        return eval(n->children[1], inner);
+      }
+      case NodeKind::matrix_product: {
+        Context other = c;
+        other.other_row = true;
+        double sum = 0;
+        for (auto k = a_->row_ptr[c.row]; k < a_->row_ptr[c.row + 1]; ++k) {
+          other.row = std::size_t(a_->col_idx[std::size_t(k)]);
+          sum += a_->values[std::size_t(k)] * eval(n->children[1], other);
+        }
+        return sum;
+      }
+      case NodeKind::inner_product:
+      case NodeKind::norm_2: {
+        if (!c.slots || !c.totals) fail("a reduction outside a deferred step");
+        const double total = (*c.totals)[std::size_t(c.slots->at(n.get()))];
+        return n->kind == NodeKind::norm_2 ? std::sqrt(total) : total;
+      }
+      default:
+        break;
+    }
+    if (n->children.size() != 2) fail("unsupported node in " + infix(n));
+    return binary(*n, eval(n->children[0], c), eval(n->children[1], c));
+  }
+
+  void run_segment(const program::Phase& phase, const program::Segment& seg,
+                   const std::vector<std::vector<Statement>>& steps) {
+    std::vector<double> partials(phase.reductions.size(), 0.0);
+    std::vector<char> written(front_.size(), 0);
+    for (int v : seg.renamed) back_[std::size_t(v)].assign(rows_, 0.0);
+    std::vector<double> env;
+    std::vector<double> values;
+    for (std::size_t row = 0; row < rows_; ++row) {
+      env = scalars_;  // every row computes the in-place scalars alike (as every GPU thread does)
+      std::fill(written.begin(), written.end(), 0);
+      Context c;
+      c.env = &env;
+      c.row = row;
+      c.row_wise = true;
+      c.written = &written;
+      for (const auto& item : seg.body) {
+        const auto& step = steps[std::size_t(item.step)];
+        // Every right-hand side and reduction operand first (simultaneous), then the stores.
+        values.assign(step.size(), 0.0);
+        for (std::size_t k = 0; k < step.size(); ++k) {
+          const auto& s = step[k];
+          if (s.target()->kind == NodeKind::vector || item.scalars_in_place) values[k] = eval(s.value(), c);
+        }
+        for (int slot : item.reductions) {
+          const auto& node = phase.reductions[std::size_t(slot)].node;
+          const double u = eval(node->children[0], c);
+          partials[std::size_t(slot)] +=
+              node->kind == NodeKind::norm_2 ? u * u : u * eval(node->children[1], c);
+        }
+        for (std::size_t k = 0; k < step.size(); ++k) {
+          const auto& s = step[k];
+          const int t = s.target()->index;
+          if (s.target()->kind == NodeKind::vector) {
+            const double old_value = vector_at(t, c);
+            if (seg.renamed.count(t)) {
+              back_[std::size_t(t)][row] = assign(s.op(), old_value, values[k]);
+              written[std::size_t(t)] = 1;
+            } else {
+              front_[std::size_t(t)][row] = assign(s.op(), old_value, values[k]);
+            }
+          } else if (item.scalars_in_place) {
+            env[std::size_t(t)] = assign(s.op(), env[std::size_t(t)], values[k]);
+          }
+        }
+      }
+    }
+    scalars_ = env;
+    // The barrier: renamed buffers swap, the partial sums are final, the deferred steps run.
+    for (int v : seg.renamed) std::swap(front_[std::size_t(v)], back_[std::size_t(v)]);
+    for (const auto& item : seg.body) {
+      if (item.scalars_in_place) continue;
+      const auto& step = steps[std::size_t(item.step)];
+      Context c;
+      c.env = &scalars_;
+      c.slots = &item.slot_of;
+      c.totals = &partials;
+      values.assign(step.size(), 0.0);
+      for (std::size_t k = 0; k < step.size(); ++k)
+        if (step[k].target()->kind == NodeKind::device_scalar) values[k] = eval(step[k].value(), c);
+      for (std::size_t k = 0; k < step.size(); ++k)
+        if (step[k].target()->kind == NodeKind::device_scalar) {
+          auto& target = scalars_[std::size_t(step[k].target()->index)];
+          target = assign(step[k].op(), target, values[k]);
+        }
+    }
+  }
+
+  const Program& program_;
+  const HostCsr<double>* a_;
+  std::size_t rows_ = 0;
+  std::vector<std::vector<double>> front_, back_;
+  std::vector<double> scalars_;
+};
+
+}  // namespace
+
+ProgramResult run_program_on_host(const Program& program, const ProgramInputs& inputs) {
+  return program::run_planned_on_host(program, program::plan_program(program), inputs);
+}
+
+ProgramResult program::run_planned_on_host(const Program& program, const program::ProgramPlan& plan,
+                                           const ProgramInputs& inputs) {
+  HostMachine machine(program, inputs);
+  ProgramResult result;
+  result.barriers_per_iteration = plan.barriers_per_iteration();
+  result.monitor_history.resize(program.monitors().size());
+  machine.run(plan.setup, program.setup_steps());
+  for (;;) {
+    for (std::size_t m = 0; m < program.monitors().size(); ++m)
+      result.monitor_history[m].push_back(machine.scalar_value(program.monitors()[m].node()));
+    bool stopped = false;
+    for (const auto& test : program.stop_tests())
+      if (machine.scalar_value(test.condition.node()) != 0) {
+        result.status = test.status;
+        stopped = true;
+        break;
+      }
+    if (stopped) break;
+    if (result.iterations >= inputs.max_iterations) {
+      result.status = "iteration limit";
+      break;
+    }
+    machine.run(plan.iteration, program.loop_steps());
+    ++result.iterations;
+  }
+  return machine.finish(std::move(result));
+}
+
+#ifndef MOLACCEL_HAVE_CUDA
+ProgramResult run_program_on_gpu(const Program& program, const ProgramInputs&, int) {
+  throw Error("linalg program " + program.name() + ": this build has no CUDA", __FILE__, __LINE__);
+}
+#endif
+
+}  // namespace molaccel::linalg
