@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "molaccel/linalg.hpp"
+#include "molaccel/orbital.hpp"
 #include "molaccel/runtime.hpp"
 
 namespace molaccel {
@@ -55,3 +56,16 @@ SolverResult solve(int device, const HostCsr<double>& a, std::span<const double>
                    const SolverOptions& options);
 
 }  // namespace molaccel::linalg::opencl
+
+namespace molaccel::orbital {
+
+// Orbital values on OpenCL device `device` (result[o * grid.point_count() + p], fp32, like
+// evaluate_orbitals). options.backend: automatic or cuda_jit = the JIT kernel (the basis set folded
+// into OpenCL C), cuda_generic = the generic kernel; other backends are an InputError. Point-atom
+// offsets are taken in double where the device has fp64.
+std::vector<float> evaluate_orbitals_opencl(int device, const Wavefunction& wavefunction,
+                                            const GridSpec& grid, const std::vector<OrbitalRef>& orbitals,
+                                            const EvaluateOptions& options = {},
+                                            EvaluationInfo* info = nullptr);
+
+}  // namespace molaccel::orbital
