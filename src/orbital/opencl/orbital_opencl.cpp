@@ -6,6 +6,7 @@
 #include "molaccel/opencl.hpp"
 #include "orbital/basis_functions.hpp"
 #include "orbital/jit_source.hpp"
+#include "orbital/opencl/orbital_opencl.hpp"
 #include "orbital/packed_basis.hpp"
 #include "runtime/opencl/opencl.hpp"
 
@@ -86,24 +87,39 @@ std::vector<C> as_coordinates(const std::vector<double>& v) {
 
 }  // namespace
 
-std::vector<float> evaluate_orbitals_opencl(int device, const Wavefunction& wfn, const GridSpec& grid,
-                                            const std::vector<OrbitalRef>& orbitals,
-                                            const EvaluateOptions& options, EvaluationInfo* info) {
-  const bool generic = options.backend == Backend::cuda_generic;
-  if (options.backend != Backend::automatic && options.backend != Backend::cuda_jit && !generic)
+namespace opencl_backend {
+
+struct Evaluation::State {
+  rt::Device* device = nullptr;
+  bool generic = false;
+  std::size_t points = 0, components = 0;
+  std::vector<float> coefficients;
+  rt::Program program;
+  cl_kernel kernel = nullptr;
+  std::string kernel_name;
+  std::vector<rt::Buffer> buffers;
+  rt::Buffer grid, c, out;
+  std::size_t global[3] = {1, 1, 1};
+};
+
+Evaluation::Evaluation(int device, const Wavefunction& wfn, const GridSpec& grid,
+                       const std::vector<OrbitalRef>& orbitals, const EvaluateOptions& options)
+    : state_(std::make_unique<State>()) {
+  State& st = *state_;
+  st.generic = options.backend == Backend::cuda_generic;
+  if (options.backend != Backend::automatic && options.backend != Backend::cuda_jit && !st.generic)
     throw InputError(
         "--backend", 0,
         fmt::format("{} does not run on OpenCL (auto or jit: the JIT kernel; generic: the generic one)",
                     to_string(options.backend)),
         __FILE__, __LINE__);
-  const double start = now_seconds();
   rt::Device& d = rt::device(device);
+  st.device = &d;
   const bool fp64 = d.info.fp64;
   const detail::PackedBasis basis = detail::pack_basis(wfn, options.screening_tolerance);
-  const std::vector<float> coefficients = detail::cartesian_coefficients(wfn, orbitals);
-  const std::size_t points = grid.point_count();
-  std::vector<float> result(points * orbitals.size());
-  if (result.empty()) return result;
+  st.coefficients = detail::cartesian_coefficients(wfn, orbitals);
+  st.points = grid.point_count();
+  st.components = static_cast<std::size_t>(basis.components);
   for (std::size_t a = 0; a < 3; ++a)
     if (grid.counts[a] > static_cast<std::size_t>(std::numeric_limits<int>::max()))
       throw Error("orbital on OpenCL: grid too large", __FILE__, __LINE__);
@@ -113,18 +129,16 @@ std::vector<float> evaluate_orbitals_opencl(int device, const Wavefunction& wfn,
   const std::string coord = fp64 ? "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\ntypedef double COORD;\n"
                                  : "typedef float COORD;\n";
   rt::BuildRequest request;
-  std::vector<rt::Buffer> buffers;
   auto coordinates = [&](const std::vector<double>& v) {
     return fp64 ? upload(d, as_coordinates<double>(v)) : upload(d, as_coordinates<float>(v));
   };
-  rt::Buffer grid_buffer = coordinates(grid_values);
-  rt::Buffer c_buffer(d,
-                      std::max<std::size_t>(1, static_cast<std::size_t>(basis.components)) * sizeof(float));
-  rt::Buffer out_buffer(d, points * sizeof(float));
+  st.grid = coordinates(grid_values);
+  st.c = rt::Buffer(d, std::max<std::size_t>(1, st.components) * sizeof(float));
+  st.out = rt::Buffer(d, std::max<std::size_t>(1, st.points) * sizeof(float));
   const int nx = static_cast<int>(grid.counts[0]), ny = static_cast<int>(grid.counts[1]),
             nz = static_cast<int>(grid.counts[2]);
 
-  if (generic) {
+  if (st.generic) {
     request.source = "// molaccel orbital: the generic OpenCL kernel\n" + coord + kGenericKernel;
     request.program_name = "molaccel_orbital_generic.cl";
     request.kernel_names = {"molaccel_orbital_generic_cl"};
@@ -138,15 +152,15 @@ std::vector<float> evaluate_orbitals_opencl(int device, const Wavefunction& wfn,
       for (const auto& p : detail::cartesian_powers(l)) powers.insert(powers.end(), {p.x, p.y, p.z});
       power_first.push_back(static_cast<cl_int>(powers.size() / 3));
     }
-    buffers.push_back(coordinates(basis.atom_xyz));
-    buffers.push_back(upload(d, basis.atom_first_shell));
-    buffers.push_back(upload(d, shells));
-    buffers.push_back(upload(d, shell_cut2));
-    buffers.push_back(upload(d, basis.exponent));
-    buffers.push_back(upload(d, basis.coefficient));
-    buffers.push_back(upload(d, basis.cutoff_r2));
-    buffers.push_back(upload(d, powers));
-    buffers.push_back(upload(d, power_first));
+    st.buffers.push_back(coordinates(basis.atom_xyz));
+    st.buffers.push_back(upload(d, basis.atom_first_shell));
+    st.buffers.push_back(upload(d, shells));
+    st.buffers.push_back(upload(d, shell_cut2));
+    st.buffers.push_back(upload(d, basis.exponent));
+    st.buffers.push_back(upload(d, basis.coefficient));
+    st.buffers.push_back(upload(d, basis.cutoff_r2));
+    st.buffers.push_back(upload(d, powers));
+    st.buffers.push_back(upload(d, power_first));
   } else {
     const detail::JitSource jit = detail::generate_opencl_jit_source(basis, fp64);
     request.source = jit.source;
@@ -161,33 +175,67 @@ std::vector<float> evaluate_orbitals_opencl(int device, const Wavefunction& wfn,
       const int first = basis.atom_first_shell[at], last = basis.atom_first_shell[at + 1];
       base.push_back(first < last ? basis.shells[static_cast<std::size_t>(first)].first_component : 0);
     }
-    buffers.push_back(coordinates(xyz));
-    buffers.push_back(upload(d, base));
+    st.buffers.push_back(coordinates(xyz));
+    st.buffers.push_back(upload(d, base));
   }
   request.needs_fp64 = fp64;
-  const rt::Program program = rt::default_binary_cache().build(d, request);
-  const cl_kernel kernel = program.kernel(request.kernel_names[0]);
-  Arguments args(kernel);
-  if (generic) {
-    args << buffers[0].get() << buffers[1].get() << static_cast<cl_int>(basis.atom_count())
-         << buffers[2].get() << buffers[3].get() << buffers[4].get() << buffers[5].get() << buffers[6].get()
-         << buffers[7].get() << buffers[8].get();
+  st.program = rt::default_binary_cache().build(d, request);
+  st.kernel_name = request.kernel_names[0];
+  st.kernel = st.program.kernel(st.kernel_name);
+  Arguments args(st.kernel);
+  if (st.generic) {
+    args << st.buffers[0].get() << st.buffers[1].get() << static_cast<cl_int>(basis.atom_count())
+         << st.buffers[2].get() << st.buffers[3].get() << st.buffers[4].get() << st.buffers[5].get()
+         << st.buffers[6].get() << st.buffers[7].get() << st.buffers[8].get();
   } else {
-    args << buffers[0].get() << buffers[1].get();
+    args << st.buffers[0].get() << st.buffers[1].get();
   }
-  args << c_buffer.get() << grid_buffer.get() << static_cast<cl_int>(nx) << static_cast<cl_int>(ny)
-       << static_cast<cl_int>(nz) << out_buffer.get();
-  const std::size_t global[3] = {grid.counts[2], grid.counts[1], grid.counts[0]};
-  const std::size_t components = static_cast<std::size_t>(basis.components);
-  for (std::size_t o = 0; o < orbitals.size(); ++o) {
-    c_buffer.write(coefficients.data() + o * components, components * sizeof(float));
-    MOLACCEL_CL_TRY(
-        rt::api()->EnqueueNDRangeKernel(d.queue, kernel, 3, nullptr, global, nullptr, 0, nullptr, nullptr),
-        "clEnqueueNDRangeKernel " + request.kernel_names[0]);
-    out_buffer.read(result.data() + o * points, points * sizeof(float));
+  args << st.c.get() << st.grid.get() << static_cast<cl_int>(nx) << static_cast<cl_int>(ny)
+       << static_cast<cl_int>(nz) << st.out.get();
+  st.global[0] = grid.counts[2];
+  st.global[1] = grid.counts[1];
+  st.global[2] = grid.counts[0];
+}
+
+Evaluation::~Evaluation() = default;
+
+void Evaluation::launch(std::size_t orbital) {
+  State& st = *state_;
+  if (st.points == 0) return;
+  st.c.write(st.coefficients.data() + orbital * st.components, st.components * sizeof(float));
+  MOLACCEL_CL_TRY(rt::api()->EnqueueNDRangeKernel(st.device->queue, st.kernel, 3, nullptr, st.global, nullptr,
+                                                  0, nullptr, nullptr),
+                  "clEnqueueNDRangeKernel " + st.kernel_name);
+}
+
+void Evaluation::read(float* out) const {
+  state_->out.read(out, state_->points * sizeof(float));
+}
+
+void Evaluation::finish() const {
+  MOLACCEL_CL_TRY(rt::api()->Finish(state_->device->queue), "clFinish");
+}
+
+std::string Evaluation::describe() const {
+  return fmt::format("opencl:{} {} ({})", state_->device->info.index, state_->generic ? "generic" : "jit",
+                     state_->device->info.name);
+}
+
+}  // namespace opencl_backend
+
+std::vector<float> evaluate_orbitals_opencl(int device, const Wavefunction& wfn, const GridSpec& grid,
+                                            const std::vector<OrbitalRef>& orbitals,
+                                            const EvaluateOptions& options, EvaluationInfo* info) {
+  const double start = now_seconds();
+  opencl_backend::Evaluation evaluation(device, wfn, grid, orbitals, options);
+  const std::size_t points = grid.point_count();
+  std::vector<float> result(points * orbitals.size());
+  for (std::size_t o = 0; o < orbitals.size() && points > 0; ++o) {
+    evaluation.launch(o);
+    evaluation.read(result.data() + o * points);
   }
   if (info) {
-    info->backend = fmt::format("opencl:{} {} ({})", d.info.index, generic ? "generic" : "jit", d.info.name);
+    info->backend = evaluation.describe();
     info->seconds = now_seconds() - start;
   }
   return result;
