@@ -102,8 +102,7 @@ TEST(LinalgOpenCl, AllCasesDouble) {
 
 TEST(LinalgOpenCl, CasesFloat) {
   MOLACCEL_NEED_OPENCL();
-  run_all_cases<float>({"paper_blas1", "functions", "normalise", "paper_blas2_dense", "paper_tokens_csr",
-                        "safe_div_by_zero", "modifier_of_scalar"});
+  run_all_cases<float>({"paper_blas1", "functions", "paper_tokens_csr", "safe_div_by_zero"});
 }
 
 TEST(LinalgOpenCl, LengthZero) {
@@ -160,16 +159,19 @@ void check_solver(Solver solver, Preconditioner pc) {
   EXPECT_LE(std::sqrt(rr / bb), 100 * o.tolerance);
 }
 
+// Each solver and preconditioner is a set of 5-7 programs (seconds to compile on PoCL): the four
+// combinations are spread over the two element types, whose kernels differ only in the type.
 TEST(LinalgOpenCl, SolversDouble) {
   MOLACCEL_NEED_OPENCL();
   if (!opencl_devices()[0].fp64) GTEST_SKIP() << "OpenCL device 0 has no fp64";
-  for (auto s : {Solver::cg, Solver::bicgstab})
-    for (auto p : {Preconditioner::none, Preconditioner::jacobi}) check_solver<double>(s, p);
+  check_solver<double>(Solver::cg, Preconditioner::none);
+  check_solver<double>(Solver::bicgstab, Preconditioner::jacobi);
 }
 
 TEST(LinalgOpenCl, SolversFloat) {
   MOLACCEL_NEED_OPENCL();
-  for (auto s : {Solver::cg, Solver::bicgstab}) check_solver<float>(s, Preconditioner::jacobi);
+  check_solver<float>(Solver::cg, Preconditioner::jacobi);
+  check_solver<float>(Solver::bicgstab, Preconditioner::none);
 }
 
 TEST(LinalgOpenCl, ZeroRightHandSideAndBadShapes) {
