@@ -2,6 +2,8 @@
 // and the generic kernel against the double-precision reference. Skips where no OpenCL device exists.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "molaccel/opencl.hpp"
 #include "orbital/jit_source.hpp"
 #include "orbital/orbital_test_util.hpp"
@@ -73,6 +75,36 @@ TEST(OrbitalOpenCl, ErrorsAreClear) {
   EXPECT_THROW(
       evaluate_orbitals_opencl(static_cast<int>(opencl_devices().size()), wfn, grid, {{Spin::alpha, 0}}),
       Error);
+}
+
+int run_cli(const std::string& arguments) {
+  const std::string command = std::string(MOLACCEL_CLI_PATH) + " " + arguments + " > /dev/null 2>&1";
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// `--device opencl[:N]` on the command line: orbital grid and linalg solve.
+TEST(OrbitalOpenCl, CommandLine) {
+  MOLACCEL_NEED_OPENCL();
+  molaccel::testing::TempDir dir;
+  const std::string input = "'" + test::bundled("h2o_631gs.molden").string() + "'";
+  const std::string out = "'" + (dir / "w.cube").string() + "'";
+  ASSERT_EQ(run_cli("orbital grid " + input + " --device opencl --orbital homo --spacing 0.3 -o " + out), 0);
+  const Cube opencl = read_cube(dir / "w.cube");
+  ASSERT_EQ(run_cli("orbital grid " + input + " --device cpu --orbital homo --spacing 0.3 -o " + out), 0);
+  const Cube cpu = read_cube(dir / "w.cube");
+  EXPECT_LT(test::relative_max_error(opencl.values, cpu.values), 1e-4);  // two fp32 paths, 2e-5 each
+  // No density path on OpenCL, a missing device, a malformed index: errors, nothing written.
+  const std::string other = "'" + (dir / "x.cube").string() + "'";
+  EXPECT_EQ(run_cli("orbital grid " + input + " --device opencl --density total -o " + other), 1);
+  EXPECT_EQ(run_cli("orbital grid " + input + " --device opencl:99 --orbital homo -o " + other), 3);
+  EXPECT_EQ(run_cli("orbital grid " + input + " --device opencl:x --orbital homo -o " + other), 2);
+  EXPECT_FALSE(std::filesystem::exists(dir / "x.cube"));
+  EXPECT_EQ(run_cli("linalg solve --poisson 12 --precision fp32 --tol 1e-5 --device opencl:0"), 0);
+  // Only the commands with an OpenCL path take it.
+  const std::string smiles = "'" + (molaccel::testing::data_dir() / "lingo" / "demo4096.smi").string() + "'";
+  EXPECT_EQ(run_cli("lingo search --device cpu " + smiles + " " + smiles + " -o " + other), 0);
+  EXPECT_EQ(run_cli("lingo search --device opencl " + smiles + " " + smiles + " -o " + other), 2);
 }
 
 }  // namespace
