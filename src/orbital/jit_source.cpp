@@ -67,8 +67,8 @@ void emit_type_function_points(std::string& src, const PackedBasis& basis, std::
   if (opencl)
     src += fmt::format(
         "// element type {}: {} shells, PPT points\n"
-        "inline void evalp_type_{}(const float* dx, const float* dy, const float* dz, const float* r2,\n"
-        "                          __global const float* restrict c, float* v) {{\n"
+        "void evalp_type_{}(const float* dx, const float* dy, const float* dz, const float* r2,\n"
+        "                   __global const float* restrict c, float* v) {{\n"
         "  if (!{}) return;\n",
         type, last - first, type, any_inside(literal(type_cut)));
   else

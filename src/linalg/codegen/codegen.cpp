@@ -32,7 +32,7 @@ bool is_reduction(const NodePtr& n) {
 // The dialect's spelling of what differs between CUDA C++ and OpenCL C.
 struct Dialect {
   bool opencl = false;
-  const char* function;    // qualifiers of helper functions
+  const char* function;    // qualifiers of helper functions, with their space
   const char* global;      // address space of kernel pointers
   const char* int64;       // 64-bit integer type
   const char* thread;      // index of the thread in its block / work-group
@@ -44,7 +44,7 @@ struct Dialect {
 };
 
 const Dialect cuda_dialect{false,
-                           "__device__ __forceinline__",
+                           "__device__ __forceinline__ ",
                            "",
                            "long long",
                            "threadIdx.x",
@@ -54,7 +54,7 @@ const Dialect cuda_dialect{false,
                            "extern \"C\" __global__ void __launch_bounds__(256)",
                            "__shared__ T scratch[32];  // block sums"};
 const Dialect opencl_dialect{true,
-                             "inline",
+                             "",  // plain definitions: OpenCL C's `inline` has C99 semantics
                              "__global ",
                              "long",
                              "get_local_id(0)",
@@ -164,9 +164,9 @@ class Generator {
   // Element-wise helpers shared by both dialects.
   static std::string common_helpers(const Dialect& d) {
     return fmt::format(
-        "{0} T safe_div(T a, T b) {{ return b == T(0) ? T(0) : a / b; }}\n"
-        "{0} T greater(T a, T b) {{ return a > b ? T(1) : T(0); }}\n"
-        "{0} T nonzero(T a) {{ return a != T(0) ? T(1) : T(0); }}\n",
+        "{0}T safe_div(T a, T b) {{ return b == T(0) ? T(0) : a / b; }}\n"
+        "{0}T greater(T a, T b) {{ return a > b ? T(1) : T(0); }}\n"
+        "{0}T nonzero(T a) {{ return a != T(0) ? T(1) : T(0); }}\n",
         d.function);
   }
 
@@ -175,7 +175,7 @@ class Generator {
   static std::string opencl_helpers() {
     return common_helpers(opencl_dialect) + R"(
 // Sum over the G consecutive work-items that share a row; lane 0 of each group gets it.
-inline T group_sum(T v, int G, __local T* scratch) {
+T group_sum(T v, int G, __local T* scratch) {
   const int id = (int)get_local_id(0), lane = id % G;
   barrier(CLK_LOCAL_MEM_FENCE);  // scratch may still be read by a previous call
   scratch[id] = v;
@@ -188,7 +188,7 @@ inline T group_sum(T v, int G, __local T* scratch) {
 }
 
 // Sum over the work-group (a power of two); every work-item gets the total.
-inline T block_sum(T v, __local T* scratch) {
+T block_sum(T v, __local T* scratch) {
   const int id = (int)get_local_id(0);
   barrier(CLK_LOCAL_MEM_FENCE);
   scratch[id] = v;
@@ -201,7 +201,7 @@ inline T block_sum(T v, __local T* scratch) {
 }
 
 // The final summation of an inner product (see the CUDA dialect).
-inline T sum_partials(__global const T* RESTRICT partials, long count, __local T* scratch) {
+T sum_partials(__global const T* RESTRICT partials, long count, __local T* scratch) {
   T v = T(0);
   for (long i = get_local_id(0); i < count; i += get_local_size(0)) v += partials[i];
   return block_sum(v, scratch);
@@ -253,7 +253,7 @@ __device__ __forceinline__ T sum_partials(const T* RESTRICT partials, long long 
           fn = "modifier_" + n->name;  // prefixed: never clashes with the kernel's own names
           while (modifier_defs_.count(fn)) fn += "_";
           modifier_by_body_[key] = fn;
-          modifier_defs_[fn] = fmt::format("// element-wise modifier {}(X)\n{} T {}(T X) {{ return {}; }}\n",
+          modifier_defs_[fn] = fmt::format("// element-wise modifier {}(X)\n{}T {}(T X) {{ return {}; }}\n",
                                            n->name, d_.function, fn, code(n->children[1], "row"));
         }
         modifier_names_[n.get()] = fn;

@@ -19,7 +19,7 @@ namespace rt = ::molaccel::opencl;
 // The generic kernel: one work-item per point. Shell records: l, first primitive, primitive
 // count, first component; powers: (x, y, z) of every Cartesian component, l by l (power_first[l]).
 constexpr const char* kGenericKernel = R"(
-inline float ipow(float x, int n) {
+float ipow(float x, int n) {
   float r = 1.0f;
   for (int e = 0; e < n; ++e) r *= x;
   return r;

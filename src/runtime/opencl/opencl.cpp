@@ -318,7 +318,8 @@ Program::Program(Program&& o) noexcept : program_(o.program_), kernels_(std::mov
 
 Program& Program::operator=(Program&& o) noexcept {
   if (this != &o) {
-    this->~Program();
+    for (auto& [n, k] : kernels_) api()->ReleaseKernel(k);
+    if (program_) api()->ReleaseProgram(program_);
     program_ = o.program_;
     kernels_ = std::move(o.kernels_);
     o.program_ = nullptr;
