@@ -118,6 +118,32 @@ TEST(LinalgOpenCl, LengthZero) {
   EXPECT_EQ(ops[2].values[0], 0.0);
 }
 
+TEST(LinalgOpenCl, MatrixTargets) {
+  // A = alpha * B + exp(A) over 7 x 45 matrices (no multiple of 32 columns): element-wise over the
+  // unpadded row-major values, against the reference.
+  MOLACCEL_NEED_OPENCL();
+  SymbolicMatrix<float, 0> a;
+  SymbolicMatrix<float, 1> b;
+  CpuSymbolicScalar<float, 2> alpha;
+  const std::vector<Statement> statements{a = alpha * b + exp(a)};
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> value(0.5, 1.5);
+  std::vector<ReferenceOperand> ref(3);
+  for (int m = 0; m < 2; ++m) {
+    ref[m].rows = 7;
+    ref[m].cols = 45;
+    for (int i = 0; i < 7 * 45; ++i) ref[m].values.push_back(double(float(value(rng))));
+  }
+  ref[2].values = {0.75};
+  std::vector<ReferenceOperand> got = ref;
+  opencl::execute(CustomOperation(statements), 0, got);
+  reference_execute(statements, ref);
+  ASSERT_EQ(got[0].values.size(), ref[0].values.size());
+  // A few fp32 roundings of values below e^1.5 + 1.5 (no summation).
+  for (std::size_t i = 0; i < ref[0].values.size(); ++i)
+    ASSERT_NEAR(got[0].values[i], ref[0].values[i], 8 * 6.0 * std::numeric_limits<float>::epsilon()) << i;
+}
+
 TEST(LinalgOpenCl, GeneratedSourceIsOpenClC) {
   SymbolicVector<float, 0> x;
   SymbolicVector<float, 1> y;
