@@ -16,7 +16,8 @@ shift $(( $# > 0 ? 1 : 0 ))
 packages=(cmake ninja-build g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
           libfmt-dev nlohmann-json3-dev zlib1g-dev libpng-dev
           python3-dev python3-numpy python3-pytest python3-venv
-          libavcodec-dev libavformat-dev libswscale-dev libopenmpi-dev openmpi-bin)
+          libavcodec-dev libavformat-dev libswscale-dev libopenmpi-dev openmpi-bin
+          opencl-headers ocl-icd-opencl-dev pocl-opencl-icd)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -6,6 +6,7 @@
 
 #include "command.hpp"
 #include "molaccel/linalg.hpp"
+#include "opencl_device.hpp"
 
 namespace molaccel::cli {
 namespace {
@@ -86,8 +87,10 @@ int run_solve(RunContext& ctx, const SolveOptions& o) {
     b = la::multiply(a, std::vector<double>(a.rows, 1.0));  // exact solution: all ones
   }
   const auto options = to_solver_options(o);
-  const Resources resources = ctx.resources();
-  const auto result = la::solve(resources, a, b, options);
+  // `--device opencl[:N]`: the generated kernels in OpenCL C on that device (never chosen by auto).
+  const std::optional<int> opencl_device = parse_opencl_device(ctx.common.device);
+  const auto result = opencl_device ? la::opencl::solve(*opencl_device, a, b, options)
+                                    : la::solve(ctx.resources(), a, b, options);
   const double true_residual = true_relative_residual(a, b, result.x);
   std::FILE* out = ctx.summary(o.output);
   if (out) {
@@ -164,6 +167,7 @@ Action setup_solve(CLI::App& app, CommonOptions& common) {
       ->check(CLI::Range(0, 4096));
   app.add_option("-o,--output", o->output, "Write x here (Matrix Market array)");
   common.add_device_options(app);
+  allow_opencl_device(app);
   return [o](RunContext& ctx) { return run_solve(ctx, *o); };
 }
 

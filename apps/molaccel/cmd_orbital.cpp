@@ -6,6 +6,7 @@
 
 #include "command.hpp"
 #include "molaccel/orbital.hpp"
+#include "opencl_device.hpp"
 
 namespace molaccel::cli {
 namespace {
@@ -141,7 +142,11 @@ int run_grid(RunContext& ctx, const GridOptions& o) {
     throw InputError("--orbital", 0, "give --orbital NAME (repeatable) and/or --density KIND");
   const Wavefunction wfn = read_wavefunction(o.input);
   const GridSpec grid = make_grid(o, wfn);
-  const Resources resources = ctx.resources();
+  // `--device opencl[:N]`: orbitals through the OpenCL kernels (no Resources are made for it).
+  const std::optional<int> opencl_device = parse_opencl_device(ctx.common.device);
+  if (opencl_device && !o.density.empty())
+    throw InputError("--density", 0, "densities have no OpenCL path (--device opencl computes orbitals)");
+  const Resources resources = opencl_device ? Resources() : ctx.resources();
   EvaluateOptions options;
   options.backend = parse_backend(o.backend);
   if (!(o.screening >= 0) || !std::isfinite(o.screening))
@@ -165,12 +170,16 @@ int run_grid(RunContext& ctx, const GridOptions& o) {
   if (o.multi && !o.density.empty())
     throw InputError("--multi", 0, "a multi-orbital cube holds orbitals only, not a density");
   log_info("grid {} x {} x {} = {} points on {}", grid.counts[0], grid.counts[1], grid.counts[2],
-           grid.point_count(), resources.describe());
+           grid.point_count(),
+           opencl_device ? fmt::format("opencl:{}", *opencl_device) : resources.describe());
 
   // Compute everything first, then write: bad input or a failed job leaves no partial output.
   std::vector<float> orbital_values;
   EvaluationInfo orbital_info, density_info;
-  if (!refs.empty()) orbital_values = evaluate_orbitals(resources, wfn, grid, refs, options, &orbital_info);
+  if (!refs.empty())
+    orbital_values = opencl_device
+                         ? evaluate_orbitals_opencl(*opencl_device, wfn, grid, refs, options, &orbital_info)
+                         : evaluate_orbitals(resources, wfn, grid, refs, options, &orbital_info);
   std::vector<float> density_values;
   if (!o.density.empty())
     density_values = evaluate_density(resources, wfn, grid, density_kind, options, &density_info);
@@ -277,6 +286,7 @@ const bool grid_registered = register_command({
           ->default_val(1e-9)
           ->check(CLI::NonNegativeNumber);
       common.add_device_options(app);
+      allow_opencl_device(app);
       app.footer(kConventions);
       return [opts](RunContext& ctx) { return run_grid(ctx, *opts); };
     },

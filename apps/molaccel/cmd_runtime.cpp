@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "command.hpp"
+#include "molaccel/opencl.hpp"
 
 namespace molaccel::cli {
 namespace {
@@ -39,6 +40,24 @@ int run_info(RunContext& ctx) {
                     {"free_bytes", g.free_memory}});
     }
   }
+  // OpenCL devices (`--device opencl:N` of linalg solve and orbital grid).
+  const auto cl_devices = opencl_devices();
+  nlohmann::json jcl = nlohmann::json::array();
+  if (cl_devices.empty()) std::printf("opencl: no device (%s)\n", opencl_absence_reason().c_str());
+  for (const auto& d : cl_devices) {
+    std::printf("opencl %d: %s (%s), %s, %s, %d compute units, %.1f GiB, fp64 %s\n", d.index, d.name.c_str(),
+                d.platform.c_str(), d.gpu ? "GPU" : "not a GPU", d.version.c_str(), d.compute_units,
+                d.global_memory / 1073741824.0, d.fp64 ? "yes" : "no");
+    jcl.push_back({{"index", d.index},
+                   {"name", d.name},
+                   {"platform", d.platform},
+                   {"version", d.version},
+                   {"driver_version", d.driver_version},
+                   {"gpu", d.gpu},
+                   {"fp64", d.fp64},
+                   {"compute_units", d.compute_units},
+                   {"memory_bytes", d.global_memory}});
+  }
   std::printf("cache:  %s\n", default_jit_cache().directory().string().c_str());
   ctx.report["build"] = {{"version", b.version},
                          {"cuda", b.cuda},
@@ -50,6 +69,8 @@ int run_info(RunContext& ctx) {
       {"model", c.model}, {"logical_cores", c.logical_cores}, {"simd", std::string(to_string(c.simd))}};
   ctx.report["gpus"] = jg;
   if (gpus.empty()) ctx.report["no_gpu_reason"] = gpu_absence_reason();
+  ctx.report["opencl_devices"] = jcl;
+  if (cl_devices.empty()) ctx.report["no_opencl_reason"] = opencl_absence_reason();
   return 0;
 }
 

@@ -48,4 +48,11 @@ struct JitSource {
 // planes: (plane_begin + planes - 1) / bx - plane_begin / bx + 1) and OrbitalGridArgs::planes set.
 JitSource generate_jit_source(const PackedBasis& basis, const CullLayout& layout);
 
+// The same basis set as an OpenCL C kernel (the same per-element-type functions; one point per
+// work-item, no brick culling). Parameters: (const COORD* atom_xyz /* sorted, 3 per atom */,
+// const int* atom_base /* sorted: first component */, const float* coefficients,
+// const COORD* grid /* origin[3], axes[3][3] */, int nx, int ny, int nz, float* out); COORD is
+// double when `fp64_coordinates`, else float. Launch: global (nz, ny, nx).
+JitSource generate_opencl_jit_source(const PackedBasis& basis, bool fp64_coordinates);
+
 }  // namespace molaccel::orbital::detail

@@ -1,15 +1,24 @@
-// CUDA source generator: one kernel per plan stage, written to be read (named after the
-// expression, one line per token). Plain C++ with no CUDA dependency, so CPU-only builds and
-// CI can generate and NVRTC-compile every kernel.
+// The kernel generator: one kernel per plan stage, written to be read (named after the
+// expression, one line per token), in two dialects from the same code: CUDA C++ (NVRTC) and
+// OpenCL C. Plain C++ with no CUDA or OpenCL dependency, so CPU-only builds and CI can generate
+// every kernel.
 //
-// Kernel parameters are all 8 bytes wide (pointers, long long, double: host scalars arrive as
-// double and are converted to T), so the launcher marshals them without knowing T.
+// Every difference between the dialects lives in `Dialect` and in the two helper blocks
+// (reductions: warp shuffles in CUDA, local memory in OpenCL). OpenCL C has no functional casts,
+// so its preamble defines T(x) as a macro next to the type T (a macro is not expanded inside its
+// own expansion, so `T(0)` reads the same in both dialects).
+//
+// CUDA kernel parameters are all 8 bytes wide (pointers, long long, double: host scalars arrive as
+// double and are converted to T), so the launcher marshals them without knowing T. OpenCL host
+// scalars arrive as T (a float kernel must not need fp64), and a device scalar is a buffer and an
+// element offset (an element of a solver's history array).
 #include <functional>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include "linalg/backend.hpp"
+#include "linalg/codegen/codegen.hpp"
 #include "linalg/expression_util.hpp"
 
 namespace molaccel::linalg {
@@ -20,6 +29,41 @@ bool is_reduction(const NodePtr& n) {
   return n->kind == NodeKind::inner_product || n->kind == NodeKind::norm_2;
 }
 
+// The dialect's spelling of what differs between CUDA C++ and OpenCL C.
+struct Dialect {
+  bool opencl = false;
+  const char* function;    // qualifiers of helper functions, with their space
+  const char* global;      // address space of kernel pointers
+  const char* int64;       // 64-bit integer type
+  const char* thread;      // index of the thread in its block / work-group
+  const char* block;       // index of the block / work-group
+  const char* block_size;  // threads per block
+  const char* blocks;      // blocks in the grid
+  const char* kernel;      // kernel declaration up to the name
+  const char* scratch;     // block-shared scratch array declaration
+};
+
+const Dialect cuda_dialect{false,
+                           "__device__ __forceinline__ ",
+                           "",
+                           "long long",
+                           "threadIdx.x",
+                           "blockIdx.x",
+                           "blockDim.x",
+                           "gridDim.x",
+                           "extern \"C\" __global__ void __launch_bounds__(256)",
+                           "__shared__ T scratch[32];  // block sums"};
+const Dialect opencl_dialect{true,
+                             "",  // plain definitions: OpenCL C's `inline` has C99 semantics
+                             "__global ",
+                             "long",
+                             "get_local_id(0)",
+                             "get_group_id(0)",
+                             "get_local_size(0)",
+                             "get_num_groups(0)",
+                             "__kernel __attribute__((reqd_work_group_size(256, 1, 1))) void",
+                             "__local T scratch[256];  // block sums and row-group sums"};
+
 std::string literal(double v, ValueType t) {
   std::string s = fmt::format("{:.17g}", v);
   if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
@@ -28,14 +72,14 @@ std::string literal(double v, ValueType t) {
 
 class Generator {
  public:
-  Generator(const OperationPlan& plan, int group) : plan_(plan), group_(group) {}
+  Generator(const OperationPlan& plan, int group, const Dialect& d) : plan_(plan), group_(group), d_(d) {}
 
   std::string source() {
     std::ostringstream out;
     out << "// molaccel linalg: generated kernels for\n";
     for (auto& s : plan_.statements) out << "//   " << statement_to_string(s) << "\n";
     out << "// (MOLACCEL_DUMP_KERNELS=dir writes this file; regenerated at run time.)\n";
-    out << preamble(plan_.type, group_);
+    out << preamble(plan_.type, group_, d_);
     out << definitions();
     return out.str();
   }
@@ -57,30 +101,35 @@ class Generator {
   // Parameter list shared by every stage of the operation (n_rows last).
   std::vector<Word> parameter_words() const {
     std::vector<Word> p;
+    const std::string i64 = d_.int64;
     for (std::size_t i = 0; i < plan_.operands.size(); ++i) {
       const auto& op = plan_.operands[i];
       switch (op.kind) {
         case NodeKind::vector:
           p.push_back({op.written ? "T*" : "const T*", fmt::format("vec{}", i)});
-          p.push_back({"long long", fmt::format("size_vec{}", i)});
+          p.push_back({i64, fmt::format("size_vec{}", i)});
           break;
         case NodeKind::dense_matrix:
           p.push_back({"const T*", fmt::format("mat{}", i)});
-          for (auto n : {"rows_mat", "cols_mat", "ld_mat"})
-            p.push_back({"long long", fmt::format("{}{}", n, i)});
+          for (auto n : {"rows_mat", "cols_mat", "ld_mat"}) p.push_back({i64, fmt::format("{}{}", n, i)});
           break;
         case NodeKind::csr_matrix:
           p.push_back({"const int*", fmt::format("csr{}_row", i)});
           p.push_back({"const int*", fmt::format("csr{}_col", i)});
           p.push_back({"const T*", fmt::format("csr{}_val", i)});
-          p.push_back({"long long", fmt::format("rows_csr{}", i)});
-          p.push_back({"long long", fmt::format("cols_csr{}", i)});
+          p.push_back({i64, fmt::format("rows_csr{}", i)});
+          p.push_back({i64, fmt::format("cols_csr{}", i)});
           break;
         case NodeKind::host_scalar:
-          p.push_back({"double", fmt::format("scal{}_arg", i)});
+          p.push_back({d_.opencl ? "T" : "double", fmt::format("scal{}_arg", i)});
           break;
         case NodeKind::device_scalar:
-          p.push_back({"T*", fmt::format("gscal{}", i)});
+          if (d_.opencl) {
+            p.push_back({"T*", fmt::format("gscal{}_base", i)});
+            p.push_back({i64, fmt::format("gscal{}_offset", i)});
+          } else {
+            p.push_back({"T*", fmt::format("gscal{}", i)});
+          }
           break;
         default:
           break;
@@ -88,34 +137,81 @@ class Generator {
     }
     for (std::size_t t = 0; t < plan_.temporaries.size(); ++t) {
       p.push_back({"T*", fmt::format("tmp{}", t)});
-      p.push_back({"long long", fmt::format("size_tmp{}", t)});
+      p.push_back({i64, fmt::format("size_tmp{}", t)});
     }
     for (std::size_t r = 0; r < plan_.reductions.size(); ++r) {
-      p.push_back({"long long", fmt::format("len_red{}", r)});
-      p.push_back({"long long", fmt::format("parts_red{}", r)});
+      p.push_back({i64, fmt::format("len_red{}", r)});
+      p.push_back({i64, fmt::format("parts_red{}", r)});
     }
     p.push_back({"T*", "partials"});
-    p.push_back({"long long", "partial_stride"});
-    p.push_back({"long long", "n_rows"});
+    p.push_back({i64, "partial_stride"});
+    p.push_back({i64, "n_rows"});
     return p;
   }
 
-  static std::string preamble(ValueType type, int group) {
+  static std::string preamble(ValueType type, int group, const Dialect& d) {
     std::string out;
+    if (d.opencl && type == ValueType::f64) out += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
     out += fmt::format("typedef {} T;\n", type == ValueType::f64 ? "double" : "float");
+    if (d.opencl) out += "#define T(x) ((T)(x))  // the functional cast of the CUDA dialect\n";
     out += fmt::format("#define GROUP {}  // threads that share one row of a matrix product\n", group);
-    out += "#define RESTRICT __restrict__\n\n";
-    out += helpers();
+    out += d.opencl ? "#define RESTRICT restrict\n\n" : "#define RESTRICT __restrict__\n\n";
+    out += d.opencl ? opencl_helpers() : cuda_helpers();
     return out;
   }
 
  private:
-  static std::string helpers() {
-    return R"(#define FULL_MASK 0xffffffffu
-__device__ __forceinline__ T safe_div(T a, T b) { return b == T(0) ? T(0) : a / b; }
-__device__ __forceinline__ T greater(T a, T b) { return a > b ? T(1) : T(0); }
-__device__ __forceinline__ T nonzero(T a) { return a != T(0) ? T(1) : T(0); }
+  // Element-wise helpers shared by both dialects.
+  static std::string common_helpers(const Dialect& d) {
+    return fmt::format(
+        "{0}T safe_div(T a, T b) {{ return b == T(0) ? T(0) : a / b; }}\n"
+        "{0}T greater(T a, T b) {{ return a > b ? T(1) : T(0); }}\n"
+        "{0}T nonzero(T a) {{ return a != T(0) ? T(1) : T(0); }}\n",
+        d.function);
+  }
 
+  // OpenCL 1.2 has no shuffles: row groups and blocks sum through local memory. Every work-item
+  // of the work-group calls these (the row loop has the same trip count for all of them).
+  static std::string opencl_helpers() {
+    return common_helpers(opencl_dialect) + R"(
+// Sum over the G consecutive work-items that share a row; lane 0 of each group gets it.
+T group_sum(T v, int G, __local T* scratch) {
+  const int id = (int)get_local_id(0), lane = id % G;
+  barrier(CLK_LOCAL_MEM_FENCE);  // scratch may still be read by a previous call
+  scratch[id] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int offset = G / 2; offset > 0; offset >>= 1) {
+    if (lane < offset) scratch[id] += scratch[id + offset];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  return scratch[id];
+}
+
+// Sum over the work-group (a power of two); every work-item gets the total.
+T block_sum(T v, __local T* scratch) {
+  const int id = (int)get_local_id(0);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  scratch[id] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int offset = (int)get_local_size(0) / 2; offset > 0; offset >>= 1) {
+    if (id < offset) scratch[id] += scratch[id + offset];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  return scratch[0];
+}
+
+// The final summation of an inner product (see the CUDA dialect).
+T sum_partials(__global const T* RESTRICT partials, long count, __local T* scratch) {
+  T v = T(0);
+  for (long i = get_local_id(0); i < count; i += get_local_size(0)) v += partials[i];
+  return block_sum(v, scratch);
+}
+
+)";
+  }
+
+  static std::string cuda_helpers() {
+    return "#define FULL_MASK 0xffffffffu\n" + common_helpers(cuda_dialect) + R"(
 // Sum over the G consecutive lanes that share a row (mask: those lanes).
 template <int G>
 __device__ __forceinline__ T group_sum(T v, unsigned mask) {
@@ -157,9 +253,8 @@ __device__ __forceinline__ T sum_partials(const T* RESTRICT partials, long long 
           fn = "modifier_" + n->name;  // prefixed: never clashes with the kernel's own names
           while (modifier_defs_.count(fn)) fn += "_";
           modifier_by_body_[key] = fn;
-          modifier_defs_[fn] = fmt::format(
-              "// element-wise modifier {}(X)\n__device__ __forceinline__ T {}(T X) {{ return {}; }}\n",
-              n->name, fn, code(n->children[1], "row"));
+          modifier_defs_[fn] = fmt::format("// element-wise modifier {}(X)\n{}T {}(T X) {{ return {}; }}\n",
+                                           n->name, d_.function, fn, code(n->children[1], "row"));
         }
         modifier_names_[n.get()] = fn;
       }
@@ -177,7 +272,9 @@ __device__ __forceinline__ T sum_partials(const T* RESTRICT partials, long long 
     std::string s;
     bool first = true;
     for (const auto& w : parameter_words()) {
-      s += (first ? "    " : ",\n    ") + w.type + (w.type.back() == '*' ? " RESTRICT " : " ") + w.name;
+      const bool pointer = w.type.back() == '*';
+      s += (first ? "    " : ",\n    ") + (pointer ? d_.global : std::string()) + w.type +
+           (pointer ? " RESTRICT " : " ") + w.name;
       first = false;
     }
     return s;
@@ -254,9 +351,9 @@ __device__ __forceinline__ T sum_partials(const T* RESTRICT partials, long long 
     o << "    T " << name << " = T(0);  // row of " << infix(n) << "\n";
     if (m->kind == NodeKind::dense_matrix) {
       o << fmt::format(
-          "    if (row < rows_mat{0}) {{\n      const T* RESTRICT a_row = mat{0} + row * ld_mat{0};\n"
-          "      for (long long j = lane; j < cols_mat{0}; j += G) {1} += a_row[j] * {2};\n    }}\n",
-          m->index, name, code(n->children[1], "j"));
+          "    if (row < rows_mat{0}) {{\n      {3}const T* RESTRICT a_row = mat{0} + row * ld_mat{0};\n"
+          "      for ({4} j = lane; j < cols_mat{0}; j += G) {1} += a_row[j] * {2};\n    }}\n",
+          m->index, name, code(n->children[1], "j"), d_.global, d_.int64);
     } else {
       o << fmt::format(
           "    if (row < rows_csr{0}) {{\n      const int end = csr{0}_row[row + 1];\n"
@@ -264,7 +361,10 @@ __device__ __forceinline__ T sum_partials(const T* RESTRICT partials, long long 
           "        const int j = csr{0}_col[k];\n        {1} += csr{0}_val[k] * {2};\n      }}\n    }}\n",
           m->index, name, code(n->children[1], "j"));
     }
-    o << "    if (G > 1) " << name << " = group_sum<G>(" << name << ", mask);\n";
+    if (d_.opencl)
+      o << "    if (G > 1) " << name << " = group_sum(" << name << ", G, scratch);\n";
+    else
+      o << "    if (G > 1) " << name << " = group_sum<G>(" << name << ", mask);\n";
     return o.str();
   }
 
@@ -283,14 +383,16 @@ __device__ __forceinline__ T sum_partials(const T* RESTRICT partials, long long 
         : st.what == PlanStage::Kind::temporaries ? "operands of products that read written vectors"
                                                   : "the assignments";
     o << "// " << st.kernel_name << ": " << role << "\n";
-    o << "extern \"C\" __global__ void __launch_bounds__(256) " << st.kernel_name << "(\n"
-      << parameters() << ")\n{\n";
-    o << "  constexpr int G = " << (grouped ? "GROUP" : "1") << ";\n";
-    if (!st.consumed.empty() || !st.reductions.empty()) o << "  __shared__ T scratch[32];  // block sums\n";
+    o << d_.kernel << " " << st.kernel_name << "(\n" << parameters() << ")\n{\n";
+    o << (d_.opencl ? "  const int G = " : "  constexpr int G = ") << (grouped ? "GROUP" : "1") << ";\n";
+    if (!st.consumed.empty() || !st.reductions.empty() || (d_.opencl && grouped))
+      o << "  " << d_.scratch << "\n";
     // Host and device scalars.
     for (std::size_t i = 0; i < plan_.operands.size(); ++i) {
       if (plan_.operands[i].kind == NodeKind::host_scalar)
         o << fmt::format("  const T scal{0} = T(scal{0}_arg);\n", i);
+      if (plan_.operands[i].kind == NodeKind::device_scalar && d_.opencl)
+        o << fmt::format("  __global T* RESTRICT gscal{0} = gscal{0}_base + gscal{0}_offset;\n", i);
       if (plan_.operands[i].kind == NodeKind::device_scalar && !plan_.operands[i].written)
         o << fmt::format("  const T gscal{0}_value = *gscal{0};\n", i);
     }
@@ -304,14 +406,28 @@ __device__ __forceinline__ T sum_partials(const T* RESTRICT partials, long long 
           infix(r.node));
     }
     for (int slot : st.reductions) o << fmt::format("  T acc{} = T(0);\n", slot);
-    o << "  const int lane = threadIdx.x % G;\n";
-    o << "  const unsigned mask = G == 32 ? FULL_MASK : (((1u << G) - 1u) << (threadIdx.x % 32 / G * G));\n";
-    o << "  (void)lane; (void)mask;\n";
-    o << "  const long long step = (long long)gridDim.x * blockDim.x / G;\n";
-    o << "  for (long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / G; row < n_rows; row "
-         "+= step) {\n";
-    for (auto& p : products) o << product_code(p);
-    o << "    if (lane == 0) {\n";
+    if (d_.opencl) {
+      // The same trip count for the whole work-group (group_sum has barriers): the loop runs over
+      // the work-group's first row; rows past the end do no work.
+      o << "  const int lane = (int)get_local_id(0) % G;\n";
+      o << "  const long step = (long)get_num_groups(0) * get_local_size(0) / G;\n";
+      o << "  for (long first = (long)get_group_id(0) * get_local_size(0) / G; first < n_rows; first += "
+           "step) "
+           "{\n";
+      o << "    const long row = first + (long)get_local_id(0) / G;\n";
+      for (auto& p : products) o << product_code(p);
+      o << "    if (lane == 0 && row < n_rows) {\n";
+    } else {
+      o << "  const int lane = threadIdx.x % G;\n";
+      o << "  const unsigned mask = G == 32 ? FULL_MASK : (((1u << G) - 1u) << (threadIdx.x % 32 / G * "
+           "G));\n";
+      o << "  (void)lane; (void)mask;\n";
+      o << "  const long long step = (long long)gridDim.x * blockDim.x / G;\n";
+      o << "  for (long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / G; row < n_rows; row "
+           "+= step) {\n";
+      for (auto& p : products) o << product_code(p);
+      o << "    if (lane == 0) {\n";
+    }
     for (int slot : st.reductions) {
       const auto& r = plan_.reductions[slot].node;
       const std::string a = code(r->children[0], "row");
@@ -348,10 +464,10 @@ __device__ __forceinline__ T sum_partials(const T* RESTRICT partials, long long 
     for (int slot : st.reductions)
       o << fmt::format(
           "  {{\n    const T total = block_sum(acc{0}, scratch);\n"
-          "    if (threadIdx.x == 0) partials[{0} * partial_stride + blockIdx.x] = total;\n  }}\n",
-          slot);
+          "    if ({1} == 0) partials[{0} * partial_stride + {2}] = total;\n  }}\n",
+          slot, d_.thread, d_.block);
     if (!st.scalar_assignments.empty()) {
-      o << "  if (blockIdx.x == 0 && threadIdx.x == 0) {\n";
+      o << "  if (" << d_.block << " == 0 && " << d_.thread << " == 0) {\n";
       for (auto& a : st.scalar_assignments)
         o << fmt::format("    *gscal{} = {};\n", a.target->index, code(a.value, "0"));
       o << "  }\n";
@@ -362,6 +478,7 @@ __device__ __forceinline__ T sum_partials(const T* RESTRICT partials, long long 
 
   const OperationPlan& plan_;
   int group_;
+  const Dialect& d_;
   std::map<std::string, std::string> products_;  // structural key -> register name
   std::map<const ExpressionNode*, std::string> modifier_names_;
   std::map<std::string, std::string> modifier_by_body_, modifier_defs_;
@@ -370,7 +487,11 @@ __device__ __forceinline__ T sum_partials(const T* RESTRICT partials, long long 
 }  // namespace
 
 std::string generate_cuda_source(const OperationPlan& plan, int group) {
-  return Generator(plan, group).source();
+  return Generator(plan, group, cuda_dialect).source();
+}
+
+std::string generate_opencl_source(const OperationPlan& plan, int group) {
+  return Generator(plan, group, opencl_dialect).source();
 }
 
 int group_size_for(const PlanStage& stage, double csr_average_row_nnz, std::size_t rows) {

@@ -1,0 +1,165 @@
+// linalg through OpenCL: BiCGStab (fp64) per iteration on 2-D Poisson n = 1e3 .. 1e7 against the
+// memory-bandwidth floor, and the paper's BLAS-1 example fused into one kernel at n = 1e7 against
+// the device's copy bandwidth (clEnqueueCopyBuffer). Runs on the first OpenCL GPU, or on
+// --device N (any OpenCL device, e.g. PoCL's CPU device); without an OpenCL GPU and without
+// --device it says so and exits 0.
+//   bench_linalg_opencl [--device N] [--quick]
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/harness.hpp"
+#include "linalg/opencl/executor.hpp"
+#include "molaccel/opencl.hpp"
+
+using namespace molaccel;
+using namespace molaccel::linalg;
+namespace rt = molaccel::opencl;
+
+namespace {
+
+void finish(rt::Device& d) {
+  MOLACCEL_CL_TRY(rt::api()->Finish(d.queue), "clFinish");
+}
+
+// Copy bandwidth (read + write bytes per second) of clEnqueueCopyBuffer over `bytes`.
+double copy_bandwidth(rt::Device& d, std::size_t bytes) {
+  rt::Buffer a(d, bytes), b(d, bytes);
+  const auto t = bench::measure([&] {
+    MOLACCEL_CL_TRY(rt::api()->EnqueueCopyBuffer(d.queue, a.get(), b.get(), 0, 0, bytes, 0, nullptr, nullptr),
+                    "clEnqueueCopyBuffer");
+    finish(d);
+  });
+  return 2.0 * double(bytes) / t.median_s;
+}
+
+void bench_blas1(rt::Device& d, std::size_t n, double copy_bw) {
+  MOLACCEL_EW_MODIFIER(F, "1/(1+X)");
+  MOLACCEL_EW_MODIFIER(G, "X*X");
+  SymbolicVector<double, 0> x;
+  GpuSymbolicScalar<double, 1> alpha;
+  GpuSymbolicScalar<double, 2> beta;
+  SymbolicVector<double, 3> y;
+  SymbolicVector<double, 4> z;
+  CustomOperation op(x += (alpha + beta) * x - (y - F(G(z))));
+  cl::Executor exec(op.plan(), d);
+  rt::Buffer bx(d, n * 8), by(d, n * 8), bz(d, n * 8), scalars(d, 16);
+  const double ab[2] = {1e-9, -1e-9};
+  scalars.write(ab, sizeof ab);
+  auto vec = [&](const rt::Buffer& b) {
+    cl::Operand o;
+    o.data = b.get();
+    o.rows = n;
+    o.cols = 1;
+    return o;
+  };
+  auto scalar = [&](std::size_t i) {
+    cl::Operand o;
+    o.kind = NodeKind::device_scalar;
+    o.data = scalars.get();
+    o.offset = i;
+    o.rows = 1;
+    return o;
+  };
+  const std::vector<cl::Operand> args{vec(bx), scalar(0), scalar(1), vec(by), vec(bz)};
+  const auto t = bench::measure([&] {
+    exec.run(args);
+    finish(d);
+  });
+  const double bytes = 4.0 * 8.0 * double(n);  // read x, y, z; write x
+  bench::print_row({.benchmark = "linalg/opencl/blas1-paper-fused/fp64",
+                    .device = d.info.name,
+                    .size = fmt::format("n={}", n),
+                    .timing = t,
+                    .work = bytes,
+                    .work_unit = "B",
+                    .bytes = bytes,
+                    .limit = copy_bw,
+                    .limit_name = "clEnqueueCopyBuffer bandwidth",
+                    .note = fmt::format("{:.0f}% of copy bandwidth, {} kernel(s)",
+                                        100.0 * bytes / t.median_s / copy_bw, op.plan().stages.size())});
+}
+
+void bench_bicgstab(int device, rt::Device& d, double copy_bw, bool quick) {
+  // Minimal traffic of one iteration per row, as bench_linalg: two CSR products (80 B) and 20
+  // vector reads/writes (160 B).
+  const double bytes_per_row = 2 * 80.0 + 160.0;
+  for (std::size_t grid : {32, 100, 316, 1000, 3163}) {
+    const std::size_t n = grid * grid;
+    if (quick && n > 2000000) break;
+    const auto a = poisson_2d(grid);
+    const auto b = multiply(a, std::vector<double>(n, 1.0));
+    SolverOptions o;
+    o.solver = Solver::bicgstab;
+    o.tolerance = 0;  // fixed iteration count
+    o.max_iterations = n <= 100000 ? 400 : 100;
+    std::vector<double> per_iteration;
+    SolverResult last;
+    for (int rep = 0; rep < 3; ++rep) {
+      last = linalg::opencl::solve(device, a, b, o);
+      per_iteration.push_back(last.seconds_per_iteration);
+    }
+    std::sort(per_iteration.begin(), per_iteration.end());
+    bench::Timing t;
+    t.median_s = per_iteration[1];
+    t.min_s = per_iteration[0];
+    t.max_s = per_iteration[2];
+    t.repeats = 3;
+    const double floor_s = bytes_per_row * double(n) / copy_bw;
+    bench::print_row(
+        {.benchmark = "linalg/opencl/bicgstab-poisson/fp64",
+         .device = d.info.name,
+         .size = fmt::format("n={}", n),
+         .timing = t,
+         .work = bytes_per_row * double(n),
+         .work_unit = "B",
+         .bytes = bytes_per_row * double(n),
+         .limit = copy_bw,
+         .limit_name = "clEnqueueCopyBuffer bandwidth",
+         .note = fmt::format("{:.2f} us/iter, floor {:.2f} us ({:.2f}x), {} iters, {} kernels/iter, {}",
+                             t.median_s * 1e6, floor_s * 1e6, t.median_s / floor_s, last.iterations,
+                             last.kernels_per_iteration, last.backend)});
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  int device = -1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0)
+      quick = true;
+    else if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc)
+      device = std::atoi(argv[++i]);
+  }
+  const auto devices = opencl_devices();
+  if (device < 0) {
+    for (const auto& d : devices)
+      if (d.gpu) {
+        device = d.index;
+        break;
+      }
+    if (device < 0) {
+      std::printf("bench_linalg_opencl: no OpenCL GPU (%s); --device N runs on another OpenCL device\n",
+                  devices.empty() ? opencl_absence_reason().c_str()
+                                  : fmt::format("{} OpenCL device(s), none a GPU", devices.size()).c_str());
+      return 0;
+    }
+  }
+  try {
+    rt::Device& d = rt::device(device);
+    const std::size_t big = quick ? 1000000 : 10000000;
+    const double copy_bw = copy_bandwidth(d, big * 8);
+    std::printf("OpenCL device %d: %s (%s), copy bandwidth %.1f GB/s\n", device, d.info.name.c_str(),
+                d.info.platform.c_str(), copy_bw / 1e9);
+    bench::print_header();
+    bench_blas1(d, big, copy_bw);
+    bench_bicgstab(device, d, copy_bw, quick);
+  } catch (const std::exception& e) {
+    std::printf("bench_linalg_opencl: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
