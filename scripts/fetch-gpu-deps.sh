@@ -15,6 +15,8 @@ apt-get update -qq || true
 fetch align parasail libparasail8 libparasail-dev      # parasail 2.6: CPU baseline and score cross-check
 fetch orbital libgg2 libgg-dev                         # gau2grid 2.0.7: CPU baseline
 fetch linalg libviennacl-dev                           # ViennaCL 1.7.1 (header-only): GPU baseline
+fetch opencl ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-headers opencl-c-headers  # the ICD loader
+[ -f ../shared/data/orbital/c60_sto3g/c60_sto3g.molden.gz ] && cp ../shared/data/orbital/c60_sto3g/c60_sto3g.molden.gz .deps/orbital/
 mkdir -p .deps/lingo
 if [ -f ../shared/data/lingo/molecules_367k.smi.gz ]; then
   cp ../shared/data/lingo/molecules_367k.smi.gz .deps/lingo/

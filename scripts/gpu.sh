@@ -64,11 +64,31 @@ engine_args() {
   done
 }
 
+# OpenCL on the GPU machine: the ICD loader and headers from .deps/opencl where the system has
+# none, and NVIDIA's OpenCL driver registered through OCL_ICD_VENDORS where the image ships
+# libnvidia-opencl.so.1 without an ICD file.
+opencl_args=()
+setup_opencl() {
+  local root="$PWD/.deps/opencl/root/usr" lib
+  lib="$root/lib/x86_64-linux-gnu"
+  if [ -f "$lib/libOpenCL.so.1.0.0" ]; then
+    ln -sf libOpenCL.so.1.0.0 "$lib/libOpenCL.so.1" && ln -sf libOpenCL.so.1.0.0 "$lib/libOpenCL.so"
+    opencl_args=(-DMOLACCEL_OPENCL=ON -DMOLACCEL_OPENCL_INCLUDE_DIR="$root/include" -DOpenCL_INCLUDE_DIR="$root/include"
+                 -DOpenCL_LIBRARY="$lib/libOpenCL.so.1.0.0")
+    ldconfig -p 2>/dev/null | grep -q "libOpenCL.so.1 " || export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
+  if ! grep -qs nvidia /etc/OpenCL/vendors/*.icd && ldconfig -p 2>/dev/null | grep -q libnvidia-opencl.so.1; then
+    mkdir -p /tmp/molaccel-icd && echo libnvidia-opencl.so.1 >/tmp/molaccel-icd/nvidia.icd
+    export OCL_ICD_VENDORS=/tmp/molaccel-icd
+  fi
+}
+setup_opencl
+
 build_all() {
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader 2>/dev/null |
     sed 's/^/gpu: /' || echo "gpu: nvidia-smi not found"
   local start=$(date +%s)
-  if ! cmake -S . -B "$build" --preset cuda -DMOLACCEL_ENGINES="$engines" -DMOLACCEL_BUILD_FUZZ=OFF \
+  if ! cmake -S . -B "$build" --preset cuda -DMOLACCEL_ENGINES="$engines" -DMOLACCEL_BUILD_FUZZ=OFF "${opencl_args[@]}" \
     >"$logdir/configure.log" 2>&1; then
     tail -30 "$logdir/configure.log"; echo "RESULT: FAIL (configure)"; exit 1
   fi
@@ -86,6 +106,9 @@ run_tests() {
   note "GPU tests: $(grep -E 'tests passed|tests failed' "$logdir/ctest-gpu.log" | tail -1) ($(( $(date +%s) - start )) s)"
   grep -E "^\s+[0-9]+ - .*(Failed|Timeout|Exception)" "$logdir/ctest-gpu.log" | head -20
   grep -E -A3 "Failure$|\*\*\*Exception" "$logdir/ctest-gpu.log" | head -40
+  start=$(date +%s)
+  ctest --test-dir "$build" -L opencl "${select[@]}" --output-on-failure >"$logdir/ctest-opencl.log" 2>&1 || failed=1
+  note "OpenCL tests ($("$build/bin/molaccel" info 2>/dev/null | grep -i -m1 "opencl" | cut -c1-80)): $(grep -E 'tests passed|tests failed|No tests' "$logdir/ctest-opencl.log" | tail -1) ($(( $(date +%s) - start )) s)"
   start=$(date +%s)
   ctest --test-dir "$build" -L cpu "${select[@]}" -j"$(nproc)" --output-on-failure >"$logdir/ctest-cpu.log" 2>&1 || failed=1
   note "CPU tests: $(grep -E 'tests passed|tests failed' "$logdir/ctest-cpu.log" | tail -1) ($(( $(date +%s) - start )) s)"
@@ -107,11 +130,16 @@ bench_orbital() {  # C60 6-31G*: one orbital, density of 180 orbitals, a batch o
   mapfile -t args < <(engine_args orbital)
   "$build/bench/orbital/bench_orbital_c60" "${args[@]}"
   "$build/bench/orbital/bench_orbital_c60" --quick --batch 32 "${args[@]}"
+  "$build/bench/orbital/bench_orbital_cube_write"
+  [ -x "$build/bench/orbital/bench_orbital_opencl" ] && "$build/bench/orbital/bench_orbital_opencl"
 }
 bench_linalg() {
   mapfile -t args < <(engine_args linalg)
   "$build/bench/linalg/bench_linalg" --bicgstab-only "${args[@]}"
   [ -x "$build/bench/linalg/bench_linalg_viennacl" ] && "$build/bench/linalg/bench_linalg_viennacl" --quick
+  "$build/bench/linalg/bench_program"
+  [ -x "$build/bench/linalg/bench_linalg_opencl" ] && "$build/bench/linalg/bench_linalg_opencl"
+  [ -x "$build/bench/linalg/bench_linalg_viennacl_opencl" ] && "$build/bench/linalg/bench_linalg_viennacl_opencl"
   return 0
 }
 

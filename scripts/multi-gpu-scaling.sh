@@ -76,21 +76,7 @@ run_scaled() {
 # sequences, ~178 M residues, fixed seed) and, with --db, the real database, searched from a makedb
 # directory, scores only.
 if wants align; then
-python3 - "$work/synthetic486k.fasta" <<'PY'
-import sys, numpy as np
-rng = np.random.default_rng(2010)
-lengths = np.array([int(l) for l in open("bench/align/db5k_lengths.txt") if l.strip() and not l.startswith("#")])
-n = 486000
-picked = rng.choice(lengths, size=n)
-aa = np.frombuffer(b"ARNDCQEGHILKMFPSTWYV", dtype=np.uint8)
-freq = np.array([8.25,5.53,4.06,5.45,1.37,3.93,6.75,7.07,2.27,5.96,9.66,5.84,2.42,3.86,4.70,6.56,5.34,1.08,2.92,6.87])
-seq = aa[rng.choice(20, size=int(picked.sum()), p=freq / freq.sum())].tobytes()
-with open(sys.argv[1], "wb") as f:
-    pos = 0
-    for i, l in enumerate(picked):
-        f.write(b">s%d\n" % i); f.write(seq[pos:pos + l]); f.write(b"\n"); pos += l
-print(f"synthetic database: {n} sequences, {picked.sum() / 1e6:.1f} M residues")
-PY
+python3 bench/align/make_synthetic_db.py "$work/synthetic486k.fasta"
 $build/bin/molaccel -q align makedb "$work/synthetic486k.fasta" -o "$work/synthdb" >/dev/null || exit 1
 echo
 run_scaled align synthetic scoring_seconds align search data/align/queries20.fasta "$work/synthdb" --no-traceback -k 10
