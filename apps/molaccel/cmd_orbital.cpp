@@ -21,7 +21,7 @@ const char* const kConventions =
     "and a known writer convention is applied when needed (reported by `orbital info`).\n";
 
 const char* shell_letter(int l) {
-  return &"s\0p\0d\0f\0g"[2 * l];
+  return &"s\0p\0d\0f\0g\0h\0i"[2 * l];
 }
 
 // ------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "command.hpp"
@@ -57,6 +58,17 @@ int write_report(const molaccel::cli::CommonOptions& common, const nlohmann::jso
   return 0;
 }
 
+// Exit codes (README): 0 success, 1 bad input, 2 usage, 3 device or feature not available, 4 the
+// run failed (out of space or another system failure while writing, GPU and internal errors),
+// 5 a solve that did not converge, 128 + signal when interrupted. A failure of the system while
+// writing an output is 4 in every command, whichever layer reports it: the runtime reports it as
+// an error about the output file (an InputError), an engine as an Error; both carry the reason.
+bool is_system_write_failure(std::string_view what) {
+  for (const int err : {ENOSPC, EDQUOT, EFBIG, EIO})
+    if (what.find(std::strerror(err)) != std::string_view::npos) return true;
+  return false;
+}
+
 // The exit code and message of the exception being handled.
 int handle_current_error(std::string* message = nullptr) {
   const auto say = [&](const char* what) {
@@ -67,7 +79,7 @@ int handle_current_error(std::string* message = nullptr) {
     throw;
   } catch (const molaccel::InputError& e) {
     say(e.what());
-    return 1;
+    return is_system_write_failure(e.what()) ? 4 : 1;
   } catch (const molaccel::NotCompiled& e) {
     say(e.what());
     return 3;
@@ -276,7 +288,9 @@ int main(int argc, char** argv) {
     // Every rank threw the same failure from the same step: one message, every rank non-zero.
     if (root) std::fprintf(stderr, "molaccel: error: %s\n", e.what());
     using Cause = molaccel::RankFailure::Cause;
-    const int rc = e.cause() == Cause::input ? 1 : e.cause() == Cause::unavailable ? 3 : 4;
+    const int rc = e.cause() == Cause::input && !is_system_write_failure(e.what()) ? 1
+                   : e.cause() == Cause::unavailable                               ? 3
+                                                                                   : 4;
     write_failure_report(common, report, rc, e.what());
     return rc;
   } catch (const std::exception& e) {

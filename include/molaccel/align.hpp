@@ -121,7 +121,8 @@ class Database {
   // Shard `rank` of `ranks` of a DBDIR, reading only that shard's part of each file (directories
   // made before ids.index.bin existed: ids.txt is scanned whole). Equal to open(dbdir).shard(...).
   static Database open_shard(const std::filesystem::path& dbdir, int rank, int ranks);
-  // Writes an encoded, length-sorted database directory (atomically, file by file).
+  // Writes an encoded, length-sorted database directory, built under a temporary name next to it
+  // and swapped in whole (an existing database is replaced only when the new one is complete).
   void write(const std::filesystem::path& dbdir) const;
 
   std::size_t size() const noexcept { return end_ - begin_; }  // sequences in this view

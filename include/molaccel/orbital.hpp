@@ -1,11 +1,13 @@
 // molaccel orbital engine: molecular orbitals and electron densities on grids (VMD's MO work).
 //
 // Conventions (all public values are in atomic units, bohr, unless a name says otherwise):
-//  * Basis functions are contracted Gaussians, Cartesian or spherical (pure), l = 0..4 (s..g).
+//  * Basis functions are contracted Gaussians, Cartesian or spherical (pure), l = 0..6 (s..i).
 //    Inside a shell the functions are in Molden order: Cartesian d = xx yy zz xy xz yz,
 //    f = xxx yyy zzz xyy xxy xxz xzz yzz yyz xyz, g = xxxx yyyy zzzz xxxy xxxz yyyx yyyz zzzx zzzy
-//    xxyy xxzz yyzz xxyz yyxz zzxy; spherical m = 0, +1, -1, +2, -2, ... (real solid harmonics
-//    without the Condon-Shortley phase). Readers of other orders (fchk) reorder to this one.
+//    xxyy xxzz yyzz xxyz yyxz zzxy; h and i (not defined by the Molden format) in Gaussian's order,
+//    x power ascending, then y: zzzzz yzzzz yyzzz ... xxxxy xxxxx; spherical m = 0, +1, -1, +2,
+//    -2, ... (real solid harmonics without the Condon-Shortley phase). Readers of other orders
+//    (fchk) reorder to this one.
 //  * After reading, every basis function is normalised to unit self-overlap and the MO
 //    coefficients refer to those functions (the normalisation check finds and applies the writer's
 //    convention, see NormalisationReport).
@@ -27,7 +29,7 @@
 namespace molaccel::orbital {
 
 inline constexpr double bohr_in_angstrom = 0.52917721067;  // CODATA 2014, as in Psi4 and VMD
-inline constexpr int max_angular_momentum = 4;             // g functions
+inline constexpr int max_angular_momentum = 6;             // i functions
 
 struct Atom {
   int atomic_number = 0;

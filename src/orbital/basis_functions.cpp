@@ -10,9 +10,10 @@
 namespace molaccel::orbital::detail {
 
 const std::vector<CartesianPower>& cartesian_powers(int l) {
-  static const std::array<std::vector<CartesianPower>, 5> table = [] {
-    std::array<std::vector<CartesianPower>, 5> t;
-    for (int k = 0; k < 5; ++k)
+  constexpr std::size_t kTypes = max_angular_momentum + 1;
+  static const std::array<std::vector<CartesianPower>, kTypes> table = [] {
+    std::array<std::vector<CartesianPower>, kTypes> t;
+    for (int k = 0; k < static_cast<int>(kTypes); ++k)
       for (int c = 0; c < cartesian_count(k); ++c)
         t[std::size_t(k)].push_back(
             {kCartesianPowers[k][c][0], kCartesianPowers[k][c][1], kCartesianPowers[k][c][2]});
@@ -44,16 +45,18 @@ int component_index(int l, int px, int py, int pz) {
   return -1;
 }
 
-// Obara-Saika overlap of 1-D Gaussians x_A^i exp(-a x_A^2) and x_B^j exp(-b x_B^2), all i, j <= 4.
-void overlap_1d(double a, double b, double xa, double xb, double table[5][5]) {
+constexpr int kPowers = max_angular_momentum + 1;
+
+// Obara-Saika overlap of 1-D Gaussians x_A^i exp(-a x_A^2) and x_B^j exp(-b x_B^2), all i, j <= 6.
+void overlap_1d(double a, double b, double xa, double xb, double table[kPowers][kPowers]) {
   const double p = a + b;
   const double xp = (a * xa + b * xb) / p;
   const double pa = xp - xa, pb = xp - xb;
   const double ab = xa - xb;
   const double half_p = 0.5 / p;
   table[0][0] = std::sqrt(std::numbers::pi / p) * std::exp(-a * b / p * ab * ab);
-  for (int i = 0; i <= 4; ++i) {
-    for (int j = 0; j <= 4; ++j) {
+  for (int i = 0; i < kPowers; ++i) {
+    for (int j = 0; j < kPowers; ++j) {
       if (i == 0 && j == 0) continue;
       double value;
       if (i > 0) {
@@ -107,7 +110,7 @@ std::vector<double> shell_overlap(const ExpandedShell& a, const ExpandedShell& b
   const auto& pa = cartesian_powers(a.l);
   const auto& pb = cartesian_powers(b.l);
   std::vector<double> cart(static_cast<std::size_t>(a.components * b.components), 0.0);
-  double tx[5][5], ty[5][5], tz[5][5];
+  double tx[kPowers][kPowers], ty[kPowers][kPowers], tz[kPowers][kPowers];
   for (std::size_t i = 0; i < a.alpha.size(); ++i) {
     for (std::size_t j = 0; j < b.alpha.size(); ++j) {
       overlap_1d(a.alpha[i], b.alpha[j], a.center[0], b.center[0], tx);

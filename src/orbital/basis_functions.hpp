@@ -16,10 +16,13 @@ struct CartesianPower {
   int x = 0, y = 0, z = 0;
 };
 
-// The powers (x, y, z) of the Cartesian components of angular momentum l = 0..4, Molden order:
-// one table for the run-time view below and for kernels that need the powers at compile time.
+// The powers (x, y, z) of the Cartesian components of angular momentum l = 0..6, our order: Molden's
+// for s..g; for h and i (which the Molden format does not define) Gaussian's order, x power
+// ascending, then y (zzzzz yzzzz yyzzz ... xxxxy xxxxx), as Gaussian writes them in fchk files and
+// as Molden2AIM and Multiwfn read Molden files. One table for the run-time view below and for
+// kernels that need the powers at compile time.
 // clang-format off
-inline constexpr int kCartesianPowers[5][15][3] = {
+inline constexpr int kCartesianPowers[max_angular_momentum + 1][28][3] = {
     {{0, 0, 0}},
     {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}},
     {{2, 0, 0}, {0, 2, 0}, {0, 0, 2}, {1, 1, 0}, {1, 0, 1}, {0, 1, 1}},
@@ -27,10 +30,17 @@ inline constexpr int kCartesianPowers[5][15][3] = {
      {1, 1, 1}},
     {{4, 0, 0}, {0, 4, 0}, {0, 0, 4}, {3, 1, 0}, {3, 0, 1}, {1, 3, 0}, {0, 3, 1}, {1, 0, 3}, {0, 1, 3},
      {2, 2, 0}, {2, 0, 2}, {0, 2, 2}, {2, 1, 1}, {1, 2, 1}, {1, 1, 2}},
+    {{0, 0, 5}, {0, 1, 4}, {0, 2, 3}, {0, 3, 2}, {0, 4, 1}, {0, 5, 0}, {1, 0, 4}, {1, 1, 3}, {1, 2, 2},
+     {1, 3, 1}, {1, 4, 0}, {2, 0, 3}, {2, 1, 2}, {2, 2, 1}, {2, 3, 0}, {3, 0, 2}, {3, 1, 1}, {3, 2, 0},
+     {4, 0, 1}, {4, 1, 0}, {5, 0, 0}},
+    {{0, 0, 6}, {0, 1, 5}, {0, 2, 4}, {0, 3, 3}, {0, 4, 2}, {0, 5, 1}, {0, 6, 0}, {1, 0, 5}, {1, 1, 4},
+     {1, 2, 3}, {1, 3, 2}, {1, 4, 1}, {1, 5, 0}, {2, 0, 4}, {2, 1, 3}, {2, 2, 2}, {2, 3, 1}, {2, 4, 0},
+     {3, 0, 3}, {3, 1, 2}, {3, 2, 1}, {3, 3, 0}, {4, 0, 2}, {4, 1, 1}, {4, 2, 0}, {5, 0, 1}, {5, 1, 0},
+     {6, 0, 0}},
 };
 // clang-format on
 
-// Cartesian components of angular momentum l, Molden order.
+// Cartesian components of angular momentum l, in the order of kCartesianPowers.
 const std::vector<CartesianPower>& cartesian_powers(int l);
 inline int cartesian_count(int l) {
   return (l + 1) * (l + 2) / 2;

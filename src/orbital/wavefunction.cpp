@@ -87,6 +87,10 @@ enum FixFlags : unsigned {
   kOrcaSigns = 4,                 // ORCA: m = +-3 and +-4 spherical functions with opposite sign
   kUnnormalisedContraction = 8,   // MOs refer to the contraction before its renormalisation
   kRawPrimitives = 16,            // contraction coefficients refer to unnormalised primitives
+  // Turbomole (tm2molden): the MO coefficients of every component of a Cartesian shell of l >= 2
+  // are too small by sqrt((2l-1)!!) (sqrt 3, sqrt 15, sqrt 105 for d, f, g), the same factor for
+  // xx and xy; iodata's Molden loader and Molden2AIM scale Turbomole's Cartesian d/f/g by it.
+  kTurbomoleCartesian = 32,
 };
 
 struct Fix {
@@ -100,7 +104,7 @@ constexpr Fix kFixes[] = {
     {"cartesian-axis-normalisation", kCartesianAxisNorm,
      "Cartesian functions all normalised like x^l (Psi4 <= 1.3.2 Cartesian output, CFOUR)"},
     {"cartesian-component-normalisation", kCartesianAxisNormInverse,
-     "Cartesian components scaled by the inverse axis ratio (Turbomole-style Cartesian output)"},
+     "Cartesian components scaled by the inverse axis ratio"},
     {"orca", kOrcaSigns, "ORCA: spherical f/g functions with m = +-3, +-4 have the opposite sign"},
     {"orca-raw-primitives", kOrcaSigns | kRawPrimitives,
      "ORCA: signs of m = +-3, +-4 and contraction coefficients over unnormalised primitives"},
@@ -112,6 +116,12 @@ constexpr Fix kFixes[] = {
      "contractions not renormalised and Cartesian functions normalised like x^l"},
     {"raw-primitives+cartesian-axis", kRawPrimitives | kCartesianAxisNorm,
      "unnormalised primitives and Cartesian functions normalised like x^l (CFOUR Cartesian)"},
+    // Last: on files without Cartesian shells of l >= 2 these equal earlier entries.
+    {"turbomole", kTurbomoleCartesian,
+     "Turbomole: Cartesian d, f, g, ... MO coefficients smaller by sqrt((2l-1)!!) (sqrt 3, sqrt 15, sqrt "
+     "105)"},
+    {"turbomole+unnormalised-contractions", kTurbomoleCartesian | kUnnormalisedContraction,
+     "Turbomole's Cartesian factor and contractions that were not renormalised"},
 };
 
 void scale_orbitals(OrbitalSet& set, std::size_t n, std::size_t function, double factor) {
@@ -148,6 +158,13 @@ Wavefunction apply_fix(const Wavefunction& input, unsigned flags) {
             detail::double_factorial_odd(powers[f].x) * detail::double_factorial_odd(powers[f].y) *
             detail::double_factorial_odd(powers[f].z) / detail::double_factorial_odd(shell.l);
         const double factor = (flags & kCartesianAxisNorm) ? std::sqrt(ratio) : 1.0 / std::sqrt(ratio);
+        scale_orbitals(wfn.alpha, n, first + f, factor);
+        scale_orbitals(wfn.beta, n, first + f, factor);
+      }
+    }
+    if (!shell.pure && shell.l >= 2 && (flags & kTurbomoleCartesian)) {
+      const double factor = std::sqrt(detail::double_factorial_odd(shell.l));
+      for (int f = 0; f < nf; ++f) {
         scale_orbitals(wfn.alpha, n, first + f, factor);
         scale_orbitals(wfn.beta, n, first + f, factor);
       }

@@ -1,20 +1,29 @@
 // The search database: sequences sorted by length, in memory or memory-mapped from a DBDIR.
 //
-// DBDIR layout (all integers little-endian):
-//   molaccel-align.json  format, version, counts, alphabet, file sizes
+// DBDIR layout (all integers little-endian; every binary file after a 64-byte header with the
+// build id, ids.txt after a header line with it: database_storage.hpp):
+//   molaccel-align.json  format, version, build id, counts, alphabet
 //   residues.bin         encoded residues of all sequences, in sorted order, concatenated
 //   offsets.bin          uint64 x (N+1): sequence i (sorted) is residues[offsets[i], offsets[i+1])
 //   order.bin            uint32 x N: position in the input FASTA of sorted sequence i
 //   ids.txt              N lines: ids in input order
 //   ids.index.bin        uint64 x (N+1): byte offset in ids.txt of id i (input order), then the
-//                        file size; lets one MPI rank read only its shard's ids (directories
-//                        without it are read whole, as before)
+//                        file size; lets one MPI rank read only its shard's ids
+//
+// write() builds the directory under a temporary name next to the target and swaps it in whole
+// (an atomic exchange of the two names where the filesystem has one), so a failed or interrupted
+// makedb leaves the old database as it was; the old one is removed only after the new one is in
+// place.
+#include <signal.h>
+#include <stdio.h>
+
 #include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cstring>
 #include <fstream>
 #include <numeric>
+#include <random>
 
 #include <nlohmann/json.hpp>
 
@@ -30,20 +39,106 @@ constexpr int kFormatVersion = kDatabaseFormatVersion;
 
 static_assert(std::endian::native == std::endian::little, "the database format is little-endian");
 
+// Bytes of memory the system can give without swapping (MemAvailable), 0 when unknown.
+std::uint64_t available_memory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  std::uint64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;
+}
+
+// An array file: its header (build id) and exactly `expected_count` values; the size is checked
+// (check_file_size) before this allocates.
 template <class T>
-std::vector<T> read_array(const std::filesystem::path& path, std::size_t expected_count) {
+std::vector<T> read_array(const std::filesystem::path& path, std::size_t expected_count,
+                          const DatabaseMeta& meta) {
+  check_file_size(path, kFileHeaderBytes + expected_count * sizeof(T), meta);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path.string(), 0, "cannot open");
+  std::string header(kFileHeaderBytes, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(header.size()));
+  check_binary_header(path, header, meta.build_id);
   std::vector<T> values(expected_count);
   in.read(reinterpret_cast<char*>(values.data()), static_cast<std::streamsize>(expected_count * sizeof(T)));
-  if (!in || in.peek() != std::char_traits<char>::eof())
-    throw InputError(path.string(), 0,
-                     fmt::format("expected exactly {} bytes (database damaged or of another version)",
-                                 expected_count * sizeof(T)));
+  if (!in) throw InputError(path.string(), 0, "cannot read (database damaged)");
   return values;
 }
 
+std::string printable_id(std::string_view id) {
+  std::string out;
+  for (char c : id) out += std::isxdigit(static_cast<unsigned char>(c)) ? c : '?';
+  return out;
+}
+
+std::string new_build_id() {
+  std::random_device random;
+  std::string id;
+  for (int i = 0; i < 4; ++i) id += fmt::format("{:08x}", static_cast<std::uint32_t>(random()));
+  return id;
+}
+
 }  // namespace
+
+std::string binary_file_header(const std::string& build_id) {
+  std::string header(kFileMagic);
+  header += build_id;
+  header.resize(kFileHeaderBytes, '\0');
+  return header;
+}
+
+std::string ids_file_header(const std::string& build_id) {
+  return fmt::format("{} {}\n", kDatabaseFormatName, build_id);
+}
+
+void check_binary_header(const std::filesystem::path& path, std::string_view header,
+                         const std::string& build_id) {
+  if (header.size() < kFileHeaderBytes || header.substr(0, kFileMagic.size()) != kFileMagic)
+    throw InputError(path.string(), 0,
+                     "not a file of an align database of this version: rebuild it with makedb");
+  const std::string_view id = header.substr(kFileMagic.size(), kBuildIdDigits);
+  if (id != build_id)
+    throw InputError(
+        path.string(), 0,
+        fmt::format("comes from another makedb run (build {}) than molaccel-align.json (build {}): "
+                    "the directory mixes two databases; rebuild it with makedb",
+                    printable_id(id), build_id));
+}
+
+void check_ids_header(const std::filesystem::path& path, std::string_view text, const std::string& build_id) {
+  const std::string expected = ids_file_header(build_id);
+  if (text.substr(0, expected.size()) == expected) return;
+  const std::string prefix = fmt::format("{} ", kDatabaseFormatName);
+  if (text.substr(0, prefix.size()) != prefix)
+    throw InputError(path.string(), 1,
+                     "not the ids of an align database of this version: rebuild it with makedb");
+  throw InputError(
+      path.string(), 1,
+      fmt::format("comes from another makedb run (build {}) than molaccel-align.json (build {}): "
+                  "the directory mixes two databases; rebuild it with makedb",
+                  printable_id(text.substr(prefix.size(), kBuildIdDigits)), build_id));
+}
+
+std::uint64_t file_size_or_zero(const std::filesystem::path& path, bool& exists) {
+  struct stat st {};
+  exists = ::stat(path.c_str(), &st) == 0;
+  return exists ? static_cast<std::uint64_t>(st.st_size) : 0;
+}
+
+void check_file_size(const std::filesystem::path& path, std::uint64_t expected, const DatabaseMeta& meta) {
+  bool exists = false;
+  const std::uint64_t size = file_size_or_zero(path, exists);
+  if (!exists) throw InputError(path.string(), 0, "missing (database damaged: rebuild it with makedb)");
+  if (size != expected)
+    throw InputError(
+        path.string(), 0,
+        fmt::format("has {} bytes, but molaccel-align.json ({} sequences, {} residues) needs {}: "
+                    "the files do not belong together (database damaged or mixed); rebuild it "
+                    "with makedb",
+                    size, meta.sequences, meta.residues, expected));
+}
 
 Database Database::from_sequences(const SequenceSet& sequences) {
   auto storage = std::make_shared<Storage>();
@@ -107,9 +202,24 @@ DatabaseMeta read_database_meta(const std::filesystem::path& dbdir) {
                        "database uses another residue encoding: rebuild it with makedb");
     m.sequences = meta.at("sequences").get<std::size_t>();
     m.residues = meta.at("residues").get<std::uint64_t>();
+    m.build_id = meta.at("build_id").get<std::string>();
   } catch (const nlohmann::json::exception& e) {
     throw InputError(meta_path.string(), 0, fmt::format("missing or bad field: {}", e.what()));
   }
+  if (m.build_id.size() != kBuildIdDigits || !std::all_of(m.build_id.begin(), m.build_id.end(), [](char c) {
+        return std::isxdigit(static_cast<unsigned char>(c));
+      }))
+    throw InputError(meta_path.string(), 0, "bad build_id (32 hex digits expected)");
+  if (m.sequences > std::numeric_limits<std::uint32_t>::max())
+    throw InputError(
+        meta_path.string(), 0,
+        fmt::format("claims {} sequences; a database holds at most 2^32 - 1 (damaged header?)", m.sequences));
+  if (m.sequences > m.residues)
+    throw InputError(
+        meta_path.string(), 0,
+        fmt::format("claims {} sequences but {} residues (every sequence has at least one): damaged "
+                    "header",
+                    m.sequences, m.residues));
   return m;
 }
 
@@ -117,9 +227,40 @@ Database Database::open(const std::filesystem::path& dbdir) {
   const DatabaseMeta meta = read_database_meta(dbdir);
   const std::size_t n = meta.sequences;
   const std::uint64_t residues = meta.residues;
+  // Sizes first, then memory, before anything is allocated.
+  check_file_size(dbdir / "offsets.bin", kFileHeaderBytes + (n + 1) * sizeof(std::uint64_t), meta);
+  check_file_size(dbdir / "order.bin", kFileHeaderBytes + n * sizeof(std::uint32_t), meta);
+  check_file_size(dbdir / "residues.bin", kFileHeaderBytes + residues, meta);
+  // ids.index.bin (read by open_shard) must belong to this build too.
+  bool has_index = false;
+  (void)file_size_or_zero(dbdir / "ids.index.bin", has_index);
+  if (has_index) {
+    check_file_size(dbdir / "ids.index.bin", kFileHeaderBytes + (n + 1) * sizeof(std::uint64_t), meta);
+    std::ifstream in(dbdir / "ids.index.bin", std::ios::binary);
+    std::string header(kFileHeaderBytes, '\0');
+    in.read(header.data(), static_cast<std::streamsize>(header.size()));
+    check_binary_header(dbdir / "ids.index.bin", header, meta.build_id);
+  }
+  bool ids_exist = false;
+  const std::uint64_t id_bytes = file_size_or_zero(dbdir / "ids.txt", ids_exist);
+  if (!ids_exist)
+    throw InputError((dbdir / "ids.txt").string(), 0, "missing (database damaged: rebuild it with makedb)");
+  // In memory: offsets, order, the ids (text and one std::string each) and the permutation check;
+  // the residues are mapped, not read.
+  const double index_bytes = 12.0 * static_cast<double>(n) + static_cast<double>(id_bytes) +
+                             static_cast<double>(sizeof(std::string)) * static_cast<double>(n) +
+                             static_cast<double>(n) / 8;
+  if (const std::uint64_t available = available_memory();
+      available > 0 && index_bytes > static_cast<double>(available))
+    throw InputError(
+        (dbdir / "molaccel-align.json").string(), 0,
+        fmt::format("the index of this database ({} sequences) needs about {:.1f} GiB of memory and "
+                    "{:.1f} GiB are available: search it with several MPI ranks (mpirun -np K "
+                    "molaccel align search ...), each of which reads only its shard",
+                    n, index_bytes / (1u << 30), static_cast<double>(available) / (1u << 30)));
   auto storage = std::make_shared<Storage>();
-  storage->offsets = read_array<std::uint64_t>(dbdir / "offsets.bin", n + 1);
-  storage->order = read_array<std::uint32_t>(dbdir / "order.bin", n);
+  storage->offsets = read_array<std::uint64_t>(dbdir / "offsets.bin", n + 1, meta);
+  storage->order = read_array<std::uint32_t>(dbdir / "order.bin", n, meta);
   // Structural checks: a damaged database must fail here, not inside a kernel.
   const auto offsets_path = (dbdir / "offsets.bin").string();
   if (storage->offsets.front() != 0 || storage->offsets.back() != residues)
@@ -137,10 +278,15 @@ Database Database::open(const std::filesystem::path& dbdir) {
     seen[o] = true;
   }
   storage->mapping = std::make_unique<MappedFile>(dbdir / "residues.bin");
-  if (storage->mapping->size() != residues)
-    throw InputError((dbdir / "residues.bin").string(), 0,
-                     fmt::format("has {} bytes, expected {}", storage->mapping->size(), residues));
-  storage->residues = storage->mapping->data();
+  if (storage->mapping->size() != kFileHeaderBytes + residues)
+    throw InputError(
+        (dbdir / "residues.bin").string(), 0,
+        fmt::format("has {} bytes, expected {}", storage->mapping->size(), kFileHeaderBytes + residues));
+  check_binary_header(
+      dbdir / "residues.bin",
+      std::string_view(reinterpret_cast<const char*>(storage->mapping->data()), kFileHeaderBytes),
+      meta.build_id);
+  storage->residues = storage->mapping->data() + kFileHeaderBytes;
   {
     // One pass over the mapping, on all cores (it also faults the pages in, in parallel).
     const auto* r = storage->residues;
@@ -159,7 +305,8 @@ Database Database::open(const std::filesystem::path& dbdir) {
     const auto ids_path = dbdir / "ids.txt";
     const MappedFile ids(ids_path);
     const char* text = reinterpret_cast<const char*>(ids.data());
-    std::size_t at = 0;
+    check_ids_header(ids_path, std::string_view(text, ids.size()), meta.build_id);
+    std::size_t at = ids_file_header(meta.build_id).size();
     storage->ids.reserve(n);
     while (at < ids.size()) {
       const void* nl = std::memchr(text + at, '\n', ids.size() - at);
@@ -185,23 +332,81 @@ Database Database::load(const std::filesystem::path& fasta_or_dbdir) {
   return from_fasta(fasta_or_dbdir);
 }
 
-void Database::write(const std::filesystem::path& dbdir) const {
-  MOLACCEL_EXPECTS(storage_ != nullptr, "empty database");
-  std::filesystem::create_directories(dbdir);
-  const auto first = storage_->offsets[begin_];
-  const auto count = size();
-  auto write_bytes = [](const std::filesystem::path& path, const void* data, std::size_t bytes) {
+namespace {
+
+// ".NAME.makedb-PID-RANDOM": a database being built, next to NAME.
+std::string temporary_prefix(const std::filesystem::path& target) {
+  return fmt::format(".{}.makedb-", target.filename().string());
+}
+
+// Directories left by makedb runs of `target` that were killed (their process is gone).
+void remove_stale_temporaries(const std::filesystem::path& target) {
+  const std::string prefix = temporary_prefix(target);
+  std::error_code ec;
+  const auto parent = target.parent_path().empty() ? std::filesystem::path(".") : target.parent_path();
+  for (const auto& entry : std::filesystem::directory_iterator(parent, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+      std::filesystem::remove_all(entry.path(), ec);
+  }
+}
+
+// Puts the directory `built` in place of `target` (which may exist): an atomic exchange where the
+// filesystem has one, else two renames; the old database is removed after the new one is in place.
+void swap_into_place(const std::filesystem::path& built, const std::filesystem::path& target) {
+  std::error_code ec;
+  const bool replacing = std::filesystem::exists(target, ec);
+  if (!replacing) {
+    if (::rename(built.c_str(), target.c_str()) != 0)
+      throw Error(fmt::format("{}: cannot move the new database into place: {}", target.string(),
+                              std::strerror(errno)));
+    return;
+  }
+  if (::renameat2(AT_FDCWD, built.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
+    std::filesystem::remove_all(built, ec);  // now the old database
+    return;
+  }
+  if (errno != EINVAL && errno != ENOSYS)
+    throw Error(fmt::format("{}: cannot move the new database into place: {}", target.string(),
+                            std::strerror(errno)));
+  const auto old = std::filesystem::path(built.string() + "-old");
+  if (::rename(target.c_str(), old.c_str()) != 0)
+    throw Error(
+        fmt::format("{}: cannot move the old database aside: {}", target.string(), std::strerror(errno)));
+  if (::rename(built.c_str(), target.c_str()) != 0) {
+    const int err = errno;
+    ::rename(old.c_str(), target.c_str());
+    throw Error(
+        fmt::format("{}: cannot move the new database into place: {}", target.string(), std::strerror(err)));
+  }
+  std::filesystem::remove_all(old, ec);
+}
+
+// The files of `db` into the directory `dbdir`, each starting with the build id; errors name the
+// file under `target`, the directory they are for.
+void write_files(const Database& db, const std::filesystem::path& dbdir, const std::string& build_id,
+                 const std::filesystem::path& target) {
+  const std::uint64_t* db_offsets = db.offsets();
+  const auto first = db_offsets[0];
+  const auto count = db.size();
+  const std::string header = binary_file_header(build_id);
+  auto write_bytes = [&](const std::filesystem::path& path, const void* data, std::size_t bytes) {
     write_file_atomically(path, [&](std::FILE* f) {
-      if (bytes && std::fwrite(data, 1, bytes, f) != bytes)
-        throw Error(fmt::format("cannot write {}", path.string()));
+      if (std::fwrite(header.data(), 1, header.size(), f) != header.size() ||
+          (bytes && std::fwrite(data, 1, bytes, f) != bytes))
+        throw Error(
+            fmt::format("cannot write {}: {}", (target / path.filename()).string(), std::strerror(errno)));
     });
   };
-  write_bytes(dbdir / "residues.bin", storage_->residues + first, residues());
+  write_bytes(dbdir / "residues.bin", db.residue_data() + first, db.residues());
   std::vector<std::uint64_t> offsets(count + 1);
   std::vector<std::uint32_t> order(count);
-  for (std::size_t i = 0; i <= count; ++i) offsets[i] = storage_->offsets[begin_ + i] - first;
+  for (std::size_t i = 0; i <= count; ++i) offsets[i] = db_offsets[i] - first;
   // A slice is written as a database of its own: renumber input positions densely.
-  std::vector<std::uint32_t> originals(storage_->order.begin() + begin_, storage_->order.begin() + end_);
+  std::vector<std::uint32_t> originals(count);
+  for (std::size_t i = 0; i < count; ++i) originals[i] = db.original_index(i);
   std::vector<std::uint32_t> sorted_originals = originals;
   std::sort(sorted_originals.begin(), sorted_originals.end());
   for (std::size_t i = 0; i < count; ++i)
@@ -210,10 +415,12 @@ void Database::write(const std::filesystem::path& dbdir) const {
         sorted_originals.begin());
   write_bytes(dbdir / "offsets.bin", offsets.data(), offsets.size() * sizeof(std::uint64_t));
   write_bytes(dbdir / "order.bin", order.data(), order.size() * sizeof(std::uint32_t));
-  std::vector<std::uint64_t> id_index{0};
+  const std::string ids_header = ids_file_header(build_id);
+  std::vector<std::uint64_t> id_index{ids_header.size()};
   write_file_atomically(dbdir / "ids.txt", [&](std::FILE* f) {
+    fmt::print(f, "{}", ids_header);
     for (auto original : sorted_originals) {
-      const auto& id = id_of_original(original);
+      const auto& id = db.id_of_original(original);
       fmt::print(f, "{}\n", id);
       id_index.push_back(id_index.back() + id.size() + 1);
     }
@@ -221,14 +428,50 @@ void Database::write(const std::filesystem::path& dbdir) const {
   write_bytes(dbdir / "ids.index.bin", id_index.data(), id_index.size() * sizeof(std::uint64_t));
   nlohmann::json meta = {{"format", kFormatName},
                          {"version", kFormatVersion},
+                         {"build_id", build_id},
                          {"alphabet", kAlphabet},
                          {"sequences", count},
-                         {"residues", residues()},
-                         {"max_length", count ? max_length() : 0},
+                         {"residues", db.residues()},
+                         {"max_length", count ? db.max_length() : 0},
                          {"sorted_by", "length, then input order"}};
-  // Written last: a DBDIR without it (an interrupted makedb) is rejected by open().
   write_file_atomically(dbdir / "molaccel-align.json",
                         [&](std::FILE* f) { fmt::print(f, "{}\n", meta.dump(2)); });
+}
+
+}  // namespace
+
+void Database::write(const std::filesystem::path& dbdir) const {
+  MOLACCEL_EXPECTS(storage_ != nullptr, "empty database");
+  std::filesystem::path target = dbdir.lexically_normal();
+  if (target.filename().empty()) target = target.parent_path();
+  std::error_code ec;
+  const auto status = std::filesystem::status(target, ec);
+  if (std::filesystem::exists(status)) {
+    if (!std::filesystem::is_directory(status))
+      throw InputError(target.string(), 0,
+                       "exists and is not a directory: refusing to replace it with a database");
+    if (!std::filesystem::is_empty(target, ec) &&
+        !std::filesystem::exists(target / "molaccel-align.json", ec))
+      throw InputError(
+          target.string(), 0,
+          "exists and is not an align database (no molaccel-align.json): refusing to replace it");
+  }
+  const auto parent = target.parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  remove_stale_temporaries(target);
+  const std::string build_id = new_build_id();
+  const auto built = (parent.empty() ? std::filesystem::path(".") : parent) /
+                     fmt::format("{}{}-{}", temporary_prefix(target), ::getpid(), build_id.substr(0, 8));
+  if (!std::filesystem::create_directory(built, ec) || ec)
+    throw Error(fmt::format("{}: cannot create the temporary database directory {}: {}", target.string(),
+                            built.string(), ec ? ec.message() : "it exists"));
+  try {
+    write_files(*this, built, build_id, target);
+    swap_into_place(built, target);
+  } catch (...) {
+    std::filesystem::remove_all(built, ec);
+    throw;
+  }
 }
 
 std::span<const std::uint8_t> Database::sequence(std::size_t sorted_index) const {

@@ -1,6 +1,7 @@
 // One rank's shard of a DBDIR, read without reading the rest: the shard's boundaries are found by
 // binary search with single reads of offsets.bin, then only the shard's offsets, order entries,
-// residues (a mapping of that byte range) and ids (through ids.index.bin) are read. The result is
+// residues (a mapping of that byte range) and ids (through ids.index.bin) are read. Every file's
+// size and build id are checked first, as open() does. The result is
 // the same view as Database::open(dbdir).shard(rank, ranks), whole-database statistics included.
 #include <algorithm>
 
@@ -10,10 +11,11 @@
 namespace molaccel::align {
 namespace {
 
-// Reads with pread; a short read means a damaged file.
+// Reads with pread, values counted from the end of the file header (after checking that it
+// carries the database's build id); a short read means a damaged file.
 class FileReader {
  public:
-  explicit FileReader(std::filesystem::path path) : path_(std::move(path)) {
+  FileReader(std::filesystem::path path, const std::string& build_id) : path_(std::move(path)) {
     fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0) throw InputError(path_.string(), 0, fmt::format("cannot open: {}", std::strerror(errno)));
     struct stat st {};
@@ -22,6 +24,14 @@ class FileReader {
       throw InputError(path_.string(), 0, "cannot stat");
     }
     size_ = static_cast<std::uint64_t>(st.st_size);
+    try {
+      const auto header =
+          read<char>(0, size_ < kFileHeaderBytes ? static_cast<std::size_t>(size_) : kFileHeaderBytes, 0);
+      check_binary_header(path_, std::string_view(header.data(), header.size()), build_id);
+    } catch (...) {
+      ::close(fd_);
+      throw;
+    }
   }
   ~FileReader() { ::close(fd_); }
   FileReader(const FileReader&) = delete;
@@ -30,11 +40,11 @@ class FileReader {
   const std::filesystem::path& path() const { return path_; }
 
   template <class T>
-  std::vector<T> read(std::uint64_t first, std::size_t count) const {
+  std::vector<T> read(std::uint64_t first, std::size_t count, std::uint64_t base = kFileHeaderBytes) const {
     std::vector<T> values(count);
     auto* out = reinterpret_cast<char*>(values.data());
     std::size_t want = count * sizeof(T), done = 0;
-    const auto offset = first * sizeof(T);
+    const auto offset = base + first * sizeof(T);
     while (done < want) {
       const ssize_t got = ::pread(fd_, out + done, want - done, static_cast<off_t>(offset + done));
       if (got < 0 && errno == EINTR) continue;
@@ -64,12 +74,16 @@ Database Database::open_shard(const std::filesystem::path& dbdir, int rank, int 
   const DatabaseMeta meta = read_database_meta(dbdir);
   const std::size_t n = meta.sequences;
   const std::uint64_t residues = meta.residues;
-  const FileReader offsets_file(dbdir / "offsets.bin");
+  // Sizes first (before anything is allocated), then the build id in each file's header.
+  check_file_size(dbdir / "offsets.bin", kFileHeaderBytes + (n + 1) * sizeof(std::uint64_t), meta);
+  check_file_size(dbdir / "order.bin", kFileHeaderBytes + n * sizeof(std::uint32_t), meta);
+  check_file_size(dbdir / "residues.bin", kFileHeaderBytes + residues, meta);
+  bool has_index = false;
+  (void)file_size_or_zero(dbdir / "ids.index.bin", has_index);
+  if (has_index)
+    check_file_size(dbdir / "ids.index.bin", kFileHeaderBytes + (n + 1) * sizeof(std::uint64_t), meta);
+  const FileReader offsets_file(dbdir / "offsets.bin", meta.build_id);
   const auto offsets_path = offsets_file.path().string();
-  if (offsets_file.size() != (n + 1) * sizeof(std::uint64_t))
-    throw InputError(offsets_path, 0,
-                     fmt::format("expected exactly {} bytes (database damaged or of another version)",
-                                 (n + 1) * sizeof(std::uint64_t)));
   if (offsets_file.at<std::uint64_t>(0) != 0 || offsets_file.at<std::uint64_t>(n) != residues)
     throw InputError(offsets_path, 0, "offsets do not span the residues");
 
@@ -111,11 +125,7 @@ Database Database::open_shard(const std::filesystem::path& dbdir, int rank, int 
   storage->offsets.reserve(count + 1);
   for (std::size_t i = begin; i <= end; ++i) storage->offsets.push_back(raw[i - first_read] - first);
 
-  const FileReader order_file(dbdir / "order.bin");
-  if (order_file.size() != n * sizeof(std::uint32_t))
-    throw InputError(order_file.path().string(), 0,
-                     fmt::format("expected exactly {} bytes (database damaged or of another version)",
-                                 n * sizeof(std::uint32_t)));
+  const FileReader order_file(dbdir / "order.bin", meta.build_id);
   storage->order = order_file.read<std::uint32_t>(begin, count);
   std::vector<std::uint32_t> originals = storage->order;
   std::sort(originals.begin(), originals.end());
@@ -125,36 +135,39 @@ Database Database::open_shard(const std::filesystem::path& dbdir, int rank, int 
 
   const auto residues_path = dbdir / "residues.bin";
   const std::uint64_t shard_residues = storage->offsets.back();
-  storage->mapping = std::make_unique<MappedFile>(residues_path, first, shard_residues);
-  if (storage->mapping->file_size() != residues)
-    throw InputError(residues_path.string(), 0,
-                     fmt::format("has {} bytes, expected {}", storage->mapping->file_size(), residues));
+  (void)FileReader(residues_path, meta.build_id);  // the header's build id
+  storage->mapping = std::make_unique<MappedFile>(residues_path, kFileHeaderBytes + first, shard_residues);
+  if (storage->mapping->file_size() != kFileHeaderBytes + residues)
+    throw InputError(
+        residues_path.string(), 0,
+        fmt::format("has {} bytes, expected {}", storage->mapping->file_size(), kFileHeaderBytes + residues));
   storage->residues = storage->mapping->data();
   for (std::uint64_t i = 0; i < shard_residues; ++i)
     if (storage->residues[i] >= kAlphabetSize)
       throw InputError(residues_path.string(), 0,
                        fmt::format("contains codes outside the alphabet (byte {})", first + i));
 
-  // Ids of the shard's subjects only: through the index where makedb wrote one, else by one scan
-  // of ids.txt (directories made before the index existed).
+  // Ids of the shard's subjects only: through ids.index.bin, or (where it was removed) by one scan
+  // of ids.txt.
   const auto ids_path = dbdir / "ids.txt";
   const MappedFile ids(ids_path);
   const char* text = reinterpret_cast<const char*>(ids.data());
+  check_ids_header(ids_path, std::string_view(text, ids.size()), meta.build_id);
+  const std::uint64_t ids_start = ids_file_header(meta.build_id).size();
   storage->id_originals = originals;
   storage->ids.reserve(originals.size());
-  std::error_code ec;
-  if (std::filesystem::exists(dbdir / "ids.index.bin", ec)) {
-    const FileReader index(dbdir / "ids.index.bin");
-    if (index.size() != (n + 1) * sizeof(std::uint64_t) || index.at<std::uint64_t>(n) != ids.size())
+  if (has_index) {
+    const FileReader index(dbdir / "ids.index.bin", meta.build_id);
+    if (index.at<std::uint64_t>(n) != ids.size())
       throw InputError(index.path().string(), 0, "does not match ids.txt (database damaged)");
     for (auto original : originals) {
       const auto span = index.read<std::uint64_t>(original, 2);
-      if (span[1] <= span[0] || span[1] > ids.size() || text[span[1] - 1] != '\n')
+      if (span[0] < ids_start || span[1] <= span[0] || span[1] > ids.size() || text[span[1] - 1] != '\n')
         throw InputError(index.path().string(), 0, fmt::format("bad entry {} (database damaged)", original));
       storage->ids.emplace_back(text + span[0], span[1] - 1 - span[0]);
     }
   } else {
-    std::size_t at = 0, line = 0, next = 0;
+    std::size_t at = ids_start, line = 0, next = 0;
     while (at < ids.size() && next < originals.size()) {
       const void* nl = std::memchr(text + at, '\n', ids.size() - at);
       const std::size_t stop =

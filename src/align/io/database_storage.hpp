@@ -20,7 +20,21 @@
 namespace molaccel::align {
 
 inline constexpr const char* kDatabaseFormatName = "molaccel-align-db";
-inline constexpr int kDatabaseFormatVersion = 1;
+inline constexpr int kDatabaseFormatVersion = 2;
+
+// Every file of a DBDIR carries the build id of the makedb run that wrote it (32 hex digits, also
+// in molaccel-align.json), so a directory whose files come from different builds is refused. The
+// binary files start with a 64-byte header: kFileMagic (16 bytes), the id, 16 zero bytes; ids.txt
+// starts with the line "molaccel-align-db <id>".
+inline constexpr std::size_t kFileHeaderBytes = 64;
+inline constexpr std::string_view kFileMagic = "MOLACCEL-ALIGNDB";
+inline constexpr std::size_t kBuildIdDigits = 32;
+std::string binary_file_header(const std::string& build_id);
+std::string ids_file_header(const std::string& build_id);
+// Throws InputError naming `path` unless `header` (the file's first bytes) carries `build_id`.
+void check_binary_header(const std::filesystem::path& path, std::string_view header,
+                         const std::string& build_id);
+void check_ids_header(const std::filesystem::path& path, std::string_view text, const std::string& build_id);
 
 // A read-only memory mapping that lives as long as the database storage.
 class MappedFile {
@@ -81,7 +95,14 @@ struct Database::Storage {
 struct DatabaseMeta {
   std::size_t sequences = 0;
   std::uint64_t residues = 0;
+  std::string build_id;
 };
 DatabaseMeta read_database_meta(const std::filesystem::path& dbdir);
+
+// Size of a file (0 with `exists` false when there is none).
+std::uint64_t file_size_or_zero(const std::filesystem::path& path, bool& exists);
+// Throws InputError naming `path` unless it has exactly `expected` bytes (checked before anything
+// is allocated for it, so a header claiming 10^12 sequences is an error, not std::bad_alloc).
+void check_file_size(const std::filesystem::path& path, std::uint64_t expected, const DatabaseMeta& meta);
 
 }  // namespace molaccel::align

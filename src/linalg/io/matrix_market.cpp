@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <numeric>
 
@@ -61,6 +62,24 @@ double parse_value(molaccel::io::LineReader& r, std::string_view tok, bool integ
   return v;
 }
 
+// Bytes of memory the system can give without swapping (MemAvailable), 0 when unknown.
+std::uint64_t available_memory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  std::uint64_t kib = 0;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;
+}
+
+// Memory that reading the announced matrix takes at its peak (to_csr): per stored entry the
+// triplet (row, col, value: 16 bytes), the sort order (8) and the CSR entry (12), mirrored
+// entries of symmetric matrices counted twice; plus the CSR row pointers.
+double reading_bytes(std::uint64_t rows, std::uint64_t entries, bool symmetric) {
+  return static_cast<double>(entries) * (symmetric ? 2.0 : 1.0) * (16.0 + 8.0 + 12.0) +
+         4.0 * static_cast<double>(rows + 1);
+}
+
 }  // namespace
 
 MatrixMarketTriplets parse_triplets(molaccel::io::LineReader& r) {
@@ -103,6 +122,17 @@ MatrixMarketTriplets parse_triplets(molaccel::io::LineReader& r) {
     expected = parse_count(r, size[2], "nonzeros");
   }
   if (expected > limit) r.fail("more than 2^31-1 entries");
+  // Refused up front, with the numbers, rather than failing with std::bad_alloc part-way (the
+  // system is only asked above 1 GiB: small inputs never read /proc/meminfo).
+  if (const double need = reading_bytes(rows, expected, symmetric); need > double(1u << 30)) {
+    const std::uint64_t available = available_memory();
+    if (available > 0 && need > static_cast<double>(available))
+      r.fail(fmt::format(
+          "a {} x {} matrix with {} {}entries needs about {:.1f} GiB of memory to read and {:.1f} "
+          "GiB are available",
+          rows, cols, expected, symmetric ? "stored (mirrored: twice as many) " : "", need / double(1u << 30),
+          static_cast<double>(available) / double(1u << 30)));
+  }
   const std::size_t reserve = static_cast<std::size_t>(std::min<std::uint64_t>(expected, 1u << 20));
   t.row.reserve(reserve);
   t.col.reserve(reserve);

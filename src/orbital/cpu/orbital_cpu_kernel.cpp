@@ -53,6 +53,7 @@ constexpr int kLanes = 4, kRows = 2;
 #endif
 constexpr int kCols = kLanes / kRows;  // tile: kRows rows x kCols columns (k fastest)
 static_assert(static_cast<int>(kTileRows) % kRows == 0, "strips of kTileRows rows hold whole tiles");
+static_assert(::molaccel::orbital::max_angular_momentum == 6, "the shell switches below cover l = 0..6");
 
 using V = float __attribute__((vector_size(kLanes * 4)));
 using VI = std::int32_t __attribute__((vector_size(kLanes * 4)));
@@ -91,11 +92,12 @@ inline V exp_nonpositive(V x) {
   return p * shift_left_23(t);
 }
 
-// Cartesian powers in Molden order: kCartesianPowers (basis_functions.hpp).
+// Cartesian powers in basis order: kCartesianPowers (basis_functions.hpp).
 constexpr auto& kPowers = ::molaccel::orbital::detail::kCartesianPowers;
+constexpr int kMaxL = ::molaccel::orbital::max_angular_momentum;
 
 struct Powers {
-  V x[5], y[5], z[5];  // x[e] = dx^e (x[0] unused: monomials skip zero powers)
+  V x[kMaxL + 1], y[kMaxL + 1], z[kMaxL + 1];  // x[e] = dx^e (x[0] unused: monomials skip zero powers)
 };
 
 template <int I, int J, int K>
@@ -326,8 +328,14 @@ void evaluate_rows(const KernelArgs& args, std::size_t row_begin, std::size_t ro
               case 3:
                 psi += radial * angular_sum<3>(c, p);
                 break;
-              default:
+              case 4:
                 psi += radial * angular_sum<4>(c, p);
+                break;
+              case 5:
+                psi += radial * angular_sum<5>(c, p);
+                break;
+              default:
+                psi += radial * angular_sum<6>(c, p);
                 break;
             }
           } else {
@@ -345,8 +353,14 @@ void evaluate_rows(const KernelArgs& args, std::size_t row_begin, std::size_t ro
               case 3:
                 basis_values<3>(radial, p, out);
                 break;
-              default:
+              case 4:
                 basis_values<4>(radial, p, out);
+                break;
+              case 5:
+                basis_values<5>(radial, p, out);
+                break;
+              default:
+                basis_values<6>(radial, p, out);
                 break;
             }
             scratch.active_shells.push_back(sh);

@@ -63,7 +63,24 @@ __device__ __forceinline__ float shell_radial(const SharedBasis& s, int4 shell, 
   return radial;
 }
 
-// sum_c coef[c] * monomial_c(dx, dy, dz) in Molden component order.
+// h and i shells (l = 5, 6): their components in Gaussian order, x power ascending, then y
+// (kCartesianPowers in basis_functions.hpp), so the monomials follow from two loops; f(c, m) is
+// called with each component index and its monomial.
+template <class F>
+__device__ __forceinline__ void for_each_high_monomial(int l, float x, float y, float z, F f) {
+  int c = 0;
+  float xp = 1.0f;
+  for (int a = 0; a <= l; ++a, xp *= x) {
+    float yp = 1.0f;
+    for (int b = 0; a + b <= l; ++b, yp *= y) {
+      float zp = 1.0f;
+      for (int e = a + b; e < l; ++e) zp *= z;
+      f(c++, xp * yp * zp);
+    }
+  }
+}
+
+// sum_c coef[c] * monomial_c(dx, dy, dz) in basis component order.
 __device__ __forceinline__ float angular_sum(int l, const float* c, float x, float y, float z) {
   switch (l) {
     case 0:
@@ -75,11 +92,16 @@ __device__ __forceinline__ float angular_sum(int l, const float* c, float x, flo
     case 3:
       return c[0] * x * x * x + c[1] * y * y * y + c[2] * z * z * z + c[3] * x * y * y + c[4] * x * x * y +
              c[5] * x * x * z + c[6] * x * z * z + c[7] * y * z * z + c[8] * y * y * z + c[9] * x * y * z;
-    default:
+    case 4:
       return c[0] * x * x * x * x + c[1] * y * y * y * y + c[2] * z * z * z * z + c[3] * x * x * x * y +
              c[4] * x * x * x * z + c[5] * y * y * y * x + c[6] * y * y * y * z + c[7] * z * z * z * x +
              c[8] * z * z * z * y + c[9] * x * x * y * y + c[10] * x * x * z * z + c[11] * y * y * z * z +
              c[12] * x * x * y * z + c[13] * y * y * x * z + c[14] * z * z * x * y;
+    default: {
+      float sum = 0.0f;
+      for_each_high_monomial(l, x, y, z, [&](int k, float m) { sum += c[k] * m; });
+      return sum;
+    }
   }
 }
 
@@ -106,12 +128,15 @@ __device__ __forceinline__ void store_monomials(int l, float radial, float x, fl
       for (int c = 0; c < 10; ++c) b[c * pitch] = radial * v[c];
       break;
     }
-    default: {
+    case 4: {
       const float v[15] = {x * x * x * x, y * y * y * y, z * z * z * z, x * x * x * y, x * x * x * z,
                            y * y * y * x, y * y * y * z, z * z * z * x, z * z * z * y, x * x * y * y,
                            x * x * z * z, y * y * z * z, x * x * y * z, y * y * x * z, z * z * x * y};
       for (int c = 0; c < 15; ++c) b[c * pitch] = radial * v[c];
+      break;
     }
+    default:
+      for_each_high_monomial(l, x, y, z, [&](int c, float m) { b[c * pitch] = radial * m; });
   }
 }
 
@@ -157,6 +182,9 @@ __global__ void __launch_bounds__(kPointsPerBlock)
 // the block, so psi never leaves registers. For C60 6-31G* on the 0.075 A grid a brick needs on
 // the order of 150 of the 900 components.
 // ---------------------------------------------------------------------------------------------
+static_assert(kSparseK >= (max_angular_momentum + 1) * (max_angular_momentum + 2) / 2,
+              "a chunk holds at least one whole shell of the highest l");
+
 template <int R>
 __global__ void __launch_bounds__(kSparseThreads, 1)
     sparse_contract_kernel(BasisView basis, const int* __restrict__ shell_atom, OrbitalGridArgs g, int planes,

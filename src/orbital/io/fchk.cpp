@@ -1,9 +1,10 @@
 // Gaussian formatted checkpoint (.fchk) reader. Shell types: 0 s, 1 p, -1 sp, 2/-2 Cartesian/pure
-// d, 3/-3 f, 4/-4 g. Gaussian's pure order (0, +1, -1, +2, -2, ...) and its Cartesian s..f orders
-// equal Molden's; Cartesian g is reordered (Gaussian lists zzzz first). Occupations come from the
-// electron counts (restricted: 2 per doubly occupied orbital, 1 for open-shell ROHF orbitals).
-// Blank lines between fields and at the end of the file (as real runs write) are skipped; a field
-// that appears twice and negative electron counts are errors.
+// d, 3/-3 f, 4/-4 g, 5/-5 h, 6/-6 i. Gaussian's pure order (0, +1, -1, +2, -2, ...) and its
+// Cartesian s..f orders equal Molden's; Cartesian g is reordered (Gaussian lists zzzz first);
+// Cartesian h and i are in Gaussian's order already (ours for l >= 5, basis_functions.hpp). Occupations come
+// from the electron counts (restricted: 2 per doubly occupied orbital, 1 for open-shell ROHF orbitals). Blank
+// lines between fields and at the end of the file (as real runs write) are skipped; a field that appears
+// twice and negative electron counts are errors.
 #include <map>
 
 #include "orbital/basis_functions.hpp"
@@ -151,7 +152,8 @@ Wavefunction parse_fchk(io::LineReader& in, const ReadOptions& options, bool sni
     const long type = types.integers[s];
     const long count = primitives.integers[s];
     const long atom = to_atom.integers[s];
-    if (type < -4 || type > 4) fail_at(types, fmt::format("unsupported shell type {}", type));
+    if (type < -max_angular_momentum || type > max_angular_momentum)
+      fail_at(types, fmt::format("unsupported shell type {} (-6..6: s, p, sp, d..i)", type));
     if (count < 1 || next_primitive + static_cast<std::size_t>(count) > exponents.reals.size())
       fail_at(primitives, "primitive counts exceed the exponent array");
     if (atom < 1 || atom > static_cast<long>(wfn.atoms.size()))

@@ -1,8 +1,11 @@
-// Molden reader. Sections: [Atoms] (AU|Angs), [GTO], [MO], flags [5D] [5D7F] [5D10F] [7F] [9G];
-// anything else ([Title], [Program], [FREQ], ...) is skipped. Fortran 'D' exponents are accepted
-// (Molpro, older Turbomole). Shells of the same l share one pure/Cartesian setting, as the format
-// defines: no flag = Cartesian; [5D] = [5D7F] = pure d and f; [5D10F] = pure d, Cartesian f;
-// [7F] = Cartesian d, pure f; [9G] = pure g.
+// Molden reader. Sections: [Atoms] (AU|Angs), [GTO], [MO], flags [5D] [5D7F] [5D10F] [7F] [9G]
+// [11H] [13I]; anything else ([Title], [Program], [FREQ], ...) is skipped. Fortran 'D' exponents
+// are accepted (Molpro, older Turbomole). Shells of the same l share one pure/Cartesian setting, as
+// the format defines: no flag = Cartesian; [5D] = [5D7F] = pure d and f; [5D10F] = pure d,
+// Cartesian f; [7F] = Cartesian d, pure f; [9G] = pure g. The format defines no flag for h and i
+// shells (l = 5, 6), and writers differ: [11H] / [13I] make them pure; without these flags they
+// are pure when the orbitals list exactly as many functions as pure h and i shells give (and
+// Cartesian otherwise), so both kinds of file read without a guess.
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -40,7 +43,7 @@ struct PendingOrbital {
 };
 
 int angular_momentum_of(std::string_view label) {
-  static const std::string_view names = "spdfg";
+  static const std::string_view names = "spdfghi";
   if (label.size() == 1) {
     const auto pos = names.find(static_cast<char>(std::tolower(static_cast<unsigned char>(label[0]))));
     if (pos != std::string_view::npos) return static_cast<int>(pos);
@@ -55,7 +58,7 @@ Wavefunction parse_molden(io::LineReader& in, const ReadOptions& options) {
   std::vector<PendingShell> shells;
   std::vector<PendingOrbital> orbitals;
   std::map<int, int> atom_number_to_index;  // [Atoms] second column -> index
-  bool pure_d = false, pure_f = false, pure_g = false;
+  bool pure_d = false, pure_f = false, pure_g = false, pure_h = false, pure_i = false;
   bool seen_header = false, seen_atoms = false, seen_gto = false, seen_mo = false;
   enum class Section { none, atoms, gto, mo, other } section = Section::none;
   double atom_unit = 1.0;
@@ -109,6 +112,10 @@ Wavefunction parse_molden(io::LineReader& in, const ReadOptions& options) {
         pure_f = true;
       } else if (name == "9g") {
         pure_g = true;
+      } else if (name == "11h") {
+        pure_h = true;
+      } else if (name == "13i") {
+        pure_i = true;
       } else if (name == "sto") {
         in.fail("Slater-type orbitals ([STO]) are not supported");
       } else if (name == "program") {
@@ -189,7 +196,7 @@ Wavefunction parse_molden(io::LineReader& in, const ReadOptions& options) {
           in.fail(fmt::format("bad scale factor '{}'", fields[2]));
         sp_shell = type == "sp";
         const int l = sp_shell ? 0 : angular_momentum_of(type);
-        if (l < 0) in.fail(fmt::format("unsupported shell type '{}' (s, p, sp, d, f, g)", fields[0]));
+        if (l < 0) in.fail(fmt::format("unsupported shell type '{}' (s, p, sp, d, f, g, h, i)", fields[0]));
         shells.push_back({gto_atom, l, {}, {}, in.line_number()});
         if (sp_shell) shells.push_back({gto_atom, 1, {}, {}, in.line_number()});
         open_shell = &shells[shells.size() - (sp_shell ? 2 : 1)];
@@ -246,6 +253,20 @@ Wavefunction parse_molden(io::LineReader& in, const ReadOptions& options) {
   if (!seen_gto || shells.empty()) in.fail("no [GTO] section (only Gaussian basis sets are supported)");
   if (!seen_mo || orbitals.empty()) in.fail("no [MO] section");
 
+  // h and i shells without [11H] / [13I]: pure when the orbitals list exactly the functions that
+  // pure h and i shells give.
+  if (!pure_h && !pure_i) {
+    long listed = 0, with_cartesian = 0, high = 0;
+    for (const PendingOrbital& pending : orbitals)
+      for (const auto& entry : pending.coefficients) listed = std::max(listed, entry.first);
+    for (const PendingShell& pending : shells) {
+      const int l = pending.l;
+      const bool pure = (l == 2 && pure_d) || (l == 3 && pure_f) || (l == 4 && pure_g);
+      with_cartesian += pure ? 2 * l + 1 : (l + 1) * (l + 2) / 2;
+      if (l >= 5) high += (l + 1) * (l + 2) / 2 - (2 * l + 1);
+    }
+    if (high > 0 && listed == with_cartesian - high) pure_h = pure_i = true;
+  }
   for (const PendingShell& pending : shells) {
     const auto atom = atom_number_to_index.find(pending.atom_number);
     if (atom == atom_number_to_index.end())
@@ -254,7 +275,8 @@ Wavefunction parse_molden(io::LineReader& in, const ReadOptions& options) {
     Shell shell;
     shell.atom = atom->second;
     shell.l = pending.l;
-    shell.pure = (pending.l == 2 && pure_d) || (pending.l == 3 && pure_f) || (pending.l == 4 && pure_g);
+    shell.pure = (pending.l == 2 && pure_d) || (pending.l == 3 && pure_f) || (pending.l == 4 && pure_g) ||
+                 (pending.l == 5 && pure_h) || (pending.l == 6 && pure_i);
     shell.exponents = pending.exponents;
     shell.coefficients = pending.coefficients;
     if (std::all_of(shell.coefficients.begin(), shell.coefficients.end(), [](double c) { return c == 0; }))
@@ -280,7 +302,7 @@ Wavefunction parse_molden(io::LineReader& in, const ReadOptions& options) {
       if (static_cast<std::size_t>(index) > n)
         throw InputError(wfn.source, pending.line,
                          fmt::format("coefficient for function {} but the basis has {} functions "
-                                     "(wrong [5D]/[7F]/[9G] flags?)",
+                                     "(wrong [5D]/[7F]/[9G]/[11H]/[13I] flags?)",
                                      index, n));
       set.coefficients[base + static_cast<std::size_t>(index) - 1] = value;
       highest = std::max(highest, index);
@@ -288,7 +310,7 @@ Wavefunction parse_molden(io::LineReader& in, const ReadOptions& options) {
     if (static_cast<std::size_t>(highest) != n)
       throw InputError(wfn.source, pending.line,
                        fmt::format("molecular orbital lists functions only up to {} of {} (truncated file "
-                                   "or wrong [5D]/[7F]/[9G] flags?)",
+                                   "or wrong [5D]/[7F]/[9G]/[11H]/[13I] flags?)",
                                    highest, n));
   }
   if (wfn.alpha.count() == 0) in.fail("no alpha orbitals in [MO]");

@@ -55,6 +55,7 @@ struct Component {
   int x, y, z;
 };
 
+// Cartesian components in the order the readers use (include/molaccel/orbital.hpp).
 std::vector<Component> molden_cartesian_order(int l) {
   switch (l) {
     case 0:
@@ -70,7 +71,12 @@ std::vector<Component> molden_cartesian_order(int l) {
       return {{4, 0, 0}, {0, 4, 0}, {0, 0, 4}, {3, 1, 0}, {3, 0, 1}, {1, 3, 0}, {0, 3, 1}, {1, 0, 3},
               {0, 1, 3}, {2, 2, 0}, {2, 0, 2}, {0, 2, 2}, {2, 1, 1}, {1, 2, 1}, {1, 1, 2}};
   }
-  throw Error("reference: angular momentum above g");
+  if (l > 6) throw Error("reference: angular momentum above i");
+  // h and i: Gaussian's order, zzzzz yzzzz yyzzz ... xxxxy xxxxx (x power ascending, then y).
+  std::vector<Component> order;
+  for (int x = 0; x <= l; ++x)
+    for (int y = 0; x + y <= l; ++y) order.push_back({x, y, l - x - y});
+  return order;
 }
 
 // Contracted radial part sum_p d_p N_p exp(-a_p r^2), normalised so that the whole function has

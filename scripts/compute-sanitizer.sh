@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# compute-sanitizer over every GPU test (ctest -L gpu), one process per test and tool, on the GPU
+# machine; prints a table of errors per test and tool (also written to OUT/table.md).
+#
+#   scripts/compute-sanitizer.sh [--build-dir DIR] [--tools memcheck,racecheck,synccheck]
+#                                [--timeout SECONDS] [--filter REGEX] [--out DIR]
+#
+# Each test runs as ctest would run it (its command and working directory, from
+# `ctest --show-only=json-v1`) under `compute-sanitizer --tool T`, with the test argument
+# --sanitizer-sizes appended: the tests that take minutes under the sanitizer (align's long
+# sequences, linalg's resident solver sweeps) then run smaller inputs through the same kernels
+# (tests/testing/test_arguments.hpp). A cell is the tool's error count (racecheck: hazards
+# reported as errors), "skip" for a test that skipped, "FAIL(rc)" for a test that failed on its
+# own, "timeout" past --timeout (default 900 s). Exit status: 0 when every cell is 0 or skip.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build_dir=build/default
+tools=memcheck,racecheck,synccheck
+timeout_s=900
+filter=.
+out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build-dir) build_dir=$2; shift 2 ;;
+    --tools) tools=$2; shift 2 ;;
+    --timeout) timeout_s=$2; shift 2 ;;
+    --filter) filter=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) echo "compute-sanitizer.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+out=${out:-$build_dir/compute-sanitizer}
+sanitizer=$(command -v compute-sanitizer || true)
+[ -z "$sanitizer" ] && [ -x /usr/local/cuda/bin/compute-sanitizer ] && sanitizer=/usr/local/cuda/bin/compute-sanitizer
+if [ -z "$sanitizer" ]; then
+  echo "compute-sanitizer.sh: compute-sanitizer not found (CUDA toolkit's bin/)" >&2
+  exit 2
+fi
+if [ ! -f "$build_dir/CTestTestfile.cmake" ]; then
+  echo "compute-sanitizer.sh: no tests in $build_dir (build it first: cmake --build --preset default)" >&2
+  exit 2
+fi
+mkdir -p "$out"
+
+# name <TAB> working directory <TAB> command (arguments separated by the unit separator \x1f)
+ctest --test-dir "$build_dir" -L gpu --show-only=json-v1 2>/dev/null | python3 -c '
+import json, re, sys
+data = json.load(sys.stdin)
+pattern = re.compile(sys.argv[1])
+for test in data.get("tests", []):
+    if not pattern.search(test["name"]) or "command" not in test:
+        continue
+    wd = next((p["value"] for p in test.get("properties", []) if p["name"] == "WORKING_DIRECTORY"), ".")
+    print(test["name"] + "\t" + wd + "\t" + "\x1f".join(test["command"]))
+' "$filter" > "$out/tests.tsv"
+count=$(wc -l < "$out/tests.tsv")
+if [ "$count" -eq 0 ]; then
+  echo "compute-sanitizer.sh: no GPU tests match '$filter' in $build_dir" >&2
+  exit 2
+fi
+
+IFS=, read -r -a tool_list <<< "$tools"
+declare -A cell
+bad=0
+n=0
+while IFS=$'\t' read -r name wd command; do
+  n=$((n + 1))
+  IFS=$'\x1f' read -r -a argv <<< "$command"
+  for tool in "${tool_list[@]}"; do
+    log="$out/$(echo "$name" | tr -c 'A-Za-z0-9_.-' '_').$tool.log"
+    echo "[$n/$count] $tool $name" >&2
+    extra=()
+    [ "$tool" = racecheck ] && extra=(--racecheck-report hazard)
+    set +e
+    (cd "$wd" && timeout "$timeout_s" "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 99 \
+      "${argv[@]}" --sanitizer-sizes) > "$log" 2>&1
+    rc=$?
+    set -e
+    errors=$(sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p; s/.*RACECHECK SUMMARY: [0-9]* hazards\? displayed (\([0-9]*\) error.*/\1/p' "$log" | tail -1)
+    if [ "$rc" -eq 124 ]; then
+      value=timeout
+    elif grep -q "\[  SKIPPED \]" "$log" && ! grep -q "\[  PASSED  \] [1-9]" "$log"; then
+      value=skip
+    elif [ "$rc" -ne 0 ] && [ "$rc" -ne 99 ]; then
+      value="FAIL($rc)"
+    else
+      value=${errors:-?}
+    fi
+    cell["$name|$tool"]=$value
+    case "$value" in 0|skip) ;; *) bad=1 ;; esac
+  done
+done < "$out/tests.tsv"
+
+{
+  printf '| test |'
+  for tool in "${tool_list[@]}"; do printf ' %s |' "$tool"; done
+  printf '\n|---|'
+  for tool in "${tool_list[@]}"; do printf -- '---|'; done
+  printf '\n'
+  while IFS=$'\t' read -r name _ _; do
+    printf '| %s |' "$name"
+    for tool in "${tool_list[@]}"; do printf ' %s |' "${cell["$name|$tool"]}"; done
+    printf '\n'
+  done < "$out/tests.tsv"
+} | tee "$out/table.md"
+echo "logs: $out" >&2
+exit $bad
