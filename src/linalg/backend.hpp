@@ -26,6 +26,10 @@ int group_size_for(const PlanStage& stage, double csr_average_row_nnz, std::size
 
 // Every operation the solvers generate (tests compile them with NVRTC without a GPU).
 std::vector<const OperationPlan*> solver_plans(ValueType type, bool jacobi);
+// What every solve path shares: the result for b = 0 (x = 0, nothing iterated), and the Jacobi
+// preconditioner diag(A)^-1 (1 where a row has no nonzero diagonal entry).
+SolverResult zero_rhs_result(std::size_t n);
+std::vector<double> inverse_diagonal(const HostCsr<double>& a);
 
 namespace gpu {
 struct operation_state;  // compiled programs and workspace of one operation on one device

@@ -77,6 +77,22 @@ SolveProblem problem_of(const HostCsr<double>& a, const SolverOptions& options) 
   return p;
 }
 
+SolverResult zero_rhs_result(std::size_t n) {
+  SolverResult result;
+  result.x.assign(n, 0.0);
+  result.status = SolverStatus::zero_rhs;
+  result.residual_history = {0.0};
+  return result;
+}
+
+std::vector<double> inverse_diagonal(const HostCsr<double>& a) {
+  std::vector<double> d(a.rows, 1.0);
+  for (std::size_t r = 0; r < a.rows; ++r)
+    for (auto k = a.row_ptr[r]; k < a.row_ptr[r + 1]; ++k)
+      if (static_cast<std::size_t>(a.col_idx[k]) == r && a.values[k] != 0) d[r] = 1.0 / a.values[k];
+  return d;
+}
+
 namespace {
 
 // Slot layout of the history array: field * slots + slot.
@@ -261,21 +277,13 @@ SolverResult solve_on(const Placement& where, const HostCsr<double>& host_a, std
   SolverResult result;
   double bb = 0;
   for (double v : host_b) bb += v * v;
-  if (bb == 0) {
-    result.x.assign(n, 0.0);
-    result.status = SolverStatus::zero_rhs;
-    result.residual_history = {0.0};
-    return result;
-  }
+  if (bb == 0) return zero_rhs_result(n);
   const double threshold = options.tolerance * options.tolerance * bb;
 
   // Device data, uploaded once.
   CsrMatrix<T> a(where, host_a);
-  std::vector<T> b_t(host_b.begin(), host_b.end()), d_t(n, T(1));
-  for (std::size_t r = 0; r < n; ++r)
-    for (auto k = host_a.row_ptr[r]; k < host_a.row_ptr[r + 1]; ++k)
-      if (static_cast<std::size_t>(host_a.col_idx[k]) == r && host_a.values[k] != 0)
-        d_t[r] = T(1.0 / host_a.values[k]);
+  const auto inverse_diag = inverse_diagonal(host_a);
+  std::vector<T> b_t(host_b.begin(), host_b.end()), d_t(inverse_diag.begin(), inverse_diag.end());
   Vector<T> b(where, n), d(where, n), x(where, n), r(where, n), r0(where, n), p(where, n), v(where, n),
       s(where, n), t(where, n);
   b.copy_from_host(b_t);

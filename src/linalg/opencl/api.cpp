@@ -135,19 +135,10 @@ SolverResult solve_typed(rt::Device& d, const HostCsr<double>& host_a, std::span
   SolverResult result;
   double bb = 0;
   for (double v : host_b) bb += v * v;
-  if (bb == 0) {
-    result.x.assign(n, 0.0);
-    result.status = SolverStatus::zero_rhs;
-    result.residual_history = {0.0};
-    return result;
-  }
+  if (bb == 0) return zero_rhs_result(n);
   const double threshold = options.tolerance * options.tolerance * bb;
 
-  std::vector<double> diag(n, 1.0);
-  for (std::size_t r = 0; r < n; ++r)
-    for (auto k = host_a.row_ptr[r]; k < host_a.row_ptr[r + 1]; ++k)
-      if (static_cast<std::size_t>(host_a.col_idx[k]) == r && host_a.values[k] != 0)
-        diag[r] = 1.0 / host_a.values[k];
+  const std::vector<double> diag = inverse_diagonal(host_a);
   rt::Buffer row_ptr = upload_ints(d, host_a.row_ptr), col_idx = upload_ints(d, host_a.col_idx),
              values = upload(d, type, host_a.values), b = upload(d, type, host_b), dg = upload(d, type, diag);
   const std::size_t bytes = std::max<std::size_t>(1, n) * sizeof(T);
