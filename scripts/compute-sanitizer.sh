@@ -70,7 +70,6 @@ while IFS=$'\t' read -r name wd command; do
   IFS=$'\x1f' read -r -a argv <<< "$command"
   for tool in "${tool_list[@]}"; do
     log="$out/$(echo "$name" | tr -c 'A-Za-z0-9_.-' '_').$tool.log"
-    echo "[$n/$count] $tool $name" >&2
     extra=()
     [ "$tool" = racecheck ] && extra=(--racecheck-report hazard)
     set +e
@@ -89,6 +88,7 @@ while IFS=$'\t' read -r name wd command; do
       value=${errors:-?}
     fi
     cell["$name|$tool"]=$value
+    echo "[$n/$count] $tool $name: $value" >&2  # as it goes: a run cut short still says what it found
     case "$value" in 0|skip) ;; *) bad=1 ;; esac
   done
 done < "$out/tests.tsv"
