@@ -8,11 +8,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "molaccel/opencl.hpp"
 #include "molaccel/runtime.hpp"
 
 namespace molaccel::bench {
 
-namespace {
 Timing summarise(std::vector<double> t) {
   Timing r;
   std::sort(t.begin(), t.end());
@@ -23,7 +23,17 @@ Timing summarise(std::vector<double> t) {
   r.median_s = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
   return r;
 }
-}  // namespace
+
+int opencl_device_or_first_gpu(int requested, const char* program) {
+  if (requested >= 0) return requested;
+  const auto devices = opencl_devices();
+  for (const auto& d : devices)
+    if (d.gpu) return d.index;
+  std::printf("%s: no OpenCL GPU (%s); --device N runs on another OpenCL device\n", program,
+              devices.empty() ? opencl_absence_reason().c_str()
+                              : fmt::format("{} OpenCL device(s), none a GPU", devices.size()).c_str());
+  return -1;
+}
 
 Timing measure(const std::function<void()>& fn, int warmup, int repeats) {
   return measure_with(

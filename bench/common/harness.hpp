@@ -20,6 +20,8 @@ struct Timing {
 // timer built on CUDA events.
 Timing measure(const std::function<void()>& fn, int warmup = 2, int repeats = 7);
 Timing measure_with(const std::function<double()>& timed_fn, int warmup = 2, int repeats = 7);
+// Median, minimum and maximum of timings taken elsewhere (e.g. seconds per solver iteration).
+Timing summarise(std::vector<double> seconds);
 
 struct Row {
   std::string benchmark;  // e.g. "lingo/allpairs/cuda"
@@ -39,5 +41,8 @@ void print_row(const Row& row);  // and appends it to $MOLACCEL_BENCH_JSON when 
 std::string human_rate(double per_second, const std::string& unit);
 // Resources on the first n visible GPUs (gpu:0, gpu:0,1, ...): the multi-GPU rows of a benchmark.
 Resources first_gpus(std::size_t n);
+// The OpenCL device an OpenCL benchmark runs on: `requested` (>= 0, from --device N), else the first
+// OpenCL GPU; -1 after saying why there is none (the benchmark then exits 0).
+int opencl_device_or_first_gpu(int requested, const char* program);
 
 }  // namespace molaccel::bench

@@ -256,12 +256,7 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
                     std::string(to_string(mode)).c_str(), e.what());
         continue;
       }
-      std::sort(per_iteration.begin(), per_iteration.end());
-      molaccel::bench::Timing t;
-      t.median_s = per_iteration[1];
-      t.min_s = per_iteration[0];
-      t.max_s = per_iteration[2];
-      t.repeats = 3;
+      const molaccel::bench::Timing t = molaccel::bench::summarise(per_iteration);
       const double floor_s = bytes_per_row * double(n) / copy_bw;
       const std::string label = resources.uses_gpu() ? std::string(to_string(mode)) : std::string("cpu");
       print_row(

@@ -100,12 +100,7 @@ void bench_bicgstab(int device, rt::Device& d, double copy_bw, bool quick) {
       last = linalg::opencl::solve(device, a, b, o);
       per_iteration.push_back(last.seconds_per_iteration);
     }
-    std::sort(per_iteration.begin(), per_iteration.end());
-    bench::Timing t;
-    t.median_s = per_iteration[1];
-    t.min_s = per_iteration[0];
-    t.max_s = per_iteration[2];
-    t.repeats = 3;
+    const bench::Timing t = bench::summarise(per_iteration);
     const double floor_s = bytes_per_row * double(n) / copy_bw;
     bench::print_row(
         {.benchmark = "linalg/opencl/bicgstab-poisson/fp64",
@@ -134,20 +129,8 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc)
       device = std::atoi(argv[++i]);
   }
-  const auto devices = opencl_devices();
-  if (device < 0) {
-    for (const auto& d : devices)
-      if (d.gpu) {
-        device = d.index;
-        break;
-      }
-    if (device < 0) {
-      std::printf("bench_linalg_opencl: no OpenCL GPU (%s); --device N runs on another OpenCL device\n",
-                  devices.empty() ? opencl_absence_reason().c_str()
-                                  : fmt::format("{} OpenCL device(s), none a GPU", devices.size()).c_str());
-      return 0;
-    }
-  }
+  device = bench::opencl_device_or_first_gpu(device, "bench_linalg_opencl");
+  if (device < 0) return 0;
   try {
     rt::Device& d = rt::device(device);
     const std::size_t big = quick ? 1000000 : 10000000;

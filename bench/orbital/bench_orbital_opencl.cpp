@@ -23,20 +23,11 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc)
       device = std::atoi(argv[++i]);
   }
-  const auto devices = opencl_devices();
-  if (device < 0) {
-    for (const auto& d : devices)
-      if (d.gpu) {
-        device = d.index;
-        break;
-      }
-    if (device < 0) {
-      std::printf("bench_orbital_opencl: no OpenCL GPU (%s); --device N runs on another OpenCL device\n",
-                  devices.empty() ? opencl_absence_reason().c_str()
-                                  : fmt::format("{} OpenCL device(s), none a GPU", devices.size()).c_str());
-      return 0;
-    }
-  }
+  device = bench::opencl_device_or_first_gpu(device, "bench_orbital_opencl");
+  if (device < 0) return 0;
+  std::string device_name = fmt::format("opencl:{}", device);
+  for (const auto& d : opencl_devices())
+    if (d.index == device) device_name = d.name;
   try {
     const std::size_t n_orbitals = 180;
     const Wavefunction wfn = bench_data::c60_631gs(n_orbitals);
@@ -56,7 +47,7 @@ int main(int argc, char** argv) {
       });
       const std::string kind = backend == Backend::cuda_jit ? "jit" : "generic";
       bench::print_row({.benchmark = "orbital/c60-631gs/opencl/" + kind + "/kernel",
-                        .device = devices[static_cast<std::size_t>(device)].name,
+                        .device = device_name,
                         .size = size,
                         .timing = kernel,
                         .work = double(points),
@@ -66,7 +57,7 @@ int main(int argc, char** argv) {
       const auto whole =
           bench::measure([&] { evaluate_orbitals_opencl(device, wfn, grid, homo, options); }, 1, 3);
       bench::print_row({.benchmark = "orbital/c60-631gs/opencl/" + kind + "/call",
-                        .device = devices[static_cast<std::size_t>(device)].name,
+                        .device = device_name,
                         .size = size,
                         .timing = whole,
                         .work = double(points),
