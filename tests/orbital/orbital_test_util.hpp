@@ -68,15 +68,9 @@ inline Wavefunction random_wavefunction(std::uint32_t seed, int atoms, int orbit
   return wfn;
 }
 
-// A random wavefunction whose orbitals are orthonormal (Gram-Schmidt in the overlap metric), so
-// the normalisation check accepts it; shells at l >= 2 all pure or all Cartesian.
-inline Wavefunction orthonormal_random_wavefunction(std::uint32_t seed, int atoms, int orbitals,
-                                                    bool pure = true) {
-  Wavefunction wfn = random_wavefunction(seed, atoms, 0);
-  // Always at least one g and one f shell (keeping shells grouped by atom, as files have them).
-  wfn.shells.insert(wfn.shells.begin(), Shell{0, 4, false, {0.9}, {1.0}});
-  wfn.shells.push_back({atoms - 1, 3, false, {1.3, 0.4}, {0.6, 0.5}});
-  for (Shell& s : wfn.shells) s.pure = pure && s.l >= 2;
+// `orbitals` random orbitals made orthonormal in the overlap metric (Gram-Schmidt, twice), so the
+// normalisation check accepts the wavefunction as it is.
+inline void add_orthonormal_orbitals(Wavefunction& wfn, int orbitals, std::uint32_t seed) {
   const std::size_t n = static_cast<std::size_t>(wfn.function_count());
   const std::vector<double> s = overlap_matrix(wfn);
   std::mt19937 rng(seed);
@@ -104,6 +98,18 @@ inline Wavefunction orthonormal_random_wavefunction(std::uint32_t seed, int atom
     wfn.alpha.symmetries.push_back("A");
   }
   wfn.alpha.coefficients = c;
+}
+
+// A random wavefunction whose orbitals are orthonormal (Gram-Schmidt in the overlap metric), so
+// the normalisation check accepts it; shells at l >= 2 all pure or all Cartesian.
+inline Wavefunction orthonormal_random_wavefunction(std::uint32_t seed, int atoms, int orbitals,
+                                                    bool pure = true) {
+  Wavefunction wfn = random_wavefunction(seed, atoms, 0);
+  // Always at least one g and one f shell (keeping shells grouped by atom, as files have them).
+  wfn.shells.insert(wfn.shells.begin(), Shell{0, 4, false, {0.9}, {1.0}});
+  wfn.shells.push_back({atoms - 1, 3, false, {1.3, 0.4}, {0.6, 0.5}});
+  for (Shell& s : wfn.shells) s.pure = pure && s.l >= 2;
+  add_orthonormal_orbitals(wfn, orbitals, seed);
   return wfn;
 }
 
