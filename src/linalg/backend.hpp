@@ -30,6 +30,13 @@ std::vector<const OperationPlan*> solver_plans(ValueType type, bool jacobi);
 // preconditioner diag(A)^-1 (1 where a row has no nonzero diagonal entry).
 SolverResult zero_rhs_result(std::size_t n);
 std::vector<double> inverse_diagonal(const HostCsr<double>& a);
+// The solvers' history array (solver_plans' device scalars): field * slots + slot.
+enum HistoryField { f_rho = 0, f_alpha = 1, f_omega = 2, f_rr = 3, f_active = 4, n_fields = 5 };
+// Accounts one iteration's record (its slot's fields) in `result`; returns whether the iteration
+// goes on. Shared by every solve path: history arrays (CUDA graph, CPU, OpenCL) and the resident
+// kernel's records.
+bool account_iteration(SolverResult& result, bool cg, double bb, double threshold, double rr_raw,
+                       double alpha, double omega, bool still_active);
 
 namespace gpu {
 struct operation_state;  // compiled programs and workspace of one operation on one device

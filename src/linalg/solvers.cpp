@@ -93,16 +93,32 @@ std::vector<double> inverse_diagonal(const HostCsr<double>& a) {
   return d;
 }
 
-namespace {
+bool account_iteration(SolverResult& result, bool cg, double bb, double threshold, double rr_raw,
+                       double alpha, double omega, bool still_active) {
+  ++result.iterations;
+  const double rr = std::max(0.0, rr_raw);
+  result.residual_history.push_back(std::sqrt(rr / bb));
+  if (still_active) return true;
+  if (rr <= threshold)
+    result.status = SolverStatus::converged;
+  else if (alpha == 0)
+    result.status = cg ? SolverStatus::breakdown_alpha : SolverStatus::breakdown_rho;
+  else if (!cg && omega == 0)
+    result.status = SolverStatus::breakdown_omega;
+  else
+    result.status = SolverStatus::breakdown_rho;
+  return false;
+}
 
-// Slot layout of the history array: field * slots + slot.
-enum Field { f_rho = 0, f_alpha = 1, f_omega = 2, f_rr = 3, f_active = 4, n_fields = 5 };
+namespace {
 
 template <class T>
 struct SlotView {
   const Vector<T>& history;
   std::size_t slots;
-  Scalar<T> at(Field f, std::size_t slot) const { return history.element(std::size_t(f) * slots + slot); }
+  Scalar<T> at(HistoryField f, std::size_t slot) const {
+    return history.element(std::size_t(f) * slots + slot);
+  }
 };
 
 // The operations of both solvers, built once per element type and preconditioner.
@@ -230,25 +246,6 @@ struct KrylovOperations {
  private:
   bool jacobi_;
 };
-
-// Accounts one iteration's record (the slot fields) in `result`; returns whether the iteration
-// goes on. Shared by the history-array modes and the resident kernel's records.
-bool account_iteration(SolverResult& result, bool cg, double bb, double threshold, double rr_raw,
-                       double alpha, double omega, bool still_active) {
-  ++result.iterations;
-  const double rr = std::max(0.0, rr_raw);
-  result.residual_history.push_back(std::sqrt(rr / bb));
-  if (still_active) return true;
-  if (rr <= threshold)
-    result.status = SolverStatus::converged;
-  else if (alpha == 0)
-    result.status = cg ? SolverStatus::breakdown_alpha : SolverStatus::breakdown_rho;
-  else if (!cg && omega == 0)
-    result.status = SolverStatus::breakdown_omega;
-  else
-    result.status = SolverStatus::breakdown_rho;
-  return false;
-}
 
 template <class T>
 const KrylovOperations<T>& operations_for(bool jacobi) {
@@ -401,8 +398,8 @@ SolverResult solve_on(const Placement& where, const HostCsr<double>& host_a, std
     (*ops.bicg_init)(r, r0, p, b, sv.at(f_rho, 0), sv.at(f_rr, 0), sv.at(f_active, 0), thr);
 
   auto iteration = [&](std::size_t j) {
-    auto cur = [&](Field f) { return sv.at(f, j); };
-    auto next = [&](Field f) { return sv.at(f, j + 1); };
+    auto cur = [&](HistoryField f) { return sv.at(f, j); };
+    auto next = [&](HistoryField f) { return sv.at(f, j + 1); };
     if (cg) {
       (*ops.cg_q)(v, a, p);
       (*ops.cg_x)(x, r, p, v, cur(f_rho), cur(f_active), next(f_alpha));

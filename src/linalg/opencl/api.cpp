@@ -117,7 +117,6 @@ void execute(const CustomOperation& operation, int device, std::vector<Reference
 namespace {
 
 // Slot layout of the history array (as in the solvers): field * slots + slot.
-enum Field { f_rho = 0, f_alpha = 1, f_omega = 2, f_rr = 3, f_active = 4, n_fields = 5 };
 
 template <class T>
 SolverResult solve_typed(rt::Device& d, const HostCsr<double>& host_a, std::span<const double> host_b,
@@ -161,7 +160,7 @@ SolverResult solve_typed(rt::Device& d, const HostCsr<double>& host_a, std::span
   a.col_idx = col_idx.get();
   a.rows = a.cols = n;
   a.nnz = host_a.nnz();
-  auto at = [&](Field f, std::size_t slot) {
+  auto at = [&](HistoryField f, std::size_t slot) {
     cl::Operand o;
     o.kind = NodeKind::device_scalar;
     o.data = history.get();
@@ -184,8 +183,8 @@ SolverResult solve_typed(rt::Device& d, const HostCsr<double>& host_a, std::span
     bicg_init.run({vec(r), vec(r0), vec(p), vec(b), at(f_rho, 0), at(f_rr, 0), at(f_active, 0), thr});
 
   auto iteration = [&](std::size_t j) {
-    auto cur = [&](Field f) { return at(f, j); };
-    auto next = [&](Field f) { return at(f, j + 1); };
+    auto cur = [&](HistoryField f) { return at(f, j); };
+    auto next = [&](HistoryField f) { return at(f, j + 1); };
     if (cg) {
       cg_q.run({vec(v), a, vec(p)});
       cg_x.run({vec(x), vec(r), vec(p), vec(v), cur(f_rho), cur(f_active), next(f_alpha)});
@@ -220,23 +219,10 @@ SolverResult solve_typed(rt::Device& d, const HostCsr<double>& host_a, std::span
                at(f_alpha, last), at(f_omega, last), at(f_rr, last), at(f_active, last)});
     h = read_history();
     ++result.host_checks;
-    for (int j = 0; j < todo && active; ++j) {
-      const std::size_t slot = std::size_t(j) + 1;
-      ++result.iterations;
-      const double rr = std::max(0.0, double(h[f_rr * slots + slot]));
-      result.residual_history.push_back(std::sqrt(rr / bb));
-      active = h[f_active * slots + slot] != T(0);
-      if (active) continue;
-      const double alpha = double(h[f_alpha * slots + slot]), omega = double(h[f_omega * slots + slot]);
-      if (rr <= threshold)
-        result.status = SolverStatus::converged;
-      else if (alpha == 0)
-        result.status = cg ? SolverStatus::breakdown_alpha : SolverStatus::breakdown_rho;
-      else if (!cg && omega == 0)
-        result.status = SolverStatus::breakdown_omega;
-      else
-        result.status = SolverStatus::breakdown_rho;
-    }
+    for (int j = 0; j < todo && active; ++j)
+      active = account_iteration(result, cg, bb, threshold, double(h[f_rr * slots + j + 1]),
+                                 double(h[f_alpha * slots + j + 1]), double(h[f_omega * slots + j + 1]),
+                                 h[f_active * slots + j + 1] != T(0));
   }
   MOLACCEL_CL_TRY(rt::api()->Finish(d.queue), "clFinish");
   result.seconds = now_seconds() - start;
