@@ -135,74 +135,81 @@ const std::string& JitProgram::lowered(std::string_view kernel_name) const {
 // ---- cache entry encoding -------------------------------------------------------------------------
 namespace detail {
 namespace {
-constexpr char kMagic[] = "MOLACCEL-JIT\n";
-constexpr std::size_t kMagicLen = sizeof(kMagic) - 1;
-
-void put_u64(std::string& out, std::uint64_t v) {
-  out.append(reinterpret_cast<const char*>(&v), 8);
-}
-void put_str(std::string& out, std::string_view s) {
-  put_u64(out, s.size());
-  out.append(s);
-}
-struct Cursor {
-  std::string_view data;
-  bool ok = true;
-  std::uint64_t u64() {
-    if (data.size() < 8) {
-      ok = false;
-      return 0;
-    }
-    std::uint64_t v;
-    std::memcpy(&v, data.data(), 8);
-    data.remove_prefix(8);
-    return v;
-  }
-  std::string str() {
-    const auto n = u64();
-    if (!ok || n > data.size()) {
-      ok = false;
-      return {};
-    }
-    std::string s(data.substr(0, n));
-    data.remove_prefix(n);
-    return s;
-  }
-};
+constexpr std::string_view kMagic = "MOLACCEL-JIT\n";
 }  // namespace
 
-std::string encode_cache_entry(const JitProgram& p) {
-  std::string payload;
-  put_str(payload, p.key);
-  put_str(payload, p.arch);
-  put_str(payload, p.log);
-  put_str(payload, p.cubin);
-  put_u64(payload, p.kernel_names.size());
-  for (std::size_t i = 0; i < p.kernel_names.size(); ++i) {
-    put_str(payload, p.kernel_names[i]);
-    put_str(payload, p.lowered_names[i]);
+void put_cache_u64(std::string& out, std::uint64_t v) {
+  out.append(reinterpret_cast<const char*>(&v), 8);
+}
+
+void put_cache_string(std::string& out, std::string_view s) {
+  put_cache_u64(out, s.size());
+  out.append(s);
+}
+
+std::uint64_t CacheCursor::u64() {
+  if (data.size() < 8) {
+    ok = false;
+    return 0;
   }
-  std::string out(kMagic, kMagicLen);
-  const std::uint32_t version = kJitCacheFormat;
+  std::uint64_t v;
+  std::memcpy(&v, data.data(), 8);
+  data.remove_prefix(8);
+  return v;
+}
+
+std::string CacheCursor::str() {
+  const auto n = u64();
+  if (!ok || n > data.size()) {
+    ok = false;
+    return {};
+  }
+  std::string s(data.substr(0, n));
+  data.remove_prefix(n);
+  return s;
+}
+
+std::string frame_cache_entry(std::string_view magic, std::uint32_t version, std::string_view payload) {
+  std::string out(magic);
   out.append(reinterpret_cast<const char*>(&version), 4);
-  put_u64(out, payload.size());
-  put_u64(out, hash64(payload, kJitCacheFormat));
+  put_cache_u64(out, payload.size());
+  put_cache_u64(out, hash64(payload, version));
   out += payload;
   return out;
 }
 
-std::optional<JitProgram> decode_cache_entry(std::string_view bytes, std::string_view expected_key) {
-  if (bytes.size() < kMagicLen + 4 + 16 || bytes.substr(0, kMagicLen) != std::string_view(kMagic, kMagicLen))
-    return std::nullopt;
-  std::uint32_t version;
-  std::memcpy(&version, bytes.data() + kMagicLen, 4);
-  if (version != kJitCacheFormat) return std::nullopt;
-  Cursor header{bytes.substr(kMagicLen + 4)};
+std::optional<std::string_view> unframe_cache_entry(std::string_view bytes, std::string_view magic,
+                                                    std::uint32_t version) {
+  if (bytes.size() < magic.size() + 4 + 16 || bytes.substr(0, magic.size()) != magic) return std::nullopt;
+  std::uint32_t found;
+  std::memcpy(&found, bytes.data() + magic.size(), 4);
+  if (found != version) return std::nullopt;
+  CacheCursor header{bytes.substr(magic.size() + 4)};
   const auto size = header.u64();
   const auto checksum = header.u64();
   if (!header.ok || header.data.size() != size) return std::nullopt;
-  if (hash64(header.data, kJitCacheFormat) != checksum) return std::nullopt;
-  Cursor c{header.data};
+  if (hash64(header.data, version) != checksum) return std::nullopt;
+  return header.data;
+}
+
+std::string encode_cache_entry(const JitProgram& p) {
+  std::string payload;
+  put_cache_string(payload, p.key);
+  put_cache_string(payload, p.arch);
+  put_cache_string(payload, p.log);
+  put_cache_string(payload, p.cubin);
+  put_cache_u64(payload, p.kernel_names.size());
+  for (std::size_t i = 0; i < p.kernel_names.size(); ++i) {
+    put_cache_string(payload, p.kernel_names[i]);
+    put_cache_string(payload, p.lowered_names[i]);
+  }
+  return frame_cache_entry(kMagic, kJitCacheFormat, payload);
+}
+
+std::optional<JitProgram> decode_cache_entry(std::string_view bytes, std::string_view expected_key) {
+  const auto payload = unframe_cache_entry(bytes, kMagic, kJitCacheFormat);
+  if (!payload) return std::nullopt;
+  CacheCursor c{*payload};
   JitProgram p;
   p.key = c.str();
   p.arch = c.str();

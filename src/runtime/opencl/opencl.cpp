@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "runtime/jit_cache_format.hpp"
 #include "runtime/secure_file.hpp"
 
 namespace molaccel::opencl {
@@ -337,19 +338,7 @@ cl_kernel Program::kernel(std::string_view name) const {
 
 // ---- binary cache --------------------------------------------------------------------------------------
 namespace {
-constexpr char kMagic[] = "MOLACCEL-CLBIN\n";
-constexpr std::size_t kMagicLen = sizeof(kMagic) - 1;
-
-void put_u64(std::string& out, std::uint64_t v) {
-  out.append(reinterpret_cast<const char*>(&v), 8);
-}
-
-bool take_u64(std::string_view& in, std::uint64_t& v) {
-  if (in.size() < 8) return false;
-  std::memcpy(&v, in.data(), 8);
-  in.remove_prefix(8);
-  return true;
-}
+constexpr std::string_view kMagic = "MOLACCEL-CLBIN\n";
 
 std::string build_log(cl_program program, cl_device_id device) {
   std::size_t n = 0;
@@ -437,34 +426,18 @@ std::optional<std::string> read_private(const std::filesystem::path& path, bool&
 
 std::string encode_binary_entry(std::string_view key, std::string_view binary) {
   std::string payload;
-  put_u64(payload, key.size());
-  payload.append(key);
-  put_u64(payload, binary.size());
-  payload.append(binary);
-  std::string out(kMagic, kMagicLen);
-  const std::uint32_t version = kBinaryCacheFormat;
-  out.append(reinterpret_cast<const char*>(&version), 4);
-  put_u64(out, payload.size());
-  put_u64(out, hash64(payload, kBinaryCacheFormat));
-  return out + payload;
+  molaccel::detail::put_cache_string(payload, key);
+  molaccel::detail::put_cache_string(payload, binary);
+  return molaccel::detail::frame_cache_entry(kMagic, kBinaryCacheFormat, payload);
 }
 
 std::optional<std::string> decode_binary_entry(std::string_view bytes, std::string_view expected_key) {
-  if (bytes.size() < kMagicLen + 4 + 16 || bytes.substr(0, kMagicLen) != std::string_view(kMagic, kMagicLen))
-    return std::nullopt;
-  std::uint32_t version;
-  std::memcpy(&version, bytes.data() + kMagicLen, 4);
-  if (version != kBinaryCacheFormat) return std::nullopt;
-  std::string_view in = bytes.substr(kMagicLen + 4);
-  std::uint64_t size = 0, checksum = 0, key_size = 0, binary_size = 0;
-  if (!take_u64(in, size) || !take_u64(in, checksum) || in.size() != size ||
-      hash64(in, kBinaryCacheFormat) != checksum)
-    return std::nullopt;
-  if (!take_u64(in, key_size) || key_size > in.size() || in.substr(0, key_size) != expected_key)
-    return std::nullopt;
-  in.remove_prefix(key_size);
-  if (!take_u64(in, binary_size) || binary_size != in.size() || binary_size == 0) return std::nullopt;
-  return std::string(in);
+  const auto payload = molaccel::detail::unframe_cache_entry(bytes, kMagic, kBinaryCacheFormat);
+  if (!payload) return std::nullopt;
+  molaccel::detail::CacheCursor c{*payload};
+  const std::string key = c.str(), binary = c.str();
+  if (!c.ok || !c.data.empty() || key != expected_key || binary.empty()) return std::nullopt;
+  return binary;
 }
 
 BinaryCache::BinaryCache(std::filesystem::path dir) : dir_(std::move(dir)) {}
