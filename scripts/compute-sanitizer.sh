@@ -3,7 +3,7 @@
 # machine; prints a table of errors per test and tool (also written to OUT/table.md).
 #
 #   scripts/compute-sanitizer.sh [--build-dir DIR] [--tools memcheck,racecheck,synccheck]
-#                                [--timeout SECONDS] [--filter REGEX] [--out DIR]
+#                                [--timeout SECONDS] [--filter REGEX] [--out DIR] [--jobs N]
 #
 # Each test runs as ctest would run it (its command and working directory, from
 # `ctest --show-only=json-v1`) under `compute-sanitizer --tool T`, with the test argument
@@ -11,7 +11,12 @@
 # sequences, linalg's resident solver sweeps) then run smaller inputs through the same kernels
 # (tests/testing/test_arguments.hpp). A cell is the tool's error count (racecheck: hazards
 # reported as errors), "skip" for a test that skipped, "FAIL(rc)" for a test that failed on its
-# own, "timeout" past --timeout (default 900 s). Exit status: 0 when every cell is 0 or skip.
+# own, "timeout" past --timeout (default 900 s). --jobs N runs N sanitizer processes at once (they
+# share the GPU; the sanitizers are bound by the host's cores). Exit status: 0 when every cell is 0
+# or skip. Two more kinds of cell count as clean: "no GPU call" (a test that checks an error path
+# before any CUDA call; the sanitizer then exits non-zero by itself) and "0 +N API" for the tests in
+# provokes_api_errors below, whose N CUDA API errors are the point of the test (an out-of-memory
+# cudaMalloc that must become a clear error): their memory errors are counted apart from those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +24,7 @@ build_dir=build/default
 tools=memcheck,racecheck,synccheck
 timeout_s=900
 filter=.
+jobs=1
 out=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -27,7 +33,8 @@ while [ $# -gt 0 ]; do
     --timeout) timeout_s=$2; shift 2 ;;
     --filter) filter=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --jobs) jobs=$2; shift 2 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "compute-sanitizer.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -61,38 +68,61 @@ if [ "$count" -eq 0 ]; then
   exit 2
 fi
 
+# Tests whose CUDA API errors are intended (memcheck reports each API error as an error).
+provokes_api_errors='^(GpuRuntime\.OutOfMemoryIsACudaErrorThatSaysSo)$'
+
 IFS=, read -r -a tool_list <<< "$tools"
-declare -A cell
-bad=0
+mkdir -p "$out/cells"
+rm -f "$out/cells/"*
+
+# One test under one tool; its cell goes to $out/cells/<test>.<tool>.
+sanitize_one() {
+  local n=$1 name=$2 wd=$3 command=$4 tool=$5 safe log rc errors value argv extra=()
+  safe=$(echo "$name" | tr -c 'A-Za-z0-9_.-' '_')
+  log="$out/$safe.$tool.log"
+  IFS=$'\x1f' read -r -a argv <<< "$command"
+  [ "$tool" = racecheck ] && extra=(--racecheck-report hazard)
+  set +e
+  (cd "$wd" && timeout "$timeout_s" "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 99 \
+    "${argv[@]}" --sanitizer-sizes) > "$log" 2>&1
+  rc=$?
+  set -e
+  errors=$(sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p; s/.*RACECHECK SUMMARY: [0-9]* hazards\? displayed (\([0-9]*\) error.*/\1/p' "$log" | tail -1)
+  api=$(grep -c "Program hit .* on CUDA API call" "$log" || true)
+  if [ "$rc" -eq 124 ]; then
+    value=timeout
+  elif grep -q "Target application terminated before first instrumented API call" "$log" &&
+    grep -q "\[  PASSED  \] [1-9]" "$log"; then
+    value="no GPU call"
+  elif [ "$api" -gt 0 ] && [[ "$name" =~ $provokes_api_errors ]] && [ "${errors:-0}" -ge "$api" ]; then
+    value="$((errors - api)) +$api API"
+  elif grep -q "\[  SKIPPED \]" "$log" && ! grep -q "\[  PASSED  \] [1-9]" "$log"; then
+    value=skip
+  elif [ "$rc" -ne 0 ] && [ "$rc" -ne 99 ]; then
+    value="FAIL($rc)"
+  else
+    value=${errors:-?}
+  fi
+  echo "$value" > "$out/cells/$safe.$tool"
+  echo "[$n/$count] $tool $name: $value" >&2  # as it goes: a run cut short still says what it found
+}
+
 n=0
 while IFS=$'\t' read -r name wd command; do
   n=$((n + 1))
-  IFS=$'\x1f' read -r -a argv <<< "$command"
   for tool in "${tool_list[@]}"; do
-    log="$out/$(echo "$name" | tr -c 'A-Za-z0-9_.-' '_').$tool.log"
-    extra=()
-    [ "$tool" = racecheck ] && extra=(--racecheck-report hazard)
-    set +e
-    (cd "$wd" && timeout "$timeout_s" "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 99 \
-      "${argv[@]}" --sanitizer-sizes) > "$log" 2>&1
-    rc=$?
-    set -e
-    errors=$(sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p; s/.*RACECHECK SUMMARY: [0-9]* hazards\? displayed (\([0-9]*\) error.*/\1/p' "$log" | tail -1)
-    if [ "$rc" -eq 124 ]; then
-      value=timeout
-    elif grep -q "\[  SKIPPED \]" "$log" && ! grep -q "\[  PASSED  \] [1-9]" "$log"; then
-      value=skip
-    elif [ "$rc" -ne 0 ] && [ "$rc" -ne 99 ]; then
-      value="FAIL($rc)"
-    else
-      value=${errors:-?}
-    fi
-    cell["$name|$tool"]=$value
-    echo "[$n/$count] $tool $name: $value" >&2  # as it goes: a run cut short still says what it found
-    case "$value" in 0|skip) ;; *) bad=1 ;; esac
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+    sanitize_one "$n" "$name" "$wd" "$command" "$tool" < /dev/null &
   done
 done < "$out/tests.tsv"
+wait
 
+bad=0
+cell_of() {
+  local file
+  file="$out/cells/$(echo "$1" | tr -c 'A-Za-z0-9_.-' '_').$2"
+  if [ -f "$file" ]; then cat "$file"; else echo "?"; fi
+}
 {
   printf '| test |'
   for tool in "${tool_list[@]}"; do printf ' %s |' "$tool"; done
@@ -101,9 +131,13 @@ done < "$out/tests.tsv"
   printf '\n'
   while IFS=$'\t' read -r name _ _; do
     printf '| %s |' "$name"
-    for tool in "${tool_list[@]}"; do printf ' %s |' "${cell["$name|$tool"]}"; done
+    for tool in "${tool_list[@]}"; do printf ' %s |' "$(cell_of "$name" "$tool")"; done
     printf '\n'
   done < "$out/tests.tsv"
-} | tee "$out/table.md"
+} > "$out/table.md"
+cat "$out/table.md"
+for file in "$out/cells/"*; do
+  case "$(cat "$file")" in 0|skip|"no GPU call"|"0 +"*" API") ;; *) bad=1 ;; esac
+done
 echo "logs: $out" >&2
 exit $bad

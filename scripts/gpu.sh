@@ -4,6 +4,8 @@
 #   scripts/gpu.sh bench   build, run each engine's headline benchmarks, print a table
 #   scripts/gpu.sh all     check, then bench
 #   scripts/gpu.sh profile ENGINE   the engine's headline benchmark under Nsight Compute
+#   scripts/gpu.sh sanitize  build, then compute-sanitizer over the GPU tests (--jobs, --filter,
+#                            --timeout apply); the table and a tarball of the logs go to the log folder
 # Options:
 #   --engines "lingo;align"  a subset of the engines (default: all four)
 #   --quick                  shorter benchmarks (fewer repeats, smaller sizes where they allow)
@@ -31,7 +33,7 @@ timeout=600
 build=build/cuda
 tunings=()
 usage() {
-  sed -n '2,16p' "$0" >&2
+  sed -n '2,18p' "$0" >&2
   exit 2
 }
 while [ $# -gt 0 ]; do
@@ -46,7 +48,7 @@ while [ $# -gt 0 ]; do
     *) usage ;;
   esac
 done
-case "$mode" in check|bench|all|profile) ;; *) usage ;; esac
+case "$mode" in check|bench|all|profile|sanitize) ;; *) usage ;; esac
 [ "$mode" = profile ] && [ -z "$profile_engine" ] && usage
 logdir="${OUT:-build/gpu}"
 mkdir -p "$logdir"
@@ -186,12 +188,23 @@ profile() {
   note "profile of $engine: $logdir/profile-$engine.ncu-rep"
 }
 
+sanitize() {
+  local start=$(date +%s) select=()
+  [ -n "$filter" ] && select=(--filter "$filter")
+  scripts/compute-sanitizer.sh --build-dir "$build" --jobs "$jobs" --timeout "$timeout" "${select[@]}" \
+    --out "$build/compute-sanitizer" 2>"$logdir/compute-sanitizer-progress.log" || failed=1
+  cp "$build/compute-sanitizer/table.md" "$logdir/compute-sanitizer-table.md" 2>/dev/null
+  tar czf "$logdir/compute-sanitizer-logs.tgz" -C "$build" compute-sanitizer
+  note "compute-sanitizer ($jobs at a time): $(( $(date +%s) - start )) s"
+}
+
 build_all
 case "$mode" in
   check) run_tests ;;
   bench) run_benchmarks ;;
   all) run_tests; run_benchmarks ;;
   profile) profile "$profile_engine" ;;
+  sanitize) sanitize ;;
 esac
 echo
 echo "================ molaccel $mode ($(( $(date +%s) - t0 )) s) ================"
