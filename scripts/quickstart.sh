@@ -2,7 +2,8 @@
 # One-step set-up for molaccel on Debian/Ubuntu: installs the missing packages, configures and
 # builds (with CUDA when nvcc is found), then runs the demo or the tests. libpng-dev: PNG images
 # (orbital render, animate); python3: the independent mesh, PNG and MP4 readers of the display tests;
-# libavcodec-dev, libavformat-dev, libswscale-dev: MP4 output of orbital animate (optional).
+# libavcodec-dev, libavformat-dev, libswscale-dev: MP4 output of orbital animate (optional);
+# libzstd-dev: .zst outputs (optional), zstd: the test that reads them back.
 #   scripts/quickstart.sh demo    build, then `molaccel demo` on the bundled data (GPU if present)
 #   scripts/quickstart.sh test    build, then every test (GPU tests are skipped without a GPU)
 #   scripts/quickstart.sh build   build only
@@ -14,7 +15,7 @@ case "$what" in demo|test|build) ;; *) echo "usage: $0 demo|test|build [CMAKE_AR
 shift $(( $# > 0 ? 1 : 0 ))
 
 packages=(cmake ninja-build g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
-          libfmt-dev nlohmann-json3-dev zlib1g-dev libpng-dev
+          libfmt-dev nlohmann-json3-dev zlib1g-dev libzstd-dev zstd libpng-dev
           python3-dev python3-numpy python3-pytest python3-venv
           libavcodec-dev libavformat-dev libswscale-dev libopenmpi-dev openmpi-bin
           opencl-headers ocl-icd-opencl-dev pocl-opencl-icd)

@@ -230,9 +230,9 @@ std::string hits_npy_header(std::size_t count) {
   return header + dict;
 }
 
-// Hits to `path` by its name: .npy (indices into the inputs and fp32 similarities), .gz (gzip
-// TSV) or TSV. TSV lines are formatted on every core and written in order as they are ready (a
-// top-100 of 367k queries is 36.7 M lines: one thread would take longer than the GPU search).
+// Hits to `path` by its name: .npy (indices into the inputs and fp32 similarities), .gz / .zst
+// (gzip / Zstandard TSV) or TSV. TSV lines are formatted on every core and written in order as they are ready
+// (a top-100 of 367k queries is 36.7 M lines: one thread would take longer than the GPU search).
 void write_hits(const std::string& path, const lg::MoleculeSet& queries, const lg::MoleculeSet& db,
                 const std::vector<lg::Hit>& hits, std::size_t per_query, int threads) {
   if (path.ends_with(".npy")) {
@@ -263,6 +263,7 @@ void write_hits(const std::string& path, const lg::MoleculeSet& queries, const l
 }
 
 int run_search(RunContext& ctx, const SearchOptions& o) {
+  io::compression_for(o.output);  // a .zst output without libzstd fails now, not after the search
   Resources resources;
   lg::MoleculeSet queries, db_storage;
   // The same file as queries and database (a set against itself) is read once.
@@ -314,7 +315,8 @@ const bool search_registered = register_command({
       app.add_option("DB", o->db, "Database molecules")->required()->check(CLI::ExistingFile);
       app.add_option("-k", o->k, "Hits per query")->default_val(10)->check(CLI::Range(1, 1 << 20));
       app.add_option("-o,--output", o->output,
-                     "Hits: TSV (query, target, similarity, rank), .gz: gzip TSV, .npy: structured array "
+                     "Hits: TSV (query, target, similarity, rank), .gz / .zst: gzip / Zstandard TSV, .npy: "
+                     "structured array "
                      "(query, target: 0-based input indices; similarity: float32)")
           ->required();
       add_lingo_options(app, o->input, common);
@@ -332,6 +334,7 @@ struct NeighborOptions {
 };
 
 int run_neighbors(RunContext& ctx, const NeighborOptions& o) {
+  io::compression_for(o.output);
   Resources resources;
   lg::MoleculeSet db;
   const double read_seconds = timed([&] {
@@ -368,9 +371,11 @@ const bool neighbors_registered = register_command({
       app.add_option("--threshold", o->threshold, "Minimum similarity, in [0, 1]")
           ->default_val(0.7)
           ->check(CLI::Range(0.0, 1.0));
-      app.add_option("-o,--output", o->output,
-                     "Pairs: TSV (query, target, similarity; rank column 0), .gz: gzip TSV, .npy: "
-                     "structured array (query, target: 0-based input indices; similarity: float32)")
+      app.add_option(
+             "-o,--output", o->output,
+             "Pairs: TSV (query, target, similarity; rank column 0), .gz / .zst: gzip / Zstandard TSV, "
+             ".npy: "
+             "structured array (query, target: 0-based input indices; similarity: float32)")
           ->required();
       add_lingo_options(app, o->input, common);
       return [o](RunContext& ctx) { return run_neighbors(ctx, *o); };

@@ -3,6 +3,9 @@
 #include "runtime/parallel_writer.hpp"
 
 #include <zlib.h>
+#ifdef MOLACCEL_HAVE_ZSTD
+#include <zstd.h>
+#endif
 
 #include <condition_variable>
 #include <mutex>
@@ -13,7 +16,15 @@
 namespace molaccel::io {
 
 Compression compression_for(const std::filesystem::path& path) {
-  return path.extension() == ".gz" ? Compression::gzip : Compression::none;
+  if (path.extension() == ".gz") return Compression::gzip;
+  if (path.extension() != ".zst") return Compression::none;
+#ifndef MOLACCEL_HAVE_ZSTD
+  throw NotCompiled(
+      fmt::format("Zstandard output ({}): this build has no libzstd (libzstd-dev); use .gz", path.string()),
+      __FILE__, __LINE__);
+#else
+  return Compression::zstd;
+#endif
 }
 
 namespace {
@@ -35,6 +46,23 @@ std::string gzip_member(const std::string& text, const std::string& display) {
   if (status != Z_STREAM_END)
     throw Error(fmt::format("{}: gzip compression failed", display), __FILE__, __LINE__);
   return out;
+}
+
+// One Zstandard frame holding `text`, at level 1 for the same reason as gzip's level 1.
+std::string zstd_frame(const std::string& text, const std::string& display) {
+#ifdef MOLACCEL_HAVE_ZSTD
+  std::string out(ZSTD_compressBound(text.size()), '\0');
+  const std::size_t size = ZSTD_compress(out.data(), out.size(), text.data(), text.size(), 1);
+  if (ZSTD_isError(size))
+    throw Error(fmt::format("{}: Zstandard compression failed: {}", display, ZSTD_getErrorName(size)),
+                __FILE__, __LINE__);
+  out.resize(size);
+  return out;
+#else
+  (void)text;
+  throw NotCompiled(fmt::format("Zstandard output ({}): this build has no libzstd", display), __FILE__,
+                    __LINE__);
+#endif
 }
 
 }  // namespace
@@ -82,6 +110,7 @@ void write_blocks_in_order(std::FILE* f, const std::string& display, std::size_t
         std::string text;
         format(block, text);
         if (compression == Compression::gzip) text = gzip_member(text, display);
+        if (compression == Compression::zstd) text = zstd_frame(text, display);
         {
           std::lock_guard lock(mutex);
           slots[block % window] = std::move(text);

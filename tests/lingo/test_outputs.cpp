@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <cstdlib>
+#include <random>
 
 #include "lingo_test_util.hpp"
 #include "runtime/parallel_writer.hpp"
@@ -145,6 +146,56 @@ TEST(ParallelWriter, BlocksLandInOrder) {
                                      }),
                Error);
   EXPECT_FALSE(std::filesystem::exists(failing));
+}
+
+// Zstandard: a build with libzstd writes independent frames that the zstd tool reads back as one
+// stream (blocks of random sizes, some empty, several threads), and `lingo search -o x.tsv.zst`
+// holds the bytes of the TSV; a build without it refuses .zst by name before any work.
+bool zstd_compiled() {
+  try {
+    return io::compression_for("x.zst") == io::Compression::zstd;
+  } catch (const NotCompiled&) {
+    return false;
+  }
+}
+std::string unzstd(const std::filesystem::path& path) {
+  const auto plain = std::filesystem::path(path.string() + ".plain");
+  EXPECT_EQ(run(fmt::format("zstd -q -d -f '{}' -o '{}'", path.string(), plain.string())), 0) << path;
+  return read_file(plain);
+}
+
+TEST(ParallelWriter, ZstandardFramesReadBackAsOneStream) {
+  if (!zstd_compiled()) {
+    EXPECT_NE(run_cli("lingo search x.smi x.smi -o hits.tsv.zst"), 0);
+    GTEST_SKIP() << "this build has no libzstd";
+  }
+  if (run("zstd --version") != 0) GTEST_SKIP() << "the zstd tool is not installed";
+  TempDir dir;
+  std::mt19937 rng(9);
+  std::vector<std::string> blocks(120);
+  std::string expected;
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    const std::size_t size = rng() % 4 == 0 ? 0 : rng() % 9000;
+    for (std::size_t i = 0; i < size; ++i) blocks[b] += static_cast<char>('a' + (b * 3 + i * i) % 26);
+    expected += blocks[b];
+  }
+  const auto path = dir / "out.zst";
+  write_file_atomically(path, [&](std::FILE* f) {
+    io::write_blocks_in_order(
+        f, path.string(), blocks.size(), 3, [&](std::size_t b, std::string& text) { text = blocks[b]; },
+        io::Compression::zstd);
+  });
+  EXPECT_TRUE(unzstd(path) == expected);  // (not EXPECT_EQ: a failure would print megabytes)
+
+  write_file(dir / "q.smi", smi_file(15, 120, "q"));
+  write_file(dir / "db.smi", smi_file(16, 700, "d"));
+  for (const char* ext : {".tsv", ".tsv.zst"})
+    ASSERT_EQ(run_cli(fmt::format("lingo search {} {} -k 300 --device cpu --threads 2 -o {}{}",
+                                  (dir / "q.smi").string(), (dir / "db.smi").string(),
+                                  (dir / "hits").string(), ext)),
+              0)
+        << ext;
+  EXPECT_TRUE(unzstd(dir / "hits.tsv.zst") == read_file(dir / "hits.tsv"));
 }
 
 }  // namespace
