@@ -264,7 +264,8 @@ fs::path find_chromium() {
 int screenshot(const fs::path& chromium, const fs::path& page, const fs::path& png, int width, int height,
                const fs::path& profile) {
   return run("timeout 120 " + shell_quoted(chromium) +
-             " --headless --no-sandbox --no-first-run --disable-extensions --hide-scrollbars --mute-audio"
+             " --headless --no-sandbox --no-first-run --disable-extensions --hide-scrollbars --mute-audio "
+             "--disable-dev-shm-usage"
              " --use-angle=swiftshader --enable-unsafe-swiftshader --user-data-dir=" +
              shell_quoted(profile) + " --window-size=" + std::to_string(width) + "," +
              std::to_string(height) + " --screenshot=" + shell_quoted(png) + " " +
