@@ -382,6 +382,15 @@ TEST_F(OrbitalViewCli, TrajectoryInNaturalOrderAndBadInput) {
   EXPECT_EQ(scene["fps"], 4);
   EXPECT_NE(scene["frames"][1]["label"].get<std::string>().find("f10.molden"), std::string::npos);
   EXPECT_EQ(scene["title"], "f2.molden ... f10.molden (2 frames)");
+  // The density in every frame, in the order given.
+  ASSERT_EQ(run(cli() + frames + " --as-listed --density total -o " + shell_quoted(dir / "d.html") +
+                " --json " + shell_quoted(dir / "d.json")),
+            0);
+  const auto density = nlohmann::json::parse(molaccel::testing::read_file(dir / "d.json"));
+  ASSERT_EQ(density["frames"].size(), 2u);
+  EXPECT_EQ(density["frames"][0]["file"], (dir / "f10.molden").string());
+  EXPECT_EQ(density["frames"][1]["negative_triangles"], 0);
+  EXPECT_EQ(scene_of(molaccel::testing::read_file(dir / "d.html"))["frames"].size(), 2u);
 
   for (const std::string& bad :
        {frames + " " +
