@@ -19,6 +19,8 @@ packages=(cmake ninja-build g++ make pkg-config libgtest-dev libgmock-dev libben
           python3-dev python3-numpy python3-pytest python3-venv
           libavcodec-dev libavformat-dev libswscale-dev libopenmpi-dev openmpi-bin
           opencl-headers ocl-icd-opencl-dev pocl-opencl-icd)
+# chromium: the headless-browser test of orbital view's page (tests only).
+if [ "$what" = test ]; then packages+=(chromium); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -199,3 +199,39 @@ class VideoWriter {
 };
 
 }  // namespace molaccel::display
+
+// =============================================================================================
+// Offline HTML viewer (`molaccel orbital view`): one self-contained page, meshes embedded.
+// =============================================================================================
+namespace molaccel::display {
+
+struct ViewerOptions {
+  std::string title;                      // the page's title
+  std::vector<std::string> frame_labels;  // one per frame, shown with it (or empty)
+  View view;                              // the starting rotation and zoom (as render_scene's)
+  Framing framing;                        // radius 0 = the sphere enclosing every frame's framing_of
+  Colour background{1, 1, 1, 1};
+  int frames_per_second = 10;  // the play button's speed, 1..240
+};
+
+// Writes one HTML page that draws the frames with WebGL and loads nothing else: rotate by
+// dragging, zoom with the wheel, R resets, and for several frames a slider and a play button.
+// Camera and lighting are render_scene's (orthographic, the framing sphere over 90% of the
+// shorter side at zoom 1, two-sided Blinn-Phong). Written atomically. Throws InputError naming
+// `path` when there is no frame, a frame has no triangle, or frame_labels has the wrong length.
+//
+// The scene is the JSON text of the page's <script type="application/json" id="molaccel-scene">
+// element (every '<' in it written as \u003c):
+//   {"format": "molaccel-viewer", "version": 1, "title": "...", "background": [r, g, b],
+//    "view": {"rx", "ry", "rz", "zoom"}, "framing": {"centre": [x, y, z], "radius": r}, "fps": n,
+//    "frames": [{"label": "...", "parts": [{"name", "colour": [r, g, b, a], "vertex_count",
+//      "triangle_count", "origin": [x, y, z], "extent": [x, y, z], "positions", "normals",
+//      "index_bytes": 2 | 4, "indices"}, ...]}, ...]}
+// positions, normals and indices are base64 (RFC 4648, padded) of little-endian arrays: positions
+// 3 uint16 q per vertex, the position being origin + extent * q / 65535 (origin and extent: the
+// part's bounding box; error at most half a step); normals 3 int8 per vertex, round(127 * n);
+// indices uint16 (parts of up to 65536 vertices) or uint32, three per triangle, as in the mesh.
+void write_html_viewer(const std::filesystem::path& path, const std::vector<Scene>& frames,
+                       const ViewerOptions& options = {});
+
+}  // namespace molaccel::display
