@@ -1,6 +1,7 @@
 // molaccel._core: the nanobind extension behind the molaccel Python package. The pure-Python
 // modules (python/molaccel/*.py) turn Python inputs into the arguments bound here and write the
 // docstrings users read.
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -42,6 +43,21 @@ Resources resources_for(const std::string& device, int threads, bool progress) {
   Resources created = Resources::create(options);
   kept.handles.emplace(key, created);
   return created;
+}
+
+ResultMemory result_memory(const Resources& resources, std::size_t bytes) {
+  bytes = std::max<std::size_t>(bytes, 1);
+  ResultMemory out;
+  if (bytes <= kPooledResultBytes) {
+    auto* block = new PinnedBlock(resources.pinned_pool().take(bytes));
+    out.data = block->data();
+    out.owner = nb::capsule(block, [](void* p) noexcept { delete static_cast<PinnedBlock*>(p); });
+  } else {
+    auto* buffer = new HostBuffer(allocate_host_buffer(bytes));
+    out.data = buffer->data.get();
+    out.owner = nb::capsule(buffer, [](void* p) noexcept { delete static_cast<HostBuffer*>(p); });
+  }
+  return out;
 }
 
 // Called from Python's atexit: the worker pools stop (and free their GPU state) while the CUDA

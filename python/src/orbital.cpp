@@ -37,18 +37,18 @@ orb::EvaluateOptions evaluate_options(const std::string& backend, double screeni
 
 // Values of `fields` fields on `grid` into a new array of shape (fields, nx, ny, nz).
 template <class Evaluate>
-nb::tuple evaluate(const orb::GridSpec& grid, std::size_t fields, Evaluate&& fn) {
+nb::tuple evaluate(const Resources& resources, const orb::GridSpec& grid, std::size_t fields, Evaluate&& fn) {
   const std::size_t n = grid.point_count() * fields;
-  auto* buffer = new HostBuffer(allocate_host_buffer(std::max<std::size_t>(n, 1) * sizeof(float)));
-  nb::capsule owner(buffer, [](void* p) noexcept { delete static_cast<HostBuffer*>(p); });
-  auto* values = reinterpret_cast<float*>(buffer->data.get());
+  ResultMemory memory = result_memory(resources, n * sizeof(float));
+  auto* values = reinterpret_cast<float*>(memory.data);
   orb::EvaluationInfo info;
   {
     nb::gil_scoped_release release;
     fn(values, n, info);
   }
   std::size_t shape[4] = {fields, grid.counts[0], grid.counts[1], grid.counts[2]};
-  return nb::make_tuple(nb::ndarray<nb::numpy, float>(values, 4, shape, owner), info.backend, info.seconds);
+  return nb::make_tuple(nb::ndarray<nb::numpy, float>(values, 4, shape, memory.owner), info.backend,
+                        info.seconds);
 }
 
 }  // namespace
@@ -148,7 +148,7 @@ void bind_orbital(nb::module_& m) {
       throw InputError("orbitals", 0, "give at least one orbital (homo, lumo, homo-1, 12, ...)");
     const auto options = evaluate_options(backend, screening);
     const Resources resources = resources_for(device, threads, progress);
-    return evaluate(grid, refs.size(), [&](float* out, std::size_t n, orb::EvaluationInfo& info) {
+    return evaluate(resources, grid, refs.size(), [&](float* out, std::size_t n, orb::EvaluationInfo& info) {
       orb::evaluate_orbitals_into(resources, w, grid, refs, out, n, options, &info);
     });
   });
@@ -167,7 +167,7 @@ void bind_orbital(nb::module_& m) {
       throw InputError("density", 0, fmt::format("unknown density '{}' (total, spin, alpha, beta)", kind));
     const auto options = evaluate_options(backend, screening);
     const Resources resources = resources_for(device, threads, progress);
-    return evaluate(grid, 1, [&](float* out, std::size_t n, orb::EvaluationInfo& info) {
+    return evaluate(resources, grid, 1, [&](float* out, std::size_t n, orb::EvaluationInfo& info) {
       orb::evaluate_density_into(resources, w, grid, density, out, n, options, &info);
     });
   });

@@ -105,3 +105,20 @@ def test_threads_calling_in_parallel_get_the_same_results():
     results = run_in_threads(lambda i: orbital.grid(wfn, "homo", spacing=0.25, device="cpu", threads=1 + i % 2).values, 4)
     for r in results:
         assert np.array_equal(r, want)
+
+
+def test_results_alive_together_never_share_memory():
+    # Result memory is reused from a pool once an array is freed; arrays alive at the same time
+    # must each keep their own.
+    wfn = orbital.read(WATER)
+    grids = [orbital.grid(wfn, "homo", spacing=0.3, device="cpu") for _ in range(3)]
+    grids.append(orbital.density(wfn, spacing=0.3, device="cpu"))
+    for i, a in enumerate(grids):
+        assert a.values.flags.c_contiguous and a.values.flags.writeable
+        for b in grids[i + 1:]:
+            assert not np.shares_memory(a.values, b.values)
+    assert all(np.array_equal(grids[0].values, g.values) for g in grids[1:3])
+    first = grids[0].values.copy()
+    del grids
+    again = orbital.grid(wfn, "homo", spacing=0.3, device="cpu")  # may reuse a freed block
+    assert np.array_equal(again.values, first)
