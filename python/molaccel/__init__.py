@@ -28,6 +28,7 @@ import atexit
 from typing import Any
 
 from . import _core
+from ._device import DeviceArray
 from ._errors import (
     Cancelled,
     CudaError,
@@ -41,6 +42,7 @@ from ._errors import (
 __all__ = [
     "Cancelled",
     "CudaError",
+    "DeviceArray",
     "DeviceUnavailable",
     "Error",
     "InputError",

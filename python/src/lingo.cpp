@@ -9,8 +9,14 @@
 #include <nanobind/stl/vector.h>
 
 #include "common.hpp"
+#include "device_array.hpp"
 #include "lingo/similarity_math.hpp"
 #include "molaccel/lingo.hpp"
+#ifdef MOLACCEL_HAVE_CUDA
+#include "lingo/cuda/cuda_backend.hpp"
+#include "lingo/encoding.hpp"
+#include "runtime/cuda/cuda_support.hpp"
+#endif
 
 namespace molaccel::python {
 namespace {
@@ -143,6 +149,58 @@ nb::tuple matrix(const lg::MoleculeSet& queries, const lg::MoleculeSet* db, cons
   return nb::make_tuple(numpy_array(bytes.data, {rows, cols}, std::move(bytes.owner)), run_info(info));
 }
 
+// The fp32 matrix left in device memory (device_output=True), on the first GPU of the call's
+// Resources: the engine's GpuJob::on_device computes it in passes there (the whole matrix in one
+// pass when it fits in a quarter of the free memory), and each pass is copied device-to-device
+// into the array returned. Complete when this returns (device_array.hpp: streams).
+nb::tuple matrix_on_device(const lg::MoleculeSet& queries, const lg::MoleculeSet* db,
+                           const std::string& metric, const std::string& backend, const std::string& device,
+                           int threads) {
+  if (db) check_compatible(queries, *db);
+  const lg::Metric m = lg::parse_metric(metric);
+  if (backend != "auto" && backend != "cuda")
+    throw InputError(
+        "backend", 0,
+        fmt::format("device_output=True runs the cuda backend (backend 'auto' or 'cuda', got '{}')",
+                    backend));
+  const Resources resources = resources_for(device, threads, false);
+  const int gpu = output_device(resources);
+  const std::size_t rows = queries.size(), cols = db ? db->size() : queries.size();
+  lg::RunInfo info;
+  DeviceArray out;
+  {
+    nb::gil_scoped_release release;
+    const double start = now_seconds();
+    out = new_device_array(gpu, nb::dtype<float>(), {rows, cols});
+#ifdef MOLACCEL_HAVE_CUDA
+    if (rows > 0 && cols > 0) {
+      const lg::detail::Encoding encoding = lg::detail::encode(queries, db, resources.cpu_threads());
+      const lg::cuda_backend::GpuJob job(encoding, m);
+      info.prepare_seconds = now_seconds() - start;
+      cuda::DeviceGuard guard(gpu);
+      WorkerInfo worker;
+      worker.kind = WorkerInfo::Kind::gpu;
+      worker.device = gpu;
+      WorkerContext ctx(worker, nullptr, &resources.pinned_pool());
+      auto* values = static_cast<float*>(out.view.data);
+      job.on_device(ctx, {0, rows, 0, cols},
+                    [&](std::size_t row, std::size_t n, const float* sims, void* stream) {
+                      const auto s = static_cast<cudaStream_t>(stream);
+                      MOLACCEL_CUDA_TRY(cudaMemcpyAsync(values + row * cols, sims, n * cols * sizeof(float),
+                                                        cudaMemcpyDeviceToDevice, s));
+                      MOLACCEL_CUDA_TRY(cudaStreamSynchronize(s));  // `sims` is valid only during the call
+                    });
+    }
+#else
+    (void)m;
+#endif
+    info.backend = fmt::format("cuda:{}", gpu);
+    info.pairs = rows * cols;
+    info.seconds = now_seconds() - start;
+  }
+  return nb::make_tuple(std::move(out), run_info(info));
+}
+
 // The hits' columns as three arrays (one pass over the hits, on the call's threads).
 nb::tuple hits_columns(const std::vector<lg::Hit>& hits, int threads) {
   const std::size_t n = hits.size();
@@ -209,6 +267,8 @@ void bind_lingo(nb::module_& m) {
     return nb::make_tuple(std::move(set), d);
   });
   m.def("search", &search);
+  m.def("matrix_on_device", &matrix_on_device, nb::arg("queries"), nb::arg("db").none(), nb::arg("metric"),
+        nb::arg("backend"), nb::arg("device"), nb::arg("threads"));
   m.def("matrix", &matrix, nb::arg("queries"), nb::arg("db").none(), nb::arg("output_type"),
         nb::arg("metric"), nb::arg("backend"), nb::arg("device"), nb::arg("threads"), nb::arg("progress"));
   m.def("neighbors", [](const lg::MoleculeSet& db, float threshold, const std::string& metric,

@@ -10,6 +10,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "common.hpp"
+#include "device_array.hpp"
 
 namespace molaccel::python {
 
@@ -131,6 +132,7 @@ NB_MODULE(_core, m) {
   using namespace molaccel::python;
   m.doc() = "molaccel's compiled core; use the molaccel package, not this module.";
   register_errors(m);
+  bind_device_array(m);
   m.def("info", &info);
   m.def("resources_describe", [](const std::string& device, int threads) {
     return resources_for(device, threads, false).describe();

@@ -167,3 +167,16 @@ def test_results_are_contiguous_arrays_of_their_own():
     assert np.array_equal(sim, m[rows, idx])
     again = lingo.matrix(db, device="cpu")
     assert not np.shares_memory(m, again) and np.array_equal(m, again)
+
+
+def test_device_output_needs_a_gpu():
+    if molaccel.info()["gpus"]:
+        pytest.skip("this machine has a GPU (test_gpu.py covers device_output)")
+    for device in ("auto", "cpu"):
+        with pytest.raises((molaccel.DeviceUnavailable, molaccel.NotCompiled)) as e:
+            lingo.matrix(["CCO", "CCN"], device=device, device_output=True)
+    assert isinstance(e.value, RuntimeError) and "device_output=True" in str(e.value)
+    with pytest.raises(ValueError):
+        lingo.matrix(["CCO"], device_output=True, output_type="u8")
+    with pytest.raises(TypeError):
+        lingo.matrix(["CCO"], device_output="yes")

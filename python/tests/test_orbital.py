@@ -122,3 +122,13 @@ def test_results_alive_together_never_share_memory():
     del grids
     again = orbital.grid(wfn, "homo", spacing=0.3, device="cpu")  # may reuse a freed block
     assert np.array_equal(again.values, first)
+
+
+def test_device_output_needs_a_gpu():
+    if molaccel.info()["gpus"]:
+        pytest.skip("this machine has a GPU (test_gpu.py covers device_output)")
+    wfn = orbital.read(WATER)
+    for call in (orbital.grid, orbital.density):
+        with pytest.raises((molaccel.DeviceUnavailable, molaccel.NotCompiled)) as e:
+            call(wfn, spacing=0.3, device_output=True)
+        assert isinstance(e.value, RuntimeError) and "device_output=True" in str(e.value)
