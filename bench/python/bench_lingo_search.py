@@ -2,7 +2,8 @@
 the library call's own time (info["seconds"], what the CLI's --json reports as "seconds"; it
 includes encoding the database, as bench/lingo/bench_lingo_search does). The issue's target: within
 1.1x for 367k x 367k top-100 on an H100. What Python adds is argument conversion and turning the
-hits into two NumPy arrays (a copy of 36.7 M hits, on the calling thread).
+hits into two NumPy arrays (36.7 M hits split on the call's threads into the arrays' memory) and
+freeing the library's hit list.
 
     PYTHONPATH=build/cuda/python python3 bench/python/bench_lingo_search.py --data .deps/lingo
     PYTHONPATH=build/default/python python3 bench/python/bench_lingo_search.py --queries 2000   # smoke
