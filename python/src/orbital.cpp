@@ -109,7 +109,6 @@ nb::tuple evaluate_on_device(const Resources& resources, const orb::Wavefunction
       job.grid = &grid;
       job.jit = backend == orb::Backend::cuda_jit;
       job.tuning = orb::detail::tuning_for(gpu, {refs.size(), density});
-      if (job.jit) orb::cuda_backend::precompile(job, gpu);
       WorkerInfo worker;
       worker.kind = WorkerInfo::Kind::gpu;
       worker.device = gpu;
