@@ -96,8 +96,7 @@ nb::tuple search(const lg::MoleculeSet& queries, const lg::MoleculeSet& db, std:
   lg::RunInfo info;
   {
     // The hits split into the two arrays on the call's threads, straight into the arrays' memory
-    // (36.7 M hits for 367k x top-100: on one thread, with zero-filled vectors copied again, this
-    // was a tenth of the search's time).
+    // (memory-bound: 36.7 M hits for 367k x top-100).
     nb::gil_scoped_release release;
     const std::vector<lg::Hit> hits = lg::search(resources, queries, db, k, options, &info);
     if (hits.size() != n)
