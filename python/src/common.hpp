@@ -33,11 +33,12 @@ struct ResultMemory {
 };
 
 // `bytes` of host memory that the GPUs of `resources` write by DMA (page-locked where a driver is
-// usable), for a result returned to Python. Up to kPooledResultBytes it is a block of the
-// Resources' PinnedPool that goes back to the pool when the array is freed: page-locking and
-// unlocking a fresh buffer (cudaHostAlloc / cudaFreeHost) cost milliseconds per call, more than
-// the GPU takes for an orbital grid. Larger results get memory of their own, freed with the array
-// (the pool keeps what it is given back for the life of the handle). Called with the GIL held.
+// usable), for a result returned to Python. With GPUs and up to kPooledResultBytes it is a block
+// of the Resources' PinnedPool that goes back to the pool when the array is freed: page-locking
+// and unlocking a fresh buffer (cudaHostAlloc / cudaFreeHost) cost milliseconds per call, more
+// than the GPU takes for an orbital grid. Larger results, and results of CPU-only Resources
+// (nothing to page-lock), get memory of their own, freed with the array (the pool keeps what it
+// is given back for the life of the handle). Called with the GIL held.
 inline constexpr std::size_t kPooledResultBytes = std::size_t(256) << 20;
 ResultMemory result_memory(const Resources& resources, std::size_t bytes);
 

@@ -49,7 +49,7 @@ Resources resources_for(const std::string& device, int threads, bool progress) {
 ResultMemory result_memory(const Resources& resources, std::size_t bytes) {
   bytes = std::max<std::size_t>(bytes, 1);
   ResultMemory out;
-  if (bytes <= kPooledResultBytes) {
+  if (resources.uses_gpu() && bytes <= kPooledResultBytes) {
     auto* block = new PinnedBlock(resources.pinned_pool().take(bytes));
     out.data = block->data();
     out.owner = nb::capsule(block, [](void* p) noexcept { delete static_cast<PinnedBlock*>(p); });

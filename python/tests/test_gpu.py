@@ -53,6 +53,20 @@ def test_orbital_grids_agree_with_the_cpu():
         assert np.max(np.abs(gpu.values - cpu.values)) < 1e-5 * float(np.max(np.abs(cpu.values)))
 
 
+def test_pooled_result_memory_is_never_shared_by_live_arrays():
+    _engine("orbital")
+    import test_orbital
+
+    test_orbital.test_results_alive_together_never_share_memory(device="gpu")
+    lingo = _engine("lingo")
+    db = lingo.molecules(DATA / "lingo" / "demo4096.smi")
+    first, second = lingo.matrix(db, device="gpu"), lingo.matrix(db, device="gpu")
+    assert not np.shares_memory(first, second) and np.array_equal(first, second)
+    del first
+    third = lingo.matrix(db, device="gpu")  # may reuse the freed block
+    assert not np.shares_memory(second, third) and np.array_equal(second, third)
+
+
 def test_linalg_containers_hand_memory_to_cupy_and_torch():
     linalg = _engine("linalg")
     rng = np.random.default_rng(7)

@@ -107,12 +107,12 @@ def test_threads_calling_in_parallel_get_the_same_results():
         assert np.array_equal(r, want)
 
 
-def test_results_alive_together_never_share_memory():
-    # Result memory is reused from a pool once an array is freed; arrays alive at the same time
-    # must each keep their own.
+def test_results_alive_together_never_share_memory(device="cpu"):
+    # With a GPU, result memory is reused from a pool once an array is freed; arrays alive at the
+    # same time must each keep their own (test_gpu.py runs this on the GPU).
     wfn = orbital.read(WATER)
-    grids = [orbital.grid(wfn, "homo", spacing=0.3, device="cpu") for _ in range(3)]
-    grids.append(orbital.density(wfn, spacing=0.3, device="cpu"))
+    grids = [orbital.grid(wfn, "homo", spacing=0.3, device=device) for _ in range(3)]
+    grids.append(orbital.density(wfn, spacing=0.3, device=device))
     for i, a in enumerate(grids):
         assert a.values.flags.c_contiguous and a.values.flags.writeable
         for b in grids[i + 1:]:
@@ -120,7 +120,7 @@ def test_results_alive_together_never_share_memory():
     assert all(np.array_equal(grids[0].values, g.values) for g in grids[1:3])
     first = grids[0].values.copy()
     del grids
-    again = orbital.grid(wfn, "homo", spacing=0.3, device="cpu")  # may reuse a freed block
+    again = orbital.grid(wfn, "homo", spacing=0.3, device=device)  # may reuse a freed block
     assert np.array_equal(again.values, first)
 
 
