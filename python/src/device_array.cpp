@@ -3,6 +3,8 @@
 #include "device_array.hpp"
 
 #include <functional>
+#include <map>
+#include <mutex>
 #include <numeric>
 #include <string>
 
@@ -110,6 +112,64 @@ DeviceArray new_device_array(int device, nb::dlpack::dtype dtype, std::vector<st
   MOLACCEL_THROW(NotCompiled, "device_output=True (this build has no CUDA)");
 #endif
   return a;
+}
+
+namespace {
+
+struct KeptGpuWorker {
+  std::mutex mutex;  // one call at a time on this state
+  WorkerContext::Slots slots;
+};
+
+struct KeptGpuWorkers {
+  std::mutex mutex;
+  std::map<int, std::unique_ptr<KeptGpuWorker>> by_device;
+};
+
+KeptGpuWorkers& kept_gpu_workers() {
+  static auto* kept = new KeptGpuWorkers;  // emptied by release_kept_gpu_workers, never destroyed
+  return *kept;
+}
+
+}  // namespace
+
+void with_kept_gpu_worker(int device, const Resources& resources,
+                          const std::function<void(WorkerContext&)>& fn) {
+#ifdef MOLACCEL_HAVE_CUDA
+  KeptGpuWorker* kept = nullptr;
+  {
+    KeptGpuWorkers& all = kept_gpu_workers();
+    std::lock_guard lock(all.mutex);
+    auto& slot = all.by_device[device];
+    if (!slot) slot = std::make_unique<KeptGpuWorker>();
+    kept = slot.get();
+  }
+  std::lock_guard lock(kept->mutex);
+  cuda::DeviceGuard guard(device);
+  WorkerInfo worker;
+  worker.kind = WorkerInfo::Kind::gpu;
+  worker.device = device;
+  WorkerContext ctx(worker, &kept->slots, &resources.pinned_pool());
+  fn(ctx);
+#else
+  (void)device;
+  (void)resources;
+  (void)fn;
+  MOLACCEL_THROW(NotCompiled, "device_output=True (this build has no CUDA)");
+#endif
+}
+
+void release_kept_gpu_workers() {
+#ifdef MOLACCEL_HAVE_CUDA
+  KeptGpuWorkers& all = kept_gpu_workers();
+  std::lock_guard lock(all.mutex);
+  for (auto& [device, kept] : all.by_device) {
+    std::lock_guard kept_lock(kept->mutex);
+    cuda::DeviceGuard guard(device);
+    kept->slots.clear();
+  }
+  all.by_device.clear();
+#endif
 }
 
 void bind_device_array(nb::module_& m) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -46,6 +47,15 @@ DeviceArray new_device_array(int device, nb::dlpack::dtype dtype, std::vector<st
 // The GPU that a device_output=True call of `resources` writes to (its first GPU); without one,
 // DeviceUnavailable (NotCompiled in a build without CUDA).
 int output_device(const Resources& resources);
+
+// Runs `fn` with a GPU worker context for `device` whose kept state (ctx.kept<T>()) lasts from
+// call to call, as a Resources' GPU worker keeps its uploads and programs from job to job; its
+// per-call state (ctx.local<T>()) is new each call. One call per GPU at a time, the GPU current.
+// For device_output calls that drive an engine's CUDA backend directly. Called without the GIL.
+void with_kept_gpu_worker(int device, const Resources& resources,
+                          const std::function<void(WorkerContext&)>& fn);
+// Frees that kept state (from release_resources, while the CUDA runtime is up).
+void release_kept_gpu_workers();
 
 void bind_device_array(nb::module_& m);
 

@@ -65,6 +65,7 @@ ResultMemory result_memory(const Resources& resources, std::size_t bytes) {
 // runtime is still up, not in a static destructor after it has been torn down.
 void release_resources() {
   nb::gil_scoped_release release;
+  release_kept_gpu_workers();
   std::map<std::tuple<std::string, int, bool>, Resources> handles;
   {
     std::lock_guard lock(kept_resources().mutex);

@@ -13,8 +13,8 @@
 #include "molaccel/orbital.hpp"
 #include "orbital/packed_basis.hpp"
 #ifdef MOLACCEL_HAVE_CUDA
-#include "orbital/basis_functions.hpp"
 #include "orbital/cuda/orbital_cuda.hpp"
+#include "orbital/evaluate_on_pool.hpp"
 #include "orbital/tuning.hpp"
 #include "runtime/cuda/cuda_support.hpp"
 #endif
@@ -67,9 +67,12 @@ orb::DensityKind parse_density(const std::string& kind) {
 }
 
 // The grid left in device memory (device_output=True), on the first GPU of the call's Resources:
-// orbital values of `refs` (shape (fields, nx, ny, nz); (nx, ny, nz) for one), or the density sum_i
-// weights[i] |refs[i]|^2 (one field), written by the engine's cuda_backend::evaluate_on_device into the array
-// returned. Complete when this returns (device_array.hpp: streams).
+// orbital values of `refs` (shape (fields, nx, ny, nz); (nx, ny, nz) for one), or the density
+// sum_i weights[i] |refs[i]|^2 (one field), written by the engine's
+// cuda_backend::evaluate_on_device into the array returned. The packed basis and coefficients
+// come from the engine's request cache and the device state (uploads, JIT program) is kept per
+// GPU from call to call, as the host path's GPU workers keep theirs. Complete when this returns
+// (device_array.hpp: streams).
 nb::tuple evaluate_on_device(const Resources& resources, const orb::Wavefunction& w,
                              const orb::GridSpec& grid, const std::vector<orb::OrbitalRef>& refs,
                              const std::vector<float>& weights, bool density,
@@ -93,28 +96,27 @@ nb::tuple evaluate_on_device(const Resources& resources, const orb::Wavefunction
     if (fields > 1) shape.insert(shape.begin(), fields);
     out = new_device_array(gpu, nb::dtype<float>(), std::move(shape));
 #ifdef MOLACCEL_HAVE_CUDA
-    cuda::DeviceGuard guard(gpu);
     if (refs.empty()) {  // a density of no orbitals (e.g. beta of a closed shell read as restricted)
+      cuda::DeviceGuard guard(gpu);
       MOLACCEL_CUDA_TRY(cudaMemset(out.view.data, 0, out.elements() * sizeof(float)));
     } else {
-      const auto expanded = orb::detail::expand_shells(w);
-      const orb::detail::PackedBasis basis =
-          orb::detail::pack_basis(w, expanded, options.screening_tolerance);
-      const std::vector<float> coefficients = orb::detail::cartesian_coefficients(w, expanded, refs);
+      const orb::detail::PreparedRequest prepared =
+          orb::detail::prepare_request(w, options.screening_tolerance, refs);
       orb::cuda_backend::GpuJob job;
-      job.basis = &basis;
-      job.coefficients = coefficients.data();
+      job.basis = prepared.basis.get();
+      job.coefficients = prepared.coefficients->data();
       job.orbitals = refs.size();
       job.weights = density ? weights.data() : nullptr;
       job.grid = &grid;
       job.jit = backend == orb::Backend::cuda_jit;
+      job.basis_id = prepared.basis_id;
+      job.coefficients_id = prepared.coefficients_id;
       job.tuning = orb::detail::tuning_for(gpu, {refs.size(), density});
-      WorkerInfo worker;
-      worker.kind = WorkerInfo::Kind::gpu;
-      worker.device = gpu;
-      WorkerContext ctx(worker, nullptr, &resources.pinned_pool());
-      void* stream = orb::cuda_backend::evaluate_on_device(ctx, job, static_cast<float*>(out.view.data));
-      MOLACCEL_CUDA_TRY(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+      orb::cuda_backend::precompile(job, gpu);  // once per basis and GPU
+      with_kept_gpu_worker(gpu, resources, [&](WorkerContext& ctx) {
+        void* stream = orb::cuda_backend::evaluate_on_device(ctx, job, static_cast<float*>(out.view.data));
+        MOLACCEL_CUDA_TRY(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+      });
     }
 #else
     (void)w;

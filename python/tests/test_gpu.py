@@ -197,6 +197,19 @@ def test_orbital_grids_left_on_the_gpu():
     d = orbital.density(wfn, like=cpu, device="gpu", device_output=True)
     assert d.values.shape == cpu.counts
     assert np.max(np.abs(d.values.to_numpy() - dcpu.values)) < 1e-5 * float(np.max(dcpu.values))
+    # The kept device state follows the wavefunction, orbitals and kind asked for.
+    water = orbital.read(DATA / "orbital" / "h2o_631gs.molden")
+    water_cpu = orbital.grid(water, "homo", spacing=0.2, device="cpu")
+    water_rho = orbital.density(water, like=water_cpu, device="cpu")
+    for _ in range(2):
+        for w, ref, kind in ((water, water_cpu, "homo"), (wfn, cpu, "homo"), (water, water_rho, "density"),
+                             (wfn, dcpu, "density"), (wfn, cpu, "lumo")):
+            want = ref.values[1 if kind == "lumo" else 0] if ref.values.ndim == 4 else ref.values
+            if kind == "density":
+                got = orbital.density(w, like=ref, device="gpu", device_output=True).values.to_numpy()
+            else:
+                got = orbital.grid(w, kind, like=ref, device="gpu", device_output=True).values.to_numpy()
+            assert np.max(np.abs(got - want)) < 1e-5 * float(np.max(np.abs(want))), kind
     expected = one.values.to_numpy()
     _check_zero_copy(lambda: orbital.grid(wfn, "homo", like=cpu, device="gpu", device_output=True).values, expected)
     with pytest.raises(molaccel.InputError):
