@@ -75,6 +75,23 @@ void release_resources() {
 
 namespace {
 
+nb::list engines() {
+  nb::list list;
+#ifndef MOLACCEL_PYTHON_NO_LINGO
+  list.append("lingo");
+#endif
+#ifndef MOLACCEL_PYTHON_NO_ALIGN
+  list.append("align");
+#endif
+#ifndef MOLACCEL_PYTHON_NO_ORBITAL
+  list.append("orbital");
+#endif
+#ifndef MOLACCEL_PYTHON_NO_LINALG
+  list.append("linalg");
+#endif
+  return list;
+}
+
 nb::dict info() {
   const BuildInfo& build = build_info();
   const CpuInfo& cpu = cpu_info();
@@ -109,20 +126,7 @@ nb::dict info() {
   d["gpus"] = gpus;
   d["gpu_absence_reason"] = list.empty() ? gpu_absence_reason() : std::string();
   d["nvrtc"] = nvrtc_available() ? nvrtc_version() : 0;
-  nb::list engines;
-#ifndef MOLACCEL_PYTHON_NO_LINGO
-  engines.append("lingo");
-#endif
-#ifndef MOLACCEL_PYTHON_NO_ALIGN
-  engines.append("align");
-#endif
-#ifndef MOLACCEL_PYTHON_NO_ORBITAL
-  engines.append("orbital");
-#endif
-#ifndef MOLACCEL_PYTHON_NO_LINALG
-  engines.append("linalg");
-#endif
-  d["engines"] = engines;
+  d["engines"] = engines();
   return d;
 }
 
@@ -135,6 +139,9 @@ NB_MODULE(_core, m) {
   register_errors(m);
   bind_device_array(m);
   m.def("info", &info);
+  // What the package needs at import: no driver query (info() creates a context on every GPU).
+  m.def("version", [] { return std::string(molaccel::build_info().version); });
+  m.def("engines", &engines);
   m.def("resources_describe", [](const std::string& device, int threads) {
     return resources_for(device, threads, false).describe();
   });
