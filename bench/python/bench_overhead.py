@@ -106,10 +106,11 @@ def main() -> int:
     print(f"largest overhead {100 * worst:.1f}% (target <= 5%)")
     if molaccel.info()["gpus"] and dev != "cpu":
         print("device_output=True (library: the host call's)")
+        on_device = {"device": dev, "device_output": True}
         for name, call in [
-            ("lingo matrix 4096 x 4096", lambda: lingo.matrix(db, device=dev, device_output=True)),
-            ("orbital threonine HOMO 0.1 A", lambda: orbital.grid(wfn, "homo", spacing=0.1, device=dev, device_output=True)),
-            ("orbital threonine density 0.1 A", lambda: orbital.density(wfn, spacing=0.1, device=dev, device_output=True)),
+            ("lingo matrix 4096 x 4096", lambda: lingo.matrix(db, **on_device)),
+            ("orbital threonine HOMO 0.1 A", lambda: orbital.grid(wfn, "homo", spacing=0.1, **on_device)),
+            ("orbital threonine density 0.1 A", lambda: orbital.density(wfn, spacing=0.1, **on_device)),
         ]:
             wall, inner = measure(on_gpu(name, call), n)
             print(f"{name:34} {wall:10.5f} {inner:10.5f} {100 * (wall / inner - 1):8.1f}%")

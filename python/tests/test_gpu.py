@@ -162,7 +162,8 @@ def _check_zero_copy(make, expected):
 def test_lingo_matrix_left_on_the_gpu():
     lingo = _engine("lingo")
     db = lingo.molecules(DATA / "lingo" / "demo4096.smi")
-    queries = lingo.molecules([line.split()[0] for line in (DATA / "lingo" / "demo4096.smi").read_text().splitlines()[:300]])
+    lines = (DATA / "lingo" / "demo4096.smi").read_text().splitlines()
+    queries = lingo.molecules([line.split()[0] for line in lines[:300]])
     for metric in ("tanimoto", "set"):
         host = lingo.matrix(db, metric=metric, device="cpu")
         info = {}
