@@ -114,6 +114,7 @@ DeviceArray new_device_array(int device, nb::dlpack::dtype dtype, std::vector<st
   return a;
 }
 
+#ifdef MOLACCEL_HAVE_CUDA
 namespace {
 
 struct KeptGpuWorker {
@@ -132,6 +133,7 @@ KeptGpuWorkers& kept_gpu_workers() {
 }
 
 }  // namespace
+#endif
 
 void with_kept_gpu_worker(int device, const Resources& resources,
                           const std::function<void(WorkerContext&)>& fn) {
