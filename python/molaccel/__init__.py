@@ -28,6 +28,7 @@ import atexit
 from typing import Any
 
 from . import _core
+from ._device import DeviceArray
 from ._errors import (
     Cancelled,
     CudaError,
@@ -41,6 +42,7 @@ from ._errors import (
 __all__ = [
     "Cancelled",
     "CudaError",
+    "DeviceArray",
     "DeviceUnavailable",
     "Error",
     "InputError",
@@ -53,22 +55,23 @@ __all__ = [
 # Worker pools (and their GPU state) stop at interpreter exit, while the CUDA runtime is still up.
 atexit.register(_core.release_resources)
 
-_info = _core.info()
-__version__: str = _info["version"]
+# Version and engines from the build alone: importing queries no GPU (info() does).
+__version__: str = _core.version()
+_engines = _core.engines()
 
-if "lingo" in _info["engines"]:
+if "lingo" in _engines:
     from . import lingo  # noqa: F401
 
     __all__.append("lingo")
-if "align" in _info["engines"]:
+if "align" in _engines:
     from . import align  # noqa: F401
 
     __all__.append("align")
-if "orbital" in _info["engines"]:
+if "orbital" in _engines:
     from . import orbital  # noqa: F401
 
     __all__.append("orbital")
-if "linalg" in _info["engines"]:
+if "linalg" in _engines:
     from . import linalg  # noqa: F401
 
     __all__.append("linalg")

@@ -96,27 +96,18 @@ class _Container(Expr):
         values = self.to_numpy()
         return values if dtype is None else values.astype(dtype)
 
-    # Zero-copy exchange. The producer's queued work is waited for before the memory is handed
-    # out, so the consumer may use it on any stream (its own included).
+    # Zero-copy exchange (the mechanism of molaccel.DeviceArray): linalg's queued work on the
+    # device is waited for before the memory is handed out, so the consumer may use it on any
+    # stream, its own included; DLPack's ``stream`` is checked (0 is refused) and nothing more.
     def __dlpack__(self, *, stream: Any = None, **kwargs: Any) -> Any:
-        return self._c.view()  # a "dltensor" capsule over the memory, owning a reference to it
+        return self._c.view(stream)  # a "dltensor" capsule over the memory, owning a reference to it
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return (1, 0) if self._c.device < 0 else (2, self._c.device)  # kDLCPU, kDLCUDA
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
-        if self._c.device < 0:
-            raise AttributeError("this container lives in host memory (use __array__ / DLPack)")
-        self._c.synchronize()
-        return {
-            "shape": (len(self._c),),
-            "typestr": self.dtype.str,
-            "data": (self._c.pointer, False),
-            "version": 3,
-            "strides": None,
-            "stream": None,  # synchronised above: usable on any stream
-        }
+        return self._c.cuda_array_interface()  # AttributeError for host memory
 
     # Assignment runs the statement.
     def assign(self, value: Any) -> None:

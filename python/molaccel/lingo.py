@@ -31,6 +31,7 @@ import numpy as np
 
 from . import _core
 from ._common import check_device, is_path
+from ._device import DeviceArray, check_device_output
 
 __all__ = ["Molecules", "molecules", "search", "matrix", "neighbors", "cluster", "SearchResult", "Clustering"]
 
@@ -260,7 +261,8 @@ def matrix(
     backend: str = "auto",
     progress: bool = False,
     info: dict[str, Any] | None = None,
-) -> np.ndarray:
+    device_output: bool = False,
+) -> np.ndarray | DeviceArray:
     """Dense LINGO similarity matrix, queries x database, row-major (``molaccel lingo matrix``).
 
     Args:
@@ -272,10 +274,15 @@ def matrix(
             (rint(255 s), ties to even; ``np.uint8``): the same bits as the CLI's .npy output.
         metric, q, digits, halogens, smiles_column, device, threads, backend, progress, info: as
             in :func:`search`.
+        device_output: leave the matrix in GPU memory (on the first GPU of ``device``) as a
+            :class:`molaccel.DeviceArray` of fp32 (the same bits), which CuPy and PyTorch take
+            without a copy (``cupy.asarray(m)``, ``torch.from_dlpack(m)``). Needs a GPU
+            (:class:`molaccel.DeviceUnavailable` without one); ``output_type`` must be fp32
+            (convert on the GPU: ``cupy.asarray(m).astype(cupy.float16)``).
 
     Returns:
         An array of shape (len(queries), len(database)) that owns its memory (page-locked when
-        a GPU is used, so the GPU writes it directly).
+        a GPU is used, so the GPU writes it directly), or a :class:`molaccel.DeviceArray`.
 
     Example::
 
@@ -288,10 +295,17 @@ def matrix(
     key = np.dtype(output_type).name if not isinstance(output_type, str) else output_type
     if key not in _OUTPUT_TYPES:
         raise ValueError(f"unknown output_type {output_type!r} (fp32, fp16 or u8)")
+    if check_device_output(device_output) and _OUTPUT_TYPES[key] != "fp32":
+        raise ValueError("device_output=True gives the fp32 matrix; convert it on the GPU")
     qs = _prepare(queries, q, digits, halogens, smiles_column)
     db = None
     if database is not None and not _same_source(queries, database):
         db = _prepare(database, q, digits, halogens, smiles_column)._set
+    if device_output:
+        on_gpu, ran = _lingo.matrix_on_device(qs._set, db, metric, backend, device, threads)
+        if info is not None:
+            info.update(ran)
+        return on_gpu
     values, ran = _lingo.matrix(qs._set, db, _OUTPUT_TYPES[key], metric, backend, device, threads, progress)
     if info is not None:
         info.update(ran)

@@ -23,6 +23,7 @@ import numpy as np
 
 from . import _core
 from ._common import check_device, is_path
+from ._device import DeviceArray, check_device_output
 
 __all__ = ["read", "grid", "density", "write_cube", "Grid", "Wavefunction", "BOHR_IN_ANGSTROM"]
 
@@ -66,11 +67,12 @@ def read(path: str | os.PathLike[str], *, check_normalisation: bool = True, tole
 @dataclass(frozen=True)
 class Grid:
     """Values on a grid: ``values`` (float32, shape (nx, ny, nz), or (fields, nx, ny, nz) for
-    several orbitals), ``origin`` (3,) and ``axes`` (3, 3) step vectors in bohr, ``backend`` (what
-    ran), ``seconds`` (the library's evaluation time). ``spec`` is the grid for :func:`grid`'s
-    ``like`` and :func:`write_cube`."""
+    several orbitals; a NumPy array, or a :class:`molaccel.DeviceArray` in GPU memory with
+    ``device_output=True``), ``origin`` (3,) and ``axes`` (3, 3) step vectors in bohr, ``backend``
+    (what ran), ``seconds`` (the library's evaluation time). ``spec`` is the grid for
+    :func:`grid`'s ``like`` and :func:`write_cube`."""
 
-    values: np.ndarray
+    values: Union[np.ndarray, DeviceArray]
     origin: np.ndarray
     axes: np.ndarray
     backend: str
@@ -114,7 +116,7 @@ def _grid_spec(
 
 def _make_grid(result: tuple, spec: Any, squeeze: bool) -> Grid:
     values, backend, seconds = result
-    if squeeze:
+    if squeeze and isinstance(values, np.ndarray):  # device arrays come with one field's shape
         values = values[0]
     return Grid(values, np.array(spec.origin), np.array(spec.axes), backend, float(seconds), spec)
 
@@ -136,6 +138,7 @@ def grid(
     device: str = "auto",
     threads: int = 0,
     progress: bool = False,
+    device_output: bool = False,
 ) -> Grid:
     """Orbital values on a grid (``molaccel orbital grid --orbital ...``).
 
@@ -150,6 +153,10 @@ def grid(
             (the slow double-precision oracle).
         screening: skip primitives below this magnitude (0 = no screening).
         device, threads, progress: where it runs.
+        device_output: leave the values in GPU memory (on the first GPU of ``device``) as a
+            :class:`molaccel.DeviceArray`, which CuPy and PyTorch take without a copy
+            (``cupy.asarray(g.values)``, ``torch.from_dlpack(g.values)``). Needs a GPU
+            (:class:`molaccel.DeviceUnavailable` without one) and a CUDA backend.
 
     Returns:
         :class:`Grid` with values of shape (nx, ny, nz) for one orbital, (n, nx, ny, nz) for
@@ -167,7 +174,9 @@ def grid(
     single = isinstance(orbitals, (str, int))
     names = [str(orbitals)] if single else [str(o) for o in orbitals]  # type: ignore[union-attr]
     spec = _grid_spec(w, spacing, padding, origin, size, like)
-    result = _orbital.evaluate_orbitals(w, spec, names, backend, float(screening), device, threads, progress)
+    result = _orbital.evaluate_orbitals(
+        w, spec, names, backend, float(screening), device, threads, progress, check_device_output(device_output)
+    )
     return _make_grid(result, spec, squeeze=len(names) == 1)
 
 
@@ -185,6 +194,7 @@ def density(
     device: str = "auto",
     threads: int = 0,
     progress: bool = False,
+    device_output: bool = False,
 ) -> Grid:
     """Electron density sum_i occ_i |psi_i|^2 on a grid, e/bohr^3 (``molaccel orbital grid
     --density KIND``).
@@ -192,8 +202,8 @@ def density(
     Args:
         wfn: a wavefunction from :func:`read`, or a path.
         kind: ``"total"``, ``"spin"`` (alpha minus beta), ``"alpha"`` or ``"beta"``.
-        spacing, padding, origin, size, like, backend, screening, device, threads, progress: as
-            in :func:`grid`.
+        spacing, padding, origin, size, like, backend, screening, device, threads, progress,
+            device_output: as in :func:`grid`.
 
     Returns:
         :class:`Grid` with values of shape (nx, ny, nz).
@@ -208,7 +218,9 @@ def density(
     check_device(device, threads)
     w = _wavefunction(wfn)
     spec = _grid_spec(w, spacing, padding, origin, size, like)
-    result = _orbital.evaluate_density(w, spec, kind, backend, float(screening), device, threads, progress)
+    result = _orbital.evaluate_density(
+        w, spec, kind, backend, float(screening), device, threads, progress, check_device_output(device_output)
+    )
     return _make_grid(result, spec, squeeze=True)
 
 
@@ -231,6 +243,8 @@ def write_cube(
         >>> g = orbital.grid(wfn, "homo", spacing=0.2)
         >>> orbital.write_cube("homo.cube", wfn, g, description="orbital " + wfn.describe_orbital("homo"))
     """
+    if isinstance(grid.values, DeviceArray):
+        raise TypeError("write_cube writes host values: give a Grid made without device_output (or copy it)")
     values = np.ascontiguousarray(grid.values, dtype=np.float32)
     if values.ndim != 3:
         raise ValueError("write_cube writes one field: give a Grid of one orbital or a density")

@@ -2,7 +2,9 @@
 // functions of each engine's bindings (one file per engine).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <utility>
@@ -23,6 +25,41 @@ namespace nb = nanobind;
 // at a time (the worker pool serialises them); calls from several Python threads are safe.
 // Called with the GIL held; releases it while it waits and creates.
 Resources resources_for(const std::string& device, int threads, bool progress);
+
+// Memory for a result array and the capsule that owns it (the array's base object).
+struct ResultMemory {
+  std::byte* data = nullptr;
+  nb::capsule owner;
+};
+
+// `bytes` of host memory that the GPUs of `resources` write by DMA (page-locked where a driver is
+// usable), for a result returned to Python. With GPUs and up to kPooledResultBytes it is a block
+// of the Resources' PinnedPool that goes back to the pool when the array is freed: page-locking
+// and unlocking a fresh buffer (cudaHostAlloc / cudaFreeHost) cost milliseconds per call, more
+// than the GPU takes for an orbital grid. Larger results, and results of CPU-only Resources
+// (nothing to page-lock), get memory of their own, freed with the array (the pool keeps what it
+// is given back for the life of the handle). Called with the GIL held.
+inline constexpr std::size_t kPooledResultBytes = std::size_t(256) << 20;
+ResultMemory result_memory(const Resources& resources, std::size_t bytes);
+
+// An uninitialised array of `n` T for a result that the caller fills completely (no zero fill:
+// page faults and writes happen once, in the filling threads). Called with the GIL held.
+template <class T>
+struct NewArray {
+  T* data = nullptr;
+  nb::capsule owner;
+};
+template <class T>
+NewArray<T> new_array(std::size_t n) {
+  T* data = new T[std::max<std::size_t>(n, 1)];
+  return {data, nb::capsule(data, [](void* p) noexcept { delete[] static_cast<T*>(p); })};
+}
+
+// A NumPy array over `data` of `shape`, kept alive by `owner`.
+template <class T>
+nb::ndarray<nb::numpy, T> numpy_array(T* data, std::initializer_list<std::size_t> shape, nb::capsule owner) {
+  return nb::ndarray<nb::numpy, T>(data, shape.size(), shape.begin(), owner);
+}
 
 // A NumPy array that owns `values` (moved to the heap; freed with the array).
 template <class T>

@@ -12,6 +12,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "common.hpp"
+#include "device_array.hpp"
 #include "molaccel/linalg.hpp"
 #ifdef MOLACCEL_HAVE_CUDA
 #include "linalg/backend.hpp"
@@ -48,6 +49,15 @@ void synchronize(const Container& c) {
 #ifdef MOLACCEL_HAVE_CUDA
   la::gpu::synchronize(c.data.where().device);
 #endif
+}
+
+DeviceView view_of(const Container& c) {
+  DeviceView v;
+  v.data = c.data.data();
+  v.device = c.data.where().on_gpu() ? c.data.where().device : -1;
+  v.dtype = c.data.type() == la::ValueType::f64 ? nb::dtype<double>() : nb::dtype<float>();
+  v.shape = {c.data.size()};
+  return v;
 }
 
 // A Python number in an expression is a host scalar passed by value (not a literal folded into
@@ -249,21 +259,25 @@ void bind_linalg_expressions(nb::module_& m) {
              }
              return nb::cast(to_numpy(std::move(v), {n}));
            })
-      // The memory as a DLPack-capable array (no copy), after the queued work is done; `owner`
-      // keeps the container alive while the view exists.
-      .def("view", [](nb::handle self) {
-        const Container& c = nb::cast<const Container&>(self);
+      // The memory handed out without a copy (device_array.hpp), after the queued work is done;
+      // `self` stays alive while a consumer's view exists.
+      .def(
+          "view",
+          [](nb::handle self, nb::handle stream) {
+            const Container& c = nb::cast<const Container&>(self);
+            {
+              nb::gil_scoped_release release;
+              synchronize(c);
+            }
+            return dlpack_array(self, view_of(c), stream);
+          },
+          nb::arg("stream").none() = nb::none())
+      .def("cuda_array_interface", [](const Container& c) {
         {
           nb::gil_scoped_release release;
           synchronize(c);
         }
-        const bool gpu = c.data.where().on_gpu();
-        std::size_t shape[1] = {c.data.size()};
-        const nb::dlpack::dtype dt =
-            c.data.type() == la::ValueType::f64 ? nb::dtype<double>() : nb::dtype<float>();
-        return nb::ndarray<>(c.data.data(), 1, shape, self, nullptr, dt,
-                             gpu ? nb::device::cuda::value : nb::device::cpu::value,
-                             gpu ? c.data.where().device : 0);
+        return cuda_array_interface(view_of(c));
       });
 
   nb::class_<SparseMatrix>(m, "SparseMatrix")

@@ -9,8 +9,14 @@
 #include <nanobind/stl/vector.h>
 
 #include "common.hpp"
+#include "device_array.hpp"
 #include "lingo/similarity_math.hpp"
 #include "molaccel/lingo.hpp"
+#ifdef MOLACCEL_HAVE_CUDA
+#include "lingo/cuda/cuda_backend.hpp"
+#include "lingo/encoding.hpp"
+#include "runtime/cuda/cuda_support.hpp"
+#endif
 
 namespace molaccel::python {
 namespace {
@@ -63,6 +69,19 @@ void check_compatible(const lg::MoleculeSet& a, const lg::MoleculeSet& b) {
                                  a.q, b.q));
 }
 
+// Hit fields into separate arrays (`query` may be null), in parallel: memory-bound, and the
+// arrays' pages are first touched here.
+void split_hits(const std::vector<lg::Hit>& hits, int threads, std::uint32_t* query, std::uint32_t* target,
+                float* similarity) {
+  parallel_for(hits.size(), threads, 1 << 18, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) {
+      if (query) query[i] = hits[i].query;
+      target[i] = hits[i].target;
+      similarity[i] = hits[i].similarity;
+    }
+  });
+}
+
 nb::tuple search(const lg::MoleculeSet& queries, const lg::MoleculeSet& db, std::size_t k,
                  const std::string& metric, const std::string& backend, const std::string& device,
                  int threads, bool progress) {
@@ -71,21 +90,23 @@ nb::tuple search(const lg::MoleculeSet& queries, const lg::MoleculeSet& db, std:
   const auto options = compute_options(metric, backend);
   const Resources resources = resources_for(device, threads, progress);
   const std::size_t per_query = std::min(k, db.size());
-  std::vector<std::uint32_t> indices;
-  std::vector<float> similarities;
+  const std::size_t n = queries.size() * per_query;
+  auto indices = new_array<std::uint32_t>(n);
+  auto similarities = new_array<float>(n);
   lg::RunInfo info;
   {
-    nb::gil_scoped_release release;  // the split into two arrays too: 36.7 M hits for 367k x top-100
+    // The hits split into the two arrays on the call's threads, straight into the arrays' memory
+    // (memory-bound: 36.7 M hits for 367k x top-100).
+    nb::gil_scoped_release release;
     const std::vector<lg::Hit> hits = lg::search(resources, queries, db, k, options, &info);
-    indices.resize(hits.size());
-    similarities.resize(hits.size());
-    for (std::size_t i = 0; i < hits.size(); ++i) {
-      indices[i] = hits[i].target;
-      similarities[i] = hits[i].similarity;
-    }
+    if (hits.size() != n)
+      throw Error(fmt::format("lingo search returned {} hits, {} expected", hits.size(), n));
+    split_hits(hits, threads, nullptr, indices.data, similarities.data);
   }
-  return nb::make_tuple(to_numpy(std::move(indices), {queries.size(), per_query}),
-                        to_numpy(std::move(similarities), {queries.size(), per_query}), run_info(info));
+  return nb::make_tuple(
+      numpy_array(indices.data, {queries.size(), per_query}, std::move(indices.owner)),
+      numpy_array(similarities.data, {queries.size(), per_query}, std::move(similarities.owner)),
+      run_info(info));
 }
 
 // fp32 lands straight in memory GPUs can write by DMA (page-locked where a driver is usable);
@@ -100,47 +121,98 @@ nb::tuple matrix(const lg::MoleculeSet& queries, const lg::MoleculeSet* db, cons
   const std::size_t rows = queries.size(), cols = db ? db->size() : queries.size();
   const std::size_t n = rows * cols;
   std::size_t shape[2] = {rows, cols};
-  auto* buffer = new HostBuffer(allocate_host_buffer(std::max<std::size_t>(n, 1) * sizeof(float)));
-  nb::capsule owner(buffer, [](void* p) noexcept { delete static_cast<HostBuffer*>(p); });
-  auto* values = reinterpret_cast<float*>(buffer->data.get());
+  ResultMemory memory = result_memory(resources, n * sizeof(float));
+  auto* values = reinterpret_cast<float*>(memory.data);
   lg::RunInfo info;
   {
     nb::gil_scoped_release release;
     lg::similarity_matrix(resources, queries, db, values, options, &info);
   }
   if (type == lg::OutputType::fp32)
-    return nb::make_tuple(nb::ndarray<nb::numpy, float>(values, 2, shape, owner), run_info(info));
-  if (type == lg::OutputType::fp16) {
-    std::vector<std::uint16_t> half(n);
-    {
-      nb::gil_scoped_release release;
-      parallel_for(n, threads, 1 << 16, [&](std::size_t b, std::size_t e) {
-        for (std::size_t i = b; i < e; ++i) half[i] = lg::detail::float_to_half_bits(values[i]);
-      });
-    }
-    return nb::make_tuple(to_numpy(std::move(half), {rows, cols}), run_info(info));  // viewed as float16
-  }
-  std::vector<std::uint8_t> bytes(n);
-  {
+    return nb::make_tuple(nb::ndarray<nb::numpy, float>(values, 2, shape, memory.owner), run_info(info));
+  // fp16 and u8: converted on the call's threads into the array returned (the fp32 values go back
+  // to the pool when this returns).
+  const auto convert = [&](auto* out, auto&& element) {
     nb::gil_scoped_release release;
     parallel_for(n, threads, 1 << 16, [&](std::size_t b, std::size_t e) {
-      for (std::size_t i = b; i < e; ++i) bytes[i] = lg::detail::similarity_to_u8(values[i]);
+      for (std::size_t i = b; i < e; ++i) out[i] = element(values[i]);
     });
+  };
+  if (type == lg::OutputType::fp16) {
+    auto half = new_array<std::uint16_t>(n);  // viewed as float16 by lingo.py
+    convert(half.data, [](float v) { return lg::detail::float_to_half_bits(v); });
+    return nb::make_tuple(numpy_array(half.data, {rows, cols}, std::move(half.owner)), run_info(info));
   }
-  return nb::make_tuple(to_numpy(std::move(bytes), {rows, cols}), run_info(info));
+  auto bytes = new_array<std::uint8_t>(n);
+  convert(bytes.data, [](float v) { return lg::detail::similarity_to_u8(v); });
+  return nb::make_tuple(numpy_array(bytes.data, {rows, cols}, std::move(bytes.owner)), run_info(info));
 }
 
-nb::tuple hits_columns(std::vector<lg::Hit>&& hits) {
-  std::vector<std::uint32_t> query(hits.size()), target(hits.size());
-  std::vector<float> similarity(hits.size());
-  for (std::size_t i = 0; i < hits.size(); ++i) {
-    query[i] = hits[i].query;
-    target[i] = hits[i].target;
-    similarity[i] = hits[i].similarity;
+// The fp32 matrix left in device memory (device_output=True), on the first GPU of the call's
+// Resources: the engine's GpuJob::on_device computes it in passes there (the whole matrix in one
+// pass when it fits in a quarter of the free memory), and each pass is copied device-to-device
+// into the array returned. Complete when this returns (device_array.hpp: streams).
+nb::tuple matrix_on_device(const lg::MoleculeSet& queries, const lg::MoleculeSet* db,
+                           const std::string& metric, const std::string& backend, const std::string& device,
+                           int threads) {
+  if (db) check_compatible(queries, *db);
+  const lg::Metric m = lg::parse_metric(metric);
+  if (backend != "auto" && backend != "cuda")
+    throw InputError(
+        "backend", 0,
+        fmt::format("device_output=True runs the cuda backend (backend 'auto' or 'cuda', got '{}')",
+                    backend));
+  const Resources resources = resources_for(device, threads, false);
+  const int gpu = output_device(resources);
+  const std::size_t rows = queries.size(), cols = db ? db->size() : queries.size();
+  lg::RunInfo info;
+  DeviceArray out;
+  {
+    nb::gil_scoped_release release;
+    const double start = now_seconds();
+    out = new_device_array(gpu, nb::dtype<float>(), {rows, cols});
+#ifdef MOLACCEL_HAVE_CUDA
+    if (rows > 0 && cols > 0) {
+      const lg::detail::Encoding encoding = lg::detail::encode(queries, db, resources.cpu_threads());
+      const lg::cuda_backend::GpuJob job(encoding, m);
+      info.prepare_seconds = now_seconds() - start;
+      cuda::DeviceGuard guard(gpu);
+      WorkerInfo worker;
+      worker.kind = WorkerInfo::Kind::gpu;
+      worker.device = gpu;
+      WorkerContext ctx(worker, nullptr, &resources.pinned_pool());
+      auto* values = static_cast<float*>(out.view.data);
+      job.on_device(ctx, {0, rows, 0, cols},
+                    [&](std::size_t row, std::size_t n, const float* sims, void* stream) {
+                      const auto s = static_cast<cudaStream_t>(stream);
+                      MOLACCEL_CUDA_TRY(cudaMemcpyAsync(values + row * cols, sims, n * cols * sizeof(float),
+                                                        cudaMemcpyDeviceToDevice, s));
+                      MOLACCEL_CUDA_TRY(cudaStreamSynchronize(s));  // `sims` is valid only during the call
+                    });
+    }
+#else
+    (void)m;
+#endif
+    info.backend = fmt::format("cuda:{}", gpu);
+    info.pairs = rows * cols;
+    info.seconds = now_seconds() - start;
   }
+  return nb::make_tuple(std::move(out), run_info(info));
+}
+
+// The hits' columns as three arrays (one pass over the hits, on the call's threads).
+nb::tuple hits_columns(const std::vector<lg::Hit>& hits, int threads) {
   const std::size_t n = hits.size();
-  return nb::make_tuple(to_numpy(std::move(query), {n}), to_numpy(std::move(target), {n}),
-                        to_numpy(std::move(similarity), {n}));
+  auto query = new_array<std::uint32_t>(n);
+  auto target = new_array<std::uint32_t>(n);
+  auto similarity = new_array<float>(n);
+  {
+    nb::gil_scoped_release release;
+    split_hits(hits, threads, query.data, target.data, similarity.data);
+  }
+  return nb::make_tuple(numpy_array(query.data, {n}, std::move(query.owner)),
+                        numpy_array(target.data, {n}, std::move(target.owner)),
+                        numpy_array(similarity.data, {n}, std::move(similarity.owner)));
 }
 
 void check_threshold(float threshold) {
@@ -194,6 +266,8 @@ void bind_lingo(nb::module_& m) {
     return nb::make_tuple(std::move(set), d);
   });
   m.def("search", &search);
+  m.def("matrix_on_device", &matrix_on_device, nb::arg("queries"), nb::arg("db").none(), nb::arg("metric"),
+        nb::arg("backend"), nb::arg("device"), nb::arg("threads"));
   m.def("matrix", &matrix, nb::arg("queries"), nb::arg("db").none(), nb::arg("output_type"),
         nb::arg("metric"), nb::arg("backend"), nb::arg("device"), nb::arg("threads"), nb::arg("progress"));
   m.def("neighbors", [](const lg::MoleculeSet& db, float threshold, const std::string& metric,
@@ -207,7 +281,7 @@ void bind_lingo(nb::module_& m) {
       nb::gil_scoped_release release;
       hits = lg::neighbors(resources, db, threshold, options, &info);
     }
-    return nb::make_tuple(hits_columns(std::move(hits)), run_info(info));
+    return nb::make_tuple(hits_columns(hits, threads), run_info(info));
   });
   m.def("cluster", [](const lg::MoleculeSet& db, float threshold, const std::string& metric,
                       const std::string& backend, const std::string& device, int threads, bool progress) {

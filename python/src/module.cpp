@@ -1,6 +1,7 @@
 // molaccel._core: the nanobind extension behind the molaccel Python package. The pure-Python
 // modules (python/molaccel/*.py) turn Python inputs into the arguments bound here and write the
 // docstrings users read.
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -9,6 +10,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "common.hpp"
+#include "device_array.hpp"
 
 namespace molaccel::python {
 
@@ -44,10 +46,26 @@ Resources resources_for(const std::string& device, int threads, bool progress) {
   return created;
 }
 
+ResultMemory result_memory(const Resources& resources, std::size_t bytes) {
+  bytes = std::max<std::size_t>(bytes, 1);
+  ResultMemory out;
+  if (resources.uses_gpu() && bytes <= kPooledResultBytes) {
+    auto* block = new PinnedBlock(resources.pinned_pool().take(bytes));
+    out.data = block->data();
+    out.owner = nb::capsule(block, [](void* p) noexcept { delete static_cast<PinnedBlock*>(p); });
+  } else {
+    auto* buffer = new HostBuffer(allocate_host_buffer(bytes));
+    out.data = buffer->data.get();
+    out.owner = nb::capsule(buffer, [](void* p) noexcept { delete static_cast<HostBuffer*>(p); });
+  }
+  return out;
+}
+
 // Called from Python's atexit: the worker pools stop (and free their GPU state) while the CUDA
 // runtime is still up, not in a static destructor after it has been torn down.
 void release_resources() {
   nb::gil_scoped_release release;
+  release_kept_gpu_workers();
   std::map<std::tuple<std::string, int, bool>, Resources> handles;
   {
     std::lock_guard lock(kept_resources().mutex);
@@ -56,6 +74,23 @@ void release_resources() {
 }
 
 namespace {
+
+nb::list engines() {
+  nb::list list;
+#ifndef MOLACCEL_PYTHON_NO_LINGO
+  list.append("lingo");
+#endif
+#ifndef MOLACCEL_PYTHON_NO_ALIGN
+  list.append("align");
+#endif
+#ifndef MOLACCEL_PYTHON_NO_ORBITAL
+  list.append("orbital");
+#endif
+#ifndef MOLACCEL_PYTHON_NO_LINALG
+  list.append("linalg");
+#endif
+  return list;
+}
 
 nb::dict info() {
   const BuildInfo& build = build_info();
@@ -91,20 +126,7 @@ nb::dict info() {
   d["gpus"] = gpus;
   d["gpu_absence_reason"] = list.empty() ? gpu_absence_reason() : std::string();
   d["nvrtc"] = nvrtc_available() ? nvrtc_version() : 0;
-  nb::list engines;
-#ifndef MOLACCEL_PYTHON_NO_LINGO
-  engines.append("lingo");
-#endif
-#ifndef MOLACCEL_PYTHON_NO_ALIGN
-  engines.append("align");
-#endif
-#ifndef MOLACCEL_PYTHON_NO_ORBITAL
-  engines.append("orbital");
-#endif
-#ifndef MOLACCEL_PYTHON_NO_LINALG
-  engines.append("linalg");
-#endif
-  d["engines"] = engines;
+  d["engines"] = engines();
   return d;
 }
 
@@ -115,7 +137,11 @@ NB_MODULE(_core, m) {
   using namespace molaccel::python;
   m.doc() = "molaccel's compiled core; use the molaccel package, not this module.";
   register_errors(m);
+  bind_device_array(m);
   m.def("info", &info);
+  // What the package needs at import: no driver query (info() creates a context on every GPU).
+  m.def("version", [] { return std::string(molaccel::build_info().version); });
+  m.def("engines", &engines);
   m.def("resources_describe", [](const std::string& device, int threads) {
     return resources_for(device, threads, false).describe();
   });

@@ -9,7 +9,15 @@
 #include <nanobind/stl/vector.h>
 
 #include "common.hpp"
+#include "device_array.hpp"
 #include "molaccel/orbital.hpp"
+#include "orbital/packed_basis.hpp"
+#ifdef MOLACCEL_HAVE_CUDA
+#include "orbital/cuda/orbital_cuda.hpp"
+#include "orbital/evaluate_on_pool.hpp"
+#include "orbital/tuning.hpp"
+#include "runtime/cuda/cuda_support.hpp"
+#endif
 
 namespace molaccel::python {
 namespace {
@@ -37,18 +45,86 @@ orb::EvaluateOptions evaluate_options(const std::string& backend, double screeni
 
 // Values of `fields` fields on `grid` into a new array of shape (fields, nx, ny, nz).
 template <class Evaluate>
-nb::tuple evaluate(const orb::GridSpec& grid, std::size_t fields, Evaluate&& fn) {
+nb::tuple evaluate(const Resources& resources, const orb::GridSpec& grid, std::size_t fields, Evaluate&& fn) {
   const std::size_t n = grid.point_count() * fields;
-  auto* buffer = new HostBuffer(allocate_host_buffer(std::max<std::size_t>(n, 1) * sizeof(float)));
-  nb::capsule owner(buffer, [](void* p) noexcept { delete static_cast<HostBuffer*>(p); });
-  auto* values = reinterpret_cast<float*>(buffer->data.get());
+  ResultMemory memory = result_memory(resources, n * sizeof(float));
+  auto* values = reinterpret_cast<float*>(memory.data);
   orb::EvaluationInfo info;
   {
     nb::gil_scoped_release release;
     fn(values, n, info);
   }
   std::size_t shape[4] = {fields, grid.counts[0], grid.counts[1], grid.counts[2]};
-  return nb::make_tuple(nb::ndarray<nb::numpy, float>(values, 4, shape, owner), info.backend, info.seconds);
+  return nb::make_tuple(nb::ndarray<nb::numpy, float>(values, 4, shape, memory.owner), info.backend,
+                        info.seconds);
+}
+
+orb::DensityKind parse_density(const std::string& kind) {
+  for (auto k :
+       {orb::DensityKind::total, orb::DensityKind::spin, orb::DensityKind::alpha, orb::DensityKind::beta})
+    if (kind == orb::to_string(k)) return k;
+  throw InputError("density", 0, fmt::format("unknown density '{}' (total, spin, alpha, beta)", kind));
+}
+
+// The grid left in device memory (device_output=True), on the first GPU of the call's Resources:
+// orbital values of `refs` (shape (fields, nx, ny, nz); (nx, ny, nz) for one), or the density
+// sum_i weights[i] |refs[i]|^2 (one field), written by the engine's
+// cuda_backend::evaluate_on_device into the array returned. The packed basis and coefficients
+// come from the engine's request cache and the device state (uploads, JIT program) is kept per
+// GPU from call to call, as the host path's GPU workers keep theirs. Complete when this returns
+// (device_array.hpp: streams).
+nb::tuple evaluate_on_device(const Resources& resources, const orb::Wavefunction& w,
+                             const orb::GridSpec& grid, const std::vector<orb::OrbitalRef>& refs,
+                             const std::vector<float>& weights, bool density,
+                             const orb::EvaluateOptions& options) {
+  const int gpu = output_device(resources);
+  orb::Backend backend = options.backend;
+  if (backend == orb::Backend::automatic) backend = orb::Backend::cuda_jit;
+  if (backend != orb::Backend::cuda_jit && backend != orb::Backend::cuda_generic)
+    throw InputError(
+        "backend", 0,
+        fmt::format("device_output=True runs a CUDA backend (auto, cuda-jit or cuda-generic; got {})",
+                    orb::to_string(backend)));
+  if (grid.point_count() == 0) throw InputError("grid", 0, "the grid has no points");
+  const std::size_t fields = density ? 1 : refs.size();
+  DeviceArray out;
+  double seconds = 0;
+  {
+    nb::gil_scoped_release release;
+    const double start = now_seconds();
+    std::vector<std::size_t> shape{grid.counts[0], grid.counts[1], grid.counts[2]};  // one field: 3-D
+    if (fields > 1) shape.insert(shape.begin(), fields);
+    out = new_device_array(gpu, nb::dtype<float>(), std::move(shape));
+#ifdef MOLACCEL_HAVE_CUDA
+    if (refs.empty()) {  // a density of no orbitals (e.g. beta of a closed shell read as restricted)
+      cuda::DeviceGuard guard(gpu);
+      MOLACCEL_CUDA_TRY(cudaMemset(out.view.data, 0, out.elements() * sizeof(float)));
+    } else {
+      const orb::detail::PreparedRequest prepared =
+          orb::detail::prepare_request(w, options.screening_tolerance, refs);
+      orb::cuda_backend::GpuJob job;
+      job.basis = prepared.basis.get();
+      job.coefficients = prepared.coefficients->data();
+      job.orbitals = refs.size();
+      job.weights = density ? weights.data() : nullptr;
+      job.grid = &grid;
+      job.jit = backend == orb::Backend::cuda_jit;
+      job.basis_id = prepared.basis_id;
+      job.coefficients_id = prepared.coefficients_id;
+      job.tuning = orb::detail::tuning_for(gpu, {refs.size(), density});
+      orb::cuda_backend::precompile(job, gpu);  // once per basis and GPU
+      with_kept_gpu_worker(gpu, resources, [&](WorkerContext& ctx) {
+        void* stream = orb::cuda_backend::evaluate_on_device(ctx, job, static_cast<float*>(out.view.data));
+        MOLACCEL_CUDA_TRY(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+      });
+    }
+#else
+    (void)w;
+    (void)weights;
+#endif
+    seconds = now_seconds() - start;
+  }
+  return nb::make_tuple(std::move(out), std::string(orb::to_string(backend)), seconds);
 }
 
 }  // namespace
@@ -141,33 +217,30 @@ void bind_orbital(nb::module_& m) {
 
   m.def("evaluate_orbitals", [](const orb::Wavefunction& w, const orb::GridSpec& grid,
                                 const std::vector<std::string>& names, const std::string& backend,
-                                double screening, const std::string& device, int threads, bool progress) {
+                                double screening, const std::string& device, int threads, bool progress,
+                                bool device_output) {
     std::vector<orb::OrbitalRef> refs;
     for (const auto& name : names) refs.push_back(orb::parse_orbital(name, w));
     if (refs.empty())
       throw InputError("orbitals", 0, "give at least one orbital (homo, lumo, homo-1, 12, ...)");
     const auto options = evaluate_options(backend, screening);
     const Resources resources = resources_for(device, threads, progress);
-    return evaluate(grid, refs.size(), [&](float* out, std::size_t n, orb::EvaluationInfo& info) {
+    if (device_output) return evaluate_on_device(resources, w, grid, refs, {}, false, options);
+    return evaluate(resources, grid, refs.size(), [&](float* out, std::size_t n, orb::EvaluationInfo& info) {
       orb::evaluate_orbitals_into(resources, w, grid, refs, out, n, options, &info);
     });
   });
   m.def("evaluate_density", [](const orb::Wavefunction& w, const orb::GridSpec& grid, const std::string& kind,
                                const std::string& backend, double screening, const std::string& device,
-                               int threads, bool progress) {
-    orb::DensityKind density = orb::DensityKind::total;
-    bool known = false;
-    for (auto k :
-         {orb::DensityKind::total, orb::DensityKind::spin, orb::DensityKind::alpha, orb::DensityKind::beta})
-      if (kind == orb::to_string(k)) {
-        density = k;
-        known = true;
-      }
-    if (!known)
-      throw InputError("density", 0, fmt::format("unknown density '{}' (total, spin, alpha, beta)", kind));
+                               int threads, bool progress, bool device_output) {
+    const orb::DensityKind density = parse_density(kind);
     const auto options = evaluate_options(backend, screening);
     const Resources resources = resources_for(device, threads, progress);
-    return evaluate(grid, 1, [&](float* out, std::size_t n, orb::EvaluationInfo& info) {
+    if (device_output) {
+      const orb::detail::DensityTerms terms = orb::detail::density_terms(w, density);
+      return evaluate_on_device(resources, w, grid, terms.orbitals, terms.weights, true, options);
+    }
+    return evaluate(resources, grid, 1, [&](float* out, std::size_t n, orb::EvaluationInfo& info) {
       orb::evaluate_density_into(resources, w, grid, density, out, n, options, &info);
     });
   });

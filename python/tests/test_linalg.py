@@ -134,6 +134,8 @@ def test_containers_exchange_memory_without_copies():
     assert y.device == "cpu" and y.__dlpack_device__() == (1, 0)
     with pytest.raises(AttributeError):
         y.__cuda_array_interface__
+    with pytest.raises(BufferError):  # DLPack: host memory takes no stream
+        y.__dlpack__(stream=1)
 
 
 def test_expression_errors():

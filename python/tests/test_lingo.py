@@ -152,3 +152,31 @@ def test_csv_database_with_smiles_given_as_data(tmp_path):
     idx, sim = lingo.search(["CCNCC"], csv, k=1, smiles_column="smiles", device="cpu")
     assert idx.tolist() == [[1]] and sim.tolist() == [[1.0]]
     assert lingo.molecules(csv, smiles_column=2).names == ["a", "b"]
+
+
+def test_results_are_contiguous_arrays_of_their_own():
+    db = lingo.molecules(DATA / "lingo" / "demo4096.smi")
+    idx, sim = lingo.search(db, db, k=7, device="cpu")
+    for a in (idx, sim):
+        assert a.flags.c_contiguous and a.flags.writeable and a.shape == (len(db), 7)
+    assert not np.shares_memory(idx, sim)
+    assert idx.dtype == np.uint32 and sim.dtype == np.float32
+    # Every hit as the matrix has it (the split into two arrays keeps the pairs together).
+    m = lingo.matrix(db, device="cpu")
+    rows = np.arange(len(db))[:, None]
+    assert np.array_equal(sim, m[rows, idx])
+    again = lingo.matrix(db, device="cpu")
+    assert not np.shares_memory(m, again) and np.array_equal(m, again)
+
+
+def test_device_output_needs_a_gpu():
+    if molaccel.info()["gpus"]:
+        pytest.skip("this machine has a GPU (test_gpu.py covers device_output)")
+    for device in ("auto", "cpu"):
+        with pytest.raises((molaccel.DeviceUnavailable, molaccel.NotCompiled)) as e:
+            lingo.matrix(["CCO", "CCN"], device=device, device_output=True)
+    assert isinstance(e.value, RuntimeError) and "device_output=True" in str(e.value)
+    with pytest.raises(ValueError):
+        lingo.matrix(["CCO"], device_output=True, output_type="u8")
+    with pytest.raises(TypeError):
+        lingo.matrix(["CCO"], device_output="yes")

@@ -105,3 +105,30 @@ def test_threads_calling_in_parallel_get_the_same_results():
     results = run_in_threads(lambda i: orbital.grid(wfn, "homo", spacing=0.25, device="cpu", threads=1 + i % 2).values, 4)
     for r in results:
         assert np.array_equal(r, want)
+
+
+def test_results_alive_together_never_share_memory(device="cpu"):
+    # With a GPU, result memory is reused from a pool once an array is freed; arrays alive at the
+    # same time must each keep their own (test_gpu.py runs this on the GPU).
+    wfn = orbital.read(WATER)
+    grids = [orbital.grid(wfn, "homo", spacing=0.3, device=device) for _ in range(3)]
+    grids.append(orbital.density(wfn, spacing=0.3, device=device))
+    for i, a in enumerate(grids):
+        assert a.values.flags.c_contiguous and a.values.flags.writeable
+        for b in grids[i + 1:]:
+            assert not np.shares_memory(a.values, b.values)
+    assert all(np.array_equal(grids[0].values, g.values) for g in grids[1:3])
+    first = grids[0].values.copy()
+    del grids
+    again = orbital.grid(wfn, "homo", spacing=0.3, device=device)  # may reuse a freed block
+    assert np.array_equal(again.values, first)
+
+
+def test_device_output_needs_a_gpu():
+    if molaccel.info()["gpus"]:
+        pytest.skip("this machine has a GPU (test_gpu.py covers device_output)")
+    wfn = orbital.read(WATER)
+    for call in (orbital.grid, orbital.density):
+        with pytest.raises((molaccel.DeviceUnavailable, molaccel.NotCompiled)) as e:
+            call(wfn, spacing=0.3, device_output=True)
+        assert isinstance(e.value, RuntimeError) and "device_output=True" in str(e.value)

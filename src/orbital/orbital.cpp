@@ -542,6 +542,12 @@ void evaluate_density_tuned(const Resources& resources, const Wavefunction& wfn,
   density_into(target_of(resources), wfn, grid, kind, out, size, options, info, &tuning);
 }
 
+PreparedRequest prepare_request(const Wavefunction& wfn, double screening_tolerance,
+                                const std::vector<OrbitalRef>& orbitals) {
+  const RequestCache::Prepared p = RequestCache::instance().get(wfn, screening_tolerance, orbitals);
+  return {p.basis, p.coefficients, p.basis_id, p.coefficients_id};
+}
+
 }  // namespace detail
 
 }  // namespace molaccel::orbital
