@@ -20,7 +20,8 @@ def fail(message):
     sys.exit(1)
 
 
-def read_png(path):
+def decode_png(path, colour_types=(6,)):
+    """(width, height, channels, rows): 8-bit PNG of colour type 6 (RGBA) or 2 (RGB) when allowed."""
     data = open(path, "rb").read()
     if data[:8] != b"\x89PNG\r\n\x1a\n":
         fail("%s: not a PNG signature" % path)
@@ -39,22 +40,24 @@ def read_png(path):
             break
         offset += 12 + length
     if header is None:
-        fail("no IHDR")
+        fail("%s: no IHDR" % path)
     width, height, depth, colour, _, _, interlace = header
-    if depth != 8 or colour != 6 or interlace != 0:
-        fail("expected 8-bit RGBA without interlacing, got depth %d colour %d interlace %d" % (depth, colour, interlace))
+    if depth != 8 or colour not in colour_types or interlace != 0:
+        fail("%s: expected 8-bit colour type %s without interlacing, got depth %d colour %d interlace %d" %
+             (path, "/".join(map(str, colour_types)), depth, colour, interlace))
+    channels = 4 if colour == 6 else 3
     raw = zlib.decompress(idat)
-    stride = width * 4
+    stride = width * channels
     if len(raw) != height * (stride + 1):
-        fail("decoded %d bytes, expected %d" % (len(raw), height * (stride + 1)))
+        fail("%s: decoded %d bytes, expected %d" % (path, len(raw), height * (stride + 1)))
     rows, previous = [], bytearray(stride)
     for y in range(height):
         kind = raw[y * (stride + 1)]
         line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
         for x in range(stride):
-            a = line[x - 4] if x >= 4 else 0
+            a = line[x - channels] if x >= channels else 0
             b = previous[x]
-            c = previous[x - 4] if x >= 4 else 0
+            c = previous[x - channels] if x >= channels else 0
             if kind == 1:
                 line[x] = (line[x] + a) & 255
             elif kind == 2:
@@ -66,9 +69,15 @@ def read_png(path):
                 pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
                 line[x] = (line[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
             elif kind != 0:
-                fail("unknown filter %d" % kind)
+                fail("%s: unknown filter %d" % (path, kind))
         rows.append(line)
         previous = line
+    return width, height, channels, rows
+
+
+def read_png(path):
+    """(width, height, rows of RGBA bytes) of an 8-bit RGBA PNG."""
+    width, height, _, rows = decode_png(path)
     return width, height, rows
 
 

@@ -3,7 +3,7 @@
 
     test_html_viewer_screenshot.py SHOT.png WIDTH HEIGHT [--reference REF.png]
 
-Reads the PNG (8-bit RGB or RGBA, not interlaced, the five filters), then checks: the size; the
+Reads the PNG with check_png's reader (8-bit RGB or RGBA), then checks: the size; the
 background (white, as the page's default) on the four corners; in the middle of the picture
 (the central half in each direction) both phase colours, blue-dominant pixels of the +iso lobe
 and red-dominant pixels of the -iso lobe, each at least 2% of that region. With --reference (the
@@ -12,9 +12,11 @@ same (background, blue, red, other) on at least 95% of its pixels: the page's ca
 colours are the renderer's, and the two differ only along edges (another rasteriser and
 antialiasing) and by float shading.
 """
-import struct
+import os
 import sys
-import zlib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_png  # noqa: E402  (the independent PNG reader beside this script)
 
 
 def fail(message):
@@ -23,54 +25,9 @@ def fail(message):
 
 
 def read_png(path):
-    data = open(path, "rb").read()
-    if data[:8] != b"\x89PNG\r\n\x1a\n":
-        fail("%s: not a PNG file" % path)
-    offset, idat, header = 8, b"", None
-    while offset < len(data):
-        length, kind = struct.unpack_from(">I4s", data, offset)
-        body = data[offset + 8:offset + 8 + length]
-        if kind == b"IHDR":
-            header = struct.unpack(">IIBBBBB", body)
-        elif kind == b"IDAT":
-            idat += body
-        elif kind == b"IEND":
-            break
-        offset += 12 + length
-    if header is None:
-        fail("%s: no IHDR chunk" % path)
-    width, height, depth, colour, _, _, interlace = header
-    if depth != 8 or colour not in (2, 6) or interlace != 0:
-        fail("%s: expected 8-bit RGB or RGBA, not interlaced (depth %d, colour type %d, interlace %d)" %
-             (path, depth, colour, interlace))
-    channels = 3 if colour == 2 else 4
-    stride = width * channels
-    raw = zlib.decompress(idat)
-    if len(raw) != height * (stride + 1):
-        fail("%s: %d bytes of pixel data, expected %d" % (path, len(raw), height * (stride + 1)))
-    pixels, previous = [], bytearray(stride)
-    for y in range(height):
-        start = y * (stride + 1)
-        kind, line = raw[start], bytearray(raw[start + 1:start + 1 + stride])
-        for x in range(stride):
-            left = line[x - channels] if x >= channels else 0
-            up = previous[x]
-            corner = previous[x - channels] if x >= channels else 0
-            if kind == 1:
-                line[x] = (line[x] + left) & 255
-            elif kind == 2:
-                line[x] = (line[x] + up) & 255
-            elif kind == 3:
-                line[x] = (line[x] + (left + up) // 2) & 255
-            elif kind == 4:
-                p = left + up - corner
-                pa, pb, pc = abs(p - left), abs(p - up), abs(p - corner)
-                line[x] = (line[x] + (left if pa <= pb and pa <= pc else up if pb <= pc else corner)) & 255
-            elif kind != 0:
-                fail("%s: unknown filter %d" % (path, kind))
-        pixels.append([tuple(line[x * channels:x * channels + 3]) for x in range(width)])
-        previous = line
-    return width, height, pixels
+    """(width, height, rows of (r, g, b)) through check_png's reader, RGB or RGBA."""
+    width, height, channels, rows = check_png.decode_png(path, colour_types=(2, 6))
+    return width, height, [[tuple(row[x * channels:x * channels + 3]) for x in range(width)] for row in rows]
 
 
 def classify(rgb):
