@@ -483,7 +483,8 @@ void trace_message(std::string_view engine, std::string_view message);
 void set_progress_enabled(bool enabled);
 bool progress_enabled();
 
-// A progress bar on stderr; draws only when stderr is a terminal and progress is enabled.
+// A progress bar on stderr (done/total, elapsed time and the estimated time left); draws only when
+// stderr is a terminal and progress is enabled, and only once the task has run half a second.
 // Thread-safe; redraws at most ~10 times a second.
 class ProgressBar {
  public:

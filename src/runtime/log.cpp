@@ -64,15 +64,19 @@ bool progress_enabled() {
 }
 
 struct ProgressBar::Impl {
+  static constexpr double kFirstDraw = 0.5;  // seconds
   std::string title, unit;
   std::size_t total = 0, done = 0;
   double start = 0, last_draw = 0;
-  bool active = false, finished = false;
+  bool active = false, finished = false, drawn = false;
   std::mutex mutex;
 
+  // Nothing is drawn during the first half second (a stage that short needs no bar), then at
+  // most ten times a second; the final line only for a bar that was drawn.
   void draw(bool final_draw) {
     const double now = now_seconds();
-    if (!final_draw && now - last_draw < 0.1) return;
+    if (final_draw ? !drawn : now - start < kFirstDraw || now - last_draw < 0.1) return;
+    drawn = true;
     last_draw = now;
     const double frac = total ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
     constexpr int width = 30;

@@ -79,6 +79,7 @@ void write_blocks_in_order(std::FILE* f, const std::string& display, std::size_t
   std::vector<bool> ready(window, false);
   std::size_t written = 0;
   bool writing = false, failed = false;
+  ProgressBar bar("write " + std::filesystem::path(display).filename().string(), n_blocks, "blocks");
 
   auto write_ready_blocks = [&] {  // called by the thread that holds the writer role
     for (;;) {
@@ -96,6 +97,7 @@ void write_blocks_in_order(std::FILE* f, const std::string& display, std::size_t
         throw Error(fmt::format("{}: write failed (disk full?)", display), __FILE__, __LINE__);
       std::lock_guard lock(mutex);
       ++written;
+      bar.set(written);
       slot_freed.notify_all();
     }
   };
