@@ -10,7 +10,7 @@
 // totals; the host reads the totals once (the only synchronisation), and grows the buffers and
 // emits again only when a surface outgrew them (the first frames). The meshes stay in device
 // memory (DeviceMesh) for the GPU renderer; download() copies one to the host. The cell tables are
-// the CPU path's, in constant memory; vertex arithmetic is the shared surface_math.hpp (compiled
+// the CPU path's, in device memory; vertex arithmetic is the shared surface_math.hpp (compiled
 // with --fmad=false), so the mesh equals the CPU one bit for bit.
 #include <cub/device/device_scan.cuh>
 
@@ -23,8 +23,17 @@ namespace {
 
 using detail::GridGeometry;
 
-__constant__ std::uint8_t c_triangle_count[256];
-__constant__ std::uint8_t c_triangle_edges[256][detail::kMaxCellTriangles * 3];
+// In global memory, read through the read-only cache: neighbouring threads look up different
+// cases (constant memory would serialise them).
+__device__ std::uint8_t d_triangle_count[256];
+__device__ std::uint8_t d_triangle_edges[256][detail::kMaxCellTriangles * 3];
+
+__device__ int triangle_count(unsigned cell) {
+  return __ldg(&d_triangle_count[cell]);
+}
+__device__ int triangle_edge(unsigned cell, int i) {
+  return __ldg(&d_triangle_edges[cell][i]);
+}
 
 constexpr int kBlock = 256;
 
@@ -106,7 +115,7 @@ __global__ void classify(Levels levels, const float* values, Codes* codes, Count
       code.cell[l] = static_cast<std::uint8_t>(cell);
       code.mask[l] = static_cast<std::uint8_t>(mask);
       count.vertices[l] = static_cast<std::uint32_t>(__popc(mask));
-      count.triangles[l] = present == 0xffu ? c_triangle_count[cell] : 0u;
+      count.triangles[l] = present == 0xffu ? static_cast<std::uint32_t>(triangle_count(cell)) : 0u;
     }
     codes[p] = code;
     counts[p] = count;
@@ -121,8 +130,10 @@ __global__ void emit(Levels levels, const float* values, const Codes* codes, con
        p += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     if (p == points - 1) *totals = AddCounts()(bases[p], counts[p]);
     const Codes code = codes[p];
+    // A cell with corners on both sides has a triangle (the tetrahedra hold every cube edge).
     bool any = false;
-    for (int l = 0; l < levels.count; ++l) any |= code.mask[l] != 0 || c_triangle_count[code.cell[l]] != 0;
+    for (int l = 0; l < levels.count; ++l)
+      any |= code.mask[l] != 0 || (code.cell[l] != 0 && code.cell[l] != 0xff);
     if (!any) continue;
     std::int64_t i, j, k;
     point_of(g, static_cast<std::uint32_t>(p), i, j, k);
@@ -145,13 +156,13 @@ __global__ void emit(Levels levels, const float* values, const Codes* codes, con
       // Triangles of the cell whose lowest corner this point is.
       if (!full_cell) continue;
       const unsigned cell = code.cell[l];
-      const int triangles = c_triangle_count[cell];
+      const int triangles = triangle_count(cell);
       for (int t = 0; t < triangles; ++t) {
         const std::uint64_t triangle = base.triangles[l] + static_cast<std::uint64_t>(t);
         if (triangle >= out.triangle_capacity[l]) break;
         std::uint32_t corner_vertex[3];
         for (int x = 0; x < 3; ++x) {
-          const int edge = c_triangle_edges[cell][3 * t + x];
+          const int edge = triangle_edge(cell, 3 * t + x);
           const int corner = edge >> 3, step = edge & 7;
           const std::int64_t q =
               detail::point_index(g, i + (corner & 1), j + ((corner >> 1) & 1), k + (corner >> 2));
@@ -217,8 +228,8 @@ DeviceSurfaces extract_surfaces_on_device(WorkerContext& ctx, const GridGeometry
   }
   if (!w.tables_uploaded) {
     const detail::CellTables& tables = detail::cell_tables();
-    MOLACCEL_CUDA_TRY(cudaMemcpyToSymbol(c_triangle_count, tables.count, sizeof(tables.count)));
-    MOLACCEL_CUDA_TRY(cudaMemcpyToSymbol(c_triangle_edges, tables.edges, sizeof(tables.edges)));
+    MOLACCEL_CUDA_TRY(cudaMemcpyToSymbol(d_triangle_count, tables.count, sizeof(tables.count)));
+    MOLACCEL_CUDA_TRY(cudaMemcpyToSymbol(d_triangle_edges, tables.edges, sizeof(tables.edges)));
     w.tables_uploaded = true;
   }
   w.codes.resize(points);
