@@ -183,7 +183,10 @@ struct GpuOrbital {
 };
 
 // On a GPU worker: orbital `ref` of `wfn` (negated when `flip`) on `grid`, surfaces at +/-iso.
-GpuOrbital gpu_orbital(WorkerContext& ctx, const Wavefunction& wfn, const GridSpec& grid,
+// `system`: which wavefunction (the animation's frame, else 0), for the ids under which the worker's
+// device state keeps the basis (the next orbital of the same system uploads only its coefficients);
+// the top bit keeps them apart from the orbital engine's request cache ids.
+GpuOrbital gpu_orbital(WorkerContext& ctx, const Wavefunction& wfn, std::size_t system, const GridSpec& grid,
                        const OrbitalRef& ref, bool flip, float iso, const EvaluateOptions& options) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
@@ -199,6 +202,11 @@ GpuOrbital gpu_orbital(WorkerContext& ctx, const Wavefunction& wfn, const GridSp
   job.grid = &grid;
   job.jit = options.backend != Backend::cuda_generic;
   job.tuning = orbital::detail::tuning_for(ctx.worker().device, {1, false});
+  constexpr std::uint64_t kDisplayIds = 1ull << 63;
+  job.basis_id = kDisplayIds | (system + 1);
+  job.coefficients_id = kDisplayIds | static_cast<std::uint64_t>(system) << 34 |
+                        static_cast<std::uint64_t>(ref.index) << 2 | (ref.spin == Spin::beta ? 2u : 0u) |
+                        (flip ? 1u : 0u);
   const std::size_t n = grid.point_count();
   float* values = display::cuda::device_grid(ctx, n);
   GpuOrbital out;
@@ -251,7 +259,7 @@ int run_display_gpu(RunContext& ctx, const SurfaceOptions& o, Output kind, const
         resources, count,
         [&](WorkerContext& w, std::size_t t) {
           Made& m = made[t];
-          const GpuOrbital g = gpu_orbital(w, wfn, grid, refs[first + t], false, iso, options);
+          const GpuOrbital g = gpu_orbital(w, wfn, 0, grid, refs[first + t], false, iso, options);
           m.triangles[0] = g.surfaces.mesh[0].triangles;
           m.triangles[1] = g.surfaces.mesh[1].triangles;
           m.largest = g.largest;
@@ -675,7 +683,7 @@ int run_animate(RunContext& ctx, const AnimateOptions& o) {
           [&](WorkerContext& w, std::size_t t) {
             const std::size_t f = first + t;
             const GpuOrbital g =
-                gpu_orbital(w, frames[f], grid, track[f].ref, track[f].sign_flipped, iso, options);
+                gpu_orbital(w, frames[f], f, grid, track[f].ref, track[f].sign_flipped, iso, options);
             {
               std::lock_guard lock(time_mutex);
               grid_seconds += g.grid_seconds;

@@ -225,6 +225,10 @@ int main(int argc, char** argv) {
   auto job_for = [&](int f) {
     orbital::cuda_backend::GpuJob j = job;
     j.coefficients = coefficients[static_cast<std::size_t>(f % 20)].data();
+    // Ids for the worker's device state (the top bit keeps them apart from the request cache's):
+    // one basis, so each frame uploads only its orbital's coefficients.
+    j.basis_id = 1ull << 63 | 1;
+    j.coefficients_id = 1ull << 63 | static_cast<std::uint64_t>(f % 20 + 1);
     return j;
   };
   // The grid geometry of both levels (make_geometry checks a host pointer it never reads here).
