@@ -14,6 +14,10 @@
 
 #include "display/render/render_backends.hpp"
 #include "display_test_util.hpp"
+#include "molaccel/orbital.hpp"
+#include "orbital/cuda/orbital_cuda.hpp"
+#include "orbital/packed_basis.hpp"
+#include "orbital/tuning.hpp"
 
 namespace molaccel::display {
 namespace {
@@ -172,6 +176,64 @@ TEST(RenderCuda, DeviceSurfacesDrawnWhereTheyAre) {
   EXPECT_EQ(render_scene(host, options).rgba, from_device.rgba);
   options.backend = RenderBackend::cpu;
   expect_close(from_device, render_scene(host, options));
+}
+
+// The commands' device path: the orbital kernel writes the grid into device memory, orbital after
+// orbital on one worker (the device state keeps the basis and takes each orbital's coefficients;
+// the first orbital again at the end), and the surfaces come from it. Each grid matches the
+// library's GPU grid of that orbital (same kernel; float rounding allowed, a stale orbital would be
+// off by the orbitals' difference), and the surfaces equal the CPU path's on that very grid.
+TEST(RenderCuda, OrbitalGridsOnTheDeviceOrbitalAfterOrbital) {
+  MOLACCEL_REQUIRE_GPU();
+  using namespace molaccel::orbital;
+  const Wavefunction wfn =
+      read_wavefunction(molaccel::testing::source_dir() / "data/orbital/h2o_631gs.molden");
+  const GridSpec grid = automatic_grid(wfn, 3.0, 0.2);
+  const orbital::detail::PackedBasis basis =
+      orbital::detail::pack_basis(wfn, EvaluateOptions{}.screening_tolerance);
+  WorkerInfo worker;
+  worker.kind = WorkerInfo::Kind::gpu;
+  worker.device = 0;
+  WorkerContext ctx(worker);
+  const Resources gpu = gpu_resources();
+  const Resources cpu = Resources::cpu(2);
+  const float unused = 0;
+  const ScalarGrid shape{grid.origin, grid.axes, grid.counts, &unused};
+  const display::detail::GridGeometry levels[2] = {
+      display::detail::make_geometry(shape, 0.05f, Inside::above),
+      display::detail::make_geometry(shape, -0.05f, Inside::below)};
+  for (const char* name : {"homo", "lumo", "homo-1", "homo"}) {
+    SCOPED_TRACE(name);
+    const OrbitalRef ref = parse_orbital(name, wfn);
+    const std::vector<float> coefficients = orbital::detail::cartesian_coefficients(wfn, {ref});
+    cuda_backend::GpuJob job;
+    job.basis = &basis;
+    job.coefficients = coefficients.data();
+    job.orbitals = 1;
+    job.grid = &grid;
+    job.tuning = orbital::detail::tuning_for(0, {1, false});
+    job.basis_id = 1ull << 63 | 1;
+    job.coefficients_id = 1ull << 63 | (ref.index + 1);
+    float* values = cuda::device_grid(ctx, grid.point_count());
+    void* stream = cuda_backend::evaluate_on_device(ctx, job, values);
+    const cuda::DeviceSurfaces both = cuda::extract_surfaces_on_device(ctx, levels, 2, values, stream);
+    const std::vector<float> on_device = cuda::download_grid(ctx, values, grid.point_count());
+    EvaluateOptions library;
+    library.backend = Backend::cuda_jit;
+    const std::vector<float> expected = evaluate_orbitals(gpu, wfn, grid, {ref}, library);
+    ASSERT_EQ(on_device.size(), expected.size());
+    float largest = 0, worst = 0;
+    for (std::size_t p = 0; p < expected.size(); ++p) {
+      largest = std::max(largest, std::abs(expected[p]));
+      worst = std::max(worst, std::abs(on_device[p] - expected[p]));
+    }
+    EXPECT_LE(worst, 1e-5f * largest);
+    const ScalarGrid host{grid.origin, grid.axes, grid.counts, on_device.data()};
+    EXPECT_EQ(cuda::download(both.mesh[0], stream).indices,
+              extract_isosurface(cpu, host, 0.05f, Inside::above, SurfaceBackend::cpu).indices);
+    EXPECT_EQ(cuda::download(both.mesh[1], stream).positions,
+              extract_isosurface(cpu, host, -0.05f, Inside::below, SurfaceBackend::cpu).positions);
+  }
 }
 
 // One level per call and a grid without a crossing at one of two levels.
