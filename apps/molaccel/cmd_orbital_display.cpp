@@ -150,24 +150,19 @@ FieldScene field_scene(const Resources& resources, const GridSpec& grid, const s
 
 enum class Output { mesh, image };
 
+#if MOLACCEL_HAVE_CUDA
 // The device path of an orbital: its grid written into a GPU worker's memory by the orbital
 // engine's kernel (no host round trip), both phase surfaces extracted there in one pass and kept
 // there, then drawn there or copied out as meshes. Taken when every worker is a GPU and the grid,
 // surface and image backends allow the GPU.
 bool gpu_path(const Resources& resources, Backend grid, display::SurfaceBackend surfaces,
               display::RenderBackend image) {
-#if MOLACCEL_HAVE_CUDA
   return resources.uses_gpu() && !resources.uses_cpu() && grid != Backend::cpu &&
          grid != Backend::reference &&
          (surfaces == display::SurfaceBackend::automatic || surfaces == display::SurfaceBackend::cuda) &&
          image != display::RenderBackend::cpu;
-#else
-  (void)resources, (void)grid, (void)surfaces, (void)image;
-  return false;
-#endif
 }
 
-#if MOLACCEL_HAVE_CUDA
 struct GpuOrbital {
   display::cuda::DeviceSurfaces surfaces;
   void* stream = nullptr;  // the worker's stream the surfaces were made on

@@ -15,9 +15,11 @@
 #include "display/render/render_backends.hpp"
 #include "display_test_util.hpp"
 #include "molaccel/orbital.hpp"
+#if MOLACCEL_HAVE_CUDA
 #include "orbital/cuda/orbital_cuda.hpp"
 #include "orbital/packed_basis.hpp"
 #include "orbital/tuning.hpp"
+#endif
 
 namespace molaccel::display {
 namespace {
@@ -185,6 +187,7 @@ TEST(RenderCuda, DeviceSurfacesDrawnWhereTheyAre) {
 // off by the orbitals' difference), and the surfaces equal the CPU path's on that very grid.
 TEST(RenderCuda, OrbitalGridsOnTheDeviceOrbitalAfterOrbital) {
   MOLACCEL_REQUIRE_GPU();
+#if MOLACCEL_HAVE_CUDA  // the orbital engine's device entry point exists in CUDA builds only
   using namespace molaccel::orbital;
   const Wavefunction wfn =
       read_wavefunction(molaccel::testing::source_dir() / "data/orbital/h2o_631gs.molden");
@@ -234,6 +237,7 @@ TEST(RenderCuda, OrbitalGridsOnTheDeviceOrbitalAfterOrbital) {
     EXPECT_EQ(cuda::download(both.mesh[1], stream).positions,
               extract_isosurface(cpu, host, -0.05f, Inside::below, SurfaceBackend::cpu).positions);
   }
+#endif
 }
 
 // One level per call and a grid without a crossing at one of two levels.
