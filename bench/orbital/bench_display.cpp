@@ -9,7 +9,8 @@
 // With a GPU, rows: the time of each stage on the GPU (grid kernel into device memory, both
 // surfaces from it in one pass kept on the device, the CUDA image copied to the host; the host
 // waits after each stage), frames/s of the whole loop without video encoding (stages back to
-// back), frames/s into an MP4 (H.264 through FFmpeg, encoded on a second thread while the GPU makes
+// back), the same on every GPU of the machine when there are several (frames spread round-robin),
+// frames/s into an MP4 (H.264 through FFmpeg, encoded on a second thread while the GPU makes
 // the next frame), and the baseline in the same run: the CPU-image path (grid to the host, surfaces
 // from the host grid, CPU rasteriser). Medians of repeated runs after warm-up frames. Frame 1 drawn
 // both ways is compared (the fraction of pixels off by more than one level; the two paths' grids
@@ -23,6 +24,7 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -274,6 +276,32 @@ int main(int argc, char** argv) {
   std::printf(
       "gpu loop, no encoding (%s): %.1f frames/s = %.2f ms per frame (median of %d runs of %d frames)\n",
       gpu_name.c_str(), rate, 1e3 / rate, runs, frames);
+  // Frames spread over every GPU (a loop and a thread each; frame f on GPU f mod n).
+  const std::size_t gpus = automatic.gpus().size();
+  if (gpus > 1) {
+    std::vector<std::unique_ptr<bench_display::GpuFrames>> loops;
+    for (int d : automatic.gpus()) loops.push_back(std::make_unique<bench_display::GpuFrames>(d, points));
+    auto spread = [&](int count) {
+      std::vector<std::thread> threads;
+      for (std::size_t g = 0; g < gpus; ++g)
+        threads.emplace_back([&, g] {
+          for (int f = static_cast<int>(g); f < count; f += static_cast<int>(gpus))
+            (void)loops[g]->frame(job_for(f), levels, molecule, render);
+        });
+      for (std::thread& t : threads) t.join();
+    };
+    spread(static_cast<int>(gpus) * warmup);
+    std::vector<double> spread_rates;
+    for (int run = 0; run < runs; ++run) {
+      const auto start = Clock::now();
+      spread(frames * static_cast<int>(gpus));
+      spread_rates.push_back(frames * static_cast<double>(gpus) / since(start));
+    }
+    std::printf(
+        "gpu loop on %zu GPUs, no encoding: %.1f frames/s = %.2fx one GPU (median of %d runs of %zu "
+        "frames)\n",
+        gpus, median(spread_rates), median(spread_rates) / rate, runs, frames * gpus);
+  }
   if (display::video_available()) {
     const auto path =
         std::filesystem::temp_directory_path() / fmt::format("bench_display_{}.mp4", ::getpid());
