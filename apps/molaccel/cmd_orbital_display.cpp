@@ -1,15 +1,24 @@
-// `molaccel orbital surface` and `molaccel orbital render`: orbital lobes and densities as triangle
-// meshes (glTF binary, PLY, OBJ + MTL) or PNG images, with the molecule as balls and sticks. Grid
-// from the orbital engine, isosurfaces, files and images from the display module.
+// `molaccel orbital surface`, `render` and `animate`: orbital lobes and densities as triangle
+// meshes (glTF binary, PLY, OBJ + MTL), PNG images or videos, with the molecule as balls and sticks.
+// Grid from the orbital engine, isosurfaces, files and images from the display module. On GPUs an
+// orbital takes the device path: grid, surfaces and image in one GPU's memory, fields and frames
+// spread over the GPUs by the scheduler.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <mutex>
 
 #include "command.hpp"
 #include "molaccel/display.hpp"
 #include "molaccel/orbital.hpp"
+#if MOLACCEL_HAVE_CUDA
+#include "display/render/render_backends.hpp"
+#include "orbital/cuda/orbital_cuda.hpp"
+#include "orbital/packed_basis.hpp"
+#include "orbital/tuning.hpp"
+#endif
 
 namespace molaccel::cli {
 namespace {
@@ -28,6 +37,7 @@ struct SurfaceOptions {
   std::string backend = "auto";
   std::string surface_backend = "auto";
   // render only
+  std::string render_backend = "auto";
   std::string size = "1280x960";
   std::string view;
 };
@@ -70,14 +80,17 @@ float default_iso(double requested, bool is_orbital) {
   return static_cast<float>(requested > 0 ? requested : (is_orbital ? 0.05 : 0.002));
 }
 
-InputError no_surface(const std::vector<float>& values, bool is_orbital, float iso,
-                      const std::string& description) {
-  float largest = 0;
-  for (float v : values) largest = std::max(largest, std::abs(v));
+InputError no_surface(float largest, bool is_orbital, float iso, const std::string& description) {
   return InputError("--iso", 0,
                     fmt::format("{}: no surface at {}{} (the largest |value| on the grid is {:.4g}); give a "
                                 "smaller --iso",
                                 description, is_orbital ? "+/-" : "", iso, largest));
+}
+InputError no_surface(const std::vector<float>& values, bool is_orbital, float iso,
+                      const std::string& description) {
+  float largest = 0;
+  for (float v : values) largest = std::max(largest, std::abs(v));
+  return no_surface(largest, is_orbital, iso, description);
 }
 
 // Whether the field crosses +iso (or, for an orbital, -iso) somewhere: points on both sides.
@@ -88,6 +101,21 @@ bool has_surface(const std::vector<float>& values, bool is_orbital, float iso) {
     (v < -iso ? below : not_below) = true;
   }
   return (above && not_above) || (is_orbital && below && not_below);
+}
+
+// The lobes (or a density's surface) with the molecule, scaled from bohr to angstrom.
+display::Scene scene_of(display::Mesh positive, display::Mesh negative, bool is_orbital,
+                        const std::vector<display::ScenePart>& molecule) {
+  display::Scene scene;
+  if (!positive.empty())
+    scene.parts.push_back(
+        {is_orbital ? "positive lobe" : "surface", std::move(positive),
+         is_orbital ? display::positive_phase_colour() : display::Colour{0.6f, 0.6f, 0.85f, 1}});
+  if (!negative.empty())
+    scene.parts.push_back({"negative lobe", std::move(negative), display::negative_phase_colour()});
+  for (const auto& part : molecule) scene.parts.push_back(part);
+  display::scale_scene(scene, bohr_in_angstrom);
+  return scene;
 }
 
 // The surfaces of one field (both phases of an orbital, one surface of a density) with the molecule,
@@ -116,18 +144,186 @@ FieldScene field_scene(const Resources& resources, const GridSpec& grid, const s
   if (positive.empty() && negative.empty()) throw no_surface(values, is_orbital, out.iso, description);
   out.positive_triangles = positive.triangle_count();
   out.negative_triangles = negative.triangle_count();
-  if (!positive.empty())
-    out.scene.parts.push_back(
-        {is_orbital ? "positive lobe" : "surface", std::move(positive),
-         is_orbital ? display::positive_phase_colour() : display::Colour{0.6f, 0.6f, 0.85f, 1}});
-  if (!negative.empty())
-    out.scene.parts.push_back({"negative lobe", std::move(negative), display::negative_phase_colour()});
-  for (const auto& part : molecule) out.scene.parts.push_back(part);
-  display::scale_scene(out.scene, bohr_in_angstrom);
+  out.scene = scene_of(std::move(positive), std::move(negative), is_orbital, molecule);
   return out;
 }
 
 enum class Output { mesh, image };
+
+#if MOLACCEL_HAVE_CUDA
+// The device path of an orbital: its grid written into a GPU worker's memory by the orbital
+// engine's kernel (no host round trip), both phase surfaces extracted there in one pass and kept
+// there, then drawn there or copied out as meshes. Taken when every worker is a GPU and the grid,
+// surface and image backends allow the GPU.
+bool gpu_path(const Resources& resources, Backend grid, display::SurfaceBackend surfaces,
+              display::RenderBackend image) {
+  return resources.uses_gpu() && !resources.uses_cpu() && grid != Backend::cpu &&
+         grid != Backend::reference &&
+         (surfaces == display::SurfaceBackend::automatic || surfaces == display::SurfaceBackend::cuda) &&
+         image != display::RenderBackend::cpu;
+}
+
+struct GpuOrbital {
+  display::cuda::DeviceSurfaces surfaces;
+  void* stream = nullptr;  // the worker's stream the surfaces were made on
+  float largest = 0;       // largest |value| on the grid, when there is no surface
+  double grid_seconds = 0, surface_seconds = 0;
+  bool empty() const { return surfaces.mesh[0].triangles == 0 && surfaces.mesh[1].triangles == 0; }
+  std::vector<display::cuda::DevicePart> parts() const {
+    std::vector<display::cuda::DevicePart> out;
+    if (surfaces.mesh[0].triangles) out.push_back({surfaces.mesh[0], display::positive_phase_colour()});
+    if (surfaces.mesh[1].triangles) out.push_back({surfaces.mesh[1], display::negative_phase_colour()});
+    return out;
+  }
+};
+
+// On a GPU worker: orbital `ref` of `wfn` (negated when `flip`) on `grid`, surfaces at +/-iso.
+// `system`: which wavefunction (the animation's frame, else 0), for the ids under which the worker's
+// device state keeps the basis (the next orbital of the same system uploads only its coefficients);
+// the top bit keeps them apart from the orbital engine's request cache ids.
+GpuOrbital gpu_orbital(WorkerContext& ctx, const Wavefunction& wfn, std::size_t system, const GridSpec& grid,
+                       const OrbitalRef& ref, bool flip, float iso, const EvaluateOptions& options) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  const orbital::detail::PackedBasis basis = orbital::detail::pack_basis(wfn, options.screening_tolerance);
+  // Negated coefficients give exactly the negated values (every product and sum changes sign).
+  std::vector<float> coefficients = orbital::detail::cartesian_coefficients(wfn, {ref});
+  if (flip)
+    for (float& c : coefficients) c = -c;
+  orbital::cuda_backend::GpuJob job;
+  job.basis = &basis;
+  job.coefficients = coefficients.data();
+  job.orbitals = 1;
+  job.grid = &grid;
+  job.jit = options.backend != Backend::cuda_generic;
+  job.tuning = orbital::detail::tuning_for(ctx.worker().device, {1, false});
+  constexpr std::uint64_t kDisplayIds = 1ull << 63;
+  job.basis_id = kDisplayIds | (system + 1);
+  job.coefficients_id = kDisplayIds | static_cast<std::uint64_t>(system) << 34 |
+                        static_cast<std::uint64_t>(ref.index) << 2 | (ref.spin == Spin::beta ? 2u : 0u) |
+                        (flip ? 1u : 0u);
+  const std::size_t n = grid.point_count();
+  float* values = display::cuda::device_grid(ctx, n);
+  GpuOrbital out;
+  out.stream = orbital::cuda_backend::evaluate_on_device(ctx, job, values);
+  display::cuda::synchronize(ctx, out.stream);
+  const auto t1 = Clock::now();
+  const float unused = 0;  // make_geometry checks for a host pointer; the kernels read `values`
+  const display::ScalarGrid shape{grid.origin, grid.axes, grid.counts, &unused};
+  const display::detail::GridGeometry levels[2] = {
+      display::detail::make_geometry(shape, iso, display::Inside::above),
+      display::detail::make_geometry(shape, -iso, display::Inside::below)};
+  out.surfaces = display::cuda::extract_surfaces_on_device(ctx, levels, 2, values, out.stream);
+  out.grid_seconds = std::chrono::duration<double>(t1 - t0).count();
+  out.surface_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
+  if (out.empty()) {
+    for (float v : display::cuda::download_grid(ctx, values, n))
+      out.largest = std::max(out.largest, std::abs(v));
+  }
+  return out;
+}
+
+// run_display for orbitals on the GPUs: fields spread over the GPUs in batches (one tile each),
+// written in order; as on the host path, a field without a surface stops the run before any file.
+int run_display_gpu(RunContext& ctx, const SurfaceOptions& o, Output kind, const Wavefunction& wfn,
+                    const GridSpec& grid, const Resources& resources, const EvaluateOptions& options,
+                    const std::vector<OrbitalRef>& refs, const std::vector<std::string>& labels,
+                    const std::vector<display::ScenePart>& molecule, const display::RenderOptions& render) {
+  using Clock = std::chrono::steady_clock;
+  const float iso = default_iso(o.iso, true);
+  display::Scene molecule_scene;  // bohr, like the device meshes
+  molecule_scene.parts = molecule;
+  const bool several = refs.size() > 1;
+  const std::size_t batch = std::max<std::size_t>(8, 2 * resources.gpus().size());
+  const bool streamed = refs.size() > batch;
+  struct Made {
+    display::Mesh positive, negative;
+    display::Image image;
+    std::size_t triangles[2] = {0, 0};
+    float largest = 0;
+    double grid_seconds = 0, surface_seconds = 0, image_seconds = 0;
+  };
+  double grid_seconds = 0, surface_seconds = 0, render_seconds = 0;
+  auto make = [&](std::size_t first, bool check_only) {
+    const std::size_t count = std::min(batch, refs.size() - first);
+    std::vector<Made> made(count);
+    JobOptions job;
+    job.name = "orbital display";
+    job.progress_bar = false;
+    run_tiles(
+        resources, count,
+        [&](WorkerContext& w, std::size_t t) {
+          Made& m = made[t];
+          const GpuOrbital g = gpu_orbital(w, wfn, 0, grid, refs[first + t], false, iso, options);
+          m.triangles[0] = g.surfaces.mesh[0].triangles;
+          m.triangles[1] = g.surfaces.mesh[1].triangles;
+          m.largest = g.largest;
+          m.grid_seconds = g.grid_seconds;
+          m.surface_seconds = g.surface_seconds;
+          if (g.empty() || check_only) return;
+          const auto start = Clock::now();
+          if (kind == Output::mesh) {
+            m.positive = display::cuda::download(g.surfaces.mesh[0], g.stream);
+            m.negative = display::cuda::download(g.surfaces.mesh[1], g.stream);
+          } else {
+            m.image = display::cuda::render_on_device(w, g.parts(), molecule_scene, render, g.stream);
+            m.image_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+          }
+        },
+        job);
+    for (std::size_t t = 0; t < count; ++t) {
+      if (made[t].triangles[0] == 0 && made[t].triangles[1] == 0)
+        throw no_surface(made[t].largest, true, iso, "orbital " + describe_orbital(refs[first + t], wfn));
+      grid_seconds += made[t].grid_seconds;
+      surface_seconds += made[t].surface_seconds;
+      render_seconds += made[t].image_seconds;
+    }
+    return made;
+  };
+  if (streamed)
+    for (std::size_t first = 0; first < refs.size(); first += batch) (void)make(first, true);
+  std::vector<std::string> written;
+  std::vector<std::size_t> triangles;
+  nlohmann::json surfaces = nlohmann::json::array();
+  for (std::size_t first = 0; first < refs.size(); first += batch) {
+    std::vector<Made> made = make(first, false);
+    for (std::size_t t = 0; t < made.size(); ++t) {
+      Made& m = made[t];
+      const auto path = output_for(o.output, labels[first + t], several);
+      surfaces.push_back({{"field", "orbital " + describe_orbital(refs[first + t], wfn)},
+                          {"iso", std::stod(fmt::format("{}", iso))},
+                          {"positive_triangles", m.triangles[0]},
+                          {"negative_triangles", m.triangles[1]}});
+      std::size_t count = m.triangles[0] + m.triangles[1];
+      for (const auto& part : molecule) count += part.mesh.triangle_count();
+      if (kind == Output::mesh)
+        display::write_scene(path, scene_of(std::move(m.positive), std::move(m.negative), true, molecule));
+      else
+        display::write_png(path, m.image);
+      written.push_back(path.string());
+      triangles.push_back(count);
+    }
+  }
+  if (kind == Output::image) {
+    ctx.report["render_seconds"] = render_seconds;
+    ctx.report["render_backend"] = "cuda";
+  }
+  if (std::FILE* out = ctx.summary(o.output))
+    std::fprintf(out, "%zu x %zu x %zu grid: %.3f s; surfaces: %.3f s;%s wrote %s (on the GPU)\n",
+                 grid.counts[0], grid.counts[1], grid.counts[2], grid_seconds, surface_seconds,
+                 kind == Output::image ? fmt::format(" images: {:.3f} s;", render_seconds).c_str() : "",
+                 fmt::format("{}", fmt::join(written, ", ")).c_str());
+  ctx.report["grid"] = {{"counts", grid.counts}, {"origin_bohr", grid.origin}, {"axes_bohr", grid.axes}};
+  ctx.report["grid_seconds"] = grid_seconds;
+  ctx.report["surface_seconds"] = surface_seconds;
+  ctx.report["surface_backend"] = "cuda";
+  ctx.report["surfaces"] = surfaces;
+  ctx.report["outputs"] = written;
+  ctx.report["output_triangles"] = triangles;
+  ctx.report["length_unit"] = "angstrom";
+  return 0;
+}
+#endif
 
 int run_display(RunContext& ctx, const SurfaceOptions& o, Output kind) {
   if (o.orbitals.empty() && o.density.empty())
@@ -145,6 +341,7 @@ int run_display(RunContext& ctx, const SurfaceOptions& o, Output kind) {
     const auto [w, h] = display::parse_image_size(o.size);
     render.width = w;
     render.height = h;
+    render.backend = display::parse_render_backend(o.render_backend);
     if (!o.view.empty()) render.view = display::parse_view(o.view);
   }
   const Wavefunction wfn = read_wavefunction(o.input);
@@ -172,6 +369,12 @@ int run_display(RunContext& ctx, const SurfaceOptions& o, Output kind) {
 
   const std::vector<display::ScenePart> molecule =
       o.atoms ? molecule_parts(wfn) : std::vector<display::ScenePart>{};
+#if MOLACCEL_HAVE_CUDA
+  if (o.density.empty() &&
+      gpu_path(resources, options.backend, surface_backend,
+               kind == Output::image ? render.backend : display::RenderBackend::automatic))
+    return run_display_gpu(ctx, o, kind, wfn, grid, resources, options, refs, labels, molecule, render);
+#endif
   // Up to one batch of fields, everything is computed (and drawn) before the first file is written.
   // More fields (--orbital all) are checked first, grids only, then each file is written as soon as
   // it is made, so that memory holds one batch: no surface at the isovalue still stops the run
@@ -180,6 +383,7 @@ int run_display(RunContext& ctx, const SurfaceOptions& o, Output kind) {
   const bool streamed = fields > batch;
   const std::size_t n = grid.point_count();
   double grid_seconds = 0, surface_seconds = 0, render_seconds = 0;
+  std::string render_backend;
   auto for_each_field =
       [&](const std::function<void(const std::string& label, const std::string& description,
                                    const std::vector<float>& values, bool is_orbital)>& fn) {
@@ -223,7 +427,9 @@ int run_display(RunContext& ctx, const SurfaceOptions& o, Output kind) {
   };
   auto draw = [&](const display::Scene& scene) {
     const auto start = std::chrono::steady_clock::now();
-    display::Image image = display::render_scene(scene, render);
+    display::RenderInfo info;
+    display::Image image = display::render_scene(resources, scene, render, &info);
+    render_backend = info.backend;
     render_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return image;
   };
@@ -253,7 +459,10 @@ int run_display(RunContext& ctx, const SurfaceOptions& o, Output kind) {
     for (const auto& [path, scene] : scenes) images.push_back(draw(scene));
   for (std::size_t i = 0; i < scenes.size(); ++i)
     emit(scenes[i].first, scenes[i].second, kind == Output::image ? &images[i] : nullptr);
-  if (kind == Output::image) ctx.report["render_seconds"] = render_seconds;
+  if (kind == Output::image) {
+    ctx.report["render_seconds"] = render_seconds;
+    ctx.report["render_backend"] = render_backend;
+  }
   if (std::FILE* out = ctx.summary(o.output))
     std::fprintf(out, "%zu x %zu x %zu grid: %.3f s; surfaces: %.3f s;%s wrote %s\n", grid.counts[0],
                  grid.counts[1], grid.counts[2], grid_seconds, surface_seconds,
@@ -300,6 +509,9 @@ std::shared_ptr<SurfaceOptions> add_field_options(CLI::App& app, CommonOptions& 
     app.add_option("--size", opts->size, "Image size WIDTHxHEIGHT")->default_val("1280x960");
     app.add_option("--view", opts->view,
                    "Rotation (degrees, applied x then y then z) and zoom: rx=30,ry=-45,rz=0,zoom=1.5");
+    app.add_option("--render-backend", opts->render_backend,
+                   "Renderer: auto (the GPU when the devices have one), cpu or cuda")
+        ->default_val("auto");
   }
   common.add_device_options(app);
   app.footer(
@@ -325,7 +537,7 @@ const bool surface_registered = register_command({
 const bool render_registered = register_command({
     .group = "orbital",
     .name = "render",
-    .purpose = "Orbital lobes or density surfaces drawn as PNG images (CPU rasteriser, no display needed)",
+    .purpose = "Orbital lobes or density surfaces drawn as PNG images (GPU or CPU rasteriser, no display)",
     .example = "molaccel orbital render water.molden --orbital homo --size 1920x1080 -o homo.png",
     .setup = [](CLI::App& app, CommonOptions& common) -> Action {
       auto opts = add_field_options(app, common, Output::image);
@@ -347,6 +559,7 @@ struct AnimateOptions {
   double padding = 3.0, spacing = 0.1;
   std::string backend = "auto";
   std::string surface_backend = "auto";
+  std::string render_backend = "auto";
   std::string size = "1280x960";
   std::string view;
   int fps = 10;
@@ -393,6 +606,7 @@ int run_animate(RunContext& ctx, const AnimateOptions& o) {
   const auto [w, h] = display::parse_image_size(o.size);
   render.width = w;
   render.height = h;
+  render.backend = display::parse_render_backend(o.render_backend);
   if (!o.view.empty()) render.view = display::parse_view(o.view);
   std::vector<std::string> files = o.frames;
   if (!o.as_listed) std::stable_sort(files.begin(), files.end(), natural_less);
@@ -409,6 +623,121 @@ int run_animate(RunContext& ctx, const AnimateOptions& o) {
   options.backend = parse_backend(o.backend);
   const display::SurfaceBackend surface_backend = display::parse_surface_backend(o.surface_backend);
   double grid_seconds = 0, surface_seconds = 0;
+  auto describe_frame = [&](std::size_t f) {
+    return fmt::format("frame {} ({}), orbital {}", f + 1, frames[f].source,
+                       describe_orbital(track[f].ref, frames[f]));
+  };
+  nlohmann::json report_frames = nlohmann::json::array();
+  for (std::size_t f = 0; f < frames.size(); ++f)
+    report_frames.push_back({{"file", frames[f].source},
+                             {"orbital", track[f].ref.index + 1},
+                             {"overlap", track[f].overlap},
+                             {"sign_flipped", track[f].sign_flipped}});
+  std::vector<std::string> written;
+  double render_seconds = 0;
+  const auto finish = [&] {
+    if (std::FILE* out = ctx.summary()) {
+      // The orbital followed in each frame, "(-)" where its sign was flipped (a plain loop: clang
+      // with libstdc++ 12 cannot take a JSON array as a range).
+      std::string followed;
+      for (const nlohmann::json& j : report_frames)
+        followed += fmt::format("{}{}{}", followed.empty() ? "" : " ", j["orbital"].get<std::size_t>(),
+                                j["sign_flipped"].get<bool>() ? "(-)" : "");
+      std::fprintf(
+          out, "%zu frames, orbital followed: %s; grid %.3f s, surfaces %.3f s, images %.3f s; wrote %s\n",
+          frames.size(), followed.c_str(), grid_seconds, surface_seconds, render_seconds,
+          out_dir.string().c_str());
+    }
+    ctx.report["frames"] = report_frames;
+    ctx.report["grid_seconds"] = grid_seconds;
+    ctx.report["surface_seconds"] = surface_seconds;
+    ctx.report["render_seconds"] = render_seconds;
+    ctx.report["outputs"] = written;
+    return 0;
+  };
+#if MOLACCEL_HAVE_CUDA
+  if (gpu_path(resources, options.backend, surface_backend, render.backend)) {
+    // Frames spread over the GPUs (one tile each), in batches written in frame order. Pass 1: every
+    // frame's surfaces and framing (a frame without a surface stops the run before any file);
+    // pass 2: each frame made again on its GPU and drawn there with the common framing.
+    const float iso = default_iso(o.iso, true);
+    const std::size_t batch = 2 * resources.gpus().size();
+    std::vector<display::Framing> framings(frames.size());
+    std::vector<float> largest(frames.size(), -1.0f);
+    std::vector<display::Scene> molecules(frames.size());  // bohr, like the device meshes
+    for (std::size_t f = 0; f < frames.size(); ++f)
+      if (o.atoms) molecules[f].parts = molecule_parts(frames[f]);
+    std::mutex time_mutex;
+    auto run_frames = [&](std::size_t first, std::size_t count,
+                          const std::function<void(WorkerContext&, std::size_t, const GpuOrbital&)>& fn) {
+      JobOptions job;
+      job.name = "animate";
+      job.progress_bar = false;
+      run_tiles(
+          resources, count,
+          [&](WorkerContext& w, std::size_t t) {
+            const std::size_t f = first + t;
+            const GpuOrbital g =
+                gpu_orbital(w, frames[f], f, grid, track[f].ref, track[f].sign_flipped, iso, options);
+            {
+              std::lock_guard lock(time_mutex);
+              grid_seconds += g.grid_seconds;
+              surface_seconds += g.surface_seconds;
+            }
+            fn(w, f, g);
+          },
+          job);
+    };
+    ProgressBar surfaces_bar("animate: surfaces", frames.size(), "frames");
+    for (std::size_t first = 0; first < frames.size(); first += batch) {
+      const std::size_t count = std::min(batch, frames.size() - first);
+      run_frames(first, count, [&](WorkerContext& w, std::size_t f, const GpuOrbital& g) {
+        if (g.empty())
+          largest[f] = g.largest;
+        else
+          framings[f] = display::cuda::framing_on_device(w, g.parts(), molecules[f], g.stream);
+      });
+      for (std::size_t f = first; f < first + count; ++f) {
+        if (largest[f] >= 0) throw no_surface(largest[f], true, iso, describe_frame(f));
+        render.framing = display::enclose(render.framing, framings[f]);
+        surfaces_bar.advance();
+      }
+    }
+    surfaces_bar.finish();
+    const auto start = std::chrono::steady_clock::now();
+    ProgressBar images_bar(video ? "animate: video" : "animate: images", frames.size(), "frames");
+    std::unique_ptr<display::VideoWriter> writer;
+    if (video)
+      writer = std::make_unique<display::VideoWriter>(out_dir, render.width, render.height, o.fps);
+    else
+      std::filesystem::create_directories(out_dir);
+    for (std::size_t first = 0; first < frames.size(); first += batch) {
+      const std::size_t count = std::min(batch, frames.size() - first);
+      std::vector<display::Image> images(count);
+      run_frames(first, count, [&](WorkerContext& w, std::size_t f, const GpuOrbital& g) {
+        images[f - first] = display::cuda::render_on_device(w, g.parts(), molecules[f], render, g.stream);
+      });
+      for (std::size_t t = 0; t < count; ++t) {
+        if (video) {
+          writer->add_frame(images[t]);
+        } else {
+          const auto path = out_dir / fmt::format("frame_{:04d}.png", first + t + 1);
+          display::write_png(path, images[t]);
+          written.push_back(path.string());
+        }
+        images_bar.advance();
+      }
+    }
+    if (video) {
+      writer->finish();
+      written.push_back(out_dir.string());
+    }
+    images_bar.finish();
+    render_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ctx.report["render_backend"] = "cuda";
+    return finish();
+  }
+#endif
   auto frame_scene = [&](std::size_t f) {
     EvaluationInfo info;
     std::vector<float> values = evaluate_orbitals(resources, frames[f], grid, {track[f].ref}, options, &info);
@@ -416,9 +745,8 @@ int run_animate(RunContext& ctx, const AnimateOptions& o) {
     if (track[f].sign_flipped)
       for (float& v : values) v = -v;
     const auto molecule = o.atoms ? molecule_parts(frames[f]) : std::vector<display::ScenePart>{};
-    FieldScene fs = field_scene(resources, grid, values, true, o.iso, surface_backend, molecule,
-                                fmt::format("frame {} ({}), orbital {}", f + 1, frames[f].source,
-                                            describe_orbital(track[f].ref, frames[f])));
+    FieldScene fs =
+        field_scene(resources, grid, values, true, o.iso, surface_backend, molecule, describe_frame(f));
     surface_seconds += fs.seconds;
     return std::move(fs.scene);
   };
@@ -428,27 +756,24 @@ int run_animate(RunContext& ctx, const AnimateOptions& o) {
   constexpr std::size_t kKeptFrames = 16;
   const bool keep = frames.size() <= kKeptFrames;
   std::vector<display::Scene> scenes;
-  nlohmann::json report_frames = nlohmann::json::array();
   ProgressBar surfaces_bar("animate: surfaces", frames.size(), "frames");
   for (std::size_t f = 0; f < frames.size(); ++f) {
     display::Scene scene = frame_scene(f);
     surfaces_bar.advance();
     render.framing = display::enclose(render.framing, display::framing_of(scene));
     if (keep) scenes.push_back(std::move(scene));
-    report_frames.push_back({{"file", frames[f].source},
-                             {"orbital", track[f].ref.index + 1},
-                             {"overlap", track[f].overlap},
-                             {"sign_flipped", track[f].sign_flipped}});
   }
 
   surfaces_bar.finish();
   const auto start = std::chrono::steady_clock::now();
-  std::vector<std::string> written;
   ProgressBar images_bar(video ? "animate: video" : "animate: images", frames.size(), "frames");
+  auto draw = [&](std::size_t f) {
+    return display::render_scene(resources, keep ? scenes[f] : frame_scene(f), render);
+  };
   if (video) {
     display::VideoWriter writer(out_dir, render.width, render.height, o.fps);
     for (std::size_t f = 0; f < frames.size(); ++f) {
-      writer.add_frame(display::render_scene(keep ? scenes[f] : frame_scene(f), render));
+      writer.add_frame(draw(f));
       images_bar.advance();
     }
     writer.finish();
@@ -457,32 +782,14 @@ int run_animate(RunContext& ctx, const AnimateOptions& o) {
     std::filesystem::create_directories(out_dir);
     for (std::size_t f = 0; f < frames.size(); ++f) {
       const auto path = out_dir / fmt::format("frame_{:04d}.png", f + 1);
-      display::write_png(path, display::render_scene(keep ? scenes[f] : frame_scene(f), render));
+      display::write_png(path, draw(f));
       written.push_back(path.string());
       images_bar.advance();
     }
   }
   images_bar.finish();
-  const double render_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (std::FILE* out = ctx.summary()) {
-    // The orbital followed in each frame, "(-)" where its sign was flipped (a plain loop: clang
-    // with libstdc++ 12 cannot take a JSON array as a range).
-    std::string followed;
-    for (const nlohmann::json& j : report_frames)
-      followed += fmt::format("{}{}{}", followed.empty() ? "" : " ", j["orbital"].get<std::size_t>(),
-                              j["sign_flipped"].get<bool>() ? "(-)" : "");
-    std::fprintf(out,
-                 "%zu frames, orbital followed: %s; grid %.3f s, surfaces %.3f s, images %.3f s; wrote %s\n",
-                 frames.size(), followed.c_str(), grid_seconds, surface_seconds, render_seconds,
-                 out_dir.string().c_str());
-  }
-  ctx.report["frames"] = report_frames;
-  ctx.report["grid_seconds"] = grid_seconds;
-  ctx.report["surface_seconds"] = surface_seconds;
-  ctx.report["render_seconds"] = render_seconds;
-  ctx.report["outputs"] = written;
-  return 0;
+  render_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return finish();
 }
 
 const bool animate_registered = register_command({
@@ -525,6 +832,9 @@ const bool animate_registered = register_command({
       app.add_option("--size", opts->size, "Image size WIDTHxHEIGHT")->default_val("1280x960");
       app.add_option("--view", opts->view,
                      "Rotation (degrees, x then y then z) and zoom: rx=30,ry=-45,zoom=1.5");
+      app.add_option("--render-backend", opts->render_backend,
+                     "Renderer: auto (the GPU when the devices have one), cpu or cuda")
+          ->default_val("auto");
       common.add_device_options(app);
       app.footer(
           "The orbital is followed by maximum overlap with the previous frame's (the mixed overlap of both "

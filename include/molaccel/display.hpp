@@ -131,7 +131,8 @@ void write_ply(const std::filesystem::path& path, const Scene& scene);
 void write_obj(const std::filesystem::path& path, const Scene& scene);
 
 // ---------------------------------------------------------------------------------------------
-// Images: a CPU software rasteriser (z-buffer, Blinn-Phong lighting, supersampled edges).
+// Images: a software rasteriser (z-buffer, Blinn-Phong lighting, supersampled edges) on the CPU
+// and in CUDA, with the same camera, coverage rule and lighting.
 // ---------------------------------------------------------------------------------------------
 struct Image {
   int width = 0, height = 0;
@@ -158,8 +159,18 @@ Framing framing_of(const Scene& scene);
 // The smallest sphere holding both (an animation keeps one framing for all its frames).
 Framing enclose(const Framing& a, const Framing& b);
 
+enum class RenderBackend {
+  automatic,  // render_scene(resources, ...): cuda when the resources have a GPU; render_scene(scene, ...):
+              // cpu
+  cpu,        // bands of rows on threads
+  cuda,       // on the GPU (the one holding the meshes where they come from the device)
+};
+std::string_view to_string(RenderBackend backend);
+RenderBackend parse_render_backend(std::string_view text);  // throws InputError("--render-backend", ...)
+
 struct RenderOptions {
   int width = 1280, height = 960;
+  RenderBackend backend = RenderBackend::automatic;
   View view;
   Framing framing;  // radius 0 = framing_of(the scene)
   Colour background{1, 1, 1, 1};
@@ -168,8 +179,23 @@ struct RenderOptions {
 };
 
 // Draws every part of the scene. Throws InputError("--size", ...) for a size outside 1..16384 and
-// InputError("render", ...) for a scene without triangles.
+// InputError("render", ...) for a scene without triangles. Without resources `automatic` is the CPU
+// and `cuda` draws on GPU 0 with buffers of its own.
+//
+// The two renderers cover the same samples (the same double-precision edge functions) and shade
+// them with the same arithmetic; they differ only where two fragments meet a sample at equal depth
+// (the CPU keeps the first drawn, the GPU the first in scene order at equal float depth), i.e. at
+// shared triangle edges and where surfaces touch: a few pixels differ there, by a shade.
 Image render_scene(const Scene& scene, const RenderOptions& options);
+
+struct RenderInfo {
+  std::string backend;  // what ran: "cpu", "cuda"
+  double seconds = 0;
+};
+// On the resources' devices: automatic = cuda when they have a GPU (one tile on the scheduler, the
+// worker's device buffers kept from call to call), else the CPU rasteriser on their threads.
+Image render_scene(const Resources& resources, const Scene& scene, const RenderOptions& options,
+                   RenderInfo* info = nullptr);
 
 // "1920x1080"; throws InputError("--size", ...).
 std::array<int, 2> parse_image_size(std::string_view text);

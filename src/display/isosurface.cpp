@@ -53,10 +53,26 @@ void check_index_range(std::uint64_t vertices, const char* backend) {
 
 #if !MOLACCEL_HAVE_CUDA
 namespace cuda {
+DeviceSurfaces extract_surfaces_on_device(WorkerContext&, const detail::GridGeometry*, int, const float*,
+                                          void*) {
+  MOLACCEL_THROW(NotCompiled, "the CUDA isosurface backend (this build has no CUDA)");
+}
+void synchronize(WorkerContext&, void*) {
+  MOLACCEL_THROW(NotCompiled, "the CUDA isosurface backend (this build has no CUDA)");
+}
+Mesh download(const DeviceMesh&, void*) {
+  MOLACCEL_THROW(NotCompiled, "the CUDA isosurface backend (this build has no CUDA)");
+}
 Mesh extract_isosurface_on_device(WorkerContext&, const detail::GridGeometry&, const float*) {
   MOLACCEL_THROW(NotCompiled, "the CUDA isosurface backend (this build has no CUDA)");
 }
 const float* upload_grid(WorkerContext&, const float*, std::size_t) {
+  MOLACCEL_THROW(NotCompiled, "the CUDA isosurface backend (this build has no CUDA)");
+}
+float* device_grid(WorkerContext&, std::size_t) {
+  MOLACCEL_THROW(NotCompiled, "the CUDA isosurface backend (this build has no CUDA)");
+}
+std::vector<float> download_grid(WorkerContext&, const float*, std::size_t) {
   MOLACCEL_THROW(NotCompiled, "the CUDA isosurface backend (this build has no CUDA)");
 }
 Mesh extract_isosurface(WorkerContext&, const detail::GridGeometry&, const float*) {

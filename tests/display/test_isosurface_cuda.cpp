@@ -83,6 +83,37 @@ TEST(DisplayCuda, DeviceGridEntryPointWithKeptScratch) {
   }
 }
 
+// Both phases in one pass (the frame loop's call): each level's mesh equals the CPU path's, on
+// random fields with skewed and left-handed axes and sizes past a block and a thin grid.
+TEST(DisplayCuda, BothLevelsInOnePassMatchTheCpu) {
+  MOLACCEL_REQUIRE_GPU();
+  WorkerInfo gpu;
+  gpu.kind = WorkerInfo::Kind::gpu;
+  gpu.device = 0;
+  WorkerContext ctx(gpu);
+  const Resources cpu = Resources::cpu(2);
+  const std::array<std::array<double, 3>, 3> skewed{{{0.3, 0.05, 0}, {0.04, 0.25, 0}, {0.02, 0.03, 0.2}}};
+  const std::array<std::array<double, 3>, 3> left_handed{{{0, 0.25, 0}, {0.3, 0, 0}, {0, 0, 0.2}}};
+  std::uint32_t seed = 90;
+  for (const auto& axes : {skewed, left_handed})
+    for (std::array<std::size_t, 3> counts :
+         {std::array<std::size_t, 3>{2, 2, 2}, {37, 29, 131}, {3, 300, 2}, {64, 64, 64}}) {
+      Field f;
+      test::fill_random(f, counts, ++seed, axes);
+      for (float iso : {0.0f, 0.3f}) {
+        SCOPED_TRACE(::testing::Message() << "seed " << seed << " iso " << iso);
+        const detail::GridGeometry levels[2] = {detail::make_geometry(f.grid, iso, Inside::above),
+                                                detail::make_geometry(f.grid, -iso, Inside::below)};
+        const float* on_device = cuda::upload_grid(ctx, f.values.data(), f.values.size());
+        const cuda::DeviceSurfaces both = cuda::extract_surfaces_on_device(ctx, levels, 2, on_device);
+        expect_identical(cuda::download(both.mesh[0]),
+                         extract_isosurface(cpu, f.grid, iso, Inside::above, SurfaceBackend::cpu));
+        expect_identical(cuda::download(both.mesh[1]),
+                         extract_isosurface(cpu, f.grid, -iso, Inside::below, SurfaceBackend::cpu));
+      }
+    }
+}
+
 TEST(DisplayCuda, NoCrossingIsAnEmptyMesh) {
   MOLACCEL_REQUIRE_GPU();
   Field f;

@@ -101,6 +101,29 @@ TEST(DisplayRender, OptionsAndBadInput) {
   EXPECT_THROW(render_scene(Scene{}, RenderOptions{}), InputError);
 }
 
+// The backend choice: names, the CPU resources' automatic choice (the same picture as without
+// resources, any thread count), and the GPU asked of resources without one.
+TEST(DisplayRender, BackendChoice) {
+  EXPECT_EQ(parse_render_backend("auto"), RenderBackend::automatic);
+  EXPECT_EQ(parse_render_backend("cpu"), RenderBackend::cpu);
+  EXPECT_EQ(parse_render_backend("cuda"), RenderBackend::cuda);
+  EXPECT_EQ(parse_render_backend("gpu"), RenderBackend::cuda);
+  EXPECT_EQ(to_string(RenderBackend::cuda), "cuda");
+  EXPECT_THROW(parse_render_backend("opengl"), InputError);
+  const Scene scene = lobe_pair();
+  RenderOptions options;
+  options.width = 90;
+  options.height = 70;
+  options.threads = 1;
+  const Image one_thread = render_scene(scene, options);
+  RenderInfo info;
+  EXPECT_EQ(render_scene(Resources::cpu(2), scene, options, &info).rgba, one_thread.rgba);
+  EXPECT_EQ(info.backend, "cpu");
+  options.backend = RenderBackend::cuda;
+  EXPECT_THROW(render_scene(Resources::cpu(2), scene, options), DeviceUnavailable);
+  EXPECT_THROW(render_scene(Resources::cpu(2), Scene{}, options), InputError);
+}
+
 TEST(DisplayRender, PngDecodesWithAnIndependentReader) {
   if (std::string(MOLACCEL_PYTHON).empty()) GTEST_SKIP() << "no Python 3 interpreter found at configure time";
   molaccel::testing::TempDir dir;

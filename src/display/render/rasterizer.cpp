@@ -1,15 +1,16 @@
-// The CPU renderer: an orthographic camera fitted to the scene's bounding sphere; triangles binned
-// to bands of rows, each band rasterised on a thread with edge functions into its own z-buffer at
-// `supersampling`^2 samples per pixel keeping the nearest fragment's normal, then shaded once per
-// sample (Blinn-Phong, two-sided: a face seen from behind is lit as its front) and box-filtered
-// down to the image.
+// The CPU renderer and the renderers' front (backend choice, options). The CPU renderer: an orthographic
+// camera fitted to the scene's bounding sphere; triangles binned to bands of rows, each band rasterised on a
+// thread with edge functions into its own z-buffer at `supersampling`^2 samples per pixel keeping the nearest
+// fragment's normal, then shaded once per sample (Blinn-Phong, two-sided: a face seen from behind is lit as
+// its front) and box-filtered down to the image.
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <numbers>
 
-#include "molaccel/display.hpp"
+#include "display/render/render_backends.hpp"
 
 namespace molaccel::display {
 namespace {
@@ -18,10 +19,6 @@ using Vec3 = std::array<double, 3>;
 
 double dot(const Vec3& a, const Vec3& b) {
   return a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
-}
-Vec3 normalised(Vec3 v) {
-  const double l = std::sqrt(dot(v, v));
-  return l > 0 ? Vec3{v[0] / l, v[1] / l, v[2] / l} : Vec3{0, 0, 1};
 }
 
 // Rows of R = Rz * Ry * Rx.
@@ -42,11 +39,6 @@ std::array<Vec3, 3> rotation(const View& v) {
   };
   return multiply(rz, multiply(ry, rx));
 }
-
-struct Shaded {
-  double x, y, z;  // sample coordinates (x right, y down), z towards the viewer
-  Vec3 normal;     // view space
-};
 
 }  // namespace
 
@@ -136,42 +128,51 @@ std::array<int, 2> parse_image_size(std::string_view text) {
   return {w, h};
 }
 
-Image render_scene(const Scene& scene, const RenderOptions& options) {
+namespace detail {
+
+void check_render_size(const RenderOptions& options) {
   if (options.width < 1 || options.height < 1 || options.width > 16384 || options.height > 16384)
     throw InputError("--size", 0,
                      fmt::format("{} x {}: each side must be 1..16384", options.width, options.height));
-  const int ss = std::clamp(options.supersampling, 1, 4);
+}
+
+int samples_per_axis(const RenderOptions& options) {
+  return std::clamp(options.supersampling, 1, 4);
+}
+
+Camera make_camera(const Framing& framing, const RenderOptions& options) {
+  const int ss = samples_per_axis(options);
   const int W = options.width * ss, H = options.height * ss;
-
-  std::size_t triangles = 0;
-  for (const ScenePart& part : scene.parts) triangles += part.mesh.triangle_count();
-  if (triangles == 0) throw InputError("render", 0, "nothing to draw: the scene has no triangle");
-  const Framing framing = options.framing.radius > 0 ? options.framing : framing_of(scene);
-  const Vec3 centre = framing.centre;
-  const double radius = std::max(framing.radius, 1e-6);
-  // The sphere's diameter spans 90% of the shorter side at zoom 1.
-  const double scale = 0.45 * std::min(W, H) / radius * options.view.zoom;
+  Camera c{};
   const auto R = rotation(options.view);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) c.rotation[i][j] = R[i][j];
+  for (int x = 0; x < 3; ++x) c.centre[x] = framing.centre[x];
+  c.width = W;
+  c.height = H;
+  // The sphere's diameter spans 90% of the shorter side at zoom 1.
+  c.scale = camera_scale(0.45 * std::min(W, H), framing.radius, options.view.zoom);
+  return c;
+}
 
-  // Lighting in view space: a key light from the upper left front, Blinn-Phong with a white
-  // specular highlight; the viewer looks down -z.
-  const Vec3 light = normalised({-0.4, 0.5, 0.75});  // y up in view space
-  const Vec3 half = normalised({light[0], light[1], light[2] + 1});
-  const double ambient = 0.28, diffuse = 0.62, specular = 0.35, shininess = 48;
+}  // namespace detail
+
+namespace {
+
+Image render_cpu(const Scene& scene, const RenderOptions& options) {
+  const int ss = detail::samples_per_axis(options);
+  const int W = options.width * ss, H = options.height * ss;
+  const Framing framing = options.framing.radius > 0 ? options.framing : framing_of(scene);
+  const detail::Camera camera = detail::make_camera(framing, options);
+  const detail::Lighting lighting = detail::default_lighting();
 
   // Vertices in sample coordinates.
-  std::vector<std::vector<Shaded>> vertices(scene.parts.size());
+  std::vector<std::vector<detail::SampleVertex>> vertices(scene.parts.size());
   for (std::size_t part = 0; part < scene.parts.size(); ++part) {
     const Mesh& m = scene.parts[part].mesh;
     vertices[part].resize(m.vertex_count());
-    for (std::size_t v = 0; v < m.vertex_count(); ++v) {
-      const Vec3 p{m.positions[3 * v] - centre[0], m.positions[3 * v + 1] - centre[1],
-                   m.positions[3 * v + 2] - centre[2]};
-      const Vec3 n{m.normals[3 * v], m.normals[3 * v + 1], m.normals[3 * v + 2]};
-      const Vec3 q{dot(R[0], p), dot(R[1], p), dot(R[2], p)};
-      vertices[part][v] = {
-          W / 2.0 + q[0] * scale, H / 2.0 - q[1] * scale, q[2], {dot(R[0], n), dot(R[1], n), dot(R[2], n)}};
-    }
+    for (std::size_t v = 0; v < m.vertex_count(); ++v)
+      vertices[part][v] = detail::to_samples(camera, &m.positions[3 * v], &m.normals[3 * v]);
   }
   // Bands of image rows, drawn independently on threads: each triangle is listed in the bands its
   // rows cover, in scene order, so the picture does not depend on the thread count.
@@ -184,9 +185,9 @@ Image render_scene(const Scene& scene, const RenderOptions& options) {
   for (std::size_t part = 0; part < scene.parts.size(); ++part) {
     const Mesh& m = scene.parts[part].mesh;
     for (std::size_t t = 0; t < m.triangle_count(); ++t) {
-      const Shaded& a = vertices[part][m.indices[3 * t]];
-      const Shaded& b = vertices[part][m.indices[3 * t + 1]];
-      const Shaded& c = vertices[part][m.indices[3 * t + 2]];
+      const auto& a = vertices[part][m.indices[3 * t]];
+      const auto& b = vertices[part][m.indices[3 * t + 1]];
+      const auto& c = vertices[part][m.indices[3 * t + 2]];
       const double lo = std::min({a.y, b.y, c.y}), hi = std::max({a.y, b.y, c.y});
       if (hi < 0 || lo >= H || std::max({a.x, b.x, c.x}) < 0 || std::min({a.x, b.x, c.x}) >= W) continue;
       const int first = std::max(0, static_cast<int>(std::floor(lo)) / (kBandRows * ss));
@@ -215,10 +216,10 @@ Image render_scene(const Scene& scene, const RenderOptions& options) {
           // Depth pass: the nearest fragment's normal and part per sample (shaded once, below).
           for (const TriangleRef& ref : binned[band]) {
             const Mesh& m = scene.parts[ref.part].mesh;
-            const Shaded& a = vertices[ref.part][m.indices[3 * ref.triangle]];
-            const Shaded& b = vertices[ref.part][m.indices[3 * ref.triangle + 1]];
-            const Shaded& c = vertices[ref.part][m.indices[3 * ref.triangle + 2]];
-            const double area = (b.x - a.x) * (c.y - a.y) - (b.y - a.y) * (c.x - a.x);
+            const auto& a = vertices[ref.part][m.indices[3 * ref.triangle]];
+            const auto& b = vertices[ref.part][m.indices[3 * ref.triangle + 1]];
+            const auto& c = vertices[ref.part][m.indices[3 * ref.triangle + 2]];
+            const double area = detail::edge_area(a, b, c);
             if (area == 0) continue;
             const int x0 = std::max(0, static_cast<int>(std::floor(std::min({a.x, b.x, c.x}))));
             const int x1 = std::min(W - 1, static_cast<int>(std::ceil(std::max({a.x, b.x, c.x}))));
@@ -226,22 +227,18 @@ Image render_scene(const Scene& scene, const RenderOptions& options) {
             const int y1 = std::min(row1 - 1, static_cast<int>(std::ceil(std::max({a.y, b.y, c.y}))));
             for (int y = y0; y <= y1; ++y)
               for (int x = x0; x <= x1; ++x) {
-                const double px = x + 0.5, py = y + 0.5;
-                // Barycentric weights from edge functions (either winding is drawn).
-                const double wa = ((b.x - px) * (c.y - py) - (b.y - py) * (c.x - px)) / area;
-                const double wb = ((c.x - px) * (a.y - py) - (c.y - py) * (a.x - px)) / area;
-                const double wc = 1 - wa - wb;
-                if (wa < 0 || wb < 0 || wc < 0) continue;
-                const double z = wa * a.z + wb * b.z + wc * c.z;
+                double w[3];
+                if (!detail::covers(a, b, c, area, x + 0.5, y + 0.5, w)) continue;
+                const double z = w[0] * a.z + w[1] * b.z + w[2] * c.z;
                 const std::size_t p = static_cast<std::size_t>(y - row0) * W + x;
                 if (z <= depth[p]) continue;
                 depth[p] = static_cast<float>(z);
                 owner[p] = static_cast<std::int32_t>(ref.part);
-                for (int k = 0; k < 3; ++k)
-                  normal[p][k] = static_cast<float>(wa * a.normal[k] + wb * b.normal[k] + wc * c.normal[k]);
+                detail::interpolate_normal(a, b, c, w, normal[p].data());
               }
           }
           // Shading and the box filter down to image pixels.
+          const float background[3] = {options.background.r, options.background.g, options.background.b};
           for (int y = row0 / ss; y < (row1 + ss - 1) / ss; ++y)
             for (int x = 0; x < image.width; ++x) {
               double sum[3] = {0, 0, 0};
@@ -249,27 +246,108 @@ Image render_scene(const Scene& scene, const RenderOptions& options) {
                 for (int sx = 0; sx < ss; ++sx) {
                   const std::size_t p = static_cast<std::size_t>(y * ss + sy - row0) * W + (x * ss + sx);
                   if (owner[p] < 0) {
-                    sum[0] += options.background.r;
-                    sum[1] += options.background.g;
-                    sum[2] += options.background.b;
+                    for (int k = 0; k < 3; ++k) sum[k] += background[k];
                     continue;
                   }
                   const Colour& base = scene.parts[static_cast<std::size_t>(owner[p])].colour;
-                  Vec3 n = normalised({normal[p][0], normal[p][1], normal[p][2]});
-                  if (n[2] < 0) n = {-n[0], -n[1], -n[2]};  // two-sided
-                  const double d = std::max(0.0, dot(n, light));
-                  const double s = d > 0 ? std::pow(std::max(0.0, dot(n, half)), shininess) : 0.0;
-                  const double rgb[3] = {base.r, base.g, base.b};
-                  for (int k = 0; k < 3; ++k)
-                    sum[k] += std::min(1.0, rgb[k] * (ambient + diffuse * d) + specular * s);
+                  const float rgb[3] = {base.r, base.g, base.b};
+                  detail::shade(lighting, normal[p].data(), rgb, sum);
                 }
               std::uint8_t* out = &image.rgba[4 * (static_cast<std::size_t>(y) * image.width + x)];
-              for (int k = 0; k < 3; ++k)
-                out[k] = static_cast<std::uint8_t>(std::lround(255.0 * sum[k] / (ss * ss)));
+              for (int k = 0; k < 3; ++k) out[k] = detail::to_byte(sum[k], ss * ss);
               out[3] = 255;
             }
         }
       });
+  return image;
+}
+
+}  // namespace
+
+#if !MOLACCEL_HAVE_CUDA
+namespace cuda {
+Image render_on_device(WorkerContext&, const std::vector<DevicePart>&, const Scene&, const RenderOptions&,
+                       void*) {
+  MOLACCEL_THROW(NotCompiled, "the CUDA renderer (this build has no CUDA)");
+}
+Framing framing_on_device(WorkerContext&, const std::vector<DevicePart>&, const Scene&, void*) {
+  MOLACCEL_THROW(NotCompiled, "the CUDA renderer (this build has no CUDA)");
+}
+}  // namespace cuda
+#endif
+
+std::string_view to_string(RenderBackend backend) {
+  switch (backend) {
+    case RenderBackend::automatic:
+      return "auto";
+    case RenderBackend::cpu:
+      return "cpu";
+    case RenderBackend::cuda:
+      return "cuda";
+  }
+  return "?";
+}
+
+RenderBackend parse_render_backend(std::string_view text) {
+  for (RenderBackend b : {RenderBackend::automatic, RenderBackend::cpu, RenderBackend::cuda})
+    if (text == to_string(b)) return b;
+  if (text == "gpu") return RenderBackend::cuda;
+  throw InputError("--render-backend", 0, fmt::format("unknown renderer '{}' (auto, cpu, cuda)", text));
+}
+
+namespace {
+void check_scene(const Scene& scene, const RenderOptions& options) {
+  detail::check_render_size(options);
+  std::size_t triangles = 0;
+  for (const ScenePart& part : scene.parts) triangles += part.mesh.triangle_count();
+  if (triangles == 0) throw InputError("render", 0, "nothing to draw: the scene has no triangle");
+}
+}  // namespace
+
+Image render_scene(const Scene& scene, const RenderOptions& options) {
+  check_scene(scene, options);
+  if (options.backend != RenderBackend::cuda) return render_cpu(scene, options);
+  WorkerInfo gpu;
+  gpu.kind = WorkerInfo::Kind::gpu;
+  gpu.device = 0;
+  WorkerContext ctx(gpu);
+  return cuda::render_on_device(ctx, {}, scene, options, nullptr);
+}
+
+Image render_scene(const Resources& resources, const Scene& scene, const RenderOptions& options,
+                   RenderInfo* info) {
+  check_scene(scene, options);
+  RenderBackend backend = options.backend;
+  if (backend == RenderBackend::automatic)
+    backend = resources.uses_gpu() ? RenderBackend::cuda : RenderBackend::cpu;
+  if (backend == RenderBackend::cuda && !resources.uses_gpu())
+    throw DeviceUnavailable("--render-backend cuda: the selected devices have no GPU (use --device gpu)",
+                            __FILE__, __LINE__);
+  const auto start = std::chrono::steady_clock::now();
+  Image image;
+  if (backend == RenderBackend::cpu) {
+    RenderOptions o = options;
+    if (o.threads == 0) o.threads = resources.cpu_threads();
+    image = render_cpu(scene, o);
+  } else {
+    // One tile on the scheduler: a GPU worker keeps its device buffers from call to call; a CPU
+    // worker beside the GPUs draws with the CPU rasteriser.
+    JobOptions job;
+    job.name = "render";
+    job.progress_bar = false;
+    run_tiles(
+        resources, 1,
+        [&](WorkerContext& ctx, std::size_t) {
+          image = ctx.worker().kind == WorkerInfo::Kind::gpu
+                      ? cuda::render_on_device(ctx, {}, scene, options, nullptr)
+                      : render_cpu(scene, options);
+        },
+        job);
+  }
+  if (info) {
+    info->backend = std::string(to_string(backend));
+    info->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
   return image;
 }
 

@@ -31,7 +31,29 @@ void DeviceState::ensure_staging(int b, std::size_t n) {
   staging[b].resize(n, pinned);
 }
 
+namespace {
+// A key without its coefficients id: what a request shares with a state it can keep but for the
+// coefficients.
+std::string without_coefficients(const std::string& key) {
+  const std::size_t a = key.find('/'), b = key.find('/', a + 1);
+  return key.substr(0, a) + key.substr(b);
+}
+}  // namespace
+
 void DeviceState::init(const GpuJob& job, int dev, bool want_jit) {
+  // The same cached basis, orbital count, path and brick (no weights, no matrix path): only the
+  // coefficients are uploaded (a display loop's next orbital).
+  const std::string new_key = state_key(job, want_jit);
+  if (ready && device == dev && !job.weights && !use_matrix_path(job) && !key.empty() && !new_key.empty() &&
+      without_coefficients(key) == without_coefficients(new_key)) {
+    chunk_planes = 0;
+    coefficients.upload(
+        std::vector<float>(job.coefficients, job.coefficients + job.orbitals * job.basis->components),
+        *stream);
+    stream->synchronize();
+    key = new_key;
+    return;
+  }
   device = dev;
   chunk_planes = 0;
   jit_kernel = nullptr;

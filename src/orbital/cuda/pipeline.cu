@@ -103,7 +103,10 @@ DeviceState& job_state(WorkerContext& ctx, const GpuJob& job) {
   DeviceState& st = ctx.kept<DeviceState>();
   st.pinned = &ctx.pinned_pool();
   if (fresh) st.chunk_planes = 0;
-  if (!st.ready || (fresh && (st.key.empty() || st.key != state_key(job, job.jit))))
+  // Cached inputs other than the state's set it up again even within a job (a caller of
+  // evaluate_on_device may hand one worker several orbitals).
+  const std::string key = state_key(job, job.jit);
+  if (!st.ready || (fresh && (st.key.empty() || st.key != key)) || (!key.empty() && st.key != key))
     st.init(job, ctx.worker().device, job.jit);
   return st;
 }
