@@ -137,7 +137,7 @@ void bench_bicgstab(int device, rt::Device& d, double copy_bw, bool quick) {
       }
       const bench::Timing t = bench::summarise(per_iteration);
       const std::string versus =
-          viennacl_s > 0 ? fmt::format(", {:.2f}x faster than ViennaCL", viennacl_s / t.median_s) : "";
+          viennacl_s > 0 ? fmt::format(", speed-up over ViennaCL {:.2f}x", viennacl_s / t.median_s) : "";
       bench::print_row(
           {.benchmark = launch == Launch::resident ? "linalg/opencl/bicgstab-poisson/fp64/persistent"
                                                    : "linalg/opencl/bicgstab-poisson/fp64/host-loop",

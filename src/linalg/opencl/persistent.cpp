@@ -185,7 +185,7 @@ SolverResult solve_persistent(rt::Device& device, const HostCsr<double>& a, std:
   result.relative_residual = result.residual_history.back();
   result.seconds = run.seconds;
   result.seconds_per_iteration = run.iterations ? run.seconds / run.iterations : 0;
-  result.kernels_per_iteration = 0;  // one launch for the whole solve
+  result.kernels_per_iteration = 1;  // at most (as the CUDA resident path): one launch per solve
   result.host_checks = 1;
   result.backend =
       fmt::format("opencl:{} ({}) persistent ({} work-groups of {}, {} grid barriers per iteration)",
