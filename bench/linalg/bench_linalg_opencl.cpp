@@ -1,8 +1,11 @@
 // linalg through OpenCL: BiCGStab (fp64) per iteration on 2-D Poisson n = 1e3 .. 1e7 against the
-// memory-bandwidth floor, and the paper's BLAS-1 example fused into one kernel at n = 1e7 against
-// the device's copy bandwidth (clEnqueueCopyBuffer). Runs on the first OpenCL GPU, or on
-// --device N (any OpenCL device, e.g. PoCL's CPU device); without an OpenCL GPU and without
-// --device it says so and exits 0.
+// memory-bandwidth floor: the host loop over the generated kernels at every size, the persistent
+// kernel (one launch per solve) at n <= 1e5, and ViennaCL 1.7.1's OpenCL backend on the same
+// device type in the same process where the build found it; and the paper's BLAS-1 example fused
+// into one kernel at n = 1e7 against the device's copy bandwidth (clEnqueueCopyBuffer). Runs on
+// the first OpenCL GPU, or on --device N (any OpenCL device, e.g. PoCL's CPU device, where the
+// persistent kernel runs as one work-group); without an OpenCL GPU and without --device it says
+// so and exits 0.
 //   bench_linalg_opencl [--device N] [--quick]
 #include <algorithm>
 #include <cstring>
@@ -16,6 +19,13 @@
 using namespace molaccel;
 using namespace molaccel::linalg;
 namespace rt = molaccel::opencl;
+
+#ifdef MOLACCEL_BENCH_VIENNACL_OPENCL
+namespace molaccel::bench {
+std::string viennacl_opencl_select(bool gpu);  // bench_linalg_opencl_viennacl.cpp
+Timing viennacl_opencl_bicgstab(std::size_t grid, std::size_t iterations);  // seconds per iteration
+}  // namespace molaccel::bench
+#endif
 
 namespace {
 
@@ -85,36 +95,64 @@ void bench_bicgstab(int device, rt::Device& d, double copy_bw, bool quick) {
   // Minimal traffic of one iteration per row, as bench_linalg: two CSR products (80 B) and 20
   // vector reads/writes (160 B).
   const double bytes_per_row = 2 * 80.0 + 160.0;
+#ifdef MOLACCEL_BENCH_VIENNACL_OPENCL
+  const std::string viennacl_device = bench::viennacl_opencl_select(d.info.gpu);
+#else
+  const std::string viennacl_device;
+#endif
   for (std::size_t grid : {32, 100, 316, 1000, 3163}) {
     const std::size_t n = grid * grid;
     if (quick && n > 2000000) break;
     const auto a = poisson_2d(grid);
     const auto b = multiply(a, std::vector<double>(n, 1.0));
-    SolverOptions o;
-    o.solver = Solver::bicgstab;
-    o.tolerance = 0;  // fixed iteration count
-    o.max_iterations = n <= 100000 ? 400 : 100;
-    std::vector<double> per_iteration;
-    SolverResult last;
-    for (int rep = 0; rep < 3; ++rep) {
-      last = linalg::opencl::solve(device, a, b, o);
-      per_iteration.push_back(last.seconds_per_iteration);
-    }
-    const bench::Timing t = bench::summarise(per_iteration);
+    const int iterations = n <= 100000 ? 400 : 100;
     const double floor_s = bytes_per_row * double(n) / copy_bw;
-    bench::print_row(
-        {.benchmark = "linalg/opencl/bicgstab-poisson/fp64",
-         .device = d.info.name,
-         .size = fmt::format("n={}", n),
-         .timing = t,
-         .work = bytes_per_row * double(n),
-         .work_unit = "B",
-         .bytes = bytes_per_row * double(n),
-         .limit = copy_bw,
-         .limit_name = "clEnqueueCopyBuffer bandwidth",
-         .note = fmt::format("{:.2f} us/iter, floor {:.2f} us ({:.2f}x), {} iters, {} kernels/iter, {}",
-                             t.median_s * 1e6, floor_s * 1e6, t.median_s / floor_s, last.iterations,
-                             last.kernels_per_iteration, last.backend)});
+    double viennacl_s = 0;
+#ifdef MOLACCEL_BENCH_VIENNACL_OPENCL
+    if (!viennacl_device.empty()) {
+      const bench::Timing t = bench::viennacl_opencl_bicgstab(grid, std::size_t(iterations));
+      viennacl_s = t.median_s;
+      bench::print_row({.benchmark = "linalg/opencl/bicgstab-poisson/fp64/viennacl-1.7.1",
+                        .device = viennacl_device,
+                        .size = fmt::format("n={}", n),
+                        .timing = t,
+                        .note = fmt::format("{:.2f} us/iter, floor {:.2f} us ({:.2f}x)", t.median_s * 1e6,
+                                            floor_s * 1e6, t.median_s / floor_s)});
+    }
+#endif
+    // The host loop at every size; the persistent kernel where the problem fits the resident
+    // work-groups' rule size (n <= 1e5 here).
+    for (const Launch launch : {Launch::graph, Launch::resident}) {
+      if (launch == Launch::resident && n > 100000) continue;
+      SolverOptions o;
+      o.solver = Solver::bicgstab;
+      o.tolerance = 0;  // fixed iteration count
+      o.max_iterations = iterations;
+      o.launch = launch;
+      std::vector<double> per_iteration;
+      SolverResult last;
+      for (int rep = 0; rep < 4; ++rep) {
+        last = linalg::opencl::solve(device, a, b, o);
+        if (rep > 0) per_iteration.push_back(last.seconds_per_iteration);  // first: program builds
+      }
+      const bench::Timing t = bench::summarise(per_iteration);
+      const std::string versus =
+          viennacl_s > 0 ? fmt::format(", speed-up over ViennaCL {:.2f}x", viennacl_s / t.median_s) : "";
+      bench::print_row(
+          {.benchmark = launch == Launch::resident ? "linalg/opencl/bicgstab-poisson/fp64/persistent"
+                                                   : "linalg/opencl/bicgstab-poisson/fp64/host-loop",
+           .device = d.info.name,
+           .size = fmt::format("n={}", n),
+           .timing = t,
+           .work = bytes_per_row * double(n),
+           .work_unit = "B",
+           .bytes = bytes_per_row * double(n),
+           .limit = copy_bw,
+           .limit_name = "clEnqueueCopyBuffer bandwidth",
+           .note = fmt::format("{:.2f} us/iter, floor {:.2f} us ({:.2f}x){}, {} iters, {} kernels/iter, {}",
+                               t.median_s * 1e6, floor_s * 1e6, t.median_s / floor_s, versus, last.iterations,
+                               last.kernels_per_iteration, last.backend)});
+    }
   }
 }
 

@@ -50,8 +50,12 @@ std::string source(const CustomOperation& operation, int group = 1);
 // Throws NotCompiled in a build without OpenCL, DeviceUnavailable for a missing device, and an
 // Error naming the device and cl_khr_fp64 for a double operation on a device without fp64.
 void execute(const CustomOperation& operation, int device, std::vector<ReferenceOperand>& operands);
-// CG / BiCGStab from x = 0 as a host loop over the generated kernels (options.batch iterations per
-// host check, 8 when 0; options.launch does not apply). Errors as execute's.
+// CG / BiCGStab from x = 0. options.launch: automatic = one persistent kernel for the whole solve
+// on a GPU with fp64 for up to 4 x 256 rows per compute unit without a preconditioner (the grid
+// barrier needs every work-group resident), else a host loop over the generated kernels
+// (options.batch iterations per host check, 8 when 0); resident = the persistent kernel on any
+// device (one work-group on a non-GPU device; no preconditioner); graph, fused = the host loop.
+// Errors as execute's.
 SolverResult solve(int device, const HostCsr<double>& a, std::span<const double> b,
                    const SolverOptions& options);
 

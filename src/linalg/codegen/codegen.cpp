@@ -23,26 +23,6 @@
 
 namespace molaccel::linalg {
 
-namespace {
-
-bool is_reduction(const NodePtr& n) {
-  return n->kind == NodeKind::inner_product || n->kind == NodeKind::norm_2;
-}
-
-// The dialect's spelling of what differs between CUDA C++ and OpenCL C.
-struct Dialect {
-  bool opencl = false;
-  const char* function;    // qualifiers of helper functions, with their space
-  const char* global;      // address space of kernel pointers
-  const char* int64;       // 64-bit integer type
-  const char* thread;      // index of the thread in its block / work-group
-  const char* block;       // index of the block / work-group
-  const char* block_size;  // threads per block
-  const char* blocks;      // blocks in the grid
-  const char* kernel;      // kernel declaration up to the name
-  const char* scratch;     // block-shared scratch array declaration
-};
-
 const Dialect cuda_dialect{false,
                            "__device__ __forceinline__ ",
                            "",
@@ -52,7 +32,9 @@ const Dialect cuda_dialect{false,
                            "blockDim.x",
                            "gridDim.x",
                            "extern \"C\" __global__ void __launch_bounds__(256)",
-                           "__shared__ T scratch[32];  // block sums"};
+                           "__shared__ T scratch[32];  // block sums",
+                           "__restrict__",
+                           "LL"};
 const Dialect opencl_dialect{true,
                              "",  // plain definitions: OpenCL C's `inline` has C99 semantics
                              "__global ",
@@ -62,7 +44,15 @@ const Dialect opencl_dialect{true,
                              "get_local_size(0)",
                              "get_num_groups(0)",
                              "__kernel __attribute__((reqd_work_group_size(256, 1, 1))) void",
-                             "__local T scratch[256];  // block sums and row-group sums"};
+                             "__local T scratch[256];  // block sums and row-group sums",
+                             "restrict",
+                             "L"};
+
+namespace {
+
+bool is_reduction(const NodePtr& n) {
+  return n->kind == NodeKind::inner_product || n->kind == NodeKind::norm_2;
+}
 
 std::string literal(double v, ValueType t) {
   std::string s = fmt::format("{:.17g}", v);

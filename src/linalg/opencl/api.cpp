@@ -1,11 +1,13 @@
-// linalg on OpenCL: one operation on host operands, and CG / BiCGStab as a host loop over the
-// solvers' generated operations (the plans of solver_plans(); the CUDA graph path's batches of
-// iterations without the graph).
+// linalg on OpenCL: one operation on host operands, and CG / BiCGStab either as one persistent
+// kernel (persistent.cpp: small systems on a GPU) or as a host loop over the solvers' generated
+// operations (the plans of solver_plans(); the CUDA graph path's batches of iterations without
+// the graph).
 #include <cmath>
 
 #include "linalg/backend.hpp"
 #include "linalg/codegen/codegen.hpp"
 #include "linalg/opencl/executor.hpp"
+#include "linalg/opencl/persistent.hpp"
 #include "molaccel/opencl.hpp"
 
 namespace molaccel::linalg::opencl {
@@ -254,6 +256,13 @@ SolverResult solve(int device, const HostCsr<double>& a, std::span<const double>
   rt::Device& d = rt::device(device);
   if (options.precision == Precision::fp64)
     rt::require_fp64(d.info, "a double-precision solve (--precision fp64)");
+  // The persistent kernel: --launch resident asks for it; automatic takes it where
+  // cl::persistent_groups says so and there is no preconditioner; graph and fused: the host loop.
+  if (options.launch == Launch::resident)
+    return cl::solve_persistent(d, a, b, options, cl::forced_persistent_groups(d.info, a.rows));
+  if (options.launch == Launch::automatic && options.preconditioner == Preconditioner::none)
+    if (const int groups = cl::persistent_groups(d.info, a.rows); groups > 0)
+      return cl::solve_persistent(d, a, b, options, groups);
   return options.precision == Precision::fp32 ? solve_typed<float>(d, a, b, options)
                                               : solve_typed<double>(d, a, b, options);
 }

@@ -1,13 +1,18 @@
-// CUDA emission of a planned program: one persistent cooperative kernel per solve. Every thread
+// Emission of a planned program: one persistent kernel per solve, in the generator's two
+// dialects (codegen/codegen.hpp: CUDA for NVRTC, OpenCL C for program_opencl.cpp). Every thread
 // walks its rows (row = global thread id, stride = grid size) through each segment; a segment
 // ends with block sums of its reductions, the grid barrier (an arrival counter), and the totals
-// summed by every warp in the same order (so every thread holds the same bits); the deferred
-// scalar statements, the stop tests and the monitors then run in every thread alike.
+// summed by every block in the same order (so every thread holds the same bits); the deferred
+// scalar statements, the stop tests and the monitors then run in every thread alike. The
+// dialects differ in the helper blocks (block sums, grid total, grid barrier: CUDA's below,
+// OpenCL's in program_opencl.cpp), the load of a value written by another block, and the
+// spellings of the Dialect table.
 //
 // Plain C++ (no CUDA headers): CI compiles the generated source with NVRTC without a GPU.
 #include <cctype>
 #include <cmath>
 
+#include "linalg/codegen/codegen.hpp"
 #include "linalg/expression_util.hpp"
 #include "linalg/program/program_cuda.hpp"
 
@@ -66,7 +71,8 @@ std::string literal(double v) {
 
 class Emitter {
  public:
-  Emitter(const Program& program, const ProgramPlan& plan) : program_(program), plan_(plan) {
+  Emitter(const Program& program, const ProgramPlan& plan, const Dialect& dialect, std::string helpers)
+      : program_(program), plan_(plan), d_(dialect), helpers_(std::move(helpers)) {
     for (std::size_t i = 0; i < program.symbols().size(); ++i)
       if (program.symbols()[i].kind == NodeKind::vector) vector_ordinal_[int(i)] = vectors_++;
     slots_ = std::max(plan.setup.reductions.size(), plan.iteration.reductions.size());
@@ -74,22 +80,27 @@ class Emitter {
 
   std::string source() {
     const std::string t = program_.type() == ValueType::f32 ? "float" : "double";
-    std::string s =
-        "// molaccel linalg program " + program_.name() + ": one persistent cooperative kernel.\n";
+    std::string s = "// molaccel linalg program " + program_.name() + ": one persistent " +
+                    (d_.opencl ? "kernel (OpenCL C).\n" : "cooperative kernel.\n");
+    if (d_.opencl) s += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
     s += "typedef " + t + " T;\n";
-    s += "// linalg/cuda/grid_blocks.cuh\n";
-    s += kSharedBlocks;
-    s += "\n";
-    s += kBlocks;
-    s += "\nextern \"C\" __global__ void __launch_bounds__(256) " + kernel_name(program_) +
-         "(const int* __restrict__ row_ptr, const int* __restrict__ col_idx, const T* __restrict__ values,\n"
-         "    long long n, T* vectors, double* scalars, double* partials, unsigned long long* counter,\n"
-         "    double* monitors, long long* outcome, int max_iterations) {\n";
-    s += "  const long long first_row = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n";
-    s += "  const long long row_stride = (long long)gridDim.x * blockDim.x;\n";
-    s += "  const bool leader = blockIdx.x == 0 && threadIdx.x == 0;\n";
-    s += fmt::format("  const long long slots = {};\n", std::max<std::size_t>(1, slots_));
-    s += "  int epoch = 0;\n";
+    s += helpers_;
+    const std::string g = d_.global, r = d_.restrict_, i64 = d_.int64;
+    s += fmt::format(
+        "\n{0} {1}({2}const int* {3} row_ptr, {2}const int* {3} col_idx, {2}const T* {3} values,\n"
+        "    {4} n, {2}T* vectors, {2}double* scalars, {2}double* partials, {5},\n"
+        "    {2}double* monitors, {2}{4}* outcome, int max_iterations) {{\n",
+        d_.kernel, kernel_name(program_), g, r, i64,
+        d_.opencl ? "volatile __global int* counter" : "unsigned long long* counter");
+    if (d_.opencl)
+      s += fmt::format("  __local double scratch[{}];  // block sums (mp_block_sums)\n",
+                       272 * max_segment_reductions());
+    s += fmt::format("  const {0} first_row = ({0}){1} * {2} + {3};\n", i64, d_.block, d_.block_size,
+                     d_.thread);
+    s += fmt::format("  const {0} row_stride = ({0}){1} * {2};\n", i64, d_.blocks, d_.block_size);
+    s += fmt::format("  const bool leader = {} == 0 && {} == 0;\n", d_.block, d_.thread);
+    s += fmt::format("  const {} slots = {};\n", i64, std::max<std::size_t>(1, slots_));
+    if (!d_.opencl) s += "  int epoch = 0;\n";
     for (std::size_t i = 0; i < program_.symbols().size(); ++i) {
       const auto kind = program_.symbols()[i].kind;
       if (kind == NodeKind::device_scalar) s += fmt::format("  double s{0} = scalars[{0}];\n", i);
@@ -97,8 +108,8 @@ class Emitter {
     }
     s += "  // ---- setup ----\n";
     for (std::size_t k = 0; k < plan_.setup.segments.size(); ++k)
-      s += segment(plan_.setup, plan_.setup.segments[k], program_.setup_steps());
-    s += "  long long it = 0;\n  long long status = 0;\n  for (;; ++it) {\n";
+      s += segment(plan_.setup, plan_.setup.segments[k], program_.setup_steps(), fmt::format("{}", k));
+    s += fmt::format("  {0} it = 0;\n  {0} status = 0;\n  for (;; ++it) {{\n", i64);
     const std::size_t m = program_.monitors().size();
     for (std::size_t i = 0; i < m; ++i)
       s += fmt::format("    if (leader) monitors[it * {} + {}] = {};\n", m, i,
@@ -108,7 +119,9 @@ class Emitter {
                        scalar_expr(program_.stop_tests()[i].condition.node()), i + 1);
     s += "    if (status == 0 && it >= max_iterations) status = -1;\n    if (status != 0) break;\n";
     for (std::size_t k = 0; k < plan_.iteration.segments.size(); ++k)
-      s += segment(plan_.iteration, plan_.iteration.segments[k], program_.loop_steps());
+      s += segment(plan_.iteration, plan_.iteration.segments[k], program_.loop_steps(),
+                   fmt::format("({} + it * {} + {})", plan_.setup.segments.size(),
+                               plan_.iteration.segments.size(), k));
     s += "  }\n  if (leader) {\n    outcome[0] = it;\n    outcome[1] = status;\n";
     for (std::size_t i = 0; i < program_.symbols().size(); ++i) {
       const auto kind = program_.symbols()[i].kind;
@@ -151,11 +164,11 @@ class Emitter {
   // barrier); at this row a register, loaded once per row or kept from this thread's store.
   std::string vector_ref(int v, const Context& c, std::string& pre) {
     const std::string buffer = buffer_of(v, c);
-    if (c.other_row) return fmt::format("(double)__ldcg({} + {})", buffer, c.col);
+    if (c.other_row) return fmt::format("(double){}({} + {})", load(), buffer, c.col);
     MOLACCEL_EXPECTS(c.row_values != nullptr, "program emission: a vector in a scalar expression");
     if (auto it = c.row_values->find(buffer); it != c.row_values->end()) return it->second;
     const std::string name = fmt::format("l{}", temp_++);
-    pre += fmt::format("      const double {} = (double)__ldcg({} + row);\n", name, buffer);
+    pre += fmt::format("      const double {} = (double){}({} + row);\n", name, load(), buffer);
     (*c.row_values)[buffer] = name;
     return name;
   }
@@ -231,8 +244,9 @@ class Emitter {
     }
   }
 
+  // `barrier`: the number of grid barriers before this segment's (OpenCL: an expression of `it`).
   std::string segment(const Phase& phase, const Segment& seg,
-                      const std::vector<std::vector<Statement>>& steps) {
+                      const std::vector<std::vector<Statement>>& steps, const std::string& barrier) {
     std::string head, loop, tail;
     const int id = segment_id_++;
     head += fmt::format("  {{  // segment {}\n", id);
@@ -249,9 +263,11 @@ class Emitter {
       }
     for (int v : used) {
       const int o = vector_ordinal_.at(v);
-      head += fmt::format("    T* v{0}_f = vectors + (2LL * {1} + par{0}) * n;\n", v, o);
+      head += fmt::format("    {2}T* v{0}_f = vectors + (2{3} * {1} + par{0}) * n;\n", v, o, d_.global,
+                          d_.int64_suffix);
       if (seg.renamed.count(v))
-        head += fmt::format("    T* v{0}_b = vectors + (2LL * {1} + 1 - par{0}) * n;\n", v, o);
+        head += fmt::format("    {2}T* v{0}_b = vectors + (2{3} * {1} + 1 - par{0}) * n;\n", v, o, d_.global,
+                            d_.int64_suffix);
     }
     for (int slot : seg.reductions) head += fmt::format("    double acc{} = 0.0;\n", slot);
     std::map<int, std::string> names;  // scalar -> its current in-place value
@@ -312,19 +328,29 @@ class Emitter {
       for (auto& [t, name] : new_scalars) names[t] = name;
       for (auto& [buffer, value] : stored) row_values[buffer] = value;
     }
-    loop += "    for (long long row = first_row; row < n; row += row_stride) {\n" + row_code + "    }\n";
+    loop += fmt::format("    for ({} row = first_row; row < n; row += row_stride) {{\n", d_.int64) +
+            row_code + "    }\n";
     for (auto& [t, name] : names) tail += fmt::format("    s{} = {};\n", t, name);
     // The barrier: block sums, the counter, the totals; renamed buffers swap.
-    const std::string half = "partials + (long long)(epoch & 1) * slots * gridDim.x";
-    for (int slot : seg.reductions)
-      tail += fmt::format("    mp_block_sum(acc{0}, {1} + {0}LL * gridDim.x + blockIdx.x);\n", slot, half);
-    tail += "    molaccel_grid_barrier(counter);\n";
-    std::map<const ExpressionNode*, std::string> totals;
-    for (int slot : seg.reductions) {
-      tail += fmt::format("    const double tot{0}_{1} = mp_grid_total({2} + {0}LL * gridDim.x);\n", slot, id,
-                          half);
+    // The half of the partials array this barrier uses: CUDA counts barriers in `epoch`; OpenCL
+    // derives the count from the segment's place and `it` (PoCL's kernel compiler miscompiled a
+    // counter incremented between work-group barriers inside the loop: the partial sums were
+    // written to one half and read from the other).
+    const std::string half =
+        d_.opencl ? fmt::format("partials + (long)({} & 1) * slots * get_num_groups(0)", barrier)
+                  : "partials + (long long)(epoch & 1) * slots * gridDim.x";
+    if (d_.opencl) {
+      tail += opencl_barrier(seg, id, half);
+    } else {
+      for (int slot : seg.reductions)
+        tail += fmt::format("    mp_block_sum(acc{0}, {1} + {0}LL * gridDim.x + blockIdx.x);\n", slot, half);
+      tail += "    molaccel_grid_barrier(counter);\n";
+      for (int slot : seg.reductions)
+        tail += fmt::format("    const double tot{0}_{1} = mp_grid_total({2} + {0}LL * gridDim.x);\n", slot,
+                            id, half);
     }
-    tail += "    ++epoch;\n";
+    std::map<const ExpressionNode*, std::string> totals;
+    if (!d_.opencl) tail += "    ++epoch;\n";
     for (int v : seg.renamed) tail += fmt::format("    par{0} ^= 1;\n", v);
     for (const auto& item : seg.body) {
       if (item.scalars_in_place) continue;
@@ -348,8 +374,48 @@ class Emitter {
     return head + loop + tail + "  }\n";
   }
 
+  // OpenCL: the segment's reductions summed together (mp_block_sums: every value in local memory,
+  // sums of 16, two work-group barriers for all of them; mp_total adds the 16), the barrier, the
+  // totals the same way from the work-groups' partials. The totals are read into registers
+  // before local memory is written again: the next write is after a work-group barrier.
+  std::string opencl_barrier(const Segment& seg, int id, const std::string& half) const {
+    std::string out;
+    const std::size_t k = seg.reductions.size(), kmax = max_segment_reductions();
+    for (std::size_t r = 0; r < k; ++r)
+      out += fmt::format("    scratch[{} * 256 + get_local_id(0)] = acc{};\n", r, seg.reductions[r]);
+    if (k)
+      out += fmt::format("    mp_block_sums(scratch, {}, {});\n    if (get_local_id(0) == 0) {{\n", k, kmax);
+    for (std::size_t r = 0; r < k; ++r)
+      out +=
+          fmt::format("      ({})[{}L * get_num_groups(0) + get_group_id(0)] = mp_total(scratch, {}, {});\n",
+                      half, seg.reductions[r], r, kmax);
+    if (k) out += "    }\n";
+    out += "    mp_grid_barrier(counter);\n";
+    for (std::size_t r = 0; r < k; ++r)
+      out += fmt::format(
+          "    scratch[{} * 256 + get_local_id(0)] = mp_partials_sum({} + {}L * get_num_groups(0));\n", r,
+          half, seg.reductions[r]);
+    if (k) out += fmt::format("    mp_block_sums(scratch, {}, {});\n", k, kmax);
+    for (std::size_t r = 0; r < k; ++r)
+      out += fmt::format("    const double tot{}_{} = mp_total(scratch, {}, {});\n", seg.reductions[r], id, r,
+                         kmax);
+    return out;
+  }
+
+  std::size_t max_segment_reductions() const {
+    std::size_t k = 1;
+    for (const Phase* phase : {&plan_.setup, &plan_.iteration})
+      for (const auto& seg : phase->segments) k = std::max(k, seg.reductions.size());
+    return k;
+  }
+
+  // The load of a vector element that another block may have written before the barrier.
+  const char* load() const { return d_.opencl ? "mp_load" : "__ldcg"; }
+
   const Program& program_;
   const ProgramPlan& plan_;
+  const Dialect& d_;
+  std::string helpers_;
   std::map<int, int> vector_ordinal_;
   int vectors_ = 0;
   std::size_t slots_ = 0;
@@ -364,8 +430,14 @@ std::string kernel_name(const Program& program) {
   return out;
 }
 
+std::string generate_program(const Program& program, const ProgramPlan& plan, const Dialect& dialect,
+                             std::string helpers) {
+  return Emitter(program, plan, dialect, std::move(helpers)).source();
+}
+
 std::string generate_program_cuda(const Program& program, const ProgramPlan& plan) {
-  return Emitter(program, plan).source();
+  return generate_program(program, plan, cuda_dialect,
+                          std::string("// linalg/cuda/grid_blocks.cuh\n") + kSharedBlocks + "\n" + kBlocks);
 }
 
 }  // namespace molaccel::linalg::program
