@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "molaccel/display.hpp"
 #include "runtime/jit_cache_format.hpp"
 #include "runtime/resource_limits.hpp"
 #include "runtime/secure_file.hpp"
@@ -160,6 +161,25 @@ TEST(OutputGroup, WriteThroughOutputsAreWrittenAtOnce) {
   write_text(dir / "a.txt", "a");
   group.commit();
   EXPECT_EQ(entries(dir.path()), (std::vector<std::string>{"a.txt"}));
+}
+
+// OBJ + MTL: an OBJ that cannot be written (a directory holds its name) leaves no new MTL either.
+TEST(OutputGroup, ObjAndMtlAppearTogetherOrNotAtAll) {
+  TempDir dir;
+  display::Scene scene;
+  display::ScenePart part;
+  part.name = "triangle";
+  part.mesh.positions = {0, 0, 0, 1, 0, 0, 0, 1, 0};
+  part.mesh.normals = {0, 0, 1, 0, 0, 1, 0, 0, 1};
+  part.mesh.indices = {0, 1, 2};
+  scene.parts.push_back(part);
+  std::filesystem::create_directories(dir / "m.obj");
+  EXPECT_THROW(display::write_obj(dir / "m.obj", scene), InputError);
+  EXPECT_FALSE(std::filesystem::exists(dir / "m.mtl"));
+  std::filesystem::remove(dir / "m.obj");
+  display::write_obj(dir / "m.obj", scene);
+  EXPECT_TRUE(std::filesystem::is_regular_file(dir / "m.mtl"));
+  EXPECT_TRUE(std::filesystem::is_regular_file(dir / "m.obj"));
 }
 
 // SIGKILL (nothing can clean up) during the final write: the output's name still holds the old
