@@ -185,7 +185,7 @@ int run_matrix(RunContext& ctx, const MatrixOptions& o) {
       }
       detail::require_output_space(o.output, bytes,
                                    "write the top hits (lingo search -k) or the pairs above a threshold "
-                                   "(lingo neighbors) instead, a smaller --output-type (.npy), or the "
+                                   "(lingo neighbors) instead, --output-type fp16 or u8 (.npy), or the "
                                    "matrix to a larger filesystem");
     });
   });
