@@ -7,6 +7,7 @@
 #include "command.hpp"
 #include "molaccel/linalg.hpp"
 #include "opencl_device.hpp"
+#include "runtime/resource_limits.hpp"
 
 namespace molaccel::cli {
 namespace {
@@ -71,6 +72,15 @@ int run_solve(RunContext& ctx, const SolveOptions& o) {
     throw InputError("solve", 0, "give either a matrix file (A.mtx) or --poisson N");
   if (!o.rhs.empty() && o.poisson)
     throw InputError("--rhs", 0, "--rhs applies to a matrix file, not to --poisson");
+  if (o.poisson) {
+    // Per unknown: 5 CSR entries (12 bytes each), a row pointer, b, x and the solvers' work vectors
+    // (8 doubles at most, BiCGStab); x is written as up to 25 characters a line.
+    const double n = double(o.poisson) * double(o.poisson);
+    const std::string smaller = "use a smaller --poisson N (the unknowns grow as N^2)";
+    detail::require_memory(n * (5 * 12 + 4 + 10 * 8),
+                           fmt::format("--poisson {0}: a {0} x {0} system", o.poisson), smaller);
+    if (!o.output.empty()) detail::require_output_space(o.output, n * 25, smaller);
+  }
   la::HostCsr<double> a = o.poisson ? la::poisson_2d(o.poisson) : la::read_matrix_market(o.matrix);
   const std::string system = o.poisson ? fmt::format("2-D Poisson {0} x {0}", o.poisson) : o.matrix;
   if (a.rows != a.cols)

@@ -11,6 +11,7 @@
 #include "command.hpp"
 #include "molaccel/lingo.hpp"
 #include "runtime/parallel_writer.hpp"
+#include "runtime/resource_limits.hpp"
 
 namespace molaccel::cli {
 namespace {
@@ -137,6 +138,18 @@ void report_stages(nlohmann::json& report, double read_seconds, const lg::RunInf
                       {"write", write_seconds}};
 }
 
+// Refuses --threshold 0 on an input whose pairs cannot be held: every pair is then a neighbour
+// (lg::Hit, 12 bytes, in a vector that may double while it grows; clustering adds 8 bytes of
+// adjacency). Above 0 the number of pairs is not known before the run.
+void require_all_pairs_memory(const lg::MoleculeSet& db, float threshold, const char* command) {
+  if (threshold > 0.0f) return;
+  const double n = double(db.size());
+  detail::require_memory(n * (n - 1) / 2 * 24.0,
+                         fmt::format("lingo {} --threshold 0 of {} molecules ({:.3g} pairs, all neighbours)",
+                                     command, db.size(), n * (n - 1) / 2),
+                         "raise --threshold (at 0 every pair is a neighbour)");
+}
+
 // ---- matrix ----
 struct MatrixOptions {
   LingoInputOptions input;
@@ -159,6 +172,21 @@ int run_matrix(RunContext& ctx, const MatrixOptions& o) {
       resources = ctx.resources();
       queries = load(o.queries, o.input, ctx.report, "queries");
       if (!o.db.empty()) db = load(o.db, o.input, ctx.report, "database");
+      // The file's size, known up front: every cell's element (.npy), or both names, a similarity
+      // (about 10 characters), two tabs and a newline (.tsv).
+      const lg::MoleculeSet& cols = db ? *db : queries;
+      const double cells = double(queries.size()) * double(cols.size());
+      double bytes = cells * double(lg::element_bytes(lg::parse_output_type(o.output_type)));
+      if (format == lg::MatrixFormat::tsv) {
+        double query_names = 0, col_names = 0;
+        for (const auto& name : queries.names) query_names += double(name.size());
+        for (const auto& name : cols.names) col_names += double(name.size());
+        bytes = query_names * double(cols.size()) + col_names * double(queries.size()) + cells * 13.0;
+      }
+      detail::require_output_space(o.output, bytes,
+                                   "write the top hits (lingo search -k) or the pairs above a threshold "
+                                   "(lingo neighbors) instead, --output-type fp16 or u8 (.npy), or the "
+                                   "matrix to a larger filesystem");
     });
   });
   lg::RunInfo info;
@@ -274,6 +302,11 @@ int run_search(RunContext& ctx, const SearchOptions& o) {
       resources = ctx.resources();
       queries = load(o.queries, o.input, ctx.report, "queries");
       if (!same_file) db_storage = load(o.db, o.input, ctx.report, "database");
+      const std::size_t per_query = std::min(o.k, same_file ? queries.size() : db_storage.size());
+      detail::require_memory(
+          double(queries.size()) * double(per_query) * double(sizeof(lg::Hit)),
+          fmt::format("lingo search -k {}: {} hits per query for {} queries", o.k, per_query, queries.size()),
+          "use a smaller -k, or search fewer queries at a time");
     });
   });
   const lg::MoleculeSet& db = same_file ? queries : db_storage;
@@ -341,6 +374,7 @@ int run_neighbors(RunContext& ctx, const NeighborOptions& o) {
     on_every_rank(ctx, [&] {
       resources = ctx.resources();
       db = load(o.db, o.input, ctx.report, "database");
+      require_all_pairs_memory(db, o.threshold, "neighbors");
     });
   });
   lg::RunInfo info;
@@ -401,6 +435,7 @@ int run_cluster(RunContext& ctx, const NeighborOptions& o) {
   on_every_rank(ctx, [&] {
     resources = ctx.resources();
     db = load(o.db, o.input, ctx.report, "database");
+    require_all_pairs_memory(db, o.threshold, "cluster");
   });
   lg::RunInfo info;
   const auto clustering =

@@ -7,6 +7,7 @@
 #include "command.hpp"
 #include "molaccel/orbital.hpp"
 #include "opencl_device.hpp"
+#include "runtime/resource_limits.hpp"
 
 namespace molaccel::cli {
 namespace {
@@ -173,6 +174,17 @@ int run_grid(RunContext& ctx, const GridOptions& o) {
            grid.point_count(),
            opencl_device ? fmt::format("opencl:{}", *opencl_device) : resources.describe());
 
+  // Refused up front when the values (4 bytes per point and field) cannot be held or the cubes
+  // (13 bytes per value and a newline per 6) cannot be stored.
+  const double points = double(grid.counts[0]) * double(grid.counts[1]) * double(grid.counts[2]);
+  const std::string fewer_points =
+      "use a larger --spacing (the points grow as 1/spacing^3), a smaller box or fewer fields";
+  detail::require_memory(points * double(fields) * 4.0,
+                         fmt::format("a {} x {} x {} grid of {} field{}", grid.counts[0], grid.counts[1],
+                                     grid.counts[2], fields, fields == 1 ? "" : "s"),
+                         fewer_points);
+  detail::require_output_space(o.output, points * double(fields) * (13.0 + 1.0 / 6.0), fewer_points);
+
   // Compute everything first, then write: bad input or a failed job leaves no partial output.
   std::vector<float> orbital_values;
   EvaluationInfo orbital_info, density_info;
@@ -188,6 +200,7 @@ int run_grid(RunContext& ctx, const GridOptions& o) {
   std::vector<std::string> written;
   const std::size_t n = grid.point_count();
   nlohmann::json outputs = nlohmann::json::array();
+  OutputGroup cubes;  // every field's cube, or none of them
   if (o.multi) {
     std::vector<int> numbers;
     for (const auto& r : refs) numbers.push_back(static_cast<int>(r.index + 1));
@@ -207,6 +220,7 @@ int run_grid(RunContext& ctx, const GridOptions& o) {
                fmt::format("{} electron density [e/bohr^3]", o.density));
     written.push_back(path.string());
   }
+  cubes.commit();
   const EvaluationInfo& info = refs.empty() ? density_info : orbital_info;
   std::FILE* out = ctx.summary(output.string());
   if (out)

@@ -516,7 +516,29 @@ HostBuffer allocate_host_buffer(std::size_t bytes);
 
 // Writes a file atomically: the callback writes to a temporary file in the same directory,
 // which is renamed over `path` only when the callback returns; on an exception it is removed.
+// Inside an OutputGroup the rename waits for the group's commit().
 void write_file_atomically(const std::filesystem::path& path, const std::function<void(std::FILE*)>& write);
+// Several outputs that appear together or not at all (the cubes of several fields, OBJ + MTL).
+// While a group lives, write_file_atomically on the thread that made it writes each output to its
+// temporary file (permissions set, closed) without renaming it; commit() renames them all into
+// place, in the order written. A group destroyed without commit() (an exception on the way) removes
+// every temporary file: none of its outputs appears and older files under those names stay as they
+// were. Outputs written through (standard output, devices, pipes) are written at once. A group made
+// while another is active on the thread joins it: the outermost one commits. The renames of a commit
+// are separate steps: only a rename itself failing (or SIGKILL between two) can leave part of the
+// group renamed; the staged files are removed on SIGINT, SIGTERM and SIGHUP like every temporary.
+class OutputGroup {
+ public:
+  OutputGroup();
+  ~OutputGroup();
+  OutputGroup(const OutputGroup&) = delete;
+  OutputGroup& operator=(const OutputGroup&) = delete;
+  void commit();
+  struct Impl;  // opaque
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
 // For programs (the molaccel command): on SIGINT, SIGTERM or SIGHUP, the temporary files of outputs
 // being written are removed and the process exits with 128 + the signal (130, 143, 129). The
 // library itself installs no signal handler.

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -77,6 +78,16 @@ struct FileOwner {
 };
 void replace_file(const std::filesystem::path& target, mode_t mode, std::optional<FileOwner> owner,
                   const std::function<void(std::FILE*)>& write, const std::string& display);
+// replace_file in two steps: stage_file does all but the rename (the temporary file is removed on
+// SIGINT, SIGTERM and SIGHUP while `cleanup` lives), commit_staged renames it over the target.
+struct StagedFile {
+  std::filesystem::path temporary, target;
+  std::string display;
+  std::unique_ptr<CleanupOnSignal> cleanup;
+};
+StagedFile stage_file(const std::filesystem::path& target, mode_t mode, std::optional<FileOwner> owner,
+                      const std::function<void(std::FILE*)>& write, const std::string& display);
+void commit_staged(StagedFile& staged);
 
 // Whether `dir` (following a link) is a directory owned by this user and writable by nobody else;
 // `why` says what is wrong when not.

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <vector>
 
 #include "molaccel/runtime.hpp"
 #include "runtime/device_hooks.hpp"
@@ -110,12 +111,12 @@ OutputTarget resolve_output_target(const std::filesystem::path& path) {
   throw InputError(s, 0, "cannot write output: too many levels of symbolic links", __FILE__, __LINE__);
 }
 
-void replace_file(const std::filesystem::path& target, mode_t mode, std::optional<FileOwner> owner,
-                  const std::function<void(std::FILE*)>& write, const std::string& display) {
+StagedFile stage_file(const std::filesystem::path& target, mode_t mode, std::optional<FileOwner> owner,
+                      const std::function<void(std::FILE*)>& write, const std::string& display) {
   const auto dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
   TemporaryFile tmp = create_temporary_file(
       dir, [&] { return temporary_name_for(target); }, display);
-  const CleanupOnSignal cleanup(tmp.path);
+  StagedFile staged{tmp.path, target, display, std::make_unique<CleanupOnSignal>(tmp.path)};
   auto fail = [&](int err, const char* what) {
     ::unlink(tmp.path.c_str());
     throw InputError(display, 0, fmt::format("{}: {}", what, std::strerror(err)), __FILE__, __LINE__);
@@ -138,7 +139,7 @@ void replace_file(const std::filesystem::path& target, mode_t mode, std::optiona
     ::unlink(tmp.path.c_str());
     throw;
   }
-  // Owner first (a chown clears set-id bits), then the final permissions, then the rename.
+  // Owner first (a chown clears set-id bits), then the final permissions; the rename is commit_staged.
   if (owner && ::fchown(::fileno(f), owner->uid, owner->gid) != 0) {
     // Only root may give a file away: the new file then belongs to this user.
   }
@@ -148,8 +149,24 @@ void replace_file(const std::filesystem::path& target, mode_t mode, std::optiona
     fail(err, "cannot set the output file's permissions");
   }
   if (std::fclose(f) != 0) fail(errno, "write failed");
-  if (::rename(tmp.path.c_str(), target.c_str()) != 0)
-    fail(errno, "cannot rename temporary output into place");
+  return staged;
+}
+
+void commit_staged(StagedFile& staged) {
+  if (::rename(staged.temporary.c_str(), staged.target.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(staged.temporary.c_str());
+    throw InputError(staged.display, 0,
+                     fmt::format("cannot rename temporary output into place: {}", std::strerror(err)),
+                     __FILE__, __LINE__);
+  }
+  staged.cleanup.reset();
+}
+
+void replace_file(const std::filesystem::path& target, mode_t mode, std::optional<FileOwner> owner,
+                  const std::function<void(std::FILE*)>& write, const std::string& display) {
+  StagedFile staged = stage_file(target, mode, owner, write, display);
+  commit_staged(staged);
 }
 
 namespace {
@@ -204,6 +221,49 @@ void write_through(std::FILE* f, const std::string& display, const std::function
 }
 }  // namespace
 
+struct OutputGroup::Impl {
+  std::vector<detail::StagedFile> staged;
+  Impl* outer = nullptr;  // the group active before this one on this thread
+  bool joined = false;    // made inside another group: that one stages and commits
+};
+
+namespace {
+thread_local OutputGroup::Impl* active_group = nullptr;
+
+// The group that stages this thread's outputs now (the outermost active one), or null.
+OutputGroup::Impl* staging_group() {
+  OutputGroup::Impl* g = active_group;
+  while (g && g->joined) g = g->outer;
+  return g;
+}
+}  // namespace
+
+OutputGroup::OutputGroup() : impl_(std::make_unique<Impl>()) {
+  impl_->outer = active_group;
+  impl_->joined = active_group != nullptr;
+  active_group = impl_.get();
+}
+
+OutputGroup::~OutputGroup() {
+  active_group = impl_->outer;
+  for (const detail::StagedFile& s : impl_->staged) ::unlink(s.temporary.c_str());
+}
+
+void OutputGroup::commit() {
+  if (impl_->joined) return;
+  active_group = impl_->outer;  // later writes on this thread are on their own again
+  std::vector<detail::StagedFile> staged = std::move(impl_->staged);
+  impl_->staged.clear();
+  for (std::size_t i = 0; i < staged.size(); ++i) {
+    try {
+      detail::commit_staged(staged[i]);
+    } catch (...) {
+      for (std::size_t j = i + 1; j < staged.size(); ++j) ::unlink(staged[j].temporary.c_str());
+      throw;
+    }
+  }
+}
+
 void write_file_atomically(const std::filesystem::path& path, const std::function<void(std::FILE*)>& write) {
   const std::string display = path.string();
   const detail::OutputTarget target = detail::resolve_output_target(path);
@@ -248,7 +308,10 @@ void write_file_atomically(const std::filesystem::path& path, const std::functio
     if (target.st->st_uid != ::geteuid() || target.st->st_gid != ::getegid())
       owner = detail::FileOwner{target.st->st_uid, target.st->st_gid};
   }
-  detail::replace_file(target.path, mode, owner, write, display);
+  if (OutputGroup::Impl* group = staging_group())
+    group->staged.push_back(detail::stage_file(target.path, mode, owner, write, display));
+  else
+    detail::replace_file(target.path, mode, owner, write, display);
 }
 
 namespace {

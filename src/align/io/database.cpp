@@ -29,6 +29,7 @@
 
 #include "align/io/database_storage.hpp"
 #include "molaccel/align.hpp"
+#include "runtime/resource_limits.hpp"
 
 namespace molaccel::align {
 
@@ -38,17 +39,6 @@ constexpr const char* kFormatName = kDatabaseFormatName;
 constexpr int kFormatVersion = kDatabaseFormatVersion;
 
 static_assert(std::endian::native == std::endian::little, "the database format is little-endian");
-
-// Bytes of memory the system can give without swapping (MemAvailable), 0 when unknown.
-std::uint64_t available_memory() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  std::uint64_t kib = 0;
-  std::string unit;
-  while (in >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024;
-  return 0;
-}
 
 // An array file: its header (build id) and exactly `expected_count` values; the size is checked
 // (check_file_size) before this allocates.
@@ -250,7 +240,7 @@ Database Database::open(const std::filesystem::path& dbdir) {
   const double index_bytes = 12.0 * static_cast<double>(n) + static_cast<double>(id_bytes) +
                              static_cast<double>(sizeof(std::string)) * static_cast<double>(n) +
                              static_cast<double>(n) / 8;
-  if (const std::uint64_t available = available_memory();
+  if (const std::uint64_t available = molaccel::detail::available_memory().value_or(0);
       available > 0 && index_bytes > static_cast<double>(available))
     throw InputError(
         (dbdir / "molaccel-align.json").string(), 0,

@@ -224,9 +224,12 @@ void write_obj(const std::filesystem::path& path, const Scene& scene) {
     }
     offset += m.vertex_count();
   }
-  // The material file first: an OBJ that names a missing MTL never appears.
+  // Both or neither (an OutputGroup); the material file is renamed first: an OBJ that names a
+  // missing MTL never appears.
+  OutputGroup files;
   write_bytes(mtl_path, mtl);
   write_bytes(path, obj);
+  files.commit();
 }
 
 }  // namespace molaccel::display

@@ -1,11 +1,11 @@
 // Matrix Market reader and writer: coordinate and array formats; real, integer and pattern
 // fields; general, symmetric and skew-symmetric matrices. Every error names the line.
 #include "linalg/io/matrix_market.hpp"
+#include "runtime/resource_limits.hpp"
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <numeric>
 
@@ -62,16 +62,6 @@ double parse_value(molaccel::io::LineReader& r, std::string_view tok, bool integ
   return v;
 }
 
-// Bytes of memory the system can give without swapping (MemAvailable), 0 when unknown.
-std::uint64_t available_memory() {
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  std::uint64_t kib = 0;
-  while (in >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024;
-  return 0;
-}
-
 // Memory that reading the announced matrix takes at its peak (to_csr): per stored entry the
 // triplet (row, col, value: 16 bytes), the sort order (8) and the CSR entry (12), mirrored
 // entries of symmetric matrices counted twice; plus the CSR row pointers.
@@ -125,7 +115,7 @@ MatrixMarketTriplets parse_triplets(molaccel::io::LineReader& r) {
   // Refused up front, with the numbers, rather than failing with std::bad_alloc part-way (the
   // system is only asked above 1 GiB: small inputs never read /proc/meminfo).
   if (const double need = reading_bytes(rows, expected, symmetric); need > double(1u << 30)) {
-    const std::uint64_t available = available_memory();
+    const std::uint64_t available = molaccel::detail::available_memory().value_or(0);
     if (available > 0 && need > static_cast<double>(available))
       r.fail(fmt::format(
           "a {} x {} matrix with {} {}entries needs about {:.1f} GiB of memory to read and {:.1f} "
