@@ -68,6 +68,8 @@ run_scaled() {
       printf '%-6s %-10s %-7s %4s GPUs %8.2f s %6.2fx   %s %.3f s (%.2fx)\n' "$engine" "$label" "$mode" "$n" "$t" \
         "$(calc "$base / $t")" "$key" "$j" "$(calc "$jbase / ($j + 1e-9)")"
       cmp -s "$first" "$work/$name.out" || echo "$name: OUTPUT DIFFERS from 1 GPU in one process"
+      # Rank runs: each rank's scoring (align), the merge's cost and the stages (rank 0's report).
+      [ "$mode" = mpi ] && python3 -c "import json,sys; r = json.load(open(sys.argv[1])); print('   ', json.dumps({k: r[k] for k in ('scoring_seconds_by_rank', 'merge', 'stages') if k in r}))" "$out/$name.json" 2>/dev/null
     done
   done
 }
