@@ -1,5 +1,6 @@
 // `molaccel lingo ...`: LINGO similarity matrix, top-k search, threshold neighbours, clustering;
 // and the lingo step of `molaccel demo`.
+#include <array>
 #include <bit>
 #include <cstddef>
 #include <cstdio>
@@ -349,12 +350,21 @@ int run_search(RunContext& ctx, const SearchOptions& o) {
   }
   report_run(ctx.report, info);
   report_stages(ctx.report, read_seconds, info, write_seconds);
-  if (ctx.distributed()) {  // rank 0's part of the merge across ranks
+  if (ctx.distributed()) {  // rank 0's part of the merge across ranks, and every rank's
     ctx.report["stages"]["merge"] = info.merge_seconds;
     ctx.report["merge"] = {{"seconds", info.merge_seconds},
                            {"bytes_sent", info.merge_bytes_sent},
                            {"bytes_received", info.merge_bytes_received},
                            {"output_bytes_received", output_received}};
+    const std::array<double, 4> mine{info.merge_seconds, static_cast<double>(info.merge_bytes_sent),
+                                     static_cast<double>(info.merge_bytes_received), info.job.seconds};
+    auto& by_rank = ctx.report["merge"]["by_rank"] = nlohmann::json::array();
+    for (const auto& r : gather_records<std::array<double, 4>>(*ctx.comm, std::span(&mine, 1), 0))
+      if (!r.empty())
+        by_rank.push_back({{"seconds", r[0][0]},
+                           {"bytes_sent", static_cast<std::uint64_t>(r[0][1])},
+                           {"bytes_received", static_cast<std::uint64_t>(r[0][2])},
+                           {"search_seconds", r[0][3]}});
   }
   ctx.report["k"] = o.k;
   ctx.report["hits"] = queries.size() * std::min(o.k, db.size());
