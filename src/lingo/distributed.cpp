@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <numeric>
 
 #include "molaccel/distributed.hpp"
@@ -335,9 +336,22 @@ MoleculeSet read_molecules_across_ranks(Communicator& comm, const std::filesyste
     part = parse_molecules(path.string(), slice.first, lingo, mine, &part_stats);
     std::string().swap(slice.first);
   });
-  std::vector<std::size_t> counts;
-  const auto parts = comm.allgather(pack(part), &counts);
+  // The parts travel in one all-gather, whose total MPI counts in int: a larger set (some 5 M
+  // molecules) is read whole by every rank instead.
+  std::vector<std::byte> packed = pack(part);
   part = MoleculeSet{};
+  const std::uint64_t packed_size = packed.size();
+  std::uint64_t total_size = 0;
+  for (const auto& size :
+       allgather_records<std::uint64_t>(comm, std::span<const std::uint64_t>(&packed_size, 1)))
+    total_size += size.at(0);
+  if (total_size > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
+    run_step(comm, [&] { set = read_molecules(path, lingo, read, stats); });
+    return set;
+  }
+  std::vector<std::size_t> counts;
+  const auto parts = comm.allgather(packed, &counts);
+  std::vector<std::byte>().swap(packed);
   const std::uint64_t my_stats[3] = {part_stats.skipped_invalid, part_stats.first_skipped_line,
                                      part_stats.lines};
   const auto all_stats = allgather_records<std::uint64_t>(comm, std::span<const std::uint64_t>(my_stats, 3));
