@@ -84,17 +84,28 @@ std::vector<Hit> merge_block(const std::vector<std::vector<Hit>>& lists, std::si
     out_start[q + 1] = out_start[q] + std::min(k, candidates);
   }
   std::vector<Hit> out(out_start[nq]);
+  // Each list is best first per query: a heap of the lists' heads gives the next best in
+  // O(log N), so a query costs O(k log N).
   parallel_for(nq, threads, 256, [&](std::size_t begin, std::size_t end) {
-    std::vector<Hit> candidates;
+    std::vector<std::pair<std::size_t, std::size_t>> heads;  // (position, list)
+    auto worse = [&](const std::pair<std::size_t, std::size_t>& a,
+                     const std::pair<std::size_t, std::size_t>& b) {
+      return reported_before(lists[b.second][b.first], lists[a.second][a.first]);
+    };
     for (std::size_t q = begin; q < end; ++q) {
-      candidates.clear();
+      heads.clear();
       for (std::size_t r = 0; r < lists.size(); ++r)
-        candidates.insert(candidates.end(), lists[r].begin() + static_cast<std::ptrdiff_t>(starts[r][q]),
-                          lists[r].begin() + static_cast<std::ptrdiff_t>(starts[r][q + 1]));
-      const auto kept = static_cast<std::ptrdiff_t>(out_start[q + 1] - out_start[q]);
-      std::partial_sort(candidates.begin(), candidates.begin() + kept, candidates.end(), reported_before);
-      std::copy(candidates.begin(), candidates.begin() + kept,
-                out.begin() + static_cast<std::ptrdiff_t>(out_start[q]));
+        if (starts[r][q] < starts[r][q + 1]) heads.emplace_back(starts[r][q], r);
+      std::make_heap(heads.begin(), heads.end(), worse);
+      for (std::size_t o = out_start[q]; o < out_start[q + 1]; ++o) {
+        std::pop_heap(heads.begin(), heads.end(), worse);
+        auto& [at, r] = heads.back();
+        out[o] = lists[r][at];
+        if (++at < starts[r][q + 1])
+          std::push_heap(heads.begin(), heads.end(), worse);
+        else
+          heads.pop_back();
+      }
     }
   });
   return out;
