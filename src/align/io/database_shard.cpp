@@ -91,8 +91,8 @@ std::vector<std::pair<std::size_t, std::size_t>> shard_ranges(
   auto boundary = [&](std::uint64_t j) -> std::size_t {
     if (j == 0) return 0;
     if (j == blocks) return n;
-    const std::uint64_t target = static_cast<std::uint64_t>(static_cast<unsigned __int128>(residues) * j /
-                                                            blocks);  // residues x j overflows 64 bits
+    // In 128 bits: residues x j must not wrap for any database size and rank count.
+    const auto target = static_cast<std::uint64_t>(static_cast<unsigned __int128>(residues) * j / blocks);
     std::size_t lo = 0, count = n;
     while (count > 0) {
       const std::size_t step = count / 2, mid = lo + step;
