@@ -1,5 +1,6 @@
 // `molaccel lingo ...`: LINGO similarity matrix, top-k search, threshold neighbours, clustering;
 // and the lingo step of `molaccel demo`.
+#include <array>
 #include <bit>
 #include <cstddef>
 #include <cstdio>
@@ -79,16 +80,19 @@ void add_lingo_options(CLI::App& app, LingoInputOptions& o, CommonOptions& commo
   app.footer(app.get_footer() + kConventions);
 }
 
-lg::MoleculeSet load(const std::string& path, const LingoInputOptions& o, nlohmann::json& report,
-                     const char* role) {
+// A molecule file; under MPI each rank parses a slice and all receive the whole set (a collective:
+// call it outside on_every_rank).
+lg::MoleculeSet load(RunContext& ctx, const std::string& path, const LingoInputOptions& o, const char* role) {
   lg::ReadOptions read;
   read.smiles_column = o.smiles_column;
   read.csv_delimiter = o.delimiter.empty() ? ',' : o.delimiter[0];
   read.skip_invalid = o.skip_invalid;
   lg::ReadStats stats;
-  auto set = lg::read_molecules(path, o.lingo(), read, &stats);
-  report[role] = {{"path", path}, {"molecules", stats.molecules}, {"skipped_invalid", stats.skipped_invalid}};
-  if (stats.skipped_invalid > 0)
+  auto set = ctx.distributed() ? lg::read_molecules_across_ranks(*ctx.comm, path, o.lingo(), read, &stats)
+                               : lg::read_molecules(path, o.lingo(), read, &stats);
+  ctx.report[role] = {
+      {"path", path}, {"molecules", stats.molecules}, {"skipped_invalid", stats.skipped_invalid}};
+  if (stats.skipped_invalid > 0 && (!ctx.comm || ctx.comm->is_root()))
     log_warn("{}: skipped {} invalid line(s), the first at line {}", path, stats.skipped_invalid,
              stats.first_skipped_line);
   return set;
@@ -170,8 +174,10 @@ int run_matrix(RunContext& ctx, const MatrixOptions& o) {
       if (ctx.distributed() && format != lg::MatrixFormat::npy)
         throw InputError("-o", 0, "across MPI ranks the matrix is written as .npy only");
       resources = ctx.resources();
-      queries = load(o.queries, o.input, ctx.report, "queries");
-      if (!o.db.empty()) db = load(o.db, o.input, ctx.report, "database");
+    });
+    queries = load(ctx, o.queries, o.input, "queries");
+    if (!o.db.empty()) db = load(ctx, o.db, o.input, "database");
+    on_every_rank(ctx, [&] {
       // The file's size, known up front: every cell's element (.npy), or both names, a similarity
       // (about 10 characters), two tabs and a newline (.tsv).
       const lg::MoleculeSet& cols = db ? *db : queries;
@@ -258,9 +264,24 @@ std::string hits_npy_header(std::size_t count) {
   return header + dict;
 }
 
+// TSV lines of hits [begin, end) of `hits`, whose first hit is hit `first` of the whole result
+// (the rank column counts within each query's `per_query` hits).
+void format_hits(std::string& text, const lg::MoleculeSet& queries, const lg::MoleculeSet& db,
+                 const std::vector<lg::Hit>& hits, std::size_t first, std::size_t begin, std::size_t end,
+                 std::size_t per_query) {
+  for (std::size_t i = begin; i < end; ++i) {
+    const auto& h = hits[i];
+    fmt::format_to(std::back_inserter(text), "{}\t{}\t{}\t{}\n", queries.names[h.query], db.names[h.target],
+                   h.similarity, per_query ? (first + i) % per_query + 1 : 0);
+  }
+}
+constexpr const char* kHitsHeader = "query\ttarget\tsimilarity\trank\n";
+constexpr std::size_t kHitsPerBlock = 1 << 15;  // hits per formatted block
+
 // Hits to `path` by its name: .npy (indices into the inputs and fp32 similarities), .gz / .zst
-// (gzip / Zstandard TSV) or TSV. TSV lines are formatted on every core and written in order as they are ready
-// (a top-100 of 367k queries is 36.7 M lines: one thread would take longer than the GPU search).
+// (gzip / Zstandard TSV) or TSV. TSV lines are formatted on every core and written in order as they
+// are ready (a top-100 of 367k queries is 36.7 M lines: one thread would take longer than the GPU
+// search).
 void write_hits(const std::string& path, const lg::MoleculeSet& queries, const lg::MoleculeSet& db,
                 const std::vector<lg::Hit>& hits, std::size_t per_query, int threads) {
   if (path.ends_with(".npy")) {
@@ -272,22 +293,52 @@ void write_hits(const std::string& path, const lg::MoleculeSet& queries, const l
     });
     return;
   }
-  constexpr std::size_t kBlock = 1 << 15;  // hits per formatted block
-  const std::size_t n_blocks = std::max<std::size_t>(1, (hits.size() + kBlock - 1) / kBlock);
+  const std::size_t n_blocks = std::max<std::size_t>(1, (hits.size() + kHitsPerBlock - 1) / kHitsPerBlock);
   write_file_atomically(path, [&](std::FILE* f) {
     io::write_blocks_in_order(
         f, path, n_blocks, threads,
         [&](std::size_t block, std::string& text) {
-          if (block == 0) text = "query\ttarget\tsimilarity\trank\n";
-          const std::size_t begin = block * kBlock, end = std::min(hits.size(), begin + kBlock);
-          for (std::size_t i = begin; i < end; ++i) {
-            const auto& h = hits[i];
-            fmt::format_to(std::back_inserter(text), "{}\t{}\t{}\t{}\n", queries.names[h.query],
-                           db.names[h.target], h.similarity, per_query ? i % per_query + 1 : 0);
-          }
+          if (block == 0) text = kHitsHeader;
+          const std::size_t begin = block * kHitsPerBlock;
+          format_hits(text, queries, db, hits, 0, begin, std::min(hits.size(), begin + kHitsPerBlock),
+                      per_query);
         },
         io::compression_for(path));
   });
+}
+
+// Across ranks (.npy or TSV): every rank formats its block of queries' hits on its own cores, and
+// rank 0 writes the parts in rank order (query order), the same bytes as write_hits. Returns the
+// bytes rank 0 received.
+std::uint64_t write_hits_across_ranks(Communicator& comm, const std::string& path,
+                                      const lg::MoleculeSet& queries, const lg::MoleculeSet& db,
+                                      const lg::HitBlock& block, std::size_t per_query, int threads) {
+  std::string header, text;
+  run_step(comm, [&] {
+    const std::size_t first = block.first_query * per_query;
+    if (path.ends_with(".npy")) {
+      if (comm.is_root()) header = hits_npy_header(queries.size() * per_query);
+      const auto bytes = std::as_bytes(std::span<const lg::Hit>(block.hits));
+      text.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+      return;
+    }
+    if (comm.is_root()) header = kHitsHeader;
+    const std::size_t n_blocks = (block.hits.size() + kHitsPerBlock - 1) / kHitsPerBlock;
+    std::vector<std::string> parts(n_blocks);
+    parallel_for(n_blocks, threads, 1, [&](std::size_t b, std::size_t e) {
+      for (std::size_t p = b; p < e; ++p)
+        format_hits(parts[p], queries, db, block.hits, first, p * kHitsPerBlock,
+                    std::min(block.hits.size(), (p + 1) * kHitsPerBlock), per_query);
+    });
+    std::size_t size = 0;
+    for (const auto& part : parts) size += part.size();
+    text.reserve(size);
+    for (auto& part : parts) {
+      text += part;
+      std::string().swap(part);
+    }
+  });
+  return write_in_rank_order(comm, path, header, std::as_bytes(std::span<const char>(text)));
 }
 
 int run_search(RunContext& ctx, const SearchOptions& o) {
@@ -298,10 +349,10 @@ int run_search(RunContext& ctx, const SearchOptions& o) {
   std::error_code ec;
   const bool same_file = std::filesystem::equivalent(o.queries, o.db, ec);
   const double read_seconds = timed([&] {
+    on_every_rank(ctx, [&] { resources = ctx.resources(); });
+    queries = load(ctx, o.queries, o.input, "queries");
+    if (!same_file) db_storage = load(ctx, o.db, o.input, "database");
     on_every_rank(ctx, [&] {
-      resources = ctx.resources();
-      queries = load(o.queries, o.input, ctx.report, "queries");
-      if (!same_file) db_storage = load(o.db, o.input, ctx.report, "database");
       const std::size_t per_query = std::min(o.k, same_file ? queries.size() : db_storage.size());
       detail::require_memory(
           double(queries.size()) * double(per_query) * double(sizeof(lg::Hit)),
@@ -314,7 +365,17 @@ int run_search(RunContext& ctx, const SearchOptions& o) {
   lg::RunInfo info;
   std::vector<lg::Hit> hits;
   double write_seconds = 0;
-  if (ctx.distributed()) {
+  std::uint64_t output_received = 0;  // rank 0: the other ranks' formatted output
+  if (ctx.distributed() && io::compression_for(o.output) == io::Compression::none) {
+    // Each rank formats its block of queries; rank 0 writes the parts in order.
+    const auto block =
+        lg::search_block_across_ranks(*ctx.comm, resources, queries, db, o.k, o.input.compute(), &info);
+    write_seconds = timed([&] {
+      output_received = write_hits_across_ranks(*ctx.comm, o.output, queries, db, block,
+                                                std::min(o.k, db.size()), resources.cpu_threads());
+    });
+  } else if (ctx.distributed()) {
+    // gzip: rank 0 compresses the whole result (its blocks of members are those of one process).
     hits = lg::search_across_ranks(*ctx.comm, resources, queries, db, o.k, o.input.compute(), &info);
     write_seconds = timed([&] {
       on_root(ctx, [&] {
@@ -328,8 +389,24 @@ int run_search(RunContext& ctx, const SearchOptions& o) {
   }
   report_run(ctx.report, info);
   report_stages(ctx.report, read_seconds, info, write_seconds);
+  if (ctx.distributed()) {  // rank 0's part of the merge across ranks, and every rank's
+    ctx.report["stages"]["merge"] = info.merge_seconds;
+    ctx.report["merge"] = {{"seconds", info.merge_seconds},
+                           {"bytes_sent", info.merge_bytes_sent},
+                           {"bytes_received", info.merge_bytes_received},
+                           {"output_bytes_received", output_received}};
+    const std::array<double, 4> mine{info.merge_seconds, static_cast<double>(info.merge_bytes_sent),
+                                     static_cast<double>(info.merge_bytes_received), info.job.seconds};
+    auto& by_rank = ctx.report["merge"]["by_rank"] = nlohmann::json::array();
+    for (const auto& r : gather_records<std::array<double, 4>>(*ctx.comm, std::span(&mine, 1), 0))
+      if (!r.empty())
+        by_rank.push_back({{"seconds", r[0][0]},
+                           {"bytes_sent", static_cast<std::uint64_t>(r[0][1])},
+                           {"bytes_received", static_cast<std::uint64_t>(r[0][2])},
+                           {"search_seconds", r[0][3]}});
+  }
   ctx.report["k"] = o.k;
-  ctx.report["hits"] = hits.size();
+  ctx.report["hits"] = queries.size() * std::min(o.k, db.size());
   ctx.report["output"] = o.output;
   if (!ctx.common.quiet)
     std::printf("top-%zu of %zu queries against %zu molecules -> %s (%s, %.2f s)\n", o.k, queries.size(),
@@ -371,11 +448,9 @@ int run_neighbors(RunContext& ctx, const NeighborOptions& o) {
   Resources resources;
   lg::MoleculeSet db;
   const double read_seconds = timed([&] {
-    on_every_rank(ctx, [&] {
-      resources = ctx.resources();
-      db = load(o.db, o.input, ctx.report, "database");
-      require_all_pairs_memory(db, o.threshold, "neighbors");
-    });
+    on_every_rank(ctx, [&] { resources = ctx.resources(); });
+    db = load(ctx, o.db, o.input, "database");
+    on_every_rank(ctx, [&] { require_all_pairs_memory(db, o.threshold, "neighbors"); });
   });
   lg::RunInfo info;
   const auto pairs = ctx.distributed() ? lg::neighbors_across_ranks(*ctx.comm, resources, db, o.threshold,
@@ -432,11 +507,9 @@ void write_clusters(const std::string& path, const lg::MoleculeSet& db, const lg
 int run_cluster(RunContext& ctx, const NeighborOptions& o) {
   Resources resources;
   lg::MoleculeSet db;
-  on_every_rank(ctx, [&] {
-    resources = ctx.resources();
-    db = load(o.db, o.input, ctx.report, "database");
-    require_all_pairs_memory(db, o.threshold, "cluster");
-  });
+  on_every_rank(ctx, [&] { resources = ctx.resources(); });
+  db = load(ctx, o.db, o.input, "database");
+  on_every_rank(ctx, [&] { require_all_pairs_memory(db, o.threshold, "cluster"); });
   lg::RunInfo info;
   const auto clustering =
       ctx.distributed()

@@ -109,8 +109,9 @@ SequenceSet encode_sequences(const std::vector<std::pair<std::string, std::strin
 
 // A searchable database: sequences sorted by length (ties by input order), each remembering its
 // position in the input FASTA. Backed by memory (from FASTA) or a memory-mapped DBDIR. A shard is
-// a view of a contiguous range of the sorted order that keeps the whole database's statistics, so
-// MPI ranks can each search one shard and merge_top_hits() gives the single-process result.
+// a copy of 16 blocks of the sorted order (balanced residues and length mix, still sorted) that
+// keeps the whole database's statistics, so MPI ranks can each search one shard and
+// merge_top_hits() gives the single-process result.
 class Database {
  public:
   Database() = default;
@@ -137,7 +138,8 @@ class Database {
   std::uint64_t total_sequences() const noexcept;
   // View of sorted range [begin, end) of this view.
   Database slice(std::size_t begin, std::size_t end) const;
-  // Shard `rank` of `ranks`: contiguous sorted ranges with balanced residue counts.
+  // Shard `rank` of `ranks`: blocks of the sorted order with equal residues, dealt to the ranks in
+  // serpentine order (src/align/io/database_shard.cpp), so each rank gets the same mix of lengths.
   Database shard(int rank, int ranks) const;
   // Raw arrays for kernels (sorted order, this view): residues are addressed by offsets().
   const std::uint8_t* residue_data() const noexcept;

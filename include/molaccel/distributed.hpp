@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <span>
@@ -50,6 +52,13 @@ class Communicator {
   // The same, on `root` only (other ranks get an empty vector).
   virtual std::vector<std::byte> gather(std::span<const std::byte> mine, int root,
                                         std::vector<std::size_t>* counts = nullptr) = 0;
+  // All to all: `send` holds this rank's bytes for rank 0, 1, ... back to back (`send_counts[d]`
+  // bytes for rank d); returns the bytes every rank sent this one, concatenated in rank order, and
+  // their counts in `counts` (optional). MPI: MPI_Alltoallv (each rank's total below 2 GiB);
+  // the default, for other communicators, is one gather per rank.
+  virtual std::vector<std::byte> alltoall(std::span<const std::byte> send,
+                                          const std::vector<std::size_t>& send_counts,
+                                          std::vector<std::size_t>* counts = nullptr);
   // `data` of `root` on every rank.
   virtual void broadcast(std::vector<std::byte>& data, int root) = 0;
   // Point to point: `bytes` to rank `to`; the next message from rank `from` (in send order).
@@ -130,6 +139,14 @@ using Combine =
     std::function<std::vector<std::byte>(std::vector<std::byte> lower, std::vector<std::byte> upper)>;
 std::vector<std::byte> reduce_to_root(Communicator& comm, std::vector<std::byte> mine,
                                       const Combine& combine);
+
+// Rank 0 writes `path` atomically (write_file_atomically): `header`, then every rank's `mine` in
+// rank order, received one rank and one piece (at most 256 MiB) at a time, so rank 0 holds its own
+// part and one piece. No shared filesystem is needed. If rank 0 cannot write, every rank throws
+// RankFailure after the exchange and no file is left. Returns the bytes rank 0 received (0 on the
+// other ranks). A collective: every rank calls it.
+std::uint64_t write_in_rank_order(Communicator& comm, const std::filesystem::path& path,
+                                  std::string_view header, std::span<const std::byte> mine);
 
 // ---- agreeing on failure ------------------------------------------------------------------------
 // Runs `step` on this rank, then every rank learns whether any rank's step threw. If one did, every

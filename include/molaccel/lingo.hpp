@@ -99,6 +99,10 @@ struct ReadOptions {
   std::string smiles_column;  // CSV: column name or 1-based index; empty = .smi format
   char csv_delimiter = ',';
   bool skip_invalid = false;  // count and skip invalid lines instead of failing
+  // parse_molecules of a slice of a .smi file (an MPI rank's part): the file's lines before it
+  // (line numbers and default names count on from there); a slice may hold no molecules.
+  bool slice = false;
+  std::size_t lines_before = 0;
 };
 struct ReadStats {
   std::size_t lines = 0;
@@ -134,6 +138,9 @@ struct RunInfo {
   double seconds = 0;             // whole call
   double prepare_seconds = 0;     // of which: encoding and index building (once per call)
   JobStats job;
+  // Across MPI ranks (search): this rank's part of the merge (all-to-all, merging, gathering).
+  double merge_seconds = 0;
+  std::uint64_t merge_bytes_sent = 0, merge_bytes_received = 0;
 };
 
 // One pair, by the reference merge (the oracle; also handy for spot checks).
@@ -202,11 +209,30 @@ Clustering butina_clusters(std::size_t molecules, const std::vector<Hit>& pairs)
 // ---- across MPI ranks (docs/lingo.md, "Many nodes") -------------------------------------------
 // search, neighbors and cluster with the work split over the ranks of `comm`; rank 0 gets exactly
 // the single-process result, the other ranks an empty one. search: each rank a slice of the
-// database balanced by Lingo count, per-query top-k lists merged pairwise up a binary tree to rank
-// 0 (reduce_to_root); neighbors: each rank a block of rows of the upper triangle balanced by pairs
-// (dense blocks of size-sorted rows against the columns the size bound lets them reach); cluster:
-// those pairs, Butina on rank 0. Every rank passes the same inputs. A rank that throws makes every
-// rank throw RankFailure. `info`: this rank's part.
+// database balanced by Lingo count, per-query top-k lists sent by an all-to-all to the rank owning
+// that block of queries, merged there and gathered by rank 0 (info->merge_*); neighbors: each rank a block of
+// rows of the upper triangle balanced by pairs (dense blocks of size-sorted rows against the columns the size
+// bound lets them reach); cluster: those pairs, Butina on rank 0. Every rank passes the same inputs. A rank
+// that throws makes every rank throw RankFailure. `info`: this rank's part.
+// A molecule file read across the ranks of `comm`, whole on every rank: a plain .smi file is cut
+// into N byte ranges at line boundaries, rank r parses its range (line numbers and default names
+// counting on from the lines of the ranges before it: an exclusive scan of their line counts) and
+// the encoded parts are all-gathered, so each rank parses 1/N of the file. gzip, CSV and standard
+// input are read whole by every rank. The molecules, names, errors and `stats` are
+// read_molecules'. A collective; a rank that fails makes every rank throw RankFailure.
+MoleculeSet read_molecules_across_ranks(Communicator& comm, const std::filesystem::path& path,
+                                        const LingoOptions& lingo, const ReadOptions& read = {},
+                                        ReadStats* stats = nullptr);
+// search_across_ranks without the final gather: every rank returns its block of queries
+// [first_query, first_query + queries) (blocks in rank order, equal counts) with their merged hits,
+// min(k, database size) per query; the blocks in rank order are the whole result.
+struct HitBlock {
+  std::size_t first_query = 0, queries = 0;
+  std::vector<Hit> hits;
+};
+HitBlock search_block_across_ranks(Communicator& comm, const Resources& resources, const MoleculeSet& queries,
+                                   const MoleculeSet& db, std::size_t k, const ComputeOptions& options,
+                                   RunInfo* info = nullptr);
 std::vector<Hit> search_across_ranks(Communicator& comm, const Resources& resources,
                                      const MoleculeSet& queries, const MoleculeSet& db, std::size_t k,
                                      const ComputeOptions& options, RunInfo* info = nullptr);

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <stdexcept>
 
 namespace molaccel {
@@ -21,6 +22,26 @@ namespace detail {
 std::unique_ptr<Communicator> make_mpi_communicator();  // mpi/communicator.cpp
 }
 #endif
+
+std::vector<std::byte> Communicator::alltoall(std::span<const std::byte> send,
+                                              const std::vector<std::size_t>& send_counts,
+                                              std::vector<std::size_t>* counts) {
+  MOLACCEL_EXPECTS(send_counts.size() == static_cast<std::size_t>(size()), "alltoall: one count per rank");
+  std::vector<std::byte> out;
+  std::size_t at = 0;
+  for (int to = 0; to < size(); ++to) {
+    const std::size_t n = send_counts[static_cast<std::size_t>(to)];
+    MOLACCEL_EXPECTS(at + n <= send.size(), "alltoall: counts exceed the send buffer");
+    std::vector<std::size_t> received_counts;
+    auto received = gather(send.subspan(at, n), to, &received_counts);
+    if (to == rank()) {
+      out = std::move(received);
+      if (counts) *counts = std::move(received_counts);
+    }
+    at += n;
+  }
+  return out;
+}
 
 namespace {
 
@@ -157,6 +178,56 @@ std::vector<std::vector<std::string>> gather_strings(Communicator& comm, const s
     }
   }
   return out;
+}
+
+std::uint64_t write_in_rank_order(Communicator& comm, const std::filesystem::path& path,
+                                  std::string_view header, std::span<const std::byte> mine) {
+  const std::uint64_t my_size = mine.size();
+  const auto sizes = allgather_records<std::uint64_t>(comm, std::span<const std::uint64_t>(&my_size, 1));
+  constexpr std::uint64_t kPiece = std::uint64_t{256} << 20;
+  std::uint64_t received = 0;
+  // Every rank knows every part's size, so all take part in the same sequence of gathers; after a
+  // failed write rank 0 keeps receiving (and drops the bytes), so no rank is left waiting.
+  auto exchange = [&](std::FILE* f) {
+    bool written = true;
+    for (int r = 1; r < comm.size(); ++r) {
+      const std::uint64_t total = sizes[static_cast<std::size_t>(r)].at(0);
+      for (std::uint64_t at = 0; at < total; at += kPiece) {
+        std::span<const std::byte> piece;
+        if (comm.rank() == r)
+          piece = mine.subspan(static_cast<std::size_t>(at),
+                               static_cast<std::size_t>(std::min(kPiece, total - at)));
+        const auto bytes = comm.gather(piece, 0);
+        received += bytes.size();
+        if (f && written && !bytes.empty())
+          written = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+      }
+    }
+    return written;
+  };
+  auto write_failed = [&] { return Error(fmt::format("{}: write failed (disk full?)", path.string())); };
+  std::exception_ptr failure;
+  if (comm.is_root()) {
+    bool exchanged = false;
+    try {
+      write_file_atomically(path, [&](std::FILE* f) {
+        const bool own =
+            (header.empty() || std::fwrite(header.data(), 1, header.size(), f) == header.size()) &&
+            (mine.empty() || std::fwrite(mine.data(), 1, mine.size(), f) == mine.size());
+        exchanged = true;
+        if (!exchange(own ? f : nullptr) || !own) throw write_failed();
+      });
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    if (!exchanged) exchange(nullptr);  // the temporary file could not be created
+  } else {
+    exchange(nullptr);
+  }
+  run_step(comm, [&] {
+    if (failure) std::rethrow_exception(failure);
+  });
+  return received;
 }
 
 std::vector<std::byte> reduce_to_root(Communicator& comm, std::vector<std::byte> mine,

@@ -72,8 +72,8 @@ LineReader::LineReader(const std::filesystem::path& path)
   gzbuffer(impl_->gz, 1 << 17);
 }
 
-LineReader::LineReader(std::string_view name, std::string_view content)
-    : impl_(std::make_unique<Impl>()), name_(name) {
+LineReader::LineReader(std::string_view name, std::string_view content, std::size_t lines_before)
+    : impl_(std::make_unique<Impl>()), name_(name), line_no_(lines_before) {
   impl_->from_memory = true;
   impl_->memory = content;
 }

@@ -16,14 +16,15 @@ class LineReader {
  public:
   // Opens `path` ("-" = stdin); throws InputError when it cannot be opened.
   explicit LineReader(const std::filesystem::path& path);
-  // Reads from memory (fuzz targets, tests); `name` is used in error messages.
-  LineReader(std::string_view name, std::string_view content);
+  // Reads from memory (fuzz targets, tests, a slice of a file); `name` is used in error messages.
+  // `lines_before`: lines of the file before `content` (line numbers count on from there).
+  LineReader(std::string_view name, std::string_view content, std::size_t lines_before = 0);
   ~LineReader();
   LineReader(const LineReader&) = delete;
   LineReader& operator=(const LineReader&) = delete;
 
   // Next line without its '\n' (and '\r'); false at end of input. The view stays valid until
-  // the next call. A UTF-8 byte order mark at the start of the input is skipped. A gzip stream that
+  // the next call. A UTF-8 byte order mark at the start of the file is skipped. A gzip stream that
   // ends early (no end block or trailer: a truncated file) throws InputError naming the file and
   // the line that was being read.
   bool next(std::string_view& line);

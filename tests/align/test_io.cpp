@@ -155,6 +155,46 @@ TEST(AlignDatabase, ShardsCoverEverythingOnce) {
   }
 }
 
+// Shards are balanced by work on a skewed database (most subjects short, a tail 10x longer, as in
+// UniProt): every rank holds about 1/N of the residues and about 1/N of the long tail's residues
+// (contiguous shards of the sorted order gave the last rank the whole tail). Bounds: a shard is 16
+// blocks of residues/(16 N) each, and a block boundary moves by less than one subject, so a rank's
+// residues are within 16 x the longest subject of the mean; the tail is a run of the sorted order,
+// so each rank holds its blocks inside it, give or take one partial block at each end.
+TEST(AlignDatabase, ShardsBalanceResiduesAndLengthMix) {
+  std::mt19937 rng(29);
+  std::vector<std::string> seqs;
+  std::lognormal_distribution<double> short_length(5.3, 0.5);  // median 200
+  for (int i = 0; i < 6000; ++i) {
+    const bool tail = rng() % 10 == 0;
+    const auto length = tail ? 2000 + rng() % 1000
+                             : std::clamp<std::size_t>(static_cast<std::size_t>(short_length(rng)), 1, 1500);
+    seqs.push_back(testing::random_protein(rng, length));
+  }
+  const auto db = Database::from_sequences(testing::make_set(seqs));
+  const std::uint64_t longest = db.max_length(), blocks_per_rank = 16;
+  auto tail_residues = [](const Database& d) {
+    std::uint64_t sum = 0;
+    for (std::size_t i = 0; i < d.size(); ++i) sum += d.length(i) >= 2000 ? d.length(i) : 0;
+    return sum;
+  };
+  const std::uint64_t tail_total = tail_residues(db);
+  for (int ranks : {2, 3, 4, 8}) {
+    const double mean = static_cast<double>(db.residues()) / ranks;
+    const double block = mean / static_cast<double>(blocks_per_rank);
+    for (int r = 0; r < ranks; ++r) {
+      const auto shard = db.shard(r, ranks);
+      EXPECT_LE(std::abs(static_cast<double>(shard.residues()) - mean),
+                static_cast<double>(blocks_per_rank * longest))
+          << r << " of " << ranks;
+      EXPECT_LE(std::abs(static_cast<double>(tail_residues(shard)) - static_cast<double>(tail_total) / ranks),
+                2 * block + static_cast<double>(blocks_per_rank * longest))
+          << r << " of " << ranks;
+      for (std::size_t i = 1; i < shard.size(); ++i) ASSERT_LE(shard.length(i - 1), shard.length(i));
+    }
+  }
+}
+
 // A rank reads its shard of a DBDIR alone: the same view as the whole directory's shard, with the
 // whole database's statistics and the shard's own ids, with and without ids.index.bin.
 TEST(AlignDatabase, OpenShardEqualsShardOfTheWholeDirectory) {
@@ -185,12 +225,17 @@ TEST(AlignDatabase, OpenShardEqualsShardOfTheWholeDirectory) {
       }
     }
   }
-  // Damage in one shard's residues fails that shard only.
+  // Damage in one shard's residues (the longest subject's) fails that shard only.
+  const std::uint32_t longest = whole.original_index(whole.size() - 1);
+  const auto shard0 = whole.shard(0, 2);
+  int damaged = 1;
+  for (std::size_t i = 0; i < shard0.size(); ++i)
+    if (shard0.original_index(i) == longest) damaged = 0;
   auto residues = molaccel::testing::read_file(dir / "db" / "residues.bin");
   residues.back() = 40;
   molaccel::testing::write_file(dir / "db" / "residues.bin", residues);
-  EXPECT_NO_THROW(Database::open_shard(dir / "db", 0, 2));
-  EXPECT_THROW(Database::open_shard(dir / "db", 1, 2), InputError);
+  EXPECT_NO_THROW(Database::open_shard(dir / "db", 1 - damaged, 2));
+  EXPECT_THROW(Database::open_shard(dir / "db", damaged, 2), InputError);
 }
 
 }  // namespace

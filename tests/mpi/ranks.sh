@@ -65,7 +65,7 @@ case "$case" in
   align_corrupt)
     random_fasta 40 5 > db.fasta
     "$molaccel" -q align makedb db.fasta -o db
-    # A code outside the alphabet in the last residue: only the last rank's shard holds it.
+    # A code outside the alphabet in the last residue (the longest subject): one rank's shard holds it.
     size=$(stat -c %s db/residues.bin)
     printf '\xff' | dd of=db/residues.bin bs=1 seek=$((size - 1)) conv=notrunc status=none
     set +e
@@ -103,6 +103,36 @@ case "$case" in
     same matrix 1 3 -- lingo matrix queries.smi db.smi -o @OUT@.npy
     same self_matrix 2 4 -- lingo matrix queries.smi -o @OUT@.npy
     same matrix_u8 3 -- lingo matrix queries.smi db.smi --output-type u8 -o @OUT@.npy
+    # Fewer queries than ranks (empty query blocks) and k beyond a rank's slice.
+    head -n 3 queries.smi > few.smi
+    same few_queries 2 4 -- lingo search few.smi db.smi -k 300 -o @OUT@.npy
+    # The merge's cost is reported (rank 0's part).
+    mpi 3 --json report.json lingo search queries.smi db.smi -k 10 -o hits.tsv
+    grep -q '"bytes_received"' report.json && grep -q '"merge"' report.json || fail "no merge in --json"
+    ;;
+  lingo_slices)
+    # Each rank parses a byte slice cut at a line boundary: a byte order mark, CRLF lines, blank
+    # lines, unnamed molecules (named by their line numbers), an invalid line, a line longer than
+    # a slice and no final newline must give the one-process names, hits and errors.
+    {
+      printf '\xef\xbb\xbf'
+      head -n 300 "$data/lingo/nci_first5k.smi" |
+        awk '{ if (NR % 3 == 0) printf "%s\r\n", $1; else if (NR % 5 == 0) printf "\n%s %s\n", $1, $2; else print }'
+      printf 'C(C bad\n%s long\nCCO last' "$(printf 'C%.0s' $(seq 3000))"
+    } > db.smi
+    same search 1 2 3 4 -- lingo search db.smi db.smi -k 5 --skip-invalid -o @OUT@
+    same neighbors 3 -- lingo neighbors db.smi --threshold 0.7 --skip-invalid -o @OUT@
+    set +e
+    "$molaccel" -q lingo search db.smi db.smi -k 5 -o one.tsv 2> one.txt
+    mpi 3 lingo search db.smi db.smi -k 5 -o three.tsv 2> err.txt
+    rc=$?
+    set -e
+    cat err.txt
+    where=$(grep -o 'db.smi:[0-9]*' one.txt) || fail "one process: no FILE:LINE"
+    [ "$rc" -eq 1 ] || fail "an invalid line exited $rc, not 1 (bad input)"
+    grep -q "rank [0-9] of 3: $where:" err.txt || fail "ranks did not name $where"
+    [ ! -e three.tsv ] || fail "an output file was left"
+    echo "ok: slices identical for 1-4 ranks; an invalid line -> $where on every rank count"
     ;;
   lingo_more_ranks)
     printf "CCO a\nCCN b\nc1ccccc1 c\n" > db.smi

@@ -10,6 +10,7 @@
 
 #include "molaccel/distributed.hpp"
 #include "runtime/host_resources.hpp"
+#include "testing/testing.hpp"
 #include "testing/thread_ranks.hpp"
 
 namespace molaccel {
@@ -57,6 +58,61 @@ TEST(Distributed, RecordsAndStringsReachEveryRankInRankOrder) {
     comm.broadcast(data, 0);
     EXPECT_EQ(data.size(), 5u);
   });
+}
+
+// Rank r sends d + 1 bytes of value 10 r + d to rank d (none to itself when r = 1): rank d gets
+// every rank's part in rank order.
+TEST(Distributed, AllToAllDeliversEachRanksPartInRankOrder) {
+  for (int ranks : {1, 2, 3, 5}) {
+    testing::run_ranks(ranks, [&](Communicator& comm) {
+      const int r = comm.rank();
+      std::vector<std::byte> send;
+      std::vector<std::size_t> send_counts;
+      for (int d = 0; d < ranks; ++d) {
+        const std::size_t n = r == 1 && d == 1 ? 0 : static_cast<std::size_t>(d) + 1;
+        send.insert(send.end(), n, static_cast<std::byte>(10 * r + d));
+        send_counts.push_back(n);
+      }
+      std::vector<std::size_t> counts;
+      const auto got = comm.alltoall(send, send_counts, &counts);
+      ASSERT_EQ(counts.size(), static_cast<std::size_t>(ranks));
+      std::size_t at = 0;
+      for (int from = 0; from < ranks; ++from) {
+        const std::size_t n = from == 1 && r == 1 ? 0 : static_cast<std::size_t>(r) + 1;
+        ASSERT_EQ(counts[static_cast<std::size_t>(from)], n);
+        for (std::size_t i = 0; i < n; ++i) EXPECT_EQ(got[at + i], static_cast<std::byte>(10 * from + r));
+        at += n;
+      }
+      EXPECT_EQ(got.size(), at);
+    });
+  }
+}
+
+// Rank 0 writes the header and every rank's part in rank order (empty parts included); a file it
+// cannot write makes every rank fail, and leaves nothing.
+TEST(Distributed, WriteInRankOrder) {
+  testing::TempDir dir;
+  for (int ranks : {1, 3, 4}) {
+    const auto path = dir.path() / ("out" + std::to_string(ranks));
+    testing::run_ranks(ranks, [&](Communicator& comm) {
+      const std::string mine = comm.rank() == 1 ? ""
+                                                : std::string(static_cast<std::size_t>(comm.rank()) + 1,
+                                                              'a' + static_cast<char>(comm.rank()));
+      const auto received = write_in_rank_order(comm, path, comm.is_root() ? "head:" : "",
+                                                std::as_bytes(std::span<const char>(mine)));
+      if (comm.is_root()) {
+        EXPECT_EQ(received, ranks == 1 ? 0u : ranks == 3 ? 3u : 7u);
+      }
+    });
+    EXPECT_EQ(testing::read_file(path), ranks == 1 ? "head:a" : ranks == 3 ? "head:accc" : "head:acccdddd");
+  }
+  testing::run_ranks(3, [&](Communicator& comm) {
+    const std::string mine = "xyz";
+    EXPECT_THROW(write_in_rank_order(comm, dir.path() / "missing" / "out", "",
+                                     std::as_bytes(std::span<const char>(mine))),
+                 RankFailure);
+  });
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "missing"));
 }
 
 TEST(Distributed, ReduceToRootCombinesEveryRankInRankOrder) {

@@ -512,17 +512,4 @@ Database Database::slice(std::size_t begin, std::size_t end) const {
   return db;
 }
 
-Database Database::shard(int rank, int ranks) const {
-  MOLACCEL_EXPECTS(ranks >= 1 && rank >= 0 && rank < ranks, "bad shard rank");
-  const auto* off = offsets();
-  auto boundary = [&](int r) -> std::size_t {
-    if (r == 0) return 0;
-    if (r == ranks) return size();
-    const auto target =
-        off[0] + residues() * static_cast<std::uint64_t>(r) / static_cast<std::uint64_t>(ranks);
-    return static_cast<std::size_t>(std::lower_bound(off, off + size(), target) - off);
-  };
-  return slice(boundary(rank), boundary(rank + 1));
-}
-
 }  // namespace molaccel::align

@@ -1,9 +1,17 @@
-// One rank's shard of a DBDIR, read without reading the rest: the shard's boundaries are found by
+// One rank's shard of a database. The length-sorted order is cut into ranks x kBlocksPerRank
+// blocks of about equal residue counts, dealt to the ranks in serpentine order (round t gives
+// block t*N + i to rank i when t is even, to rank N-1-i when odd), so every rank holds the same
+// mix of lengths (the long subjects, which score more slowly per residue, are spread over all
+// ranks) and about 1/N of the residues. A rank's blocks, concatenated in sorted order, are still
+// length-sorted; subjects keep their FASTA positions, so merged results do not depend on N.
+//
+// open_shard reads a DBDIR's shard without reading the rest: the block boundaries are found by
 // binary search with single reads of offsets.bin, then only the shard's offsets, order entries,
-// residues (a mapping of that byte range) and ids (through ids.index.bin) are read. Every file's
-// size and build id are checked first, as open() does. The result is
-// the same view as Database::open(dbdir).shard(rank, ranks), whole-database statistics included.
+// residues and ids (through ids.index.bin) are read. Every file's size and build id are checked
+// first, as open() does. The result equals Database::open(dbdir).shard(rank, ranks), whole-database
+// statistics included.
 #include <algorithm>
+#include <functional>
 
 #include "align/io/database_storage.hpp"
 #include "molaccel/align.hpp"
@@ -67,7 +75,78 @@ class FileReader {
   std::uint64_t size_ = 0;
 };
 
+// Blocks per rank: enough that every rank samples the whole length distribution, few enough that
+// a rank's boundary searches (2 x 16 binary searches of offsets.bin) stay negligible.
+constexpr std::uint64_t kBlocksPerRank = 16;
+
+// The sorted ranges [begin, end) of shard `rank` of `ranks` of `n` sequences holding `residues`
+// residues, `start(i)` being sequence i's start offset: blocks j = 0 .. ranks x kBlocksPerRank,
+// block j starting at the first sequence whose start reaches residues x j / blocks (lower_bound),
+// adjacent ranges joined. A block deviates from its share by less than one sequence at each end.
+std::vector<std::pair<std::size_t, std::size_t>> shard_ranges(
+    std::size_t n, std::uint64_t residues, const std::function<std::uint64_t(std::size_t)>& start, int rank,
+    int ranks) {
+  MOLACCEL_EXPECTS(ranks >= 1 && rank >= 0 && rank < ranks, "bad shard rank");
+  const auto blocks = static_cast<std::uint64_t>(ranks) * kBlocksPerRank;
+  auto boundary = [&](std::uint64_t j) -> std::size_t {
+    if (j == 0) return 0;
+    if (j == blocks) return n;
+    // In 128 bits: residues x j must not wrap for any database size and rank count.
+    const auto target = static_cast<std::uint64_t>(static_cast<unsigned __int128>(residues) * j / blocks);
+    std::size_t lo = 0, count = n;
+    while (count > 0) {
+      const std::size_t step = count / 2, mid = lo + step;
+      if (start(mid) < target) {
+        lo = mid + 1;
+        count -= step + 1;
+      } else {
+        count = step;
+      }
+    }
+    return lo;
+  };
+  std::vector<std::pair<std::size_t, std::size_t>> ranges;
+  const auto r = static_cast<std::uint64_t>(rank), size = static_cast<std::uint64_t>(ranks);
+  for (std::uint64_t t = 0; t < kBlocksPerRank; ++t) {
+    const std::uint64_t j = t * size + (t % 2 == 0 ? r : size - 1 - r);
+    const std::size_t begin = boundary(j), end = boundary(j + 1);
+    if (begin == end) continue;
+    if (!ranges.empty() && ranges.back().second == begin)
+      ranges.back().second = end;
+    else
+      ranges.emplace_back(begin, end);
+  }
+  return ranges;
+}
+
 }  // namespace
+
+Database Database::shard(int rank, int ranks) const {
+  const auto* off = offsets();
+  const auto ranges = shard_ranges(
+      size(), residues(), [&](std::size_t i) { return off[i] - off[0]; }, rank, ranks);
+  auto storage = std::make_shared<Storage>();
+  storage->total_residues = total_residues();
+  storage->total_sequences = total_sequences();
+  for (const auto& [begin, end] : ranges)
+    for (std::size_t i = begin; i < end; ++i) {
+      const auto s = sequence(i);
+      storage->owned_residues.insert(storage->owned_residues.end(), s.begin(), s.end());
+      storage->offsets.push_back(storage->owned_residues.size());
+      storage->order.push_back(original_index(i));
+    }
+  storage->offsets.insert(storage->offsets.begin(), 0);
+  storage->residues = storage->owned_residues.data();
+  storage->id_originals = storage->order;
+  std::sort(storage->id_originals.begin(), storage->id_originals.end());
+  storage->ids.reserve(storage->id_originals.size());
+  for (auto original : storage->id_originals) storage->ids.push_back(id_of_original(original));
+  Database db;
+  db.storage_ = std::move(storage);
+  db.begin_ = 0;
+  db.end_ = db.storage_->order.size();
+  return db;
+}
 
 Database Database::open_shard(const std::filesystem::path& dbdir, int rank, int ranks) {
   MOLACCEL_EXPECTS(ranks >= 1 && rank >= 0 && rank < ranks, "bad shard rank");
@@ -86,66 +165,49 @@ Database Database::open_shard(const std::filesystem::path& dbdir, int rank, int 
   const auto offsets_path = offsets_file.path().string();
   if (offsets_file.at<std::uint64_t>(0) != 0 || offsets_file.at<std::uint64_t>(n) != residues)
     throw InputError(offsets_path, 0, "offsets do not span the residues");
-
-  // Database::shard's boundaries: the first sorted sequence whose start offset reaches the rank's
-  // share of the residues (std::lower_bound over offsets[0, n)), one read per probe.
-  auto boundary = [&](int r) -> std::size_t {
-    if (r == 0) return 0;
-    if (r == ranks) return n;
-    const std::uint64_t target = residues * static_cast<std::uint64_t>(r) / static_cast<std::uint64_t>(ranks);
-    std::size_t lo = 0, count = n;
-    while (count > 0) {
-      const std::size_t step = count / 2, mid = lo + step;
-      if (offsets_file.at<std::uint64_t>(mid) < target) {
-        lo = mid + 1;
-        count -= step + 1;
-      } else {
-        count = step;
-      }
-    }
-    return lo;
-  };
-  const std::size_t begin = boundary(rank), end = boundary(rank + 1);
-  const std::size_t count = end - begin;
+  const auto ranges = shard_ranges(
+      n, residues, [&](std::size_t i) { return offsets_file.at<std::uint64_t>(i); }, rank, ranks);
 
   auto storage = std::make_shared<Storage>();
   storage->total_residues = residues;
   storage->total_sequences = n;
-  // Offsets: one before the shard too, so the sorted-by-length check covers the shard's start.
-  const std::size_t first_read = begin > 0 ? begin - 1 : 0;
-  const auto raw = offsets_file.read<std::uint64_t>(first_read, end + 1 - first_read);
-  const std::uint64_t first = raw[begin - first_read];
-  for (std::size_t i = begin - first_read; i + 1 < raw.size(); ++i) {
-    const auto length = raw[i + 1] - raw[i];
-    if (raw[i + 1] <= raw[i] || raw[i + 1] > residues)
-      throw InputError(offsets_path, 0, fmt::format("sequence {} has a bad extent", first_read + i));
-    if (i > 0 && length < raw[i] - raw[i - 1])
-      throw InputError(offsets_path, 0, "sequences are not sorted by length");
-  }
-  storage->offsets.reserve(count + 1);
-  for (std::size_t i = begin; i <= end; ++i) storage->offsets.push_back(raw[i - first_read] - first);
-
+  storage->offsets.push_back(0);
   const FileReader order_file(dbdir / "order.bin", meta.build_id);
-  storage->order = order_file.read<std::uint32_t>(begin, count);
+  const auto residues_path = dbdir / "residues.bin";
+  const FileReader residues_file(residues_path, meta.build_id);
+  if (residues_file.size() != kFileHeaderBytes + residues)
+    throw InputError(
+        residues_path.string(), 0,
+        fmt::format("has {} bytes, expected {}", residues_file.size(), kFileHeaderBytes + residues));
+  for (const auto& [begin, end] : ranges) {
+    // Offsets: one before the range too, so the sorted-by-length check covers the range's start.
+    const std::size_t first_read = begin > 0 ? begin - 1 : 0;
+    const auto raw = offsets_file.read<std::uint64_t>(first_read, end + 1 - first_read);
+    for (std::size_t i = begin - first_read; i + 1 < raw.size(); ++i) {
+      if (raw[i + 1] <= raw[i] || raw[i + 1] > residues)
+        throw InputError(offsets_path, 0, fmt::format("sequence {} has a bad extent", first_read + i));
+      if (i > 0 && raw[i + 1] - raw[i] < raw[i] - raw[i - 1])
+        throw InputError(offsets_path, 0, "sequences are not sorted by length");
+    }
+    const std::uint64_t first = raw[begin - first_read], range_residues = raw.back() - first;
+    const std::uint64_t at = storage->owned_residues.size();
+    for (std::size_t i = begin - first_read + 1; i < raw.size(); ++i)
+      storage->offsets.push_back(at + raw[i] - first);
+    const auto order = order_file.read<std::uint32_t>(begin, end - begin);
+    storage->order.insert(storage->order.end(), order.begin(), order.end());
+    const auto codes = residues_file.read<std::uint8_t>(first, static_cast<std::size_t>(range_residues));
+    for (std::uint64_t i = 0; i < codes.size(); ++i)
+      if (codes[i] >= kAlphabetSize)
+        throw InputError(residues_path.string(), 0,
+                         fmt::format("contains codes outside the alphabet (byte {})", first + i));
+    storage->owned_residues.insert(storage->owned_residues.end(), codes.begin(), codes.end());
+  }
+  storage->residues = storage->owned_residues.data();
   std::vector<std::uint32_t> originals = storage->order;
   std::sort(originals.begin(), originals.end());
   for (std::size_t i = 0; i < originals.size(); ++i)
     if (originals[i] >= n || (i > 0 && originals[i] == originals[i - 1]))
       throw InputError(order_file.path().string(), 0, "not a permutation");
-
-  const auto residues_path = dbdir / "residues.bin";
-  const std::uint64_t shard_residues = storage->offsets.back();
-  (void)FileReader(residues_path, meta.build_id);  // the header's build id
-  storage->mapping = std::make_unique<MappedFile>(residues_path, kFileHeaderBytes + first, shard_residues);
-  if (storage->mapping->file_size() != kFileHeaderBytes + residues)
-    throw InputError(
-        residues_path.string(), 0,
-        fmt::format("has {} bytes, expected {}", storage->mapping->file_size(), kFileHeaderBytes + residues));
-  storage->residues = storage->mapping->data();
-  for (std::uint64_t i = 0; i < shard_residues; ++i)
-    if (storage->residues[i] >= kAlphabetSize)
-      throw InputError(residues_path.string(), 0,
-                       fmt::format("contains codes outside the alphabet (byte {})", first + i));
 
   // Ids of the shard's subjects only: through ids.index.bin, or (where it was removed) by one scan
   // of ids.txt.
@@ -186,7 +248,7 @@ Database Database::open_shard(const std::filesystem::path& dbdir, int rank, int 
   Database db;
   db.storage_ = std::move(storage);
   db.begin_ = 0;
-  db.end_ = count;
+  db.end_ = db.storage_->order.size();
   return db;
 }
 

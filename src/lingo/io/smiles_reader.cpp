@@ -221,7 +221,7 @@ MoleculeSet read_from(io::LineReader& reader, const LingoOptions& lingo, const R
   if (csv && !have_header) reader.fail("empty CSV file: no header line");
   // An empty input is a mistake (a wrong path, a failed export), never an empty result. Reported
   // at the last line (line 1 of an empty file) so that the message reads FILE:LINE: message.
-  if (set.size() == 0)
+  if (set.size() == 0 && !read.slice)
     throw InputError(
         reader.name(), std::max<std::size_t>(reader.line_number(), 1),
         stats.skipped_invalid > 0
@@ -245,7 +245,7 @@ MoleculeSet read_molecules(const std::filesystem::path& path, const LingoOptions
 
 MoleculeSet parse_molecules(std::string_view name, std::string_view content, const LingoOptions& lingo,
                             const ReadOptions& read, ReadStats* stats) {
-  io::LineReader reader(name, content);
+  io::LineReader reader(name, content, read.slice ? read.lines_before : 0);
   return read_from(reader, lingo, read, stats);
 }
 

@@ -1,6 +1,7 @@
 // The MPI communicator (compiled only with MPI): MPI_COMM_WORLD, a per-host split for local ranks,
-// variable-size gathers built from a count exchange and MPI_(All)gatherv. Messages above 2 GiB are
-// not split: the records engines exchange are per-query top-k lists, far below that.
+// variable-size gathers and all-to-alls built from a count exchange and MPI_(All)gatherv /
+// MPI_Alltoallv. Messages above 2 GiB are not split: the records engines exchange are per-query
+// top-k lists, below that per rank.
 #include <mpi.h>
 
 #include <cstdio>
@@ -105,6 +106,27 @@ class MpiCommunicator final : public Communicator {
       else
         counts->clear();
     }
+    return out;
+  }
+
+  std::vector<std::byte> alltoall(std::span<const std::byte> send,
+                                  const std::vector<std::size_t>& send_counts,
+                                  std::vector<std::size_t>* counts) override {
+    MOLACCEL_EXPECTS(send_counts.size() == static_cast<std::size_t>(size_), "alltoall: one count per rank");
+    std::vector<int> sizes(send_counts.size()), received(send_counts.size());
+    for (std::size_t r = 0; r < sizes.size(); ++r) sizes[r] = as_count(send_counts[r]);
+    const auto send_displs = displacements(sizes);
+    MOLACCEL_EXPECTS(static_cast<std::size_t>(send_displs.back()) + send_counts.back() <= send.size(),
+                     "alltoall: counts exceed the send buffer");
+    check(MPI_Alltoall(sizes.data(), 1, MPI_INT, received.data(), 1, MPI_INT, MPI_COMM_WORLD),
+          "MPI_Alltoall");
+    const auto displs = displacements(received);
+    std::vector<std::byte> out(static_cast<std::size_t>(displs.back()) +
+                               static_cast<std::size_t>(received.back()));
+    check(MPI_Alltoallv(send.data(), sizes.data(), send_displs.data(), MPI_BYTE, out.data(), received.data(),
+                        displs.data(), MPI_BYTE, MPI_COMM_WORLD),
+          "MPI_Alltoallv");
+    if (counts) counts->assign(received.begin(), received.end());
     return out;
   }
 
