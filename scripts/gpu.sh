@@ -14,6 +14,8 @@
 #   --jobs N                 GPU tests run N at a time (default 1)
 #   --timeout S              per-test limit in seconds (default 600)
 #   --build DIR              build folder (default build/cuda)
+#   --benches "display;python"  which benchmark groups `bench` runs (default: runtime and the
+#                            engines; also display, python, opencl)
 # Large inputs and baselines (scripts/fetch-gpu-deps.sh) travel in .deps/. Logs go to $OUT when set
 # (the device machine), else build/gpu/.
 set -uo pipefail
@@ -32,8 +34,9 @@ jobs=1
 timeout=600
 build=build/cuda
 tunings=()
+benches=""
 usage() {
-  sed -n '2,18p' "$0" >&2
+  sed -n '2,20p' "$0" >&2
   exit 2
 }
 while [ $# -gt 0 ]; do
@@ -45,6 +48,7 @@ while [ $# -gt 0 ]; do
     --jobs) jobs="$2"; shift 2 ;;
     --timeout) timeout="$2"; shift 2 ;;
     --build) build="$2"; shift 2 ;;
+    --benches) benches="$2"; shift 2 ;;
     *) usage ;;
   esac
 done
@@ -135,6 +139,16 @@ bench_orbital() {  # C60 6-31G*: one orbital, density of 180 orbitals, a batch o
   "$build/bench/orbital/bench_orbital_cube_write"
   [ -x "$build/bench/orbital/bench_orbital_opencl" ] && "$build/bench/orbital/bench_orbital_opencl"
 }
+bench_display() {  # C60 6-31G* frames: grid, both surfaces, image (and MP4), GPU against the CPU-image path
+  "$build/bench/orbital/bench_orbital_display" $([ $quick -eq 1 ] && echo --quick)
+}
+bench_python() {  # the Python call against the library call (orbital, lingo demo, 367k lingo search)
+  PYTHONPATH="$build/python" python3 bench/python/bench_overhead.py --device gpu --repeats 5
+  PYTHONPATH="$build/python" python3 bench/python/bench_lingo_search.py --data .deps/lingo --device gpu
+}
+bench_opencl() {  # BiCGStab per iteration through OpenCL (host loop, persistent kernel) against ViennaCL
+  "$build/bench/linalg/bench_linalg_opencl"
+}
 bench_linalg() {
   mapfile -t args < <(engine_args linalg)
   "$build/bench/linalg/bench_linalg" --bicgstab-only "${args[@]}"
@@ -149,7 +163,7 @@ run_benchmarks() {
   export MOLACCEL_BENCH_JSON="$logdir/bench.jsonl"
   rm -f "$MOLACCEL_BENCH_JSON"
   local e start
-  IFS=';' read -r -a list <<<"runtime;$engines"
+  IFS=';' read -r -a list <<<"${benches:-runtime;$engines}"
   for e in "${list[@]}"; do
     start=$(date +%s)
     if "bench_$e" >"$logdir/bench-$e.log" 2>&1; then
