@@ -13,6 +13,7 @@
 #include "command.hpp"
 #include "molaccel/display.hpp"
 #include "molaccel/orbital.hpp"
+#include "orbital_scene.hpp"
 #if MOLACCEL_HAVE_CUDA
 #include "display/render/render_backends.hpp"
 #include "orbital/cuda/orbital_cuda.hpp"
@@ -24,6 +25,7 @@ namespace molaccel::cli {
 namespace {
 
 using namespace molaccel::orbital;
+using namespace molaccel::cli::orbital_scene;
 namespace display = molaccel::display;
 
 struct SurfaceOptions {
@@ -50,12 +52,6 @@ struct Field {
   bool signed_field = true;
 };
 
-DensityKind parse_density(const std::string& text) {
-  for (DensityKind k : {DensityKind::total, DensityKind::spin, DensityKind::alpha, DensityKind::beta})
-    if (text == to_string(k)) return k;
-  throw InputError("--density", 0, fmt::format("unknown density '{}' (total, spin, alpha, beta)", text));
-}
-
 std::filesystem::path output_for(const std::filesystem::path& output, const std::string& label,
                                  bool several) {
   if (!several) return output;
@@ -63,89 +59,6 @@ std::filesystem::path output_for(const std::filesystem::path& output, const std:
   for (char c : label)
     safe += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '+') ? c : '_';
   return output.parent_path() / (output.stem().string() + "." + safe + output.extension().string());
-}
-
-// The molecule as balls and sticks, in bohr like the grid.
-std::vector<display::ScenePart> molecule_parts(const Wavefunction& wfn) {
-  std::vector<std::array<double, 3>> positions;
-  std::vector<int> numbers;
-  for (const Atom& a : wfn.atoms) {
-    positions.push_back(a.position);
-    numbers.push_back(a.atomic_number);
-  }
-  return display::ball_and_stick(positions, numbers, bohr_in_angstrom);
-}
-
-float default_iso(double requested, bool is_orbital) {
-  return static_cast<float>(requested > 0 ? requested : (is_orbital ? 0.05 : 0.002));
-}
-
-InputError no_surface(float largest, bool is_orbital, float iso, const std::string& description) {
-  return InputError("--iso", 0,
-                    fmt::format("{}: no surface at {}{} (the largest |value| on the grid is {:.4g}); give a "
-                                "smaller --iso",
-                                description, is_orbital ? "+/-" : "", iso, largest));
-}
-InputError no_surface(const std::vector<float>& values, bool is_orbital, float iso,
-                      const std::string& description) {
-  float largest = 0;
-  for (float v : values) largest = std::max(largest, std::abs(v));
-  return no_surface(largest, is_orbital, iso, description);
-}
-
-// Whether the field crosses +iso (or, for an orbital, -iso) somewhere: points on both sides.
-bool has_surface(const std::vector<float>& values, bool is_orbital, float iso) {
-  bool above = false, not_above = false, below = false, not_below = false;
-  for (float v : values) {
-    (v > iso ? above : not_above) = true;
-    (v < -iso ? below : not_below) = true;
-  }
-  return (above && not_above) || (is_orbital && below && not_below);
-}
-
-// The lobes (or a density's surface) with the molecule, scaled from bohr to angstrom.
-display::Scene scene_of(display::Mesh positive, display::Mesh negative, bool is_orbital,
-                        const std::vector<display::ScenePart>& molecule) {
-  display::Scene scene;
-  if (!positive.empty())
-    scene.parts.push_back(
-        {is_orbital ? "positive lobe" : "surface", std::move(positive),
-         is_orbital ? display::positive_phase_colour() : display::Colour{0.6f, 0.6f, 0.85f, 1}});
-  if (!negative.empty())
-    scene.parts.push_back({"negative lobe", std::move(negative), display::negative_phase_colour()});
-  for (const auto& part : molecule) scene.parts.push_back(part);
-  display::scale_scene(scene, bohr_in_angstrom);
-  return scene;
-}
-
-// The surfaces of one field (both phases of an orbital, one surface of a density) with the molecule,
-// scaled to angstrom. No surface at the isovalue is an error naming the field.
-struct FieldScene {
-  display::Scene scene;
-  std::size_t positive_triangles = 0, negative_triangles = 0;
-  float iso = 0;
-  double seconds = 0;
-};
-FieldScene field_scene(const Resources& resources, const GridSpec& grid, const std::vector<float>& values,
-                       bool is_orbital, double requested_iso, display::SurfaceBackend backend,
-                       const std::vector<display::ScenePart>& molecule, const std::string& description) {
-  FieldScene out;
-  out.iso = default_iso(requested_iso, is_orbital);
-  const display::ScalarGrid view{grid.origin, grid.axes, grid.counts, values.data()};
-  display::SurfaceInfo info;
-  display::Mesh positive =
-      display::extract_isosurface(resources, view, out.iso, display::Inside::above, backend, &info);
-  out.seconds += info.seconds;
-  display::Mesh negative;
-  if (is_orbital) {
-    negative = display::extract_isosurface(resources, view, -out.iso, display::Inside::below, backend, &info);
-    out.seconds += info.seconds;
-  }
-  if (positive.empty() && negative.empty()) throw no_surface(values, is_orbital, out.iso, description);
-  out.positive_triangles = positive.triangle_count();
-  out.negative_triangles = negative.triangle_count();
-  out.scene = scene_of(std::move(positive), std::move(negative), is_orbital, molecule);
-  return out;
 }
 
 enum class Output { mesh, image };
@@ -564,30 +477,6 @@ struct AnimateOptions {
   std::string view;
   int fps = 10;
 };
-
-// Natural order: runs of digits compare as numbers ("frame9" before "frame10").
-bool natural_less(const std::string& a, const std::string& b) {
-  std::size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    if (std::isdigit(static_cast<unsigned char>(a[i])) && std::isdigit(static_cast<unsigned char>(b[j]))) {
-      std::size_t i2 = i, j2 = j;
-      while (i2 < a.size() && std::isdigit(static_cast<unsigned char>(a[i2]))) ++i2;
-      while (j2 < b.size() && std::isdigit(static_cast<unsigned char>(b[j2]))) ++j2;
-      std::string da = a.substr(i, i2 - i), db = b.substr(j, j2 - j);
-      da.erase(0, std::min(da.find_first_not_of('0'), da.size()));
-      db.erase(0, std::min(db.find_first_not_of('0'), db.size()));
-      if (da.size() != db.size()) return da.size() < db.size();
-      if (da != db) return da < db;
-      i = i2;
-      j = j2;
-    } else {
-      if (a[i] != b[j]) return a[i] < b[j];
-      ++i;
-      ++j;
-    }
-  }
-  return a.size() - i < b.size() - j;
-}
 
 int run_animate(RunContext& ctx, const AnimateOptions& o) {
   if (!std::isfinite(o.iso) || o.iso < 0)

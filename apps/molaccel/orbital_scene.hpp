@@ -1,6 +1,6 @@
-// Pieces shared by the orbital display commands: frame ordering, the molecule as balls and sticks,
-// and the lobes of one field as a scene (in angstrom). The same steps as `orbital surface | render
-// | animate` (cmd_orbital_display.cpp), for `orbital view` (cmd_orbital_view.cpp).
+// Pieces shared by the orbital display commands (`orbital surface | render | animate` in
+// cmd_orbital_display.cpp, `orbital view` in cmd_orbital_view.cpp): frame ordering, the molecule as
+// balls and sticks, and the lobes of one field as a scene (in angstrom).
 #pragma once
 
 #include <algorithm>
@@ -60,14 +60,42 @@ inline float default_iso(double requested, bool is_orbital) {
   return static_cast<float>(requested > 0 ? requested : (is_orbital ? 0.05 : 0.002));
 }
 
-inline InputError no_surface(const std::vector<float>& values, bool is_orbital, float iso,
-                             const std::string& description) {
-  float largest = 0;
-  for (float v : values) largest = std::max(largest, std::abs(v));
+inline InputError no_surface(float largest, bool is_orbital, float iso, const std::string& description) {
   return InputError("--iso", 0,
                     fmt::format("{}: no surface at {}{} (the largest |value| on the grid is {:.4g}); give a "
                                 "smaller --iso",
                                 description, is_orbital ? "+/-" : "", iso, largest));
+}
+inline InputError no_surface(const std::vector<float>& values, bool is_orbital, float iso,
+                             const std::string& description) {
+  float largest = 0;
+  for (float v : values) largest = std::max(largest, std::abs(v));
+  return no_surface(largest, is_orbital, iso, description);
+}
+
+// Whether the field crosses +iso (or, for an orbital, -iso) somewhere: points on both sides.
+inline bool has_surface(const std::vector<float>& values, bool is_orbital, float iso) {
+  bool above = false, not_above = false, below = false, not_below = false;
+  for (float v : values) {
+    (v > iso ? above : not_above) = true;
+    (v < -iso ? below : not_below) = true;
+  }
+  return (above && not_above) || (is_orbital && below && not_below);
+}
+
+// The lobes (or a density's surface) with the molecule, scaled from bohr to angstrom.
+inline display::Scene scene_of(display::Mesh positive, display::Mesh negative, bool is_orbital,
+                               const std::vector<display::ScenePart>& molecule) {
+  display::Scene scene;
+  if (!positive.empty())
+    scene.parts.push_back(
+        {is_orbital ? "positive lobe" : "surface", std::move(positive),
+         is_orbital ? display::positive_phase_colour() : display::Colour{0.6f, 0.6f, 0.85f, 1}});
+  if (!negative.empty())
+    scene.parts.push_back({"negative lobe", std::move(negative), display::negative_phase_colour()});
+  for (const auto& part : molecule) scene.parts.push_back(part);
+  display::scale_scene(scene, orbital::bohr_in_angstrom);
+  return scene;
 }
 
 // The surfaces of one field (both phases of an orbital, one surface of a density) with the molecule,
@@ -98,14 +126,7 @@ inline FieldScene field_scene(const Resources& resources, const orbital::GridSpe
   if (positive.empty() && negative.empty()) throw no_surface(values, is_orbital, out.iso, description);
   out.positive_triangles = positive.triangle_count();
   out.negative_triangles = negative.triangle_count();
-  if (!positive.empty())
-    out.scene.parts.push_back(
-        {is_orbital ? "positive lobe" : "surface", std::move(positive),
-         is_orbital ? display::positive_phase_colour() : display::Colour{0.6f, 0.6f, 0.85f, 1}});
-  if (!negative.empty())
-    out.scene.parts.push_back({"negative lobe", std::move(negative), display::negative_phase_colour()});
-  for (const auto& part : molecule) out.scene.parts.push_back(part);
-  display::scale_scene(out.scene, orbital::bohr_in_angstrom);
+  out.scene = scene_of(std::move(positive), std::move(negative), is_orbital, molecule);
   return out;
 }
 
