@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "linalg/program/program_buffers.hpp"
 #include "linalg/program/program_cuda.hpp"
 #include "runtime/cuda/cuda_support.hpp"
 
@@ -14,7 +15,6 @@ namespace {
 template <class T>
 ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan, const ProgramInputs& inputs,
                         int device) {
-  const auto& symbols = program.symbols();
   if (!inputs.matrix)
     throw Error("linalg program " + program.name() + ": the GPU run needs the matrix", __FILE__, __LINE__);
   const HostCsr<double>& a = *inputs.matrix;
@@ -45,20 +45,10 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
       int(std::min<std::size_t>(wanted, std::size_t(per_sm) * std::size_t(prop.multiProcessorCount)));
 
   // Vectors: two buffers each; scalars; partial sums; counter; monitors; outcome.
-  std::vector<int> vector_symbols;
-  for (std::size_t i = 0; i < symbols.size(); ++i)
-    if (symbols[i].kind == NodeKind::vector) vector_symbols.push_back(int(i));
-  std::vector<T> host_vectors(2 * vector_symbols.size() * n, T(0));
-  for (const auto& [name, values] : inputs.vectors) {
-    const int index = program.index_of(name);
-    const auto o =
-        std::size_t(std::find(vector_symbols.begin(), vector_symbols.end(), index) - vector_symbols.begin());
-    if (o == vector_symbols.size()) throw Error("'" + name + "' is not a vector", __FILE__, __LINE__);
-    if (values.size() != n) throw Error("vector '" + name + "' has the wrong length", __FILE__, __LINE__);
-    for (std::size_t r = 0; r < n; ++r) host_vectors[2 * o * n + r] = T(values[r]);
-  }
-  std::vector<double> host_scalars(symbols.size(), 0.0);
-  for (const auto& [name, value] : inputs.scalars) host_scalars[std::size_t(program.index_of(name))] = value;
+  const auto packed = program::pack_inputs<T>(program, inputs, n);
+  const std::vector<int>& vector_symbols = packed.vector_symbols;
+  const std::vector<T>& host_vectors = packed.vectors;
+  const std::vector<double>& host_scalars = packed.scalars;
   const std::size_t slots =
       std::max<std::size_t>(1, std::max(plan.setup.reductions.size(), plan.iteration.reductions.size()));
   const std::size_t monitors = program.monitors().size();
@@ -110,26 +100,8 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
   const auto got_vectors = d_vectors.download();
   const auto got_scalars = d_scalars.download();
   const auto got_monitors = d_monitors.download();
-  ProgramResult result;
-  result.iterations = int(outcome[0]);
-  const long long status = outcome[1];
-  result.status = status > 0 ? program.stop_tests()[std::size_t(status - 1)].status : "iteration limit";
-  result.barriers_per_iteration = plan.barriers_per_iteration();
-  result.seconds = double(stop.elapsed_ms_since(start)) * 1e-3;
-  result.blocks = blocks;
-  result.monitor_history.assign(monitors, {});
-  for (std::size_t k = 0; k <= std::size_t(result.iterations); ++k)
-    for (std::size_t m = 0; m < monitors; ++m)
-      result.monitor_history[m].push_back(got_monitors[k * monitors + m]);
-  for (std::size_t o = 0; o < vector_symbols.size(); ++o) {
-    const std::size_t buffer = 2 * o + std::size_t(outcome[2 + o]);
-    std::vector<double>& out = result.vectors[symbols[std::size_t(vector_symbols[o])].name];
-    out.assign(got_vectors.begin() + std::ptrdiff_t(buffer * n),
-               got_vectors.begin() + std::ptrdiff_t((buffer + 1) * n));
-  }
-  for (std::size_t i = 0; i < symbols.size(); ++i)
-    if (symbols[i].kind == NodeKind::device_scalar) result.scalars[symbols[i].name] = got_scalars[i];
-  return result;
+  return program::unpack_result(program, plan, vector_symbols, n, outcome, got_vectors, got_scalars,
+                                got_monitors, blocks, double(stop.elapsed_ms_since(start)) * 1e-3);
 }
 
 }  // namespace
