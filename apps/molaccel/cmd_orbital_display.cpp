@@ -407,17 +407,7 @@ std::shared_ptr<SurfaceOptions> add_field_options(CLI::App& app, CommonOptions& 
                                       : "PNG image; several fields: FILE.<name>.png")
       ->required();
   app.add_flag("--atoms,!--no-atoms", opts->atoms, "Atoms and bonds as spheres and cylinders (default on)");
-  app.add_option("--padding", opts->padding, "Grid box: padding around the atoms, angstrom")
-      ->default_val(3.0)
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--spacing", opts->spacing, "Grid spacing, angstrom")
-      ->default_val(0.1)
-      ->check(CLI::PositiveNumber);
-  app.add_option("--backend", opts->backend, "Grid backend: auto, cpu, cuda-jit, cuda-generic or reference")
-      ->default_val("auto");
-  app.add_option("--surface-backend", opts->surface_backend,
-                 "Isosurface backend: auto, cpu, cuda or reference")
-      ->default_val("auto");
+  add_grid_options(app, opts->padding, opts->spacing, opts->backend, opts->surface_backend, "the atoms");
   if (kind == Output::image) {
     app.add_option("--size", opts->size, "Image size WIDTHxHEIGHT")->default_val("1280x960");
     app.add_option("--view", opts->view,
@@ -706,18 +696,8 @@ const bool animate_registered = register_command({
       app.add_option("--fps", opts->fps, "Frames per second of an MP4")->default_val(10);
       app.add_flag("--atoms,!--no-atoms", opts->atoms,
                    "Atoms and bonds as spheres and cylinders (default on)");
-      app.add_option("--padding", opts->padding, "Grid box: padding around all frames' atoms, angstrom")
-          ->default_val(3.0)
-          ->check(CLI::NonNegativeNumber);
-      app.add_option("--spacing", opts->spacing, "Grid spacing, angstrom")
-          ->default_val(0.1)
-          ->check(CLI::PositiveNumber);
-      app.add_option("--backend", opts->backend,
-                     "Grid backend: auto, cpu, cuda-jit, cuda-generic or reference")
-          ->default_val("auto");
-      app.add_option("--surface-backend", opts->surface_backend,
-                     "Isosurface backend: auto, cpu, cuda or reference")
-          ->default_val("auto");
+      add_grid_options(app, opts->padding, opts->spacing, opts->backend, opts->surface_backend,
+                       "all frames' atoms");
       app.add_option("--size", opts->size, "Image size WIDTHxHEIGHT")->default_val("1280x960");
       app.add_option("--view", opts->view,
                      "Rotation (degrees, x then y then z) and zoom: rx=30,ry=-45,zoom=1.5");

@@ -197,18 +197,8 @@ const bool view_registered = register_command({
       app.add_option("--view", opts->view,
                      "Starting rotation (degrees, x then y then z) and zoom: rx=30,ry=-45,zoom=1.5");
       app.add_option("--fps", opts->fps, "Frames per second of the play button")->default_val(10);
-      app.add_option("--padding", opts->padding, "Grid box: padding around all frames' atoms, angstrom")
-          ->default_val(3.0)
-          ->check(CLI::NonNegativeNumber);
-      app.add_option("--spacing", opts->spacing, "Grid spacing, angstrom")
-          ->default_val(0.1)
-          ->check(CLI::PositiveNumber);
-      app.add_option("--backend", opts->backend,
-                     "Grid backend: auto, cpu, cuda-jit, cuda-generic or reference")
-          ->default_val("auto");
-      app.add_option("--surface-backend", opts->surface_backend,
-                     "Isosurface backend: auto, cpu, cuda or reference")
-          ->default_val("auto");
+      add_grid_options(app, opts->padding, opts->spacing, opts->backend, opts->surface_backend,
+                       "all frames' atoms");
       common.add_device_options(app);
       app.footer(
           "The page loads nothing from elsewhere (meshes and WebGL code are inside it): drag to rotate, the "

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "molaccel/display.hpp"
 #include "molaccel/orbital.hpp"
 
@@ -128,6 +130,22 @@ inline FieldScene field_scene(const Resources& resources, const orbital::GridSpe
   out.negative_triangles = negative.triangle_count();
   out.scene = scene_of(std::move(positive), std::move(negative), is_orbital, molecule);
   return out;
+}
+
+// The grid box and backend options the display commands share; `whose_atoms` completes the padding's
+// help ("the atoms", "all frames' atoms").
+inline void add_grid_options(CLI::App& app, double& padding, double& spacing, std::string& backend,
+                             std::string& surface_backend, const std::string& whose_atoms) {
+  app.add_option("--padding", padding, "Grid box: padding around " + whose_atoms + ", angstrom")
+      ->default_val(3.0)
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--spacing", spacing, "Grid spacing, angstrom")
+      ->default_val(0.1)
+      ->check(CLI::PositiveNumber);
+  app.add_option("--backend", backend, "Grid backend: auto, cpu, cuda-jit, cuda-generic or reference")
+      ->default_val("auto");
+  app.add_option("--surface-backend", surface_backend, "Isosurface backend: auto, cpu, cuda or reference")
+      ->default_val("auto");
 }
 
 }  // namespace molaccel::cli::orbital_scene
