@@ -76,4 +76,18 @@ inline double max_normal_length_error(const Mesh& mesh) {
   return worst;
 }
 
+// A p-like pair of lobes (a signed Gaussian field: blue +iso lobe, red -iso lobe) shifted by `dx`
+// along x, extracted on the CPU at +/-0.05: the scene the render and viewer tests draw.
+inline Scene lobe_pair_scene(double dx = 0) {
+  Field f;
+  fill_gaussian(f, {50, 41, 41}, 0.12, {-3.0 + dx, -2.4, -2.4}, {dx, 0, 0}, 1.0, true);
+  Scene scene;
+  const Resources cpu = Resources::cpu(2);
+  scene.parts.push_back(
+      {"positive lobe", extract_isosurface(cpu, f.grid, 0.05f, Inside::above), positive_phase_colour()});
+  scene.parts.push_back(
+      {"negative lobe", extract_isosurface(cpu, f.grid, -0.05f, Inside::below), negative_phase_colour()});
+  return scene;
+}
+
 }  // namespace molaccel::display::test

@@ -155,14 +155,7 @@ std::string outside_reference(const std::string& page) {
 
 // A p-like lobe pair (blue +x, red -x) shifted by `dx`, with two atoms between the lobes.
 Scene lobe_pair(double dx) {
-  test::Field f;
-  test::fill_gaussian(f, {50, 41, 41}, 0.12, {-3.0 + dx, -2.4, -2.4}, {dx, 0, 0}, 1.0, true);
-  Scene scene;
-  const Resources cpu = Resources::cpu(2);
-  scene.parts.push_back(
-      {"positive lobe", extract_isosurface(cpu, f.grid, 0.05f, Inside::above), positive_phase_colour()});
-  scene.parts.push_back(
-      {"negative lobe", extract_isosurface(cpu, f.grid, -0.05f, Inside::below), negative_phase_colour()});
+  Scene scene = test::lobe_pair_scene(dx);
   for (ScenePart& p : ball_and_stick({{dx, 0.6, 0}, {dx, -0.6, 0.2}}, {8, 1}, 1.0))
     scene.parts.push_back(std::move(p));
   return scene;

@@ -10,15 +10,7 @@ namespace molaccel::display {
 namespace {
 
 Scene lobe_pair() {
-  test::Field f;
-  test::fill_gaussian(f, {50, 41, 41}, 0.12, {-3.0, -2.4, -2.4}, {0, 0, 0}, 1.0, true);
-  Scene scene;
-  const Resources cpu = Resources::cpu(2);
-  scene.parts.push_back(
-      {"positive lobe", extract_isosurface(cpu, f.grid, 0.05f, Inside::above), positive_phase_colour()});
-  scene.parts.push_back(
-      {"negative lobe", extract_isosurface(cpu, f.grid, -0.05f, Inside::below), negative_phase_colour()});
-  return scene;
+  return test::lobe_pair_scene();
 }
 
 enum class Kind { background, blue, red, other };

@@ -32,14 +32,7 @@ Resources gpu_resources() {
 }
 
 Scene lobes_and_atoms() {
-  test::Field f;
-  test::fill_gaussian(f, {50, 41, 41}, 0.12, {-3.0, -2.4, -2.4}, {0, 0, 0}, 1.0, true);
-  Scene scene;
-  const Resources cpu = Resources::cpu(2);
-  scene.parts.push_back(
-      {"positive lobe", extract_isosurface(cpu, f.grid, 0.05f, Inside::above), positive_phase_colour()});
-  scene.parts.push_back(
-      {"negative lobe", extract_isosurface(cpu, f.grid, -0.05f, Inside::below), negative_phase_colour()});
+  Scene scene = test::lobe_pair_scene();
   // Water-like atoms in the middle: spheres cut by cylinders and by the lobes.
   for (ScenePart& part :
        ball_and_stick({{0, 0, 0.2}, {0.0, 1.4, -0.9}, {0.0, -1.4, -0.9}}, {8, 1, 1}, 0.529177210903))
