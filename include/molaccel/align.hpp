@@ -225,6 +225,10 @@ struct SearchResult {
 // E-values are asked for and no published parameters exist for the scoring.
 SearchResult search(const Resources& resources, const SequenceSet& queries, const Database& database,
                     const SearchOptions& options);
+// Readies the GPUs of `resources` for search() ahead of it (each GPU's context, the kernels loaded
+// into it, the pipeline's streams), for a caller that overlaps this with reading its inputs;
+// search() does it itself otherwise. Nothing without GPUs.
+void prepare_devices(const Resources& resources);
 // Merges per-shard hit lists of the same queries (each best-first) into the top_k overall.
 std::vector<std::vector<Hit>> merge_top_hits(const std::vector<std::vector<std::vector<Hit>>>& shards,
                                              int top_k);

@@ -69,6 +69,8 @@ void score_batch(WorkerContext& ctx, const std::vector<std::span<const std::uint
                  const SubjectBatch& batch, const std::uint32_t* index, const Scoring& scoring,
                  std::vector<int*>& scores, int layout_threads, const gpu_entry::Tuning* tuning,
                  KernelCounters& counters);
+// The worker's GPU ready for score_batch (gpu_entry::prepare); nothing in a CPU-only build.
+void prepare(WorkerContext& ctx);
 }  // namespace cuda
 
 // score_database_batch with explicit GPU settings (tests and benchmarks; nullptr: tuning_for).

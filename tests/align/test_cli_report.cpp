@@ -1,9 +1,11 @@
-// `molaccel align search --json`: the report carries the time of each stage.
+// `molaccel align search --json`: the report carries the time of each stage, adding up to the
+// command's time.
 #include <cstdlib>
 
 #include <fmt/format.h>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "testing/testing.hpp"
 
@@ -24,8 +26,18 @@ TEST(AlignReport, StagesInJson) {
     ASSERT_EQ(std::system(command.c_str()), 0) << command;
     const std::string report = read_file(dir / "r.json");
     for (const char* key :
-         {"\"stages\"", "\"read\"", "\"load\"", "\"compute\"", "\"traceback\"", "\"write\""})
+         {"\"stages\"", "\"read\"", "\"load\"", "\"start\"", "\"compute\"", "\"traceback\"", "\"write\""})
       EXPECT_NE(report.find(key), std::string::npos) << "no " << key << " in " << report;
+    // The stages add up to the command's time; the process's start before it is measured apart.
+    const auto json = nlohmann::json::parse(report);
+    double sum = 0;
+    for (const auto& [name, seconds] : json.at("stages").items()) {
+      EXPECT_GE(seconds.get<double>(), 0.0) << name;
+      sum += seconds.get<double>();
+    }
+    EXPECT_NEAR(sum, json.at("total_seconds").get<double>(), 1e-6);
+    EXPECT_GE(json.at("before_start_seconds").get<double>(), 0.0);
+    EXPECT_LT(json.at("before_start_seconds").get<double>(), 60.0);
   }
 }
 

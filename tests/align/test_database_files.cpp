@@ -3,6 +3,7 @@
 // files of two makedb runs in one directory are refused, by open() and open_shard(); a header
 // claiming more sequences than the files hold is a clear error, not std::bad_alloc.
 #include <fstream>
+#include <thread>
 
 #include "align/align_test_util.hpp"
 #include "testing/testing.hpp"
@@ -53,6 +54,31 @@ TEST(AlignDatabaseFiles, MakedbReplacesAWholeDatabaseAndLeavesNothingBehind) {
   database_of("third", 3, 9).write((dir / "db").string() + "/");
   EXPECT_EQ(Database::open(dir / "db").id_of_original(2), "third2");
   EXPECT_TRUE(others(dir.path(), "db").empty());
+}
+
+// open() makes an id a string only when it is asked for: the same ids as the database written,
+// long ones included (past the small-string buffer), each made once when many threads ask at once
+// (one address per id), and an id past the end is an error.
+TEST(AlignDatabaseFiles, IdsComeFromTheMappedFileOnceEach) {
+  TempDir dir;
+  const Database written = database_of("a-long-identifier-of-uniprot-length|", 300, 8);
+  written.write(dir / "db");
+  const auto db = Database::open(dir / "db");
+  std::vector<std::vector<const std::string*>> seen(4);
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < seen.size(); ++t)
+    threads.emplace_back([&, t] {
+      for (std::uint32_t i = 0; i < 300; ++i) seen[t].push_back(&db.id_of_original(i));
+    });
+  for (auto& thread : threads) thread.join();
+  for (std::uint32_t i = 0; i < 300; ++i) {
+    EXPECT_EQ(*seen[0][i], written.id_of_original(i));
+    for (std::size_t t = 1; t < seen.size(); ++t) EXPECT_EQ(seen[t][i], seen[0][i]) << i;
+  }
+  EXPECT_THROW((void)db.id_of_original(300), std::out_of_range);
+  EXPECT_EQ(db.slice(10, 20).id_of_original(7), written.id_of_original(7));
+  EXPECT_EQ(db.shard(1, 3).id_of_original(db.shard(1, 3).original_index(0)),
+            written.id_of_original(db.shard(1, 3).original_index(0)));
 }
 
 TEST(AlignDatabaseFiles, RefusesToReplaceWhatIsNotADatabase) {

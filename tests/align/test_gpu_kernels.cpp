@@ -206,6 +206,24 @@ TEST(AlignGpu, LongSequencesUpTo40000) {
   expect_gpu_equals_reference(make_set({long_query, random_protein(rng, 777)}), db, Scoring{});
 }
 
+// prepare_devices (kernels loaded, streams created ahead of a search, as `align search` does while
+// it reads its inputs) changes nothing in the scores; CPU resources: nothing to do.
+TEST(AlignGpu, PreparedDevicesGiveTheSameScores) {
+  prepare_devices(Resources::cpu(1));
+  MOLACCEL_REQUIRE_GPU();
+  std::mt19937 rng(77);
+  SequenceSet queries, subjects;
+  for (int q = 0; q < 3; ++q) queries.add("q", codes(random_protein(rng, 50 + 40 * q)));
+  for (int s = 0; s < 300; ++s) subjects.add("s", codes(random_protein(rng, 1 + s * 3)));
+  const auto db = Database::from_sequences(subjects);
+  const Resources resources = gpu_resources();
+  prepare_devices(resources);
+  prepare_devices(resources);  // again: already ready
+  const auto gpu = score_database_batch(resources, queries, db, Scoring{}, Backend::cuda);
+  const auto ref = score_database_batch(Resources::cpu(0), queries, db, Scoring{}, Backend::reference);
+  EXPECT_EQ(gpu, ref);
+}
+
 TEST(AlignGpu, SearchGivesTheCpuHits) {
   MOLACCEL_REQUIRE_GPU();
   std::mt19937 rng(55);

@@ -38,6 +38,12 @@ std::uint64_t chunk_residues_for(const Tuning& t, std::uint64_t short_residues, 
   return chunk;
 }
 
+void prepare(WorkerContext& ctx) {
+  molaccel::cuda::DeviceGuard guard(ctx.worker().device);
+  load_kernels();
+  ensure_streams(ctx.kept<PipelineScratch>());
+}
+
 void score_tile(WorkerContext& ctx, const TileRequest& request, TileResult& result) {
   const int device = ctx.worker().device;
   molaccel::cuda::DeviceGuard guard(device);

@@ -45,4 +45,8 @@ struct TileResult {
 // Scores every query against every subject of the tile on the worker's GPU.
 void score_tile(WorkerContext& ctx, const TileRequest& request, TileResult& result);
 
+// The worker's GPU ready for score_tile ahead of a search: the kernels loaded into its context,
+// the pipeline's streams and events created (kept in ctx.kept, as score_tile keeps them).
+void prepare(WorkerContext& ctx);
+
 }  // namespace molaccel::align::gpu_entry

@@ -33,4 +33,12 @@ void launch_intra_jobs(const IntraJobsLaunch& a, GapCosts gaps, cudaStream_t str
   MOLACCEL_CUDA_CHECK_LAUNCH("align intra_task_kernel_jobs");
 }
 
+void load_kernels() {
+  cudaFuncAttributes attributes{};
+  MOLACCEL_CUDA_TRY(
+      cudaFuncGetAttributes(&attributes, gpu::inter_task_kernel_qpm<kStripRows, kInterMinBlocks>));
+  MOLACCEL_CUDA_TRY(cudaFuncGetAttributes(&attributes, gpu::intra_task_kernel<kIntraRowsPerLane>));
+  MOLACCEL_CUDA_TRY(cudaFuncGetAttributes(&attributes, gpu::intra_task_kernel_jobs<kIntraRowsPerLane>));
+}
+
 }  // namespace molaccel::align::gpu_entry

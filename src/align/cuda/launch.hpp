@@ -61,4 +61,8 @@ struct IntraJobsLaunch {
 };
 void launch_intra_jobs(const IntraJobsLaunch& a, GapCosts gaps, cudaStream_t stream);
 
+// Loads the kernels above into the current device's context (CUDA loads a kernel lazily, at its
+// first launch, otherwise).
+void load_kernels();
+
 }  // namespace molaccel::align::gpu_entry

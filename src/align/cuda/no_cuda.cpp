@@ -9,4 +9,6 @@ void score_batch(WorkerContext&, const std::vector<std::span<const std::uint8_t>
   MOLACCEL_THROW(NotCompiled, "the CUDA backend of align (this build has no CUDA)");
 }
 
+void prepare(WorkerContext&) {}
+
 }  // namespace molaccel::align::detail::cuda

@@ -49,16 +49,20 @@ std::vector<int> rescore_exact(PipelineScratch& ps, const TileSubjects& tile,
 
 }  // namespace
 
+void ensure_streams(PipelineScratch& ps) {
+  if (!ps.setup) ps.setup = std::make_unique<Stream>();
+  if (!ps.intra) ps.intra = std::make_unique<Stream>();
+  if (!ps.long_done) ps.long_done = std::make_unique<Event>(false);
+  while (ps.sets.size() < kChunkSets) ps.sets.push_back(std::make_unique<ChunkSet>());
+}
+
 void score_tile_pipelined(const Tuning& t, PipelineScratch& ps, const QueryView* queries,
                           std::size_t query_count, const TileSubjects& tile, const Scoring& scoring,
                           int* const* scores, int layout_threads, TileResult& counters) {
   const double entered = now_seconds();
   constexpr int R = kStripRows;
   const int threads = std::max(1, layout_threads);
-  if (!ps.setup) ps.setup = std::make_unique<Stream>();
-  if (!ps.intra) ps.intra = std::make_unique<Stream>();
-  if (!ps.long_done) ps.long_done = std::make_unique<Event>(false);
-  while (ps.sets.size() < kChunkSets) ps.sets.push_back(std::make_unique<ChunkSet>());
+  ensure_streams(ps);
 
   // Short subjects are a prefix of the length-sorted tile.
   std::size_t n_short = 0;

@@ -87,6 +87,9 @@ struct PipelineScratch {
 
 constexpr int kChunkSets = 3;
 
+// Creates the scratch's streams, events and chunk sets where it has none yet (no buffers).
+void ensure_streams(PipelineScratch& ps);
+
 // The settings for `device` (dispatch.cu): the same on every device so far.
 Tuning tuning_for(int device);
 // Residues per chunk for a tile's short subjects (dispatch.cu): t.chunk_residues, or the automatic

@@ -36,4 +36,8 @@ void score_batch(WorkerContext& ctx, const std::vector<std::span<const std::uint
   counters.device_seconds += result.device_seconds;
 }
 
+void prepare(WorkerContext& ctx) {
+  gpu_entry::prepare(ctx);
+}
+
 }  // namespace molaccel::align::detail::cuda

@@ -235,11 +235,10 @@ Database Database::open(const std::filesystem::path& dbdir) {
   const std::uint64_t id_bytes = file_size_or_zero(dbdir / "ids.txt", ids_exist);
   if (!ids_exist)
     throw InputError((dbdir / "ids.txt").string(), 0, "missing (database damaged: rebuild it with makedb)");
-  // In memory: offsets, order, the ids (text and one std::string each) and the permutation check;
-  // the residues are mapped, not read.
-  const double index_bytes = 12.0 * static_cast<double>(n) + static_cast<double>(id_bytes) +
-                             static_cast<double>(sizeof(std::string)) * static_cast<double>(n) +
-                             static_cast<double>(n) / 8;
+  // In memory: offsets, order, the ids (their text, where each starts, a pointer for each one's
+  // string) and the permutation check; the residues are mapped, not read.
+  const double index_bytes =
+      28.0 * static_cast<double>(n) + static_cast<double>(id_bytes) + static_cast<double>(n) / 8;
   if (const std::uint64_t available = molaccel::detail::available_memory().value_or(0);
       available > 0 && index_bytes > static_cast<double>(available))
     throw InputError(
@@ -291,21 +290,24 @@ Database Database::open(const std::filesystem::path& dbdir) {
     if (bad) throw InputError((dbdir / "residues.bin").string(), 0, "contains codes outside the alphabet");
   }
   {
-    // Ids: the mapped file split at newlines.
+    // Ids: where each starts in the mapped file (no string is made here).
     const auto ids_path = dbdir / "ids.txt";
-    const MappedFile ids(ids_path);
-    const char* text = reinterpret_cast<const char*>(ids.data());
-    check_ids_header(ids_path, std::string_view(text, ids.size()), meta.build_id);
+    storage->ids_mapping = std::make_unique<MappedFile>(ids_path);
+    const MappedFile& file = *storage->ids_mapping;
+    const char* text = reinterpret_cast<const char*>(file.data());
+    check_ids_header(ids_path, std::string_view(text, file.size()), meta.build_id);
     std::size_t at = ids_file_header(meta.build_id).size();
-    storage->ids.reserve(n);
-    while (at < ids.size()) {
-      const void* nl = std::memchr(text + at, '\n', ids.size() - at);
-      const std::size_t end = nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - text) : ids.size();
-      storage->ids.emplace_back(text + at, end - at);
-      at = end + 1;
+    storage->id_start.reserve(n + 1);
+    while (at < file.size()) {
+      storage->id_start.push_back(at);
+      const void* nl = std::memchr(text + at, '\n', file.size() - at);
+      at = nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - text) + 1 : file.size() + 1;
     }
-    if (storage->ids.size() != n)
-      throw InputError(ids_path.string(), 0, fmt::format("has {} ids, expected {}", storage->ids.size(), n));
+    if (storage->id_start.size() != n)
+      throw InputError(ids_path.string(), 0,
+                       fmt::format("has {} ids, expected {}", storage->id_start.size(), n));
+    storage->id_start.push_back(at);  // one past the last id's newline (or end of file)
+    storage->id_strings = std::make_unique<std::atomic<const std::string*>[]>(n);
   }
   storage->total_residues = residues;
   storage->total_sequences = n;
@@ -476,7 +478,22 @@ std::uint32_t Database::length(std::size_t sorted_index) const {
 std::uint32_t Database::original_index(std::size_t sorted_index) const {
   return storage_->order[begin_ + sorted_index];
 }
+const std::string& Database::Storage::mapped_id(std::uint32_t original) const {
+  if (static_cast<std::size_t>(original) + 1 >= id_start.size())
+    throw std::out_of_range(
+        fmt::format("id {} of a database of {} sequences", original, id_start.size() - 1));
+  std::atomic<const std::string*>& slot = id_strings[original];
+  if (const std::string* made = slot.load(std::memory_order_acquire)) return *made;
+  const char* text = reinterpret_cast<const char*>(ids_mapping->data());
+  auto id = std::make_unique<const std::string>(text + id_start[original],
+                                                id_start[original + 1] - 1 - id_start[original]);
+  const std::string* expected = nullptr;
+  if (slot.compare_exchange_strong(expected, id.get(), std::memory_order_acq_rel)) return *id.release();
+  return *expected;  // another thread made it first
+}
+
 const std::string& Database::id_of_original(std::uint32_t original) const {
+  if (!storage_->id_start.empty()) return storage_->mapped_id(original);
   if (storage_->id_originals.empty()) return storage_->ids.at(original);
   // A shard read alone holds only its own subjects' ids.
   const auto& have = storage_->id_originals;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -82,8 +83,21 @@ class MappedFile {
 struct Database::Storage {
   std::vector<std::string> ids;             // input order; a shard: its own subjects' ids, by id_originals
   std::vector<std::uint32_t> id_originals;  // a shard: input positions of `ids`, ascending
-  std::vector<std::uint64_t> offsets;       // sorted order, N+1 (a shard: its own, from 0)
-  std::vector<std::uint32_t> order;         // sorted -> input position
+  // open(): the ids stay in the mapped ids.txt (`ids` is empty): id i is the text from
+  // id_start[i] to the newline before id_start[i + 1], made a std::string the first time it is
+  // asked for (a search reports a few hundred of a database's ids).
+  std::unique_ptr<MappedFile> ids_mapping;
+  std::vector<std::uint64_t> id_start;  // N+1
+  std::unique_ptr<std::atomic<const std::string*>[]> id_strings;
+  const std::string& mapped_id(std::uint32_t original) const;
+  Storage() = default;
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  ~Storage() {
+    for (std::size_t i = 0; id_strings && i + 1 < id_start.size(); ++i) delete id_strings[i].load();
+  }
+  std::vector<std::uint64_t> offsets;  // sorted order, N+1 (a shard: its own, from 0)
+  std::vector<std::uint32_t> order;    // sorted -> input position
   std::vector<std::uint8_t> owned_residues;
   std::unique_ptr<MappedFile> mapping;
   const std::uint8_t* residues = nullptr;
