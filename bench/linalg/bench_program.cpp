@@ -1,18 +1,24 @@
 // Generated solvers (linalg programs: one persistent kernel per solve) against the hand-written
 // solve() (Launch::resident and Launch::fused), per iteration, fp64, in the same run: 2-D
-// Poisson at the given grid sizes and 1138_bus. A fixed iteration count (tolerance 0: every
-// solve runs to the cap), one warm-up, then the median of the repeats. The generated time is the
-// kernel's (events), setup included (one or two segments, under 1 % of 100 iterations).
+// Poisson at the given grid sizes (1e3 ... 1e7 rows) and 1138_bus. A fixed iteration count
+// (tolerance 0: every solve runs to the cap), one warm-up, then the median of the repeats. The
+// generated time is the kernel's (events), setup included (one or two segments, under 1 % of 100
+// iterations). Each generated method runs in the form run_program_on_gpu picks and, with
+// --forms, in every other form that holds the rows; per problem a ratio line gives the automatic
+// generated time over the faster hand-written one (the target: at most 1.10).
 //
-//   bench_program [--grids=32,100,316,1000,3163] [--iterations=N] [--repeats=5] [--matrix=FILE]
+//   bench_program [--grids=32,100,316,1000,3163] [--iterations=N] [--repeats=5] [--matrix=FILE] [--forms]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "linalg/diagonal.hpp"
+#include "linalg/program/program_cuda.hpp"
 #include "molaccel/linalg.hpp"
 #include "molaccel/linalg_program.hpp"
 
@@ -25,6 +31,7 @@ struct Options {
   std::vector<std::size_t> grids{32, 100, 316, 1000, 3163};
   int iterations = 0;  // 0: 400 up to n = 1e5, 100 above
   int repeats = 5;
+  bool forms = false;
   std::string matrix = std::string(MOLACCEL_SOURCE_DIR) + "/data/linalg/1138_bus.mtx";
 };
 
@@ -33,9 +40,10 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Median seconds per iteration of `run` (which returns seconds and iterations), after a warm-up.
+// Median seconds per iteration of `run` (which returns seconds and iterations), after a warm-up;
+// 0 where it did not run.
 template <class Run>
-void row(const std::string& problem, std::size_t n, const std::string& method, int repeats, Run run) {
+double row(const std::string& problem, std::size_t n, const std::string& method, int repeats, Run run) {
   std::vector<double> per_iteration;
   int iterations = 0;
   std::string note;
@@ -46,34 +54,81 @@ void row(const std::string& problem, std::size_t n, const std::string& method, i
       per_iteration.push_back(iterations > 0 ? s / iterations : 0);
     }
   } catch (const std::exception& e) {
-    std::printf("%-14s %10zu  %-28s  not run: %s\n", problem.c_str(), n, method.c_str(), e.what());
-    return;
+    std::printf("%-14s %10zu  %-34s  not run: %s\n", problem.c_str(), n, method.c_str(), e.what());
+    return 0;
   }
-  std::printf("%-14s %10zu  %-28s  %10.2f us/iter  %6d iters  %s\n", problem.c_str(), n, method.c_str(),
-              median(per_iteration) * 1e6, iterations, note.c_str());
+  const double t = median(per_iteration);
+  std::printf("%-14s %10zu  %-34s  %10.2f us/iter  %6d iters  %s\n", problem.c_str(), n, method.c_str(),
+              t * 1e6, iterations, note.c_str());
   std::fflush(stdout);
+  return t;
+}
+
+// A form reading the matrix as its constant stencil where it is one.
+constexpr program::KernelShape kStencil(bool block, int rows) {
+  program::KernelShape s{block, rows, 1};
+  s.grid_width = 1;
+  return s;
+}
+
+// The kernel forms a generated program can take (program_cuda.hpp); each is timed where it holds
+// the rows, next to the automatic choice (CG, BiCGStab and pipelined BiCGStab); diagonals = 1:
+// the matrix by diagonals where it qualifies, else that form is skipped.
+// Rows per thread in one block: the fewest that hold the rows (as run_program_on_gpu picks).
+constexpr program::KernelShape kShapes[] = {
+    {true, 0},  {true, 0, 1},       kStencil(true, 0),  {false, 1}, {false, 1, 1}, kStencil(false, 1),
+    {false, 2}, kStencil(false, 2), kStencil(false, 4), {false, 0}, {false, 0, 1}, kStencil(false, 0)};
+
+std::string shape_name(program::KernelShape s) {
+  return fmt::format("{}, {}, {}", s.block ? "block" : "grid",
+                     s.block             ? std::string("registers")
+                     : s.rows_per_thread ? fmt::format("{} rows/thread", s.rows_per_thread)
+                                         : std::string("streamed"),
+                     s.grid_width  ? "constant stencil"
+                     : s.diagonals ? "diagonals"
+                                   : "CSR");
 }
 
 void bench_problem(const std::string& problem, const HostCsr<double>& a, const Resources& gpu, int iterations,
-                   int repeats) {
+                   int repeats, bool forms) {
   const std::vector<double> b = multiply(a, std::vector<double>(a.rows, 1.0));
   const struct {
     const char* name;
     Program program;
-  } generated[] = {
-      {"cg", cg_program()}, {"bicgstab", bicgstab_program()}, {"pipelined_cg", pipelined_cg_program()}};
+  } generated[] = {{"cg", cg_program()},
+                   {"bicgstab", bicgstab_program()},
+                   {"pipelined_cg", pipelined_cg_program()},
+                   {"pipelined_bicgstab", pipelined_bicgstab_program()}};
+  std::map<std::string, double> automatic, hand_best;
+  const auto layout = diagonal_storage(a);
+  const auto grid = layout ? diagonal_grid_of(*layout, a.rows) : std::nullopt;
+  const bool by_diagonals = layout.has_value(),
+             stencil = grid && diagonal_constant_of(*layout, *grid, a.rows);
   for (const auto& g : generated) {
     ProgramInputs in;
     in.matrix = &a;
     in.vectors["b"] = b;
     in.scalars["bound"] = 0;  // no convergence: the cap
     in.max_iterations = iterations;
-    row(problem, a.rows, std::string("generated ") + g.name, repeats, [&](int& its, std::string& note) {
-      const auto r = run_program_on_gpu(g.program, in);
+    auto timed = [&](const ProgramResult& r, int& its, std::string& note) {
       its = r.iterations;
-      note = fmt::format("{} barriers/iter, {} blocks, {}", r.barriers_per_iteration, r.blocks, r.status);
+      note = fmt::format("{} barriers/iter, {}, {}", r.barriers_per_iteration, r.kernel, r.status);
       return r.seconds;
-    });
+    };
+    automatic[g.name] =
+        row(problem, a.rows, std::string("generated ") + g.name, repeats,
+            [&](int& its, std::string& note) { return timed(run_program_on_gpu(g.program, in), its, note); });
+    if (!forms || g.name == std::string("pipelined_cg")) continue;
+    for (const auto& shape : kShapes) {
+      if (shape.block && a.rows > 2048) continue;
+      if ((shape.diagonals && !by_diagonals) || (shape.grid_width && !stencil)) continue;
+      row(problem, a.rows, fmt::format("  {} ({})", g.name, shape_name(shape)), repeats,
+          [&](int& its, std::string& note) {
+            program::KernelShape s = shape;
+            if (s.block) s.rows_per_thread = int((a.rows + 511) / 512);
+            return timed(program::run_shaped_on_gpu(g.program, in, s), its, note);
+          });
+    }
   }
   for (const Solver solver : {Solver::cg, Solver::bicgstab})
     for (const Launch launch : {Launch::resident, Launch::fused}) {
@@ -82,14 +137,30 @@ void bench_problem(const std::string& problem, const HostCsr<double>& a, const R
       o.tolerance = 0;
       o.max_iterations = iterations;
       o.launch = launch;
-      row(problem, a.rows, fmt::format("hand-written {} {}", to_string(solver), to_string(launch)), repeats,
-          [&](int& its, std::string& note) {
-            const auto r = solve(gpu, a, b, o);
-            its = r.iterations;
-            note = r.backend;
-            return r.seconds;
-          });
+      const double t =
+          row(problem, a.rows, fmt::format("hand-written {} {}", to_string(solver), to_string(launch)),
+              repeats, [&](int& its, std::string& note) {
+                const auto r = solve(gpu, a, b, o);
+                its = r.iterations;
+                note = r.backend;
+                return r.seconds;
+              });
+      double& best = hand_best[std::string(to_string(solver))];
+      if (t > 0 && (best == 0 || t < best)) best = t;
     }
+  // The measure: the automatic generated kernel over the faster hand-written launch
+  // (pipelined BiCGStab against hand-written BiCGStab too).
+  for (const auto& [m, hand] : {std::pair<std::string, std::string>{"cg", "cg"},
+                                {"bicgstab", "bicgstab"},
+                                {"pipelined_bicgstab", "bicgstab"}})
+    if (automatic[m] > 0 && hand_best[hand] > 0)
+      std::printf("%-14s %10zu  %-34s  %10.2f x (generated %.2f us, hand-written %.2f us)\n", problem.c_str(),
+                  a.rows, fmt::format("ratio {} / {}", m, hand).c_str(), automatic[m] / hand_best[hand],
+                  automatic[m] * 1e6, hand_best[hand] * 1e6);
+  if (automatic["pipelined_cg"] > 0 && automatic["cg"] > 0)
+    std::printf("%-14s %10zu  %-34s  %10.2f x\n", problem.c_str(), a.rows,
+                "ratio pipelined_cg / cg (generated)", automatic["pipelined_cg"] / automatic["cg"]);
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -114,10 +185,12 @@ int main(int argc, char** argv) {
       opt.repeats = std::max(1, std::atoi(v));
     } else if (auto v = value("--matrix=")) {
       opt.matrix = v;
+    } else if (arg == "--forms") {
+      opt.forms = true;
     } else {
-      std::fprintf(
-          stderr,
-          "usage: bench_program [--grids=S,...] [--iterations=N] [--repeats=R] [--matrix=FILE.mtx]\n");
+      std::fprintf(stderr,
+                   "usage: bench_program [--grids=S,...] [--iterations=N] [--repeats=R] [--matrix=FILE.mtx] "
+                   "[--forms]\n");
       return 1;
     }
   }
@@ -130,13 +203,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_program: needs a GPU (%s)\n", e.what());
     return 1;
   }
-  std::printf("%-14s %10s  %-28s  %18s  %12s  %s\n", "problem", "rows", "method", "per iteration",
+  std::printf("%-14s %10s  %-34s  %18s  %12s  %s\n", "problem", "rows", "method", "per iteration",
               "iterations", "note");
   for (std::size_t grid : opt.grids) {
     const std::size_t n = grid * grid;
     const int its = opt.iterations > 0 ? opt.iterations : n <= 100000 ? 400 : 100;
-    bench_problem(fmt::format("poisson {}^2", grid), poisson_2d(grid), *gpu, its, opt.repeats);
+    bench_problem(fmt::format("poisson {}^2", grid), poisson_2d(grid), *gpu, its, opt.repeats, opt.forms);
   }
-  if (!opt.matrix.empty()) bench_problem("1138_bus", read_matrix_market(opt.matrix), *gpu, 400, opt.repeats);
+  if (!opt.matrix.empty())
+    bench_problem("1138_bus", read_matrix_market(opt.matrix), *gpu, 400, opt.repeats, opt.forms);
   return 0;
 }

@@ -92,7 +92,8 @@ struct ProgramResult {
   std::map<std::string, double> scalars;
   int barriers_per_iteration = 0;
   double seconds = 0;  // GPU: the kernel (setup and every iteration), from events
-  int blocks = 0;      // GPU: blocks of the cooperative launch
+  int blocks = 0;      // GPU: blocks of the launch
+  std::string kernel;  // GPU: the kernel's form (one block or a grid; rows in registers or streamed)
 };
 
 // Runs the planned segments on the host, row by row in order (each segment's statements for
@@ -100,22 +101,27 @@ struct ProgramResult {
 // as a wrong result. The executor that tests the planner, not a fast path.
 ProgramResult run_program_on_host(const Program& program, const ProgramInputs& inputs);
 
-// The generated CUDA translation unit: one persistent cooperative kernel that runs the setup and
-// every iteration (src/linalg/program/program_cuda.hpp lists its parameters).
+// The generated CUDA translation unit of the largest form: one persistent cooperative kernel
+// that runs the setup and every iteration over rows streamed through memory
+// (src/linalg/program/program_cuda.hpp lists its parameters and the other forms).
 std::string program_cuda_source(const Program& program);
-// Runs that kernel on GPU `device` (one launch, 256 threads per block, at most as many blocks
-// as are resident at once); computes in T = the program's type, scalars and sums in double.
-// Throws where the build has no CUDA.
+// Runs the program's generated kernel on GPU `device`, one launch: up to 2,048 rows one thread
+// block (up to 512 threads, 1 to 4 rows each) with the rows in registers; above, a cooperative grid (256
+// threads per block, every block resident) with each thread's rows (1, 2 or 4) in registers where they fit
+// the resident threads, else streamed. Computes in T = the program's type, scalars and sums in double. Throws
+// where the build has no CUDA.
 ProgramResult run_program_on_gpu(const Program& program, const ProgramInputs& inputs, int device = 0);
 
 // The methods written as programs (unpreconditioned, x0 = 0). Inputs: vector "b", scalar
 // "bound" = (tolerance * ||b||)^2; result "x"; monitor 0 is sqrt(rr / (b, b)).
 //   cg: 2 barriers per iteration (the search direction's product recomputes p at other rows);
-//   bicgstab: 3 (the same for v = A p); pipelined_cg (Ghysels & Vanroose 2014): 1.
+//   bicgstab: 3 (the same for v = A p); pipelined_cg (Ghysels & Vanroose 2014): 1;
+//   pipelined_bicgstab: 2 (BiCGStab with A r and A v carried by recurrences: a third product).
 // Stop statuses: "converged", "breakdown (rho = 0)", "breakdown (omega = 0)",
 // "breakdown ((p, Ap) = 0)" as for solve().
 Program cg_program(ValueType type = ValueType::f64);
 Program bicgstab_program(ValueType type = ValueType::f64);
 Program pipelined_cg_program(ValueType type = ValueType::f64);
+Program pipelined_bicgstab_program(ValueType type = ValueType::f64);
 
 }  // namespace molaccel::linalg

@@ -1,12 +1,18 @@
 // Random programs of statements (fixed seeds) for the program tests.
 #pragma once
 
+#include <algorithm>
+#include <array>
+#include <cmath>
 #include <memory>
 #include <random>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "linalg/diagonal.hpp"
+#include "linalg/program/program_cuda.hpp"
 #include "molaccel/linalg.hpp"
 #include "molaccel/linalg_program.hpp"
 
@@ -14,6 +20,55 @@ namespace molaccel::linalg::testing {
 
 // Random programs whose generated kernels test_program_emulated.cpp runs on the CPU.
 inline constexpr int kEmulatedRandomPrograms = 20;
+
+// The kernel forms the emulation runs, with its launch (at most 32 threads per block): every
+// form of the emitter (streamed rows on a grid, rows in registers on a grid and in one block);
+// 5 rows per thread hold 240 and 160 rows, above the emulated problems' 144.
+struct EmulatedShape {
+  program::KernelShape shape;
+  unsigned blocks = 1, threads = 32;
+  const char* name = "";
+};
+inline constexpr std::array<EmulatedShape, 3> kEmulatedShapes{{{{false, 0}, 3, 8, "grid, streamed"},
+                                                               {{false, 5}, 3, 16, "grid, registers"},
+                                                               {{true, 5}, 1, 32, "one block, registers"}}};
+
+// The matrix by diagonals (KernelShape::diagonals): the emulated forms that read it (streamed
+// on a grid, registers in one block), with the offsets of the band below and of Poisson 12 x 12.
+inline constexpr std::array<int, 4> kBandOffsets{-3, -1, 0, 2};
+inline constexpr std::array<int, 5> kPoisson12Offsets{-12, -1, 0, 1, 12};
+template <std::size_t D>
+constexpr EmulatedShape by_diagonals(EmulatedShape s, const std::array<int, D>& offsets) {
+  s.shape.diagonals = int(D);
+  for (std::size_t k = 0; k < D; ++k) s.shape.offsets[k] = offsets[k];
+  return s;
+}
+inline constexpr std::array<EmulatedShape, 2> kEmulatedDiagonalShapes{kEmulatedShapes[0], kEmulatedShapes[2]};
+
+// `s` reading `a` as a constant stencil (which it must be: linalg/diagonal.hpp).
+inline EmulatedShape as_constant_stencil(EmulatedShape s, const HostCsr<double>& a) {
+  const auto layout = diagonal_storage(a);
+  const auto grid = layout ? diagonal_grid_of(*layout, a.rows) : std::nullopt;
+  const auto coef = grid ? diagonal_constant_of(*layout, *grid, a.rows) : std::nullopt;
+  if (!coef) throw std::invalid_argument("as_constant_stencil: not a constant stencil");
+  s.shape.diagonals = int(layout->offsets.size());
+  for (std::size_t k = 0; k < layout->offsets.size(); ++k) {
+    s.shape.offsets[k] = layout->offsets[k];
+    s.shape.grid_a[k] = grid->a[k];
+    s.shape.grid_b[k] = grid->b[k];
+    s.shape.coef[k] = (*coef)[k];
+  }
+  s.shape.grid_width = grid->width;
+  s.shape.grid_height = grid->height;
+  return s;
+}
+
+// The constant stencil the random programs run on: 2-D Poisson 10 x 10 over 8 (|row sum| <= 1).
+inline HostCsr<double> stencil_matrix() {
+  auto a = poisson_2d(10);
+  for (auto& v : a.values) v /= 8;
+  return a;
+}
 
 struct RandomProgram {
   Program program{"random"};
@@ -126,6 +181,42 @@ inline HostCsr<double> random_matrix(std::size_t n, std::mt19937_64& rng) {
   return a;
 }
 
+// A matrix with entries on kBandOffsets only (the diagonal always, the others 85 % of the time,
+// so the band has holes), |row sum| <= 1.
+inline HostCsr<double> banded_matrix(std::size_t n, std::mt19937_64& rng) {
+  HostCsr<double> a;
+  a.rows = a.cols = n;
+  std::uniform_real_distribution<double> u(0, 1), val(-1, 1);
+  for (std::size_t r = 0; r < n; ++r) {
+    std::vector<std::size_t> cols;
+    for (int off : kBandOffsets) {
+      const auto c = std::ptrdiff_t(r) + off;
+      if (c >= 0 && c < std::ptrdiff_t(n) && (off == 0 || u(rng) < 0.85)) cols.push_back(std::size_t(c));
+    }
+    for (std::size_t c : cols) {
+      a.col_idx.push_back(std::int32_t(c));
+      a.values.push_back(val(rng) / double(cols.size()));
+    }
+    a.row_ptr.push_back(std::int32_t(a.col_idx.size()));
+  }
+  return a;
+}
+
+// The values of `a` by the diagonals `offsets` (every entry on one of them), as the kernel reads
+// them: diagonal-major, a NaN where a row has no entry.
+template <std::size_t D>
+std::vector<double> diagonal_values(const HostCsr<double>& a, const std::array<int, D>& offsets) {
+  std::vector<double> out(D * a.rows, std::nan(""));
+  for (std::size_t r = 0; r < a.rows; ++r)
+    for (auto k = a.row_ptr[r]; k < a.row_ptr[r + 1]; ++k) {
+      const int off = a.col_idx[std::size_t(k)] - int(r);
+      const auto d = std::size_t(std::find(offsets.begin(), offsets.end(), off) - offsets.begin());
+      if (d == D) throw std::invalid_argument("diagonal_values: an entry off the diagonals");
+      out[d * a.rows + r] = a.values[std::size_t(k)];
+    }
+  return out;
+}
+
 // A random program over 4 vectors, 3 scalars and A: 1-3 setup steps, 2-9 loop steps, run for
 // `iterations` (1-3) iterations.
 inline std::unique_ptr<RandomProgram> random_program(std::uint64_t seed, int& iterations) {
@@ -145,6 +236,20 @@ inline std::unique_ptr<RandomProgram> random_program(std::uint64_t seed, int& it
   for (int i = 0; i < setup_steps; ++i) rp->program.setup(gen.step());
   for (int i = 0; i < loop_steps; ++i) rp->program.step(gen.step());
   return rp;
+}
+
+// Inputs of the methods (CG, BiCGStab and their pipelined forms): A, b, the stop bound
+// tol^2 ||b||^2 on the squared residual norm, the iteration cap.
+inline ProgramInputs method_inputs(const HostCsr<double>& a, const std::vector<double>& b, double tol,
+                                   int max_iterations) {
+  double bb = 0;
+  for (double v : b) bb += v * v;
+  ProgramInputs in;
+  in.matrix = &a;
+  in.vectors["b"] = b;
+  in.scalars["bound"] = tol * tol * bb;
+  in.max_iterations = max_iterations;
+  return in;
 }
 
 // Inputs of a random program: the matrix, values in [-1, 1] for every vector and scalar.

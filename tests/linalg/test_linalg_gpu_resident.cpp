@@ -85,6 +85,7 @@ TEST(LinalgGpuResident, AgreesWithGraphPath) {
   for_each_graph_comparison([&](const HostCsr<double>& a, const std::vector<double>& b,
                                 const SolverOptions& o,
                                 const std::string& what) { check_resident(res, a, b, o, what); });
+  if (molaccel::testing::sanitizer_sizes()) return;  // 1138_bus takes thousands of iterations
   // The general sparse matrix of the CLI example: CG with Jacobi, automatic (one block, CSR).
   const auto bus = read_matrix_market(molaccel::testing::data_dir() / "linalg" / "1138_bus.mtx");
   SolverOptions o;

@@ -103,6 +103,13 @@ TEST(LinalgProgramPlan, MethodsBarriersPerIteration) {
   EXPECT_EQ(pcg_plan.barriers_per_iteration(), 1);
   EXPECT_EQ(pcg_plan.iteration.segments[0].renamed, std::set<int>{pcg.index_of("w")});
   EXPECT_EQ(pcg_plan.iteration.segments[0].reductions.size(), 2u);  // gamma and delta together
+
+  const auto pbicg = pipelined_bicgstab_program();
+  const auto pbicg_plan = plan_program(pbicg);
+  SCOPED_TRACE(program::describe(pbicg, pbicg_plan));
+  EXPECT_EQ(pbicg_plan.barriers_per_iteration(), 2);
+  EXPECT_EQ(pbicg_plan.iteration.segments[0].renamed, std::set<int>{pbicg.index_of("z")});
+  EXPECT_EQ(pbicg_plan.iteration.segments[1].reductions.size(), 5u);  // rho, (r, r), the next alpha's three
 }
 
 // The textbook orders (no recomputed p or s): one barrier more per product of a fresh vector.
@@ -233,14 +240,7 @@ double true_residual(const HostCsr<double>& a, const std::vector<double>& b, con
 
 ProgramResult run_method(const Program& p, const HostCsr<double>& a, const std::vector<double>& b, double tol,
                          int max_iterations) {
-  double bb = 0;
-  for (double v : b) bb += v * v;
-  ProgramInputs in;
-  in.matrix = &a;
-  in.vectors["b"] = b;
-  in.scalars["bound"] = tol * tol * bb;
-  in.max_iterations = max_iterations;
-  return run_program_on_host(p, in);
+  return run_program_on_host(p, testing::method_inputs(a, b, tol, max_iterations));
 }
 
 struct MethodCase {
@@ -256,11 +256,12 @@ void check_method(const HostCsr<double>& a, const MethodCase& c) {
   const std::vector<double> b = multiply(a, std::vector<double>(a.rows, 1.0));
   const Program p = c.program == 0   ? cg_program()
                     : c.program == 1 ? bicgstab_program()
-                                     : pipelined_cg_program();
+                    : c.program == 2 ? pipelined_cg_program()
+                                     : pipelined_bicgstab_program();
   SCOPED_TRACE(fmt::format("{} on {}", p.name(), c.matrix));
   const auto got = run_method(p, a, b, tol, 20000);
   SolverOptions o;
-  o.solver = c.program == 1 ? Solver::bicgstab : Solver::cg;
+  o.solver = c.program == 1 || c.program == 3 ? Solver::bicgstab : Solver::cg;
   o.tolerance = tol;
   o.max_iterations = 20000;
   const auto hand = solve(Resources::cpu(2), a, b, o);
@@ -283,7 +284,7 @@ void check_method(const HostCsr<double>& a, const MethodCase& c) {
 // Poisson (condition number about 240 at 24 x 24): every count within 5 %.
 TEST(LinalgProgram, MethodsSolvePoisson) {
   const auto a = poisson_2d(24);
-  for (int m = 0; m < 3; ++m) check_method(a, {"poisson_2d(24)", m, 1.0, 0.05, 20});
+  for (int m = 0; m < 4; ++m) check_method(a, {"poisson_2d(24)", m, 1.0, 0.05, 20});
 }
 
 // 1138_bus (condition number about 1e7, unpreconditioned: thousands of iterations): CG's count
@@ -297,6 +298,9 @@ TEST(LinalgProgram, MethodsSolve1138Bus) {
   check_method(a, {"1138_bus", 0, 10.0, 0.05, 20});
   check_method(a, {"1138_bus", 1, 10.0, 0.25, 5});
   check_method(a, {"1138_bus", 2, 10.0, 0.45, 20});
+  // Pipelined BiCGStab: 2,487 against 2,635, its true residual 1.6e-8 at 1e-8 (the drift of its
+  // recurrences); its first residuals agree as BiCGStab's do.
+  check_method(a, {"1138_bus", 3, 10.0, 0.25, 5});
 }
 
 TEST(LinalgProgram, BreakdownStopsTheLoop) {
@@ -322,13 +326,33 @@ TEST(LinalgProgram, BreakdownStopsTheLoop) {
 // ---------------------------------------------------------------------------------------------
 // CUDA emission: NVRTC compiles the generated kernel (no GPU needed).
 // ---------------------------------------------------------------------------------------------
-void expect_compiles(const Program& p) {
+// Every form of the emitter (program_cuda.hpp: KernelShape), as run_program_on_gpu picks them;
+// the last five read the matrix by diagonals (2-D Poisson's offsets), the last two as its
+// constant stencil.
+constexpr program::KernelShape kStencil32{
+    false, 1, 5, {-32, -1, 0, 1, 32}, 32, 32, {-1, 0, 0, 0, 1}, {0, -1, 0, 1, 0}, {-1, -1, 4, -1, -1}};
+constexpr program::KernelShape kShapes[] = {{false, 0},
+                                            {false, 1},
+                                            {false, 2},
+                                            {false, 4},
+                                            {true, 1},
+                                            {true, 2},
+                                            {true, 4},
+                                            {false, 0, 5, {-32, -1, 0, 1, 32}},
+                                            {false, 4, 5, {-32, -1, 0, 1, 32}},
+                                            {true, 2, 5, {-32, -1, 0, 1, 32}},
+                                            kStencil32,
+                                            {true, 2, kStencil32.diagonals, kStencil32.offsets, 32, 32,
+                                             kStencil32.grid_a, kStencil32.grid_b, kStencil32.coef}};
+
+void expect_compiles(const Program& p, program::KernelShape shape) {
   JitRequest request;
-  request.source = program_cuda_source(p);
+  request.source = program::generate_program_cuda(p, program::plan_program(p), shape);
   request.program_name = program::kernel_name(p) + ".cu";
   request.kernel_names = {program::kernel_name(p)};
   request.arch = "sm_90";
-  SCOPED_TRACE(p.name());
+  SCOPED_TRACE(fmt::format("{}: block {}, {} rows per thread, {} diagonals", p.name(), shape.block,
+                           shape.rows_per_thread, shape.diagonals));
   try {
     EXPECT_FALSE(default_jit_cache().compile(request).cubin.empty());
   } catch (const NvrtcError& e) {
@@ -338,19 +362,84 @@ void expect_compiles(const Program& p) {
 
 TEST(LinalgProgramCuda, NvrtcCompilesTheMethods) {
   MOLACCEL_REQUIRE_NVRTC();
-  for (auto type : {ValueType::f64, ValueType::f32}) {
-    expect_compiles(cg_program(type));
-    expect_compiles(bicgstab_program(type));
-    expect_compiles(pipelined_cg_program(type));
-  }
+  // fp64 in every form, fp32 (the element type T) in three.
+  for (const auto& shape : kShapes)
+    for (const Program& p :
+         {cg_program(), bicgstab_program(), pipelined_cg_program(), pipelined_bicgstab_program()})
+      expect_compiles(p, shape);
+  for (const auto& shape : {kShapes[0], kShapes[5], kShapes[10]})
+    for (const Program& p : {cg_program(ValueType::f32), bicgstab_program(ValueType::f32)})
+      expect_compiles(p, shape);
 }
 
 TEST(LinalgProgramCuda, NvrtcCompilesRandomPrograms) {
   MOLACCEL_REQUIRE_NVRTC();
   for (std::uint64_t seed = 1; seed <= 6; ++seed) {
     int iterations = 0;
-    expect_compiles(testing::random_program(seed, iterations)->program);
+    const auto rp = testing::random_program(seed, iterations);
+    // The kinds of form (streamed, registers on a grid, one block; CSR, by diagonals): the
+    // methods above cover every rows-per-thread count.
+    for (const auto& shape : {kShapes[0], kShapes[2], kShapes[5], kShapes[7], kShapes[9], kShapes[11]})
+      expect_compiles(rp->program, shape);
   }
+}
+
+// The building blocks on their own (grid_blocks.cuh, program_blocks.cuh) with a kernel calling
+// each; test_program_gpu.cpp runs it.
+TEST(LinalgProgramCuda, NvrtcCompilesTheBuildingBlocks) {
+  MOLACCEL_REQUIRE_NVRTC();
+  JitRequest request;
+  request.source = program::program_cuda_blocks() + R"(
+extern "C" __global__ void use(double* partials, double* out, unsigned long long* counter) {
+  __shared__ double part[64], totals[2];
+  mp_stage(1.0, part, 0);
+  mp_stage(2.0, part, 1);
+  __syncthreads();
+  mp_publish_block_sums(part, 2, partials);
+  molaccel_grid_barrier(counter);
+  mp_gather_totals(partials, 2, totals);
+  __syncthreads();
+  out[0] = mp_block_total(part, 0) + totals[1] + mp_safe_div(1.0, 0.0);
+})";
+  request.program_name = "program_blocks.cu";
+  request.kernel_names = {"use"};
+  request.arch = "sm_90";
+  try {
+    EXPECT_FALSE(default_jit_cache().compile(request).cubin.empty());
+  } catch (const NvrtcError& e) {
+    ADD_FAILURE() << e.what() << "\n" << e.log();
+  }
+}
+
+// The forms differ where they should: a block barrier and no grid barrier in one block;
+// registers only in the resident kind, and there stores only of the vectors a product reads.
+TEST(LinalgProgramCuda, EachFormHasItsBarrierAndRegisters) {
+  const auto p = cg_program();
+  const auto plan = program::plan_program(p);
+  const std::string block = program::generate_program_cuda(p, plan, {true, 2});
+  const std::string grid = program::generate_program_cuda(p, plan, {false, 1});
+  const std::string streamed = program::generate_program_cuda(p, plan, {false, 0});
+  EXPECT_EQ(block.find("molaccel_grid_barrier(counter)"), std::string::npos);
+  EXPECT_NE(block.find("__launch_bounds__(512)"), std::string::npos);
+  EXPECT_NE(block.find("mp_block_total("), std::string::npos);
+  EXPECT_NE(grid.find("mp_gather_totals("), std::string::npos);
+  EXPECT_NE(grid.find("T rv0[1]"), std::string::npos);
+  EXPECT_NE(block.find("T rv0[2]"), std::string::npos);
+  EXPECT_EQ(streamed.find("T rv0["), std::string::npos);
+  // CG's q (vector 3) and x (vector 0) are read at their own rows only: never stored in the loop.
+  const std::string loop = grid.substr(grid.find("for (;; ++it)"));
+  EXPECT_EQ(loop.find("v3_f[row] ="), std::string::npos);
+  EXPECT_EQ(loop.find("v0_f[row] ="), std::string::npos);
+  EXPECT_NE(loop.find("v1_f[row] ="), std::string::npos);  // r: the product reads it
+  // By diagonals: no CSR arrays; the resident kind keeps the values in registers.
+  const std::string dia = program::generate_program_cuda(p, plan, kShapes[8]);
+  EXPECT_EQ(dia.find("row_ptr[row]"), std::string::npos);
+  EXPECT_NE(dia.find("row + (-32)"), std::string::npos);
+  EXPECT_NE(dia.find("T av4[4]"), std::string::npos);
+  // A constant stencil: no values read, the coefficients in the source.
+  const std::string stencil = program::generate_program_cuda(p, plan, kStencil32);
+  EXPECT_EQ(stencil.find("values["), std::string::npos);
+  EXPECT_NE(stencil.find("(double)(T)(4.0)"), std::string::npos);
 }
 
 TEST(LinalgProgramCuda, OneKernelWithOneBarrierPerSegment) {

@@ -1,6 +1,6 @@
 // The generated program kernels (program_cuda.cpp), compiled here as C++ and run on emulated
-// CUDA threads (program_emulation.hpp: 3 blocks, strided rows), against the host executor: the
-// emitted logic is checked in CI without a GPU.
+// CUDA threads (program_emulation.hpp) in every form (program_cases.hpp: kEmulatedShapes),
+// against the host executor: the emitted logic is checked in CI without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,8 +24,9 @@ namespace molaccel::linalg {
 namespace {
 
 // The host side of run_program_on_gpu (program_gpu.cpp) over host memory.
+// `values`: the matrix's values as the kernel reads them (CSR, or by diagonals).
 ProgramResult run_emulated(emulation::EmulatedKernel kernel, const Program& program, const ProgramInputs& in,
-                           unsigned blocks, unsigned threads) {
+                           unsigned blocks, unsigned threads, const std::vector<double>& values) {
   const auto plan = program::plan_program(program);
   const auto& symbols = program.symbols();
   const HostCsr<double>& a = *in.matrix;
@@ -48,7 +49,7 @@ ProgramResult run_emulated(emulation::EmulatedKernel kernel, const Program& prog
   std::vector<long long> outcome(2 + vectors.size(), 0);
   unsigned long long counter = 0;
   emulation::emulate(blocks, threads, [&] {
-    kernel(a.row_ptr.data(), a.col_idx.data(), a.values.data(), static_cast<long long>(n), vec.data(),
+    kernel(a.row_ptr.data(), a.col_idx.data(), values.data(), static_cast<long long>(n), vec.data(),
            scalars.data(), partials.data(), &counter, monitors.data(), outcome.data(), in.max_iterations);
   });
   ProgramResult r;
@@ -89,39 +90,97 @@ TEST(LinalgProgramEmulated, RandomProgramsMatchTheHostExecutor) {
     const auto rp = testing::random_program(std::uint64_t(seed), iterations);
     const HostCsr<double> a = testing::random_matrix(n, rng);
     const ProgramInputs in = testing::random_inputs(rp->program, a, iterations, rng);
-    SCOPED_TRACE(fmt::format("seed {} n {}", seed, n));
-    expect_same(run_emulated(emulation::k_random[seed - 1], rp->program, in, 3, 8),
-                run_program_on_host(rp->program, in), 1e-12);
+    const auto host = run_program_on_host(rp->program, in);
+    for (std::size_t f = 0; f < testing::kEmulatedShapes.size(); ++f) {
+      const auto& form = testing::kEmulatedShapes[f];
+      SCOPED_TRACE(fmt::format("seed {} n {} {}", seed, n, form.name));
+      expect_same(run_emulated(emulation::k_random[seed - 1][f], rp->program, in, form.blocks, form.threads,
+                               a.values),
+                  host, 1e-12);
+    }
+  }
+}
+
+// The product by diagonals: a band with holes (NaN padding) and rows at both ends.
+TEST(LinalgProgramEmulated, RandomProgramsByDiagonalsMatchTheHostExecutor) {
+  for (int seed = 1; seed <= testing::kEmulatedRandomPrograms; ++seed) {
+    std::mt19937_64 rng(std::uint64_t(seed) + 2000);
+    const std::size_t n = 1 + rng() % 120;
+    int iterations = 0;
+    const auto rp = testing::random_program(std::uint64_t(seed), iterations);
+    const HostCsr<double> a = testing::banded_matrix(n, rng);
+    const ProgramInputs in = testing::random_inputs(rp->program, a, iterations, rng);
+    const auto host = run_program_on_host(rp->program, in);
+    const auto values = testing::diagonal_values(a, testing::kBandOffsets);
+    for (std::size_t f = 0; f < testing::kEmulatedDiagonalShapes.size(); ++f) {
+      const auto& form = testing::kEmulatedDiagonalShapes[f];
+      SCOPED_TRACE(fmt::format("seed {} n {} {}, by diagonals", seed, n, form.name));
+      // The same sums as CSR in the same order: only the blocks' order of the reductions differs.
+      expect_same(run_emulated(emulation::k_random_dia[seed - 1][f], rp->program, in, form.blocks,
+                               form.threads, values),
+                  host, 1e-12);
+    }
+  }
+}
+
+void expect_converged_alike(const ProgramResult& got, const ProgramResult& host) {
+  EXPECT_EQ(got.status, "converged");
+  EXPECT_EQ(got.iterations, host.iterations);
+  for (std::size_t k = 0; k < got.monitor_history[0].size() && k < host.monitor_history[0].size(); ++k)
+    // + 1e-12: residuals at rounding level (CG ends exactly on this small grid).
+    EXPECT_NEAR(got.monitor_history[0][k], host.monitor_history[0][k],
+                1e-6 * host.monitor_history[0][k] + 1e-12)
+        << k;
+}
+
+// The product of a constant stencil (coefficients, the grid's edges): random programs on Poisson
+// 10 x 10 over 8.
+TEST(LinalgProgramEmulated, RandomProgramsOnAConstantStencilMatchTheHostExecutor) {
+  const HostCsr<double> a = testing::stencil_matrix();
+  const auto values = testing::diagonal_values(a, std::array<int, 5>{-10, -1, 0, 1, 10});  // not read
+  for (int seed = 1; seed <= testing::kEmulatedRandomPrograms; ++seed) {
+    std::mt19937_64 rng(std::uint64_t(seed) + 3000);
+    int iterations = 0;
+    const auto rp = testing::random_program(std::uint64_t(seed), iterations);
+    const ProgramInputs in = testing::random_inputs(rp->program, a, iterations, rng);
+    const auto host = run_program_on_host(rp->program, in);
+    for (std::size_t f = 0; f < testing::kEmulatedDiagonalShapes.size(); ++f) {
+      const auto& form = testing::kEmulatedDiagonalShapes[f];
+      SCOPED_TRACE(fmt::format("seed {} {}, constant stencil", seed, form.name));
+      expect_same(run_emulated(emulation::k_random_const[seed - 1][f], rp->program, in, form.blocks,
+                               form.threads, values),
+                  host, 1e-12);
+    }
   }
 }
 
 TEST(LinalgProgramEmulated, MethodsMatchTheHostExecutor) {
   const auto a = poisson_2d(12);
   const std::vector<double> b = multiply(a, std::vector<double>(a.rows, 1.0));
-  double bb = 0;
-  for (double v : b) bb += v * v;
-  ProgramInputs in;
-  in.matrix = &a;
-  in.vectors["b"] = b;
-  in.scalars["bound"] = 1e-16 * bb;  // tolerance 1e-8
-  in.max_iterations = 500;
-  const struct {
-    emulation::EmulatedKernel kernel;
-    Program program;
-  } methods[] = {{emulation::k_cg, cg_program()},
-                 {emulation::k_bicgstab, bicgstab_program()},
-                 {emulation::k_pipelined_cg, pipelined_cg_program()}};
-  for (const auto& m : methods) {
-    SCOPED_TRACE(m.program.name());
-    const auto got = run_emulated(m.kernel, m.program, in, 4, 16);
-    const auto host = run_program_on_host(m.program, in);
-    EXPECT_EQ(got.status, "converged");
-    EXPECT_EQ(got.iterations, host.iterations);
-    for (std::size_t k = 0; k < got.monitor_history[0].size() && k < host.monitor_history[0].size(); ++k)
-      // + 1e-12: residuals at rounding level (CG ends exactly on this small grid).
-      EXPECT_NEAR(got.monitor_history[0][k], host.monitor_history[0][k],
-                  1e-6 * host.monitor_history[0][k] + 1e-12)
-          << k;
+  const ProgramInputs in = testing::method_inputs(a, b, 1e-8, 500);
+  const Program methods[] = {cg_program(), bicgstab_program(), pipelined_cg_program(),
+                             pipelined_bicgstab_program()};
+  for (std::size_t m = 0; m < 4; ++m) {
+    const auto host = run_program_on_host(methods[m], in);
+    for (std::size_t f = 0; f < testing::kEmulatedShapes.size(); ++f) {
+      const auto& form = testing::kEmulatedShapes[f];
+      SCOPED_TRACE(methods[m].name() + ", " + form.name);
+      expect_converged_alike(
+          run_emulated(emulation::k_methods[f][m], methods[m], in, form.blocks, form.threads, a.values),
+          host);
+    }
+    const auto values = testing::diagonal_values(a, testing::kPoisson12Offsets);
+    for (std::size_t f = 0; f < testing::kEmulatedDiagonalShapes.size(); ++f) {
+      const auto& form = testing::kEmulatedDiagonalShapes[f];
+      SCOPED_TRACE(methods[m].name() + ", " + form.name + ", by diagonals");
+      expect_converged_alike(
+          run_emulated(emulation::k_methods_dia[f][m], methods[m], in, form.blocks, form.threads, values),
+          host);
+      SCOPED_TRACE("constant stencil");
+      expect_converged_alike(
+          run_emulated(emulation::k_methods_const[f][m], methods[m], in, form.blocks, form.threads, values),
+          host);
+    }
   }
 }
 

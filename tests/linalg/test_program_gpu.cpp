@@ -1,9 +1,11 @@
-// Programs on the GPU: the generated persistent kernel against the host executor (random
-// programs, the methods) and the methods against the hand-written solve().
+// Programs on the GPU: the generated persistent kernel, in every form, against the host executor
+// (random programs, the methods) and the methods against the hand-written solve().
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "linalg/diagonal.hpp"
+#include "linalg/program/program_cuda.hpp"
 #include "linalg/program_cases.hpp"
 #include "molaccel/linalg.hpp"
 #include "molaccel/linalg_program.hpp"
@@ -12,27 +14,64 @@
 namespace molaccel::linalg {
 namespace {
 
+// Every form of the emitter (program_cuda.hpp), where it holds the rows; diagonals = 1 asks for
+// the matrix by diagonals (where it qualifies), grid_width = 1 besides for its constant stencil.
+constexpr program::KernelShape kStencil(bool block, int rows) {
+  program::KernelShape s{block, rows, 1};
+  s.grid_width = 1;
+  return s;
+}
+constexpr program::KernelShape kShapes[] = {
+    {false, 0},    {false, 1},   {false, 2},         {false, 4},         {true, 1},
+    {true, 2},     {true, 4},    {true, 4, 1},       {false, 0, 1},      {false, 1, 1},
+    {false, 4, 1}, {true, 2, 1}, kStencil(false, 0), kStencil(false, 1), kStencil(true, 4)};
+
+bool is_constant_stencil(const HostCsr<double>& a) {
+  const auto layout = diagonal_storage(a);
+  const auto grid = layout ? diagonal_grid_of(*layout, a.rows) : std::nullopt;
+  return grid && diagonal_constant_of(*layout, *grid, a.rows);
+}
+
+bool holds(program::KernelShape shape, const HostCsr<double>& a) {
+  return (!shape.block || a.rows <= 512 * std::size_t(shape.rows_per_thread)) &&
+         (shape.diagonals == 0 || diagonal_storage(a)) && (shape.grid_width == 0 || is_constant_stencil(a));
+}
+
 TEST(LinalgProgramGpu, RandomProgramsMatchTheHostExecutor) {
   MOLACCEL_REQUIRE_GPU();
   for (std::uint64_t seed = 1; seed <= 30; ++seed) {
     std::mt19937_64 rng(seed);
-    // Up to 3 blocks' worth of rows and, for some seeds, many blocks (the grid-wide paths).
-    const std::size_t n = seed % 5 == 0 ? 20000 + rng() % 20000 : 1 + rng() % 700;
+    // One block's rows (some above 1,024: two to four rows per thread), and for some seeds many
+    // blocks.
+    const std::size_t n = seed % 5 == 0   ? 20000 + rng() % 20000
+                          : seed % 5 == 1 ? 1025 + rng() % 1023
+                                          : 1 + rng() % 700;
     int iterations = 0;
     const auto rp = testing::random_program(seed, iterations);
-    const HostCsr<double> a = testing::random_matrix(n, rng);
+    // Every third a band (by diagonals, with holes), every seventh a constant stencil.
+    const HostCsr<double> a = seed % 7 == 0   ? testing::stencil_matrix()
+                              : seed % 3 == 0 ? testing::banded_matrix(n, rng)
+                                              : testing::random_matrix(n, rng);
     const ProgramInputs in = testing::random_inputs(rp->program, a, iterations, rng);
     const auto host = run_program_on_host(rp->program, in);
-    const auto gpu = run_program_on_gpu(rp->program, in);
-    SCOPED_TRACE(fmt::format("seed {} n {} blocks {}", seed, n, gpu.blocks));
-    ASSERT_EQ(gpu.iterations, host.iterations);
-    // Reductions summed per block and then over blocks (another order than the host's row
-    // order: 1e-16 relative per sum), amplified by at most a few steps of tanh/products of
-    // values in [-1, 1]: 1e-9 absolute.
-    for (const auto& [name, v] : host.vectors)
-      for (std::size_t r = 0; r < n; ++r)
-        ASSERT_NEAR(gpu.vectors.at(name)[r], v[r], 1e-9) << name << "[" << r << "]";
-    for (const auto& [name, v] : host.scalars) ASSERT_NEAR(gpu.scalars.at(name), v, 1e-9) << name;
+    std::vector<ProgramResult> runs{run_program_on_gpu(rp->program, in)};
+    // Beside the automatic form, four that hold the rows, in turn from seed % forms (a kernel
+    // compiled per form and program: all of them would take minutes).
+    const std::size_t forms = std::size(kShapes);
+    for (std::size_t i = 0; i < forms && runs.size() < 5; ++i)
+      if (const auto& shape = kShapes[(seed + i) % forms]; holds(shape, a))
+        runs.push_back(program::run_shaped_on_gpu(rp->program, in, shape));
+    for (const auto& gpu : runs) {
+      SCOPED_TRACE(fmt::format("seed {} n {}: {}", seed, a.rows, gpu.kernel));
+      ASSERT_EQ(gpu.iterations, host.iterations);
+      // Reductions summed per block and then over blocks (another order than the host's row
+      // order: 1e-16 relative per sum), amplified by at most a few steps of tanh/products of
+      // values in [-1, 1]: 1e-9 absolute.
+      for (const auto& [name, v] : host.vectors)
+        for (std::size_t r = 0; r < n; ++r)
+          ASSERT_NEAR(gpu.vectors.at(name)[r], v[r], 1e-9) << name << "[" << r << "]";
+      for (const auto& [name, v] : host.scalars) ASSERT_NEAR(gpu.scalars.at(name), v, 1e-9) << name;
+    }
   }
 }
 
@@ -50,18 +89,15 @@ void check_method(const HostCsr<double>& a, int method, double iteration_slack, 
                   std::size_t same_history) {
   const double tol = 1e-8;
   const std::vector<double> b = multiply(a, std::vector<double>(a.rows, 1.0));
-  double bb = 0;
-  for (double v : b) bb += v * v;
-  const Program p = method == 0 ? cg_program() : method == 1 ? bicgstab_program() : pipelined_cg_program();
-  ProgramInputs in;
-  in.matrix = &a;
-  in.vectors["b"] = b;
-  in.scalars["bound"] = tol * tol * bb;
-  in.max_iterations = 20000;
+  const Program p = method == 0   ? cg_program()
+                    : method == 1 ? bicgstab_program()
+                    : method == 2 ? pipelined_cg_program()
+                                  : pipelined_bicgstab_program();
+  const ProgramInputs in = testing::method_inputs(a, b, tol, 20000);
   const auto gpu = run_program_on_gpu(p, in);
   const auto host = run_program_on_host(p, in);
   SolverOptions o;
-  o.solver = method == 1 ? Solver::bicgstab : Solver::cg;
+  o.solver = method == 1 || method == 3 ? Solver::bicgstab : Solver::cg;
   o.tolerance = tol;
   o.max_iterations = 20000;
   const auto hand = solve(Resources::create({}), a, b, o);
@@ -80,7 +116,29 @@ void check_method(const HostCsr<double>& a, int method, double iteration_slack, 
 TEST(LinalgProgramGpu, MethodsSolvePoisson) {
   MOLACCEL_REQUIRE_GPU();
   for (std::size_t grid : {24, 200})
-    for (int m = 0; m < 3; ++m) check_method(poisson_2d(grid), m, 0.05, 1.0, 10);
+    for (int m = 0; m < 4; ++m) check_method(poisson_2d(grid), m, 0.05, 1.0, 10);
+}
+
+// Every form on one problem (40 x 40 = 1,600 rows: four rows per thread in one block; CSR and by
+// diagonals): the same
+// iterations as the host executor (the sums' order aside) and the true residual.
+TEST(LinalgProgramGpu, MethodsInEveryForm) {
+  MOLACCEL_REQUIRE_GPU();
+  const auto a = poisson_2d(40);
+  const std::vector<double> b = multiply(a, std::vector<double>(a.rows, 1.0));
+  const ProgramInputs in = testing::method_inputs(a, b, 1e-8, 2000);
+  for (const Program& p :
+       {cg_program(), bicgstab_program(), pipelined_cg_program(), pipelined_bicgstab_program()}) {
+    const auto host = run_program_on_host(p, in);
+    for (const auto& shape : kShapes) {
+      if (!holds(shape, a)) continue;
+      const auto gpu = program::run_shaped_on_gpu(p, in, shape);
+      SCOPED_TRACE(p.name() + ": " + gpu.kernel);
+      EXPECT_EQ(gpu.status, "converged");
+      EXPECT_NEAR(gpu.iterations, host.iterations, std::max(2.0, 0.05 * host.iterations));
+      EXPECT_LE(true_residual(a, b, gpu.vectors.at("x")), 1e-8);
+    }
+  }
 }
 
 TEST(LinalgProgramGpu, MethodsSolve1138Bus) {
@@ -89,6 +147,7 @@ TEST(LinalgProgramGpu, MethodsSolve1138Bus) {
   check_method(a, 0, 0.05, 10.0, 10);
   check_method(a, 1, 0.25, 10.0, 5);  // BiCGStab's residuals part by 1e-5 from the 7th on
   check_method(a, 2, 0.45, 10.0, 10);
+  check_method(a, 3, 0.25, 10.0, 5);
 }
 
 }  // namespace

@@ -172,6 +172,47 @@ Program bicgstab_program(ValueType type) {
   return p;
 }
 
+// BiCGStab with two barriers per iteration instead of three, by recurrences: besides v = A p it
+// carries w = A r and z = A v, so that the next v = A p' = w + beta (v - omega z) and t = A s =
+// w - alpha z need no product of a vector of the same segment, and the next alpha's (r0, A p')
+// expands into (r0, w) + beta (r0, v) - beta omega (r0, z), summed with rho and (r, r). The
+// products are those of vectors known at the last barrier: A w and A z for the new z, A t for
+// the new w (three per iteration instead of two). In exact arithmetic its iterates are
+// BiCGStab's; in floating point v, w and z drift from A p, A r and A v (docs/linalg.md).
+Program pipelined_bicgstab_program(ValueType type) {
+  Program p("pipelined_bicgstab", type);
+  auto x = p.vector("x"), r = p.vector("r"), r0 = p.vector("r0"), pv = p.vector("p"), v = p.vector("v"),
+       s = p.vector("s"), t = p.vector("t"), w = p.vector("w"), z = p.vector("z"), b = p.vector("b");
+  auto a = p.matrix("A");
+  auto rho = p.scalar("rho"), rr = p.scalar("rr"), bb = p.scalar("bb"), alpha = p.scalar("alpha"),
+       omega = p.scalar("omega"), beta = p.scalar("beta"), rho_new = p.scalar("rho_new"),
+       r0w = p.scalar("r0w"), r0v = p.scalar("r0v"), r0z = p.scalar("r0z"), bound = p.scalar("bound");
+  // p = r = r0 = b, v = w = A b, z = A v; beta = 0 keeps them in the first iteration.
+  p.setup({r = b, r0 = b, pv = b, w = prod(a, b), v = prod(a, b)})
+      .setup({rho = inner_prod(b, b), rr = inner_prod(b, b)})
+      .setup(bb = rr)
+      .setup(omega = constant(1.0, type))
+      .setup(z = prod(a, v))
+      .setup(alpha = safe_div(rho, inner_prod(r0, v)));
+  p.step({pv = r + beta * (pv - omega * v), v = w + beta * (v - omega * z),
+          z = prod(a, w) + beta * (z - omega * prod(a, z))});
+  p.step(s = r - alpha * v);
+  p.step(t = w - alpha * z);
+  p.step(omega = safe_div(inner_prod(t, s), inner_prod(t, t)));
+  p.step({x = x + alpha * pv + omega * s, r = s - omega * t, w = t - omega * prod(a, t)});
+  p.step({rho_new = inner_prod(r0, r), rr = inner_prod(r, r), r0w = inner_prod(r0, w),
+          r0v = inner_prod(r0, v), r0z = inner_prod(r0, z)});
+  p.step(beta = safe_div(rho_new, rho) * safe_div(alpha, omega));
+  p.step(rho = rho_new);
+  p.step(alpha = safe_div(rho, r0w + beta * r0v - beta * omega * r0z));
+  p.monitor(sqrt(safe_div(rr, bb)));
+  p.stop_when(1.0 - greater(rr, bound), "converged");
+  p.stop_when(1.0 - nonzero(rho), "breakdown (rho = 0)");
+  p.stop_when(1.0 - nonzero(omega), "breakdown (omega = 0)");
+  p.stop_when(1.0 - nonzero(alpha), "breakdown (rho = 0)");
+  return p;
+}
+
 // Ghysels & Vanroose, "Hiding global synchronization latency in the preconditioned Conjugate
 // Gradient algorithm" (Parallel Computing 40, 2014), Alg. 2 without preconditioner: the two
 // inner products of an iteration are summed at one barrier, and the product q = A w needs no

@@ -1,12 +1,15 @@
 // Emission of a planned program: one persistent kernel per solve, in the generator's two
-// dialects (codegen/codegen.hpp: CUDA for NVRTC, OpenCL C for program_opencl.cpp). Every thread
-// walks its rows (row = global thread id, stride = grid size) through each segment; a segment
-// ends with block sums of its reductions, the grid barrier (an arrival counter), and the totals
-// summed by every block in the same order (so every thread holds the same bits); the deferred
-// scalar statements, the stop tests and the monitors then run in every thread alike. The
-// dialects differ in the helper blocks (block sums, grid total, grid barrier: CUDA's below,
-// OpenCL's in program_opencl.cpp), the load of a value written by another block, and the
-// spellings of the Dialect table.
+// dialects (codegen/codegen.hpp: CUDA for NVRTC, OpenCL C for program_opencl.cpp), in the form a
+// KernelShape names (program_cuda.hpp): one block or a grid; each thread's rows in registers for
+// the whole solve (the resident kind: an unrolled loop over rows first_row + j * stride, only
+// the vectors a product reads stored) or streamed (grid-stride, every vector in memory). A
+// segment ends with the sums of its reductions staged together, the barrier (__syncthreads in a
+// block; on a grid the block sums to the partials, the arrival counter, the totals gathered by
+// every block in the same order), so every thread holds the same bits; the deferred scalar
+// statements, the stop tests and the monitors then run in every thread alike. The dialects
+// differ in the helper blocks (CUDA: grid_blocks.cuh and program_blocks.cuh; OpenCL's in
+// program_opencl.cpp, the streamed grid form only), the load of a value written by another
+// block, and the spellings of the Dialect table.
 //
 // Plain C++ (no CUDA headers): CI compiles the generated source with NVRTC without a GPU.
 #include <cctype>
@@ -20,47 +23,16 @@ namespace molaccel::linalg::program {
 
 namespace {
 
-// The building blocks shared with the hand-written kernels (linalg/cuda/grid_blocks.cuh, as
-// text), then the program kernels' own (no includes: NVRTC compiles the source alone).
+// The building blocks (linalg/cuda/grid_blocks.cuh, shared with the hand-written kernels, and
+// linalg/cuda/program_blocks.cuh), as text: NVRTC compiles the source alone, without includes.
 #define MOLACCEL_GRID_BLOCKS(...) #__VA_ARGS__
 constexpr const char* kSharedBlocks =
 #include "linalg/cuda/grid_blocks.cuh"
     ;
+constexpr const char* kProgramBlocks =
+#include "linalg/cuda/program_blocks.cuh"
+    ;
 #undef MOLACCEL_GRID_BLOCKS
-
-constexpr const char* kBlocks = R"(
-// Block sum of v, written by thread 0 to *out (warps' sums added in warp order).
-__device__ __forceinline__ void mp_block_sum(double v, double* out) {
-  __shared__ double warp_part[32];
-  v = molaccel_warp_sum(v);
-  if ((threadIdx.x & 31) == 0) warp_part[threadIdx.x >> 5] = v;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double s = 0.0;
-    for (int w = 0; w < (int)(blockDim.x >> 5); ++w) s += warp_part[w];
-    *out = s;
-  }
-  __syncthreads();
-}
-// Sum of the blocks' partials (after the barrier), by the first warp of every block in the same
-// order (every block gets the same bits), handed to the block's threads in shared memory.
-__device__ __forceinline__ double mp_grid_total(const double* partials) {
-  __shared__ double total;
-  if (threadIdx.x < 32) {
-    double s = 0.0;
-    for (int b = (int)threadIdx.x; b < (int)gridDim.x; b += 32) s += __ldcg(partials + b);
-    s = molaccel_warp_sum(s);
-    if (threadIdx.x == 0) total = s;
-  }
-  __syncthreads();
-  const double t = total;
-  __syncthreads();
-  return t;
-}
-__device__ __forceinline__ double mp_safe_div(double a, double b) {
-  return b == 0.0 ? 0.0 : a / b;
-}
-)";
 
 std::string literal(double v) {
   if (std::isinf(v)) return v > 0 ? "(1.0/0.0)" : "(-1.0/0.0)";
@@ -71,17 +43,38 @@ std::string literal(double v) {
 
 class Emitter {
  public:
-  Emitter(const Program& program, const ProgramPlan& plan, const Dialect& dialect, std::string helpers)
-      : program_(program), plan_(plan), d_(dialect), helpers_(std::move(helpers)) {
+  Emitter(const Program& program, const ProgramPlan& plan, const Dialect& dialect, std::string helpers,
+          KernelShape shape)
+      : program_(program), plan_(plan), d_(dialect), helpers_(std::move(helpers)), shape_(shape) {
+    MOLACCEL_EXPECTS(!d_.opencl || (!shape.block && shape.rows_per_thread == 0),
+                     "program emission: OpenCL takes the grid, streaming kernel only");
+    MOLACCEL_EXPECTS(shape.rows_per_thread >= 0, "program emission: negative rows per thread");
+    MOLACCEL_EXPECTS(shape.diagonals >= 0 && shape.diagonals <= int(shape.offsets.size()),
+                     "program emission: diagonals out of range");
     for (std::size_t i = 0; i < program.symbols().size(); ++i)
       if (program.symbols()[i].kind == NodeKind::vector) vector_ordinal_[int(i)] = vectors_++;
     slots_ = std::max(plan.setup.reductions.size(), plan.iteration.reductions.size());
+    // The vectors some product reads (at other rows): the only ones the resident kind stores.
+    std::function<void(const NodePtr&, bool)> walk = [&](const NodePtr& n, bool in_product) {
+      if (n->kind == NodeKind::vector && in_product) published_.insert(n->index);
+      for (std::size_t c = 0; c < n->children.size(); ++c)
+        walk(n->children[c], in_product || (n->kind == NodeKind::matrix_product && c == 1));
+    };
+    for (const auto* steps : {&program.setup_steps(), &program.loop_steps()})
+      for (const auto& step : *steps)
+        for (const auto& st : step) walk(st.value(), false);
   }
 
   std::string source() {
     const std::string t = program_.type() == ValueType::f32 ? "float" : "double";
     std::string s = "// molaccel linalg program " + program_.name() + ": one persistent " +
-                    (d_.opencl ? "kernel (OpenCL C).\n" : "cooperative kernel.\n");
+                    (d_.opencl      ? std::string("kernel (OpenCL C).\n")
+                     : shape_.block ? std::string("kernel in one thread block")
+                                    : std::string("cooperative kernel")) +
+                    (d_.opencl ? ""
+                     : shape_.rows_per_thread > 0
+                         ? fmt::format(", {} rows per thread in registers.\n", shape_.rows_per_thread)
+                         : ", rows streamed.\n");
     if (d_.opencl) s += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
     s += "typedef " + t + " T;\n";
     s += helpers_;
@@ -90,7 +83,9 @@ class Emitter {
         "\n{0} {1}({2}const int* {3} row_ptr, {2}const int* {3} col_idx, {2}const T* {3} values,\n"
         "    {4} n, {2}T* vectors, {2}double* scalars, {2}double* partials, {5},\n"
         "    {2}double* monitors, {2}{4}* outcome, int max_iterations) {{\n",
-        d_.kernel, kernel_name(program_), g, r, i64,
+        d_.opencl ? std::string(d_.kernel)
+                  : fmt::format("extern \"C\" __global__ void __launch_bounds__({})", shape_.max_threads()),
+        kernel_name(program_), g, r, i64,
         d_.opencl ? "volatile __global int* counter" : "unsigned long long* counter");
     if (d_.opencl)
       s += fmt::format("  __local double scratch[{}];  // block sums (mp_block_sums)\n",
@@ -100,12 +95,18 @@ class Emitter {
     s += fmt::format("  const {0} row_stride = ({0}){1} * {2};\n", i64, d_.blocks, d_.block_size);
     s += fmt::format("  const bool leader = {} == 0 && {} == 0;\n", d_.block, d_.thread);
     s += fmt::format("  const {} slots = {};\n", i64, std::max<std::size_t>(1, slots_));
-    if (!d_.opencl) s += "  int epoch = 0;\n";
+    if (!d_.opencl) {
+      // Staged warp sums and (grid) the totals, two halves alternating per barrier.
+      s += "  int epoch = 0;\n";
+      s += fmt::format("  __shared__ double mp_part[{}];\n", 2 * 32 * max_segment_reductions());
+      if (!shape_.block) s += fmt::format("  __shared__ double mp_tot[{}];\n", 2 * max_segment_reductions());
+    }
     for (std::size_t i = 0; i < program_.symbols().size(); ++i) {
       const auto kind = program_.symbols()[i].kind;
       if (kind == NodeKind::device_scalar) s += fmt::format("  double s{0} = scalars[{0}];\n", i);
       if (kind == NodeKind::vector) s += fmt::format("  int par{} = 0;\n", i);
     }
+    if (resident()) s += resident_rows("load");
     s += "  // ---- setup ----\n";
     for (std::size_t k = 0; k < plan_.setup.segments.size(); ++k)
       s += segment(plan_.setup, plan_.setup.segments[k], program_.setup_steps(), fmt::format("{}", k));
@@ -122,7 +123,9 @@ class Emitter {
       s += segment(plan_.iteration, plan_.iteration.segments[k], program_.loop_steps(),
                    fmt::format("({} + it * {} + {})", plan_.setup.segments.size(),
                                plan_.iteration.segments.size(), k));
-    s += "  }\n  if (leader) {\n    outcome[0] = it;\n    outcome[1] = status;\n";
+    s += "  }\n";
+    if (resident()) s += resident_rows("store");
+    s += "  if (leader) {\n    outcome[0] = it;\n    outcome[1] = status;\n";
     for (std::size_t i = 0; i < program_.symbols().size(); ++i) {
       const auto kind = program_.symbols()[i].kind;
       if (kind == NodeKind::device_scalar) s += fmt::format("    scalars[{0}] = s{0};\n", i);
@@ -134,6 +137,33 @@ class Emitter {
   }
 
  private:
+  bool resident() const { return shape_.rows_per_thread > 0; }
+
+  // The resident kind's loop over a thread's rows (unrolled: the arrays stay in registers).
+  std::string rows_loop(const std::string& body, const std::string& indent) const {
+    return fmt::format(
+        "{0}#pragma unroll\n{0}for (int j = 0; j < {1}; ++j) {{\n{0}  const {2} row = first_row + j * "
+        "row_stride;\n{0}  if (row < n) {{\n{3}{0}  }}\n{0}}}\n",
+        indent, shape_.rows_per_thread, d_.int64, body);
+  }
+
+  // The resident kind's registers: loaded from the first buffers before the setup ("load"),
+  // stored to each vector's current buffer after the loop ("store").
+  std::string resident_rows(const std::string& what) const {
+    std::string out, body;
+    for (const auto& [v, o] : vector_ordinal_) {
+      if (what == "load") out += fmt::format("  T rv{}[{}] = {{}};\n", v, shape_.rows_per_thread);
+      const std::string at = fmt::format("vectors[(2LL * {} + par{}) * n + row]", o, v);
+      body += what == "load" ? fmt::format("      rv{}[j] = {};\n", v, at)
+                             : fmt::format("      {} = rv{}[j];\n", at, v);
+    }
+    for (int k = 0; what == "load" && shape_.grid_width == 0 && k < shape_.diagonals; ++k) {  // the values
+      out += fmt::format("  T av{}[{}] = {{}};\n", k, shape_.rows_per_thread);
+      body += fmt::format("      av{0}[j] = values[{0}LL * n + row];\n", k);
+    }
+    return out + rows_loop(body, "  ");
+  }
+
   // Scalar expression over the registers (stop tests, monitors, deferred statements).
   std::string scalar_expr(const NodePtr& n,
                           const std::map<const ExpressionNode*, std::string>* totals = nullptr) {
@@ -164,7 +194,10 @@ class Emitter {
   // barrier); at this row a register, loaded once per row or kept from this thread's store.
   std::string vector_ref(int v, const Context& c, std::string& pre) {
     const std::string buffer = buffer_of(v, c);
-    if (c.other_row) return fmt::format("(double){}({} + {})", load(), buffer, c.col);
+    if (c.other_row)
+      return shape_.block ? fmt::format("(double){}[{}]", buffer, c.col)
+                          : fmt::format("(double){}({} + {})", load(), buffer, c.col);
+    if (resident()) return fmt::format("(double)rv{}[j]", v);
     MOLACCEL_EXPECTS(c.row_values != nullptr, "program emission: a vector in a scalar expression");
     if (auto it = c.row_values->find(buffer); it != c.row_values->end()) return it->second;
     const std::string name = fmt::format("l{}", temp_++);
@@ -224,12 +257,50 @@ class Emitter {
         other.col = name + "_c";
         std::string inner_pre;
         const std::string operand = expr(n->children[1], other, inner_pre);
-        pre += fmt::format(
-            "      double {0} = 0.0;\n      for (int {0}_k = row_ptr[row]; {0}_k < row_ptr[row + 1]; "
-            "++{0}_k) {{\n"
-            "        const int {0}_c = col_idx[{0}_k];\n{1}        {0} += (double)values[{0}_k] * {2};\n     "
-            " }}\n",
-            name, inner_pre, operand);
+        if (shape_.diagonals == 0) {
+          pre += fmt::format(
+              "      double {0} = 0.0;\n      for (int {0}_k = row_ptr[row]; {0}_k < row_ptr[row + 1]; "
+              "++{0}_k) {{\n"
+              "        const int {0}_c = col_idx[{0}_k];\n{1}        {0} += (double)values[{0}_k] * {2};\n   "
+              "  "
+              " }}\n",
+              name, inner_pre, operand);
+          return name;
+        }
+        // By diagonals: the entries in offset order, the NaN padding skipped; a constant stencil:
+        // the coefficients, the cells outside the grid skipped.
+        pre += fmt::format("      double {} = 0.0;\n", name);
+        if (shape_.grid_width > 0) {
+          pre += fmt::format("      const {0} {1}_i = row / {2}, {1}_j = row - {1}_i * {2};\n", d_.int64,
+                             name, shape_.grid_width);
+          for (int k = 0; k < shape_.diagonals; ++k) {
+            const auto kk = std::size_t(k);
+            std::string inside;
+            auto bound = [&](const std::string& at, int by, int size) {
+              if (by == 0) return;
+              inside += fmt::format("{}{} + ({}) {} {}", inside.empty() ? "" : " && ", at, by,
+                                    by < 0 ? ">=" : "<", by < 0 ? 0 : size);
+            };
+            bound(name + "_i", shape_.grid_a[kk], shape_.grid_height);
+            bound(name + "_j", shape_.grid_b[kk], shape_.grid_width);
+            pre += fmt::format(
+                "      if ({0}) {{\n        const {1} {2}_c = row + ({3});\n{4}        {2} += (double)(T){5} "
+                "* {6};\n      "
+                "}}\n",
+                inside.empty() ? "true" : inside, d_.int64, name, shape_.offsets[kk], inner_pre,
+                literal(shape_.coef[kk]), operand);
+          }
+          return name;
+        }
+        for (int k = 0; k < shape_.diagonals; ++k)
+          pre += fmt::format(
+              "      {{\n        const T {0}_a = {1};\n        if ({0}_a == {0}_a) {{\n          const {2} "
+              "{0}_c = "
+              "row + ({3});\n{4}          {0} += (double){0}_a * {5};\n        }}\n      }}\n",
+              name,
+              resident() ? fmt::format("av{}[j]", k)
+                         : fmt::format("values[{}{} * n + row]", k, d_.int64_suffix),
+              d_.int64, shape_.offsets[std::size_t(k)], inner_pre, operand);
         return name;
       }
       case NodeKind::inner_product:
@@ -298,8 +369,10 @@ class Emitter {
                                            : vector_ref(t, c, pre) + " - " + tmp;
           const std::string buffer = fmt::format("v{}_{}", t, seg.renamed.count(t) ? "b" : "f");
           const std::string kept = fmt::format("k{}", temp_++);
-          stores +=
-              fmt::format("      const T {} = (T)({});\n      {}[row] = {};\n", kept, combined, buffer, kept);
+          stores += fmt::format("      const T {} = (T)({});\n", kept, combined);
+          if (resident()) stores += fmt::format("      rv{}[j] = {};\n", t, kept);
+          if (!resident() || published_.count(t))
+            stores += fmt::format("      {}[row] = {};\n", buffer, kept);
           stored.push_back({buffer, "(double)" + kept});
         } else if (item.scalars_in_place) {
           std::string scalar_pre;
@@ -328,8 +401,11 @@ class Emitter {
       for (auto& [t, name] : new_scalars) names[t] = name;
       for (auto& [buffer, value] : stored) row_values[buffer] = value;
     }
-    loop += fmt::format("    for ({} row = first_row; row < n; row += row_stride) {{\n", d_.int64) +
-            row_code + "    }\n";
+    if (resident())
+      loop += rows_loop(row_code, "    ");
+    else
+      loop += fmt::format("    for ({} row = first_row; row < n; row += row_stride) {{\n", d_.int64) +
+              row_code + "    }\n";
     for (auto& [t, name] : names) tail += fmt::format("    s{} = {};\n", t, name);
     // The barrier: block sums, the counter, the totals; renamed buffers swap.
     // The half of the partials array this barrier uses: CUDA counts barriers in `epoch`; OpenCL
@@ -339,16 +415,10 @@ class Emitter {
     const std::string half =
         d_.opencl ? fmt::format("partials + (long)({} & 1) * slots * get_num_groups(0)", barrier)
                   : "partials + (long long)(epoch & 1) * slots * gridDim.x";
-    if (d_.opencl) {
+    if (d_.opencl)
       tail += opencl_barrier(seg, id, half);
-    } else {
-      for (int slot : seg.reductions)
-        tail += fmt::format("    mp_block_sum(acc{0}, {1} + {0}LL * gridDim.x + blockIdx.x);\n", slot, half);
-      tail += "    molaccel_grid_barrier(counter);\n";
-      for (int slot : seg.reductions)
-        tail += fmt::format("    const double tot{0}_{1} = mp_grid_total({2} + {0}LL * gridDim.x);\n", slot,
-                            id, half);
-    }
+    else
+      tail += cuda_barrier(seg, id, half);
     std::map<const ExpressionNode*, std::string> totals;
     if (!d_.opencl) tail += "    ++epoch;\n";
     for (int v : seg.renamed) tail += fmt::format("    par{0} ^= 1;\n", v);
@@ -372,6 +442,32 @@ class Emitter {
       for (auto& [t, name] : values) tail += fmt::format("    s{} = {};\n", t, name);
     }
     return head + loop + tail + "  }\n";
+  }
+
+  // CUDA (program_blocks.cuh): the segment's reductions staged together, one __syncthreads; in
+  // a block that is the barrier and the staged sums are the totals; on a grid the block sums go
+  // to the partials, the grid barrier, the totals gathered into shared memory, a __syncthreads.
+  std::string cuda_barrier(const Segment& seg, int id, const std::string& half) const {
+    const std::size_t k = seg.reductions.size(), kmax = max_segment_reductions();
+    if (k == 0) return shape_.block ? "    __syncthreads();\n" : "    molaccel_grid_barrier(counter);\n";
+    std::string out = fmt::format("    double* part{} = mp_part + (epoch & 1) * {};\n", id, 32 * kmax);
+    for (std::size_t r = 0; r < k; ++r)
+      out += fmt::format("    mp_stage(acc{}, part{}, {});\n", seg.reductions[r], id, r);
+    out += "    __syncthreads();\n";
+    if (shape_.block) {
+      for (std::size_t r = 0; r < k; ++r)
+        out += fmt::format("    const double tot{}_{} = mp_block_total(part{}, {});\n", seg.reductions[r], id,
+                           id, r);
+      return out;
+    }
+    out += fmt::format("    mp_publish_block_sums(part{}, {}, {});\n", id, k, half);
+    out += "    molaccel_grid_barrier(counter);\n";
+    out += fmt::format("    mp_gather_totals({}, {}, mp_tot + (epoch & 1) * {});\n    __syncthreads();\n",
+                       half, k, kmax);
+    for (std::size_t r = 0; r < k; ++r)
+      out += fmt::format("    const double tot{}_{} = mp_tot[(epoch & 1) * {} + {}];\n", seg.reductions[r],
+                         id, kmax, r);
+    return out;
   }
 
   // OpenCL: the segment's reductions summed together (mp_block_sums: every value in local memory,
@@ -416,6 +512,8 @@ class Emitter {
   const ProgramPlan& plan_;
   const Dialect& d_;
   std::string helpers_;
+  KernelShape shape_;
+  std::set<int> published_;
   std::map<int, int> vector_ordinal_;
   int vectors_ = 0;
   std::size_t slots_ = 0;
@@ -431,13 +529,17 @@ std::string kernel_name(const Program& program) {
 }
 
 std::string generate_program(const Program& program, const ProgramPlan& plan, const Dialect& dialect,
-                             std::string helpers) {
-  return Emitter(program, plan, dialect, std::move(helpers)).source();
+                             std::string helpers, KernelShape shape) {
+  return Emitter(program, plan, dialect, std::move(helpers), shape).source();
 }
 
-std::string generate_program_cuda(const Program& program, const ProgramPlan& plan) {
-  return generate_program(program, plan, cuda_dialect,
-                          std::string("// linalg/cuda/grid_blocks.cuh\n") + kSharedBlocks + "\n" + kBlocks);
+std::string program_cuda_blocks() {
+  return std::string("// linalg/cuda/grid_blocks.cuh\n") + kSharedBlocks +
+         "\n// linalg/cuda/program_blocks.cuh\n" + kProgramBlocks + "\n";
+}
+
+std::string generate_program_cuda(const Program& program, const ProgramPlan& plan, KernelShape shape) {
+  return generate_program(program, plan, cuda_dialect, program_cuda_blocks(), shape);
 }
 
 }  // namespace molaccel::linalg::program

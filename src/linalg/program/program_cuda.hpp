@@ -8,6 +8,7 @@
 //   resident at once (CUDA: a cooperative launch; OpenCL: program_opencl.cpp).
 #pragma once
 
+#include <array>
 #include <string>
 
 #include "linalg/codegen/codegen.hpp"
@@ -15,12 +16,48 @@
 
 namespace molaccel::linalg::program {
 
+// The form of the emitted kernel (docs/linalg.md, "CUDA emission").
+struct KernelShape {
+  // One thread block (up to 512 threads, an ordinary launch): __syncthreads is the barrier and
+  // the block's sums are the totals. Else a cooperative grid of 256-thread blocks.
+  bool block = false;
+  // > 0, the resident kind: thread g owns rows g + j * (threads in the launch), j < rows_per_thread,
+  // and keeps every vector's value there in registers for the whole solve; only the vectors some
+  // product reads are also stored to memory. 0, the streaming kind: rows grid-strided, every
+  // vector in memory.
+  int rows_per_thread = 0;
+  // > 0: the matrix by diagonals (linalg/diagonal.hpp): the kernel's `values` are `diagonals` x n,
+  // diagonal-major, a NaN where a row has no entry at offsets[k] = column - row (increasing); the
+  // product adds the non-NaN entries in offset order (the CSR sum bit for bit) and reads no
+  // row_ptr or col_idx; the resident kind keeps its rows' values in registers. 0: CSR.
+  int diagonals = 0;
+  std::array<int, 8> offsets{};
+  // With diagonals, grid_width > 0: a constant stencil on a grid_width x grid_height grid
+  // (diagonal_grid_of, diagonal_constant_of): entry k of row (i, j) = (row / width, row % width)
+  // is coef[k] where the cell (i + grid_a[k], j + grid_b[k]) is inside the grid, else none; the
+  // kernel reads no matrix values (the same terms in the same order as the values would give).
+  int grid_width = 0, grid_height = 0;
+  std::array<int, 8> grid_a{}, grid_b{};
+  std::array<double, 8> coef{};
+  int max_threads() const { return block ? 512 : 256; }
+};
+
 std::string kernel_name(const Program& program);
-// The kernel in `dialect`, after `helpers` (the dialect's mp_block_sum, mp_grid_total, grid
-// barrier, mp_safe_div and, in OpenCL, mp_load).
+// The kernel in `dialect`, after `helpers` (CUDA: grid_blocks.cuh and program_blocks.cuh;
+// OpenCL: program_opencl.cpp's). OpenCL takes the grid, streaming shape only.
 std::string generate_program(const Program& program, const ProgramPlan& plan, const Dialect& dialect,
-                             std::string helpers);
-std::string generate_program_cuda(const Program& program, const ProgramPlan& plan);
+                             std::string helpers, KernelShape shape = {});
+std::string generate_program_cuda(const Program& program, const ProgramPlan& plan, KernelShape shape = {});
+// run_program_on_gpu in the given form (tests: every form on the GPU); rows_per_thread is 1, 2
+// or 4 on a grid (0: streamed), at least 1 in a block; diagonals > 0 asks for the matrix by
+// diagonals (the offsets are the matrix's), and grid_width > 0 besides for a constant stencil
+// (the grid and coefficients are the matrix's). Throws where the form cannot hold the rows or
+// the matrix does not qualify.
+ProgramResult run_shaped_on_gpu(const Program& program, const ProgramInputs& inputs, KernelShape shape,
+                                int device = 0);
+// The CUDA building blocks the generated kernels call (grid_blocks.cuh, program_blocks.cuh), as
+// source text: tests compile them on their own.
+std::string program_cuda_blocks();
 std::string generate_program_opencl(const Program& program, const ProgramPlan& plan);  // program_opencl.cpp
 
 }  // namespace molaccel::linalg::program

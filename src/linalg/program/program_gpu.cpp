@@ -1,9 +1,13 @@
 // Runs a program's generated kernel (program_cuda.cpp) on a GPU: NVRTC through the runtime's
-// JIT cache, one cooperative launch for the whole solve (setup and every iteration).
+// JIT cache, one launch for the whole solve (setup and every iteration): an ordinary launch of
+// one block for small systems, else a cooperative one.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <memory>
+#include <optional>
 
+#include "linalg/diagonal.hpp"
 #include "linalg/program/program_buffers.hpp"
 #include "linalg/program/program_cuda.hpp"
 #include "runtime/cuda/cuda_support.hpp"
@@ -14,7 +18,7 @@ namespace {
 
 template <class T>
 ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan, const ProgramInputs& inputs,
-                        int device) {
+                        int device, const program::KernelShape* forced) {
   if (!inputs.matrix)
     throw Error("linalg program " + program.name() + ": the GPU run needs the matrix", __FILE__, __LINE__);
   const HostCsr<double>& a = *inputs.matrix;
@@ -25,24 +29,101 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
 
   cudaDeviceProp prop{};
   MOLACCEL_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
-  JitRequest request;
-  request.source = program::generate_program_cuda(program, plan);
-  request.program_name = program::kernel_name(program) + ".cu";
-  request.kernel_names = {program::kernel_name(program)};
-  request.arch = fmt::format("sm_{}{}", prop.major, prop.minor);
-  const JitProgram compiled = default_jit_cache().compile(request);
-  const cuda::LoadedProgram loaded(compiled);
-  const cudaKernel_t kernel = loaded.kernel(program::kernel_name(program));
-
-  constexpr int threads = 256;
-  int per_sm = 0;
-  MOLACCEL_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &per_sm, reinterpret_cast<const void*>(kernel), threads, 0));
-  if (per_sm < 1)
-    throw Error("linalg program " + program.name() + ": the kernel cannot be resident", __FILE__, __LINE__);
-  const std::size_t wanted = std::max<std::size_t>(1, (n + threads - 1) / threads);
-  const int blocks =
-      int(std::min<std::size_t>(wanted, std::size_t(per_sm) * std::size_t(prop.multiProcessorCount)));
+  const std::string name = program::kernel_name(program);
+  struct Loaded {
+    program::KernelShape shape;
+    cuda::LoadedProgram program;
+    cudaKernel_t kernel = nullptr;
+    int blocks = 1, threads = 256;
+  };
+  auto load = [&](program::KernelShape shape) {
+    JitRequest request;
+    request.source = program::generate_program_cuda(program, plan, shape);
+    request.program_name = name + ".cu";
+    request.kernel_names = {name};
+    request.arch = fmt::format("sm_{}{}", prop.major, prop.minor);
+    auto out = std::make_unique<Loaded>();
+    out->shape = shape;
+    out->program = cuda::LoadedProgram(default_jit_cache().compile(request));
+    out->kernel = out->program.kernel(name);
+    return out;
+  };
+  // Resident blocks of 256 threads per multiprocessor for a grid kernel.
+  auto resident_blocks = [&](const Loaded& k) {
+    int per_sm = 0;
+    MOLACCEL_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, reinterpret_cast<const void*>(k.kernel), 256, 0));
+    if (per_sm < 1)
+      throw Error("linalg program " + program.name() + ": the kernel cannot be resident", __FILE__, __LINE__);
+    return std::size_t(per_sm) * std::size_t(prop.multiProcessorCount);
+  };
+  // The form (docs/linalg.md): one block up to kBlockRows rows; else the resident kind on a grid
+  // at the fewest rows per thread (1, 2, 4) whose threads are all resident; else streaming.
+  // The matrix by diagonals where it qualifies (a forced shape says whether), else CSR.
+  std::optional<DiagonalLayout> layout;
+  if (forced ? forced->diagonals > 0 : true) layout = diagonal_storage(a);
+  if (forced && forced->diagonals > 0 && !layout)
+    throw Error("linalg program " + program.name() + ": the matrix is not by diagonals", __FILE__, __LINE__);
+  // A constant stencil on a 2-D grid where it is one (a forced shape says whether).
+  std::optional<DiagonalGrid> grid;
+  std::optional<std::vector<double>> coef;
+  if (layout && (forced ? forced->grid_width > 0 : true))
+    if ((grid = diagonal_grid_of(*layout, n))) coef = diagonal_constant_of(*layout, *grid, n);
+  if (forced && forced->grid_width > 0 && !coef)
+    throw Error("linalg program " + program.name() + ": the matrix is not a constant stencil", __FILE__,
+                __LINE__);
+  auto load_matrix = [&](program::KernelShape shape) {
+    if (layout) {
+      shape.diagonals = int(layout->offsets.size());
+      std::copy(layout->offsets.begin(), layout->offsets.end(), shape.offsets.begin());
+    }
+    if (coef) {
+      shape.grid_width = grid->width;
+      shape.grid_height = grid->height;
+      std::copy(grid->a.begin(), grid->a.end(), shape.grid_a.begin());
+      std::copy(grid->b.begin(), grid->b.end(), shape.grid_b.begin());
+      std::copy(coef->begin(), coef->end(), shape.coef.begin());
+    } else {
+      shape.grid_width = 0;
+    }
+    return load(shape);
+  };
+  // A forced shape (tests) that cannot hold the rows is an error.
+  constexpr std::size_t kBlockRows = 2048;
+  auto ceil_div = [](std::size_t a, std::size_t b) { return (a + b - 1) / b; };
+  auto too_small = [&] {
+    return Error(
+        "linalg program " + program.name() + ": the kernel form cannot hold " + std::to_string(n) + " rows",
+        __FILE__, __LINE__);
+  };
+  std::unique_ptr<Loaded> k;
+  if (forced ? forced->block : n <= kBlockRows) {
+    // As the hand-written one-block kernel: up to 512 threads, up to 4 rows each.
+    const int rows =
+        forced ? std::max(1, forced->rows_per_thread) : int(std::max<std::size_t>(1, ceil_div(n, 512)));
+    if (n > 512 * std::size_t(rows)) throw too_small();
+    k = load_matrix({true, rows});
+    k->threads = int(std::max<std::size_t>(32, ceil_div(ceil_div(n, std::size_t(rows)), 32) * 32));
+  } else {
+    for (int rows : {1, 2, 4}) {
+      if (forced && forced->rows_per_thread != rows) continue;
+      auto candidate = load_matrix({false, rows});
+      const std::size_t wanted = ceil_div(n, 256 * std::size_t(rows));
+      if (wanted <= resident_blocks(*candidate)) {
+        k = std::move(candidate);
+        k->blocks = int(wanted);
+        break;
+      }
+      if (forced) throw too_small();
+    }
+    if (!k) {
+      if (forced && forced->rows_per_thread != 0) throw too_small();
+      k = load_matrix({false, 0});
+      k->blocks = int(std::min(ceil_div(n, 256), resident_blocks(*k)));
+    }
+  }
+  const int blocks = k->blocks, threads = k->threads;
+  const cudaKernel_t kernel = k->kernel;
 
   // Vectors: two buffers each; scalars; partial sums; counter; monitors; outcome.
   const auto packed = program::pack_inputs<T>(program, inputs, n);
@@ -53,7 +134,9 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
       std::max<std::size_t>(1, std::max(plan.setup.reductions.size(), plan.iteration.reductions.size()));
   const std::size_t monitors = program.monitors().size();
   const std::size_t max_it = std::size_t(std::max(0, inputs.max_iterations));
-  std::vector<T> values(a.values.begin(), a.values.end());
+  const std::vector<double> none(1, 0.0);  // a constant stencil reads no values
+  const std::vector<double>& matrix_values = coef ? none : layout ? layout->values : a.values;
+  std::vector<T> values(matrix_values.begin(), matrix_values.end());
 
   cuda::DeviceBuffer<int> row_ptr, col_idx;
   cuda::DeviceBuffer<T> d_values, d_vectors;
@@ -90,9 +173,14 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
                   &p_partials, &p_counter, &p_monitors, &p_outcome, &p_max};
   cuda::Event start, stop;
   start.record();
-  MOLACCEL_CUDA_TRY(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), dim3(unsigned(blocks)),
-                                                dim3(threads), args, 0, nullptr));
-  cuda::check_launch(request.kernel_names[0].c_str(), __FILE__, __LINE__);
+  if (k->shape.block)
+    MOLACCEL_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(1),
+                                       dim3(unsigned(threads)), args, 0, nullptr));
+  else
+    MOLACCEL_CUDA_TRY(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel),
+                                                  dim3(unsigned(blocks)), dim3(unsigned(threads)), args, 0,
+                                                  nullptr));
+  cuda::check_launch(name.c_str(), __FILE__, __LINE__);
   stop.record();
   stop.synchronize();
 
@@ -100,16 +188,34 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
   const auto got_vectors = d_vectors.download();
   const auto got_scalars = d_scalars.download();
   const auto got_monitors = d_monitors.download();
-  return program::unpack_result(program, plan, vector_symbols, n, outcome, got_vectors, got_scalars,
-                                got_monitors, blocks, double(stop.elapsed_ms_since(start)) * 1e-3);
+  ProgramResult result =
+      program::unpack_result(program, plan, vector_symbols, n, outcome, got_vectors, got_scalars,
+                             got_monitors, blocks, double(stop.elapsed_ms_since(start)) * 1e-3);
+  result.kernel = fmt::format(
+      "{}, {} of {} threads, {}, {}", k->shape.block ? "one block" : "grid", blocks, threads,
+      k->shape.rows_per_thread > 0 ? fmt::format("{} rows per thread in registers", k->shape.rows_per_thread)
+                                   : std::string("rows streamed"),
+      k->shape.grid_width > 0  ? fmt::format("constant {}-point stencil", k->shape.diagonals)
+      : k->shape.diagonals > 0 ? fmt::format("{} diagonals", k->shape.diagonals)
+                               : std::string("CSR"));
+  return result;
 }
 
 }  // namespace
 
 ProgramResult run_program_on_gpu(const Program& program, const ProgramInputs& inputs, int device) {
   const auto plan = program::plan_program(program);
-  return program.type() == ValueType::f32 ? run_typed<float>(program, plan, inputs, device)
-                                          : run_typed<double>(program, plan, inputs, device);
+  return program.type() == ValueType::f32 ? run_typed<float>(program, plan, inputs, device, nullptr)
+                                          : run_typed<double>(program, plan, inputs, device, nullptr);
 }
 
 }  // namespace molaccel::linalg
+
+namespace molaccel::linalg::program {
+ProgramResult run_shaped_on_gpu(const Program& program, const ProgramInputs& inputs, KernelShape shape,
+                                int device) {
+  const auto plan = plan_program(program);
+  return program.type() == ValueType::f32 ? run_typed<float>(program, plan, inputs, device, &shape)
+                                          : run_typed<double>(program, plan, inputs, device, &shape);
+}
+}  // namespace molaccel::linalg::program

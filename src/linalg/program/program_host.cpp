@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "linalg/expression_util.hpp"
+#include "linalg/program/program_cuda.hpp"
 #include "linalg/program/program_plan.hpp"
 
 namespace molaccel::linalg {
@@ -280,3 +281,11 @@ ProgramResult run_program_on_gpu(const Program& program, const ProgramInputs&, i
 #endif
 
 }  // namespace molaccel::linalg
+
+#ifndef MOLACCEL_HAVE_CUDA
+namespace molaccel::linalg::program {
+ProgramResult run_shaped_on_gpu(const Program& program, const ProgramInputs&, KernelShape, int) {
+  throw Error("linalg program " + program.name() + ": this build has no CUDA", __FILE__, __LINE__);
+}
+}  // namespace molaccel::linalg::program
+#endif

@@ -1,0 +1,102 @@
+// The building blocks of the generated program kernels on their own (linalg/cuda/grid_blocks.cuh
+// and program_blocks.cuh, compiled here by nvcc from the same text NVRTC gets): a block's staged
+// sums and a cooperative grid's partials, barrier and gathered totals, checked against host sums
+// and for the same bits in every thread.
+#include <cmath>
+#include <vector>
+
+#include "runtime/cuda/cuda_support.hpp"
+#include "testing/testing.hpp"
+
+namespace molaccel {
+namespace {
+
+#define MOLACCEL_GRID_BLOCKS(...) __VA_ARGS__
+#include "linalg/cuda/grid_blocks.cuh"
+#include "linalg/cuda/program_blocks.cuh"
+#undef MOLACCEL_GRID_BLOCKS
+
+constexpr int kSlots = 3;
+
+// Thread t's value in slot s (not exactly summable: the order matters).
+__host__ __device__ double value(long long t, int s) {
+  return 1.0 / double(t + 3) + 0.1 * s;
+}
+
+__global__ void block_totals(double* out) {
+  __shared__ double part[2 * 32 * kSlots];
+  for (int round = 0; round < 2; ++round) {  // both halves, as the kernels alternate them
+    double* half = part + round * 32 * kSlots;
+    for (int s = 0; s < kSlots; ++s) mp_stage(value(threadIdx.x, s) * (round + 1), half, s);
+    __syncthreads();
+    for (int s = 0; s < kSlots; ++s)
+      out[(round * blockDim.x + threadIdx.x) * kSlots + s] = mp_block_total(half, s);
+  }
+}
+
+__global__ void grid_totals(double* partials, unsigned long long* counter, double* out) {
+  __shared__ double part[32 * kSlots], totals[kSlots];
+  const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  for (int s = 0; s < kSlots; ++s) mp_stage(value(t, s), part, s);
+  __syncthreads();
+  mp_publish_block_sums(part, kSlots, partials);
+  molaccel_grid_barrier(counter);
+  mp_gather_totals(partials, kSlots, totals);
+  __syncthreads();
+  for (int s = 0; s < kSlots; ++s) out[t * kSlots + s] = totals[s] + mp_safe_div(1.0, 0.0);
+}
+
+double host_sum(long long threads, int s) {
+  double sum = 0;
+  for (long long t = 0; t < threads; ++t) sum += value(t, s);
+  return sum;
+}
+
+// Sums of up to 1e5 terms in another order than the host's: 1e-12 relative.
+TEST(LinalgProgramBlocksGpu, BlockTotalsAreTheSameInEveryThread) {
+  MOLACCEL_REQUIRE_GPU();
+  for (unsigned threads : {32u, 96u, 256u, 1024u}) {
+    cuda::DeviceBuffer<double> out(2 * threads * kSlots);
+    block_totals<<<1, threads>>>(out.data());
+    MOLACCEL_CUDA_CHECK_LAUNCH("block_totals");
+    const auto got = out.download();
+    for (int round = 0; round < 2; ++round)
+      for (unsigned t = 0; t < threads; ++t)
+        for (int s = 0; s < kSlots; ++s) {
+          const double v = got[(round * threads + t) * kSlots + s];
+          ASSERT_EQ(v, got[std::size_t(round * threads) * kSlots + s]) << threads << " " << t;
+          ASSERT_NEAR(v, (round + 1) * host_sum(threads, s), 1e-12 * std::fabs(v)) << threads;
+        }
+  }
+}
+
+TEST(LinalgProgramBlocksGpu, GridTotalsAreTheSameInEveryThread) {
+  MOLACCEL_REQUIRE_GPU();
+  cuda::DeviceBuffer<unsigned long long> counter(1);
+  counter.fill_zero();
+  for (int blocks : {1, 7, 40, 300}) {
+    int per_sm = 0, sms = 0;
+    MOLACCEL_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grid_totals, 256, 0));
+    MOLACCEL_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    if (blocks > per_sm * sms) continue;
+    cuda::DeviceBuffer<double> partials(std::size_t(blocks) * kSlots),
+        out(std::size_t(blocks) * 256 * kSlots);
+    double* p_partials = partials.data();
+    unsigned long long* p_counter = counter.data();  // not reset: the barrier's counter is monotonic
+    double* p_out = out.data();
+    void* args[] = {&p_partials, &p_counter, &p_out};
+    MOLACCEL_CUDA_TRY(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(grid_totals),
+                                                  dim3(unsigned(blocks)), dim3(256), args, 0, nullptr));
+    MOLACCEL_CUDA_CHECK_LAUNCH("grid_totals");
+    const auto got = out.download();
+    for (std::size_t t = 0; t < std::size_t(blocks) * 256; ++t)
+      for (int s = 0; s < kSlots; ++s) {
+        const double v = got[t * kSlots + s];
+        ASSERT_EQ(v, got[std::size_t(s)]) << blocks << " " << t;
+        ASSERT_NEAR(v, host_sum(blocks * 256LL, s), 1e-12 * std::fabs(v)) << blocks;
+      }
+  }
+}
+
+}  // namespace
+}  // namespace molaccel
