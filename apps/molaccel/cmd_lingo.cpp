@@ -1,16 +1,19 @@
 // `molaccel lingo ...`: LINGO similarity matrix, top-k search, threshold neighbours, clustering;
 // and the lingo step of `molaccel demo`.
 #include <array>
-#include <bit>
 #include <cstddef>
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include "command.hpp"
+#include "lingo/io/hits_output.hpp"
 #include "molaccel/lingo.hpp"
+#include "runtime/host_resources.hpp"
 #include "runtime/parallel_writer.hpp"
 #include "runtime/resource_limits.hpp"
 
@@ -80,23 +83,71 @@ void add_lingo_options(CLI::App& app, LingoInputOptions& o, CommonOptions& commo
   app.footer(app.get_footer() + kConventions);
 }
 
-// A molecule file; under MPI each rank parses a slice and all receive the whole set (a collective:
-// call it outside on_every_rank).
-lg::MoleculeSet load(RunContext& ctx, const std::string& path, const LingoInputOptions& o, const char* role) {
+lg::ReadOptions read_options(const LingoInputOptions& o) {
   lg::ReadOptions read;
   read.smiles_column = o.smiles_column;
   read.csv_delimiter = o.delimiter.empty() ? ',' : o.delimiter[0];
   read.skip_invalid = o.skip_invalid;
-  lg::ReadStats stats;
-  auto set = ctx.distributed() ? lg::read_molecules_across_ranks(*ctx.comm, path, o.lingo(), read, &stats)
-                               : lg::read_molecules(path, o.lingo(), read, &stats);
+  return read;
+}
+void report_read(RunContext& ctx, const std::string& path, const char* role, const lg::ReadStats& stats) {
   ctx.report[role] = {
       {"path", path}, {"molecules", stats.molecules}, {"skipped_invalid", stats.skipped_invalid}};
   if (stats.skipped_invalid > 0 && (!ctx.comm || ctx.comm->is_root()))
     log_warn("{}: skipped {} invalid line(s), the first at line {}", path, stats.skipped_invalid,
              stats.first_skipped_line);
+}
+
+// A molecule file; under MPI each rank parses a slice and all receive the whole set (a collective:
+// call it outside on_every_rank).
+lg::MoleculeSet load(RunContext& ctx, const std::string& path, const LingoInputOptions& o, const char* role) {
+  lg::ReadStats stats;
+  auto set = ctx.distributed()
+                 ? lg::read_molecules_across_ranks(*ctx.comm, path, o.lingo(), read_options(o), &stats)
+                 : lg::read_molecules(path, o.lingo(), read_options(o), &stats);
+  report_read(ctx, path, role, stats);
   return set;
 }
+// Under MPI: only this rank's slice of the file (a collective).
+lg::MoleculeSlice load_slice(RunContext& ctx, const std::string& path, const LingoInputOptions& o,
+                             const char* role) {
+  lg::ReadStats stats;
+  auto slice = lg::read_molecule_slice_across_ranks(*ctx.comm, path, o.lingo(), read_options(o), &stats);
+  report_read(ctx, path, role, stats);
+  return slice;
+}
+
+// The run's devices looked up (`make`: on a GPU machine the CUDA driver starts) and their GPU
+// contexts created (100s of ms each) on a thread of its own, so that this overlaps reading and
+// encoding the inputs; resources() waits for the lookup (and rethrows its error), the job's first
+// look at a GPU waits for its context.
+class DeviceStartup {
+ public:
+  DeviceStartup(std::function<Resources()> make, const LingoInputOptions& o)
+      : thread_([this, make = std::move(make), gpu_backend = o.backend != "cpu" && o.backend != "reference"] {
+          Resources resources;
+          try {
+            resources = make();
+            found_.set_value(resources);
+          } catch (...) {
+            found_.set_exception(std::current_exception());
+            return;
+          }
+          if (gpu_backend)
+            for (int gpu : resources.gpus()) molaccel::detail::gpu_free_memory(gpu);  // errors: the job's
+        }) {}
+  ~DeviceStartup() {
+    if (thread_.joinable()) thread_.join();
+  }
+  DeviceStartup(const DeviceStartup&) = delete;
+  DeviceStartup& operator=(const DeviceStartup&) = delete;
+  Resources resources() { return result_.get(); }
+
+ private:
+  std::promise<Resources> found_;
+  std::future<Resources> result_ = found_.get_future();
+  std::thread thread_;  // declared last: starts once the promise exists
+};
 
 // Under MPI: `step` on every rank, a failure anywhere stopping all of them with one message
 // (run_step); alone: just `step`.
@@ -111,6 +162,15 @@ void on_root(RunContext& ctx, const std::function<void()>& write) {
   on_every_rank(ctx, [&] {
     if (!ctx.comm || ctx.comm->is_root()) write();
   });
+}
+
+// Starts the devices of a run: alone, looked up on DeviceStartup's thread while the caller reads;
+// under MPI, looked up on every rank first (a collective), then their contexts on the thread.
+std::unique_ptr<DeviceStartup> start_devices(RunContext& ctx, const LingoInputOptions& o) {
+  if (!ctx.distributed()) return std::make_unique<DeviceStartup>([&ctx] { return ctx.resources(); }, o);
+  Resources resources;
+  on_every_rank(ctx, [&] { resources = ctx.resources(); });
+  return std::make_unique<DeviceStartup>([resources] { return resources; }, o);
 }
 
 void report_run(nlohmann::json& report, const lg::RunInfo& info) {
@@ -145,12 +205,12 @@ void report_stages(nlohmann::json& report, double read_seconds, const lg::RunInf
 // Refuses --threshold 0 on an input whose pairs cannot be held: every pair is then a neighbour
 // (lg::Hit, 12 bytes, in a vector that may double while it grows; clustering adds 8 bytes of
 // adjacency). Above 0 the number of pairs is not known before the run.
-void require_all_pairs_memory(const lg::MoleculeSet& db, float threshold, const char* command) {
+void require_all_pairs_memory(std::size_t molecules, float threshold, const char* command) {
   if (threshold > 0.0f) return;
-  const double n = double(db.size());
+  const double n = double(molecules);
   detail::require_memory(n * (n - 1) / 2 * 24.0,
                          fmt::format("lingo {} --threshold 0 of {} molecules ({:.3g} pairs, all neighbours)",
-                                     command, db.size(), n * (n - 1) / 2),
+                                     command, molecules, n * (n - 1) / 2),
                          "raise --threshold (at 0 every pair is a neighbour)");
 }
 
@@ -161,7 +221,45 @@ struct MatrixOptions {
   std::string output_type = "fp32";
 };
 
+// Across ranks (.npy only): each rank holds its slice of the queries and of the database and
+// computes its rows (lg::write_similarity_matrix_across_ranks).
+int run_matrix_slices(RunContext& ctx, const MatrixOptions& o) {
+  Communicator& comm = *ctx.comm;
+  Resources resources;
+  lg::MoleculeSlice queries;
+  std::optional<lg::MoleculeSlice> db;
+  const double read_seconds = timed([&] {
+    run_step(comm, [&] {
+      if (!o.output.ends_with(".npy"))
+        throw InputError("-o", 0, "across MPI ranks the matrix is written as .npy only");
+      resources = ctx.resources();
+    });
+    queries = load_slice(ctx, o.queries, o.input, "queries");
+    if (!o.db.empty()) db = load_slice(ctx, o.db, o.input, "database");
+    run_step(comm, [&] {
+      const double cells = double(queries.total) * double(db ? db->total : queries.total);
+      detail::require_output_space(o.output,
+                                   cells * double(lg::element_bytes(lg::parse_output_type(o.output_type))),
+                                   "write the top hits (lingo search -k) or the pairs above a threshold "
+                                   "(lingo neighbors) instead, --output-type fp16 or u8, or the matrix to a "
+                                   "larger filesystem");
+    });
+  });
+  lg::RunInfo info;
+  lg::write_similarity_matrix_across_ranks(comm, resources, queries, db ? &*db : nullptr, o.output,
+                                           o.input.compute(), &info, lg::parse_output_type(o.output_type));
+  report_run(ctx.report, info);
+  report_stages(ctx.report, read_seconds, info, 0);
+  ctx.report["output"] = o.output;
+  ctx.report["output_type"] = o.output_type;
+  if (!ctx.common.quiet)
+    std::printf("%zu x %zu %s matrix -> %s (%s, %.2f s)\n", queries.total, db ? db->total : queries.total,
+                o.input.metric.c_str(), o.output.c_str(), info.backend.c_str(), info.seconds);
+  return 0;
+}
+
 int run_matrix(RunContext& ctx, const MatrixOptions& o) {
+  if (ctx.distributed()) return run_matrix_slices(ctx, o);
   const auto format = o.output.ends_with(".npy") ? lg::MatrixFormat::npy
                       : o.output.ends_with(".tsv")
                           ? lg::MatrixFormat::tsv
@@ -170,11 +268,7 @@ int run_matrix(RunContext& ctx, const MatrixOptions& o) {
   lg::MoleculeSet queries;
   std::optional<lg::MoleculeSet> db;
   const double read_seconds = timed([&] {
-    on_every_rank(ctx, [&] {
-      if (ctx.distributed() && format != lg::MatrixFormat::npy)
-        throw InputError("-o", 0, "across MPI ranks the matrix is written as .npy only");
-      resources = ctx.resources();
-    });
+    resources = ctx.resources();
     queries = load(ctx, o.queries, o.input, "queries");
     if (!o.db.empty()) db = load(ctx, o.db, o.input, "database");
     on_every_rank(ctx, [&] {
@@ -197,12 +291,8 @@ int run_matrix(RunContext& ctx, const MatrixOptions& o) {
   });
   lg::RunInfo info;
   const auto type = lg::parse_output_type(o.output_type);
-  if (ctx.distributed())
-    lg::write_similarity_matrix_across_ranks(*ctx.comm, resources, queries, db ? &*db : nullptr, o.output,
-                                             o.input.compute(), &info, type);
-  else
-    lg::write_similarity_matrix(resources, queries, db ? &*db : nullptr, o.output, format, o.input.compute(),
-                                &info, type);
+  lg::write_similarity_matrix(resources, queries, db ? &*db : nullptr, o.output, format, o.input.compute(),
+                              &info, type);
   report_run(ctx.report, info);
   report_stages(ctx.report, read_seconds, info, 0);
   ctx.report["output"] = o.output;
@@ -246,78 +336,27 @@ struct SearchOptions {
   std::size_t k = 10;
 };
 
-// The .npy header of `count` hits: a structured array (query, target, similarity) whose records
-// are lg::Hit's bytes, so the hits are written as they are in memory.
-std::string hits_npy_header(std::size_t count) {
-  static_assert(std::endian::native == std::endian::little && sizeof(lg::Hit) == 12 &&
-                offsetof(lg::Hit, target) == 4 && offsetof(lg::Hit, similarity) == 8);
-  std::string dict = fmt::format(
-      "{{'descr': [('query', '<u4'), ('target', '<u4'), ('similarity', '<f4')], 'fortran_order': False, "
-      "'shape': ({},), }}",
-      count);
-  const std::size_t unpadded = 10 + dict.size() + 1;  // magic, version, length, dict, newline
-  dict.append((64 - unpadded % 64) % 64, ' ');
-  dict += '\n';
-  std::string header("\x93NUMPY\x01\x00", 8);
-  header += static_cast<char>(dict.size() & 0xff);
-  header += static_cast<char>(dict.size() >> 8);
-  return header + dict;
-}
+using lg::detail::format_hits;
+using lg::detail::hits_npy_header;
+using lg::detail::kHitsHeader;
+using lg::detail::kHitsPerBlock;
+using lg::detail::write_hits;
 
-// TSV lines of hits [begin, end) of `hits`, whose first hit is hit `first` of the whole result
-// (the rank column counts within each query's `per_query` hits).
-void format_hits(std::string& text, const lg::MoleculeSet& queries, const lg::MoleculeSet& db,
-                 const std::vector<lg::Hit>& hits, std::size_t first, std::size_t begin, std::size_t end,
-                 std::size_t per_query) {
-  for (std::size_t i = begin; i < end; ++i) {
-    const auto& h = hits[i];
-    fmt::format_to(std::back_inserter(text), "{}\t{}\t{}\t{}\n", queries.names[h.query], db.names[h.target],
-                   h.similarity, per_query ? (first + i) % per_query + 1 : 0);
-  }
-}
-constexpr const char* kHitsHeader = "query\ttarget\tsimilarity\trank\n";
-constexpr std::size_t kHitsPerBlock = 1 << 15;  // hits per formatted block
-
-// Hits to `path` by its name: .npy (indices into the inputs and fp32 similarities), .gz / .zst
-// (gzip / Zstandard TSV) or TSV. TSV lines are formatted on every core and written in order as they
-// are ready (a top-100 of 367k queries is 36.7 M lines: one thread would take longer than the GPU
-// search).
-void write_hits(const std::string& path, const lg::MoleculeSet& queries, const lg::MoleculeSet& db,
-                const std::vector<lg::Hit>& hits, std::size_t per_query, int threads) {
-  if (path.ends_with(".npy")) {
-    write_file_atomically(path, [&](std::FILE* f) {
-      const std::string header = hits_npy_header(hits.size());
-      if (std::fwrite(header.data(), 1, header.size(), f) != header.size() ||
-          std::fwrite(hits.data(), sizeof(lg::Hit), hits.size(), f) != hits.size())
-        throw Error(fmt::format("{}: write failed (disk full?)", path), __FILE__, __LINE__);
-    });
-    return;
-  }
-  const std::size_t n_blocks = std::max<std::size_t>(1, (hits.size() + kHitsPerBlock - 1) / kHitsPerBlock);
-  write_file_atomically(path, [&](std::FILE* f) {
-    io::write_blocks_in_order(
-        f, path, n_blocks, threads,
-        [&](std::size_t block, std::string& text) {
-          if (block == 0) text = kHitsHeader;
-          const std::size_t begin = block * kHitsPerBlock;
-          format_hits(text, queries, db, hits, 0, begin, std::min(hits.size(), begin + kHitsPerBlock),
-                      per_query);
-        },
-        io::compression_for(path));
-  });
-}
-
-// Across ranks (.npy or TSV): every rank formats its block of queries' hits on its own cores, and
-// rank 0 writes the parts in rank order (query order), the same bytes as write_hits. Returns the
-// bytes rank 0 received.
+// Across ranks (.npy or TSV): every rank formats its block of queries' hits (its slice of the
+// queries, the targets' names fetched with the hits) on its own cores, and rank 0 writes the parts
+// in rank order (query order), the same bytes as write_hits. Returns the bytes rank 0 received.
 std::uint64_t write_hits_across_ranks(Communicator& comm, const std::string& path,
-                                      const lg::MoleculeSet& queries, const lg::MoleculeSet& db,
-                                      const lg::HitBlock& block, std::size_t per_query, int threads) {
+                                      const lg::MoleculeSlice& queries, const lg::HitBlock& block,
+                                      std::size_t per_query, int threads) {
   std::string header, text;
+  const std::uint64_t mine = block.hits.size();
+  std::uint64_t total = 0;
+  for (const auto& n : allgather_records<std::uint64_t>(comm, std::span<const std::uint64_t>(&mine, 1)))
+    total += n.at(0);
   run_step(comm, [&] {
     const std::size_t first = block.first_query * per_query;
     if (path.ends_with(".npy")) {
-      if (comm.is_root()) header = hits_npy_header(queries.size() * per_query);
+      if (comm.is_root()) header = hits_npy_header(total);
       const auto bytes = std::as_bytes(std::span<const lg::Hit>(block.hits));
       text.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
       return;
@@ -327,8 +366,13 @@ std::uint64_t write_hits_across_ranks(Communicator& comm, const std::string& pat
     std::vector<std::string> parts(n_blocks);
     parallel_for(n_blocks, threads, 1, [&](std::size_t b, std::size_t e) {
       for (std::size_t p = b; p < e; ++p)
-        format_hits(parts[p], queries, db, block.hits, first, p * kHitsPerBlock,
-                    std::min(block.hits.size(), (p + 1) * kHitsPerBlock), per_query);
+        format_hits(
+            parts[p], block.hits, first, p * kHitsPerBlock,
+            std::min(block.hits.size(), (p + 1) * kHitsPerBlock), per_query,
+            [&](std::size_t i) -> const std::string& {
+              return queries.set.names[block.hits[i].query - queries.first];
+            },
+            [&](std::size_t i) -> const std::string& { return block.target_name(i); });
     });
     std::size_t size = 0;
     for (const auto& part : parts) size += part.size();
@@ -341,15 +385,82 @@ std::uint64_t write_hits_across_ranks(Communicator& comm, const std::string& pat
   return write_in_rank_order(comm, path, header, std::as_bytes(std::span<const char>(text)));
 }
 
+// Rank 0's part of the merge across ranks, and every rank's.
+void report_merge(RunContext& ctx, const lg::RunInfo& info, std::uint64_t output_received) {
+  ctx.report["stages"]["merge"] = info.merge_seconds;
+  ctx.report["merge"] = {{"seconds", info.merge_seconds},
+                         {"bytes_sent", info.merge_bytes_sent},
+                         {"bytes_received", info.merge_bytes_received},
+                         {"output_bytes_received", output_received}};
+  const std::array<double, 4> mine{info.merge_seconds, static_cast<double>(info.merge_bytes_sent),
+                                   static_cast<double>(info.merge_bytes_received), info.job.seconds};
+  auto& by_rank = ctx.report["merge"]["by_rank"] = nlohmann::json::array();
+  for (const auto& r : gather_records<std::array<double, 4>>(*ctx.comm, std::span(&mine, 1), 0))
+    if (!r.empty())
+      by_rank.push_back({{"seconds", r[0][0]},
+                         {"bytes_sent", static_cast<std::uint64_t>(r[0][1])},
+                         {"bytes_received", static_cast<std::uint64_t>(r[0][2])},
+                         {"search_seconds", r[0][3]}});
+}
+
+// Across ranks with a TSV or .npy output: no rank holds either input whole
+// (lg::search_slices_across_ranks); each rank formats its own block of queries.
+int run_search_slices(RunContext& ctx, const SearchOptions& o) {
+  Communicator& comm = *ctx.comm;
+  const double started = now_seconds();
+  Resources resources;
+  lg::MoleculeSlice queries, db_storage;
+  std::error_code ec;
+  const bool same_file = std::filesystem::equivalent(o.queries, o.db, ec);
+  const double read_seconds = timed([&] {
+    run_step(comm, [&] { resources = ctx.resources(); });
+    queries = load_slice(ctx, o.queries, o.input, "queries");
+    if (!same_file) db_storage = load_slice(ctx, o.db, o.input, "database");
+  });
+  const lg::MoleculeSlice& db = same_file ? queries : db_storage;
+  if (same_file) ctx.report["database"] = ctx.report["queries"];
+  const std::size_t per_query = std::min(o.k, db.total);
+  run_step(comm, [&] {
+    // This rank's block: its best hits, those arriving and the merged ones.
+    detail::require_memory(double(queries.set.size()) * double(per_query) * 3.0 * double(sizeof(lg::Hit)),
+                           fmt::format("lingo search -k {}: {} hits per query for {} queries of this rank",
+                                       o.k, per_query, queries.set.size()),
+                           "use a smaller -k, more ranks, or search fewer queries at a time");
+  });
+  lg::RunInfo info;
+  const auto block = lg::search_slices_across_ranks(comm, resources, queries, db, o.k, o.input.compute(),
+                                                    !o.output.ends_with(".npy"), &info);
+  std::uint64_t output_received = 0;
+  const double write_seconds = timed([&] {
+    output_received =
+        write_hits_across_ranks(comm, o.output, queries, block, per_query, resources.cpu_threads());
+  });
+  report_run(ctx.report, info);
+  report_stages(ctx.report, read_seconds, info, write_seconds);
+  report_merge(ctx, info, output_received);
+  ctx.report["k"] = o.k;
+  ctx.report["hits"] = queries.total * per_query;
+  ctx.report["output"] = o.output;
+  ctx.report["total_seconds"] = now_seconds() - started;
+  if (!ctx.common.quiet)
+    std::printf("top-%zu of %zu queries against %zu molecules -> %s (%s, %.2f s)\n", o.k, queries.total,
+                db.total, o.output.c_str(), info.backend.c_str(), info.seconds);
+  return 0;
+}
+
 int run_search(RunContext& ctx, const SearchOptions& o) {
-  io::compression_for(o.output);  // a .zst output without libzstd fails now, not after the search
+  // (a .zst output without libzstd fails now, not after the search)
+  if (io::compression_for(o.output) == io::Compression::none && ctx.distributed())
+    return run_search_slices(ctx, o);
+  const double started = now_seconds();
   Resources resources;
   lg::MoleculeSet queries, db_storage;
   // The same file as queries and database (a set against itself) is read once.
   std::error_code ec;
   const bool same_file = std::filesystem::equivalent(o.queries, o.db, ec);
+  std::unique_ptr<DeviceStartup> devices;
   const double read_seconds = timed([&] {
-    on_every_rank(ctx, [&] { resources = ctx.resources(); });
+    devices = start_devices(ctx, o.input);
     queries = load(ctx, o.queries, o.input, "queries");
     if (!same_file) db_storage = load(ctx, o.db, o.input, "database");
     on_every_rank(ctx, [&] {
@@ -360,21 +471,14 @@ int run_search(RunContext& ctx, const SearchOptions& o) {
           "use a smaller -k, or search fewer queries at a time");
     });
   });
+  on_every_rank(ctx, [&] { resources = devices->resources(); });
   const lg::MoleculeSet& db = same_file ? queries : db_storage;
   if (same_file) ctx.report["database"] = ctx.report["queries"];
   lg::RunInfo info;
   std::vector<lg::Hit> hits;
   double write_seconds = 0;
-  std::uint64_t output_received = 0;  // rank 0: the other ranks' formatted output
-  if (ctx.distributed() && io::compression_for(o.output) == io::Compression::none) {
-    // Each rank formats its block of queries; rank 0 writes the parts in order.
-    const auto block =
-        lg::search_block_across_ranks(*ctx.comm, resources, queries, db, o.k, o.input.compute(), &info);
-    write_seconds = timed([&] {
-      output_received = write_hits_across_ranks(*ctx.comm, o.output, queries, db, block,
-                                                std::min(o.k, db.size()), resources.cpu_threads());
-    });
-  } else if (ctx.distributed()) {
+  std::optional<double> write_after_compute;  // set where the output is written during the search
+  if (ctx.distributed()) {
     // gzip: rank 0 compresses the whole result (its blocks of members are those of one process).
     hits = lg::search_across_ranks(*ctx.comm, resources, queries, db, o.k, o.input.compute(), &info);
     write_seconds = timed([&] {
@@ -383,31 +487,33 @@ int run_search(RunContext& ctx, const SearchOptions& o) {
       });
     });
   } else {
-    hits = lg::search(resources, queries, db, o.k, o.input.compute(), &info);
-    write_seconds = timed(
-        [&] { write_hits(o.output, queries, db, hits, std::min(o.k, db.size()), resources.cpu_threads()); });
+    // The hits are written while the search runs: each run of final queries as it completes.
+    lg::detail::StreamedHits output(o.output, queries, db, std::min(o.k, db.size()), resources.cpu_threads());
+    try {
+      hits = lg::search(resources, queries, db, o.k, o.input.compute(), &info,
+                        [&](std::size_t first, const lg::Hit* done, std::size_t count) {
+                          output.ready(first, std::span(done, count));
+                        });
+    } catch (...) {
+      output.abort();  // the writer's own error, if it failed first, is the one reported
+      throw;
+    }
+    const double search_end = now_seconds();
+    output.finish();
+    write_seconds = output.write_seconds();
+    write_after_compute = now_seconds() - search_end;
   }
   report_run(ctx.report, info);
   report_stages(ctx.report, read_seconds, info, write_seconds);
-  if (ctx.distributed()) {  // rank 0's part of the merge across ranks, and every rank's
-    ctx.report["stages"]["merge"] = info.merge_seconds;
-    ctx.report["merge"] = {{"seconds", info.merge_seconds},
-                           {"bytes_sent", info.merge_bytes_sent},
-                           {"bytes_received", info.merge_bytes_received},
-                           {"output_bytes_received", output_received}};
-    const std::array<double, 4> mine{info.merge_seconds, static_cast<double>(info.merge_bytes_sent),
-                                     static_cast<double>(info.merge_bytes_received), info.job.seconds};
-    auto& by_rank = ctx.report["merge"]["by_rank"] = nlohmann::json::array();
-    for (const auto& r : gather_records<std::array<double, 4>>(*ctx.comm, std::span(&mine, 1), 0))
-      if (!r.empty())
-        by_rank.push_back({{"seconds", r[0][0]},
-                           {"bytes_sent", static_cast<std::uint64_t>(r[0][1])},
-                           {"bytes_received", static_cast<std::uint64_t>(r[0][2])},
-                           {"search_seconds", r[0][3]}});
+  if (write_after_compute) {
+    ctx.report["stages"]["write_after_compute"] = *write_after_compute;
+    ctx.report["stages"]["whole"] = now_seconds() - started;
   }
+  if (ctx.distributed()) report_merge(ctx, info, 0);
   ctx.report["k"] = o.k;
   ctx.report["hits"] = queries.size() * std::min(o.k, db.size());
   ctx.report["output"] = o.output;
+  ctx.report["total_seconds"] = now_seconds() - started;
   if (!ctx.common.quiet)
     std::printf("top-%zu of %zu queries against %zu molecules -> %s (%s, %.2f s)\n", o.k, queries.size(),
                 db.size(), o.output.c_str(), info.backend.c_str(), info.seconds);
@@ -443,15 +549,53 @@ struct NeighborOptions {
   float threshold = 0.7f;
 };
 
+// Across ranks with a TSV or .npy output: each rank holds its slice of the molecules
+// (lg::neighbors_slices_across_ranks) and formats the pairs of its rows.
+int run_neighbors_slices(RunContext& ctx, const NeighborOptions& o) {
+  Communicator& comm = *ctx.comm;
+  Resources resources;
+  lg::MoleculeSlice db;
+  const double read_seconds = timed([&] {
+    run_step(comm, [&] { resources = ctx.resources(); });
+    db = load_slice(ctx, o.db, o.input, "database");
+    run_step(comm, [&] { require_all_pairs_memory(db.total, o.threshold, "neighbors"); });
+  });
+  lg::RunInfo info;
+  const auto block = lg::neighbors_slices_across_ranks(comm, resources, db, o.threshold, o.input.compute(),
+                                                       !o.output.ends_with(".npy"), &info);
+  std::uint64_t output_received = 0;
+  const double write_seconds = timed([&] {
+    output_received = write_hits_across_ranks(comm, o.output, db, block, 0, resources.cpu_threads());
+  });
+  report_run(ctx.report, info);
+  report_stages(ctx.report, read_seconds, info, write_seconds);
+  report_merge(ctx, info, output_received);
+  const std::uint64_t mine = block.hits.size();
+  std::uint64_t pairs = 0;
+  for (const auto& n : allgather_records<std::uint64_t>(comm, std::span<const std::uint64_t>(&mine, 1)))
+    pairs += n.at(0);
+  ctx.report["threshold"] = o.threshold;
+  ctx.report["neighbor_pairs"] = pairs;
+  ctx.report["output"] = o.output;
+  if (!ctx.common.quiet)
+    std::printf("%llu pairs with similarity >= %g among %zu molecules -> %s (%s, %.2f s)\n",
+                static_cast<unsigned long long>(pairs), o.threshold, db.total, o.output.c_str(),
+                info.backend.c_str(), info.seconds);
+  return 0;
+}
+
 int run_neighbors(RunContext& ctx, const NeighborOptions& o) {
-  io::compression_for(o.output);
+  if (io::compression_for(o.output) == io::Compression::none && ctx.distributed())
+    return run_neighbors_slices(ctx, o);
   Resources resources;
   lg::MoleculeSet db;
+  std::unique_ptr<DeviceStartup> devices;
   const double read_seconds = timed([&] {
-    on_every_rank(ctx, [&] { resources = ctx.resources(); });
+    devices = start_devices(ctx, o.input);
     db = load(ctx, o.db, o.input, "database");
-    on_every_rank(ctx, [&] { require_all_pairs_memory(db, o.threshold, "neighbors"); });
+    on_every_rank(ctx, [&] { require_all_pairs_memory(db.size(), o.threshold, "neighbors"); });
   });
+  on_every_rank(ctx, [&] { resources = devices->resources(); });
   lg::RunInfo info;
   const auto pairs = ctx.distributed() ? lg::neighbors_across_ranks(*ctx.comm, resources, db, o.threshold,
                                                                     o.input.compute(), &info)
@@ -504,12 +648,42 @@ void write_clusters(const std::string& path, const lg::MoleculeSet& db, const lg
   });
 }
 
+// Across ranks: each rank holds its slice of the molecules (lg::cluster_slices_across_ranks) and
+// formats its molecules' lines; rank 0 writes them in rank order.
+int run_cluster_slices(RunContext& ctx, const NeighborOptions& o) {
+  Communicator& comm = *ctx.comm;
+  Resources resources;
+  lg::MoleculeSlice db;
+  run_step(comm, [&] { resources = ctx.resources(); });
+  db = load_slice(ctx, o.db, o.input, "database");
+  run_step(comm, [&] { require_all_pairs_memory(db.total, o.threshold, "cluster"); });
+  lg::RunInfo info;
+  const auto clusters =
+      lg::cluster_slices_across_ranks(comm, resources, db, o.threshold, o.input.compute(), &info);
+  std::string text;
+  for (std::size_t i = 0; i < db.set.size(); ++i)
+    fmt::format_to(std::back_inserter(text), "{}\t{}\t{}\n", db.set.names[i], clusters.cluster_of[i],
+                   clusters.is_centroid[i] ? 1 : 0);
+  write_in_rank_order(comm, o.output, comm.is_root() ? "molecule\tcluster\tis_centroid\n" : "",
+                      std::as_bytes(std::span<const char>(text)));
+  report_run(ctx.report, info);
+  ctx.report["threshold"] = o.threshold;
+  ctx.report["clusters"] = clusters.clusters;
+  ctx.report["neighbor_pairs"] = clusters.pairs;
+  ctx.report["output"] = o.output;
+  if (!ctx.common.quiet)
+    std::printf("%zu clusters of %zu molecules at similarity >= %g -> %s (%s, %.2f s)\n", clusters.clusters,
+                db.total, o.threshold, o.output.c_str(), info.backend.c_str(), info.seconds);
+  return 0;
+}
+
 int run_cluster(RunContext& ctx, const NeighborOptions& o) {
+  if (ctx.distributed()) return run_cluster_slices(ctx, o);
   Resources resources;
   lg::MoleculeSet db;
   on_every_rank(ctx, [&] { resources = ctx.resources(); });
   db = load(ctx, o.db, o.input, "database");
-  on_every_rank(ctx, [&] { require_all_pairs_memory(db, o.threshold, "cluster"); });
+  on_every_rank(ctx, [&] { require_all_pairs_memory(db.size(), o.threshold, "cluster"); });
   lg::RunInfo info;
   const auto clustering =
       ctx.distributed()

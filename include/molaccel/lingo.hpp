@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -185,8 +186,14 @@ struct Hit {
 };
 // Top-k database hits per query: sorted by similarity descending, ties by lower database index.
 // Result: queries.size() rows of min(k, db.size()) hits, flattened (row r at [r*k', (r+1)*k')).
+// `ready`, when given, is told as queries' hits become final, while the search runs (so that they
+// can be written meanwhile): hits[0, count) are those of queries [first_query, first_query + count /
+// min(k, db.size())), in the result that search returns (the same memory). Called from worker
+// threads, in any order, once per query; an exception it throws stops the search.
+using HitsReady = std::function<void(std::size_t first_query, const Hit* hits, std::size_t count)>;
 std::vector<Hit> search(const Resources& resources, const MoleculeSet& queries, const MoleculeSet& db,
-                        std::size_t k, const ComputeOptions& options, RunInfo* info = nullptr);
+                        std::size_t k, const ComputeOptions& options, RunInfo* info = nullptr,
+                        const HitsReady& ready = {});
 
 // Every pair i < j of `db` with similarity >= threshold, sorted by (query, target); the
 // hit's query is i and target j. The length bound min/max >= threshold skips pairs early.
@@ -215,24 +222,49 @@ Clustering butina_clusters(std::size_t molecules, const std::vector<Hit>& pairs)
 // bound lets them reach); cluster: those pairs, Butina on rank 0. Every rank passes the same inputs. A rank
 // that throws makes every rank throw RankFailure. `info`: this rank's part.
 // A molecule file read across the ranks of `comm`, whole on every rank: a plain .smi file is cut
-// into N byte ranges at line boundaries, rank r parses its range (line numbers and default names
-// counting on from the lines of the ranges before it: an exclusive scan of their line counts) and
-// the encoded parts are all-gathered, so each rank parses 1/N of the file. gzip, CSV and standard
-// input are read whole by every rank. The molecules, names, errors and `stats` are
-// read_molecules'. A collective; a rank that fails makes every rank throw RankFailure.
+// into N byte ranges at line boundaries, a gzip one into N ranges of lines (each rank streams the
+// decompressed file twice, holding only its lines), rank r parses its range (line numbers and
+// default names counting on from the lines of the ranges before it) and the encoded parts are
+// all-gathered, so each rank parses 1/N of the file. CSV and standard input are read whole by every
+// rank. The molecules, names, errors and `stats` are read_molecules'. A collective; a rank that
+// fails makes every rank throw RankFailure.
 MoleculeSet read_molecules_across_ranks(Communicator& comm, const std::filesystem::path& path,
                                         const LingoOptions& lingo, const ReadOptions& read = {},
                                         ReadStats* stats = nullptr);
+// The same reading, each rank keeping only its own range: molecules [first, first + set.size())
+// of the file's `total`, the ranges in rank order (CSV and standard input: read whole, then a
+// range balanced by Lingo count kept).
+struct MoleculeSlice {
+  MoleculeSet set;
+  std::size_t first = 0, total = 0;
+};
+MoleculeSlice read_molecule_slice_across_ranks(Communicator& comm, const std::filesystem::path& path,
+                                               const LingoOptions& lingo, const ReadOptions& read = {},
+                                               ReadStats* stats = nullptr);
 // search_across_ranks without the final gather: every rank returns its block of queries
-// [first_query, first_query + queries) (blocks in rank order, equal counts) with their merged hits,
-// min(k, database size) per query; the blocks in rank order are the whole result.
+// [first_query, first_query + queries) (blocks in rank order) with their merged hits, min(k,
+// database size) per query; the blocks in rank order are the whole result. Hit indices are global.
 struct HitBlock {
   std::size_t first_query = 0, queries = 0;
   std::vector<Hit> hits;
+  // search_slices_across_ranks(target_names = true): the names of the hits' targets.
+  std::vector<std::string> target_names;
+  std::vector<std::uint32_t> target_name_of;  // per hit, into target_names
+  const std::string& target_name(std::size_t hit) const { return target_names[target_name_of[hit]]; }
 };
+// search with no rank holding either input whole: each rank holds its slice of the queries and of
+// the database (read_molecule_slice_across_ranks); the blocks of queries travel a ring of the ranks
+// with their best hits so far, each rank searching every block against its database slice, so
+// after N steps every block is back on its rank with its top-k against the whole database.
+// Returns this rank's own block of queries; target_names: with the names of its hits' targets,
+// fetched from the ranks holding them. `info`: this rank's part (merge_*: the ring and the names).
 HitBlock search_block_across_ranks(Communicator& comm, const Resources& resources, const MoleculeSet& queries,
                                    const MoleculeSet& db, std::size_t k, const ComputeOptions& options,
                                    RunInfo* info = nullptr);
+HitBlock search_slices_across_ranks(Communicator& comm, const Resources& resources,
+                                    const MoleculeSlice& queries, const MoleculeSlice& db, std::size_t k,
+                                    const ComputeOptions& options, bool target_names,
+                                    RunInfo* info = nullptr);
 std::vector<Hit> search_across_ranks(Communicator& comm, const Resources& resources,
                                      const MoleculeSet& queries, const MoleculeSet& db, std::size_t k,
                                      const ComputeOptions& options, RunInfo* info = nullptr);
@@ -241,11 +273,31 @@ std::vector<Hit> neighbors_across_ranks(Communicator& comm, const Resources& res
                                         RunInfo* info = nullptr);
 Clustering cluster_across_ranks(Communicator& comm, const Resources& resources, const MoleculeSet& db,
                                 float threshold, const ComputeOptions& options, RunInfo* info = nullptr);
-// write_similarity_matrix's .npy, each rank computing a block of query rows (held in memory as
-// `type`: rows x database x element bytes per rank), rank 0 receiving the blocks in rank order
-// and writing the file atomically. db == nullptr: the queries against themselves.
+// neighbors with each rank holding only its slice of the molecules: the slices travel a ring for
+// N / 2 steps, the block of pairs between two slices computed by one of their two ranks (balanced),
+// each pair sent to the rank whose slice holds its query (the lower index). Returns this rank's
+// pairs, sorted (the blocks in rank order are the single-process result); target_names: with their
+// targets' names.
+HitBlock neighbors_slices_across_ranks(Communicator& comm, const Resources& resources,
+                                       const MoleculeSlice& db, float threshold,
+                                       const ComputeOptions& options, bool target_names,
+                                       RunInfo* info = nullptr);
+// cluster from those pairs (gathered on rank 0 for the Butina pass); every rank gets its molecules'
+// clusters.
+struct ClusterSlice {
+  std::vector<std::uint32_t> cluster_of;  // of this rank's molecules, as Clustering's
+  std::vector<std::uint8_t> is_centroid;  // of this rank's molecules
+  std::size_t clusters = 0, pairs = 0;    // of the whole set
+};
+ClusterSlice cluster_slices_across_ranks(Communicator& comm, const Resources& resources,
+                                         const MoleculeSlice& db, float threshold,
+                                         const ComputeOptions& options, RunInfo* info = nullptr);
+// write_similarity_matrix's .npy, each rank computing the rows of its slice of the queries (held in
+// memory: rows x database floats, then as `type`) against the database slices, which travel a ring
+// of the ranks (N - 1 steps; no rank holds the database whole); rank 0 receives the row blocks in
+// rank order and writes the file atomically. db == nullptr: the queries against themselves.
 void write_similarity_matrix_across_ranks(Communicator& comm, const Resources& resources,
-                                          const MoleculeSet& queries, const MoleculeSet* db,
+                                          const MoleculeSlice& queries, const MoleculeSlice* db,
                                           const std::filesystem::path& path, const ComputeOptions& options,
                                           RunInfo* info = nullptr, OutputType type = OutputType::fp32);
 

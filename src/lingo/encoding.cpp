@@ -6,8 +6,8 @@ namespace molaccel::lingo::detail {
 namespace {
 
 // Sorted unique keys of the database. Real vocabularies are small next to the key count (9,943
-// distinct 4-Lingos in 12.7 M entries of the 367k set), so each thread deduplicates a slice of the
-// molecules and only the small per-slice vocabularies are merged.
+// distinct 4-Lingos in 12.7 M entries of the 367k set), so each thread collects a slice's distinct
+// keys in a hash set and only the small per-slice vocabularies are sorted and merged.
 std::vector<std::uint64_t> sorted_vocabulary(const MoleculeSet& db, int threads) {
   const std::size_t n = db.size();
   const std::size_t slices = std::max<std::size_t>(1, std::min<std::size_t>(64, n / 4096));
@@ -15,12 +15,42 @@ std::vector<std::uint64_t> sorted_vocabulary(const MoleculeSet& db, int threads)
   parallel_for(slices, threads, 1, [&](std::size_t b, std::size_t e) {
     for (std::size_t p = b; p < e; ++p) {
       const std::size_t m0 = n * p / slices, m1 = n * (p + 1) / slices;
+      // Open addressing, load <= 1/2; the table doubles as the slice's vocabulary grows. ~0 marks an
+      // empty slot (the key ~0 itself, eight 0xff bytes, is kept aside).
+      constexpr std::uint64_t kEmpty = ~std::uint64_t{0};
+      bool has_empty_key = false;
+      std::vector<std::uint64_t> table(1024, kEmpty);
+      std::size_t used = 0;
+      int shift = 54;  // 64 - log2(table size)
+      auto insert = [&](std::vector<std::uint64_t>& t, int sh, std::uint64_t key) {
+        for (std::size_t s = static_cast<std::size_t>((key * 0x9e3779b97f4a7c15ull) >> sh);;
+             s = (s + 1) & (t.size() - 1)) {
+          if (t[s] == key) return false;
+          if (t[s] == kEmpty) {
+            t[s] = key;
+            return true;
+          }
+        }
+      };
+      for (std::uint64_t k = db.offsets[m0]; k < db.offsets[m1]; ++k) {
+        const std::uint64_t key = db.key(k);
+        if (key == kEmpty) {
+          has_empty_key = true;
+          continue;
+        }
+        if (!insert(table, shift, key) || 2 * ++used <= table.size()) continue;
+        std::vector<std::uint64_t> larger(2 * table.size(), kEmpty);
+        --shift;
+        for (const std::uint64_t key : table)
+          if (key != kEmpty) insert(larger, shift, key);
+        table = std::move(larger);
+      }
       auto& keys = parts[p];
-      keys.reserve(db.offsets[m1] - db.offsets[m0]);
-      for (std::uint64_t k = db.offsets[m0]; k < db.offsets[m1]; ++k) keys.push_back(db.key(k));
+      keys.reserve(used + 1);
+      for (const std::uint64_t key : table)
+        if (key != kEmpty) keys.push_back(key);
+      if (has_empty_key) keys.push_back(kEmpty);
       std::sort(keys.begin(), keys.end());
-      keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-      keys.shrink_to_fit();
     }
   });
   std::vector<std::uint64_t> keys;
@@ -66,42 +96,60 @@ class VocabularyIndex {
   std::vector<std::uint32_t> ids_;
 };
 
-// Encodes `set` against `vocabulary`; unknown keys are dropped.
-EncodedSet encode_set(const MoleculeSet& set, const std::vector<std::uint64_t>& vocabulary, int threads) {
-  const VocabularyIndex index(vocabulary);
+// Encodes the database against its own vocabulary: every key is known, so the entries keep their
+// places (offsets and counts as they are) and only the ids are looked up, on every core.
+EncodedSet encode_database(const MoleculeSet& set, const VocabularyIndex& index, int threads) {
   EncodedSet out;
   const std::size_t n = set.size();
-  std::vector<std::uint32_t> known(n, 0);
-  std::vector<std::uint32_t> ids(set.total_entries());
-  std::vector<unsigned char> found(set.total_entries(), 0);
-  parallel_for(n, threads, 1024, [&](std::size_t begin, std::size_t end) {
+  out.offsets = set.offsets;
+  out.counts = set.counts;
+  out.magnitudes = set.magnitudes;
+  out.ids.resize(set.total_entries());
+  out.distinct.resize(n);
+  parallel_for(n, threads, 4096, [&](std::size_t begin, std::size_t end) {
     for (std::size_t i = begin; i < end; ++i) {
-      // Keys ascend within a molecule and ids follow key order, so the ids ascend too.
-      for (std::uint64_t e = set.offsets[i]; e < set.offsets[i + 1]; ++e) {
-        const std::uint32_t id = index.find(set.key(e));
-        if (id != VocabularyIndex::kNone) {
-          ids[e] = id;
-          found[e] = 1;
-          ++known[i];
-        }
-      }
+      for (std::uint64_t e = set.offsets[i]; e < set.offsets[i + 1]; ++e) out.ids[e] = index.find(set.key(e));
+      out.distinct[i] = static_cast<std::uint32_t>(set.distinct(i));
     }
   });
-  out.offsets.resize(n + 1);
-  for (std::size_t i = 0; i < n; ++i) out.offsets[i + 1] = out.offsets[i] + known[i];
+  return out;
+}
+
+// Encodes `set` against `vocabulary`; unknown keys are dropped. Two passes on every core: the ids
+// and each molecule's known count, then (after the offsets) the compacted ids and counts.
+EncodedSet encode_set(const MoleculeSet& set, const VocabularyIndex& index, int threads) {
+  EncodedSet out;
+  const std::size_t n = set.size();
+  std::vector<std::uint32_t> ids(set.total_entries());
+  out.offsets.assign(n + 1, 0);
+  out.distinct.resize(n);
+  parallel_for(n, threads, 4096, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) {
+      // Keys ascend within a molecule and ids follow key order, so the ids ascend too.
+      std::uint64_t known = 0;
+      for (std::uint64_t e = set.offsets[i]; e < set.offsets[i + 1]; ++e) {
+        ids[e] = index.find(set.key(e));
+        known += ids[e] != VocabularyIndex::kNone;
+      }
+      out.offsets[i + 1] = known;
+      out.distinct[i] = static_cast<std::uint32_t>(set.distinct(i));
+    }
+  });
+  for (std::size_t i = 0; i < n; ++i) out.offsets[i + 1] += out.offsets[i];
   out.ids.resize(out.offsets[n]);
   out.counts.resize(out.offsets[n]);
   out.magnitudes = set.magnitudes;
-  out.distinct.resize(n);
-  for (std::size_t i = 0, o = 0; i < n; ++i) {
-    out.distinct[i] = static_cast<std::uint32_t>(set.distinct(i));
-    for (std::uint64_t e = set.offsets[i]; e < set.offsets[i + 1]; ++e)
-      if (found[e]) {
-        out.ids[o] = ids[e];
-        out.counts[o] = set.counts[e];
-        ++o;
-      }
-  }
+  parallel_for(n, threads, 4096, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) {
+      std::uint64_t o = out.offsets[i];
+      for (std::uint64_t e = set.offsets[i]; e < set.offsets[i + 1]; ++e)
+        if (ids[e] != VocabularyIndex::kNone) {
+          out.ids[o] = ids[e];
+          out.counts[o] = set.counts[e];
+          ++o;
+        }
+    }
+  });
   return out;
 }
 
@@ -118,15 +166,29 @@ Encoding encode(const MoleculeSet& queries, const MoleculeSet* database, int thr
   }
   const MoleculeSet& db = database ? *database : queries;
   Encoding encoding;
-  encoding.self = database == nullptr;
+  // The same set as queries and database is encoded once (the query set is the database's).
+  encoding.self = database == nullptr || database == &queries;
   const auto vocabulary = sorted_vocabulary(db, threads);
   encoding.vocabulary_size = vocabulary.size();
-  encoding.database = encode_set(db, vocabulary, threads);
-  if (!encoding.self) encoding.queries = encode_set(queries, vocabulary, threads);
-  encoding.max_count.assign(vocabulary.size(), 0);
+  const VocabularyIndex index(vocabulary);
+  encoding.database = encode_database(db, index, threads);
+  if (!encoding.self) encoding.queries = encode_set(queries, index, threads);
+  // Largest count per id: per-slice maxima on every core, then merged.
   const auto& e = encoding.database;
-  for (std::size_t k = 0; k < e.ids.size(); ++k)
-    encoding.max_count[e.ids[k]] = std::max(encoding.max_count[e.ids[k]], e.counts[k]);
+  const std::size_t slices = std::max<std::size_t>(1, std::min<std::size_t>(16, e.ids.size() >> 20));
+  std::vector<std::vector<std::uint32_t>> maxima(slices);
+  parallel_for(slices, threads, 1, [&](std::size_t b, std::size_t end) {
+    for (std::size_t p = b; p < end; ++p) {
+      auto& max_count = maxima[p];
+      max_count.assign(vocabulary.size(), 0);
+      for (std::size_t k = e.ids.size() * p / slices; k < e.ids.size() * (p + 1) / slices; ++k)
+        max_count[e.ids[k]] = std::max(max_count[e.ids[k]], e.counts[k]);
+    }
+  });
+  encoding.max_count = std::move(maxima[0]);
+  for (std::size_t p = 1; p < slices; ++p)
+    for (std::size_t v = 0; v < vocabulary.size(); ++v)
+      encoding.max_count[v] = std::max(encoding.max_count[v], maxima[p][v]);
   return encoding;
 }
 
@@ -147,28 +209,33 @@ FeatureSet expand_features(const EncodedSet& set, const std::vector<std::uint32_
                            const std::vector<std::uint32_t>& bases, bool distinct_only) {
   FeatureSet out;
   const std::size_t n = set.size();
-  out.offsets.resize(n + 1);
+  out.offsets.assign(n + 1, 0);
   out.sizes.resize(n);
-  std::uint64_t total = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    for (std::uint64_t e = set.offsets[i]; e < set.offsets[i + 1]; ++e)
-      total += distinct_only ? 1 : std::min(set.counts[e], max_count[set.ids[e]]);
-    out.offsets[i + 1] = total;
-    out.sizes[i] = distinct_only ? set.distinct[i] : set.magnitudes[i];
-  }
-  out.features.resize(total);
-  for (std::size_t i = 0; i < n; ++i) {
-    std::uint64_t o = out.offsets[i];
-    for (std::uint64_t e = set.offsets[i]; e < set.offsets[i + 1]; ++e) {
-      const std::uint32_t v = set.ids[e];
-      if (distinct_only) {
-        out.features[o++] = v;  // one feature per Lingo: its vocabulary id
-      } else {
-        const std::uint32_t c = std::min(set.counts[e], max_count[v]);
-        for (std::uint32_t k = 0; k < c; ++k) out.features[o++] = bases[v] + k;
+  parallel_for(n, 0, 4096, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) {
+      std::uint64_t features = 0;
+      for (std::uint64_t e = set.offsets[i]; e < set.offsets[i + 1]; ++e)
+        features += distinct_only ? 1 : std::min(set.counts[e], max_count[set.ids[e]]);
+      out.offsets[i + 1] = features;
+      out.sizes[i] = distinct_only ? set.distinct[i] : set.magnitudes[i];
+    }
+  });
+  for (std::size_t i = 0; i < n; ++i) out.offsets[i + 1] += out.offsets[i];
+  out.features.resize(out.offsets[n]);
+  parallel_for(n, 0, 4096, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) {
+      std::uint64_t o = out.offsets[i];
+      for (std::uint64_t e = set.offsets[i]; e < set.offsets[i + 1]; ++e) {
+        const std::uint32_t v = set.ids[e];
+        if (distinct_only) {
+          out.features[o++] = v;  // one feature per Lingo: its vocabulary id
+        } else {
+          const std::uint32_t c = std::min(set.counts[e], max_count[v]);
+          for (std::uint32_t k = 0; k < c; ++k) out.features[o++] = bases[v] + k;
+        }
       }
     }
-  }
+  });
   return out;
 }
 

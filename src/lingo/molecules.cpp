@@ -136,28 +136,40 @@ MoleculeSet subset(const MoleculeSet& set, const std::vector<std::size_t>& indic
   return out;
 }
 
-void MoleculeSet::add(std::string name, std::string_view text) {
-  MOLACCEL_EXPECTS(q >= kMinQ && q <= kMaxQ, "q must be in 1..8");
+namespace {
+
+// The sorted multiset of `text`'s q-Lingos appended to `keys` and `counts` (Key: 32 bits for q <= 4,
+// sorting half the bytes); returns the number of Lingos.
+template <class Key>
+std::size_t add_lingos(std::string_view text, int q, std::vector<Key>& keys,
+                       std::vector<std::uint32_t>& counts) {
   const std::size_t n = text.size() >= static_cast<std::size_t>(q) ? text.size() - q + 1 : 0;
   // Rolling pack of the window, then sort + run-length count: the multiset in sorted-array form.
-  std::vector<std::uint64_t> window_keys(n);
+  thread_local std::vector<Key> window_keys;  // reused: no allocation per molecule
+  window_keys.resize(n);
   const std::uint64_t mask = q == 8 ? ~std::uint64_t{0} : (std::uint64_t{1} << (8 * q)) - 1;
   std::uint64_t key = 0;
   for (std::size_t i = 0; i < text.size(); ++i) {
     key = ((key << 8) | static_cast<unsigned char>(text[i])) & mask;
-    if (i + 1 >= static_cast<std::size_t>(q)) window_keys[i + 1 - q] = key;
+    if (i + 1 >= static_cast<std::size_t>(q)) window_keys[i + 1 - q] = static_cast<Key>(key);
   }
   std::sort(window_keys.begin(), window_keys.end());
   for (std::size_t i = 0; i < n;) {
     std::size_t j = i + 1;
     while (j < n && window_keys[j] == window_keys[i]) ++j;
-    if (wide_keys())
-      keys64.push_back(window_keys[i]);
-    else
-      keys32.push_back(static_cast<std::uint32_t>(window_keys[i]));
+    keys.push_back(window_keys[i]);
     counts.push_back(static_cast<std::uint32_t>(j - i));
     i = j;
   }
+  return n;
+}
+
+}  // namespace
+
+void MoleculeSet::add(std::string name, std::string_view text) {
+  MOLACCEL_EXPECTS(q >= kMinQ && q <= kMaxQ, "q must be in 1..8");
+  const std::size_t n =
+      wide_keys() ? add_lingos(text, q, keys64, counts) : add_lingos(text, q, keys32, counts);
   offsets.push_back(counts.size());
   magnitudes.push_back(static_cast<std::uint32_t>(n));
   names.push_back(std::move(name));

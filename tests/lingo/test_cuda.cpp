@@ -3,9 +3,11 @@
 // table), wide bit-sliced counters (database molecules with >= 2048 features), streamed database
 // tiles merged on the host, and the on-device top-k / threshold selection.
 #include <cstring>
+#include <mutex>
 #include <random>
 
 #include "backend_checks.hpp"
+#include "testing/test_arguments.hpp"
 #ifdef MOLACCEL_HAVE_CUDA
 #include <cuda_runtime.h>
 
@@ -114,6 +116,32 @@ TEST(LingoCuda, SearchRealSetAgainstCpu) {
   const auto cpu = search(Resources::cpu(2), queries, db, 100, with(Backend::cpu, Metric::tanimoto));
   const auto gpu = search(gpu_subject().resources, queries, db, 100, with(Backend::cuda, Metric::tanimoto));
   expect_same_hits(cpu, gpu, "top-100 real");
+}
+
+// A set searched against itself (the same object: encoded once, its database slice on the device
+// serves as the query slice), in several row tiles (and in one): the CPU's hits, and HitsReady
+// reports every query once, as a view into the result.
+TEST(LingoCuda, SearchSetAgainstItselfOnTheGpu) {
+  MOLACCEL_REQUIRE_GPU();
+  const auto set = make_molecules(real_smiles("demo4096.smi", 4096), {});
+  const auto copy = set;
+  const auto cpu = search(Resources::cpu(2), set, copy, 50, with(Backend::cpu, Metric::tanimoto));
+  for (std::size_t tile_rows : {std::size_t{0}, std::size_t{96}}) {
+    std::vector<int> seen(set.size(), 0);
+    std::mutex mutex;
+    const Hit* base = nullptr;
+    const auto gpu =
+        search(gpu_subject().resources, set, set, 50, with(Backend::cuda, Metric::tanimoto, tile_rows),
+               nullptr, [&](std::size_t first, const Hit* hits, std::size_t count) {
+                 std::lock_guard lock(mutex);
+                 if (!base) base = hits - first * 50;
+                 EXPECT_EQ(hits, base + first * 50);
+                 for (std::size_t q = first; q < first + count / 50; ++q) ++seen[q];
+               });
+    expect_same_hits(cpu, gpu, fmt::format("top-50 of the set against itself, tile rows {}", tile_rows));
+    EXPECT_EQ(base, gpu.data());
+    for (std::size_t q = 0; q < set.size(); ++q) ASSERT_EQ(seen[q], 1) << q;
+  }
 }
 
 TEST(LingoCuda, NeighborsOnTheGpu) {
@@ -239,9 +267,11 @@ TEST(LingoCudaPipeline, ManySmallPassesStayBitIdentical) {
     for (auto metric : {Metric::tanimoto, Metric::vidal, Metric::set})
       check_job_matrix(queries, &db, metric, tiny_passes(), fmt::format("q={} {}", q, to_string(metric)));
   }
-  const auto nci = make_molecules(real_smiles("nci_first5k.smi", 1500), {});
+  // Under compute-sanitizer (--sanitizer-sizes) fewer real molecules: the same passes, fewer of them.
+  const bool small = ::molaccel::testing::sanitizer_sizes();
+  const auto nci = make_molecules(real_smiles("nci_first5k.smi", small ? 300 : 1500), {});
   check_job_matrix(nci, nullptr, Metric::tanimoto, tiny_passes(), "nci self");
-  const auto demo = make_molecules(real_smiles("demo4096.smi", 1029), {});
+  const auto demo = make_molecules(real_smiles("demo4096.smi", small ? 201 : 1029), {});
   check_job_matrix(demo, nullptr, Metric::vidal, tiny_passes(), "demo self vidal");
 }
 

@@ -1,10 +1,13 @@
 // Hit outputs of `molaccel lingo search` / `neighbors`: .npy (read back by numpy.load), gzip TSV
-// and TSV agree; and the ordered parallel block writer behind them.
+// and TSV agree; hits written while the search runs are the bytes of hits written after it; and the
+// ordered parallel block writer behind them.
 #include <zlib.h>
 
 #include <cstdlib>
 #include <random>
+#include <thread>
 
+#include "lingo/io/hits_output.hpp"
 #include "lingo_test_util.hpp"
 #include "runtime/parallel_writer.hpp"
 
@@ -94,6 +97,91 @@ TEST_F(LingoOutputs, EmptyResultIsAValidNpyAndGzip) {
   EXPECT_EQ(gunzip(dir / "pairs.tsv.gz"), "query\ttarget\tsimilarity\trank\n");
 }
 
+// The output formats the hits go to (.zst where this build has libzstd).
+std::vector<std::string> hit_formats() {
+  std::vector<std::string> formats{"npy", "tsv", "tsv.gz"};
+  try {
+    molaccel::io::compression_for("x.zst");
+    formats.push_back("tsv.zst");
+  } catch (const NotCompiled&) {
+  }
+  return formats;
+}
+
+// Written during the search (StreamedHits fed by search's HitsReady: row tiles of 64 queries, in
+// the order the workers finish them) and after it (write_hits): the same bytes in every format.
+// 2,000 queries x top-50 = 100k hits: several formatted blocks, streamed in several segments.
+TEST(LingoStreamedHits, SameBytesAsWritingAfterTheSearch) {
+  TempDir dir;
+  const auto queries = parse_molecules("q.smi", smi_file(21, 2000, "q"), {});
+  const auto db = parse_molecules("d.smi", smi_file(22, 700, "d"), {});
+  const std::size_t k = 50;
+  ComputeOptions options;
+  options.backend = Backend::cpu;
+  options.job.progress_bar = false;
+  for (const auto& format : hit_formats()) {
+    const auto streamed = dir / ("streamed." + format), after = dir / ("after." + format);
+    std::vector<Hit> hits;
+    {
+      detail::StreamedHits output(streamed.string(), queries, db, k, 2);
+      hits = search(Resources::cpu(2), queries, db, k, options, nullptr,
+                    [&](std::size_t first, const Hit* done, std::size_t count) {
+                      output.ready(first, std::span(done, count));
+                    });
+      output.finish();
+      EXPECT_GE(output.write_seconds(), 0.0);
+    }
+    detail::write_hits(after.string(), queries, db, hits, k, 2);
+    EXPECT_EQ(read_file(streamed), read_file(after)) << format;
+  }
+}
+
+// Queries final in a scrambled order (as several GPUs or retried tiles may deliver them), one query
+// or a few at a time from another thread: the file still holds them in query order. A search
+// that fails (abort) leaves no file.
+TEST(LingoStreamedHits, OutOfOrderRowsAndAbort) {
+  TempDir dir;
+  const auto queries = parse_molecules("q.smi", smi_file(23, 3000, "q"), {});
+  const auto db = parse_molecules("d.smi", smi_file(24, 40, "d"), {});
+  const std::size_t k = 20;
+  std::vector<Hit> hits(queries.size() * k);
+  std::mt19937 rng(25);
+  for (std::size_t i = 0; i < hits.size(); ++i)
+    hits[i] = {static_cast<std::uint32_t>(i / k), static_cast<std::uint32_t>(rng() % db.size()),
+               static_cast<float>(rng() % 1000) / 1000.0f};
+  std::vector<std::pair<std::size_t, std::size_t>> runs;  // first query, queries
+  for (std::size_t q = 0; q < queries.size();) {
+    const std::size_t n = std::min<std::size_t>(1 + rng() % 7, queries.size() - q);
+    runs.emplace_back(q, n);
+    q += n;
+  }
+  std::shuffle(runs.begin(), runs.end(), rng);
+  for (const auto& format : hit_formats()) {
+    const auto streamed = dir / ("shuffled." + format), after = dir / ("after." + format);
+    detail::StreamedHits output(streamed.string(), queries, db, k, 3);
+    std::thread feeder([&] {
+      for (const auto& [first, n] : runs) output.ready(first, std::span(hits).subspan(first * k, n * k));
+    });
+    feeder.join();
+    output.finish();
+    detail::write_hits(after.string(), queries, db, hits, k, 3);
+    EXPECT_EQ(read_file(streamed), read_file(after)) << format;
+  }
+  {
+    detail::StreamedHits output((dir / "aborted.tsv").string(), queries, db, k, 2);
+    output.ready(0, std::span(hits).subspan(0, 100 * k));
+    output.abort();
+  }
+  {
+    detail::StreamedHits output((dir / "dropped.npy").string(), queries, db, k, 2);
+    output.ready(0, std::span(hits).subspan(0, 100 * k));
+  }  // destroyed without finish: as abort
+  EXPECT_FALSE(std::filesystem::exists(dir / "aborted.tsv"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "dropped.npy"));
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
+    EXPECT_EQ(entry.path().filename().string().find("aborted"), std::string::npos) << entry.path();
+}
+
 // --json reports the time of each stage.
 TEST(LingoReport, StagesInJson) {
   TempDir dir;
@@ -108,6 +196,10 @@ TEST(LingoReport, StagesInJson) {
     const std::string report = read_file(dir / "r.json");
     for (const char* key : {"\"stages\"", "\"read\"", "\"encode\"", "\"compute\"", "\"write\""})
       EXPECT_NE(report.find(key), std::string::npos) << command << ": no " << key << " in " << report;
+    if (command.starts_with("lingo search")) {  // written during the search: its tail and the whole
+      for (const char* key : {"\"write_after_compute\"", "\"whole\""})
+        EXPECT_NE(report.find(key), std::string::npos) << command << ": no " << key << " in " << report;
+    }
   }
 }
 

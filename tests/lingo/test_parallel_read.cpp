@@ -1,6 +1,8 @@
-// Reading molecules in parallel batches: the same set as building it one molecule at a time
-// (make_molecules), across batch boundaries; the first invalid line in file order is the one
-// reported, and --skip-invalid counts every one.
+// Reading molecules in parallel batches and blocks of lines: the same set as building it one
+// molecule at a time (make_molecules), across batch and block boundaries; the first invalid line in
+// file order is the one reported, and --skip-invalid counts every one.
+#include <zlib.h>
+
 #include "lingo_test_util.hpp"
 
 namespace molaccel::lingo {
@@ -61,6 +63,67 @@ TEST(LingoParallelRead, FirstInvalidLineInFileOrder) {
   EXPECT_EQ(stats.skipped_invalid, 2u);
   EXPECT_EQ(stats.first_skipped_line, 70001u);
   EXPECT_EQ(set.names[70000], "70002");
+}
+
+// Several MiB: the text is parsed in blocks of lines on every core. Invalid lines in different
+// blocks: the first in file order is reported; line numbers (default names) count across blocks;
+// CRLF line ends; the gzip file gives the same set.
+TEST(LingoParallelRead, BlocksOfLinesKeepFileOrder) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 300000; ++i) text += i % 2 ? "CCO\r\n" : "c1ccccc1N\n";  // about 2.4 MB
+  text += "CC(C\n";                                                            // line 300001
+  for (int i = 0; i < 10; ++i) text += "CCO named\n";
+  text += "C\x01O\n";  // line 300012: a control byte
+  for (int i = 0; i < 300000; ++i) text += "CCN\n";
+  text += "C)C\n";  // line 600013
+  write_file(dir / "blocks.smi", text);
+  try {
+    read_molecules(dir / "blocks.smi", LingoOptions{});
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("blocks.smi:300001:"), std::string::npos) << e.what();
+  }
+  ReadOptions skip;
+  skip.skip_invalid = true;
+  ReadStats stats;
+  const auto set = read_molecules(dir / "blocks.smi", LingoOptions{}, skip, &stats);
+  EXPECT_EQ(stats.lines, 600013u);
+  EXPECT_EQ(stats.skipped_invalid, 3u);
+  EXPECT_EQ(stats.first_skipped_line, 300001u);
+  EXPECT_EQ(stats.molecules, 600010u);
+  ASSERT_EQ(set.size(), 600010u);
+  EXPECT_EQ(set.names[299999], "300000");
+  EXPECT_EQ(set.names[300000], "named");
+  EXPECT_EQ(set.names[300010], "300013");
+  EXPECT_EQ(set.names.back(), "600012");
+  std::vector<std::string> smiles, names;
+  for (int i = 0; i < 300000; ++i) smiles.push_back(i % 2 ? "CCO" : "c1ccccc1N");
+  for (int i = 0; i < 10; ++i) smiles.push_back("CCO");
+  for (int i = 0; i < 300000; ++i) smiles.push_back("CCN");
+  for (std::size_t i = 0; i < set.size(); ++i) names.push_back(set.names[i]);
+  expect_same_set(set, make_molecules(smiles, LingoOptions{}, names));
+  // The same text from memory, and gzip-compressed.
+  expect_same_set(parse_molecules("blocks.smi", text, LingoOptions{}, skip), set);
+  gzFile gz = gzopen((dir / "blocks.smi.gz").c_str(), "wb");
+  ASSERT_NE(gz, nullptr);
+  gzwrite(gz, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(gz);
+  expect_same_set(read_molecules(dir / "blocks.smi.gz", LingoOptions{}, skip), set);
+}
+
+// Megabytes of blank lines: no molecules, reported at the last line.
+TEST(LingoParallelRead, BlankBlocksAreNoMolecules) {
+  TempDir dir;
+  write_file(dir / "blank.smi", std::string(3u << 20, '\n'));
+  try {
+    read_molecules(dir / "blank.smi", LingoOptions{});
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(fmt::format("blank.smi:{}: no molecules", 3u << 20)),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -204,6 +204,89 @@ TEST(LingoPieces, PairedSortedWalksMatchReference) {
 
 // The CUDA backend's tuning: the defaults the kernel and pipeline were measured with, and the
 // benchmarks' NAME=VALUE settings.
+// The interleaved layout of a set large enough to be built in several chunks on every core,
+// checked against its definition: in each window every molecule once, longest first (stable), its
+// features down its lane of its warp, padding below them to the warp's padded length.
+TEST(LingoPieces, InterleavedLayoutOfALargeSet) {
+  const auto set = make_molecules(random_smiles_set(78, 30001, 1, 60), {});
+  const auto encoding = detail::encode(set, nullptr);
+  const auto features =
+      detail::expand_features(encoding.database, encoding.max_count, detail::feature_bases(encoding), false);
+  constexpr std::uint32_t kPad = 0xffffffffu, kWindow = 256;
+  for (const auto& [begin, end] : {std::pair<std::size_t, std::size_t>{0, set.size()}, {5, 20000}}) {
+    const auto layout = detail::build_interleaved_layout(features, begin, end, kWindow, kPad, 4);
+    const std::size_t n = end - begin;
+    std::vector<int> seen(n, 0);
+    for (std::size_t p = 0; p < n; ++p) {
+      const std::size_t w0 = p / kWindow * kWindow, m = w0 + layout.column[p];
+      ASSERT_LT(m, n);
+      ++seen[m];
+      const auto length = features.offsets[begin + m + 1] - features.offsets[begin + m];
+      ASSERT_EQ(layout.length[p], length);
+      ASSERT_EQ(layout.size[p], features.sizes[begin + m]);
+      if (p % kWindow > 0) {
+        ASSERT_GE(layout.length[p - 1], layout.length[p]);
+        if (layout.length[p - 1] == layout.length[p]) {
+          ASSERT_LT(layout.column[p - 1], layout.column[p]);
+        }
+      }
+      const std::uint64_t rows = (layout.length[p / 32 * 32] + 3) / 4 * 4;
+      for (std::uint64_t k = 0; k < rows; ++k)
+        ASSERT_EQ(layout.features[layout.warp_base[p / 32] + 32 * k + p % 32],
+                  k < length ? features.features[features.offsets[begin + m] + k] : kPad);
+    }
+    for (std::size_t m = 0; m < n; ++m) ASSERT_EQ(seen[m], 1) << m;
+  }
+}
+
+void expect_same_encoded(const detail::EncodedSet& a, const detail::EncodedSet& b) {
+  EXPECT_EQ(a.offsets, b.offsets);
+  EXPECT_EQ(a.ids, b.ids);
+  EXPECT_EQ(a.counts, b.counts);
+  EXPECT_EQ(a.magnitudes, b.magnitudes);
+  EXPECT_EQ(a.distinct, b.distinct);
+}
+
+// A set searched against itself (the same object as queries and database) is encoded once: the
+// query set is the database's, equal to encoding a copy as the queries. The parallel passes (ids,
+// maxima, feature expansion) give the same result on 1 and on every thread.
+TEST(LingoPieces, SameSetIsEncodedOnce) {
+  for (int q : {2, 4, 6}) {
+    LingoOptions options;
+    options.q = q;
+    auto smiles = random_smiles_set(77, 20000, 1, 40);
+    smiles.push_back("C");  // shorter than q for q > 1: no Lingos
+    const auto set = make_molecules(smiles, options);
+    const auto copy = set;
+    const auto once = detail::encode(set, &set);
+    const auto twice = detail::encode(set, &copy, 1);
+    EXPECT_TRUE(once.self);
+    EXPECT_FALSE(twice.self);
+    EXPECT_TRUE(once.queries.ids.empty());
+    expect_same_encoded(once.query_set(), twice.queries);
+    expect_same_encoded(once.database, twice.database);
+    EXPECT_EQ(once.max_count, twice.max_count);
+    EXPECT_EQ(once.vocabulary_size, twice.vocabulary_size);
+    const auto bases = detail::feature_bases(once);
+    for (bool distinct_only : {false, true}) {
+      const auto features = detail::expand_features(once.database, once.max_count, bases, distinct_only);
+      // The features one molecule at a time, as the definition says.
+      std::uint64_t total = 0;
+      for (std::size_t i = 0; i < set.size(); ++i) {
+        ASSERT_EQ(features.offsets[i], total);
+        for (auto e = once.database.offsets[i]; e < once.database.offsets[i + 1]; ++e) {
+          const auto v = once.database.ids[e];
+          const auto c = distinct_only ? 1u : std::min(once.database.counts[e], once.max_count[v]);
+          for (std::uint32_t k = 0; k < c; ++k)
+            ASSERT_EQ(features.features[total++], distinct_only ? v : bases[v] + k);
+        }
+        ASSERT_EQ(features.sizes[i], distinct_only ? once.database.distinct[i] : once.database.magnitudes[i]);
+      }
+      EXPECT_EQ(features.offsets.back(), total);
+    }
+  }
+}
+
 TEST(LingoPieces, TuningDefaultsAndSettings) {
   auto t = cuda_backend::tuning_for(0, {Metric::tanimoto, 100, 100});
   EXPECT_EQ(t.staged_pass_elements, std::size_t{1} << 25);

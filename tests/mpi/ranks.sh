@@ -40,6 +40,20 @@ random_fasta() {
   }'
 }
 
+# Random SMILES (fixed seed): chains of 1 to ~30 fragments, every 7th molecule a copy of an earlier
+# one (equal similarities: ties ordered by database index), short ones without Lingos, every 5th
+# unnamed (named by its line number).
+random_smiles() {
+  awk -v n="$1" -v seed="$2" 'BEGIN {
+    srand(seed); split("C N O CC C(C) C(=O) c1ccccc1 Cl S CN", f, " ")
+    for (i = 0; i < n; i++) {
+      if (i > 0 && i % 7 == 0) { s[i] = s[int(rand() * i)] }
+      else { len = int(rand() * rand() * 30) + 1; t = ""; for (j = 0; j < len; j++) t = t f[int(rand() * 10) + 1]; s[i] = t }
+      if (i % 5 == 4) print s[i]; else print s[i] " m" i
+    }
+  }'
+}
+
 case "$case" in
   align_data)
     "$molaccel" -q align makedb "$data/align/demo_db.fasta" -o db
@@ -99,7 +113,8 @@ case "$case" in
     same search 1 2 3 4 -- lingo search queries.smi db.smi -k 10 -o @OUT@
     same self_search 3 -- lingo search db.smi db.smi -k 5 -o @OUT@
     same neighbors 1 2 3 4 -- lingo neighbors db.smi --threshold 0.6 -o @OUT@
-    same cluster 2 3 -- lingo cluster db.smi --threshold 0.6 -o @OUT@
+    same neighbors_npy 2 4 -- lingo neighbors db.smi --threshold 0.5 -o @OUT@.npy
+    same cluster 2 3 4 -- lingo cluster db.smi --threshold 0.6 -o @OUT@
     same matrix 1 3 -- lingo matrix queries.smi db.smi -o @OUT@.npy
     same self_matrix 2 4 -- lingo matrix queries.smi -o @OUT@.npy
     same matrix_u8 3 -- lingo matrix queries.smi db.smi --output-type u8 -o @OUT@.npy
@@ -133,6 +148,44 @@ case "$case" in
     grep -q "rank [0-9] of 3: $where:" err.txt || fail "ranks did not name $where"
     [ ! -e three.tsv ] || fail "an output file was left"
     echo "ok: slices identical for 1-4 ranks; an invalid line -> $where on every rank count"
+    # The same file gzip-compressed: each rank streams it and keeps only its range of lines.
+    gzip -c db.smi > db.smi.gz
+    same gz_search 1 2 3 4 -- lingo search db.smi.gz db.smi.gz -k 5 --skip-invalid -o @OUT@
+    same gz_neighbors 3 -- lingo neighbors db.smi.gz --threshold 0.7 --skip-invalid -o @OUT@
+    same gz_output 2 -- lingo search db.smi db.smi.gz -k 3 --skip-invalid -o @OUT@.gz
+    same gz_matrix 3 -- lingo matrix db.smi.gz db.smi --skip-invalid --output-type fp16 -o @OUT@.npy
+    same gz_cluster 4 -- lingo cluster db.smi.gz --threshold 0.6 --skip-invalid -o @OUT@
+    set +e
+    mpi 4 lingo search db.smi.gz db.smi.gz -k 5 -o gz.tsv 2> err.txt
+    rc=$?
+    set -e
+    cat err.txt
+    [ "$rc" -eq 1 ] || fail "an invalid line in a .gz exited $rc, not 1 (bad input)"
+    grep -q "rank [0-9] of 4: db.smi.gz:${where#db.smi:}:" err.txt || fail "ranks did not name the .gz line"
+    [ ! -e gz.tsv ] || fail "an output file was left"
+    # A truncated .gz: every rank stops, one message, no output.
+    head -c $(($(stat -c %s db.smi.gz) / 2)) db.smi.gz > cut.smi.gz
+    set +e
+    mpi 3 lingo search cut.smi.gz db.smi -k 5 --skip-invalid -o cut.tsv 2> err.txt
+    rc=$?
+    set -e
+    cat err.txt
+    [ "$rc" -eq 1 ] || fail "a truncated .gz exited $rc, not 1"
+    grep -q "rank 0 of 3: cut.smi.gz:[0-9]*: gzip stream ends early" err.txt || fail "no message naming the rank and the cause"
+    [ "$(grep -c 'molaccel: error' err.txt)" -eq 1 ] || fail "expected one error message"
+    [ -z "$(ls -A . | grep -v -e '^db' -e '^err.txt$' -e '\.ref' -e '\.[1-4]' -e '^one' -e '^cut.smi.gz$')" ] ||
+      fail "files were left: $(ls -A)"
+    echo "ok: .gz slices identical for 1-4 ranks; an invalid or truncated .gz -> one message, no output"
+    ;;
+  lingo_random)
+    random_smiles 500 7 > db.smi
+    random_smiles 60 19 > queries.smi
+    same search 1 2 3 4 -- lingo search queries.smi db.smi -k 9 -o @OUT@
+    same self_npy 2 3 -- lingo search db.smi db.smi -k 40 -o @OUT@.npy
+    same neighbors 2 3 4 -- lingo neighbors db.smi --threshold 0.4 --metric set -o @OUT@
+    same all_pairs 3 -- lingo neighbors queries.smi --threshold 0 -o @OUT@
+    same matrix 2 4 -- lingo matrix queries.smi db.smi --metric vidal -o @OUT@.npy
+    same cluster 3 -- lingo cluster db.smi --threshold 0.5 -o @OUT@
     ;;
   lingo_more_ranks)
     printf "CCO a\nCCN b\nc1ccccc1 c\n" > db.smi

@@ -1,6 +1,13 @@
 // Readers for .smi/.smi.gz and CSV molecule files.
 #include <algorithm>
 #include <charconv>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
 
 #include "molaccel/lingo.hpp"
 #include "runtime/text_input.hpp"
@@ -83,20 +90,45 @@ struct PendingMolecule {
   std::string smiles, name;  // name empty: the line number
 };
 
-// `part` appended to `set`.
-void append(MoleculeSet& set, MoleculeSet&& part) {
-  const std::uint64_t base = set.offsets.back();
-  for (std::size_t i = 1; i < part.offsets.size(); ++i) set.offsets.push_back(base + part.offsets[i]);
-  set.keys32.insert(set.keys32.end(), part.keys32.begin(), part.keys32.end());
-  set.keys64.insert(set.keys64.end(), part.keys64.begin(), part.keys64.end());
-  set.counts.insert(set.counts.end(), part.counts.begin(), part.counts.end());
-  set.magnitudes.insert(set.magnitudes.end(), part.magnitudes.begin(), part.magnitudes.end());
-  set.names.insert(set.names.end(), std::make_move_iterator(part.names.begin()),
-                   std::make_move_iterator(part.names.end()));
+// `parts` appended to `set` in order; the keys, counts and magnitudes are copied on every core.
+void append(MoleculeSet& set, std::vector<MoleculeSet>& parts, int threads) {
+  std::vector<std::size_t> molecules(parts.size() + 1, set.size()),
+      entries(parts.size() + 1, set.counts.size());
+  for (std::size_t p = 0; p < parts.size(); ++p) {
+    molecules[p + 1] = molecules[p] + parts[p].size();
+    entries[p + 1] = entries[p] + parts[p].counts.size();
+  }
+  set.offsets.resize(molecules.back() + 1);
+  if (set.wide_keys())
+    set.keys64.resize(entries.back());
+  else
+    set.keys32.resize(entries.back());
+  set.counts.resize(entries.back());
+  set.magnitudes.resize(molecules.back());
+  set.names.resize(molecules.back());
+  parallel_for(parts.size(), threads, 1, [&](std::size_t b, std::size_t e) {
+    for (std::size_t p = b; p < e; ++p) {
+      MoleculeSet& part = parts[p];
+      for (std::size_t i = 1; i < part.offsets.size(); ++i)
+        set.offsets[molecules[p] + i] = entries[p] + part.offsets[i];
+      std::copy(part.keys32.begin(), part.keys32.end(),
+                set.keys32.begin() + static_cast<std::ptrdiff_t>(entries[p]));
+      std::copy(part.keys64.begin(), part.keys64.end(),
+                set.keys64.begin() + static_cast<std::ptrdiff_t>(entries[p]));
+      std::copy(part.counts.begin(), part.counts.end(),
+                set.counts.begin() + static_cast<std::ptrdiff_t>(entries[p]));
+      std::copy(part.magnitudes.begin(), part.magnitudes.end(),
+                set.magnitudes.begin() + static_cast<std::ptrdiff_t>(molecules[p]));
+      std::move(part.names.begin(), part.names.end(),
+                set.names.begin() + static_cast<std::ptrdiff_t>(molecules[p]));
+      part = MoleculeSet();
+    }
+  });
 }
 
+// `threads`: the cores that check, preprocess and count the molecules (1 inside a parallel read).
 MoleculeSet read_from(io::LineReader& reader, const LingoOptions& lingo, const ReadOptions& read,
-                      ReadStats* stats_out) {
+                      ReadStats* stats_out, int threads = 0) {
   if (lingo.q < kMinQ || lingo.q > kMaxQ)
     throw InputError("--q", 0, fmt::format("q must be between {} and {}, got {}", kMinQ, kMaxQ, lingo.q));
   MoleculeSet set;
@@ -117,7 +149,7 @@ MoleculeSet read_from(io::LineReader& reader, const LingoOptions& lingo, const R
     std::vector<MoleculeSet> parts(n_slices);
     std::vector<std::pair<std::size_t, std::string>> problems(n_slices);  // each slice's first
     std::vector<std::size_t> skipped(n_slices, 0);
-    parallel_for(n_slices, 0, 1, [&](std::size_t b, std::size_t e) {
+    parallel_for(n_slices, threads, 1, [&](std::size_t b, std::size_t e) {
       for (std::size_t p = b; p < e; ++p) {
         MoleculeSet& part = parts[p];
         part.q = lingo.q;
@@ -143,8 +175,8 @@ MoleculeSet read_from(io::LineReader& reader, const LingoOptions& lingo, const R
         if (stats.first_skipped_line == 0 || problems[p].first < stats.first_skipped_line)
           stats.first_skipped_line = problems[p].first;
       }
-      append(set, std::move(parts[p]));
     }
+    append(set, parts, threads);
     pending.clear();
   };
   auto reject = [&](const std::string& message) {
@@ -235,16 +267,214 @@ MoleculeSet read_from(io::LineReader& reader, const LingoOptions& lingo, const R
   return set;
 }
 
+constexpr std::size_t kBlockBytes = std::size_t{1} << 20;  // text per parsed block
+
+// A .smi text parsed in blocks of whole lines as they arrive, each block by read_from on one
+// thread (every core but the reading one, which joins in at the end); finish() joins the blocks in
+// file order: the molecules, names, statistics and error (the first in file order) of one read_from
+// of the whole text.
+class BlockParser {
+ public:
+  BlockParser(std::string name, const LingoOptions& lingo, const ReadOptions& read,
+              std::size_t expected_blocks)
+      : name_(std::move(name)),
+        lingo_(lingo),
+        read_(read),
+        bar_("read " + std::filesystem::path(name_).filename().string(),
+             std::max<std::size_t>(1, expected_blocks), "MiB") {}
+  ~BlockParser() { stop(); }
+  BlockParser(const BlockParser&) = delete;
+  BlockParser& operator=(const BlockParser&) = delete;
+
+  // Block `text`: whole lines, each ending in '\n' (the last one may not), the first one after
+  // line `lines_before` of the file.
+  void add(std::string text, std::size_t lines_before) {
+    {
+      std::lock_guard lock(mutex_);
+      blocks_.push_back(std::make_unique<Block>());
+      blocks_.back()->text = std::move(text);
+      blocks_.back()->lines_before = lines_before;
+      queue_.push_back(blocks_.back().get());
+    }
+    // The helpers start with the second block: a text of one block is parsed by finish() alone.
+    if (blocks_.size() == 2)
+      for (int i = 1; i < cpu_info().logical_cores; ++i) threads_.emplace_back([this] { work(); });
+    work_ready_.notify_one();
+  }
+
+  // `last_line`: the number of the file's last line.
+  MoleculeSet finish(std::size_t last_line, ReadStats* stats_out) {
+    for (;;) {  // the reading thread parses what is still queued
+      Block* block = nullptr;
+      {
+        std::lock_guard lock(mutex_);
+        if (queue_.empty()) break;
+        block = queue_.front();
+        queue_.pop_front();
+      }
+      parse(*block);
+    }
+    stop();
+    bar_.finish();
+    for (const auto& block : blocks_)
+      if (block->error) std::rethrow_exception(block->error);
+    MoleculeSet set;
+    set.q = lingo_.q;
+    set.preprocessing = lingo_.preprocessing;
+    std::vector<MoleculeSet> parts(blocks_.size());
+    ReadStats total;
+    for (std::size_t i = 0; i < blocks_.size(); ++i) {
+      parts[i] = std::move(blocks_[i]->part);
+      const ReadStats& s = blocks_[i]->stats;
+      total.lines += s.lines;
+      total.skipped_invalid += s.skipped_invalid;
+      if (s.first_skipped_line != 0 &&
+          (total.first_skipped_line == 0 || s.first_skipped_line < total.first_skipped_line))
+        total.first_skipped_line = s.first_skipped_line;
+    }
+    blocks_.clear();
+    append(set, parts, 0);
+    if (set.size() == 0 && !read_.slice)
+      throw InputError(
+          name_, std::max<std::size_t>(last_line, 1),
+          total.skipped_invalid > 0
+              ? fmt::format("no molecules: all {} SMILES are invalid (skipped)", total.skipped_invalid)
+          : last_line == 0 ? std::string("no molecules: the file is empty")
+                           : std::string("no molecules: only blank lines or a header"),
+          __FILE__, __LINE__);
+    if (set.size() > std::size_t{0xffffffff})
+      throw InputError(name_, last_line, "more than 2^32-1 molecules in one file", __FILE__, __LINE__);
+    total.molecules = set.size();
+    if (stats_out) *stats_out = total;
+    return set;
+  }
+
+ private:
+  struct Block {
+    std::string text;
+    std::size_t lines_before = 0;
+    MoleculeSet part;
+    ReadStats stats;
+    std::exception_ptr error;
+  };
+
+  void parse(Block& block) {
+    try {
+      ReadOptions read = read_;
+      read.slice = true;
+      read.lines_before = block.lines_before;
+      io::LineReader reader(name_, block.text, block.lines_before);
+      block.part = read_from(reader, lingo_, read, &block.stats, 1);
+    } catch (...) {
+      block.error = std::current_exception();
+    }
+    std::string().swap(block.text);
+    bar_.advance();
+  }
+  void work() {
+    for (;;) {
+      Block* block = nullptr;
+      {
+        std::unique_lock lock(mutex_);
+        work_ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping
+        block = queue_.front();
+        queue_.pop_front();
+      }
+      parse(*block);
+    }
+  }
+  void stop() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    work_ready_.notify_all();
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+  }
+
+  std::string name_;
+  LingoOptions lingo_;
+  ReadOptions read_;
+  ProgressBar bar_;
+  std::mutex mutex_;
+  std::condition_variable work_ready_;
+  std::vector<std::unique_ptr<Block>> blocks_;
+  std::deque<Block*> queue_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+// Blocks of `content` (whole lines) to `parser`; returns the number of the last line.
+std::size_t add_blocks(BlockParser& parser, std::string_view content, std::size_t first_line) {
+  std::size_t start = 0, lines = first_line;
+  while (start < content.size()) {
+    const std::size_t end = start + kBlockBytes;
+    const std::size_t newline = end < content.size() ? content.find('\n', end) : std::string_view::npos;
+    const std::size_t stop = newline == std::string_view::npos ? content.size() : newline + 1;
+    const auto block = content.substr(start, stop - start);
+    parser.add(std::string(block), lines);
+    lines += static_cast<std::size_t>(std::count(block.begin(), block.end(), '\n')) + (block.back() != '\n');
+    start = stop;
+  }
+  return lines;
+}
+
+// Blocks of about kBlockBytes expected from the file at `path` (for the progress bar): its size, or
+// for gzip the uncompressed size its trailer states (modulo 2^32; a larger file counts 4 x its size).
+std::size_t expected_blocks(const std::filesystem::path& path) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) return 1;
+  std::uint64_t text = size;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f) {
+    unsigned char magic[2] = {0, 0}, trailer[4] = {0, 0, 0, 0};
+    if (std::fread(magic, 1, 2, f) == 2 && magic[0] == 0x1f && magic[1] == 0x8b && size >= 18 &&
+        std::fseek(f, -4, SEEK_END) == 0 && std::fread(trailer, 1, 4, f) == 4) {
+      const std::uint64_t stated =
+          trailer[0] | (trailer[1] << 8) | (trailer[2] << 16) | (std::uint64_t{trailer[3]} << 24);
+      text = stated >= size ? stated : 4 * size;
+    }
+    std::fclose(f);
+  }
+  return static_cast<std::size_t>((text + kBlockBytes - 1) / kBlockBytes);
+}
+
 }  // namespace
 
 MoleculeSet read_molecules(const std::filesystem::path& path, const LingoOptions& lingo,
                            const ReadOptions& read, ReadStats* stats) {
   io::LineReader reader(path);
-  return read_from(reader, lingo, read, stats);
+  if (!read.smiles_column.empty()) return read_from(reader, lingo, read, stats);  // CSV: in order
+  if (lingo.q < kMinQ || lingo.q > kMaxQ)
+    throw InputError("--q", 0, fmt::format("q must be between {} and {}, got {}", kMinQ, kMaxQ, lingo.q));
+  // Lines are read (and decompressed) here, in blocks that the other cores parse meanwhile.
+  BlockParser parser(reader.name(), lingo, read, path == "-" ? 1 : expected_blocks(path));
+  std::string block;
+  std::size_t block_first = 0;
+  std::string_view line;
+  while (reader.next(line)) {
+    block.append(line);
+    block += '\n';
+    if (block.size() >= kBlockBytes) {
+      parser.add(std::move(block), block_first);
+      block = std::string();
+      block_first = reader.line_number();
+    }
+  }
+  if (!block.empty()) parser.add(std::move(block), block_first);
+  return parser.finish(reader.line_number(), stats);
 }
 
 MoleculeSet parse_molecules(std::string_view name, std::string_view content, const LingoOptions& lingo,
                             const ReadOptions& read, ReadStats* stats) {
+  if (read.smiles_column.empty() && lingo.q >= kMinQ && lingo.q <= kMaxQ) {
+    BlockParser parser(std::string(name), lingo, read, (content.size() + kBlockBytes - 1) / kBlockBytes);
+    const std::size_t last_line = add_blocks(parser, content, read.slice ? read.lines_before : 0);
+    return parser.finish(last_line, stats);
+  }
   io::LineReader reader(name, content, read.slice ? read.lines_before : 0);
   return read_from(reader, lingo, read, stats);
 }
