@@ -382,4 +382,59 @@ JitSource generate_opencl_jit_source(const PackedBasis& basis, bool fp64_coordin
   return out;
 }
 
+BackgroundCompiles::~BackgroundCompiles() {
+  wait_all();
+}
+
+void BackgroundCompiles::wait_all() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(mutex_);
+    threads.swap(threads_);
+  }
+  for (auto& t : threads) t.join();
+}
+
+bool BackgroundCompiles::started(const std::string& key) const {
+  std::lock_guard lock(mutex_);
+  return entries_.count(key) > 0;
+}
+
+std::optional<JitProgram> BackgroundCompiles::get(const std::string& key, const Compile& compile, bool wait) {
+  std::shared_future<JitProgram> program;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = entries_.find(key); it != entries_.end()) {
+      program = it->second.program;
+    } else if (!wait) {
+      std::packaged_task<JitProgram()> task(compile);
+      std::shared_future<JitProgram> future = task.get_future().share();
+      threads_.emplace_back(std::move(task));  // may throw: then nothing is recorded
+      entries_[key].program = future;
+      return std::nullopt;
+    }
+  }
+  if (!program.valid()) return compile();  // needed now and not in flight: compiled here
+  if (wait) return program.get();          // waits; rethrows a failed compile's error
+  if (program.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return std::nullopt;
+  try {
+    return program.get();
+  } catch (const std::exception& e) {
+    std::lock_guard lock(mutex_);
+    Entry& entry = entries_[key];
+    if (!entry.failure_logged)
+      log_warn("the JIT kernel's compile failed; the generic kernel computes instead: {}", e.what());
+    entry.failure_logged = true;
+    return std::nullopt;
+  }
+}
+
+BackgroundCompiles& background_jit_compiles() {
+  // The default JIT cache first: the compiles use it until this instance's destructor has joined
+  // them, so it must be destroyed after this one.
+  (void)default_jit_cache();
+  static BackgroundCompiles compiles;
+  return compiles;
+}
+
 }  // namespace molaccel::orbital::detail

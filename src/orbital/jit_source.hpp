@@ -1,12 +1,21 @@
 // Generator of the orbital JIT kernel (CUDA C++ source as text): the basis set's exponents,
 // contraction coefficients, screening radii and shell structure become literals, one device
 // function per distinct atom basis ("element type"), loops fully unrolled. CUDA-free, so the
-// source can be generated and compiled by NVRTC without a GPU (tests do this in CI).
+// source can be generated and compiled by NVRTC without a GPU (tests do this in CI). Also the
+// background compilation of JIT programs (BackgroundCompiles), by which the CUDA backend computes
+// with the generic kernel while a new basis set's JIT kernel compiles.
 #pragma once
 
+#include <functional>
+#include <future>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "molaccel/runtime.hpp"
 #include "orbital/packed_basis.hpp"
 
 namespace molaccel::orbital::detail {
@@ -54,5 +63,39 @@ JitSource generate_jit_source(const PackedBasis& basis, const CullLayout& layout
 // const COORD* grid /* origin[3], axes[3][3] */, int nx, int ny, int nz, float* out); COORD is
 // double when `fp64_coordinates`, else float. Launch: global (nz, ny, nx).
 JitSource generate_opencl_jit_source(const PackedBasis& basis, bool fp64_coordinates);
+
+// JIT programs compiled on background threads, one compile per key (the JIT cache key). The CUDA
+// backend asks with wait = false while it may compute with the generic kernel instead (the
+// program's compile starts on the first ask; nullopt until it has finished), with wait = true when
+// it needs the program (an in-flight compile is waited for, else the program is compiled on the
+// calling thread). A compile that failed: wait = true rethrows its error; wait = false logs it
+// once as a warning and returns nullopt from then on (the generic kernel computes the same values).
+// The process-wide instance's destructor, at exit, waits for the compiles in flight: a compile
+// that started always finishes and lands in the JIT cache (whose entries are written to a
+// temporary file and renamed, never seen half written).
+class BackgroundCompiles {
+ public:
+  using Compile = std::function<JitProgram()>;
+  BackgroundCompiles() = default;
+  BackgroundCompiles(const BackgroundCompiles&) = delete;
+  BackgroundCompiles& operator=(const BackgroundCompiles&) = delete;
+  ~BackgroundCompiles();
+
+  std::optional<JitProgram> get(const std::string& key, const Compile& compile, bool wait);
+  bool started(const std::string& key) const;  // a background compile of `key` was started
+  void wait_all();                             // until every compile started has finished
+
+ private:
+  struct Entry {
+    std::shared_future<JitProgram> program;
+    bool failure_logged = false;
+  };
+  mutable std::mutex mutex_;
+  std::map<std::string, Entry> entries_;
+  std::vector<std::thread> threads_;
+};
+
+// The process-wide instance (created after the default JIT cache, so destroyed before it).
+BackgroundCompiles& background_jit_compiles();
 
 }  // namespace molaccel::orbital::detail

@@ -298,6 +298,7 @@ void run_fast(const Target& target, const Wavefunction& wfn, const GridSpec& gri
   gpu.grid = &grid;
   gpu.out = out;
   gpu.jit = backend == Backend::cuda_jit;
+  gpu.jit_when_ready = options.backend == Backend::automatic;  // a new basis: generic while JIT compiles
   gpu.basis_id = prepared.basis_id;
   gpu.coefficients_id = prepared.coefficients_id;
   int first_gpu = -1;

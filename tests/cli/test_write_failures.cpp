@@ -2,12 +2,11 @@
 // no file, partial or temporary, left under the output's name or beside it. The file size limit
 // (RLIMIT_FSIZE, with SIGXFSZ ignored so that write() fails with EFBIG) stands in for a full disk,
 // whose ENOSPC is met through /dev/full.
-#include <sys/wait.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <sstream>
 
+#include "testing/processes.hpp"
 #include "testing/testing.hpp"
 
 namespace molaccel {
@@ -15,17 +14,11 @@ namespace {
 
 using molaccel::testing::TempDir;
 
-std::string quoted(const std::filesystem::path& p) {
-  return "'" + p.string() + "'";
-}
+using molaccel::testing::quoted;
 
-// Runs the command line `arguments` with files limited to `kib` KiB (0: no limit).
+// The CLI with files limited to `kib` KiB (0: no limit).
 int run_limited(const std::string& arguments, int kib) {
-  const std::string limit = kib > 0 ? "trap '' XFSZ; ulimit -f " + std::to_string(kib) + "; " : "";
-  const std::string command =
-      "bash -c \"" + limit + "exec " + MOLACCEL_CLI_PATH + " -q " + arguments + "\" > /dev/null 2>&1";
-  const int status = std::system(command.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return molaccel::testing::exit_code_with_file_limit(MOLACCEL_CLI_PATH, arguments, kib);
 }
 
 std::vector<std::string> entries(const std::filesystem::path& dir) {

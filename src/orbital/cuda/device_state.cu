@@ -1,6 +1,7 @@
 // Device state of the orbital CUDA backend: uploads of a job's basis and coefficients, the JIT
 // program, and the page-locked staging buffers of the pipeline.
 #include <algorithm>
+#include <filesystem>
 #include <utility>
 #include <vector>
 
@@ -17,6 +18,19 @@ JitRequest jit_request(const detail::JitSource& source, int device) {
   MOLACCEL_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
   request.arch = fmt::format("sm_{}{}", prop.major, prop.minor);
   return request;
+}
+
+std::optional<JitProgram> jit_program(const JitRequest& request, bool when_ready) {
+  JitCache& cache = default_jit_cache();
+  const std::string key = cache.key_for(request);
+  auto& compiles = detail::background_jit_compiles();
+  // Without NVRTC the plain path reports NotCompiled; a program on disk is read in milliseconds.
+  std::error_code ec;
+  const bool plain = !compiles.started(key) && (!when_ready || !nvrtc_available() ||
+                                                std::filesystem::exists(cache.entry_path(key), ec));
+  if (plain) return cache.compile(request);
+  return compiles.get(
+      key, [&cache, request] { return cache.compile(request); }, !when_ready);
 }
 
 std::string state_key(const GpuJob& job, bool want_jit) {
@@ -57,6 +71,8 @@ void DeviceState::init(const GpuJob& job, int dev, bool want_jit) {
   device = dev;
   chunk_planes = 0;
   jit_kernel = nullptr;
+  jit_pending.reset();
+  program.reset();
   components_padded = orbitals_padded = 0;
   const auto& basis = *job.basis;
   if (!stream) stream = std::make_unique<cuda::Stream>();
@@ -130,14 +146,23 @@ void DeviceState::init(const GpuJob& job, int dev, bool want_jit) {
       atom_cut2.upload(cuts, *stream);
       type_first.upload(source.type_first, *stream);
     }
-    const JitRequest request = jit_request(source, dev);
-    const JitProgram compiled = default_jit_cache().compile(request);
-    program = std::make_unique<cuda::LoadedProgram>(compiled);
-    jit_kernel = program->kernel(source.kernel_name);
+    jit_pending = jit_request(source, dev);
+    jit_kernel_symbol = source.kernel_name;
+    take_jit_program(!job.jit_when_ready);
   }
   stream->synchronize();
   key = state_key(job, want_jit);
   ready = true;
+}
+
+bool DeviceState::take_jit_program(bool wait) {
+  if (jit_kernel || !jit_pending) return jit_kernel != nullptr;
+  const auto compiled = jit_program(*jit_pending, !wait);
+  if (!compiled) return false;
+  program = std::make_unique<cuda::LoadedProgram>(*compiled);
+  jit_kernel = program->kernel(jit_kernel_symbol);
+  jit_pending.reset();
+  return true;
 }
 
 }  // namespace molaccel::orbital::cuda_backend

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "orbital/cuda/kernels.cuh"
@@ -20,6 +21,11 @@ inline bool use_matrix_path(const GpuJob& job) {
 
 // The JIT request for a basis set and brick on `device` (the source is the cache key).
 JitRequest jit_request(const detail::JitSource& source, int device);
+
+// The compiled program of `request`, from the JIT cache or compiled now; with `when_ready`, a
+// program that is neither on disk nor compiled in this process is started on a background thread
+// instead (once per program) and nullopt is returned until it has finished.
+std::optional<JitProgram> jit_program(const JitRequest& request, bool when_ready);
 
 // What a device state holds after init: the request cache's ids of the basis and the
 // coefficients, the path and JIT brick, and the density weights. Empty (never reused) when the
@@ -55,6 +61,11 @@ struct DeviceState {
   std::unique_ptr<cuda::LoadedProgram> program;
   cudaKernel_t jit_kernel = nullptr;
   detail::CullLayout jit_cull;
+  // JIT path while the program compiles in the background: its request (jit_kernel is null and
+  // the generic kernel computes until take_jit_program finds the program ready).
+  std::optional<JitRequest> jit_pending;
+  std::string jit_kernel_symbol;
+  bool generic_ran = false;           // this job launched the generic kernel (for its kernel name)
   cuda::DeviceBuffer<int> atom_base;  // JIT: sorted by type
   cuda::DeviceBuffer<float> atom_cut2;
   cuda::DeviceBuffer<int> type_first;
@@ -73,6 +84,9 @@ struct DeviceState {
   // job pays no allocation: allocating and freeing the basis matrix, the result buffers and the
   // streams costs milliseconds per GPU and request, serialised across GPUs by the driver.
   void init(const GpuJob& job, int dev, bool want_jit);
+  // Loads the pending JIT program when it is ready (`wait`: waits for it); true when jit_kernel is
+  // set. Called before each launch on the orbital path.
+  bool take_jit_program(bool wait);
 };
 
 // Dispatch (dispatch.cu). Computes planes [p, p + planes) of the grid into dst (outputs x points

@@ -26,6 +26,11 @@ struct GpuJob {
   const GridSpec* grid = nullptr;
   float* out = nullptr;  // host output, same layout as the CPU path
   bool jit = true;       // JIT kernel for orbital values (generic otherwise)
+  // JIT path, when the program is neither in the JIT cache nor compiled in this process: compute
+  // with the generic kernel while it compiles on a background thread (detail::BackgroundCompiles),
+  // and with the JIT kernel from the first launch after it is ready (`--backend auto`). False:
+  // every launch waits for the JIT kernel (`cuda-jit`: bit for bit reproducible runs).
+  bool jit_when_ready = false;
   // Ids of the front's request cache entries for the basis and the coefficients (0 = not
   // cached): a device state that already holds them (same ids, path, JIT brick and weights)
   // skips its uploads, so a repeated request pays no host-to-device copy and no synchronisation.
@@ -52,7 +57,8 @@ std::string evaluate_planes(WorkerContext& ctx, const GpuJob& job, std::size_t p
                             std::size_t plane_end);
 
 // Compiles the job's JIT program for `device`'s architecture into the JIT cache (when the job
-// takes the JIT path), so that the GPU workers only load it.
+// takes the JIT path), so that the GPU workers only load it; with job.jit_when_ready, a program
+// that is not cached yet is only started on a background thread.
 void precompile(const GpuJob& job, int device);
 
 // The whole grid evaluated on the worker's GPU into device memory, for callers that use it there

@@ -102,7 +102,10 @@ DeviceState& job_state(WorkerContext& ctx, const GpuJob& job) {
   started = true;
   DeviceState& st = ctx.kept<DeviceState>();
   st.pinned = &ctx.pinned_pool();
-  if (fresh) st.chunk_planes = 0;
+  if (fresh) {
+    st.chunk_planes = 0;
+    st.generic_ran = false;
+  }
   // Cached inputs other than the state's set it up again even within a job (a caller of
   // evaluate_on_device may hand one worker several orbitals).
   const std::string key = state_key(job, job.jit);
