@@ -1,25 +1,18 @@
 // `molaccel orbital surface`, `render` and `animate`: orbital lobes and densities as triangle
 // meshes (glTF binary, PLY, OBJ + MTL), PNG images or videos, with the molecule as balls and sticks.
-// Grid from the orbital engine, isosurfaces, files and images from the display module. On GPUs an
-// orbital takes the device path: grid, surfaces and image in one GPU's memory, fields and frames
-// spread over the GPUs by the scheduler.
-#include <chrono>
+// The work is the library's display pipeline (orbital::display_fields: on GPUs grid, surfaces and
+// image in one GPU's memory, fields and frames spread over the GPUs); this file chooses the fields,
+// batches them and writes the files, all of a run's files together or none (OutputGroup).
 #include <cmath>
 #include <cstdio>
 #include <functional>
 #include <memory>
-#include <mutex>
 
 #include "command.hpp"
 #include "molaccel/display.hpp"
 #include "molaccel/orbital.hpp"
+#include "molaccel/orbital_display.hpp"
 #include "orbital_scene.hpp"
-#if MOLACCEL_HAVE_CUDA
-#include "display/render/render_backends.hpp"
-#include "orbital/cuda/orbital_cuda.hpp"
-#include "orbital/packed_basis.hpp"
-#include "orbital/tuning.hpp"
-#endif
 
 namespace molaccel::cli {
 namespace {
@@ -44,14 +37,6 @@ struct SurfaceOptions {
   std::string view;
 };
 
-// One field to draw: an orbital (both phases) or a density (one surface).
-struct Field {
-  std::string label;        // for file names: "homo", "12", "beta-12", "density-total"
-  std::string description;  // for messages
-  std::vector<float> values;
-  bool signed_field = true;
-};
-
 std::filesystem::path output_for(const std::filesystem::path& output, const std::string& label,
                                  bool several) {
   if (!several) return output;
@@ -63,180 +48,15 @@ std::filesystem::path output_for(const std::filesystem::path& output, const std:
 
 enum class Output { mesh, image };
 
-#if MOLACCEL_HAVE_CUDA
-// The device path of an orbital: its grid written into a GPU worker's memory by the orbital
-// engine's kernel (no host round trip), both phase surfaces extracted there in one pass and kept
-// there, then drawn there or copied out as meshes. Taken when every worker is a GPU and the grid,
-// surface and image backends allow the GPU.
-bool gpu_path(const Resources& resources, Backend grid, display::SurfaceBackend surfaces,
-              display::RenderBackend image) {
-  return resources.uses_gpu() && !resources.uses_cpu() && grid != Backend::cpu &&
-         grid != Backend::reference &&
-         (surfaces == display::SurfaceBackend::automatic || surfaces == display::SurfaceBackend::cuda) &&
-         image != display::RenderBackend::cpu;
+orbital::DisplayOptions display_options(double iso, bool atoms, const std::string& backend,
+                                        const std::string& surface_backend) {
+  orbital::DisplayOptions options;
+  options.iso = iso;
+  options.atoms = atoms;
+  options.grid.backend = parse_backend(backend);
+  options.surface_backend = display::parse_surface_backend(surface_backend);
+  return options;
 }
-
-struct GpuOrbital {
-  display::cuda::DeviceSurfaces surfaces;
-  void* stream = nullptr;  // the worker's stream the surfaces were made on
-  float largest = 0;       // largest |value| on the grid, when there is no surface
-  double grid_seconds = 0, surface_seconds = 0;
-  bool empty() const { return surfaces.mesh[0].triangles == 0 && surfaces.mesh[1].triangles == 0; }
-  std::vector<display::cuda::DevicePart> parts() const {
-    std::vector<display::cuda::DevicePart> out;
-    if (surfaces.mesh[0].triangles) out.push_back({surfaces.mesh[0], display::positive_phase_colour()});
-    if (surfaces.mesh[1].triangles) out.push_back({surfaces.mesh[1], display::negative_phase_colour()});
-    return out;
-  }
-};
-
-// On a GPU worker: orbital `ref` of `wfn` (negated when `flip`) on `grid`, surfaces at +/-iso.
-// `system`: which wavefunction (the animation's frame, else 0), for the ids under which the worker's
-// device state keeps the basis (the next orbital of the same system uploads only its coefficients);
-// the top bit keeps them apart from the orbital engine's request cache ids.
-GpuOrbital gpu_orbital(WorkerContext& ctx, const Wavefunction& wfn, std::size_t system, const GridSpec& grid,
-                       const OrbitalRef& ref, bool flip, float iso, const EvaluateOptions& options) {
-  using Clock = std::chrono::steady_clock;
-  const auto t0 = Clock::now();
-  const orbital::detail::PackedBasis basis = orbital::detail::pack_basis(wfn, options.screening_tolerance);
-  // Negated coefficients give exactly the negated values (every product and sum changes sign).
-  std::vector<float> coefficients = orbital::detail::cartesian_coefficients(wfn, {ref});
-  if (flip)
-    for (float& c : coefficients) c = -c;
-  orbital::cuda_backend::GpuJob job;
-  job.basis = &basis;
-  job.coefficients = coefficients.data();
-  job.orbitals = 1;
-  job.grid = &grid;
-  job.jit = options.backend != Backend::cuda_generic;
-  job.tuning = orbital::detail::tuning_for(ctx.worker().device, {1, false});
-  constexpr std::uint64_t kDisplayIds = 1ull << 63;
-  job.basis_id = kDisplayIds | (system + 1);
-  job.coefficients_id = kDisplayIds | static_cast<std::uint64_t>(system) << 34 |
-                        static_cast<std::uint64_t>(ref.index) << 2 | (ref.spin == Spin::beta ? 2u : 0u) |
-                        (flip ? 1u : 0u);
-  const std::size_t n = grid.point_count();
-  float* values = display::cuda::device_grid(ctx, n);
-  GpuOrbital out;
-  out.stream = orbital::cuda_backend::evaluate_on_device(ctx, job, values);
-  display::cuda::synchronize(ctx, out.stream);
-  const auto t1 = Clock::now();
-  const float unused = 0;  // make_geometry checks for a host pointer; the kernels read `values`
-  const display::ScalarGrid shape{grid.origin, grid.axes, grid.counts, &unused};
-  const display::detail::GridGeometry levels[2] = {
-      display::detail::make_geometry(shape, iso, display::Inside::above),
-      display::detail::make_geometry(shape, -iso, display::Inside::below)};
-  out.surfaces = display::cuda::extract_surfaces_on_device(ctx, levels, 2, values, out.stream);
-  out.grid_seconds = std::chrono::duration<double>(t1 - t0).count();
-  out.surface_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
-  if (out.empty()) {
-    for (float v : display::cuda::download_grid(ctx, values, n))
-      out.largest = std::max(out.largest, std::abs(v));
-  }
-  return out;
-}
-
-// run_display for orbitals on the GPUs: fields spread over the GPUs in batches (one tile each),
-// written in order; as on the host path, a field without a surface stops the run before any file.
-int run_display_gpu(RunContext& ctx, const SurfaceOptions& o, Output kind, const Wavefunction& wfn,
-                    const GridSpec& grid, const Resources& resources, const EvaluateOptions& options,
-                    const std::vector<OrbitalRef>& refs, const std::vector<std::string>& labels,
-                    const std::vector<display::ScenePart>& molecule, const display::RenderOptions& render) {
-  using Clock = std::chrono::steady_clock;
-  const float iso = default_iso(o.iso, true);
-  display::Scene molecule_scene;  // bohr, like the device meshes
-  molecule_scene.parts = molecule;
-  const bool several = refs.size() > 1;
-  const std::size_t batch = std::max<std::size_t>(8, 2 * resources.gpus().size());
-  const bool streamed = refs.size() > batch;
-  struct Made {
-    display::Mesh positive, negative;
-    display::Image image;
-    std::size_t triangles[2] = {0, 0};
-    float largest = 0;
-    double grid_seconds = 0, surface_seconds = 0, image_seconds = 0;
-  };
-  double grid_seconds = 0, surface_seconds = 0, render_seconds = 0;
-  auto make = [&](std::size_t first, bool check_only) {
-    const std::size_t count = std::min(batch, refs.size() - first);
-    std::vector<Made> made(count);
-    JobOptions job;
-    job.name = "orbital display";
-    job.progress_bar = false;
-    run_tiles(
-        resources, count,
-        [&](WorkerContext& w, std::size_t t) {
-          Made& m = made[t];
-          const GpuOrbital g = gpu_orbital(w, wfn, 0, grid, refs[first + t], false, iso, options);
-          m.triangles[0] = g.surfaces.mesh[0].triangles;
-          m.triangles[1] = g.surfaces.mesh[1].triangles;
-          m.largest = g.largest;
-          m.grid_seconds = g.grid_seconds;
-          m.surface_seconds = g.surface_seconds;
-          if (g.empty() || check_only) return;
-          const auto start = Clock::now();
-          if (kind == Output::mesh) {
-            m.positive = display::cuda::download(g.surfaces.mesh[0], g.stream);
-            m.negative = display::cuda::download(g.surfaces.mesh[1], g.stream);
-          } else {
-            m.image = display::cuda::render_on_device(w, g.parts(), molecule_scene, render, g.stream);
-            m.image_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-          }
-        },
-        job);
-    for (std::size_t t = 0; t < count; ++t) {
-      if (made[t].triangles[0] == 0 && made[t].triangles[1] == 0)
-        throw no_surface(made[t].largest, true, iso, "orbital " + describe_orbital(refs[first + t], wfn));
-      grid_seconds += made[t].grid_seconds;
-      surface_seconds += made[t].surface_seconds;
-      render_seconds += made[t].image_seconds;
-    }
-    return made;
-  };
-  if (streamed)
-    for (std::size_t first = 0; first < refs.size(); first += batch) (void)make(first, true);
-  std::vector<std::string> written;
-  std::vector<std::size_t> triangles;
-  nlohmann::json surfaces = nlohmann::json::array();
-  for (std::size_t first = 0; first < refs.size(); first += batch) {
-    std::vector<Made> made = make(first, false);
-    for (std::size_t t = 0; t < made.size(); ++t) {
-      Made& m = made[t];
-      const auto path = output_for(o.output, labels[first + t], several);
-      surfaces.push_back({{"field", "orbital " + describe_orbital(refs[first + t], wfn)},
-                          {"iso", std::stod(fmt::format("{}", iso))},
-                          {"positive_triangles", m.triangles[0]},
-                          {"negative_triangles", m.triangles[1]}});
-      std::size_t count = m.triangles[0] + m.triangles[1];
-      for (const auto& part : molecule) count += part.mesh.triangle_count();
-      if (kind == Output::mesh)
-        display::write_scene(path, scene_of(std::move(m.positive), std::move(m.negative), true, molecule));
-      else
-        display::write_png(path, m.image);
-      written.push_back(path.string());
-      triangles.push_back(count);
-    }
-  }
-  if (kind == Output::image) {
-    ctx.report["render_seconds"] = render_seconds;
-    ctx.report["render_backend"] = "cuda";
-  }
-  if (std::FILE* out = ctx.summary(o.output))
-    std::fprintf(out, "%zu x %zu x %zu grid: %.3f s; surfaces: %.3f s;%s wrote %s (on the GPU)\n",
-                 grid.counts[0], grid.counts[1], grid.counts[2], grid_seconds, surface_seconds,
-                 kind == Output::image ? fmt::format(" images: {:.3f} s;", render_seconds).c_str() : "",
-                 fmt::format("{}", fmt::join(written, ", ")).c_str());
-  ctx.report["grid"] = {{"counts", grid.counts}, {"origin_bohr", grid.origin}, {"axes_bohr", grid.axes}};
-  ctx.report["grid_seconds"] = grid_seconds;
-  ctx.report["surface_seconds"] = surface_seconds;
-  ctx.report["surface_backend"] = "cuda";
-  ctx.report["surfaces"] = surfaces;
-  ctx.report["outputs"] = written;
-  ctx.report["output_triangles"] = triangles;
-  ctx.report["length_unit"] = "angstrom";
-  return 0;
-}
-#endif
 
 int run_display(RunContext& ctx, const SurfaceOptions& o, Output kind) {
   if (o.orbitals.empty() && o.density.empty())
@@ -244,7 +64,9 @@ int run_display(RunContext& ctx, const SurfaceOptions& o, Output kind) {
   if (!std::isfinite(o.iso) || o.iso < 0)
     throw InputError("--iso", 0, fmt::format("must be a positive number (got {})", o.iso));
   // Bad output names and options fail before any work.
-  display::RenderOptions render;
+  DisplayOptions options = display_options(o.iso, o.atoms, o.backend, o.surface_backend);
+  options.meshes = kind == Output::mesh;
+  options.image = kind == Output::image;
   if (kind == Output::mesh) {
     display::mesh_format_for(o.output);
   } else {
@@ -252,141 +74,96 @@ int run_display(RunContext& ctx, const SurfaceOptions& o, Output kind) {
     for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (ext != ".png") throw InputError(o.output, 0, "the image must be a .png file");
     const auto [w, h] = display::parse_image_size(o.size);
-    render.width = w;
-    render.height = h;
-    render.backend = display::parse_render_backend(o.render_backend);
-    if (!o.view.empty()) render.view = display::parse_view(o.view);
+    options.render.width = w;
+    options.render.height = h;
+    options.render.backend = display::parse_render_backend(o.render_backend);
+    if (!o.view.empty()) options.render.view = display::parse_view(o.view);
   }
   const Wavefunction wfn = read_wavefunction(o.input);
   const GridSpec grid = automatic_grid(wfn, o.padding, o.spacing);
   const Resources resources = ctx.resources();
-  EvaluateOptions options;
-  options.backend = parse_backend(o.backend);
-  const display::SurfaceBackend surface_backend = display::parse_surface_backend(o.surface_backend);
 
-  std::vector<OrbitalRef> refs;
+  std::vector<DisplayItem> items;
   std::vector<std::string> labels;
   for (const std::string& selection : o.orbitals) {
     const auto chosen = parse_orbital_selection(selection, wfn);
     const bool one = chosen.size() == 1 && selection.find(':') == std::string::npos && selection != "all";
     for (const OrbitalRef& r : chosen) {
-      refs.push_back(r);
+      items.push_back({&wfn, orbital_field(r)});
       labels.push_back(one ? selection
                            : fmt::format("{}{}", r.spin == Spin::beta ? "beta-" : "", r.index + 1));
     }
   }
-  const std::size_t fields = refs.size() + (o.density.empty() ? 0 : 1);
-  const bool several = fields > 1;
-  log_info("surfaces of {} field(s) on a {} x {} x {} grid, {}", fields, grid.counts[0], grid.counts[1],
-           grid.counts[2], resources.describe());
+  if (!o.density.empty()) {
+    items.push_back({&wfn, density_field(parse_density(o.density))});
+    labels.push_back("density-" + o.density);
+  }
+  const bool several = items.size() > 1;
+  const bool on_device = display_on_device(resources, options);
+  log_info("surfaces of {} field(s) on a {} x {} x {} grid, {}{}", items.size(), grid.counts[0],
+           grid.counts[1], grid.counts[2], resources.describe(),
+           on_device ? " (grid, surfaces and images on the GPUs)" : "");
 
-  const std::vector<display::ScenePart> molecule =
-      o.atoms ? molecule_parts(wfn) : std::vector<display::ScenePart>{};
-#if MOLACCEL_HAVE_CUDA
-  if (o.density.empty() &&
-      gpu_path(resources, options.backend, surface_backend,
-               kind == Output::image ? render.backend : display::RenderBackend::automatic))
-    return run_display_gpu(ctx, o, kind, wfn, grid, resources, options, refs, labels, molecule, render);
-#endif
-  // Up to one batch of fields, everything is computed (and drawn) before the first file is written.
-  // More fields (--orbital all) are checked first, grids only, then each file is written as soon as
-  // it is made, so that memory holds one batch: no surface at the isovalue still stops the run
-  // before any file exists.
-  constexpr std::size_t batch = 8;
-  const bool streamed = fields > batch;
-  const std::size_t n = grid.point_count();
-  double grid_seconds = 0, surface_seconds = 0, render_seconds = 0;
-  std::string render_backend;
-  auto for_each_field =
-      [&](const std::function<void(const std::string& label, const std::string& description,
-                                   const std::vector<float>& values, bool is_orbital)>& fn) {
-        for (std::size_t first = 0; first < refs.size(); first += batch) {
-          const std::vector<OrbitalRef> part(refs.begin() + first,
-                                             refs.begin() + std::min(refs.size(), first + batch));
-          EvaluationInfo info;
-          const std::vector<float> values = evaluate_orbitals(resources, wfn, grid, part, options, &info);
-          grid_seconds += info.seconds;
-          for (std::size_t i = 0; i < part.size(); ++i)
-            fn(labels[first + i], "orbital " + describe_orbital(part[i], wfn),
-               std::vector<float>(values.begin() + i * n, values.begin() + (i + 1) * n), true);
-        }
-        if (!o.density.empty()) {
-          EvaluationInfo info;
-          const std::vector<float> rho =
-              evaluate_density(resources, wfn, grid, parse_density(o.density), options, &info);
-          grid_seconds += info.seconds;
-          fn("density-" + o.density, o.density + " density", rho, false);
-        }
-      };
-  if (streamed)
-    for_each_field([&](const std::string&, const std::string& description, const std::vector<float>& values,
-                       bool is_orbital) {
-      const float iso = default_iso(o.iso, is_orbital);
-      if (!has_surface(values, is_orbital, iso)) throw no_surface(values, is_orbital, iso, description);
-    });
-
+  // Files are written batch by batch into one output group: a failure anywhere (no surface at the
+  // isovalue, a full disk) leaves none of the new files and every older one as it was.
+  const std::size_t batch = batch_size(resources, on_device);
+  DisplayInfo total;
   std::vector<std::string> written;
   std::vector<std::size_t> triangles;
-  auto emit = [&](const std::filesystem::path& path, const display::Scene& scene,
-                  const display::Image* image) {
-    if (kind == Output::mesh)
-      display::write_scene(path, scene);
-    else
-      display::write_png(path, *image);
-    written.push_back(path.string());
-    std::size_t count = 0;
-    for (const auto& part : scene.parts) count += part.mesh.triangle_count();
-    triangles.push_back(count);
-  };
-  auto draw = [&](const display::Scene& scene) {
-    const auto start = std::chrono::steady_clock::now();
-    display::RenderInfo info;
-    display::Image image = display::render_scene(resources, scene, render, &info);
-    render_backend = info.backend;
-    render_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return image;
-  };
-  std::vector<std::pair<std::filesystem::path, display::Scene>> scenes;
   nlohmann::json surfaces = nlohmann::json::array();
-  for_each_field([&](const std::string& label, const std::string& description,
-                     const std::vector<float>& values, bool is_orbital) {
-    FieldScene f =
-        field_scene(resources, grid, values, is_orbital, o.iso, surface_backend, molecule, description);
-    surface_seconds += f.seconds;
-    surfaces.push_back({{"field", description},
-                        {"iso", std::stod(fmt::format("{}", f.iso))},  // 0.05, not 0.0500000007
-                        {"positive_triangles", f.positive_triangles},
-                        {"negative_triangles", f.negative_triangles}});
-    const auto path = output_for(o.output, label, several);
-    if (!streamed) {
-      scenes.emplace_back(path, std::move(f.scene));
-    } else if (kind == Output::image) {
-      const display::Image image = draw(f.scene);
-      emit(path, f.scene, &image);
-    } else {
-      emit(path, f.scene, nullptr);
+  OutputGroup group;
+  for (std::size_t first = 0; first < items.size(); first += batch) {
+    DisplayInfo info;
+    std::vector<DisplayResult> results =
+        display_fields(resources, items_from(items, first, batch), grid, options, &info);
+    total.grid_seconds += info.grid_seconds;
+    total.surface_seconds += info.surface_seconds;
+    total.render_seconds += info.render_seconds;
+    total.grid_backend = info.grid_backend;
+    total.surface_backend = info.surface_backend;
+    total.render_backend = info.render_backend;
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      DisplayResult& r = results[i];
+      const DisplayItem& item = items[first + i];
+      const auto path = output_for(o.output, labels[first + i], several);
+      surfaces.push_back(
+          {{"field", item.field.is_density ? o.density + " density"
+                                           : "orbital " + describe_orbital(item.field.orbital, wfn)},
+           {"iso", std::stod(fmt::format("{}", r.iso))},  // 0.05, not 0.0500000007
+           {"positive_triangles", r.positive_triangles},
+           {"negative_triangles", r.negative_triangles}});
+      std::size_t count = r.positive_triangles + r.negative_triangles;
+      if (kind == Output::mesh) {
+        count = 0;
+        for (const auto& p : r.scene.parts) count += p.mesh.triangle_count();
+        display::write_scene(path, in_angstrom(std::move(r.scene)));
+      } else {
+        display::write_png(path, r.image);
+      }
+      written.push_back(path.string());
+      triangles.push_back(count);
     }
-  });
-  std::vector<display::Image> images;
-  if (kind == Output::image)
-    for (const auto& [path, scene] : scenes) images.push_back(draw(scene));
-  for (std::size_t i = 0; i < scenes.size(); ++i)
-    emit(scenes[i].first, scenes[i].second, kind == Output::image ? &images[i] : nullptr);
+  }
+  group.commit();
   if (kind == Output::image) {
-    ctx.report["render_seconds"] = render_seconds;
-    ctx.report["render_backend"] = render_backend;
+    ctx.report["render_seconds"] = total.render_seconds;
+    ctx.report["render_backend"] = total.render_backend;
   }
   if (std::FILE* out = ctx.summary(o.output))
-    std::fprintf(out, "%zu x %zu x %zu grid: %.3f s; surfaces: %.3f s;%s wrote %s\n", grid.counts[0],
-                 grid.counts[1], grid.counts[2], grid_seconds, surface_seconds,
-                 kind == Output::image ? fmt::format(" images: {:.3f} s;", render_seconds).c_str() : "",
-                 fmt::format("{}", fmt::join(written, ", ")).c_str());
+    std::fprintf(out, "%zu x %zu x %zu grid: %.3f s; surfaces: %.3f s;%s wrote %s%s\n", grid.counts[0],
+                 grid.counts[1], grid.counts[2], total.grid_seconds, total.surface_seconds,
+                 kind == Output::image ? fmt::format(" images: {:.3f} s;", total.render_seconds).c_str() : "",
+                 fmt::format("{}", fmt::join(written, ", ")).c_str(), on_device ? " (on the GPU)" : "");
   ctx.report["grid"] = {{"counts", grid.counts}, {"origin_bohr", grid.origin}, {"axes_bohr", grid.axes}};
-  ctx.report["grid_seconds"] = grid_seconds;
-  ctx.report["surface_seconds"] = surface_seconds;
+  ctx.report["grid_seconds"] = total.grid_seconds;
+  ctx.report["grid_backend"] = total.grid_backend;
+  ctx.report["surface_seconds"] = total.surface_seconds;
+  ctx.report["surface_backend"] = total.surface_backend;
+  ctx.report["on_device"] = on_device;
   ctx.report["surfaces"] = surfaces;
   ctx.report["outputs"] = written;
-  ctx.report["output_triangles"] = triangles;  // every triangle of each file (lobes, atoms, bonds)
+  // Triangles of each file: meshes every part (lobes, atoms, bonds), images the lobes.
+  ctx.report["output_triangles"] = triangles;
   ctx.report["length_unit"] = "angstrom";
   return 0;
 }
@@ -481,7 +258,8 @@ int run_animate(RunContext& ctx, const AnimateOptions& o) {
   if (!video && out_dir.has_extension() && !std::filesystem::is_directory(out_dir))
     throw InputError(o.output, 0, "give a folder for the PNG frames or a .mp4 file");
   if (o.fps < 1 || o.fps > 240) throw InputError("--fps", 0, fmt::format("must be 1..240 (got {})", o.fps));
-  display::RenderOptions render;
+  DisplayOptions options = display_options(o.iso, o.atoms, o.backend, o.surface_backend);
+  display::RenderOptions& render = options.render;
   const auto [w, h] = display::parse_image_size(o.size);
   render.width = w;
   render.height = h;
@@ -498,177 +276,123 @@ int run_animate(RunContext& ctx, const AnimateOptions& o) {
   for (const auto& f : frames) all_atoms.atoms.insert(all_atoms.atoms.end(), f.atoms.begin(), f.atoms.end());
   const GridSpec grid = automatic_grid(all_atoms, o.padding, o.spacing);
   const Resources resources = ctx.resources();
-  EvaluateOptions options;
-  options.backend = parse_backend(o.backend);
-  const display::SurfaceBackend surface_backend = display::parse_surface_backend(o.surface_backend);
-  double grid_seconds = 0, surface_seconds = 0;
-  auto describe_frame = [&](std::size_t f) {
-    return fmt::format("frame {} ({}), orbital {}", f + 1, frames[f].source,
-                       describe_orbital(track[f].ref, frames[f]));
-  };
+  std::vector<DisplayItem> items;
   nlohmann::json report_frames = nlohmann::json::array();
-  for (std::size_t f = 0; f < frames.size(); ++f)
+  for (std::size_t f = 0; f < frames.size(); ++f) {
+    DisplayItem item{&frames[f], orbital_field(track[f].ref, track[f].sign_flipped)};
+    item.field.description = fmt::format("frame {} ({}), orbital {}", f + 1, frames[f].source,
+                                         describe_orbital(track[f].ref, frames[f]));
+    items.push_back(std::move(item));
     report_frames.push_back({{"file", frames[f].source},
                              {"orbital", track[f].ref.index + 1},
                              {"overlap", track[f].overlap},
                              {"sign_flipped", track[f].sign_flipped}});
-  std::vector<std::string> written;
-  double render_seconds = 0;
-  const auto finish = [&] {
-    if (std::FILE* out = ctx.summary()) {
-      // The orbital followed in each frame, "(-)" where its sign was flipped (a plain loop: clang
-      // with libstdc++ 12 cannot take a JSON array as a range).
-      std::string followed;
-      for (const nlohmann::json& j : report_frames)
-        followed += fmt::format("{}{}{}", followed.empty() ? "" : " ", j["orbital"].get<std::size_t>(),
-                                j["sign_flipped"].get<bool>() ? "(-)" : "");
-      std::fprintf(
-          out, "%zu frames, orbital followed: %s; grid %.3f s, surfaces %.3f s, images %.3f s; wrote %s\n",
-          frames.size(), followed.c_str(), grid_seconds, surface_seconds, render_seconds,
-          out_dir.string().c_str());
-    }
-    ctx.report["frames"] = report_frames;
-    ctx.report["grid_seconds"] = grid_seconds;
-    ctx.report["surface_seconds"] = surface_seconds;
-    ctx.report["render_seconds"] = render_seconds;
-    ctx.report["outputs"] = written;
-    return 0;
-  };
-#if MOLACCEL_HAVE_CUDA
-  if (gpu_path(resources, options.backend, surface_backend, render.backend)) {
-    // Frames spread over the GPUs (one tile each), in batches written in frame order. Pass 1: every
-    // frame's surfaces and framing (a frame without a surface stops the run before any file);
-    // pass 2: each frame made again on its GPU and drawn there with the common framing.
-    const float iso = default_iso(o.iso, true);
-    const std::size_t batch = 2 * resources.gpus().size();
-    std::vector<display::Framing> framings(frames.size());
-    std::vector<float> largest(frames.size(), -1.0f);
-    std::vector<display::Scene> molecules(frames.size());  // bohr, like the device meshes
-    for (std::size_t f = 0; f < frames.size(); ++f)
-      if (o.atoms) molecules[f].parts = molecule_parts(frames[f]);
-    std::mutex time_mutex;
-    auto run_frames = [&](std::size_t first, std::size_t count,
-                          const std::function<void(WorkerContext&, std::size_t, const GpuOrbital&)>& fn) {
-      JobOptions job;
-      job.name = "animate";
-      job.progress_bar = false;
-      run_tiles(
-          resources, count,
-          [&](WorkerContext& w, std::size_t t) {
-            const std::size_t f = first + t;
-            const GpuOrbital g =
-                gpu_orbital(w, frames[f], f, grid, track[f].ref, track[f].sign_flipped, iso, options);
-            {
-              std::lock_guard lock(time_mutex);
-              grid_seconds += g.grid_seconds;
-              surface_seconds += g.surface_seconds;
-            }
-            fn(w, f, g);
-          },
-          job);
-    };
-    ProgressBar surfaces_bar("animate: surfaces", frames.size(), "frames");
-    for (std::size_t first = 0; first < frames.size(); first += batch) {
-      const std::size_t count = std::min(batch, frames.size() - first);
-      run_frames(first, count, [&](WorkerContext& w, std::size_t f, const GpuOrbital& g) {
-        if (g.empty())
-          largest[f] = g.largest;
-        else
-          framings[f] = display::cuda::framing_on_device(w, g.parts(), molecules[f], g.stream);
-      });
-      for (std::size_t f = first; f < first + count; ++f) {
-        if (largest[f] >= 0) throw no_surface(largest[f], true, iso, describe_frame(f));
-        render.framing = display::enclose(render.framing, framings[f]);
-        surfaces_bar.advance();
-      }
-    }
-    surfaces_bar.finish();
-    const auto start = std::chrono::steady_clock::now();
-    ProgressBar images_bar(video ? "animate: video" : "animate: images", frames.size(), "frames");
-    std::unique_ptr<display::VideoWriter> writer;
-    if (video)
-      writer = std::make_unique<display::VideoWriter>(out_dir, render.width, render.height, o.fps);
-    else
-      std::filesystem::create_directories(out_dir);
-    for (std::size_t first = 0; first < frames.size(); first += batch) {
-      const std::size_t count = std::min(batch, frames.size() - first);
-      std::vector<display::Image> images(count);
-      run_frames(first, count, [&](WorkerContext& w, std::size_t f, const GpuOrbital& g) {
-        images[f - first] = display::cuda::render_on_device(w, g.parts(), molecules[f], render, g.stream);
-      });
-      for (std::size_t t = 0; t < count; ++t) {
-        if (video) {
-          writer->add_frame(images[t]);
-        } else {
-          const auto path = out_dir / fmt::format("frame_{:04d}.png", first + t + 1);
-          display::write_png(path, images[t]);
-          written.push_back(path.string());
-        }
-        images_bar.advance();
-      }
-    }
-    if (video) {
-      writer->finish();
-      written.push_back(out_dir.string());
-    }
-    images_bar.finish();
-    render_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    ctx.report["render_backend"] = "cuda";
-    return finish();
   }
-#endif
-  auto frame_scene = [&](std::size_t f) {
-    EvaluationInfo info;
-    std::vector<float> values = evaluate_orbitals(resources, frames[f], grid, {track[f].ref}, options, &info);
-    grid_seconds += info.seconds;
-    if (track[f].sign_flipped)
-      for (float& v : values) v = -v;
-    const auto molecule = o.atoms ? molecule_parts(frames[f]) : std::vector<display::ScenePart>{};
-    FieldScene fs =
-        field_scene(resources, grid, values, true, o.iso, surface_backend, molecule, describe_frame(f));
-    surface_seconds += fs.seconds;
-    return std::move(fs.scene);
+  options.image = true;
+  const bool on_device = display_on_device(resources, options);
+  // Frames per display_fields call (GPUs: two per GPU, spread by the scheduler; the CPU: one, which
+  // uses every core).
+  const std::size_t batch = on_device ? 2 * resources.gpus().size() : 1;
+  DisplayInfo total;
+  auto add = [&](const DisplayInfo& info) {
+    total.grid_seconds += info.grid_seconds;
+    total.surface_seconds += info.surface_seconds;
+    total.render_seconds += info.render_seconds;
+    total.render_backend = info.render_backend;
   };
-  // Every frame's surfaces are made (a frame without one stops the run before any file is written)
-  // and framed first. Up to kKeptFrames frames are kept for drawing; longer runs make them again
-  // when drawing, so memory holds one frame.
+
+  // Pass 1: every frame's surfaces and framing (a frame without a surface stops the run before any
+  // file). On the CPU up to kKeptFrames frames keep their scenes for drawing; otherwise pass 2 makes
+  // each frame again (on a GPU a grid and two surfaces cost about 2 ms), so memory holds one batch.
   constexpr std::size_t kKeptFrames = 16;
-  const bool keep = frames.size() <= kKeptFrames;
+  const bool keep = !on_device && frames.size() <= kKeptFrames;
+  DisplayOptions framing = options;
+  framing.image = false;
+  framing.framing = true;
+  framing.meshes = keep;
   std::vector<display::Scene> scenes;
   ProgressBar surfaces_bar("animate: surfaces", frames.size(), "frames");
-  for (std::size_t f = 0; f < frames.size(); ++f) {
-    display::Scene scene = frame_scene(f);
-    surfaces_bar.advance();
-    render.framing = display::enclose(render.framing, display::framing_of(scene));
-    if (keep) scenes.push_back(std::move(scene));
+  for (std::size_t first = 0; first < items.size(); first += batch) {
+    DisplayInfo info;
+    std::vector<DisplayResult> results =
+        display_fields(resources, items_from(items, first, batch), grid, framing, &info);
+    add(info);
+    for (DisplayResult& r : results) {
+      render.framing = display::enclose(render.framing, r.framing);
+      if (keep) scenes.push_back(std::move(r.scene));
+      surfaces_bar.advance();
+    }
   }
-
   surfaces_bar.finish();
-  const auto start = std::chrono::steady_clock::now();
+
+  // Pass 2: the images with the common framing, written in frame order.
+  options.meshes = false;
+  std::vector<std::string> written;
   ProgressBar images_bar(video ? "animate: video" : "animate: images", frames.size(), "frames");
-  auto draw = [&](std::size_t f) {
-    return display::render_scene(resources, keep ? scenes[f] : frame_scene(f), render);
+  auto for_each_image = [&](const std::function<void(std::size_t, const display::Image&)>& fn) {
+    for (std::size_t first = 0; first < items.size(); first += batch) {
+      if (keep) {
+        display::RenderInfo info;
+        fn(first, display::render_scene(resources, scenes[first], render, &info));
+        total.render_seconds += info.seconds;
+        total.render_backend = info.backend;
+        continue;
+      }
+      DisplayInfo info;
+      const std::vector<DisplayResult> results =
+          display_fields(resources, items_from(items, first, batch), grid, options, &info);
+      add(info);
+      for (std::size_t t = 0; t < results.size(); ++t) fn(first + t, results[t].image);
+    }
   };
   if (video) {
     display::VideoWriter writer(out_dir, render.width, render.height, o.fps);
-    for (std::size_t f = 0; f < frames.size(); ++f) {
-      writer.add_frame(draw(f));
+    for_each_image([&](std::size_t, const display::Image& image) {
+      writer.add_frame(image);
       images_bar.advance();
-    }
+    });
     writer.finish();
     written.push_back(out_dir.string());
   } else {
-    std::filesystem::create_directories(out_dir);
-    for (std::size_t f = 0; f < frames.size(); ++f) {
-      const auto path = out_dir / fmt::format("frame_{:04d}.png", f + 1);
-      display::write_png(path, draw(f));
-      written.push_back(path.string());
-      images_bar.advance();
+    // The frames appear together or not at all (an output group); a folder this run made is removed
+    // again when it fails.
+    const bool created = std::filesystem::create_directories(out_dir);
+    try {
+      OutputGroup group;
+      for_each_image([&](std::size_t f, const display::Image& image) {
+        const auto path = out_dir / fmt::format("frame_{:04d}.png", f + 1);
+        display::write_png(path, image);
+        written.push_back(path.string());
+        images_bar.advance();
+      });
+      group.commit();
+    } catch (...) {
+      std::error_code ignored;
+      if (created) std::filesystem::remove(out_dir, ignored);
+      throw;
     }
   }
   images_bar.finish();
-  render_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return finish();
+  if (std::FILE* out = ctx.summary()) {
+    // The orbital followed in each frame, "(-)" where its sign was flipped (a plain loop: clang
+    // with libstdc++ 12 cannot take a JSON array as a range).
+    std::string followed;
+    for (const nlohmann::json& j : report_frames)
+      followed += fmt::format("{}{}{}", followed.empty() ? "" : " ", j["orbital"].get<std::size_t>(),
+                              j["sign_flipped"].get<bool>() ? "(-)" : "");
+    std::fprintf(
+        out, "%zu frames, orbital followed: %s; grid %.3f s, surfaces %.3f s, images %.3f s; wrote %s%s\n",
+        frames.size(), followed.c_str(), total.grid_seconds, total.surface_seconds, total.render_seconds,
+        out_dir.string().c_str(), on_device ? " (on the GPU)" : "");
+  }
+  ctx.report["frames"] = report_frames;
+  ctx.report["grid_seconds"] = total.grid_seconds;
+  ctx.report["surface_seconds"] = total.surface_seconds;
+  ctx.report["render_seconds"] = total.render_seconds;
+  ctx.report["render_backend"] = total.render_backend;
+  ctx.report["on_device"] = on_device;
+  ctx.report["outputs"] = written;
+  return 0;
 }
 
 const bool animate_registered = register_command({

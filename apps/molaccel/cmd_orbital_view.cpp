@@ -1,7 +1,8 @@
 // `molaccel orbital view`: one self-contained HTML page (WebGL, works offline) showing orbital
 // lobes or a density with the molecule. One file: each orbital chosen (and the density) is a
 // frame of the page; several files: a trajectory, the orbital followed from frame to frame as in
-// `orbital animate`. Surfaces from the display module, the page from display::write_html_viewer.
+// `orbital animate`. Surfaces from the library's display pipeline (orbital::display_fields), the
+// page from display::write_html_viewer.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -97,50 +98,60 @@ int run_view(RunContext& ctx, const ViewOptions& o) {
   for (const auto& w : wavefunctions)
     all_atoms.atoms.insert(all_atoms.atoms.end(), w.atoms.begin(), w.atoms.end());
   const GridSpec grid = automatic_grid(trajectory ? all_atoms : wavefunctions.front(), o.padding, o.spacing);
-  const Resources resources = ctx.resources();
-  EvaluateOptions options;
-  options.backend = parse_backend(o.backend);
-  const display::SurfaceBackend surface_backend = display::parse_surface_backend(o.surface_backend);
-  log_info("orbital view: {} frame(s) on a {} x {} x {} grid, {}", frames.size(), grid.counts[0],
-           grid.counts[1], grid.counts[2], resources.describe());
 
   // Every frame's surfaces are made before the page is written: a frame without a surface at the
-  // isovalue stops the run with nothing written.
+  // isovalue stops the run with nothing written. Batches of frames through the display pipeline
+  // (on GPUs spread over them, grid and surfaces in device memory).
+  DisplayOptions options;
+  options.iso = o.iso;
+  options.atoms = o.atoms;
+  options.grid.backend = parse_backend(o.backend);
+  options.surface_backend = display::parse_surface_backend(o.surface_backend);
+  const Resources resources = ctx.resources();
+  const bool on_device = display_on_device(resources, options);
+  log_info("orbital view: {} frame(s) on a {} x {} x {} grid, {}", frames.size(), grid.counts[0],
+           grid.counts[1], grid.counts[2], resources.describe());
+  std::vector<DisplayItem> items;
+  for (const PageFrame& frame : frames) {
+    DisplayItem item{&wavefunctions[frame.file],
+                     frame.is_orbital ? orbital_field(frame.orbital, frame.tracked.sign_flipped)
+                                      : density_field(parse_density(o.density))};
+    item.field.description = frame.description;
+    items.push_back(std::move(item));
+  }
+  const std::size_t batch = batch_size(resources, on_device);
   double grid_seconds = 0, surface_seconds = 0;
   std::vector<display::Scene> scenes;
   nlohmann::json report_frames = nlohmann::json::array();
   ProgressBar bar("view: surfaces", frames.size(), "frames");
-  for (const PageFrame& frame : frames) {
-    const Wavefunction& wfn = wavefunctions[frame.file];
-    EvaluationInfo info;
-    std::vector<float> values =
-        frame.is_orbital ? evaluate_orbitals(resources, wfn, grid, {frame.orbital}, options, &info)
-                         : evaluate_density(resources, wfn, grid, parse_density(o.density), options, &info);
-    grid_seconds += info.seconds;
-    if (frame.tracked.sign_flipped)
-      for (float& v : values) v = -v;
-    const auto molecule = o.atoms ? molecule_parts(wfn) : std::vector<display::ScenePart>{};
-    FieldScene fs = field_scene(resources, grid, values, frame.is_orbital, o.iso, surface_backend, molecule,
-                                frame.description);
-    surface_seconds += fs.seconds;
-    scenes.push_back(std::move(fs.scene));
-    bar.advance();
-    std::string label = frame.label;
-    nlohmann::json entry = {{"file", wfn.source},
-                            {"field", frame.is_orbital ? "orbital" : o.density + " density"},
-                            {"iso", std::stod(fmt::format("{}", fs.iso))},  // 0.05, not 0.0500000007
-                            {"positive_triangles", fs.positive_triangles},
-                            {"negative_triangles", fs.negative_triangles}};
-    if (frame.is_orbital) entry["orbital"] = frame.orbital.index + 1;
-    if (trajectory && frame.is_orbital) {
-      entry["overlap"] = frame.tracked.overlap;
-      entry["sign_flipped"] = frame.tracked.sign_flipped;
-      if (frame.file > 0)
-        label += fmt::format("; |overlap| with frame {}: {:.3f}{}", frame.file, frame.tracked.overlap,
-                             frame.tracked.sign_flipped ? ", sign flipped" : "");
+  for (std::size_t first = 0; first < items.size(); first += batch) {
+    DisplayInfo info;
+    std::vector<DisplayResult> results =
+        display_fields(resources, items_from(items, first, batch), grid, options, &info);
+    grid_seconds += info.grid_seconds;
+    surface_seconds += info.surface_seconds;
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      const PageFrame& frame = frames[first + i];
+      DisplayResult& r = results[i];
+      scenes.push_back(in_angstrom(std::move(r.scene)));
+      bar.advance();
+      std::string label = frame.label;
+      nlohmann::json entry = {{"file", wavefunctions[frame.file].source},
+                              {"field", frame.is_orbital ? "orbital" : o.density + " density"},
+                              {"iso", std::stod(fmt::format("{}", r.iso))},  // 0.05, not 0.0500000007
+                              {"positive_triangles", r.positive_triangles},
+                              {"negative_triangles", r.negative_triangles}};
+      if (frame.is_orbital) entry["orbital"] = frame.orbital.index + 1;
+      if (trajectory && frame.is_orbital) {
+        entry["overlap"] = frame.tracked.overlap;
+        entry["sign_flipped"] = frame.tracked.sign_flipped;
+        if (frame.file > 0)
+          label += fmt::format("; |overlap| with frame {}: {:.3f}{}", frame.file, frame.tracked.overlap,
+                               frame.tracked.sign_flipped ? ", sign flipped" : "");
+      }
+      page.frame_labels.push_back(label);
+      report_frames.push_back(std::move(entry));
     }
-    page.frame_labels.push_back(label);
-    report_frames.push_back(std::move(entry));
   }
   bar.finish();
   const std::string first = std::filesystem::path(files.front()).filename().string();

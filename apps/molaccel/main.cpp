@@ -133,7 +133,8 @@ OptionValues option_values(const CLI::App* leaf) {
 std::string unwritable_output(const CLI::App* leaf) {
   for (const std::string& value : option_values(leaf).outputs) {
     if (value.empty() || value == "-" || value.rfind("/dev/", 0) == 0) continue;
-    const std::filesystem::path path(value);
+    std::filesystem::path path(value);
+    if (!path.has_filename()) path = path.parent_path();  // a folder to be made ("frames/")
     const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
     std::error_code ec;
     if (!std::filesystem::is_directory(dir, ec))

@@ -1,11 +1,11 @@
 // Pieces shared by the orbital display commands (`orbital surface | render | animate` in
-// cmd_orbital_display.cpp, `orbital view` in cmd_orbital_view.cpp): frame ordering, the molecule as
-// balls and sticks, and the lobes of one field as a scene (in angstrom).
+// cmd_orbital_display.cpp, `orbital view` in cmd_orbital_view.cpp): frame ordering, option parsing
+// and the grid options. The work itself is the library's display pipeline (orbital_display.hpp).
 #pragma once
 
 #include <algorithm>
 #include <cctype>
-#include <cmath>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -13,6 +13,7 @@
 
 #include "molaccel/display.hpp"
 #include "molaccel/orbital.hpp"
+#include "molaccel/orbital_display.hpp"
 
 namespace molaccel::cli::orbital_scene {
 
@@ -47,89 +48,10 @@ inline orbital::DensityKind parse_density(const std::string& text) {
   throw InputError("--density", 0, fmt::format("unknown density '{}' (total, spin, alpha, beta)", text));
 }
 
-// The molecule as balls and sticks, in bohr like the grid.
-inline std::vector<display::ScenePart> molecule_parts(const orbital::Wavefunction& wfn) {
-  std::vector<std::array<double, 3>> positions;
-  std::vector<int> numbers;
-  for (const orbital::Atom& a : wfn.atoms) {
-    positions.push_back(a.position);
-    numbers.push_back(a.atomic_number);
-  }
-  return display::ball_and_stick(positions, numbers, orbital::bohr_in_angstrom);
-}
-
-inline float default_iso(double requested, bool is_orbital) {
-  return static_cast<float>(requested > 0 ? requested : (is_orbital ? 0.05 : 0.002));
-}
-
-inline InputError no_surface(float largest, bool is_orbital, float iso, const std::string& description) {
-  return InputError("--iso", 0,
-                    fmt::format("{}: no surface at {}{} (the largest |value| on the grid is {:.4g}); give a "
-                                "smaller --iso",
-                                description, is_orbital ? "+/-" : "", iso, largest));
-}
-inline InputError no_surface(const std::vector<float>& values, bool is_orbital, float iso,
-                             const std::string& description) {
-  float largest = 0;
-  for (float v : values) largest = std::max(largest, std::abs(v));
-  return no_surface(largest, is_orbital, iso, description);
-}
-
-// Whether the field crosses +iso (or, for an orbital, -iso) somewhere: points on both sides.
-inline bool has_surface(const std::vector<float>& values, bool is_orbital, float iso) {
-  bool above = false, not_above = false, below = false, not_below = false;
-  for (float v : values) {
-    (v > iso ? above : not_above) = true;
-    (v < -iso ? below : not_below) = true;
-  }
-  return (above && not_above) || (is_orbital && below && not_below);
-}
-
-// The lobes (or a density's surface) with the molecule, scaled from bohr to angstrom.
-inline display::Scene scene_of(display::Mesh positive, display::Mesh negative, bool is_orbital,
-                               const std::vector<display::ScenePart>& molecule) {
-  display::Scene scene;
-  if (!positive.empty())
-    scene.parts.push_back(
-        {is_orbital ? "positive lobe" : "surface", std::move(positive),
-         is_orbital ? display::positive_phase_colour() : display::Colour{0.6f, 0.6f, 0.85f, 1}});
-  if (!negative.empty())
-    scene.parts.push_back({"negative lobe", std::move(negative), display::negative_phase_colour()});
-  for (const auto& part : molecule) scene.parts.push_back(part);
+// A scene of the display pipeline (bohr, like the grid) in angstrom, the unit of the files.
+inline display::Scene in_angstrom(display::Scene scene) {
   display::scale_scene(scene, orbital::bohr_in_angstrom);
   return scene;
-}
-
-// The surfaces of one field (both phases of an orbital, one surface of a density) with the molecule,
-// scaled to angstrom. No surface at the isovalue is an error naming the field.
-struct FieldScene {
-  display::Scene scene;
-  std::size_t positive_triangles = 0, negative_triangles = 0;
-  float iso = 0;
-  double seconds = 0;
-};
-inline FieldScene field_scene(const Resources& resources, const orbital::GridSpec& grid,
-                              const std::vector<float>& values, bool is_orbital, double requested_iso,
-                              display::SurfaceBackend backend,
-                              const std::vector<display::ScenePart>& molecule,
-                              const std::string& description) {
-  FieldScene out;
-  out.iso = default_iso(requested_iso, is_orbital);
-  const display::ScalarGrid view{grid.origin, grid.axes, grid.counts, values.data()};
-  display::SurfaceInfo info;
-  display::Mesh positive =
-      display::extract_isosurface(resources, view, out.iso, display::Inside::above, backend, &info);
-  out.seconds += info.seconds;
-  display::Mesh negative;
-  if (is_orbital) {
-    negative = display::extract_isosurface(resources, view, -out.iso, display::Inside::below, backend, &info);
-    out.seconds += info.seconds;
-  }
-  if (positive.empty() && negative.empty()) throw no_surface(values, is_orbital, out.iso, description);
-  out.positive_triangles = positive.triangle_count();
-  out.negative_triangles = negative.triangle_count();
-  out.scene = scene_of(std::move(positive), std::move(negative), is_orbital, molecule);
-  return out;
 }
 
 // The grid box and backend options the display commands share; `whose_atoms` completes the padding's
@@ -146,6 +68,22 @@ inline void add_grid_options(CLI::App& app, double& padding, double& spacing, st
       ->default_val("auto");
   app.add_option("--surface-backend", surface_backend, "Isosurface backend: auto, cpu, cuda or reference")
       ->default_val("auto");
+}
+
+// Items [first, first + batch) of `items` (fewer at the end): display_fields takes the items of a
+// command a batch at a time, so that their grids and surfaces need not all be held at once.
+inline std::vector<orbital::DisplayItem> items_from(const std::vector<orbital::DisplayItem>& items,
+                                                    std::size_t first, std::size_t batch) {
+  return std::vector<orbital::DisplayItem>(
+      items.begin() + static_cast<std::ptrdiff_t>(first),
+      items.begin() + static_cast<std::ptrdiff_t>(std::min(items.size(), first + batch)));
+}
+
+// Items per display_fields call of the surface, render and view commands: memory holds one batch
+// of meshes or images (files already written wait, staged, for the run's commit). On GPUs at
+// least two per GPU, so every GPU has work; 8 on the CPU.
+inline std::size_t batch_size(const Resources& resources, bool on_device) {
+  return on_device ? std::max<std::size_t>(8, 2 * resources.gpus().size()) : 8;
 }
 
 }  // namespace molaccel::cli::orbital_scene

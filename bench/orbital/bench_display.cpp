@@ -4,24 +4,27 @@
 //
 //   bench_orbital_display [--quick] [--cpu] [--frames N]
 //     --quick: a 0.15 A grid and fewer frames; --cpu: the same job on the CPU only (grid, surfaces,
-//     image on all cores); --frames N: frames per timed run (default 30).
+//     image on all cores, through the library's display pipeline, orbital::display_fields, one
+//     frame per call); --frames N: frames per timed run (default 30).
 //
 // With a GPU, rows: the time of each stage on the GPU (grid kernel into device memory, both
 // surfaces from it in one pass kept on the device, the CUDA image copied to the host; the host
 // waits after each stage), frames/s of the whole loop without video encoding (stages back to
-// back), the same on every GPU of the machine when there are several (frames spread round-robin),
-// frames/s into an MP4 (H.264 through FFmpeg, encoded on a second thread while the GPU makes
-// the next frame), and the baseline in the same run: the CPU-image path (grid to the host, surfaces
-// from the host grid, CPU rasteriser). Medians of repeated runs after warm-up frames. Frame 1 drawn
-// both ways is compared (the fraction of pixels off by more than one level; the two paths' grids
-// come from different launches of the orbital kernels, so this is a check of sense, not the
-// renderers' tolerance test, which is tests/display/test_render_cuda.cpp).
+// back), frames/s into an MP4 (H.264 through FFmpeg, encoded on a second thread while the GPU
+// makes the next frame); then the library call display_fields with the frames as scheduler tiles
+// on 1 GPU and on every GPU of the machine (frames/s of each and the ratio; with an MP4 too where
+// the build has FFmpeg), and the baseline in the same run: the CPU-image path (grid to the host,
+// surfaces from the host grid, CPU rasteriser). Medians of repeated runs after warm-up frames.
+// Frame 1 drawn both ways is compared (the fraction of pixels off by more than one level; the two
+// paths' grids come from different launches of the orbital kernels, so this is a check of sense,
+// not the renderers' tolerance test, which is tests/display/test_render_cuda.cpp).
 #include <unistd.h>
 
 #include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <deque>
 #include <filesystem>
 #include <memory>
@@ -32,6 +35,7 @@
 #include "common/harness.hpp"
 #include "display/render/render_backends.hpp"
 #include "molaccel/display.hpp"
+#include "molaccel/orbital_display.hpp"
 #include "orbital/packed_basis.hpp"
 #include "orbital/tuning.hpp"
 #if MOLACCEL_HAVE_CUDA
@@ -125,19 +129,20 @@ int main(int argc, char** argv) {
   auto orbital_of_frame = [](int f) {
     return orbital::OrbitalRef{orbital::Spin::alpha, 179 - std::size_t(f % 20)};
   };
+  auto items_of = [&](int first, int count) {
+    std::vector<orbital::DisplayItem> items;
+    for (int f = first; f < first + count; ++f)
+      items.push_back({&wfn, orbital::orbital_field(orbital_of_frame(f))});
+    return items;
+  };
 
-  // The molecule in bohr, like the grid (the CLI scales whole scenes to angstrom before writing).
-  std::vector<std::array<double, 3>> positions;
-  std::vector<int> numbers;
-  for (const orbital::Atom& atom : wfn.atoms) {
-    positions.push_back(atom.position);
-    numbers.push_back(atom.atomic_number);
-  }
-  display::Scene molecule;
-  molecule.parts = display::ball_and_stick(positions, numbers, orbital::bohr_in_angstrom);
-  display::RenderOptions render;
-  render.width = 1920;
-  render.height = 1080;
+  // The frame of the library call: both surfaces at +/-0.05, balls and sticks, the image only.
+  orbital::DisplayOptions pipeline;
+  pipeline.iso = 0.05;
+  pipeline.meshes = false;
+  pipeline.image = true;
+  pipeline.render.width = 1920;
+  pipeline.render.height = 1080;
   const std::string image_size = "1920x1080 (2x2 samples)";
   std::printf(
       "C60 6-31G* (generated coefficients), grid %s = %zu points, one orbital per frame (HOMO, HOMO-1, "
@@ -145,65 +150,53 @@ int main(int argc, char** argv) {
       size.c_str(), points, image_size.c_str());
   bench::print_header();
 
-  // The CPU-image path of one frame: the grid to the host, surfaces from the host grid, the CPU
-  // rasteriser. With GPU resources it is the baseline; with CPU resources, the CPU frame rate.
-  auto host_frame = [&](const Resources& r, int f, bench::Timing* stages, display::Scene* scene_out) {
-    const auto t0 = Clock::now();
-    const std::vector<float> values = orbital::evaluate_orbitals(r, wfn, spec, {orbital_of_frame(f)});
-    const double grid_s = since(t0);
-    const display::ScalarGrid grid{spec.origin, spec.axes, spec.counts, values.data()};
-    const auto t1 = Clock::now();
-    display::Scene scene;
-    scene.parts.push_back({"positive lobe",
-                           display::extract_isosurface(r, grid, 0.05f, display::Inside::above),
-                           display::positive_phase_colour()});
-    scene.parts.push_back({"negative lobe",
-                           display::extract_isosurface(r, grid, -0.05f, display::Inside::below),
-                           display::negative_phase_colour()});
-    for (const auto& part : molecule.parts) scene.parts.push_back(part);
-    const double surfaces_s = since(t1);
-    const auto t2 = Clock::now();
-    display::RenderOptions cpu_render = render;
-    cpu_render.backend = display::RenderBackend::cpu;
-    cpu_render.threads = r.cpu_threads();
-    display::Image image = display::render_scene(scene, cpu_render);
-    const double image_s = since(t2);
-    if (stages) {
-      stages[0].median_s += grid_s;
-      stages[1].median_s += surfaces_s;
-      stages[2].median_s += image_s;
-    }
-    if (scene_out) *scene_out = std::move(scene);
-    return image;
-  };
-  auto host_rate = [&](const Resources& r, const std::string& device, int runs, int per_run) {
-    (void)host_frame(r, 0, nullptr, nullptr);  // warm-up
-    std::vector<double> rates;
+  // The host path of display_fields, one frame per call: the grid into host memory, surfaces from
+  // it, the image (CPU rasteriser where `options` says so). With GPU resources and a CPU image it is
+  // the baseline; with CPU resources, the CPU frame rate. Rows: its stages and frames/s.
+  auto host_rate = [&](const Resources& r, const orbital::DisplayOptions& options, const std::string& device,
+                       const std::string& name, int runs, int per_run) {
+    (void)orbital::display_fields(r, items_of(0, 1), spec, options);  // warm-up
+    std::vector<double> rates, cpu_seconds;
     std::vector<double> stage_s[3];
     for (int run = 0; run < runs; ++run) {
-      bench::Timing sums[3];
+      double sums[3] = {0, 0, 0};
       const auto start = Clock::now();
-      for (int f = 0; f < per_run; ++f) (void)host_frame(r, f, sums, nullptr);
+      const std::clock_t cpu_start = std::clock();
+      for (int f = 0; f < per_run; ++f) {
+        orbital::DisplayInfo info;
+        (void)orbital::display_fields(r, items_of(f, 1), spec, options, &info);
+        sums[0] += info.grid_seconds;
+        sums[1] += info.surface_seconds;
+        sums[2] += info.render_seconds;
+      }
       rates.push_back(per_run / since(start));
-      for (int s = 0; s < 3; ++s) stage_s[s].push_back(sums[s].median_s / per_run);
+      cpu_seconds.push_back(static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC / per_run);
+      for (int s = 0; s < 3; ++s) stage_s[s].push_back(sums[s] / per_run);
     }
-    const char* names[3] = {"grid to host", "surfaces from the host grid", "image (cpu rasteriser)"};
+    const char* names[3] = {"grid to host", "surfaces from the host grid", "image"};
     for (int s = 0; s < 3; ++s)
-      bench::print_row({.benchmark = fmt::format("display/cpu-image path/{}", names[s]),
+      bench::print_row({.benchmark = fmt::format("display/{}/{}", name, names[s]),
                         .device = device,
                         .size = s == 2 ? image_size : size,
                         .timing = bench::summarise(stage_s[s]),
                         .work = 1,
                         .work_unit = "frames"});
     const double rate = median(rates);
-    std::printf("cpu-image path (%s): %.2f frames/s (median of %d runs of %d frames)\n", device.c_str(), rate,
-                runs, per_run);
+    // The process's CPU time per frame: on a machine shared with other jobs, what the frame costs
+    // the cores whatever the wall clock says.
+    std::printf("%s (%s): %.2f frames/s (median of %d runs of %d frames); %.2f CPU-seconds per frame\n",
+                name.c_str(), device.c_str(), rate, runs, per_run, median(cpu_seconds));
     return rate;
   };
 
   if (cpu_only) {
     const Resources cpu = Resources::cpu(0);
-    host_rate(cpu, fmt::format("{} ({} threads)", cpu_info().model, cpu.cpu_threads()), 3, quick ? 2 : 3);
+    orbital::DisplayOptions on_cpu = pipeline;
+    on_cpu.render.backend = display::RenderBackend::cpu;
+    host_rate(cpu, on_cpu,
+              fmt::format("{} ({} threads, {} logical cores)", cpu_info().model, cpu.cpu_threads(),
+                          std::thread::hardware_concurrency()),
+              "cpu", 3, quick ? 2 : 3);
     return 0;
   }
   Resources::Options auto_options;
@@ -213,8 +206,19 @@ int main(int argc, char** argv) {
     return 0;
   }
 #if MOLACCEL_HAVE_CUDA
+  const display::RenderOptions& render = pipeline.render;
   const int device = automatic.gpus().front();
   const std::string gpu_name = automatic.describe();
+  display::Scene molecule;  // bohr, like the grid
+  {
+    std::vector<std::array<double, 3>> positions;
+    std::vector<int> numbers;
+    for (const orbital::Atom& atom : wfn.atoms) {
+      positions.push_back(atom.position);
+      numbers.push_back(atom.atomic_number);
+    }
+    molecule.parts = display::ball_and_stick(positions, numbers, orbital::bohr_in_angstrom);
+  }
   const orbital::detail::PackedBasis basis = orbital::detail::pack_basis(wfn, 1e-9);
   std::vector<std::vector<float>> coefficients;
   for (int o = 0; o < 20; ++o)
@@ -276,64 +280,88 @@ int main(int argc, char** argv) {
   std::printf(
       "gpu loop, no encoding (%s): %.1f frames/s = %.2f ms per frame (median of %d runs of %d frames)\n",
       gpu_name.c_str(), rate, 1e3 / rate, runs, frames);
-  // Frames spread over every GPU (a loop and a thread each; frame f on GPU f mod n).
-  const std::size_t gpus = automatic.gpus().size();
-  if (gpus > 1) {
-    std::vector<std::unique_ptr<bench_display::GpuFrames>> loops;
-    for (int d : automatic.gpus()) loops.push_back(std::make_unique<bench_display::GpuFrames>(d, points));
-    auto spread = [&](int count) {
-      std::vector<std::thread> threads;
-      for (std::size_t g = 0; g < gpus; ++g)
-        threads.emplace_back([&, g] {
-          for (int f = static_cast<int>(g); f < count; f += static_cast<int>(gpus))
-            (void)loops[g]->frame(job_for(f), levels, molecule, render);
-        });
-      for (std::thread& t : threads) t.join();
-    };
-    spread(static_cast<int>(gpus) * warmup);
-    std::vector<double> spread_rates;
-    for (int run = 0; run < runs; ++run) {
-      const auto start = Clock::now();
-      spread(frames * static_cast<int>(gpus));
-      spread_rates.push_back(frames * static_cast<double>(gpus) / since(start));
-    }
-    std::printf(
-        "gpu loop on %zu GPUs, no encoding: %.1f frames/s = %.2fx one GPU (median of %d runs of %zu "
-        "frames)\n",
-        gpus, median(spread_rates), median(spread_rates) / rate, runs, frames * gpus);
-  }
+  const auto video_path =
+      std::filesystem::temp_directory_path() / fmt::format("bench_display_{}.mp4", ::getpid());
   if (display::video_available()) {
-    const auto path =
-        std::filesystem::temp_directory_path() / fmt::format("bench_display_{}.mp4", ::getpid());
     for (int run = 0; run < runs; ++run) {
       const auto start = Clock::now();
-      BackgroundEncoder encoder(path, render.width, render.height);
+      BackgroundEncoder encoder(video_path, render.width, render.height);
       for (int f = 0; f < frames; ++f) encoder.add(gpu.frame(job_for(f), levels, molecule, render));
       encoder.finish();
       video_rates.push_back(frames / since(start));
     }
-    std::filesystem::remove(path);
+    std::filesystem::remove(video_path);
     std::printf(
         "gpu loop into an MP4 (H.264, encoded on a second thread): %.1f frames/s (median of %d runs)\n",
         median(video_rates), runs);
   } else {
-    std::printf("this build has no FFmpeg libraries: no MP4 row\n");
+    std::printf("this build has no FFmpeg libraries: no MP4 rows\n");
   }
 
-  // The baseline in the same run, and frame 1 drawn both ways.
-  const double baseline = host_rate(automatic, gpu_name + " grid and surfaces, cpu image", 3, quick ? 2 : 5);
+  // The library call on 1 GPU and on every GPU: display_fields with `frames` frames per GPU as
+  // scheduler tiles (each frame on one GPU: grid, surfaces and image in its memory), one call per
+  // run; with an MP4, the frames of each call encoded on a second thread while the next call runs.
+  const std::size_t all_gpus = automatic.gpus().size();
+  auto scheduler_rate = [&](std::size_t n, bool into_video) {
+    const Resources r = bench::first_gpus(n);
+    const int count = frames * static_cast<int>(n);
+    (void)orbital::display_fields(r, items_of(0, static_cast<int>(4 * n)), spec, pipeline);  // warm-up
+    std::vector<double> per_run;
+    for (int run = 0; run < runs; ++run) {
+      const auto start = Clock::now();
+      if (into_video) {
+        BackgroundEncoder encoder(video_path, render.width, render.height);
+        const int batch = 2 * static_cast<int>(n);
+        for (int f = 0; f < count; f += batch)
+          for (orbital::DisplayResult& result :
+               orbital::display_fields(r, items_of(f, std::min(batch, count - f)), spec, pipeline))
+            encoder.add(std::move(result.image));
+        encoder.finish();
+      } else {
+        (void)orbital::display_fields(r, items_of(0, count), spec, pipeline);
+      }
+      per_run.push_back(count / since(start));
+    }
+    if (into_video) std::filesystem::remove(video_path);
+    return median(per_run);
+  };
+  const double one = scheduler_rate(1, false);
+  std::printf("display_fields on 1 GPU (%d frames per call, scheduler tiles): %.1f frames/s\n", frames, one);
+  if (all_gpus > 1) {
+    const double spread = scheduler_rate(all_gpus, false);
+    std::printf("display_fields on %zu GPUs (%zu frames per call): %.1f frames/s = %.2fx 1 GPU\n", all_gpus,
+                frames * all_gpus, spread, spread / one);
+  }
+  if (display::video_available()) {
+    const double one_video = scheduler_rate(1, true);
+    std::printf("display_fields into an MP4 on 1 GPU (calls of 2 frames per GPU): %.1f frames/s\n",
+                one_video);
+    if (all_gpus > 1) {
+      const double spread_video = scheduler_rate(all_gpus, true);
+      std::printf("display_fields into an MP4 on %zu GPUs: %.1f frames/s = %.2fx 1 GPU\n", all_gpus,
+                  spread_video, spread_video / one_video);
+    }
+  }
+
+  // The baseline in the same run (grid and surfaces on the GPU through the host, CPU image), and
+  // frame 1 drawn both ways.
+  orbital::DisplayOptions cpu_image = pipeline;
+  cpu_image.render.backend = display::RenderBackend::cpu;
+  const double baseline = host_rate(automatic, cpu_image, gpu_name + " grid and surfaces, cpu image",
+                                    "cpu-image path", 3, quick ? 2 : 5);
   std::printf("speed-up of the gpu loop over the cpu-image path: %.1fx\n", rate / baseline);
-  display::Scene scene;
-  const display::Image cpu_image = host_frame(automatic, 0, nullptr, &scene);
-  const display::Image gpu_image = gpu.frame(job_for(0), levels, molecule, render);
+  const display::Image cpu_frame =
+      orbital::display_fields(automatic, items_of(0, 1), spec, cpu_image)[0].image;
+  const display::Image gpu_frame =
+      orbital::display_fields(automatic, items_of(0, 1), spec, pipeline)[0].image;
   std::size_t over_one = 0;
-  for (std::size_t p = 0; p < cpu_image.rgba.size() / 4; ++p)
+  for (std::size_t p = 0; p < cpu_frame.rgba.size() / 4; ++p)
     for (int k = 0; k < 3; ++k)
-      if (std::abs(int(cpu_image.rgba[4 * p + k]) - int(gpu_image.rgba[4 * p + k])) > 1) {
+      if (std::abs(int(cpu_frame.rgba[4 * p + k]) - int(gpu_frame.rgba[4 * p + k])) > 1) {
         ++over_one;
         break;
       }
-  const double fraction = static_cast<double>(over_one) / (cpu_image.rgba.size() / 4.0);
+  const double fraction = static_cast<double>(over_one) / (cpu_frame.rgba.size() / 4.0);
   std::printf("frame 1, gpu vs cpu image: %.4f%% of pixels differ by more than one level\n", 100 * fraction);
 #endif
   return 0;

@@ -2,22 +2,18 @@
 // same files and pictures as the CPU path within the renderers' tolerance, meshes read by the
 // independent reader, one file per orbital, frames in order, no file on bad input. Skipped without
 // a GPU.
-#include <cstdlib>
 
 #include <nlohmann/json.hpp>
 
 #include "display_test_util.hpp"
+#include "testing/processes.hpp"
 
 namespace molaccel::display {
 namespace {
 
+using molaccel::testing::quoted;
 int run(const std::string& command) {
-  const int status = std::system((command + " > /dev/null 2>&1").c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-std::string quoted(const std::filesystem::path& p) {
-  return "'" + p.string() + "'";
+  return molaccel::testing::exit_code(command);
 }
 
 std::filesystem::path water() {
@@ -84,6 +80,24 @@ TEST(DisplayGpuCli, SurfacesPassTheReaderAndBadInputWritesNothing) {
   EXPECT_EQ(run(command("surface", "gpu", "--orbital homo:lumo --iso 0.5 -o " + quoted(empty / "x.glb"))), 1);
   EXPECT_EQ(run(command("render", "gpu", "--orbital homo --iso 2 -o " + quoted(empty / "x.png"))), 1);
   EXPECT_TRUE(std::filesystem::is_empty(empty.path()));
+}
+
+// A density takes the device path too (the engine's weighted-density kernel into device memory)
+// and draws the CPU path's picture.
+TEST(DisplayGpuCli, DensityOnTheDevicePath) {
+  MOLACCEL_REQUIRE_GPU();
+  if (std::string(MOLACCEL_PYTHON).empty()) GTEST_SKIP() << "no Python 3 interpreter found at configure time";
+  molaccel::testing::TempDir dir;
+  ASSERT_EQ(run(command("render", "gpu",
+                        "--density total --size 96x72 -o " + quoted(dir / "gpu.png") + " --json " +
+                            quoted(dir / "r.json"))),
+            0);
+  const auto report = nlohmann::json::parse(molaccel::testing::read_file(dir / "r.json"));
+  EXPECT_EQ(report["on_device"], true);
+  EXPECT_EQ(report["surface_backend"], "cuda");
+  EXPECT_EQ(report["surfaces"][0]["negative_triangles"], 0);
+  ASSERT_EQ(run(command("render", "cpu", "--density total --size 96x72 -o " + quoted(dir / "cpu.png"))), 0);
+  EXPECT_EQ(same_picture(dir / "gpu.png", dir / "cpu.png", 96, 72), 0);
 }
 
 // Frames spread over the GPUs come out in order: three frames (the same molecule; frame 2 is

@@ -1,23 +1,19 @@
 // `molaccel orbital surface` as a process: meshes that independent readers accept (Python,
 // standard library: tests/display/check_mesh_files.py), one file per orbital of a range, and
 // bad input (no surface at the isovalue, an unknown format) as an error with no file written.
-#include <cstdlib>
 
 #include <nlohmann/json.hpp>
 
 #include "molaccel/display.hpp"
 #include "orbital_test_util.hpp"
+#include "testing/processes.hpp"
 
 namespace molaccel::orbital {
 namespace {
 
+using molaccel::testing::quoted;
 int run(const std::string& command) {
-  const int status = std::system((command + " > /dev/null 2>&1").c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-std::string quoted(const std::filesystem::path& p) {
-  return "'" + p.string() + "'";
+  return molaccel::testing::exit_code(command);
 }
 
 std::string surface(const std::string& arguments) {
@@ -71,8 +67,8 @@ TEST_F(OrbitalSurfaceCli, RangeWritesOneFileEachAndPlyObjReadBack) {
   EXPECT_EQ(check_file("obj", dir / "rho.obj", density["output_triangles"][0].get<std::size_t>()), 0);
 }
 
-// `all` on water is 18 orbitals, more than one batch: the grids are checked first, then each file
-// is written as it is made; an isovalue some orbital never reaches still writes nothing.
+// `all` on water is 18 orbitals, more than one batch: the files of every batch wait in one output
+// group, so an isovalue some orbital never reaches still writes nothing.
 TEST_F(OrbitalSurfaceCli, AllOrbitalsOneFileEachOrNone) {
   molaccel::testing::TempDir dir;
   ASSERT_EQ(run(surface("--orbital all --no-atoms -o " + quoted(dir / "a.ply") + " --json " +

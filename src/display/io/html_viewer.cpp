@@ -1,7 +1,9 @@
 // The offline HTML viewer: the page (html_viewer.html, compiled in by CMake) with the frames'
 // meshes as quantised, base64-encoded arrays in its JSON scene block. Format: display.hpp.
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include <nlohmann/json.hpp>
@@ -126,8 +128,9 @@ void write_html_viewer(const std::filesystem::path& path, const std::vector<Scen
   page.reserve(kViewerPage.size() + json.size());
   page.append(kViewerPage.substr(0, at)).append(json).append(kViewerPage.substr(at + kSceneMarker.size()));
   write_file_atomically(path, [&](std::FILE* f) {
+    errno = 0;
     if (std::fwrite(page.data(), 1, page.size(), f) != page.size())
-      throw InputError(path.string(), 0, "write failed");
+      throw InputError(path.string(), 0, fmt::format("write failed: {}", std::strerror(errno ? errno : EIO)));
   });
 }
 

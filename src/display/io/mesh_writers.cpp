@@ -2,6 +2,7 @@
 // atomically (write_file_atomically: temporary file beside the target, then rename).
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstring>
 #include <limits>
 
@@ -41,8 +42,9 @@ void put_f32(std::string& out, float f) {
 
 void write_bytes(const std::filesystem::path& path, const std::string& bytes) {
   write_file_atomically(path, [&](std::FILE* f) {
+    errno = 0;
     if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size())
-      throw InputError(path.string(), 0, "write failed");
+      throw InputError(path.string(), 0, fmt::format("write failed: {}", std::strerror(errno ? errno : EIO)));
   });
 }
 

@@ -1,4 +1,7 @@
 // PNG through libpng: 8-bit RGBA rows, written into the atomic writer's temporary file.
+#include <cerrno>
+#include <cstring>
+
 #include "molaccel/display.hpp"
 
 #if MOLACCEL_HAVE_PNG
@@ -21,9 +24,12 @@ void write_png(const std::filesystem::path& path, const Image& image) {
       throw Error(fmt::format("{}: libpng could not start", path.string()));
     }
     // libpng reports errors by longjmp: nothing with a destructor lives between here and the end.
+    // The only errors once started are libpng's fwrite failing (errno says why).
+    errno = 0;
     if (setjmp(png_jmpbuf(png))) {
+      const int err = errno ? errno : EIO;
       png_destroy_write_struct(&png, &info);
-      throw InputError(path.string(), 0, "PNG write failed");
+      throw InputError(path.string(), 0, fmt::format("PNG write failed: {}", std::strerror(err)));
     }
     png_init_io(png, f);
     png_set_IHDR(png, info, static_cast<png_uint_32>(image.width), static_cast<png_uint_32>(image.height), 8,

@@ -1,6 +1,7 @@
 // MP4 (H.264) through FFmpeg's libraries. The muxer writes into memory through a custom I/O
 // context (MP4 needs to seek back to finish its boxes), and finish() hands the bytes to the
 // atomic writer, so a failed or abandoned video leaves no file.
+#include <cerrno>
 #include <cstring>
 
 #include "molaccel/display.hpp"
@@ -182,8 +183,10 @@ void VideoWriter::finish() {
   avio_flush(s.io);
   s.finished = true;
   write_file_atomically(s.path, [&](std::FILE* f) {
+    errno = 0;
     if (std::fwrite(s.file.bytes.data(), 1, s.file.bytes.size(), f) != s.file.bytes.size())
-      throw InputError(s.path.string(), 0, "write failed");
+      throw InputError(s.path.string(), 0,
+                       fmt::format("write failed: {}", std::strerror(errno ? errno : EIO)));
   });
 }
 
