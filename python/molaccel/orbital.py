@@ -16,7 +16,6 @@ k*axes[2], and ``values[i, j, k]`` is its value (k fastest in memory, the cube f
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any, Sequence, Union
 
 import numpy as np
@@ -64,33 +63,85 @@ def read(path: str | os.PathLike[str], *, check_normalisation: bool = True, tole
     return _orbital.read(os.fspath(path), check_normalisation, float(tolerance))
 
 
-@dataclass(frozen=True)
 class Grid:
     """Values on a grid: ``values`` (float32, shape (nx, ny, nz), or (fields, nx, ny, nz) for
     several orbitals; a NumPy array, or a :class:`molaccel.DeviceArray` in GPU memory with
     ``device_output=True``), ``origin`` (3,) and ``axes`` (3, 3) step vectors in bohr, ``backend``
     (what ran), ``seconds`` (the library's evaluation time). ``spec`` is the grid for
-    :func:`grid`'s ``like`` and :func:`write_cube`."""
+    :func:`grid`'s ``like`` and :func:`write_cube`. Read-only.
 
-    values: Union[np.ndarray, DeviceArray]
-    origin: np.ndarray
-    axes: np.ndarray
-    backend: str
-    seconds: float
-    spec: Any
+    Example::
+
+        >>> from molaccel import orbital
+        >>> g = orbital.grid("data/orbital/h2o_631gs.molden", "homo", spacing=0.3)
+        >>> g.counts, g.origin.shape, g.axes.shape
+        ((21, 27, 23), (3,), (3, 3))
+    """
+
+    # Slots behind read-only properties, origin and axes made on first use: a call returns its
+    # Grid in a fraction of a microsecond (bench/python/bench_orbital_grid.py).
+    __slots__ = ("_values", "_backend", "_seconds", "_spec", "_origin", "_axes")
+
+    def __init__(self, values: Union[np.ndarray, DeviceArray], backend: str, seconds: float, spec: Any) -> None:
+        self._values = values
+        self._backend = backend
+        self._seconds = seconds
+        self._spec = spec
+        self._origin: np.ndarray | None = None
+        self._axes: np.ndarray | None = None
+
+    def __repr__(self) -> str:
+        return f"Grid(shape={tuple(self._values.shape)}, backend={self._backend!r}, seconds={self._seconds:.6f})"
+
+    @property
+    def values(self) -> Union[np.ndarray, DeviceArray]:
+        """The values, float32: (nx, ny, nz), or (fields, nx, ny, nz) for several orbitals."""
+        return self._values
+
+    @property
+    def backend(self) -> str:
+        """What ran, e.g. ``"cpu/avx2"``, ``"cuda_jit"``."""
+        return self._backend
+
+    @property
+    def seconds(self) -> float:
+        """The library's evaluation time (the CLI's ``--json`` ``"seconds"``)."""
+        return self._seconds
+
+    @property
+    def spec(self) -> Any:
+        """The grid (a GridSpec: ``origin``, ``axes``, ``counts``), for ``like`` and :func:`write_cube`."""
+        return self._spec
+
+    @property
+    def origin(self) -> np.ndarray:
+        """The grid's first point, bohr, shape (3,) (read-only)."""
+        if self._origin is None:
+            self._origin = np.array(self._spec.origin)
+            self._origin.flags.writeable = False
+        return self._origin
+
+    @property
+    def axes(self) -> np.ndarray:
+        """Step vectors along i, j, k, bohr, shape (3, 3), row d for axis d (read-only)."""
+        if self._axes is None:
+            self._axes = np.array(self._spec.axes)
+            self._axes.flags.writeable = False
+        return self._axes
 
     @property
     def counts(self) -> tuple[int, int, int]:
-        return tuple(self.spec.counts)  # type: ignore[return-value]
+        """Points along i, j, k: ``values.shape`` for one field."""
+        return tuple(self._spec.counts)
 
     @property
     def voxel_volume(self) -> float:
         """Volume of one grid cell, bohr^3 (sum(values) * voxel_volume integrates)."""
-        return float(self.spec.voxel_volume)
+        return float(self._spec.voxel_volume)
 
 
 def _wavefunction(wfn: Any) -> Any:
-    return read(wfn) if is_path(wfn) else wfn
+    return wfn if type(wfn) is Wavefunction or not is_path(wfn) else read(wfn)
 
 
 def _grid_spec(
@@ -112,13 +163,6 @@ def _grid_spec(
             raise ValueError("give both origin=(x, y, z) and size=(x, y, z), in angstrom")
         return _orbital.explicit_grid([float(v) for v in origin], [float(v) for v in size], float(spacing))
     return _orbital.automatic_grid(wfn, float(padding), float(spacing))
-
-
-def _make_grid(result: tuple, spec: Any, squeeze: bool) -> Grid:
-    values, backend, seconds = result
-    if squeeze and isinstance(values, np.ndarray):  # device arrays come with one field's shape
-        values = values[0]
-    return Grid(values, np.array(spec.origin), np.array(spec.axes), backend, float(seconds), spec)
 
 
 OrbitalName = Union[str, int]
@@ -174,10 +218,10 @@ def grid(
     single = isinstance(orbitals, (str, int))
     names = [str(orbitals)] if single else [str(o) for o in orbitals]  # type: ignore[union-attr]
     spec = _grid_spec(w, spacing, padding, origin, size, like)
-    result = _orbital.evaluate_orbitals(
+    values, used, seconds = _orbital.evaluate_orbitals(
         w, spec, names, backend, float(screening), device, threads, progress, check_device_output(device_output)
     )
-    return _make_grid(result, spec, squeeze=len(names) == 1)
+    return Grid(values, used, seconds, spec)
 
 
 def density(
@@ -218,10 +262,10 @@ def density(
     check_device(device, threads)
     w = _wavefunction(wfn)
     spec = _grid_spec(w, spacing, padding, origin, size, like)
-    result = _orbital.evaluate_density(
+    values, used, seconds = _orbital.evaluate_density(
         w, spec, kind, backend, float(screening), device, threads, progress, check_device_output(device_output)
     )
-    return _make_grid(result, spec, squeeze=True)
+    return Grid(values, used, seconds, spec)
 
 
 def write_cube(

@@ -23,7 +23,8 @@ namespace nb = nanobind;
 // `progress`: one handle per distinct request, kept for the life of the process, so a GPU keeps
 // its uploads and scratch between calls as it does inside one CLI run. Jobs on one handle run one
 // at a time (the worker pool serialises them); calls from several Python threads are safe.
-// Called with the GIL held; releases it while it waits and creates.
+// Called with the GIL held; a request seen before is a map lookup, a new one releases the GIL
+// while it parses, queries the GPUs and creates.
 Resources resources_for(const std::string& device, int threads, bool progress);
 
 // Memory for a result array and the capsule that owns it (the array's base object).
@@ -32,13 +33,13 @@ struct ResultMemory {
   nb::capsule owner;
 };
 
-// `bytes` of host memory that the GPUs of `resources` write by DMA (page-locked where a driver is
-// usable), for a result returned to Python. With GPUs and up to kPooledResultBytes it is a block
-// of the Resources' PinnedPool that goes back to the pool when the array is freed: page-locking
-// and unlocking a fresh buffer (cudaHostAlloc / cudaFreeHost) cost milliseconds per call, more
-// than the GPU takes for an orbital grid. Larger results, and results of CPU-only Resources
-// (nothing to page-lock), get memory of their own, freed with the array (the pool keeps what it
-// is given back for the life of the handle). Called with the GIL held.
+// `bytes` of host memory for a result returned to Python, written in place by the engine (the
+// array is made over it: no copy). Up to kPooledResultBytes it is a block of the Resources'
+// PinnedPool (memory GPUs write by DMA) that goes back to the pool when the array is freed, so
+// repeated calls neither page-lock (cudaHostAlloc / cudaFreeHost cost milliseconds per call, more
+// than the GPU takes for an orbital grid) nor fault in and unmap fresh pages (about a tenth of a
+// millisecond per call for a 5 MB grid). Larger results get memory of their own, freed with the
+// array: page-locked with GPUs, ordinary without. Called with the GIL held.
 inline constexpr std::size_t kPooledResultBytes = std::size_t(256) << 20;
 ResultMemory result_memory(const Resources& resources, std::size_t bytes);
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <tuple>
 
 #include <nanobind/stl/string.h>
@@ -17,8 +18,12 @@ namespace molaccel::python {
 namespace {
 
 struct KeptResources {
-  std::mutex mutex;
+  std::mutex mutex;         // guards the maps; never held while a handle is created
+  std::mutex create_mutex;  // one handle created at a time
+  // By the request's canonical DeviceSpec, and by the arguments as given (the fast path of every
+  // call after the first: no parsing, no GIL release).
   std::map<std::tuple<std::string, int, bool>, Resources> handles;
+  std::map<std::tuple<std::string, int, bool>, Resources> by_request;
 };
 
 KeptResources& kept_resources() {
@@ -29,34 +34,51 @@ KeptResources& kept_resources() {
 }  // namespace
 
 Resources resources_for(const std::string& device, int threads, bool progress) {
+  KeptResources& kept = kept_resources();
+  auto request = std::make_tuple(device, threads, progress);
+  {
+    std::lock_guard lock(kept.mutex);
+    if (auto it = kept.by_request.find(request); it != kept.by_request.end()) return it->second;
+  }
   const DeviceSpec spec = DeviceSpec::parse(device);  // InputError("--device") on bad text
   if (threads < 0) throw InputError("threads", 0, "must be >= 0 (0 = all cores)");
   if (progress) set_progress_enabled(true);
   nb::gil_scoped_release release;  // the first request queries the GPUs and creates contexts
-  KeptResources& kept = kept_resources();
-  std::lock_guard lock(kept.mutex);
+  std::lock_guard creating(kept.create_mutex);
   const auto key = std::make_tuple(spec.to_string(), threads, progress);
-  if (auto it = kept.handles.find(key); it != kept.handles.end()) return it->second;
-  Resources::Options options;
-  options.device = spec;
-  options.cpu_threads = threads;
-  options.show_progress = progress;
-  Resources created = Resources::create(options);
-  kept.handles.emplace(key, created);
-  return created;
+  std::optional<Resources> found;
+  {
+    std::lock_guard lock(kept.mutex);
+    if (auto it = kept.handles.find(key); it != kept.handles.end()) found = it->second;
+  }
+  if (!found) {
+    Resources::Options options;
+    options.device = spec;
+    options.cpu_threads = threads;
+    options.show_progress = progress;
+    found = Resources::create(options);
+  }
+  std::lock_guard lock(kept.mutex);
+  kept.handles.emplace(key, *found);
+  kept.by_request.emplace(std::move(request), *found);
+  return *found;
 }
 
 ResultMemory result_memory(const Resources& resources, std::size_t bytes) {
   bytes = std::max<std::size_t>(bytes, 1);
   ResultMemory out;
-  if (resources.uses_gpu() && bytes <= kPooledResultBytes) {
+  if (bytes <= kPooledResultBytes) {
     auto* block = new PinnedBlock(resources.pinned_pool().take(bytes));
     out.data = block->data();
     out.owner = nb::capsule(block, [](void* p) noexcept { delete static_cast<PinnedBlock*>(p); });
-  } else {
+  } else if (resources.uses_gpu()) {
     auto* buffer = new HostBuffer(allocate_host_buffer(bytes));
     out.data = buffer->data.get();
     out.owner = nb::capsule(buffer, [](void* p) noexcept { delete static_cast<HostBuffer*>(p); });
+  } else {  // nothing writes it by DMA: no page-locking
+    const NewArray<std::byte> array = new_array<std::byte>(bytes);
+    out.data = array.data;
+    out.owner = array.owner;
   }
   return out;
 }
@@ -66,10 +88,11 @@ ResultMemory result_memory(const Resources& resources, std::size_t bytes) {
 void release_resources() {
   nb::gil_scoped_release release;
   release_kept_gpu_workers();
-  std::map<std::tuple<std::string, int, bool>, Resources> handles;
+  std::map<std::tuple<std::string, int, bool>, Resources> handles, by_request;
   {
     std::lock_guard lock(kept_resources().mutex);
     handles.swap(kept_resources().handles);
+    by_request.swap(kept_resources().by_request);
   }
 }
 

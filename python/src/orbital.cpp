@@ -3,6 +3,9 @@
 // memory GPUs can write by DMA and are returned as NumPy arrays in the cube file's order.
 #include <array>
 #include <cmath>
+#include <mutex>
+#include <string>
+#include <vector>
 
 #include <nanobind/stl/array.h>
 #include <nanobind/stl/string.h>
@@ -34,6 +37,49 @@ nb::dict orbital_set(const orb::OrbitalSet& set, int functions) {
   return d;
 }
 
+// parse_orbital for the grid calls, remembering its last answers: it sorts the orbitals by energy
+// on every call, a fixed cost that repeated calls on one wavefunction need not pay. An answer is a
+// function of the name, whether the wavefunction is unrestricted, and the energies and
+// occupations of the spin set it picked; each entry keeps copies of those and is used only when
+// they compare equal, so a wavefunction at an address a freed one had is never answered from the
+// freed one's entry.
+class NameCache {
+ public:
+  static NameCache& instance() {
+    static auto* cache = new NameCache;  // never destroyed (plain C++ data, used until exit)
+    return *cache;
+  }
+
+  orb::OrbitalRef resolve(const std::string& name, const orb::Wavefunction& w) {
+    {
+      std::lock_guard lock(mutex_);
+      for (const Entry& e : entries_)
+        if (e.wavefunction == &w && e.name == name && e.unrestricted == w.unrestricted()) {
+          const orb::OrbitalSet& set = e.ref.spin == orb::Spin::alpha ? w.alpha : w.beta;
+          if (set.energies == e.energies && set.occupations == e.occupations) return e.ref;
+        }
+    }
+    const orb::OrbitalRef ref = orb::parse_orbital(name, w);
+    const orb::OrbitalSet& set = ref.spin == orb::Spin::alpha ? w.alpha : w.beta;
+    std::lock_guard lock(mutex_);
+    entries_.insert(entries_.begin(), Entry{&w, name, w.unrestricted(), set.energies, set.occupations, ref});
+    if (entries_.size() > kEntries) entries_.pop_back();
+    return ref;
+  }
+
+ private:
+  static constexpr std::size_t kEntries = 16;
+  struct Entry {
+    const orb::Wavefunction* wavefunction;
+    std::string name;
+    bool unrestricted;
+    std::vector<double> energies, occupations;
+    orb::OrbitalRef ref;
+  };
+  std::mutex mutex_;
+  std::vector<Entry> entries_;
+};
+
 orb::EvaluateOptions evaluate_options(const std::string& backend, double screening) {
   if (!(screening >= 0) || !std::isfinite(screening))
     throw InputError("screening", 0, fmt::format("must be a non-negative number (got {})", screening));
@@ -43,7 +89,8 @@ orb::EvaluateOptions evaluate_options(const std::string& backend, double screeni
   return o;
 }
 
-// Values of `fields` fields on `grid` into a new array of shape (fields, nx, ny, nz).
+// Values of `fields` fields on `grid` into a new array of shape (nx, ny, nz) for one field,
+// (fields, nx, ny, nz) for several.
 template <class Evaluate>
 nb::tuple evaluate(const Resources& resources, const orb::GridSpec& grid, std::size_t fields, Evaluate&& fn) {
   const std::size_t n = grid.point_count() * fields;
@@ -54,9 +101,11 @@ nb::tuple evaluate(const Resources& resources, const orb::GridSpec& grid, std::s
     nb::gil_scoped_release release;
     fn(values, n, info);
   }
-  std::size_t shape[4] = {fields, grid.counts[0], grid.counts[1], grid.counts[2]};
-  return nb::make_tuple(nb::ndarray<nb::numpy, float>(values, 4, shape, memory.owner), info.backend,
-                        info.seconds);
+  const std::size_t shape[4] = {fields, grid.counts[0], grid.counts[1], grid.counts[2]};
+  const bool one = fields == 1;
+  return nb::make_tuple(
+      nb::ndarray<nb::numpy, float>(values, one ? 3 : 4, one ? shape + 1 : shape, memory.owner), info.backend,
+      info.seconds);
 }
 
 orb::DensityKind parse_density(const std::string& kind) {
@@ -220,7 +269,7 @@ void bind_orbital(nb::module_& m) {
                                 double screening, const std::string& device, int threads, bool progress,
                                 bool device_output) {
     std::vector<orb::OrbitalRef> refs;
-    for (const auto& name : names) refs.push_back(orb::parse_orbital(name, w));
+    for (const auto& name : names) refs.push_back(NameCache::instance().resolve(name, w));
     if (refs.empty())
       throw InputError("orbitals", 0, "give at least one orbital (homo, lumo, homo-1, 12, ...)");
     const auto options = evaluate_options(backend, screening);

@@ -107,8 +107,54 @@ def test_threads_calling_in_parallel_get_the_same_results():
         assert np.array_equal(r, want)
 
 
+def test_first_requests_from_parallel_threads_share_their_handles():
+    # Thread counts no call has asked for yet: the threads create their Resources handles at the
+    # same time (one per distinct request, found again by later calls).
+    wfn = orbital.read(WATER)
+    want = orbital.grid(wfn, "homo", spacing=0.3, device="cpu").values
+    results = run_in_threads(lambda i: orbital.grid(wfn, "homo", spacing=0.3, device="cpu", threads=5 + i % 3).values, 6)
+    results += run_in_threads(lambda i: orbital.grid(wfn, "homo", spacing=0.3, device="cpu", threads=5 + i % 3).values, 3)
+    for r in results:
+        assert np.array_equal(r, want)
+
+
+def test_bad_device_arguments_are_refused_on_every_call():
+    wfn = orbital.read(WATER)
+    orbital.grid(wfn, "homo", spacing=0.4, device="cpu", threads=1)
+    for _ in range(2):  # a request refused once is not remembered as a handle
+        with pytest.raises(molaccel.InputError):
+            orbital.grid(wfn, "homo", spacing=0.4, device="cpu", threads=-1)
+        with pytest.raises(molaccel.InputError):
+            orbital.grid(wfn, "homo", spacing=0.4, device="tpu")
+
+
+def test_orbital_names_resolve_against_the_wavefunction_given():
+    # Grid calls remember the names they resolved; a wavefunction read after another was freed
+    # (perhaps at its address) must get its own answer: water's HOMO is orbital 5, N2's is 7.
+    names = ["homo", "lumo", "homo-1"]
+    for _ in range(3):
+        for path in (WATER, DATA / "orbital" / "n2_ccpvtz.molden"):
+            wfn = orbital.read(path)
+            indices = [str(wfn.orbital_index(name)[1] + 1) for name in names]  # 1-based, uncached
+            g = orbital.grid(wfn, names, spacing=0.4, device="cpu")
+            assert np.array_equal(g.values, orbital.grid(wfn, indices, like=g, device="cpu").values)
+            del wfn, g
+
+
+def test_grid_is_read_only():
+    wfn = orbital.read(WATER)
+    g = orbital.grid(wfn, ["homo"], spacing=0.3, device="cpu")
+    assert g.values.shape == g.counts  # one orbital, even in a list: no leading axis
+    for name in ("values", "origin", "axes", "backend", "seconds", "spec"):
+        with pytest.raises(AttributeError):
+            setattr(g, name, None)
+    assert g.origin is g.origin and not g.origin.flags.writeable and not g.axes.flags.writeable
+    assert np.allclose(g.origin, g.spec.origin) and np.allclose(g.axes, g.spec.axes)
+    assert repr(g).startswith(f"Grid(shape={g.counts}, backend=")
+
+
 def test_results_alive_together_never_share_memory(device="cpu"):
-    # With a GPU, result memory is reused from a pool once an array is freed; arrays alive at the
+    # Result memory is reused from the Resources' pool once an array is freed; arrays alive at the
     # same time must each keep their own (test_gpu.py runs this on the GPU).
     wfn = orbital.read(WATER)
     grids = [orbital.grid(wfn, "homo", spacing=0.3, device=device) for _ in range(3)]
