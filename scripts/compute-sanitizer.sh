@@ -51,7 +51,9 @@ if [ ! -f "$build_dir/CTestTestfile.cmake" ]; then
 fi
 mkdir -p "$out"
 
-# name <TAB> working directory <TAB> command (arguments separated by the unit separator \x1f)
+# name <TAB> working directory <TAB> command <TAB> environment (arguments and VAR=value entries
+# separated by the unit separator \x1f; the environment is the test's ENVIRONMENT property, e.g.
+# the Python tests' PYTHONPATH)
 ctest --test-dir "$build_dir" -L gpu --show-only=json-v1 2>/dev/null | python3 -c '
 import json, re, sys
 data = json.load(sys.stdin)
@@ -59,8 +61,11 @@ pattern = re.compile(sys.argv[1])
 for test in data.get("tests", []):
     if not pattern.search(test["name"]) or "command" not in test:
         continue
-    wd = next((p["value"] for p in test.get("properties", []) if p["name"] == "WORKING_DIRECTORY"), ".")
-    print(test["name"] + "\t" + wd + "\t" + "\x1f".join(test["command"]))
+    props = {p["name"]: p["value"] for p in test.get("properties", [])}
+    wd = props.get("WORKING_DIRECTORY", ".")
+    env = props.get("ENVIRONMENT", [])
+    env = [env] if isinstance(env, str) else env
+    print(test["name"] + "\t" + wd + "\t" + "\x1f".join(test["command"]) + "\t" + "\x1f".join(env))
 ' "$filter" > "$out/tests.tsv"
 count=$(wc -l < "$out/tests.tsv")
 if [ "$count" -eq 0 ]; then
@@ -77,13 +82,14 @@ rm -f "$out/cells/"*
 
 # One test under one tool; its cell goes to $out/cells/<test>.<tool>.
 sanitize_one() {
-  local n=$1 name=$2 wd=$3 command=$4 tool=$5 safe log rc errors value argv extra=()
+  local n=$1 name=$2 wd=$3 command=$4 environment=$5 tool=$6 safe log rc errors value argv envs extra=()
   safe=$(echo "$name" | tr -c 'A-Za-z0-9_.-' '_')
   log="$out/$safe.$tool.log"
   IFS=$'\x1f' read -r -a argv <<< "$command"
+  IFS=$'\x1f' read -r -a envs <<< "$environment"
   [ "$tool" = racecheck ] && extra=(--racecheck-report hazard)
   set +e
-  (cd "$wd" && timeout "$timeout_s" "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 99 \
+  (cd "$wd" && env "${envs[@]}" timeout "$timeout_s" "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 99 \
     "${argv[@]}" --sanitizer-sizes) > "$log" 2>&1
   rc=$?
   set -e
@@ -96,7 +102,7 @@ sanitize_one() {
     value="no GPU call"
   elif [ "$api" -gt 0 ] && [[ "$name" =~ $provokes_api_errors ]] && [ "${errors:-0}" -ge "$api" ]; then
     value="$((errors - api)) +$api API"
-  elif grep -q "\[  SKIPPED \]" "$log" && ! grep -q "\[  PASSED  \] [1-9]" "$log"; then
+  elif [ "$rc" -eq 77 ] || { grep -q "\[  SKIPPED \]" "$log" && ! grep -q "\[  PASSED  \] [1-9]" "$log"; }; then
     value=skip
   elif [ "$rc" -ne 0 ] && [ "$rc" -ne 99 ]; then
     value="FAIL($rc)"
@@ -108,11 +114,11 @@ sanitize_one() {
 }
 
 n=0
-while IFS=$'\t' read -r name wd command; do
+while IFS=$'\t' read -r name wd command environment; do
   n=$((n + 1))
   for tool in "${tool_list[@]}"; do
     while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
-    sanitize_one "$n" "$name" "$wd" "$command" "$tool" < /dev/null &
+    sanitize_one "$n" "$name" "$wd" "$command" "$environment" "$tool" < /dev/null &
   done
 done < "$out/tests.tsv"
 wait
@@ -129,7 +135,7 @@ cell_of() {
   printf '\n|---|'
   for tool in "${tool_list[@]}"; do printf -- '---|'; done
   printf '\n'
-  while IFS=$'\t' read -r name _ _; do
+  while IFS=$'\t' read -r name _; do
     printf '| %s |' "$name"
     for tool in "${tool_list[@]}"; do printf ' %s |' "$(cell_of "$name" "$tool")"; done
     printf '\n'

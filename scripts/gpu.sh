@@ -15,7 +15,7 @@
 #   --timeout S              per-test limit in seconds (default 600)
 #   --build DIR              build folder (default build/cuda)
 #   --benches "display;python"  which benchmark groups `bench` runs (default: runtime and the
-#                            engines; also display, python, opencl)
+#                            engines; also display, python, opencl, program)
 # Large inputs and baselines (scripts/fetch-gpu-deps.sh) travel in .deps/. Logs go to $OUT when set
 # (the device machine), else build/gpu/.
 set -uo pipefail
@@ -142,9 +142,13 @@ bench_orbital() {  # C60 6-31G*: one orbital, density of 180 orbitals, a batch o
 bench_display() {  # C60 6-31G* frames: grid, both surfaces, image (and MP4), GPU against the CPU-image path
   "$build/bench/orbital/bench_orbital_display" $([ $quick -eq 1 ] && echo --quick)
 }
-bench_python() {  # the Python call against the library call (orbital, lingo demo, 367k lingo search)
+bench_python() {  # the Python call against the library call (demo workloads, 367k lingo search, orbital fixed cost)
   PYTHONPATH="$build/python" python3 bench/python/bench_overhead.py --device gpu --repeats 5
   PYTHONPATH="$build/python" python3 bench/python/bench_lingo_search.py --data .deps/lingo --device gpu
+  PYTHONPATH="$build/python" python3 bench/python/bench_orbital_grid.py --device gpu
+}
+bench_program() {  # generated linalg programs in every kernel form against the hand-written solvers, 1e3-1e7 rows
+  "$build/bench/linalg/bench_program" --forms
 }
 bench_opencl() {  # BiCGStab per iteration through OpenCL (host loop, persistent kernel) against ViennaCL
   "$build/bench/linalg/bench_linalg_opencl"

@@ -5,6 +5,14 @@
 #                                             run the tests under mpirun (ctest -L mpi)
 #   scripts/mpi-gpu.sh align QUERIES DBDIR    there: 1 rank x 1 GPU, 2 ranks x 1 GPU, 1 rank x 2 GPUs;
 #   scripts/mpi-gpu.sh lingo QUERIES DB.smi   outputs compared byte for byte, times from --json
+#   scripts/mpi-gpu.sh bench DBDIR SMILES [BUILD]
+#       there (2 GPUs): the issue's measurements in one command: align data/align/queries20.fasta
+#       against the makedb directory DBDIR (top 10) and lingo search SMILES against itself (top 100),
+#       each as 1 rank x 1 GPU, 2 ranks x 1 GPU (one GPU per rank, by local rank) and 1 rank x 2
+#       GPUs; a table of search phase and whole command (from --json), their ratios against the
+#       targets, the merge's ms and bytes per rank; outputs compared byte for byte. BUILD: the build
+#       directory; by default build/cuda, which it builds with MPI first as `check` does (a CPU
+#       build passed as BUILD runs the same table on the CPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build/cuda
@@ -14,6 +22,16 @@ out="${OUT:-build/mpi-gpu}"
 mkdir -p "$out"
 what="${1:-}"
 shift || true
+# Open MPI from .deps/mpi where mpirun is missing, then the cuda preset built with MPI.
+build_with_mpi() {
+  if ! command -v mpirun >/dev/null 2>&1; then
+    dpkg -i .deps/mpi/*.deb >"$out/dpkg.log" 2>&1 || { tail -20 "$out/dpkg.log"; exit 1; }
+  fi
+  export PATH="/usr/local/cuda/bin:$PATH"
+  cmake --preset cuda -DMOLACCEL_MPI=ON -DMOLACCEL_BUILD_FUZZ=OFF >"$out/configure.log" 2>&1 ||
+    { tail -20 "$out/configure.log"; exit 1; }
+  cmake --build --preset cuda -j"$(nproc)" >"$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" | head; exit 1; }
+}
 case "$what" in
   fetch)
     # What Debian 12 adds for libopenmpi-dev and openmpi-bin on the project's base image.
@@ -26,13 +44,7 @@ case "$what" in
     du -sh .deps/mpi
     ;;
   check)
-    if ! command -v mpirun >/dev/null 2>&1; then
-      dpkg -i .deps/mpi/*.deb >"$out/dpkg.log" 2>&1 || { tail -20 "$out/dpkg.log"; exit 1; }
-    fi
-    export PATH="/usr/local/cuda/bin:$PATH"
-    cmake --preset cuda -DMOLACCEL_MPI=ON -DMOLACCEL_BUILD_FUZZ=OFF >"$out/configure.log" 2>&1 ||
-      { tail -20 "$out/configure.log"; exit 1; }
-    cmake --build --preset cuda -j"$(nproc)" >"$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" | head; exit 1; }
+    build_with_mpi
     ctest --test-dir "$build" -L mpi --output-on-failure
     # One rank per GPU: which devices each rank took (the report's kernel names the GPU).
     gpus=$(nvidia-smi -L | wc -l)
@@ -59,5 +71,69 @@ case "$what" in
     cmp "$out/${what}_1rank_1gpu.tsv" "$out/${what}_2ranks_1gpu_each.tsv" &&
       cmp "$out/${what}_1rank_1gpu.tsv" "$out/${what}_1rank_2gpus.tsv" && echo "outputs identical"
     ;;
-  *) sed -n '2,7p' "$0" >&2; exit 2 ;;
+  bench)
+    [ $# -ge 2 ] || { sed -n '2,15p' "$0" >&2; exit 2; }
+    dbdir=$1 smiles=$2 bin=${3:-$build}/bin/molaccel
+    [ $# -ge 3 ] || build_with_mpi  # the default: the cuda preset, built (or brought up to date) here
+    launcher=(mpirun --oversubscribe --bind-to none)  # ranks share the host's cores, not one each
+    [ "$(id -u)" -eq 0 ] && launcher+=(--allow-run-as-root)
+    gpus=$(nvidia-smi -L 2>/dev/null | wc -l || true)
+    echo "GPUs: ${gpus:-0}; $("${launcher[@]}" --version | head -1)"
+    device=()  # on GPUs, never a silent fallback to the CPU
+    [ "${gpus:-0}" -gt 0 ] && device=(--device gpu)
+    # name ranks devices molaccel-args...: one run under mpirun, its report in $out/NAME.json.
+    bench_run() {
+      local name=$1 n=$2 devices=$3
+      shift 3
+      CUDA_VISIBLE_DEVICES=$devices "${launcher[@]}" -np "$n" -x CUDA_VISIBLE_DEVICES "$bin" -q \
+        --json "$out/$name.json" "$@" "${device[@]}" -o "$out/$name.tsv" || { echo "$name failed" >&2; exit 1; }
+    }
+    for engine in align lingo; do
+      if [ $engine = align ]; then
+        args=(align search data/align/queries20.fasta "$dbdir" -k 10)
+      else
+        args=(lingo search "$smiles" "$smiles" -k 100)
+      fi
+      bench_run "${engine}_1x1" 1 0 "${args[@]}"
+      bench_run "${engine}_2x1" 2 0,1 "${args[@]}"
+      bench_run "${engine}_1x2" 1 0,1 "${args[@]}"
+      same=yes
+      for run in 2x1 1x2; do
+        cmp -s "$out/${engine}_1x1.tsv" "$out/${engine}_$run.tsv" ||
+          { same=no; echo "$engine $run: OUTPUT DIFFERS from 1 rank x 1 GPU"; }
+      done
+      [ $same = yes ] && echo "$engine: the three outputs are identical"
+    done
+    python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+def phases(engine, run):
+    r = json.load(open(f"{out}/{engine}_{run}.json"))
+    if engine == "align":  # scoring, the slowest rank's when there are several
+        search = max(r["scoring_seconds_by_rank"]) if "scoring_seconds_by_rank" in r else r["scoring_seconds"]
+        device = r.get("kernel", "")
+    else:  # the search call (with the ring's exchanges across ranks)
+        search, device = r["seconds"], r.get("backend", "")
+    return search, r["total_seconds"], device, r.get("merge")
+print(f"{'':22}{'search s':>10}{'whole s':>10}  device (rank 0)")
+for engine in ("align", "lingo"):
+    t = {run: phases(engine, run) for run in ("1x1", "2x1", "1x2")}
+    for run, label in (("1x1", "1 rank x 1 GPU"), ("2x1", "2 ranks x 1 GPU"), ("1x2", "1 rank x 2 GPUs")):
+        print(f"{engine + ' ' + label:22}{t[run][0]:10.3f}{t[run][1]:10.3f}  {t[run][2]}")
+    s1, w1 = t["1x1"][0], t["1x1"][1]
+    s2, w2 = t["2x1"][0], t["2x1"][1]
+    sp, wp = t["1x2"][0], t["1x2"][1]
+    ok = lambda c: "ok" if c else "MISSED"
+    print(f"  2 ranks / 1 rank:  search {s1 / s2:.2f}x (target >= 1.9: {ok(s1 / s2 >= 1.9)}), "
+          f"whole {w1 / w2:.2f}x (target >= 1.7: {ok(w1 / w2 >= 1.7)})")
+    print(f"  2 ranks vs 1 rank x 2 GPUs: search {s2 / sp - 1:+.1%}, whole {w2 / wp - 1:+.1%} "
+          f"(target within 5%: {ok(s2 <= sp * 1.05 and w2 <= wp * 1.05)})")
+    merge = t["2x1"][3] or {}
+    ranks = merge.get("by_rank") or [merge]
+    for i, m in enumerate(ranks):
+        print(f"  merge rank {i}: {1e3 * m.get('seconds', 0):.1f} ms, {m.get('bytes_sent', 0)} bytes sent, "
+              f"{m.get('bytes_received', 0)} received")
+PY
+    ;;
+  *) sed -n '2,15p' "$0" >&2; exit 2 ;;
 esac

@@ -2,14 +2,25 @@
 # Whole commands as a user types them, next to their compute phase (the --json report's stages),
 # on the GPU machine after `scripts/gpu.sh` built build/cuda (or --build DIR). Each command runs
 # twice (the first warms the JIT cache and the page cache); the second is reported.
-#   scripts/whole-commands.sh [--build DIR]
+#   scripts/whole-commands.sh [--build DIR] [--startup]
 # Rows: lingo search 367k x 367k top-100 into TSV, .npy and .tsv.gz; align search of the 20
 # queries against the synthetic 486k database with and without traceback; orbital grid of the C60
 # total density at 0.05 A into a cube file.
+# --startup: only the start-up rows: align search, scores only (whole command, compute, and the
+# difference: start-up, loading and output), and the first orbital grid of a basis set whose JIT
+# kernel is not cached (threonine HOMO with an empty JIT cache directory: when the cube file was
+# written and when the process ended), then the same with the cache filled.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=build/cuda
-[ "${1:-}" = --build ] && build=$2
+startup=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --build) build=$2; shift 2 ;;
+    --startup) startup=1; shift ;;
+    *) echo "usage: $0 [--build DIR] [--startup]" >&2; exit 2 ;;
+  esac
+done
 bin=$build/bin/molaccel
 work="${TMPDIR:-/tmp}/molaccel-whole"
 out="${OUT:-build/whole}"
@@ -23,10 +34,50 @@ row() {  # name command...: the second of two runs, whole seconds and the report
   "$@" --json "$out/$name.json" >/dev/null 2>"$out/$name.err" || { echo "$name: FAILED"; tail -3 "$out/$name.err"; return; }
   t0=$(date +%s.%N)
   "$@" --json "$out/$name.json" >/dev/null 2>"$out/$name.err" || { echo "$name: FAILED"; return; }
-  t=$(awk "BEGIN { printf \"%.2f\", $(date +%s.%N) - $t0 }")
+  t=$(awk "BEGIN { printf \"%.3f\", $(date +%s.%N) - $t0 }")
+  echo "$t" >"$out/$name.whole"
   printf '%-26s %7s s   %s\n' "$name" "$t" "$(stages "$out/$name.json")"
 }
 echo "whole commands ($(date -u +%F), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
+synthdb() {
+  [ -d "$work/synthdb" ] || { python3 bench/align/make_synthetic_db.py "$work/synth.fasta" >/dev/null &&
+    "$bin" -q align makedb "$work/synth.fasta" -o "$work/synthdb" >/dev/null; }
+}
+if [ "$startup" = 1 ]; then
+  synthdb
+  row align-search-486k-scores "$bin" -q align search data/align/queries20.fasta "$work/synthdb" -k 10 --no-traceback -o "$work/a.tsv"
+  python3 - "$out/align-search-486k-scores.json" "$out/align-search-486k-scores.whole" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1])); whole = float(open(sys.argv[2]).read())
+c = r["stages"]["compute"]
+print("%28s whole %.3f s, compute %.3f s: start-up + loading + output %.3f s" % ("", whole, c, whole - c))
+before = r.get("before_start_seconds", float("nan"))
+print("%28s outside the stages: %.3f s before the command began, %.3f s after it ended (exit); device start"
+      " %.3f s beside read + load" % ("", before, whole - r["total_seconds"] - before,
+                                       r.get("device_start_seconds", float("nan"))))
+PY
+  # Cold: a JIT cache directory of its own, empty; the grid's file time against the start.
+  cache=$(mktemp -d)
+  for run in cold warm; do
+    rm -f "$work/t.cube"
+    python3 - "$run" "$bin" "$cache" "$work/t.cube" "$out/orbital-first-grid-$run.json" <<'PY'
+import json, os, subprocess, sys, time
+run, binary, cache, cube, report = sys.argv[1:]
+env = dict(os.environ, MOLACCEL_CACHE_DIR=cache)
+t0 = time.time()
+rc = subprocess.call([binary, "-q", "orbital", "grid", "data/orbital/threonine_631gs.molden", "--orbital", "homo",
+                      "-o", cube, "--json", report], env=env)
+ended = time.time() - t0
+if rc != 0:
+    sys.exit(print("orbital-first-grid-%s: FAILED" % run))
+r = json.load(open(report))
+print("%-26s grid written at %.2f s, process ended at %.2f s, compute %.3f s, %s"
+      % ("orbital-first-grid-" + run, os.stat(cube).st_mtime - t0, ended, r["seconds"], r["backend"]))
+PY
+  done
+  rm -rf "$cache"
+  exit 0
+fi
 smi=.deps/lingo/molecules_367k.smi.gz
 if [ -f "$smi" ]; then
   for o in tsv npy tsv.gz; do
@@ -34,8 +85,7 @@ if [ -f "$smi" ]; then
     ls -la "$work/hits.$o" | awk '{ printf "%28s %.0f MB\n", "", $5 / 1e6 }'
   done
 fi
-[ -d "$work/synthdb" ] || { python3 bench/align/make_synthetic_db.py "$work/synth.fasta" >/dev/null &&
-  "$bin" -q align makedb "$work/synth.fasta" -o "$work/synthdb" >/dev/null; }
+synthdb
 row align-search-486k-scores "$bin" -q align search data/align/queries20.fasta "$work/synthdb" -k 10 --no-traceback -o "$work/a.tsv"
 row align-search-486k-traceback "$bin" -q align search data/align/queries20.fasta "$work/synthdb" -k 10 -o "$work/b.tsv"
 c60=.deps/orbital/c60_sto3g.molden.gz  # ../shared/data/orbital/c60_sto3g (scripts/fetch-gpu-deps.sh)
