@@ -12,6 +12,11 @@ namespace {
 [[noreturn]] void fail(const std::string& program, const std::string& message) {
   throw Error("linalg program " + program + ": " + message, __FILE__, __LINE__);
 }
+// 1 where a <= b, else 0; 0 where either is NaN (1 - greater(a, b) would call a NaN residual
+// converged): b > a, or a - b == 0.
+Expression at_most(const Expression& a, const Expression& b) {
+  return greater(b, a) + (1.0 - nonzero(a - b));
+}
 Expression constant(double value, ValueType type) {
   auto n = std::make_shared<ExpressionNode>();
   n->kind = NodeKind::constant;
@@ -135,7 +140,7 @@ Program cg_program(ValueType type) {
   p.step(beta = safe_div(rr_new, rr));
   p.step(rr = rr_new);
   p.monitor(sqrt(safe_div(rr, bb)));
-  p.stop_when(1.0 - greater(rr, bound), "converged");
+  p.stop_when(at_most(rr, bound), "converged");
   p.stop_when(1.0 - nonzero(alpha), "breakdown ((p, Ap) = 0)");
   return p;
 }
@@ -165,7 +170,7 @@ Program bicgstab_program(ValueType type) {
   p.step({pv = r + beta * (pv - omega * v), v = prod(a, r + beta * (pv - omega * v))});
   p.step(alpha = safe_div(rho, inner_prod(r0, v)));
   p.monitor(sqrt(safe_div(rr, bb)));
-  p.stop_when(1.0 - greater(rr, bound), "converged");
+  p.stop_when(at_most(rr, bound), "converged");
   p.stop_when(1.0 - nonzero(rho), "breakdown (rho = 0)");
   p.stop_when(1.0 - nonzero(omega), "breakdown (omega = 0)");
   p.stop_when(1.0 - nonzero(alpha), "breakdown (rho = 0)");  // (r0, A p) = 0: solve()'s name
@@ -206,7 +211,7 @@ Program pipelined_bicgstab_program(ValueType type) {
   p.step(rho = rho_new);
   p.step(alpha = safe_div(rho, r0w + beta * r0v - beta * omega * r0z));
   p.monitor(sqrt(safe_div(rr, bb)));
-  p.stop_when(1.0 - greater(rr, bound), "converged");
+  p.stop_when(at_most(rr, bound), "converged");
   p.stop_when(1.0 - nonzero(rho), "breakdown (rho = 0)");
   p.stop_when(1.0 - nonzero(omega), "breakdown (omega = 0)");
   p.stop_when(1.0 - nonzero(alpha), "breakdown (rho = 0)");
@@ -235,7 +240,7 @@ Program pipelined_cg_program(ValueType type) {
   p.step(gamma_old = gamma);
   p.step({gamma = inner_prod(r, r), delta = inner_prod(w, r)});
   p.monitor(sqrt(safe_div(gamma, bb)));
-  p.stop_when(1.0 - greater(gamma, bound), "converged");
+  p.stop_when(at_most(gamma, bound), "converged");
   p.stop_when(1.0 - nonzero(alpha), "breakdown ((p, Ap) = 0)");
   return p;
 }

@@ -104,12 +104,13 @@ class Emitter {
     for (std::size_t i = 0; i < program_.symbols().size(); ++i) {
       const auto kind = program_.symbols()[i].kind;
       if (kind == NodeKind::device_scalar) s += fmt::format("  double s{0} = scalars[{0}];\n", i);
-      if (kind == NodeKind::vector) s += fmt::format("  int par{} = 0;\n", i);
     }
     if (resident()) s += resident_rows("load");
     s += "  // ---- setup ----\n";
-    for (std::size_t k = 0; k < plan_.setup.segments.size(); ++k)
+    for (std::size_t k = 0; k < plan_.setup.segments.size(); ++k) {
+      at_ = {false, k};
       s += segment(plan_.setup, plan_.setup.segments[k], program_.setup_steps(), fmt::format("{}", k));
+    }
     s += fmt::format("  {0} it = 0;\n  {0} status = 0;\n  for (;; ++it) {{\n", i64);
     const std::size_t m = program_.monitors().size();
     for (std::size_t i = 0; i < m; ++i)
@@ -119,18 +120,21 @@ class Emitter {
       s += fmt::format("    if (status == 0 && ({}) != 0.0) status = {};\n",
                        scalar_expr(program_.stop_tests()[i].condition.node()), i + 1);
     s += "    if (status == 0 && it >= max_iterations) status = -1;\n    if (status != 0) break;\n";
-    for (std::size_t k = 0; k < plan_.iteration.segments.size(); ++k)
+    for (std::size_t k = 0; k < plan_.iteration.segments.size(); ++k) {
+      at_ = {true, k};
       s += segment(plan_.iteration, plan_.iteration.segments[k], program_.loop_steps(),
                    fmt::format("({} + it * {} + {})", plan_.setup.segments.size(),
                                plan_.iteration.segments.size(), k));
+    }
     s += "  }\n";
+    at_ = {true, 0};  // after the loop: `it` whole iterations done
     if (resident()) s += resident_rows("store");
     s += "  if (leader) {\n    outcome[0] = it;\n    outcome[1] = status;\n";
     for (std::size_t i = 0; i < program_.symbols().size(); ++i) {
       const auto kind = program_.symbols()[i].kind;
       if (kind == NodeKind::device_scalar) s += fmt::format("    scalars[{0}] = s{0};\n", i);
       if (kind == NodeKind::vector)
-        s += fmt::format("    outcome[2 + {}] = par{};\n", vector_ordinal_.at(int(i)), i);
+        s += fmt::format("    outcome[2 + {}] = {};\n", vector_ordinal_.at(int(i)), parity(int(i)));
     }
     s += "  }\n}\n";
     return s;
@@ -153,7 +157,8 @@ class Emitter {
     std::string out, body;
     for (const auto& [v, o] : vector_ordinal_) {
       if (what == "load") out += fmt::format("  T rv{}[{}] = {{}};\n", v, shape_.rows_per_thread);
-      const std::string at = fmt::format("vectors[(2LL * {} + par{}) * n + row]", o, v);
+      const std::string at =
+          fmt::format("vectors[(2LL * {} + {}) * n + row]", o, what == "load" ? "0" : parity(v));
       body += what == "load" ? fmt::format("      rv{}[j] = {};\n", v, at)
                              : fmt::format("      {} = rv{}[j];\n", at, v);
     }
@@ -315,6 +320,25 @@ class Emitter {
     }
   }
 
+  // Which of a vector's two buffers is its front at the current segment's start (`at_`): the
+  // renamings (swaps at barriers) so far, from the plan: a constant in the setup, an expression
+  // of `it` in the loop. Not a variable toggled between barriers: PoCL's kernel compiler
+  // miscompiled such a variable inside the loop (pipelined BiCGStab read stale buffers), as it
+  // did the barrier counter (below).
+  std::string parity(int v) const {
+    auto flips = [&](const Phase& phase, std::size_t segments) {
+      std::size_t n = 0;
+      for (std::size_t k = 0; k < segments; ++k) n += phase.segments[k].renamed.count(v);
+      return n;
+    };
+    const std::size_t setup = flips(plan_.setup, at_.loop ? plan_.setup.segments.size() : at_.segment);
+    if (!at_.loop) return std::to_string(setup & 1);
+    const std::size_t per_iteration = flips(plan_.iteration, plan_.iteration.segments.size());
+    const std::size_t before = flips(plan_.iteration, at_.segment);
+    if (per_iteration % 2 == 0) return std::to_string((setup + before) & 1);
+    return fmt::format("(int)(({} + it + {}) & 1)", setup, before);
+  }
+
   // `barrier`: the number of grid barriers before this segment's (OpenCL: an expression of `it`).
   std::string segment(const Phase& phase, const Segment& seg,
                       const std::vector<std::vector<Statement>>& steps, const std::string& barrier) {
@@ -334,11 +358,12 @@ class Emitter {
       }
     for (int v : used) {
       const int o = vector_ordinal_.at(v);
-      head += fmt::format("    {2}T* v{0}_f = vectors + (2{3} * {1} + par{0}) * n;\n", v, o, d_.global,
-                          d_.int64_suffix);
+      const std::string par = parity(v);
+      head += fmt::format("    {2}T* v{0}_f = vectors + (2{3} * {1} + {4}) * n;\n", v, o, d_.global,
+                          d_.int64_suffix, par);
       if (seg.renamed.count(v))
-        head += fmt::format("    {2}T* v{0}_b = vectors + (2{3} * {1} + 1 - par{0}) * n;\n", v, o, d_.global,
-                            d_.int64_suffix);
+        head += fmt::format("    {2}T* v{0}_b = vectors + (2{3} * {1} + 1 - {4}) * n;\n", v, o, d_.global,
+                            d_.int64_suffix, par);
     }
     for (int slot : seg.reductions) head += fmt::format("    double acc{} = 0.0;\n", slot);
     std::map<int, std::string> names;  // scalar -> its current in-place value
@@ -421,7 +446,6 @@ class Emitter {
       tail += cuda_barrier(seg, id, half);
     std::map<const ExpressionNode*, std::string> totals;
     if (!d_.opencl) tail += "    ++epoch;\n";
-    for (int v : seg.renamed) tail += fmt::format("    par{0} ^= 1;\n", v);
     for (const auto& item : seg.body) {
       if (item.scalars_in_place) continue;
       totals.clear();
@@ -518,6 +542,10 @@ class Emitter {
   int vectors_ = 0;
   std::size_t slots_ = 0;
   int temp_ = 0, segment_id_ = 0;
+  struct {
+    bool loop = false;
+    std::size_t segment = 0;
+  } at_;  // the segment being emitted (parity)
 };
 
 }  // namespace
