@@ -41,7 +41,10 @@ double true_relative_residual(const la::HostCsr<double>& a, const std::vector<do
 
 la::SolverOptions to_solver_options(const SolveOptions& o) {
   la::SolverOptions s;
-  s.solver = o.solver == "cg" ? la::Solver::cg : la::Solver::bicgstab;
+  s.solver = o.solver == "cg"                   ? la::Solver::cg
+             : o.solver == "pipelined-cg"       ? la::Solver::pipelined_cg
+             : o.solver == "pipelined-bicgstab" ? la::Solver::pipelined_bicgstab
+                                                : la::Solver::bicgstab;
   s.preconditioner = o.precond == "jacobi" ? la::Preconditioner::jacobi : la::Preconditioner::none;
   s.precision = o.precision == "fp32" ? la::Precision::fp32 : la::Precision::fp64;
   s.launch = o.launch == "graph"      ? la::Launch::graph
@@ -148,15 +151,21 @@ Action setup_solve(CLI::App& app, CommonOptions& common) {
       "the whole solve in one hand-written kernel that keeps each thread's rows in registers (systems up "
       "to a few hundred thousand rows); fused runs the solve (or --batch iterations per launch) as one "
       "streaming cooperative kernel, for any size; auto = resident up to 200,000 rows, else fused for "
-      "BiCGStab and graph for CG (graph wherever the resident or fused kernel cannot take the system).");
+      "BiCGStab and graph for CG (graph wherever the resident or fused kernel cannot take the system). "
+      "pipelined-cg (Ghysels & Vanroose, one grid-wide barrier per iteration) and pipelined-bicgstab (two) "
+      "are programs of the kernel generator: on a GPU one generated kernel runs the whole solve, on the CPU "
+      "one fused loop per step; their recurrences drift more than the plain methods' in floating point, so "
+      "they may take more iterations to reach a tight --tol (docs/linalg.md).");
   app.add_option("MATRIX", o->matrix, "Matrix Market file (coordinate or array; real, integer or pattern)")
       ->check(CLI::ExistingFile);
   app.add_option("--poisson", o->poisson, "Solve the 2-D Poisson system on an N x N grid instead (n = N^2)")
       ->check(CLI::Range(std::size_t(1), std::size_t(20000)));
   app.add_option("--rhs", o->rhs, "Right-hand side b (Matrix Market n x 1); default b = A * ones")
       ->check(CLI::ExistingFile);
-  app.add_option("--solver", o->solver, "cg (symmetric positive definite) or bicgstab")
-      ->check(CLI::IsMember({"cg", "bicgstab"}))
+  app.add_option("--solver", o->solver,
+                 "cg (symmetric positive definite), bicgstab, or their pipelined forms pipelined-cg and "
+                 "pipelined-bicgstab (generated programs: fewer grid-wide barriers, unpreconditioned)")
+      ->check(CLI::IsMember({"cg", "bicgstab", "pipelined-cg", "pipelined-bicgstab"}))
       ->default_val("bicgstab");
   app.add_option("--precond", o->precond, "none or jacobi")
       ->check(CLI::IsMember({"none", "jacobi"}))

@@ -513,7 +513,10 @@ std::vector<double> multiply(const HostCsr<double>& a, std::span<const double> x
 // ---------------------------------------------------------------------------------------------
 // Krylov solvers.
 // ---------------------------------------------------------------------------------------------
-enum class Solver { cg, bicgstab };
+// cg and bicgstab: hand-tuned kernels on a GPU (and Jacobi preconditioning); pipelined_cg
+// (Ghysels & Vanroose: one grid-wide barrier per iteration) and pipelined_bicgstab (two): the
+// generated programs of linalg_program.hpp, unpreconditioned, on a GPU one kernel per solve.
+enum class Solver { cg, bicgstab, pipelined_cg, pipelined_bicgstab };
 enum class Preconditioner { none, jacobi };  // jacobi: M = diag(A)^-1
 enum class Precision { fp32, fp64 };         // of the matrix values, vectors and GPU iterations
 // How a GPU runs the iterations (a CPU worker always runs the fused CPU loops):

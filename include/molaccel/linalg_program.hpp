@@ -112,6 +112,13 @@ std::string program_cuda_source(const Program& program);
 // where the build has no CUDA.
 ProgramResult run_program_on_gpu(const Program& program, const ProgramInputs& inputs, int device = 0);
 
+// Runs the program on the resources' first worker, as one tile of the scheduler (a GPU that
+// fails hands it to a CPU worker where the resources have one): on a GPU the generated kernel
+// above (run_program_on_gpu); on the CPU each step as one fused, vectorised, threaded loop of the
+// expression generator (CustomOperation), the stop tests and monitors on the host. Computes in
+// the program's type; results as run_program_on_host's (to rounding: sums run in another order).
+ProgramResult run_program(const Resources& resources, const Program& program, const ProgramInputs& inputs);
+
 // The methods written as programs (unpreconditioned, x0 = 0). Inputs: vector "b", scalar
 // "bound" = (tolerance * ||b||)^2; result "x"; monitor 0 is sqrt(rr / (b, b)).
 //   cg: 2 barriers per iteration (the search direction's product recomputes p at other rows);

@@ -1,5 +1,6 @@
-"""Krylov solvers (CG, BiCGStab) built from molaccel's run-time kernel generator, as
-``molaccel linalg solve``.
+"""Krylov solvers (CG, BiCGStab and their pipelined forms) built from molaccel's run-time kernel
+generator, as ``molaccel linalg solve``; the generator itself (:class:`Vector` expressions) and
+whole iterative methods written as programs (:class:`Program`).
 
 Matrices are compressed sparse rows: a SciPy sparse matrix (any format with ``tocsr()``), a
 :class:`CSR` (from :func:`poisson_2d` or :func:`read_matrix_market`), or a tuple
@@ -29,7 +30,9 @@ __all__ = ["CSR", "SolveResult", "solve", "poisson_2d", "read_matrix_market", "r
            # the expression generator (molaccel/_expressions.py)
            "Vector", "Scalar", "SparseMatrix", "Expr", "elementwise", "exp", "log", "sqrt", "abs", "sin", "cos",
            "tanh", "nonzero", "norm_2", "element_prod", "element_div", "max", "min", "pow", "safe_div", "greater",
-           "inner_prod", "prod"]
+           "inner_prod", "prod",
+           # whole iterative methods (molaccel/_programs.py)
+           "Program", "ProgramResult", "Symbol", "method_program"]
 
 _linalg = _core.linalg
 
@@ -137,7 +140,10 @@ def solve(
         A: the square matrix (see the module docstring); indices sorted and unique per row
             (SciPy matrices are brought to that form).
         b: the right-hand side (float64, read in place when contiguous); ``None``: A * ones.
-        solver: ``"bicgstab"`` or ``"cg"`` (symmetric positive definite A).
+        solver: ``"bicgstab"``, ``"cg"`` (symmetric positive definite A), or their pipelined
+            forms ``"pipelined_cg"`` and ``"pipelined_bicgstab"`` (the generated programs of
+            :func:`method_program`: fewer grid-wide barriers per iteration; unpreconditioned,
+            ``launch="auto"`` only).
         preconditioner: ``"none"`` or ``"jacobi"`` (M = diag(A)^-1).
         precision: ``"fp64"`` or ``"fp32"`` (matrix values, vectors and GPU iterations).
         tol: stop when ||r|| / ||b|| <= tol.
@@ -256,3 +262,4 @@ from ._expressions import (  # noqa: E402
     sqrt,
     tanh,
 )
+from ._programs import Program, ProgramResult, Symbol, method_program  # noqa: E402

@@ -6,19 +6,10 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include "common.hpp"
-#include "molaccel/linalg.hpp"
+#include "linalg_common.hpp"
 
 namespace molaccel::python {
-namespace {
 
-namespace la = molaccel::linalg;
-
-template <class T>
-using Array1 = nb::ndarray<const T, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
-
-// The solver's exchange format, checked the way read_matrix_market leaves it: row pointers from 0
-// to nnz, column indices in range, sorted and unique within each row.
 la::HostCsr<double> to_csr(Array1<std::int32_t> indptr, Array1<std::int32_t> indices, Array1<double> data,
                            std::size_t rows, std::size_t cols) {
   if (indptr.shape(0) != rows + 1)
@@ -52,6 +43,8 @@ la::HostCsr<double> to_csr(Array1<std::int32_t> indptr, Array1<std::int32_t> ind
   return a;
 }
 
+namespace {
+
 nb::tuple csr_arrays(la::HostCsr<double>&& a) {
   const std::size_t rows = a.rows, cols = a.cols, nnz = a.values.size();
   return nb::make_tuple(to_numpy(std::move(a.values), {nnz}), to_numpy(std::move(a.col_idx), {nnz}),
@@ -66,8 +59,14 @@ la::SolverOptions solver_options(const std::string& solver, const std::string& p
     o.solver = la::Solver::cg;
   else if (solver == "bicgstab")
     o.solver = la::Solver::bicgstab;
+  else if (solver == "pipelined_cg" || solver == "pipelined-cg")
+    o.solver = la::Solver::pipelined_cg;
+  else if (solver == "pipelined_bicgstab" || solver == "pipelined-bicgstab")
+    o.solver = la::Solver::pipelined_bicgstab;
   else
-    throw InputError("solver", 0, fmt::format("unknown solver '{}' (cg or bicgstab)", solver));
+    throw InputError(
+        "solver", 0,
+        fmt::format("unknown solver '{}' (cg, bicgstab, pipelined_cg or pipelined_bicgstab)", solver));
   if (preconditioner == "none")
     o.preconditioner = la::Preconditioner::none;
   else if (preconditioner == "jacobi")
@@ -124,6 +123,7 @@ std::string status_name(la::SolverStatus status) {
 
 void bind_linalg(nb::module_& m) {
   bind_linalg_expressions(m);
+  bind_linalg_programs(m);
   m.def("solve", [](Array1<std::int32_t> indptr, Array1<std::int32_t> indices, Array1<double> data,
                     std::size_t rows, std::size_t cols, Array1<double> b, const std::string& solver,
                     const std::string& preconditioner, const std::string& precision, double tolerance,

@@ -1,5 +1,5 @@
 // molaccel._core.linalg: containers (vectors, device scalars, CSR matrices) and the expression
-// generator from Python. The Python side (molaccel/linalg_expr.py) records an expression as a
+// generator from Python. The Python side (molaccel/_expressions.py) records an expression as a
 // tree of tuples over numbered operands; here the tree becomes the library's expression (the
 // same operators C++ code uses), the statement a CustomOperation (kept per tree, so each
 // distinct statement is planned and compiled once) and the operands its arguments.
@@ -11,17 +11,14 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
-#include "common.hpp"
 #include "device_array.hpp"
-#include "molaccel/linalg.hpp"
+#include "linalg_common.hpp"
 #ifdef MOLACCEL_HAVE_CUDA
 #include "linalg/backend.hpp"
 #endif
 
 namespace molaccel::python {
 namespace {
-
-namespace la = molaccel::linalg;
 
 // A vector or a device scalar: one typed array on the host or on a GPU.
 struct Container {
@@ -113,23 +110,6 @@ la::Expression unary(const std::string& op, const la::Expression& a) {
   throw nb::value_error(("linalg expression: unknown function " + op).c_str());
 }
 
-// Trees: ("operand", i) | (op, a, b) | (op, a) | ("modifier", name, body, a).
-la::Expression build(nb::handle tree, const Operands& operands,
-                     std::map<std::string, la::ElementwiseModifier>& modifiers) {
-  nb::tuple t = nb::cast<nb::tuple>(tree);
-  const std::string op = nb::cast<std::string>(t[0]);
-  if (op == "operand") return leaf(nb::cast<int>(t[1]), operands);
-  if (op == "modifier") {
-    const std::string name = nb::cast<std::string>(t[1]), body = nb::cast<std::string>(t[2]);
-    auto it = modifiers.find(name + "\n" + body);
-    if (it == modifiers.end())
-      it = modifiers.emplace(name + "\n" + body, la::ElementwiseModifier(name, body)).first;
-    return it->second(build(t[3], operands, modifiers));
-  }
-  if (t.size() == 2) return unary(op, build(t[1], operands, modifiers));
-  return binary(op, build(t[1], operands, modifiers), build(t[2], operands, modifiers));
-}
-
 // One CustomOperation per distinct (statement, operand kinds and types): planned and compiled
 // once, reused by every later run. A CustomOperation runs one call at a time.
 struct KeptOperation {
@@ -167,7 +147,6 @@ void execute(int target, const std::string& assign, nb::handle tree, nb::list op
   all.host_type = std::get<const Container*>(operands[target])->data.type();
   static std::mutex table_mutex;
   static std::map<std::string, std::shared_ptr<KeptOperation>> table;
-  static std::map<std::string, la::ElementwiseModifier> modifiers;
   const std::string key = nb::cast<std::string>(nb::repr(tree)) + "|" + assign + "|" +
                           std::to_string(target) + "|" + kind_key(all);
   std::shared_ptr<KeptOperation> kept;
@@ -176,7 +155,10 @@ void execute(int target, const std::string& assign, nb::handle tree, nb::list op
     auto& slot = table[key];
     if (!slot) {
       slot = std::make_shared<KeptOperation>();
-      const la::Expression value = build(tree, all, modifiers);
+      const la::Expression value = build_expression(tree, [&](const std::string& head, nb::tuple t) {
+        if (head != "operand") throw nb::value_error(("linalg expression: unknown leaf " + head).c_str());
+        return leaf(nb::cast<int>(t[1]), all);
+      });
       const la::Expression target_leaf = leaf(target, all);
       const la::AssignOp op = assign == "="    ? la::AssignOp::assign
                               : assign == "+=" ? la::AssignOp::add_assign
@@ -216,6 +198,23 @@ void execute(int target, const std::string& assign, nb::handle tree, nb::list op
 }
 
 }  // namespace
+
+la::Expression build_expression(nb::handle tree, const LeafMaker& leaf) {
+  // The modifiers seen so far, by name and body (each made once).
+  static std::map<std::string, la::ElementwiseModifier> modifiers;
+  nb::tuple t = nb::cast<nb::tuple>(tree);
+  const std::string op = nb::cast<std::string>(t[0]);
+  if (op == "modifier") {
+    const std::string name = nb::cast<std::string>(t[1]), body = nb::cast<std::string>(t[2]);
+    auto it = modifiers.find(name + "\n" + body);
+    if (it == modifiers.end())
+      it = modifiers.emplace(name + "\n" + body, la::ElementwiseModifier(name, body)).first;
+    return it->second(build_expression(t[3], leaf));
+  }
+  if (t.size() == 2 && !nb::isinstance<nb::tuple>(t[1])) return leaf(op, t);
+  if (t.size() == 2) return unary(op, build_expression(t[1], leaf));
+  return binary(op, build_expression(t[1], leaf), build_expression(t[2], leaf));
+}
 
 void bind_linalg_expressions(nb::module_& m) {
   nb::class_<Container>(m, "Container")

@@ -13,6 +13,7 @@
 
 #include "linalg/backend.hpp"
 #include "linalg/diagonal.hpp"
+#include "linalg/program/program_solve.hpp"
 #include "linalg/solve_tuned.hpp"
 #include "molaccel/linalg.hpp"
 
@@ -37,7 +38,17 @@ std::string_view to_string(SolverStatus s) {
 }
 
 std::string_view to_string(Solver k) {
-  return k == Solver::cg ? "cg" : "bicgstab";
+  switch (k) {
+    case Solver::cg:
+      return "cg";
+    case Solver::bicgstab:
+      return "bicgstab";
+    case Solver::pipelined_cg:
+      return "pipelined-cg";
+    case Solver::pipelined_bicgstab:
+      return "pipelined-bicgstab";
+  }
+  return "?";
 }
 
 std::string_view to_string(Launch l) {
@@ -519,6 +530,7 @@ SolverResult solve_with(const Resources& resources, const HostCsr<double>& a, st
         __FILE__, __LINE__);
   MOLACCEL_EXPECTS(options.tolerance >= 0 && options.max_iterations >= 0,
                    "solve: bad tolerance or iteration cap");
+  if (is_program_solver(options.solver)) return solve_with_program(resources, a, b, options);
   SolverResult result;
   JobOptions job;
   job.name = "solve";

@@ -8,6 +8,7 @@
 #include "linalg/codegen/codegen.hpp"
 #include "linalg/opencl/executor.hpp"
 #include "linalg/opencl/persistent.hpp"
+#include "linalg/program/program_solve.hpp"
 #include "molaccel/opencl.hpp"
 
 namespace molaccel::linalg::opencl {
@@ -258,6 +259,22 @@ SolverResult solve(int device, const HostCsr<double>& a, std::span<const double>
     rt::require_fp64(d.info, "a double-precision solve (--precision fp64)");
   // The persistent kernel: --launch resident asks for it; automatic takes it where
   // cl::persistent_groups says so and there is no preconditioner; graph and fused: the host loop.
+  if (is_program_solver(options.solver)) {  // programs only: the persistent kernel, at any size
+    if (options.preconditioner != Preconditioner::none || options.launch != Launch::automatic)
+      throw InputError(
+          "--solver", 0,
+          fmt::format("{} is unpreconditioned and runs as one kernel (no --precond, no --launch)",
+                      to_string(options.solver)));
+    // Pipelined BiCGStab's kernel gives wrong sums under PoCL (its first omega differs with the
+    // work-group method: NaN, or a wrong value), while every other program, pipelined CG among
+    // them, agrees with the CPU: refused until it is understood (docs/linalg.md).
+    if (options.solver == Solver::pipelined_bicgstab)
+      throw Error("solve: pipelined-bicgstab does not run on OpenCL yet (pipelined-cg, cg and bicgstab do)",
+                  __FILE__, __LINE__);
+    const int groups = cl::persistent_groups(d.info, a.rows);
+    return cl::solve_persistent(d, a, b, options,
+                                groups > 0 ? groups : cl::forced_persistent_groups(d.info, a.rows));
+  }
   if (options.launch == Launch::resident)
     return cl::solve_persistent(d, a, b, options, cl::forced_persistent_groups(d.info, a.rows));
   if (options.launch == Launch::automatic && options.preconditioner == Preconditioner::none)

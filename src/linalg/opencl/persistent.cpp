@@ -8,6 +8,7 @@
 #include "linalg/opencl/executor.hpp"
 #include "linalg/program/program_buffers.hpp"
 #include "linalg/program/program_cuda.hpp"
+#include "linalg/program/program_solve.hpp"
 
 namespace molaccel::linalg::cl {
 
@@ -99,14 +100,6 @@ ProgramResult run_typed(rt::Device& d, const Program& program, const program::Pr
                                 got_monitors, groups, seconds);
 }
 
-SolverStatus status_of(const std::string& status) {
-  if (status == "converged") return SolverStatus::converged;
-  if (status == "breakdown (rho = 0)") return SolverStatus::breakdown_rho;
-  if (status == "breakdown (omega = 0)") return SolverStatus::breakdown_omega;
-  if (status == "breakdown ((p, Ap) = 0)") return SolverStatus::breakdown_alpha;
-  return SolverStatus::max_iterations;
-}
-
 }  // namespace
 
 int persistent_groups(const OpenClDeviceInfo& info, std::size_t n) {
@@ -134,34 +127,20 @@ SolverResult solve_persistent(rt::Device& device, const HostCsr<double>& a, std:
     throw InputError("--launch", 0,
                      "the persistent OpenCL solver has no preconditioner (use --precond none, or "
                      "--launch graph for the host loop)");
-  const ValueType type = options.precision == Precision::fp32 ? ValueType::f32 : ValueType::f64;
-  const bool cg = options.solver == Solver::cg;
   const std::size_t n = a.rows;
   double bb = 0;
   for (double v : b) bb += v * v;
   if (bb == 0) return zero_rhs_result(n);
 
-  const Program program = cg ? cg_program(type) : bicgstab_program(type);
-  ProgramInputs inputs;
-  inputs.matrix = &a;
-  inputs.vectors["b"].assign(b.begin(), b.end());
-  inputs.scalars["bound"] = options.tolerance * options.tolerance * bb;
-  inputs.max_iterations = options.max_iterations;
-  const ProgramResult run = run_program(device, program, inputs, groups);
-
-  SolverResult result;
-  result.x = run.vectors.at("x");
-  result.status = status_of(run.status);
-  result.iterations = run.iterations;
-  result.residual_history = run.monitor_history.at(0);
-  result.relative_residual = result.residual_history.back();
-  result.seconds = run.seconds;
-  result.seconds_per_iteration = run.iterations ? run.seconds / run.iterations : 0;
+  const ProgramResult run =
+      run_program(device, program_of(options), program_inputs(a, b, options, bb), groups);
+  const int barriers = run.barriers_per_iteration;
+  SolverResult result = solver_result(run);
   result.kernels_per_iteration = 1;  // at most (as the CUDA resident path): one launch per solve
   result.host_checks = 1;
   result.backend =
       fmt::format("opencl:{} ({}) persistent ({} work-groups of {}, {} grid barriers per iteration)",
-                  device.info.index, device.info.name, groups, work_group, run.barriers_per_iteration);
+                  device.info.index, device.info.name, groups, work_group, barriers);
   return result;
 }
 

@@ -9,49 +9,11 @@
 #include "linalg/expression_util.hpp"
 #include "linalg/program/program_cuda.hpp"
 #include "linalg/program/program_plan.hpp"
+#include "linalg/program/scalar_math.hpp"
 
 namespace molaccel::linalg {
 
 namespace {
-
-double unary(const std::string& f, double x) {
-  if (f == "exp") return std::exp(x);
-  if (f == "log") return std::log(x);
-  if (f == "sqrt") return std::sqrt(x);
-  if (f == "abs") return std::fabs(x);
-  if (f == "sin") return std::sin(x);
-  if (f == "cos") return std::cos(x);
-  if (f == "tanh") return std::tanh(x);
-  if (f == "nonzero") return x != 0 ? 1.0 : 0.0;
-  throw Error("linalg program: unknown function " + f, __FILE__, __LINE__);
-}
-
-double binary(const ExpressionNode& n, double a, double b) {
-  switch (n.kind) {
-    case NodeKind::add:
-      return a + b;
-    case NodeKind::subtract:
-      return a - b;
-    case NodeKind::multiply:
-    case NodeKind::element_product:
-      return a * b;
-    case NodeKind::divide:
-    case NodeKind::element_division:
-      return a / b;
-    default:
-      break;
-  }
-  if (n.name == "max") return std::max(a, b);
-  if (n.name == "min") return std::min(a, b);
-  if (n.name == "pow") return std::pow(a, b);
-  if (n.name == "safe_div") return b == 0 ? 0.0 : a / b;
-  if (n.name == "greater") return a > b ? 1.0 : 0.0;
-  throw Error("linalg program: unknown function " + n.name, __FILE__, __LINE__);
-}
-
-double assign(AssignOp op, double old_value, double value) {
-  return op == AssignOp::assign ? value : op == AssignOp::add_assign ? old_value + value : old_value - value;
-}
 
 class HostMachine {
  public:
@@ -137,7 +99,7 @@ class HostMachine {
       case NodeKind::negate:
         return -eval(n->children[0], c);
       case NodeKind::function:
-        return unary(n->name, eval(n->children[0], c));
+        return program::apply_unary(n->name, eval(n->children[0], c));
       case NodeKind::modifier: {
         Context inner = c;
         inner.placeholder = eval(n->children[0], c);
@@ -163,7 +125,7 @@ class HostMachine {
         break;
     }
     if (n->children.size() != 2) fail("unsupported node in " + infix(n));
-    return binary(*n, eval(n->children[0], c), eval(n->children[1], c));
+    return program::apply_binary(*n, eval(n->children[0], c), eval(n->children[1], c));
   }
 
   void run_segment(const program::Phase& phase, const program::Segment& seg,
@@ -201,13 +163,13 @@ class HostMachine {
           if (s.target()->kind == NodeKind::vector) {
             const double old_value = vector_at(t, c);
             if (seg.renamed.count(t)) {
-              back_[std::size_t(t)][row] = assign(s.op(), old_value, values[k]);
+              back_[std::size_t(t)][row] = program::apply_assign(s.op(), old_value, values[k]);
               written[std::size_t(t)] = 1;
             } else {
-              front_[std::size_t(t)][row] = assign(s.op(), old_value, values[k]);
+              front_[std::size_t(t)][row] = program::apply_assign(s.op(), old_value, values[k]);
             }
           } else if (item.scalars_in_place) {
-            env[std::size_t(t)] = assign(s.op(), env[std::size_t(t)], values[k]);
+            env[std::size_t(t)] = program::apply_assign(s.op(), env[std::size_t(t)], values[k]);
           }
         }
       }
@@ -228,7 +190,7 @@ class HostMachine {
       for (std::size_t k = 0; k < step.size(); ++k)
         if (step[k].target()->kind == NodeKind::device_scalar) {
           auto& target = scalars_[std::size_t(step[k].target()->index)];
-          target = assign(step[k].op(), target, values[k]);
+          target = program::apply_assign(step[k].op(), target, values[k]);
         }
     }
   }

@@ -1,0 +1,25 @@
+// solve() through the methods' programs: what the OpenCL persistent solver and the pipelined
+// methods (every device) share (program_solve.cpp).
+#pragma once
+
+#include "molaccel/linalg.hpp"
+#include "molaccel/linalg_program.hpp"
+
+namespace molaccel::linalg {
+
+// The methods that exist only as programs: pipelined CG and pipelined BiCGStab.
+bool is_program_solver(Solver solver);
+// The program of any method (cg_program, bicgstab_program, ...), in the options' precision.
+Program program_of(const SolverOptions& options);
+// Its inputs: b, bound = (tolerance ||b||)^2 (bb = ||b||^2, not zero), the iteration cap.
+ProgramInputs program_inputs(const HostCsr<double>& a, std::span<const double> b,
+                             const SolverOptions& options, double bb);
+// x, status, iterations, residual history and times of a run; backend, kernels per iteration
+// and host checks are the caller's.
+SolverResult solver_result(ProgramResult run);
+
+// solve() for a program solver: run_program on the resources; unpreconditioned, Launch::automatic.
+SolverResult solve_with_program(const Resources& resources, const HostCsr<double>& a,
+                                std::span<const double> b, const SolverOptions& options);
+
+}  // namespace molaccel::linalg

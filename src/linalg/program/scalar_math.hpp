@@ -1,0 +1,79 @@
+// The arithmetic of a program's scalars on the host, shared by the host executor
+// (program_host.cpp) and the CPU runner's stop tests, monitors and reduction-free scalar
+// statements (program_run.cpp).
+#pragma once
+
+#include <cmath>
+#include <span>
+#include <string>
+
+#include "molaccel/linalg.hpp"
+
+namespace molaccel::linalg::program {
+
+inline double apply_unary(const std::string& f, double x) {
+  if (f == "exp") return std::exp(x);
+  if (f == "log") return std::log(x);
+  if (f == "sqrt") return std::sqrt(x);
+  if (f == "abs") return std::fabs(x);
+  if (f == "sin") return std::sin(x);
+  if (f == "cos") return std::cos(x);
+  if (f == "tanh") return std::tanh(x);
+  if (f == "nonzero") return x != 0 ? 1.0 : 0.0;
+  throw Error("linalg program: unknown function " + f, __FILE__, __LINE__);
+}
+
+// A binary node (arithmetic or binary_function) applied to its two operands' values.
+inline double apply_binary(const ExpressionNode& n, double a, double b) {
+  switch (n.kind) {
+    case NodeKind::add:
+      return a + b;
+    case NodeKind::subtract:
+      return a - b;
+    case NodeKind::multiply:
+    case NodeKind::element_product:
+      return a * b;
+    case NodeKind::divide:
+    case NodeKind::element_division:
+      return a / b;
+    default:
+      break;
+  }
+  if (n.name == "max") return std::max(a, b);
+  if (n.name == "min") return std::min(a, b);
+  if (n.name == "pow") return std::pow(a, b);
+  if (n.name == "safe_div") return b == 0 ? 0.0 : a / b;
+  if (n.name == "greater") return a > b ? 1.0 : 0.0;
+  throw Error("linalg program: unknown function " + n.name, __FILE__, __LINE__);
+}
+
+inline double apply_assign(AssignOp op, double old_value, double value) {
+  return op == AssignOp::assign ? value : op == AssignOp::add_assign ? old_value + value : old_value - value;
+}
+
+// The value of an expression of scalars (constants, the program's scalars by symbol index,
+// arithmetic, functions and modifiers); `x` is the modifier's placeholder.
+inline double evaluate_scalar(const NodePtr& n, std::span<const double> scalars, double x = 0) {
+  switch (n->kind) {
+    case NodeKind::constant:
+      return n->constant;
+    case NodeKind::device_scalar:
+      return scalars[std::size_t(n->index)];
+    case NodeKind::placeholder:
+      return x;
+    case NodeKind::negate:
+      return -evaluate_scalar(n->children[0], scalars, x);
+    case NodeKind::function:
+      return apply_unary(n->name, evaluate_scalar(n->children[0], scalars, x));
+    case NodeKind::modifier:
+      return evaluate_scalar(n->children[1], scalars, evaluate_scalar(n->children[0], scalars, x));
+    default:
+      break;
+  }
+  if (n->children.size() != 2)
+    throw Error("linalg program: not an expression of scalars", __FILE__, __LINE__);
+  return apply_binary(*n, evaluate_scalar(n->children[0], scalars, x),
+                      evaluate_scalar(n->children[1], scalars, x));
+}
+
+}  // namespace molaccel::linalg::program
