@@ -92,6 +92,12 @@ class CpuRunner {
     for (const auto& s : loop_) k += s.operation ? 1 : 0;
     return k;
   }
+  std::string cpu_variant() const {  // the instruction set the loops ran with ("avx2" ...)
+    for (const auto* steps : {&loop_, &setup_})
+      for (const auto& s : *steps)
+        if (s.operation && !s.operation->last_cpu_variant().empty()) return s.operation->last_cpu_variant();
+    return "?";
+  }
 
   void finish(ProgramResult& result) const {
     const auto& symbols = program_.symbols();
@@ -249,7 +255,8 @@ ProgramResult run_on_cpu(const Program& program, const ProgramInputs& inputs, co
     ++result.iterations;
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  result.kernel = fmt::format("cpu: {} fused loops per iteration", machine.loops_per_iteration());
+  result.kernel = fmt::format("cpu/{} ({} threads): {} fused loops per iteration", machine.cpu_variant(),
+                              where.cpu_threads, machine.loops_per_iteration());
   machine.finish(result);
   return result;
 }
