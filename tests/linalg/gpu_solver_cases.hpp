@@ -13,6 +13,7 @@
 #include "linalg/diagonal.hpp"
 #include "linalg/solve_tuned.hpp"
 #include "molaccel/linalg.hpp"
+#include "residual.hpp"
 #include "testing/test_arguments.hpp"
 #include "testing/testing.hpp"
 
@@ -31,16 +32,7 @@ inline Resources first_gpu() {
   return Resources::create(ro);
 }
 
-inline double true_residual(const HostCsr<double>& a, const std::vector<double>& b,
-                            const std::vector<double>& x) {
-  const auto ax = multiply(a, x);
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < b.size(); ++i) {
-    num += (b[i] - ax[i]) * (b[i] - ax[i]);
-    den += b[i] * b[i];
-  }
-  return std::sqrt(num / den);
-}
+using molaccel::linalg::testing::true_residual;
 
 inline std::vector<double> ones_rhs(const HostCsr<double>& a) {
   return multiply(a, std::vector<double>(a.rows, 1.0));

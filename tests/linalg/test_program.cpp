@@ -11,6 +11,7 @@
 #include "linalg/program_cases.hpp"
 #include "molaccel/linalg.hpp"
 #include "molaccel/linalg_program.hpp"
+#include "residual.hpp"
 #include "testing/testing.hpp"
 
 namespace molaccel::linalg {
@@ -228,15 +229,7 @@ TEST(LinalgProgram, HostExecutorExposesAMissingBarrier) {
 // ---------------------------------------------------------------------------------------------
 // The methods.
 // ---------------------------------------------------------------------------------------------
-double true_residual(const HostCsr<double>& a, const std::vector<double>& b, const std::vector<double>& x) {
-  const auto ax = multiply(a, x);
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < b.size(); ++i) {
-    num += (b[i] - ax[i]) * (b[i] - ax[i]);
-    den += b[i] * b[i];
-  }
-  return std::sqrt(num / den);
-}
+using testing::true_residual;
 
 ProgramResult run_method(const Program& p, const HostCsr<double>& a, const std::vector<double>& b, double tol,
                          int max_iterations) {

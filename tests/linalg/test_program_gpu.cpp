@@ -9,6 +9,7 @@
 #include "linalg/program_cases.hpp"
 #include "molaccel/linalg.hpp"
 #include "molaccel/linalg_program.hpp"
+#include "residual.hpp"
 #include "testing/testing.hpp"
 
 namespace molaccel::linalg {
@@ -75,15 +76,7 @@ TEST(LinalgProgramGpu, RandomProgramsMatchTheHostExecutor) {
   }
 }
 
-double true_residual(const HostCsr<double>& a, const std::vector<double>& b, const std::vector<double>& x) {
-  const auto ax = multiply(a, x);
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < b.size(); ++i) {
-    num += (b[i] - ax[i]) * (b[i] - ax[i]);
-    den += b[i] * b[i];
-  }
-  return std::sqrt(num / den);
-}
+using testing::true_residual;
 
 void check_method(const HostCsr<double>& a, int method, double iteration_slack, double residual_slack,
                   std::size_t same_history) {

@@ -9,6 +9,7 @@
 #include "molaccel/linalg.hpp"
 #include "molaccel/linalg_program.hpp"
 #include "program_cases.hpp"
+#include "residual.hpp"
 #include "testing/testing.hpp"
 
 namespace molaccel::linalg {
@@ -57,15 +58,7 @@ TEST(LinalgProgramRun, StopTestsMonitorsAndProgramsWithoutAMatrix) {
   EXPECT_THROW(run_program(Resources::cpu(1), p, in), Error);  // no symbol y
 }
 
-double true_residual(const HostCsr<double>& a, const std::vector<double>& b, const std::vector<double>& x) {
-  const auto ax = multiply(a, x);
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < b.size(); ++i) {
-    num += (b[i] - ax[i]) * (b[i] - ax[i]);
-    den += b[i] * b[i];
-  }
-  return std::sqrt(num / den);
-}
+using testing::true_residual;
 
 TEST(LinalgProgramRun, PipelinedSolversThroughSolve) {
   const auto a = poisson_2d(30);

@@ -4,20 +4,13 @@
 #include <cmath>
 
 #include "molaccel/linalg.hpp"
+#include "residual.hpp"
 #include "testing/testing.hpp"
 
 namespace molaccel::linalg {
 namespace {
 
-double true_residual(const HostCsr<double>& a, const std::vector<double>& b, const std::vector<double>& x) {
-  const auto ax = multiply(a, x);
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < b.size(); ++i) {
-    num += (b[i] - ax[i]) * (b[i] - ax[i]);
-    den += b[i] * b[i];
-  }
-  return std::sqrt(num / den);
-}
+using testing::true_residual;
 
 struct SolverCase {
   Solver solver;

@@ -213,26 +213,10 @@ ProgramResult program::run_planned_on_host(const Program& program, const program
   HostMachine machine(program, inputs);
   ProgramResult result;
   result.barriers_per_iteration = plan.barriers_per_iteration();
-  result.monitor_history.resize(program.monitors().size());
   machine.run(plan.setup, program.setup_steps());
-  for (;;) {
-    for (std::size_t m = 0; m < program.monitors().size(); ++m)
-      result.monitor_history[m].push_back(machine.scalar_value(program.monitors()[m].node()));
-    bool stopped = false;
-    for (const auto& test : program.stop_tests())
-      if (machine.scalar_value(test.condition.node()) != 0) {
-        result.status = test.status;
-        stopped = true;
-        break;
-      }
-    if (stopped) break;
-    if (result.iterations >= inputs.max_iterations) {
-      result.status = "iteration limit";
-      break;
-    }
-    machine.run(plan.iteration, program.loop_steps());
-    ++result.iterations;
-  }
+  program::run_iterations(
+      program, inputs.max_iterations, result, [&](const NodePtr& n) { return machine.scalar_value(n); },
+      [&] { machine.run(plan.iteration, program.loop_steps()); });
   return machine.finish(std::move(result));
 }
 

@@ -233,27 +233,11 @@ ProgramResult run_on_cpu(const Program& program, const ProgramInputs& inputs, co
   CpuRunner<T> machine(program, inputs, where);
   ProgramResult result;
   result.barriers_per_iteration = program::plan_program(program).barriers_per_iteration();
-  result.monitor_history.resize(program.monitors().size());
   const auto start = std::chrono::steady_clock::now();
   machine.run_setup();
-  for (;;) {
-    for (std::size_t m = 0; m < program.monitors().size(); ++m)
-      result.monitor_history[m].push_back(machine.scalar_value(program.monitors()[m].node()));
-    bool stopped = false;
-    for (const auto& test : program.stop_tests())
-      if (machine.scalar_value(test.condition.node()) != 0) {
-        result.status = test.status;
-        stopped = true;
-        break;
-      }
-    if (stopped) break;
-    if (result.iterations >= inputs.max_iterations) {
-      result.status = "iteration limit";
-      break;
-    }
-    machine.run_iteration();
-    ++result.iterations;
-  }
+  program::run_iterations(
+      program, inputs.max_iterations, result, [&](const NodePtr& n) { return machine.scalar_value(n); },
+      [&] { machine.run_iteration(); });
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.kernel = fmt::format("cpu/{} ({} threads): {} fused loops per iteration", machine.cpu_variant(),
                               where.cpu_threads, machine.loops_per_iteration());

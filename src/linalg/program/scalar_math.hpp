@@ -1,6 +1,6 @@
-// The arithmetic of a program's scalars on the host, shared by the host executor
-// (program_host.cpp) and the CPU runner's stop tests, monitors and reduction-free scalar
-// statements (program_run.cpp).
+// What the host-side executors of a program share (the host executor, program_host.cpp, and
+// the CPU runner, program_run.cpp): the arithmetic of the scalars and the loop of iterations
+// with its monitors and stop tests.
 #pragma once
 
 #include <cmath>
@@ -8,6 +8,7 @@
 #include <string>
 
 #include "molaccel/linalg.hpp"
+#include "molaccel/linalg_program.hpp"
 
 namespace molaccel::linalg::program {
 
@@ -74,6 +75,30 @@ inline double evaluate_scalar(const NodePtr& n, std::span<const double> scalars,
     throw Error("linalg program: not an expression of scalars", __FILE__, __LINE__);
   return apply_binary(*n, evaluate_scalar(n->children[0], scalars, x),
                       evaluate_scalar(n->children[1], scalars, x));
+}
+
+// The iterations after the setup: the monitors recorded and the stop tests tried (in order of
+// declaration) before every iteration, then `iterate()`, until a test fires or the cap.
+// `value(node)` evaluates a scalar expression on the current scalars.
+template <class Value, class Iterate>
+void run_iterations(const Program& program, int max_iterations, ProgramResult& result, Value value,
+                    Iterate iterate) {
+  result.monitor_history.resize(program.monitors().size());
+  for (;;) {
+    for (std::size_t m = 0; m < program.monitors().size(); ++m)
+      result.monitor_history[m].push_back(value(program.monitors()[m].node()));
+    for (const auto& test : program.stop_tests())
+      if (value(test.condition.node()) != 0) {
+        result.status = test.status;
+        return;
+      }
+    if (result.iterations >= max_iterations) {
+      result.status = "iteration limit";
+      return;
+    }
+    iterate();
+    ++result.iterations;
+  }
 }
 
 }  // namespace molaccel::linalg::program
