@@ -8,6 +8,7 @@
 #include "linalg/backend.hpp"
 #include "linalg/cpu/program.hpp"
 #include "linalg/expression_util.hpp"
+#include "linalg/scalar_math.hpp"
 
 namespace molaccel::linalg {
 
@@ -73,42 +74,12 @@ class CpuRunner {
         const T a = scalar_value(n->children[0], x);
         return scalar_value(n->children[1], &a);
       }
-      case NodeKind::function: {
-        const T a = scalar_value(n->children[0], x);
-        const std::string& f = n->name;
-        if (f == "exp") return std::exp(a);
-        if (f == "log") return std::log(a);
-        if (f == "sqrt") return std::sqrt(a);
-        if (f == "abs") return std::fabs(a);
-        if (f == "sin") return std::sin(a);
-        if (f == "cos") return std::cos(a);
-        if (f == "tanh") return std::tanh(a);
-        return a != T(0) ? T(1) : T(0);  // nonzero
-      }
+      case NodeKind::function:
+        return apply_unary(n->name, scalar_value(n->children[0], x));
       default:
         break;
     }
-    const T a = scalar_value(n->children[0], x), b = scalar_value(n->children[1], x);
-    switch (n->kind) {
-      case NodeKind::add:
-        return a + b;
-      case NodeKind::subtract:
-        return a - b;
-      case NodeKind::multiply:
-      case NodeKind::element_product:
-        return a * b;
-      case NodeKind::divide:
-      case NodeKind::element_division:
-        return a / b;
-      default:
-        break;
-    }
-    const std::string& f = n->name;
-    if (f == "max") return std::max(a, b);
-    if (f == "min") return std::min(a, b);
-    if (f == "pow") return std::pow(a, b);
-    if (f == "safe_div") return b == T(0) ? T(0) : a / b;
-    return a > b ? T(1) : T(0);  // greater
+    return apply_binary(*n, scalar_value(n->children[0], x), scalar_value(n->children[1], x));
   }
 
   // ---- vector sub-expressions: compiled to instructions ----

@@ -9,7 +9,7 @@
 #include "linalg/expression_util.hpp"
 #include "linalg/program/program_cuda.hpp"
 #include "linalg/program/program_plan.hpp"
-#include "linalg/program/scalar_math.hpp"
+#include "linalg/scalar_math.hpp"
 
 namespace molaccel::linalg {
 
@@ -99,7 +99,7 @@ class HostMachine {
       case NodeKind::negate:
         return -eval(n->children[0], c);
       case NodeKind::function:
-        return program::apply_unary(n->name, eval(n->children[0], c));
+        return apply_unary(n->name, eval(n->children[0], c));
       case NodeKind::modifier: {
         Context inner = c;
         inner.placeholder = eval(n->children[0], c);
@@ -125,7 +125,7 @@ class HostMachine {
         break;
     }
     if (n->children.size() != 2) fail("unsupported node in " + infix(n));
-    return program::apply_binary(*n, eval(n->children[0], c), eval(n->children[1], c));
+    return apply_binary(*n, eval(n->children[0], c), eval(n->children[1], c));
   }
 
   void run_segment(const program::Phase& phase, const program::Segment& seg,

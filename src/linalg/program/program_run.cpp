@@ -11,7 +11,7 @@
 #include <optional>
 
 #include "linalg/program/program_plan.hpp"
-#include "linalg/program/scalar_math.hpp"
+#include "linalg/scalar_math.hpp"
 #include "molaccel/linalg_program.hpp"
 
 namespace molaccel::linalg {

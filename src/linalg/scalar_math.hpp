@@ -1,6 +1,8 @@
-// What the host-side executors of a program share (the host executor, program_host.cpp, and
-// the CPU runner, program_run.cpp): the arithmetic of the scalars and the loop of iterations
-// with its monitors and stop tests.
+// Scalar arithmetic on the host: the element functions by name, in T (the CPU executor's scalar
+// sub-expressions, cpu/executor.cpp, in the operation's type; the programs' host-side executors,
+// program/program_host.cpp and program/program_run.cpp, in double), and what those two program
+// executors share besides: scalar expressions and the loop of iterations with its monitors and
+// stop tests.
 #pragma once
 
 #include <cmath>
@@ -10,9 +12,10 @@
 #include "molaccel/linalg.hpp"
 #include "molaccel/linalg_program.hpp"
 
-namespace molaccel::linalg::program {
+namespace molaccel::linalg {
 
-inline double apply_unary(const std::string& f, double x) {
+template <class T>
+T apply_unary(const std::string& f, T x) {
   if (f == "exp") return std::exp(x);
   if (f == "log") return std::log(x);
   if (f == "sqrt") return std::sqrt(x);
@@ -20,12 +23,13 @@ inline double apply_unary(const std::string& f, double x) {
   if (f == "sin") return std::sin(x);
   if (f == "cos") return std::cos(x);
   if (f == "tanh") return std::tanh(x);
-  if (f == "nonzero") return x != 0 ? 1.0 : 0.0;
+  if (f == "nonzero") return x != T(0) ? T(1) : T(0);
   throw Error("linalg program: unknown function " + f, __FILE__, __LINE__);
 }
 
 // A binary node (arithmetic or binary_function) applied to its two operands' values.
-inline double apply_binary(const ExpressionNode& n, double a, double b) {
+template <class T>
+T apply_binary(const ExpressionNode& n, T a, T b) {
   switch (n.kind) {
     case NodeKind::add:
       return a + b;
@@ -43,10 +47,12 @@ inline double apply_binary(const ExpressionNode& n, double a, double b) {
   if (n.name == "max") return std::max(a, b);
   if (n.name == "min") return std::min(a, b);
   if (n.name == "pow") return std::pow(a, b);
-  if (n.name == "safe_div") return b == 0 ? 0.0 : a / b;
-  if (n.name == "greater") return a > b ? 1.0 : 0.0;
+  if (n.name == "safe_div") return b == T(0) ? T(0) : a / b;
+  if (n.name == "greater") return a > b ? T(1) : T(0);
   throw Error("linalg program: unknown function " + n.name, __FILE__, __LINE__);
 }
+
+namespace program {
 
 inline double apply_assign(AssignOp op, double old_value, double value) {
   return op == AssignOp::assign ? value : op == AssignOp::add_assign ? old_value + value : old_value - value;
@@ -101,4 +107,5 @@ void run_iterations(const Program& program, int max_iterations, ProgramResult& r
   }
 }
 
-}  // namespace molaccel::linalg::program
+}  // namespace program
+}  // namespace molaccel::linalg
