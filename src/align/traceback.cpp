@@ -203,6 +203,72 @@ Alignment align_pair(std::span<const std::uint8_t> query, std::span<const std::u
 
 namespace detail {
 
+RegionTrace trace_region(std::span<const std::uint8_t> query_part, std::span<const std::uint8_t> subject_part,
+                         const Scoring& scoring, int /*score_bound*/, const TracebackLimits& limits) {
+  const std::size_t rm = query_part.size(), rn = subject_part.size();
+  RegionTrace trace;
+  if (rm == 0 || rn == 0) return trace;
+  // Blocks of equal height: the checkpoint pass and the recomputation are then the least.
+  const std::size_t max_rows = std::clamp<std::size_t>(limits.direction_bytes / rn, 1, rm);
+  const std::size_t blocks_needed = (rm + max_rows - 1) / max_rows;
+  const std::size_t block_rows = (rm + blocks_needed - 1) / blocks_needed;
+  const std::size_t n_blocks = (rm + block_rows - 1) / block_rows;
+  // checkpoints[b]: H and vertical-gap rows before block b's first row (block 0: the boundary).
+  std::vector<std::vector<int>> checkpoints_h(n_blocks), checkpoints_e(n_blocks);
+  {
+    std::vector<int> h(rn + 1, 0), e(rn + 1, kNegativeInfinity);
+    for (std::size_t b = 0; b < n_blocks; ++b) {
+      checkpoints_h[b] = h;
+      checkpoints_e[b] = e;
+      if (b + 1 < n_blocks)
+        region_rows(query_part, subject_part, scoring, b * block_rows + 1, (b + 1) * block_rows + 1, rn, h, e,
+                    nullptr);
+    }
+  }
+  std::vector<std::uint8_t> direction;
+  enum class State { h, e, f } state = State::h;
+  std::size_t i = rm, j = rn;
+  std::string& ops = trace.ops;  // reversed
+  std::uint32_t& identities = trace.identities;
+  bool stopped = false;
+  for (std::size_t b = n_blocks; b-- > 0 && !stopped && j > 0;) {
+    // Direction bytes of the block's rows, columns 1..j (columns right of the trace are never read).
+    const std::size_t row0 = b * block_rows, cols = j;
+    direction.resize((i - row0) * cols);
+    std::vector<int> h = std::move(checkpoints_h[b]), e = std::move(checkpoints_e[b]);
+    region_rows(query_part, subject_part, scoring, row0 + 1, i + 1, cols, h, e, direction.data());
+    while (i > row0 && j > 0) {
+      const std::uint8_t d = direction[(i - row0 - 1) * cols + (j - 1)];
+      if (state == State::h) {
+        const int source = d & 3;
+        if (source == kFromStart) {
+          stopped = true;
+          break;
+        }
+        if (source == kFromDiagonal) {
+          if (query_part[i - 1] == subject_part[j - 1]) ++identities;
+          ops.push_back('M');
+          --i, --j;
+        } else {
+          state = source == kFromE ? State::e : State::f;
+        }
+      } else if (state == State::e) {  // gap in the query: consumes subject
+        ops.push_back('D');
+        if (!(d & kEExtends)) state = State::h;
+        --j;
+      } else {  // gap in the subject: consumes query
+        ops.push_back('I');
+        if (!(d & kFExtends)) state = State::h;
+        --i;
+      }
+    }
+  }
+  std::reverse(ops.begin(), ops.end());
+  trace.query_offset = i;
+  trace.subject_offset = j;
+  return trace;
+}
+
 Alignment align_pair(std::span<const std::uint8_t> query, std::span<const std::uint8_t> subject,
                      const Scoring& scoring, std::optional<int> known_score, const TracebackLimits& limits) {
   const std::size_t m = query.size(), n = subject.size();
@@ -262,70 +328,16 @@ Alignment align_pair(std::span<const std::uint8_t> query, std::span<const std::u
   }
 
   // Pass 3: region [start_i, end_i] x [start_j, end_j] with direction bytes, in row blocks.
-  const std::size_t rm = end_i - start_i + 1, rn = end_j - start_j + 1;
-  const auto query_part = query.subspan(start_i - 1, rm), subject_part = subject.subspan(start_j - 1, rn);
-  // Blocks of equal height: the checkpoint pass and the recomputation are then the least.
-  const std::size_t max_rows = std::clamp<std::size_t>(limits.direction_bytes / rn, 1, rm);
-  const std::size_t blocks_needed = (rm + max_rows - 1) / max_rows;
-  const std::size_t block_rows = (rm + blocks_needed - 1) / blocks_needed;
-  const std::size_t n_blocks = (rm + block_rows - 1) / block_rows;
-  // checkpoints[b]: H and vertical-gap rows before block b's first row (block 0: the boundary).
-  std::vector<std::vector<int>> checkpoints_h(n_blocks), checkpoints_e(n_blocks);
-  {
-    std::vector<int> h(rn + 1, 0), e(rn + 1, kNegativeInfinity);
-    for (std::size_t b = 0; b < n_blocks; ++b) {
-      checkpoints_h[b] = h;
-      checkpoints_e[b] = e;
-      if (b + 1 < n_blocks)
-        region_rows(query_part, subject_part, scoring, b * block_rows + 1, (b + 1) * block_rows + 1, rn, h, e,
-                    nullptr);
-    }
-  }
-  std::vector<std::uint8_t> direction;
-  enum class State { h, e, f } state = State::h;
-  std::size_t i = rm, j = rn;
-  std::string ops;  // reversed
-  std::uint32_t identities = 0;
-  bool stopped = false;
-  for (std::size_t b = n_blocks; b-- > 0 && !stopped && j > 0;) {
-    // Direction bytes of the block's rows, columns 1..j (columns right of the trace are never read).
-    const std::size_t row0 = b * block_rows, cols = j;
-    direction.resize((i - row0) * cols);
-    std::vector<int> h = std::move(checkpoints_h[b]), e = std::move(checkpoints_e[b]);
-    region_rows(query_part, subject_part, scoring, row0 + 1, i + 1, cols, h, e, direction.data());
-    while (i > row0 && j > 0) {
-      const std::uint8_t d = direction[(i - row0 - 1) * cols + (j - 1)];
-      if (state == State::h) {
-        const int source = d & 3;
-        if (source == kFromStart) {
-          stopped = true;
-          break;
-        }
-        if (source == kFromDiagonal) {
-          if (query_part[i - 1] == subject_part[j - 1]) ++identities;
-          ops.push_back('M');
-          --i, --j;
-        } else {
-          state = source == kFromE ? State::e : State::f;
-        }
-      } else if (state == State::e) {  // gap in the query: consumes subject
-        ops.push_back('D');
-        if (!(d & kEExtends)) state = State::h;
-        --j;
-      } else {  // gap in the subject: consumes query
-        ops.push_back('I');
-        if (!(d & kFExtends)) state = State::h;
-        --i;
-      }
-    }
-  }
-  std::reverse(ops.begin(), ops.end());
-  result.query_start = static_cast<std::uint32_t>(start_i + i);
-  result.subject_start = static_cast<std::uint32_t>(start_j + j);
+  const RegionTrace trace =
+      trace_region(query.subspan(start_i - 1, end_i - start_i + 1),
+                   subject.subspan(start_j - 1, end_j - start_j + 1), scoring, best, limits);
+  result.query_start = static_cast<std::uint32_t>(start_i + trace.query_offset);
+  result.subject_start = static_cast<std::uint32_t>(start_j + trace.subject_offset);
   result.query_end = static_cast<std::uint32_t>(end_i);
   result.subject_end = static_cast<std::uint32_t>(end_j);
-  result.identities = identities;
-  result.length = static_cast<std::uint32_t>(ops.size());
+  result.identities = trace.identities;
+  result.length = static_cast<std::uint32_t>(trace.ops.size());
+  const std::string& ops = trace.ops;
   for (std::size_t k = 0; k < ops.size();) {
     std::size_t run = 1;
     while (k + run < ops.size() && ops[k + run] == ops[k]) ++run;

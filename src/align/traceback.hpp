@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <optional>
 #include <span>
+#include <string>
 
 #include "molaccel/align.hpp"
 
@@ -16,6 +17,17 @@ struct TracebackLimits {
   // forward pass: the same alignment, about 1.5x the region's work, memory ~ this bound.
   std::size_t direction_bytes = std::size_t{1} << 30;
 };
+
+// Pass 3 of align_pair on its own (for tests and benchmarks): the traceback from the corner of the
+// region query_part x subject_part (the local recurrence restarted at the region's edges).
+// `score_bound` bounds every H of the region from above (align_pair: the pair's score).
+struct RegionTrace {
+  std::size_t query_offset = 0, subject_offset = 0;  // region residues before the first aligned pair
+  std::string ops;                                   // 'M', 'I', 'D' in alignment order
+  std::uint32_t identities = 0;
+};
+RegionTrace trace_region(std::span<const std::uint8_t> query_part, std::span<const std::uint8_t> subject_part,
+                         const Scoring& scoring, int score_bound, const TracebackLimits& limits = {});
 
 // align_pair(query, subject, scoring); `known_score` (the pair's Smith-Waterman score, when the
 // caller has it) ends the search for the end cell at the first cell reaching it.
