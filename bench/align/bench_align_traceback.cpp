@@ -9,6 +9,8 @@
 // takes that file's N longest sequences instead (e.g. db5k.fasta, real proteins, see
 // ../shared/data/README.md).
 //   bench_align_traceback [--db FASTA] [--subjects N] [--repeats N] [--only scores|align_pair|pass3]
+//                         [--tuning narrow_lanes=0]
+// --tuning narrow_lanes=0 keeps pass 3 in 4 x 32-bit lanes (detail::TracebackLimits).
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
@@ -56,6 +58,7 @@ int main(int argc, char** argv) try {
   std::size_t subjects = 200;
   int repeats = 3;
   std::string only;
+  al::detail::TracebackLimits limits;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--db" && i + 1 < argc)
@@ -66,9 +69,12 @@ int main(int argc, char** argv) try {
       repeats = std::max(1, std::stoi(argv[++i]));
     else if (a == "--only" && i + 1 < argc)
       only = argv[++i];
+    else if (a == "--tuning" && i + 1 < argc && std::string(argv[i + 1]).starts_with("narrow_lanes="))
+      limits.narrow_lanes = std::string(argv[++i]) != "narrow_lanes=0";
     else {
       fmt::print(stderr,
-                 "usage: {} [--db FASTA] [--subjects N] [--repeats N] [--only scores|align_pair|pass3]\n",
+                 "usage: {} [--db FASTA] [--subjects N] [--repeats N] [--only scores|align_pair|pass3]\n"
+                 "          [--tuning narrow_lanes=0]\n",
                  argv[0]);
       return 2;
     }
@@ -172,13 +178,14 @@ int main(int argc, char** argv) try {
             al::detail::trace_region(
                 queries.sequence(hit->query).subspan(a.query_start - 1, a.query_end - a.query_start + 1),
                 subject_of(*hit).subspan(a.subject_start - 1, a.subject_end - a.subject_start + 1),
-                options.scoring, a.score);
+                options.scoring, a.score, limits);
           }
         },
         1, repeats);
     row.work = region_cells;
     row.work_unit = "cells";
-    row.note = "aligned regions only, 1 thread";
+    row.note =
+        fmt::format("aligned regions only, {} lanes, 1 thread", limits.narrow_lanes ? "16-bit" : "32-bit");
     mb::print_row(row);
   }
   return 0;

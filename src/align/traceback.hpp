@@ -16,6 +16,9 @@ struct TracebackLimits {
   // in row blocks of at most this many bytes, recomputed from checkpoint rows saved by one more
   // forward pass: the same alignment, about 1.5x the region's work, memory ~ this bound.
   std::size_t direction_bytes = std::size_t{1} << 30;
+  // The aligned region in 8 x 16-bit lanes where its scores fit (else 4 x 32-bit); tests turn it
+  // off to check the 32-bit lanes on small pairs too.
+  bool narrow_lanes = true;
 };
 
 // Pass 3 of align_pair on its own (for tests and benchmarks): the traceback from the corner of the

@@ -1,7 +1,9 @@
-// Traceback: the row-block (checkpointed) path and the known-score end search give exactly the
-// alignment of the whole-region traceback (the implementation before them, kept here as the
-// oracle), on random pairs with fixed seeds and planted cases; and pairs traced in blocks far
-// smaller than their region are optimal (CIGAR rescored independently = the reference score).
+// Traceback: the row-block (checkpointed) path, the known-score end search and the striped pass 3
+// (8 x 16-bit and 4 x 32-bit lanes) give exactly the alignment of the whole-region scalar
+// traceback (the implementation before them, kept here as the oracle), on random pairs with fixed
+// seeds and planted cases; pass 3 alone gives the oracle's trace on small regions of every width
+// and on tie-heavy scorings; and pairs traced in blocks far smaller than their region are optimal
+// (CIGAR rescored independently = the reference score).
 #include <limits>
 
 #include "align/align_test_util.hpp"
@@ -25,6 +27,75 @@ enum : std::uint8_t {
   kEExtends = 4,
   kFExtends = 8
 };
+
+// Pass 3 of the oracle: the whole region's direction bytes at once (scalar Gotoh), traced back
+// from its corner.
+detail::RegionTrace whole_region_trace(std::span<const std::uint8_t> query,
+                                       std::span<const std::uint8_t> subject, const Scoring& scoring) {
+  const int open = scoring.gap_open, extend = scoring.gap_extend;
+  const std::size_t rm = query.size(), rn = subject.size();
+  detail::RegionTrace trace;
+  if (rm == 0 || rn == 0) return trace;
+  std::vector<std::uint8_t> direction(rm * rn);
+  {
+    std::vector<int> h(rn + 1, 0), e(rn + 1, kNegativeInfinity);
+    for (std::size_t i = 1; i <= rm; ++i) {
+      int diagonal = 0, f = kNegativeInfinity, h_left = 0;
+      const auto q = query[i - 1];
+      std::uint8_t* row = direction.data() + (i - 1) * rn;
+      for (std::size_t j = 1; j <= rn; ++j) {
+        std::uint8_t d = 0;
+        const int e_open = h[j] - open, e_extend = e[j] - extend;
+        // Here "e" is the vertical gap (consumes query) and "f" the horizontal one (consumes
+        // subject); the direction byte names them as F and E of the public convention.
+        if (e_extend >= e_open) d |= kFExtends;
+        e[j] = std::max(e_open, e_extend);
+        const int f_open = h_left - open, f_extend = f - extend;
+        if (f_extend >= f_open) d |= kEExtends;
+        f = std::max(f_open, f_extend);
+        const int match = diagonal + scoring.matrix.at(q, subject[j - 1]);
+        int value = 0;
+        std::uint8_t source = kFromStart;
+        if (match > value) value = match, source = kFromDiagonal;
+        if (f > value) value = f, source = kFromE;
+        if (e[j] > value) value = e[j], source = kFromF;
+        row[j - 1] = d | source;
+        diagonal = h[j];
+        h[j] = value;
+        h_left = value;
+      }
+    }
+  }
+  enum class State { h, e, f } state = State::h;
+  std::size_t i = rm, j = rn;
+  std::string& ops = trace.ops;  // reversed
+  while (i > 0 && j > 0) {
+    const std::uint8_t d = direction[(i - 1) * rn + (j - 1)];
+    if (state == State::h) {
+      const int source = d & 3;
+      if (source == kFromStart) break;
+      if (source == kFromDiagonal) {
+        if (query[i - 1] == subject[j - 1]) ++trace.identities;
+        ops.push_back('M');
+        --i, --j;
+      } else {
+        state = source == kFromE ? State::e : State::f;
+      }
+    } else if (state == State::e) {  // gap in the query: consumes subject
+      ops.push_back('D');
+      if (!(d & kEExtends)) state = State::h;
+      --j;
+    } else {  // gap in the subject: consumes query
+      ops.push_back('I');
+      if (!(d & kFExtends)) state = State::h;
+      --i;
+    }
+  }
+  std::reverse(ops.begin(), ops.end());
+  trace.query_offset = i;
+  trace.subject_offset = j;
+  return trace;
+}
 
 // The whole-region traceback: one direction byte per cell of the aligned region at once.
 Alignment whole_region_traceback(std::span<const std::uint8_t> query, std::span<const std::uint8_t> subject,
@@ -91,68 +162,14 @@ Alignment whole_region_traceback(std::span<const std::uint8_t> query, std::span<
   const std::size_t rm = end_i - start_i + 1, rn = end_j - start_j + 1;
   if (static_cast<double>(rm) * static_cast<double>(rn) > 8.0e9)
     throw Error(fmt::format("traceback region {} x {} is too large", rm, rn));
-  std::vector<std::uint8_t> direction(rm * rn);
-  {
-    std::vector<int> h(rn + 1, 0), e(rn + 1, kNegativeInfinity);
-    for (std::size_t i = 1; i <= rm; ++i) {
-      int diagonal = 0, f = kNegativeInfinity, h_left = 0;
-      const auto q = query[start_i + i - 2];
-      std::uint8_t* row = direction.data() + (i - 1) * rn;
-      for (std::size_t j = 1; j <= rn; ++j) {
-        std::uint8_t d = 0;
-        const int e_open = h[j] - open, e_extend = e[j] - extend;
-        // Here "e" is the vertical gap (consumes query) and "f" the horizontal one (consumes
-        // subject); the direction byte names them as F and E of the public convention.
-        if (e_extend >= e_open) d |= kFExtends;
-        e[j] = std::max(e_open, e_extend);
-        const int f_open = h_left - open, f_extend = f - extend;
-        if (f_extend >= f_open) d |= kEExtends;
-        f = std::max(f_open, f_extend);
-        const int match = diagonal + scoring.matrix.at(q, subject[start_j + j - 2]);
-        int value = 0;
-        std::uint8_t source = kFromStart;
-        if (match > value) value = match, source = kFromDiagonal;
-        if (f > value) value = f, source = kFromE;
-        if (e[j] > value) value = e[j], source = kFromF;
-        row[j - 1] = d | source;
-        diagonal = h[j];
-        h[j] = value;
-        h_left = value;
-      }
-    }
-  }
-  enum class State { h, e, f } state = State::h;
-  std::size_t i = rm, j = rn;
-  std::string ops;  // reversed
-  std::uint32_t identities = 0;
-  while (i > 0 && j > 0) {
-    const std::uint8_t d = direction[(i - 1) * rn + (j - 1)];
-    if (state == State::h) {
-      const int source = d & 3;
-      if (source == kFromStart) break;
-      if (source == kFromDiagonal) {
-        if (query[start_i + i - 2] == subject[start_j + j - 2]) ++identities;
-        ops.push_back('M');
-        --i, --j;
-      } else {
-        state = source == kFromE ? State::e : State::f;
-      }
-    } else if (state == State::e) {  // gap in the query: consumes subject
-      ops.push_back('D');
-      if (!(d & kEExtends)) state = State::h;
-      --j;
-    } else {  // gap in the subject: consumes query
-      ops.push_back('I');
-      if (!(d & kFExtends)) state = State::h;
-      --i;
-    }
-  }
-  std::reverse(ops.begin(), ops.end());
-  result.query_start = static_cast<std::uint32_t>(start_i + i);
-  result.subject_start = static_cast<std::uint32_t>(start_j + j);
+  const detail::RegionTrace trace = whole_region_trace(std::span(query).subspan(start_i - 1, rm),
+                                                       std::span(subject).subspan(start_j - 1, rn), scoring);
+  const std::string& ops = trace.ops;
+  result.query_start = static_cast<std::uint32_t>(start_i + trace.query_offset);
+  result.subject_start = static_cast<std::uint32_t>(start_j + trace.subject_offset);
   result.query_end = static_cast<std::uint32_t>(end_i);
   result.subject_end = static_cast<std::uint32_t>(end_j);
-  result.identities = identities;
+  result.identities = trace.identities;
   result.length = static_cast<std::uint32_t>(ops.size());
   for (std::size_t k = 0; k < ops.size();) {
     std::size_t run = 1;
@@ -174,19 +191,35 @@ void expect_same(const Alignment& a, const Alignment& b, const std::string& what
   EXPECT_EQ(a.length, b.length) << what;
 }
 
-// Every way of tracing `q` x `s` against the oracle: the public call, the known score, and row
-// blocks of one row, a few rows and a few hundred bytes.
+// Every way of tracing `q` x `s` against the oracle: the public call, the known score, row blocks
+// of one row, a few rows, a few hundred bytes and the whole region, each in 16-bit and in 32-bit
+// lanes.
 void check_pair(const std::vector<std::uint8_t>& q, const std::vector<std::uint8_t>& s,
                 const Scoring& scoring, const std::string& what) {
   const Alignment expected = whole_region_traceback(q, s, scoring);
   expect_same(align_pair(q, s, scoring), expected, what + " public");
-  for (std::size_t bytes : {std::size_t{1}, 3 * s.size(), std::size_t{300}, std::size_t{1} << 30}) {
-    const detail::TracebackLimits limits{.direction_bytes = bytes};
-    expect_same(detail::align_pair(q, s, scoring, std::nullopt, limits), expected,
-                fmt::format("{} blocks of {} bytes", what, bytes));
-    expect_same(detail::align_pair(q, s, scoring, expected.score, limits), expected,
-                fmt::format("{} known score, blocks of {} bytes", what, bytes));
-  }
+  for (const bool narrow : {true, false})
+    for (std::size_t bytes :
+         {std::size_t{1}, std::size_t{64}, 3 * s.size(), std::size_t{300}, std::size_t{1} << 30}) {
+      const detail::TracebackLimits limits{.direction_bytes = bytes, .narrow_lanes = narrow};
+      const std::string how =
+          fmt::format("{}, {}-bit lanes, blocks of {} bytes", what, narrow ? 16 : 32, bytes);
+      expect_same(detail::align_pair(q, s, scoring, std::nullopt, limits), expected, how);
+      expect_same(detail::align_pair(q, s, scoring, expected.score, limits), expected, how + ", known score");
+    }
+}
+
+// Scores `match` on the diagonal and `mismatch` elsewhere, gaps open / extend: ties between the
+// diagonal and the gaps, and between opening and extending (open = extend), in most cells.
+Scoring tie_scoring(int match, int mismatch, int open, int extend) {
+  Scoring scoring;
+  scoring.matrix.name = fmt::format("ties{}/{}", match, mismatch);
+  for (int a = 0; a < kMatrixStride; ++a)
+    for (int b = 0; b < kMatrixStride; ++b)
+      scoring.matrix.scores[a * kMatrixStride + b] = a == b ? match : mismatch;
+  scoring.gap_open = open;
+  scoring.gap_extend = extend;
+  return scoring;
 }
 
 TEST(AlignTracebackBlocks, SameAlignmentsAsWholeRegion) {
@@ -216,6 +249,7 @@ TEST(AlignTracebackBlocks, PlantedCases) {
       {"W", "W"},                                   // one residue each
       {"W", "A"},                                   // score 0: no alignment
       {"W", "AAAAWAAAA"},                           // a single residue inside a longer one
+      {"AAAAWAAAA", "W"},                           // ... and the other way round
       {"AAAAAAAAAAAA", "AAAAAAAAAAAA"},             // ties everywhere
       {"WAWAWAWAWAWA", "AWAWAWAWAWAW"},             // shifted repeats
       {a + b, a + insert + b},                      // a full-length gap in the query
@@ -225,6 +259,87 @@ TEST(AlignTracebackBlocks, PlantedCases) {
   };
   for (const auto& [q, s] : cases)
     check_pair(codes(q), codes(s), scoring, q.substr(0, 20) + "/" + s.substr(0, 20));
+}
+
+// One-residue queries and subjects against long ones, on both sides and at both ends.
+TEST(AlignTracebackBlocks, OneResidueAgainstLong) {
+  std::mt19937 rng(12);
+  const Scoring scoring;
+  for (int round = 0; round < 12; ++round) {
+    const std::string one(1, "WACG"[round % 4]), other = random_protein(rng, 1 + rng() % 90, "ACGWY");
+    check_pair(codes(one), codes(other), scoring, fmt::format("{} / {}", one, other));
+    check_pair(codes(other), codes(one), scoring, fmt::format("{} / {}", other, one));
+  }
+}
+
+// Scorings full of ties (diagonal against gaps, gap opening against extending), related and
+// unrelated pairs of lengths that are rarely multiples of 4 or 8.
+TEST(AlignTracebackBlocks, TieHeavyScorings) {
+  std::mt19937 rng(31);
+  const Scoring scorings[] = {tie_scoring(1, -1, 1, 1), tie_scoring(2, -1, 3, 1), tie_scoring(3, -3, 3, 3),
+                              tie_scoring(1, 0, 2, 1), tie_scoring(5, -4, 5, 5)};
+  for (int round = 0; round < 60; ++round) {
+    const Scoring& scoring = scorings[round % 5];
+    const auto base = random_protein(rng, 1 + rng() % 150, round % 2 ? "AG" : "AGWC");
+    const std::string other = round % 3 == 2 ? random_protein(rng, 1 + rng() % 150, "AGWC")
+                                             : mutate(rng, base, 0.2 + 0.1 * (round % 3));
+    check_pair(codes(base), codes(other), scoring, fmt::format("round {} ({})", round, scoring.matrix.name));
+  }
+}
+
+void expect_same_trace(const detail::RegionTrace& a, const detail::RegionTrace& b, const std::string& what) {
+  EXPECT_EQ(a.ops, b.ops) << what;
+  EXPECT_EQ(a.query_offset, b.query_offset) << what;
+  EXPECT_EQ(a.subject_offset, b.subject_offset) << what;
+  EXPECT_EQ(a.identities, b.identities) << what;
+}
+
+// Pass 3 alone: regions of widths 1..9 (fewer columns than lanes, and a few stripes) and heights
+// 1..12, traced like the oracle in both lane widths, whole and one or two rows per block.
+TEST(AlignTracebackRegion, EveryNarrowWidthMatchesTheScalarTrace) {
+  std::mt19937 rng(77);
+  const Scoring scorings[] = {Scoring{}, tie_scoring(1, -1, 1, 1), tie_scoring(2, -1, 3, 1),
+                              tie_scoring(3, -3, 3, 3), tie_scoring(1, 0, 2, 1)};
+  for (const Scoring& scoring : scorings)
+    for (std::size_t width = 1; width <= 9; ++width)
+      for (std::size_t height = 1; height <= 12; ++height)
+        for (int k = 0; k < 4; ++k) {
+          // The same last letter: the corner's diagonal term is positive, so the trace leaves it.
+          std::string q = random_protein(rng, height, "AGWC"), s = random_protein(rng, width, "AGWC");
+          q.back() = s.back() = 'W';
+          const auto qc = codes(q), sc = codes(s);
+          const int bound = static_cast<int>(std::min(height, width)) * scoring.matrix.max_score();
+          const auto expected = whole_region_trace(qc, sc, scoring);
+          for (const bool narrow : {true, false})
+            for (const std::size_t bytes : {std::size_t{1}, std::size_t{16}, std::size_t{1} << 30})
+              expect_same_trace(detail::trace_region(qc, sc, scoring, bound,
+                                                     {.direction_bytes = bytes, .narrow_lanes = narrow}),
+                                expected,
+                                fmt::format("{} / {} ({}), {} lanes, {} bytes", q, s, scoring.matrix.name,
+                                            narrow ? 16 : 32, bytes));
+        }
+}
+
+// Scores at the edge of 16-bit lanes: the longest run of W (11 each) traced in 16 bits (32,747),
+// a run scoring past 2^15 (32,769: 32-bit lanes, chosen automatically), and a long related pair
+// scoring past 2^15.
+TEST(AlignTracebackBlocks, ScoresAtAndPastSixteenBits) {
+  const Scoring scoring;  // W-W scores 11
+  for (const std::size_t n : {std::size_t{2977}, std::size_t{2979}}) {
+    const auto w = codes(std::string(n, 'W'));
+    const Alignment expected = whole_region_traceback(w, w, scoring);
+    EXPECT_EQ(expected.score, static_cast<int>(11 * n));
+    for (const std::size_t bytes : {std::size_t{1} << 16, std::size_t{1} << 30})
+      expect_same(detail::align_pair(w, w, scoring, expected.score, {.direction_bytes = bytes}), expected,
+                  fmt::format("{} W, blocks of {} bytes", n, bytes));
+  }
+  std::mt19937 rng(5);
+  const auto base = random_protein(rng, 4000, "WC");  // W-W 11, C-C 9
+  const auto q = codes(base), s = codes(mutate(rng, base, 0.03));
+  const Alignment expected = whole_region_traceback(q, s, scoring);
+  EXPECT_GT(expected.score, 32767);
+  expect_same(detail::align_pair(q, s, scoring, expected.score, {.direction_bytes = std::size_t{1} << 18}),
+              expected, "4000 residues of W and C");
 }
 
 // A long related pair (a giant protein scaled down) traced in blocks of 4 KiB, about 1/1000 of its
