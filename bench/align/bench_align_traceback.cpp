@@ -3,14 +3,18 @@
 // 200 long subjects, top 10 per query.
 //  - align/traceback/scores: search() without traceback (what --no-traceback computes);
 //  - align/traceback/align_pair: align_pair of the 200 reported hits, with their known scores;
+//  - align/traceback/pass1: pass 1 alone (detail::find_end with the known scores): the end cells;
+//  - align/traceback/pass2: pass 2 alone (detail::find_start from those end cells): the start cells;
 //  - align/traceback/pass3: pass 3 alone (detail::trace_region) on the same hits' aligned regions.
+// Each pass's work is the cells it computes (pass 1: rows up to the end x the subject; pass 2: rows
+// back to the start x columns up to the end; pass 3: the region).
 // Subjects: by default synthetic long homologs, 10 per query (the query mutated at 5%..50% with
 // indels, inside random flanks of up to 500 residues), so the aligned regions are long; --db FASTA
 // takes that file's N longest sequences instead (e.g. db5k.fasta, real proteins, see
 // ../shared/data/README.md).
-//   bench_align_traceback [--db FASTA] [--subjects N] [--repeats N] [--only scores|align_pair|pass3]
-//                         [--tuning narrow_lanes=0]
-// --tuning narrow_lanes=0 keeps pass 3 in 4 x 32-bit lanes (detail::TracebackLimits).
+//   bench_align_traceback [--db FASTA] [--subjects N] [--repeats N]
+//                         [--only scores|align_pair|pass1|pass2|pass3] [--tuning narrow_lanes=0]
+// --tuning narrow_lanes=0 keeps every pass in 4 x 32-bit lanes (detail::TracebackLimits).
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
@@ -73,8 +77,8 @@ int main(int argc, char** argv) try {
       limits.narrow_lanes = std::string(argv[++i]) != "narrow_lanes=0";
     else {
       fmt::print(stderr,
-                 "usage: {} [--db FASTA] [--subjects N] [--repeats N] [--only scores|align_pair|pass3]\n"
-                 "          [--tuning narrow_lanes=0]\n",
+                 "usage: {} [--db FASTA] [--subjects N] [--repeats N]\n"
+                 "          [--only scores|align_pair|pass1|pass2|pass3] [--tuning narrow_lanes=0]\n",
                  argv[0]);
       return 2;
     }
@@ -122,16 +126,22 @@ int main(int argc, char** argv) try {
   for (auto& list : found.hits)
     for (auto& hit : list) hits.push_back(&hit);
   const auto subject_of = [&](const al::Hit& hit) { return db.sequence(sorted_of_original[hit.subject]); };
-  double pair_cells = 0, region_cells = 0;
+  double pair_cells = 0, end_cells = 0, start_cells = 0, region_cells = 0;
+  std::vector<al::detail::EndCell> ends;
   for (al::Hit* hit : hits) {
-    hit->alignment =
-        al::detail::align_pair(queries.sequence(hit->query), subject_of(*hit), options.scoring, hit->score);
+    const auto query = queries.sequence(hit->query), subject = subject_of(*hit);
+    hit->alignment = al::detail::align_pair(query, subject, options.scoring, hit->score, limits);
     const auto& a = hit->alignment;
-    pair_cells += static_cast<double>(queries.sequence(hit->query).size()) *
-                  static_cast<double>(subject_of(*hit).size());
+    ends.push_back(al::detail::find_end(query, subject, options.scoring, hit->score, limits));
+    pair_cells += static_cast<double>(query.size()) * static_cast<double>(subject.size());
+    if (a.score == 0) continue;
+    const auto start = al::detail::find_start(query, subject, options.scoring, ends.back(), limits);
+    end_cells += static_cast<double>(a.query_end) * static_cast<double>(subject.size());
+    start_cells += static_cast<double>(a.query_end - start.query_start + 1) * a.subject_end;
     region_cells +=
         static_cast<double>(a.query_end - a.query_start + 1) * (a.subject_end - a.subject_start + 1);
   }
+  const std::string lanes = limits.narrow_lanes ? "16-bit lanes where they fit" : "32-bit lanes";
 
   double scores_seconds = 0;
   if (only.empty() || only == "scores") {
@@ -155,14 +165,49 @@ int main(int argc, char** argv) try {
         [&] {
           for (const al::Hit* hit : hits)
             al::detail::align_pair(queries.sequence(hit->query), subject_of(*hit), options.scoring,
-                                   hit->score);
+                                   hit->score, limits);
         },
         1, repeats);
     row.work = pair_cells;
     row.work_unit = "cells";
-    row.note = scores_seconds > 0 ? fmt::format("{:.0f}% of the scores-only search",
-                                                100.0 * row.timing.median_s / scores_seconds)
-                                  : std::string("known scores, 1 thread");
+    row.note = scores_seconds > 0 ? fmt::format("{:.0f}% of the scores-only search, {}",
+                                                100.0 * row.timing.median_s / scores_seconds, lanes)
+                                  : fmt::format("known scores, {}, 1 thread", lanes);
+    mb::print_row(row);
+  }
+  if (only.empty() || only == "pass1") {
+    mb::Row row;
+    row.benchmark = "align/traceback/pass1";
+    row.device = molaccel::cpu_info().model;
+    row.size = fmt::format("{} hits", hits.size());
+    row.timing = mb::measure(
+        [&] {
+          for (const al::Hit* hit : hits)
+            al::detail::find_end(queries.sequence(hit->query), subject_of(*hit), options.scoring, hit->score,
+                                 limits);
+        },
+        1, repeats);
+    row.work = end_cells;
+    row.work_unit = "cells";
+    row.note = fmt::format("end cells, known scores, {}, 1 thread", lanes);
+    mb::print_row(row);
+  }
+  if (only.empty() || only == "pass2") {
+    mb::Row row;
+    row.benchmark = "align/traceback/pass2";
+    row.device = molaccel::cpu_info().model;
+    row.size = fmt::format("{} hits", hits.size());
+    row.timing = mb::measure(
+        [&] {
+          for (std::size_t h = 0; h < hits.size(); ++h)
+            if (ends[h].score > 0)
+              al::detail::find_start(queries.sequence(hits[h]->query), subject_of(*hits[h]), options.scoring,
+                                     ends[h], limits);
+        },
+        1, repeats);
+    row.work = start_cells;
+    row.work_unit = "cells";
+    row.note = fmt::format("start cells from the end cells, {}, 1 thread", lanes);
     mb::print_row(row);
   }
   if (only.empty() || only == "pass3") {
@@ -184,8 +229,7 @@ int main(int argc, char** argv) try {
         1, repeats);
     row.work = region_cells;
     row.work_unit = "cells";
-    row.note =
-        fmt::format("aligned regions only, {} lanes, 1 thread", limits.narrow_lanes ? "16-bit" : "32-bit");
+    row.note = fmt::format("aligned regions only, {}, 1 thread", lanes);
     mb::print_row(row);
   }
   return 0;

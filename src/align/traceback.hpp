@@ -16,10 +16,28 @@ struct TracebackLimits {
   // in row blocks of at most this many bytes, recomputed from checkpoint rows saved by one more
   // forward pass: the same alignment, about 1.5x the region's work, memory ~ this bound.
   std::size_t direction_bytes = std::size_t{1} << 30;
-  // The aligned region in 8 x 16-bit lanes where its scores fit (else 4 x 32-bit); tests turn it
-  // off to check the 32-bit lanes on small pairs too.
+  // Each pass in 8 x 16-bit lanes where its values fit (else 4 x 32-bit); tests turn it off to
+  // check the 32-bit lanes on small pairs too.
   bool narrow_lanes = true;
 };
+
+// Pass 1 of align_pair on its own: the pair's score and its first end cell in row-major order
+// (1-based; score 0 and no cell when nothing scores above 0). `known_score` (the pair's score)
+// ends the search at the first cell reaching it; one that no cell reaches is ignored.
+struct EndCell {
+  int score = 0;
+  std::size_t query_end = 0, subject_end = 0;
+};
+EndCell find_end(std::span<const std::uint8_t> query, std::span<const std::uint8_t> subject,
+                 const Scoring& scoring, std::optional<int> known_score, const TracebackLimits& limits = {});
+
+// Pass 2 on its own: the nearest start cell (1-based) of an alignment that ends at `end` (found by
+// find_end: its score is the pair's) with the pair's score.
+struct StartCell {
+  std::size_t query_start = 0, subject_start = 0;
+};
+StartCell find_start(std::span<const std::uint8_t> query, std::span<const std::uint8_t> subject,
+                     const Scoring& scoring, const EndCell& end, const TracebackLimits& limits = {});
 
 // Pass 3 of align_pair on its own (for tests and benchmarks): the traceback from the corner of the
 // region query_part x subject_part (the local recurrence restarted at the region's edges).
@@ -33,7 +51,8 @@ RegionTrace trace_region(std::span<const std::uint8_t> query_part, std::span<con
                          const Scoring& scoring, int score_bound, const TracebackLimits& limits = {});
 
 // align_pair(query, subject, scoring); `known_score` (the pair's Smith-Waterman score, when the
-// caller has it) ends the search for the end cell at the first cell reaching it.
+// caller has it) ends the search for the end cell at the first cell reaching it. A known score
+// below the pair's gives an alignment of at least that score, not necessarily the same one.
 Alignment align_pair(std::span<const std::uint8_t> query, std::span<const std::uint8_t> subject,
                      const Scoring& scoring, std::optional<int> known_score,
                      const TracebackLimits& limits = {});

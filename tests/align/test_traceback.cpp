@@ -1,10 +1,12 @@
-// Traceback: the row-block (checkpointed) path, the known-score end search and the striped pass 3
-// (8 x 16-bit and 4 x 32-bit lanes) give exactly the alignment of the whole-region scalar
+// Traceback: the row-block (checkpointed) path, the known-score end search and the three striped
+// passes (8 x 16-bit and 4 x 32-bit lanes) give exactly the alignment of the whole-region scalar
 // traceback (the implementation before them, kept here as the oracle), on random pairs with fixed
-// seeds and planted cases; pass 3 alone gives the oracle's trace on small regions of every width
-// and on tie-heavy scorings; and pairs traced in blocks far smaller than their region are optimal
-// (CIGAR rescored independently = the reference score).
+// seeds and planted cases; passes 1 and 2 alone find the oracle's end and start cells, with scores
+// near 2^15 and anchored values far below -2^15 among them; pass 3 alone gives the oracle's trace
+// on small regions of every width and on tie-heavy scorings; and pairs traced in blocks far smaller
+// than their region are optimal (CIGAR rescored independently = the reference score).
 #include <limits>
+#include <optional>
 
 #include "align/align_test_util.hpp"
 #include "align/traceback.hpp"
@@ -97,66 +99,67 @@ detail::RegionTrace whole_region_trace(std::span<const std::uint8_t> query,
   return trace;
 }
 
+// Pass 1 of the oracle: best score and first end cell (1-based), scalar Smith-Waterman.
+detail::EndCell oracle_end(std::span<const std::uint8_t> query, std::span<const std::uint8_t> subject,
+                           const Scoring& scoring) {
+  const int open = scoring.gap_open, extend = scoring.gap_extend;
+  const std::size_t m = query.size(), n = subject.size();
+  detail::EndCell end;
+  std::vector<int> h(n + 1, 0), e(n + 1, kNegativeInfinity);
+  for (std::size_t i = 1; i <= m; ++i) {
+    int diagonal = 0, f = kNegativeInfinity, h_left = 0;
+    for (std::size_t j = 1; j <= n; ++j) {
+      e[j] = std::max(e[j] - extend, h[j] - open);  // vertical gap (from row above)
+      f = std::max(f - extend, h_left - open);      // horizontal gap (from the left)
+      int value = std::max({0, diagonal + scoring.matrix.at(query[i - 1], subject[j - 1]), e[j], f});
+      diagonal = h[j];
+      h[j] = value;
+      h_left = value;
+      if (value > end.score) end = {value, i, j};
+    }
+  }
+  return end;
+}
+
+// Pass 2 of the oracle: anchored at the end cell, walk backward over reversed prefixes (no floor:
+// anchored values fall as low as the gaps take them); the alignment must begin (in reverse) with
+// the pair (end_i, end_j). The nearest cell reaching `best` is the start.
+detail::StartCell oracle_start(std::span<const std::uint8_t> query, std::span<const std::uint8_t> subject,
+                               const Scoring& scoring, const detail::EndCell& end) {
+  const int open = scoring.gap_open, extend = scoring.gap_extend;
+  const std::size_t rm = end.query_end, rn = end.subject_end;
+  std::vector<int> h(rn + 1, kNegativeInfinity), e(rn + 1, kNegativeInfinity);
+  h[0] = 0;  // the anchor
+  for (std::size_t a = 1; a <= rm; ++a) {
+    int diagonal = h[0], f = kNegativeInfinity, h_left = kNegativeInfinity;
+    h[0] = kNegativeInfinity;
+    for (std::size_t b = 1; b <= rn; ++b) {
+      e[b] = std::max(e[b] - extend, h[b] - open);
+      f = std::max(f - extend, h_left - open);
+      const int match = diagonal == kNegativeInfinity
+                            ? kNegativeInfinity
+                            : diagonal + scoring.matrix.at(query[rm - a], subject[rn - b]);
+      const int value = std::max({match, e[b], f});
+      diagonal = h[b];
+      h[b] = value;
+      h_left = value;
+      if (match == end.score) return {rm - a + 1, rn - b + 1};
+    }
+  }
+  throw Error("oracle: no start cell reaches the best score");
+}
+
 // The whole-region traceback: one direction byte per cell of the aligned region at once.
 Alignment whole_region_traceback(std::span<const std::uint8_t> query, std::span<const std::uint8_t> subject,
                                  const Scoring& scoring) {
-  const int open = scoring.gap_open, extend = scoring.gap_extend;
-  const std::size_t m = query.size(), n = subject.size();
   Alignment result;
-  if (m == 0 || n == 0) return result;
-
-  // Pass 1: best score and first end cell (1-based).
-  std::size_t end_i = 0, end_j = 0;
-  int best = 0;
-  {
-    std::vector<int> h(n + 1, 0), e(n + 1, kNegativeInfinity);
-    for (std::size_t i = 1; i <= m; ++i) {
-      int diagonal = 0, f = kNegativeInfinity, h_left = 0;
-      for (std::size_t j = 1; j <= n; ++j) {
-        e[j] = std::max(e[j] - extend, h[j] - open);  // vertical gap (from row above)
-        f = std::max(f - extend, h_left - open);      // horizontal gap (from the left)
-        int value = std::max({0, diagonal + scoring.matrix.at(query[i - 1], subject[j - 1]), e[j], f});
-        diagonal = h[j];
-        h[j] = value;
-        h_left = value;
-        if (value > best) best = value, end_i = i, end_j = j;
-      }
-    }
-  }
-  result.score = best;
-  if (best == 0) return result;
-
-  // Pass 2: anchored at the end cell, walk backward over reversed prefixes; the alignment must
-  // begin (in reverse) with the pair (end_i, end_j). Nearest cell reaching `best` is the start.
-  std::size_t start_i = end_i, start_j = end_j;
-  {
-    const std::size_t rm = end_i, rn = end_j;
-    std::vector<int> h(rn + 1, kNegativeInfinity), e(rn + 1, kNegativeInfinity);
-    h[0] = 0;  // the anchor
-    bool found = false;
-    for (std::size_t a = 1; a <= rm && !found; ++a) {
-      int diagonal = h[0], f = kNegativeInfinity, h_left = kNegativeInfinity;
-      h[0] = kNegativeInfinity;
-      for (std::size_t b = 1; b <= rn; ++b) {
-        e[b] = std::max(e[b] - extend, h[b] - open);
-        f = std::max(f - extend, h_left - open);
-        const int match = diagonal == kNegativeInfinity
-                              ? kNegativeInfinity
-                              : diagonal + scoring.matrix.at(query[end_i - a], subject[end_j - b]);
-        const int value = std::max({match, e[b], f});
-        diagonal = h[b];
-        h[b] = value;
-        h_left = value;
-        if (match == best && !found) {
-          start_i = end_i - a + 1;
-          start_j = end_j - b + 1;
-          found = true;
-          break;
-        }
-      }
-    }
-    if (!found) throw Error("traceback: no start cell reaches the best score (internal error)");
-  }
+  if (query.empty() || subject.empty()) return result;
+  const detail::EndCell end = oracle_end(query, subject, scoring);
+  result.score = end.score;
+  if (end.score == 0) return result;
+  const detail::StartCell start = oracle_start(query, subject, scoring, end);
+  const std::size_t start_i = start.query_start, start_j = start.subject_start;
+  const std::size_t end_i = end.query_end, end_j = end.subject_end;
 
   // Pass 3: region [start_i, end_i] x [start_j, end_j] with direction bytes.
   const std::size_t rm = end_i - start_i + 1, rn = end_j - start_j + 1;
@@ -191,11 +194,38 @@ void expect_same(const Alignment& a, const Alignment& b, const std::string& what
   EXPECT_EQ(a.length, b.length) << what;
 }
 
-// Every way of tracing `q` x `s` against the oracle: the public call, the known score, row blocks
-// of one row, a few rows, a few hundred bytes and the whole region, each in 16-bit and in 32-bit
-// lanes.
+// Passes 1 and 2 on their own against the oracle's, in 16-bit and in 32-bit lanes: the end cell
+// without the score, with it, and with one above the pair's (ignored); the start cell from the end.
+void check_passes(std::span<const std::uint8_t> q, std::span<const std::uint8_t> s, const Scoring& scoring,
+                  const std::string& what) {
+  const detail::EndCell end = oracle_end(q, s, scoring);
+  const std::optional<detail::StartCell> start =
+      end.score > 0 ? std::optional(oracle_start(q, s, scoring, end)) : std::nullopt;
+  for (const bool narrow : {true, false}) {
+    const detail::TracebackLimits limits{.narrow_lanes = narrow};
+    for (const std::optional<int> known :
+         {std::optional<int>(), std::optional(end.score), std::optional(end.score + 1)}) {
+      const std::string how = fmt::format("{}, {}-bit lanes, known score {}", what, narrow ? 16 : 32,
+                                          known ? std::to_string(*known) : "none");
+      const detail::EndCell got = detail::find_end(q, s, scoring, known, limits);
+      EXPECT_EQ(got.score, end.score) << how;
+      EXPECT_EQ(got.query_end, end.query_end) << how;
+      EXPECT_EQ(got.subject_end, end.subject_end) << how;
+    }
+    if (!start) continue;
+    const detail::StartCell got = detail::find_start(q, s, scoring, end, limits);
+    EXPECT_EQ(got.query_start, start->query_start) << what << (narrow ? ", 16-bit lanes" : ", 32-bit lanes");
+    EXPECT_EQ(got.subject_start, start->subject_start)
+        << what << (narrow ? ", 16-bit lanes" : ", 32-bit lanes");
+  }
+}
+
+// Every way of tracing `q` x `s` against the oracle: passes 1 and 2 alone, the public call, the
+// known score, row blocks of one row, a few rows, a few hundred bytes and the whole region, each
+// in 16-bit and in 32-bit lanes.
 void check_pair(const std::vector<std::uint8_t>& q, const std::vector<std::uint8_t>& s,
                 const Scoring& scoring, const std::string& what) {
+  check_passes(q, s, scoring, what);
   const Alignment expected = whole_region_traceback(q, s, scoring);
   expect_same(align_pair(q, s, scoring), expected, what + " public");
   for (const bool narrow : {true, false})
@@ -320,26 +350,55 @@ TEST(AlignTracebackRegion, EveryNarrowWidthMatchesTheScalarTrace) {
         }
 }
 
-// Scores at the edge of 16-bit lanes: the longest run of W (11 each) traced in 16 bits (32,747),
-// a run scoring past 2^15 (32,769: 32-bit lanes, chosen automatically), and a long related pair
-// scoring past 2^15.
+// Scores at the edge of 16-bit lanes (BLOSUM62: H up to 32,767 - 11 = 32,756 fits): runs of W
+// (11 each) inside other letters scoring 32,736 to 32,769, so pass 1 without the score leaves
+// 16-bit lanes at the last W row or never, and pass 2 anchors near 2^15; and a long related pair
+// scoring past 2^15, where pass 1 leaves them midway.
 TEST(AlignTracebackBlocks, ScoresAtAndPastSixteenBits) {
   const Scoring scoring;  // W-W scores 11
-  for (const std::size_t n : {std::size_t{2977}, std::size_t{2979}}) {
-    const auto w = codes(std::string(n, 'W'));
-    const Alignment expected = whole_region_traceback(w, w, scoring);
+  for (const std::size_t n : {std::size_t{2976}, std::size_t{2977}, std::size_t{2978}, std::size_t{2979}}) {
+    const auto q = codes("AC" + std::string(n, 'W') + "GH"), s = codes("KL" + std::string(n, 'W'));
+    const Alignment expected = whole_region_traceback(q, s, scoring);
     EXPECT_EQ(expected.score, static_cast<int>(11 * n));
+    check_passes(q, s, scoring, fmt::format("{} W", n));
     for (const std::size_t bytes : {std::size_t{1} << 16, std::size_t{1} << 30})
-      expect_same(detail::align_pair(w, w, scoring, expected.score, {.direction_bytes = bytes}), expected,
-                  fmt::format("{} W, blocks of {} bytes", n, bytes));
+      for (const std::optional<int> known : {std::optional(expected.score), std::optional<int>()})
+        expect_same(
+            detail::align_pair(q, s, scoring, known, {.direction_bytes = bytes}), expected,
+            fmt::format("{} W, blocks of {} bytes, {}", n, bytes, known ? "known score" : "no score"));
   }
   std::mt19937 rng(5);
   const auto base = random_protein(rng, 4000, "WC");  // W-W 11, C-C 9
   const auto q = codes(base), s = codes(mutate(rng, base, 0.03));
   const Alignment expected = whole_region_traceback(q, s, scoring);
   EXPECT_GT(expected.score, 32767);
+  check_passes(q, s, scoring, "4000 residues of W and C");
   expect_same(detail::align_pair(q, s, scoring, expected.score, {.direction_bytes = std::size_t{1} << 18}),
               expected, "4000 residues of W and C");
+}
+
+// Anchored values far below -2^15 (pass 2 clamps them at -1): a short alignment at the end of a
+// 40,000-residue subject (pass 2's first rows cross every column), and an alignment across a
+// 2,000-residue gap in the subject next to 35,000 unrelated residues, over its 4,000 rows.
+TEST(AlignTracebackPasses, AnchoredValuesFarBelowSixteenBits) {
+  std::mt19937 rng(41);
+  const Scoring scoring;
+  {
+    const auto q = codes(std::string(30, 'W'));
+    const auto s = codes(random_protein(rng, 40000, "ACDEFGHIKLMNPQRSTVY") + std::string(30, 'W'));
+    check_passes(q, s, scoring, "30 W after 40,000 residues");
+    expect_same(detail::align_pair(q, s, scoring, std::nullopt), whole_region_traceback(q, s, scoring),
+                "30 W after 40,000 residues");
+  }
+  const std::string block = random_protein(rng, 1000, "W"), gap = random_protein(rng, 2000, "ACDEFGHIK");
+  const auto q = codes(block + gap + block);
+  const auto s = codes(random_protein(rng, 35000, "ACDEFGHIK") + block + block);
+  const Alignment expected = whole_region_traceback(q, s, scoring);
+  EXPECT_EQ(expected.score, 22000 - 11 - 1999);
+  check_passes(q, s, scoring, "a 2,000-residue gap after 35,000 residues");
+  for (const bool narrow : {true, false})
+    expect_same(detail::align_pair(q, s, scoring, expected.score, {.narrow_lanes = narrow}), expected,
+                fmt::format("a 2,000-residue gap, {}-bit lanes", narrow ? 16 : 32));
 }
 
 // A long related pair (a giant protein scaled down) traced in blocks of 4 KiB, about 1/1000 of its
