@@ -91,9 +91,10 @@ enum : std::uint8_t {
 };
 
 // Rows of the recurrence, query letter by query letter, over one subject laid out in stripes:
-// column j (0-based) is lane j / segments, segment j % segments. `profile` holds, for each query
-// letter, its score against every striped column (padding columns score -infinity, so they feed
-// nothing and no real column depends on them: they come after every real one in row-major order).
+// column j (0-based) is lane j / segments, segment j % segments. The profile holds, for each query
+// letter used, its score against every striped column (padding columns score -infinity, so they
+// feed nothing and no real column depends on them: they come after every real one in row-major
+// order).
 // Here "e" is the vertical gap (consumes query) and "f" the horizontal one (consumes subject).
 // E comes from the row above only, so it is final at once; H and F are finished by the lazy-F loop.
 template <LaneVector V>
@@ -108,30 +109,23 @@ class StripedRows {
   // Direction bytes per row of `cols` columns: whole stripes, padding columns included.
   static std::size_t stride(std::size_t cols) { return kWidth * ((cols + kWidth - 1) / kWidth); }
 
-  // Starts before row 1 with H = 0 and no vertical gap (start() and load() start elsewhere).
-  StripedRows(std::span<const std::uint8_t> query, std::span<const std::uint8_t> subject,
-              const Scoring& scoring)
+  // Starts before row 1 with H = 0 and no vertical gap (start() and load() start elsewhere); the
+  // query comes letter by letter to next().
+  StripedRows(std::span<const std::uint8_t> subject, const Scoring& scoring)
       : n_(subject.size()),
         segments_((subject.size() + kWidth - 1) / kWidth),
         open_(scoring.gap_open),
         extend_(scoring.gap_extend),
+        matrix_(scoring.matrix),
+        striped_subject_(segments_ * kWidth, kPadding),
         row_of_letter_(kMatrixStride, -1),
         h_(segments_, V{}),
         h_before_(segments_),
         e_(segments_, splat<V>(kMinusInfinity)),
         e_before_(segments_) {
-    for (const std::uint8_t letter : query) {
-      if (row_of_letter_[letter] >= 0) continue;
-      row_of_letter_[letter] = static_cast<int>(profile_.size() / segments_);
-      for (std::size_t s = 0; s < segments_; ++s) {
-        V v = splat<V>(kMinusInfinity);
-        for (std::size_t l = 0; l < kWidth; ++l) {
-          const std::size_t j = l * segments_ + s;
-          if (j < n_) v[l] = static_cast<T>(scoring.matrix.at(letter, subject[j]));
-        }
-        profile_.push_back(v);
-      }
-    }
+    scoring.validate();  // gap_open >= gap_extend >= 1: next()'s horizontal gap relies on it
+    for (std::size_t j = 0; j < n_; ++j)
+      striped_subject_[(j % segments_) * kWidth + j / segments_] = subject[j];
   }
 
   // The row before the next one: H = `h` everywhere, no vertical gap.
@@ -165,7 +159,7 @@ class StripedRows {
   int next(std::uint8_t letter, int left_diagonal, int floor, int target = 0) {
     std::swap(h_, h_before_);
     std::swap(e_, e_before_);
-    profile_row_ = profile_.data() + static_cast<std::size_t>(row_of_letter_[letter]) * segments_;
+    profile_row_ = profile_row(letter);
     left_diagonal_ = left_diagonal;
     const V open = splat<V>(open_), extend = splat<V>(extend_), lower = splat<V>(floor);
     const V minus_infinity = splat<V>(kMinusInfinity), wanted = splat<V>(target);
@@ -181,10 +175,12 @@ class StripedRows {
       e[s] = e_here;
       const V match = diagonal + p[s];
       if constexpr (kTrack == Track::diagonal) tracked |= match == wanted;
-      const V h_here = max(max(max(match, e_here), f), lower);
+      const V not_f = max(max(match, e_here), lower), h_here = max(not_f, f);
       h[s] = h_here;
       if constexpr (kTrack == Track::row_max) tracked = max(tracked, h_here);
-      f = max(f - extend, h_here - open);
+      // max(f - extend, h_here - open) without h_here on the chain from f to f: f - open never
+      // wins (gap_open >= gap_extend), so two steps per segment instead of four.
+      f = max(f - extend, not_f - open);
       diagonal = h_before[s];
     }
     // Lazy F: the horizontal gap carried across the stripes' boundaries, as long as it still
@@ -273,6 +269,26 @@ class StripedRows {
   }
 
  private:
+  // A letter outside the alphabet that marks padding columns.
+  static constexpr std::uint8_t kPadding = kMatrixStride - 1;
+  static_assert(kAlphabetSize < kPadding);
+
+  // The letter's score against every striped column, made on its first use.
+  const V* profile_row(std::uint8_t letter) {
+    if (row_of_letter_[letter] < 0) {
+      row_of_letter_[letter] = static_cast<int>(profile_.size() / segments_);
+      std::array<T, kMatrixStride> scores;
+      for (int c = 0; c < kMatrixStride; ++c)
+        scores[c] = static_cast<T>(c == kPadding ? kMinusInfinity : matrix_.at(letter, c));
+      for (std::size_t s = 0; s < segments_; ++s) {
+        V v;
+        for (std::size_t l = 0; l < kWidth; ++l) v[l] = scores[striped_subject_[s * kWidth + l]];
+        profile_.push_back(v);
+      }
+    }
+    return profile_.data() + static_cast<std::size_t>(row_of_letter_[letter]) * segments_;
+  }
+
   // The first column (row-major) of the last row where mask(s) is set; n if none. Columns of a
   // lane precede those of the next, so it is the first segment set in the lowest lane set.
   template <class Mask>
@@ -293,7 +309,9 @@ class StripedRows {
 
   std::size_t n_, segments_;
   int open_, extend_;
-  std::vector<int> row_of_letter_;
+  const ScoringMatrix& matrix_;
+  std::vector<std::uint8_t> striped_subject_;  // the subject's letters in striped order
+  std::vector<int> row_of_letter_;             // in profile_, in segments_
   std::vector<V> profile_, h_, h_before_, e_, e_before_;
   const V* profile_row_ = nullptr;  // the last row's letter
   int left_diagonal_ = 0;           // the last row's

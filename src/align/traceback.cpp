@@ -51,7 +51,7 @@ template <LaneVector V>
 std::optional<detail::EndCell> find_end_in(std::span<const std::uint8_t> query,
                                            std::span<const std::uint8_t> subject, const Scoring& scoring,
                                            std::optional<int> known_score, int limit) {
-  StripedRows<V> rows(query, subject, scoring);
+  StripedRows<V> rows(subject, scoring);
   detail::EndCell end;
   int highest = 0;
   for (std::size_t i = 1; i <= query.size(); ++i) {
@@ -86,7 +86,7 @@ template <LaneVector V>
 detail::StartCell find_start_in(std::span<const std::uint8_t> reversed_query,
                                 std::span<const std::uint8_t> reversed_subject, const Scoring& scoring,
                                 const detail::EndCell& end) {
-  StripedRows<V> rows(reversed_query, reversed_subject, scoring);
+  StripedRows<V> rows(reversed_subject, scoring);
   rows.start(kAnchoredFloor);
   for (std::size_t a = 1; a <= reversed_query.size(); ++a) {
     // The anchor: the alignment begins (in reverse) with the pair (end_i, end_j).
@@ -113,7 +113,7 @@ detail::RegionTrace trace_region_in(std::span<const std::uint8_t> query_part,
   const std::size_t n_blocks = (rm + block_rows - 1) / block_rows;
   // The checkpoint pass: H and vertical-gap rows before each block's first row but the first (the
   // boundary) and the last (`forward` goes on into it).
-  Rows forward(query_part, subject_part, scoring);
+  Rows forward(subject_part, scoring);
   std::vector<std::vector<int>> checkpoints_h(n_blocks), checkpoints_e(n_blocks);
   for (std::size_t b = 1; b < n_blocks; ++b) {
     for (std::size_t i = (b - 1) * block_rows + 1; i <= b * block_rows; ++i)
@@ -131,7 +131,7 @@ detail::RegionTrace trace_region_in(std::span<const std::uint8_t> query_part,
     const std::size_t row0 = b * block_rows;
     std::optional<Rows> narrower;
     if (b + 1 < n_blocks) {
-      narrower.emplace(query_part, subject_part.first(j), scoring);
+      narrower.emplace(subject_part.first(j), scoring);
       if (b > 0) narrower->load(checkpoints_h[b], checkpoints_e[b]);
     }
     Rows& rows = narrower ? *narrower : forward;
