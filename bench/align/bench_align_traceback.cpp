@@ -13,8 +13,10 @@
 // takes that file's N longest sequences instead (e.g. db5k.fasta, real proteins, see
 // ../shared/data/README.md).
 //   bench_align_traceback [--db FASTA] [--subjects N] [--repeats N]
-//                         [--only scores|align_pair|pass1|pass2|pass3] [--tuning narrow_lanes=0]
-// --tuning narrow_lanes=0 keeps every pass in 4 x 32-bit lanes (detail::TracebackLimits).
+//                         [--only scores|align_pair|pass1|pass2|pass3]
+//                         [--tuning narrow_lanes=0] [--tuning simd=scalar|avx2]
+// --tuning narrow_lanes=0 keeps every pass in 32-bit lanes; simd=scalar runs the SSE2 variant
+// (16-byte vectors) on an AVX2 machine (detail::TracebackLimits).
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
@@ -75,10 +77,15 @@ int main(int argc, char** argv) try {
       only = argv[++i];
     else if (a == "--tuning" && i + 1 < argc && std::string(argv[i + 1]).starts_with("narrow_lanes="))
       limits.narrow_lanes = std::string(argv[++i]) != "narrow_lanes=0";
+    else if (a == "--tuning" && i + 1 < argc && std::string(argv[i + 1]) == "simd=scalar")
+      limits.simd = molaccel::SimdLevel::scalar, ++i;
+    else if (a == "--tuning" && i + 1 < argc && std::string(argv[i + 1]) == "simd=avx2")
+      limits.simd = molaccel::SimdLevel::avx2, ++i;
     else {
       fmt::print(stderr,
                  "usage: {} [--db FASTA] [--subjects N] [--repeats N]\n"
-                 "          [--only scores|align_pair|pass1|pass2|pass3] [--tuning narrow_lanes=0]\n",
+                 "          [--only scores|align_pair|pass1|pass2|pass3]\n"
+                 "          [--tuning narrow_lanes=0] [--tuning simd=scalar|avx2]\n",
                  argv[0]);
       return 2;
     }
@@ -141,7 +148,8 @@ int main(int argc, char** argv) try {
     region_cells +=
         static_cast<double>(a.query_end - a.query_start + 1) * (a.subject_end - a.subject_start + 1);
   }
-  const std::string lanes = limits.narrow_lanes ? "16-bit lanes where they fit" : "32-bit lanes";
+  const std::string lanes = fmt::format("{}, {}", al::detail::striped_variant(limits),
+                                        limits.narrow_lanes ? "16-bit lanes where they fit" : "32-bit lanes");
 
   double scores_seconds = 0;
   if (only.empty() || only == "scores") {

@@ -1,8 +1,9 @@
 // Rows of the local alignment recurrence (Gotoh, affine gaps) over one subject striped across the
-// lanes of a vector (Farrar's layout, the horizontal gap finished by the lazy-F loop), in 8 x 16-bit
-// or 4 x 32-bit lanes: the machinery shared by the three passes of the traceback (traceback.cpp).
+// lanes of a vector (Farrar's layout, the horizontal gap finished by the lazy-F loop), in 16-bit or
+// 32-bit lanes: the machinery shared by the three passes of the traceback (traceback_passes.cpp,
+// compiled per instruction set: 16-byte vectors at the SSE2 baseline, 32-byte ones with AVX2).
 // Every H, E and F value is the scalar recurrence's as long as it fits the lanes; which bounds make
-// 16-bit lanes exact is the callers' argument (traceback.cpp).
+// 16-bit lanes exact is the callers' argument (traceback.cpp, traceback_passes.cpp).
 #pragma once
 
 #include <algorithm>
@@ -18,18 +19,30 @@
 
 #include "molaccel/align.hpp"
 
-namespace molaccel::align::striped {
+#ifndef MOLACCEL_ISA_NAMESPACE
+#error "include from a source compiled through molaccel_add_multiversion"
+#endif
+
+namespace molaccel::align::striped::MOLACCEL_ISA_NAMESPACE {
 
 constexpr int kNegativeInfinity = std::numeric_limits<int>::min() / 4;
 
-// 16-byte vectors (GCC/Clang vector extensions: one SSE2 register at the baseline ISA) of 4 x int32
-// or 8 x int16; the byte vector that holds one direction byte per lane.
+// One register: 32 bytes with AVX2 (an AVX-512 build would take these too: 64-byte vectors were
+// no faster, docs/PERFORMANCE.md), else 16 (SSE2).
+#if defined(__AVX2__)
+constexpr std::size_t kVectorBytes = 32;
+#else
+constexpr std::size_t kVectorBytes = 16;
+#endif
+
+// Vectors (GCC/Clang vector extensions) of int32 or int16; the byte vector that holds one
+// direction byte per lane.
 template <class T, std::size_t Bytes>
 struct VectorOf {
   typedef T type __attribute__((vector_size(Bytes)));
 };
-using Lanes32 = VectorOf<std::int32_t, 16>::type;
-using Lanes16 = VectorOf<std::int16_t, 16>::type;
+using Lanes32 = VectorOf<std::int32_t, kVectorBytes>::type;
+using Lanes16 = VectorOf<std::int16_t, kVectorBytes>::type;
 template <class V>
 concept LaneVector = std::same_as<V, Lanes32> || std::same_as<V, Lanes16>;
 template <LaneVector V>
@@ -43,13 +56,15 @@ V splat(int x) {
 }
 template <LaneVector V>
 V max(V a, V b) {
-  return a > b ? a : b;  // one pmaxsw in 16-bit lanes; compare and select in 32-bit ones
+  return a > b ? a : b;  // one instruction, but for 32-bit lanes in SSE2 (compare and select)
 }
 template <LaneVector V>
 bool any_set(V a) {
-  std::uint64_t halves[2];
-  std::memcpy(halves, &a, sizeof(halves));
-  return (halves[0] | halves[1]) != 0;
+  std::uint64_t words[sizeof(V) / 8];
+  std::memcpy(words, &a, sizeof(words));
+  std::uint64_t any = 0;
+  for (const std::uint64_t word : words) any |= word;
+  return any != 0;
 }
 template <LaneVector V>
 bool any_greater(V a, V b) {
@@ -237,7 +252,7 @@ class StripedRows {
       h_left = h_cur[s];
     }
     // ... then with the gap carried from lane to lane (none into lane 0: nothing left of column 1).
-    V last_f;
+    V last_f{};
     std::int64_t carried = kMinusInfinity;  // into the lane's first column
     for (std::size_t l = 0; l < kWidth; ++l) {
       const std::int64_t at_last = carried - static_cast<std::int64_t>(segments - 1) * extend_;
@@ -317,4 +332,4 @@ class StripedRows {
   int left_diagonal_ = 0;           // the last row's
 };
 
-}  // namespace molaccel::align::striped
+}  // namespace molaccel::align::striped::MOLACCEL_ISA_NAMESPACE

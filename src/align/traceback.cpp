@@ -7,27 +7,30 @@
 //     region over the byte bound is traced one row block at a time: a forward pass saves the DP
 //     row (H and the vertical gap) at each block's start, and each block's direction bytes are
 //     recomputed from its checkpoint, left of the current column only, when the trace enters it.
-// All three run row by row over the subject striped across the lanes of 16-byte vectors
-// (striped_rows.hpp), in 8 x 16-bit lanes where their values provably fit (below), else 4 x 32-bit:
-// every value that decides a cell is the scalar recurrence's, so the cells found are the same.
+// All three run row by row over the subject striped across the lanes of one vector register
+// (striped_rows.hpp; traceback_passes.cpp, built for the SSE2 baseline and for AVX2, the variant
+// chosen here for the machine), in 16-bit lanes where their values provably fit (below), else
+// 32-bit: every value that decides a cell is the scalar recurrence's, so the cells found are the
+// same.
 #include <algorithm>
-#include <limits>
 #include <optional>
 #include <vector>
 
-#include "align/striped_rows.hpp"
 #include "align/traceback.hpp"
+#include "align/traceback_passes.hpp"
 
 namespace molaccel::align {
 namespace {
 
-using striped::Lanes16;
-using striped::Lanes32;
-using striped::LaneVector;
-using striped::StripedRows;
-using striped::Track;
+// The variant for the instruction set asked for, or this machine's (never above it).
+const traceback_passes::StripedPasses& passes_for(const detail::TracebackLimits& limits) {
+  const SimdLevel simd = std::min(limits.simd.value_or(cpu_info().simd), cpu_info().simd);
+  return simd >= SimdLevel::avx2 ? traceback_passes::isa_avx2::striped_passes()
+                                 : traceback_passes::isa_scalar::striped_passes();
+}
 
-// 16-bit lanes: every pass keeps H >= its floor (0, or -1 in pass 2) and E, F >= floor - gap_open;
+// 16-bit lanes: every pass keeps H >= its floor (0, or -1 in pass 2: traceback_passes.cpp says why
+// that changes no start cell) and E, F >= floor - gap_open;
 // the lanes' -infinity is -2^14 and intermediate values subtract at most one gap cost or add one
 // letter score to these, so with costs and letter scores within 8192 nothing falls below -2^15.
 bool costs_fit_16_bits(const Scoring& scoring) {
@@ -43,136 +46,6 @@ bool narrow_lanes_for(const Scoring& scoring, int bound, const detail::Traceback
   return limits.narrow_lanes && costs_fit_16_bits(scoring) && bound <= highest_16_bit_h(scoring);
 }
 
-// Pass 1 in lanes of V. No H exceeds the pair's score, which is not known beforehand without
-// `known_score`: V is 16-bit for those that fit, and while the H values so far stay at most `limit`
-// the next row fits too; past it, nullopt (the caller reruns in 32-bit lanes). A row's maximum is
-// located only where it matters: the first row reaching the known score, or each improving row.
-template <LaneVector V>
-std::optional<detail::EndCell> find_end_in(std::span<const std::uint8_t> query,
-                                           std::span<const std::uint8_t> subject, const Scoring& scoring,
-                                           std::optional<int> known_score, int limit) {
-  StripedRows<V> rows(subject, scoring);
-  detail::EndCell end;
-  int highest = 0;
-  for (std::size_t i = 1; i <= query.size(); ++i) {
-    if (highest > limit) return std::nullopt;
-    const int row_max = rows.template next<Track::row_max>(query[i - 1], 0, 0);
-    highest = std::max(highest, row_max);
-    if (known_score ? row_max < *known_score : row_max <= end.score) continue;
-    // A padding column's H comes from a real column before it, minus gap costs: the first column
-    // reaching a positive value is a real one.
-    const std::size_t j = rows.first_column_reaching(known_score ? *known_score : row_max);
-    if (j == subject.size()) throw Error("traceback: the row maximum is in no column (internal error)");
-    end = {rows.row(j), i, j + 1};
-    if (known_score) break;
-  }
-  return end;
-}
-
-// Pass 2 keeps anchored values at or above this floor. Clamping changes no start cell: the clamped
-// recurrence is the anchored one with, besides, a fresh start of value -1 at every cell, so each
-// value is the larger of the anchored value and -1 plus the score of some segment of alignment
-// ending there. The start is the first cell (row, then column) whose diagonal term equals `best`;
-// a segment ending in that match scores at most the pair's optimum `best` (dropping a leading gap
-// only raises its score), so a clamped diagonal term is `best` exactly where the anchored one is.
-// Every value stays within [-1 - gap_open, best] plus one letter score: 16-bit lanes hold pass 2
-// whenever they hold pass 3, whatever gaps the anchored values cross (they never fall below -1).
-// The floor also ends the lazy-F loop: the carried gap, kept above -infinity, falls below every
-// H - gap_open.
-constexpr int kAnchoredFloor = -1;
-
-// Pass 2 in lanes of V, over the reversed prefixes that end at the end cell.
-template <LaneVector V>
-detail::StartCell find_start_in(std::span<const std::uint8_t> reversed_query,
-                                std::span<const std::uint8_t> reversed_subject, const Scoring& scoring,
-                                const detail::EndCell& end) {
-  StripedRows<V> rows(reversed_subject, scoring);
-  rows.start(kAnchoredFloor);
-  for (std::size_t a = 1; a <= reversed_query.size(); ++a) {
-    // The anchor: the alignment begins (in reverse) with the pair (end_i, end_j).
-    const int left_diagonal = a == 1 ? 0 : kAnchoredFloor;
-    if (!rows.template next<Track::diagonal>(reversed_query[a - 1], left_diagonal, kAnchoredFloor, end.score))
-      continue;
-    const std::size_t b = rows.first_column_with_diagonal(end.score);
-    return {end.query_end - a + 1, end.subject_end - b};
-  }
-  throw Error("traceback: no start cell reaches the best score (internal error)");
-}
-
-// Pass 3 in lanes of V (detail::trace_region chooses them).
-template <LaneVector V>
-detail::RegionTrace trace_region_in(std::span<const std::uint8_t> query_part,
-                                    std::span<const std::uint8_t> subject_part, const Scoring& scoring,
-                                    const detail::TracebackLimits& limits) {
-  using Rows = StripedRows<V>;
-  const std::size_t rm = query_part.size(), rn = subject_part.size();
-  // Blocks of equal height: the checkpoint pass and the recomputation are then the least.
-  const std::size_t max_rows = std::clamp<std::size_t>(limits.direction_bytes / Rows::stride(rn), 1, rm);
-  const std::size_t blocks_needed = (rm + max_rows - 1) / max_rows;
-  const std::size_t block_rows = (rm + blocks_needed - 1) / blocks_needed;
-  const std::size_t n_blocks = (rm + block_rows - 1) / block_rows;
-  // The checkpoint pass: H and vertical-gap rows before each block's first row but the first (the
-  // boundary) and the last (`forward` goes on into it).
-  Rows forward(subject_part, scoring);
-  std::vector<std::vector<int>> checkpoints_h(n_blocks), checkpoints_e(n_blocks);
-  for (std::size_t b = 1; b < n_blocks; ++b) {
-    for (std::size_t i = (b - 1) * block_rows + 1; i <= b * block_rows; ++i)
-      forward.next(query_part[i - 1], 0, 0);
-    if (b + 1 < n_blocks) forward.save(checkpoints_h[b], checkpoints_e[b]);
-  }
-
-  detail::RegionTrace trace;
-  std::vector<std::uint8_t> direction;
-  enum class State { h, e, f } state = State::h;
-  std::size_t i = rm, j = rn;
-  bool stopped = false;
-  for (std::size_t b = n_blocks; b-- > 0 && !stopped && j > 0;) {
-    // Direction bytes of the block's rows, columns 1..j (columns right of the trace are never read).
-    const std::size_t row0 = b * block_rows;
-    std::optional<Rows> narrower;
-    if (b + 1 < n_blocks) {
-      narrower.emplace(subject_part.first(j), scoring);
-      if (b > 0) narrower->load(checkpoints_h[b], checkpoints_e[b]);
-    }
-    Rows& rows = narrower ? *narrower : forward;
-    const std::size_t stride = Rows::stride(narrower ? j : rn);
-    direction.resize((i - row0) * stride);
-    for (std::size_t r = row0 + 1; r <= i; ++r) {
-      rows.next(query_part[r - 1], 0, 0);
-      rows.directions(direction.data() + (r - row0 - 1) * stride);
-    }
-    while (i > row0 && j > 0) {
-      const std::uint8_t d = direction[(i - row0 - 1) * stride + rows.index(j - 1)];
-      if (state == State::h) {
-        const int source = d & 3;
-        if (source == striped::kFromStart) {
-          stopped = true;
-          break;
-        }
-        if (source == striped::kFromDiagonal) {
-          if (query_part[i - 1] == subject_part[j - 1]) ++trace.identities;
-          trace.ops.push_back('M');
-          --i, --j;
-        } else {
-          state = source == striped::kFromE ? State::e : State::f;
-        }
-      } else if (state == State::e) {  // gap in the query: consumes subject
-        trace.ops.push_back('D');
-        if (!(d & striped::kEExtends)) state = State::h;
-        --j;
-      } else {  // gap in the subject: consumes query
-        trace.ops.push_back('I');
-        if (!(d & striped::kFExtends)) state = State::h;
-        --i;
-      }
-    }
-  }
-  std::reverse(trace.ops.begin(), trace.ops.end());
-  trace.query_offset = i;
-  trace.subject_offset = j;
-  return trace;
-}
-
 }  // namespace
 
 Alignment align_pair(std::span<const std::uint8_t> query, std::span<const std::uint8_t> subject,
@@ -182,14 +55,20 @@ Alignment align_pair(std::span<const std::uint8_t> query, std::span<const std::u
 
 namespace detail {
 
+std::string striped_variant(const TracebackLimits& limits) {
+  const auto& passes = passes_for(limits);
+  return fmt::format("striped/{}/{}-byte", passes.isa, passes.vector_bytes);
+}
+
 EndCell find_end(std::span<const std::uint8_t> query, std::span<const std::uint8_t> subject,
                  const Scoring& scoring, std::optional<int> known_score, const TracebackLimits& limits) {
   if (query.empty() || subject.empty() || (known_score && *known_score <= 0)) return {};
+  const auto& passes = passes_for(limits);
   std::optional<EndCell> end;
   // Without a known score 16-bit lanes are tried (and left when a row passes the limit).
   if (narrow_lanes_for(scoring, known_score.value_or(0), limits))
-    end = find_end_in<Lanes16>(query, subject, scoring, known_score, highest_16_bit_h(scoring));
-  if (!end) end = find_end_in<Lanes32>(query, subject, scoring, known_score, std::numeric_limits<int>::max());
+    end = passes.find_end(query, subject, scoring, known_score, true, highest_16_bit_h(scoring));
+  if (!end) end = passes.find_end(query, subject, scoring, known_score, false, 0);
   // A known score above the pair's (no cell reaches it): the end of the pair's own best score.
   if (known_score && end->score < *known_score)
     return find_end(query, subject, scoring, std::nullopt, limits);
@@ -202,17 +81,16 @@ StartCell find_start(std::span<const std::uint8_t> query, std::span<const std::u
                                                  query.rend());
   const std::vector<std::uint8_t> reversed_subject(
       subject.rend() - static_cast<std::ptrdiff_t>(end.subject_end), subject.rend());
-  if (narrow_lanes_for(scoring, end.score, limits))
-    return find_start_in<Lanes16>(reversed_query, reversed_subject, scoring, end);
-  return find_start_in<Lanes32>(reversed_query, reversed_subject, scoring, end);
+  return passes_for(limits).find_start(reversed_query, reversed_subject, scoring, end,
+                                       narrow_lanes_for(scoring, end.score, limits));
 }
 
 RegionTrace trace_region(std::span<const std::uint8_t> query_part, std::span<const std::uint8_t> subject_part,
                          const Scoring& scoring, int score_bound, const TracebackLimits& limits) {
   if (query_part.empty() || subject_part.empty()) return {};
-  if (narrow_lanes_for(scoring, std::max(score_bound, 0), limits))
-    return trace_region_in<Lanes16>(query_part, subject_part, scoring, limits);
-  return trace_region_in<Lanes32>(query_part, subject_part, scoring, limits);
+  return passes_for(limits).trace_region(query_part, subject_part, scoring,
+                                         narrow_lanes_for(scoring, std::max(score_bound, 0), limits),
+                                         limits.direction_bytes);
 }
 
 Alignment align_pair(std::span<const std::uint8_t> query, std::span<const std::uint8_t> subject,

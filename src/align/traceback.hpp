@@ -8,6 +8,7 @@
 #include <string>
 
 #include "molaccel/align.hpp"
+#include "molaccel/runtime.hpp"
 
 namespace molaccel::align::detail {
 
@@ -16,10 +17,16 @@ struct TracebackLimits {
   // in row blocks of at most this many bytes, recomputed from checkpoint rows saved by one more
   // forward pass: the same alignment, about 1.5x the region's work, memory ~ this bound.
   std::size_t direction_bytes = std::size_t{1} << 30;
-  // Each pass in 8 x 16-bit lanes where its values fit (else 4 x 32-bit); tests turn it off to
-  // check the 32-bit lanes on small pairs too.
+  // Each pass in 16-bit lanes where its values fit (else 32-bit); tests turn it off to check the
+  // 32-bit lanes on small pairs too.
   bool narrow_lanes = true;
+  // The instruction set of the striped passes (never above this machine's; default: this
+  // machine's): SSE2 (16-byte vectors) below AVX2, AVX2 (32-byte vectors) from it.
+  std::optional<SimdLevel> simd;
 };
+
+// Which striped variant `limits` runs, e.g. "striped/avx2/32-byte" (for benchmark notes).
+std::string striped_variant(const TracebackLimits& limits = {});
 
 // Pass 1 of align_pair on its own: the pair's score and its first end cell in row-major order
 // (1-based; score 0 and no cell when nothing scores above 0). `known_score` (the pair's score)

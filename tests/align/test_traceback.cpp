@@ -1,6 +1,6 @@
 // Traceback: the row-block (checkpointed) path, the known-score end search and the three striped
-// passes (8 x 16-bit and 4 x 32-bit lanes) give exactly the alignment of the whole-region scalar
-// traceback (the implementation before them, kept here as the oracle), on random pairs with fixed
+// passes (SSE2 and AVX2 variants, 16-bit and 32-bit lanes) give exactly the alignment of the whole-region
+// scalar traceback (the implementation before them, kept here as the oracle), on random pairs with fixed
 // seeds and planted cases; passes 1 and 2 alone find the oracle's end and start cells, with scores
 // near 2^15 and anchored values far below -2^15 among them; pass 3 alone gives the oracle's trace
 // on small regions of every width and on tie-heavy scorings; and pairs traced in blocks far smaller
@@ -194,18 +194,32 @@ void expect_same(const Alignment& a, const Alignment& b, const std::string& what
   EXPECT_EQ(a.length, b.length) << what;
 }
 
-// Passes 1 and 2 on their own against the oracle's, in 16-bit and in 32-bit lanes: the end cell
-// without the score, with it, and with one above the pair's (ignored); the start cell from the end.
+// Every variant of the striped passes this machine runs (SSE2 always, AVX2 where it has it), each
+// in 16-bit lanes where the values fit and in 32-bit lanes only, with blocks of `bytes`.
+std::vector<detail::TracebackLimits> lane_variants(std::size_t bytes = std::size_t{1} << 30) {
+  std::vector<detail::TracebackLimits> variants;
+  for (const SimdLevel simd : {SimdLevel::scalar, SimdLevel::avx2})
+    if (simd <= cpu_info().simd)
+      for (const bool narrow : {true, false})
+        variants.push_back({.direction_bytes = bytes, .narrow_lanes = narrow, .simd = simd});
+  return variants;
+}
+std::string describe(const detail::TracebackLimits& limits) {
+  return fmt::format("{}, {}-bit lanes, blocks of {} bytes", detail::striped_variant(limits),
+                     limits.narrow_lanes ? 16 : 32, limits.direction_bytes);
+}
+
+// Passes 1 and 2 on their own against the oracle's, in every variant: the end cell without the
+// score, with it, and with one above the pair's (ignored); the start cell from the end.
 void check_passes(std::span<const std::uint8_t> q, std::span<const std::uint8_t> s, const Scoring& scoring,
                   const std::string& what) {
   const detail::EndCell end = oracle_end(q, s, scoring);
   const std::optional<detail::StartCell> start =
       end.score > 0 ? std::optional(oracle_start(q, s, scoring, end)) : std::nullopt;
-  for (const bool narrow : {true, false}) {
-    const detail::TracebackLimits limits{.narrow_lanes = narrow};
+  for (const detail::TracebackLimits& limits : lane_variants()) {
     for (const std::optional<int> known :
          {std::optional<int>(), std::optional(end.score), std::optional(end.score + 1)}) {
-      const std::string how = fmt::format("{}, {}-bit lanes, known score {}", what, narrow ? 16 : 32,
+      const std::string how = fmt::format("{}, {}, known score {}", what, describe(limits),
                                           known ? std::to_string(*known) : "none");
       const detail::EndCell got = detail::find_end(q, s, scoring, known, limits);
       EXPECT_EQ(got.score, end.score) << how;
@@ -214,26 +228,23 @@ void check_passes(std::span<const std::uint8_t> q, std::span<const std::uint8_t>
     }
     if (!start) continue;
     const detail::StartCell got = detail::find_start(q, s, scoring, end, limits);
-    EXPECT_EQ(got.query_start, start->query_start) << what << (narrow ? ", 16-bit lanes" : ", 32-bit lanes");
-    EXPECT_EQ(got.subject_start, start->subject_start)
-        << what << (narrow ? ", 16-bit lanes" : ", 32-bit lanes");
+    EXPECT_EQ(got.query_start, start->query_start) << what << ", " << describe(limits);
+    EXPECT_EQ(got.subject_start, start->subject_start) << what << ", " << describe(limits);
   }
 }
 
 // Every way of tracing `q` x `s` against the oracle: passes 1 and 2 alone, the public call, the
 // known score, row blocks of one row, a few rows, a few hundred bytes and the whole region, each
-// in 16-bit and in 32-bit lanes.
+// in every variant.
 void check_pair(const std::vector<std::uint8_t>& q, const std::vector<std::uint8_t>& s,
                 const Scoring& scoring, const std::string& what) {
   check_passes(q, s, scoring, what);
   const Alignment expected = whole_region_traceback(q, s, scoring);
   expect_same(align_pair(q, s, scoring), expected, what + " public");
-  for (const bool narrow : {true, false})
-    for (std::size_t bytes :
-         {std::size_t{1}, std::size_t{64}, 3 * s.size(), std::size_t{300}, std::size_t{1} << 30}) {
-      const detail::TracebackLimits limits{.direction_bytes = bytes, .narrow_lanes = narrow};
-      const std::string how =
-          fmt::format("{}, {}-bit lanes, blocks of {} bytes", what, narrow ? 16 : 32, bytes);
+  for (std::size_t bytes :
+       {std::size_t{1}, std::size_t{64}, 3 * s.size(), std::size_t{300}, std::size_t{1} << 30})
+    for (const detail::TracebackLimits& limits : lane_variants(bytes)) {
+      const std::string how = fmt::format("{}, {}", what, describe(limits));
       expect_same(detail::align_pair(q, s, scoring, std::nullopt, limits), expected, how);
       expect_same(detail::align_pair(q, s, scoring, expected.score, limits), expected, how + ", known score");
     }
@@ -324,29 +335,26 @@ void expect_same_trace(const detail::RegionTrace& a, const detail::RegionTrace& 
   EXPECT_EQ(a.identities, b.identities) << what;
 }
 
-// Pass 3 alone: regions of widths 1..9 (fewer columns than lanes, and a few stripes) and heights
-// 1..12, traced like the oracle in both lane widths, whole and one or two rows per block.
+// Pass 3 alone: regions of widths 1..17 (fewer columns than lanes, and a few stripes) and heights
+// 1..12, traced like the oracle in every variant, whole and one or two rows per block.
 TEST(AlignTracebackRegion, EveryNarrowWidthMatchesTheScalarTrace) {
   std::mt19937 rng(77);
   const Scoring scorings[] = {Scoring{}, tie_scoring(1, -1, 1, 1), tie_scoring(2, -1, 3, 1),
                               tie_scoring(3, -3, 3, 3), tie_scoring(1, 0, 2, 1)};
   for (const Scoring& scoring : scorings)
-    for (std::size_t width = 1; width <= 9; ++width)
+    for (std::size_t width = 1; width <= 17; ++width)
       for (std::size_t height = 1; height <= 12; ++height)
-        for (int k = 0; k < 4; ++k) {
+        for (int k = 0; k < 3; ++k) {
           // The same last letter: the corner's diagonal term is positive, so the trace leaves it.
           std::string q = random_protein(rng, height, "AGWC"), s = random_protein(rng, width, "AGWC");
           q.back() = s.back() = 'W';
           const auto qc = codes(q), sc = codes(s);
           const int bound = static_cast<int>(std::min(height, width)) * scoring.matrix.max_score();
           const auto expected = whole_region_trace(qc, sc, scoring);
-          for (const bool narrow : {true, false})
-            for (const std::size_t bytes : {std::size_t{1}, std::size_t{16}, std::size_t{1} << 30})
-              expect_same_trace(detail::trace_region(qc, sc, scoring, bound,
-                                                     {.direction_bytes = bytes, .narrow_lanes = narrow}),
-                                expected,
-                                fmt::format("{} / {} ({}), {} lanes, {} bytes", q, s, scoring.matrix.name,
-                                            narrow ? 16 : 32, bytes));
+          for (const std::size_t bytes : {std::size_t{1}, std::size_t{16}, std::size_t{1} << 30})
+            for (const detail::TracebackLimits& limits : lane_variants(bytes))
+              expect_same_trace(detail::trace_region(qc, sc, scoring, bound, limits), expected,
+                                fmt::format("{} / {} ({}), {}", q, s, scoring.matrix.name, describe(limits)));
         }
 }
 
@@ -396,9 +404,9 @@ TEST(AlignTracebackPasses, AnchoredValuesFarBelowSixteenBits) {
   const Alignment expected = whole_region_traceback(q, s, scoring);
   EXPECT_EQ(expected.score, 22000 - 11 - 1999);
   check_passes(q, s, scoring, "a 2,000-residue gap after 35,000 residues");
-  for (const bool narrow : {true, false})
-    expect_same(detail::align_pair(q, s, scoring, expected.score, {.narrow_lanes = narrow}), expected,
-                fmt::format("a 2,000-residue gap, {}-bit lanes", narrow ? 16 : 32));
+  for (const detail::TracebackLimits& limits : lane_variants())
+    expect_same(detail::align_pair(q, s, scoring, expected.score, limits), expected,
+                "a 2,000-residue gap, " + describe(limits));
 }
 
 // A long related pair (a giant protein scaled down) traced in blocks of 4 KiB, about 1/1000 of its
