@@ -1,5 +1,5 @@
 // What each MPI rank reads of a molecule file, and the wire form of molecules travelling between
-// ranks (src/lingo/distributed.cpp): a rank's byte range of a plain .smi, its range of lines of a
+// ranks (src/lingo/distributed_*.cpp): a rank's byte range of a plain .smi, its range of lines of a
 // gzip one, and a MoleculeSet packed into bytes and unpacked again.
 #pragma once
 
