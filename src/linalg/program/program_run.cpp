@@ -54,11 +54,11 @@ std::size_t checked_rows(const Program& program, const ProgramInputs& inputs) {
 template <class T>
 class CpuRunner {
  public:
-  CpuRunner(const Program& program, const ProgramInputs& inputs, const Placement& where)
+  // `n`: the rows checked_rows found (run_program checks the inputs once, before the tile).
+  CpuRunner(const Program& program, const ProgramInputs& inputs, const Placement& where, std::size_t n)
       : program_(program), where_(where) {
     const auto& symbols = program.symbols();
     const HostCsr<double>* a = inputs.matrix;
-    const std::size_t n = checked_rows(program, inputs);
     arrays_.resize(symbols.size());
     scalars_.assign(symbols.size(), 0.0);
     for (std::size_t i = 0; i < symbols.size(); ++i) {
@@ -229,8 +229,9 @@ class CpuRunner {
 };
 
 template <class T>
-ProgramResult run_on_cpu(const Program& program, const ProgramInputs& inputs, const Placement& where) {
-  CpuRunner<T> machine(program, inputs, where);
+ProgramResult run_on_cpu(const Program& program, const ProgramInputs& inputs, const Placement& where,
+                         std::size_t n) {
+  CpuRunner<T> machine(program, inputs, where, n);
   ProgramResult result;
   result.barriers_per_iteration = program::plan_program(program).barriers_per_iteration();
   const auto start = std::chrono::steady_clock::now();
@@ -248,7 +249,7 @@ ProgramResult run_on_cpu(const Program& program, const ProgramInputs& inputs, co
 }  // namespace
 
 ProgramResult run_program(const Resources& resources, const Program& program, const ProgramInputs& inputs) {
-  checked_rows(program, inputs);
+  const std::size_t n = checked_rows(program, inputs);
   ProgramResult result;
   JobOptions job;
   job.name = "program " + program.name();
@@ -262,8 +263,8 @@ ProgramResult run_program(const Resources& resources, const Program& program, co
         }
         Placement where;
         where.cpu_threads = ctx.worker().cpu_threads;
-        result = program.type() == ValueType::f32 ? run_on_cpu<float>(program, inputs, where)
-                                                  : run_on_cpu<double>(program, inputs, where);
+        result = program.type() == ValueType::f32 ? run_on_cpu<float>(program, inputs, where, n)
+                                                  : run_on_cpu<double>(program, inputs, where, n);
       },
       job);
   return result;
