@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The GPU driver, on a machine with an NVIDIA GPU, from the repository root (one device call):
+#   scripts/gpu.sh build   build the `cuda` preset only (later calls on the same machine reuse it)
 #   scripts/gpu.sh check   build the `cuda` preset, run every GPU test and then the CPU tests
 #   scripts/gpu.sh bench   build, run each engine's headline benchmarks, print a table
 #   scripts/gpu.sh all     check, then bench
@@ -13,6 +14,7 @@
 #   --filter REGEX           only the GPU tests whose name matches (ctest -R)
 #   --jobs N                 GPU tests run N at a time (default 1)
 #   --timeout S              per-test limit in seconds (default 600)
+#   --gpu-only               check: only the GPU and OpenCL tests (CI runs the CPU ones)
 #   --build DIR              build folder (default build/cuda)
 #   --benches "display;python"  which benchmark groups `bench` runs (default: runtime and the
 #                            engines; also display, python, opencl, program)
@@ -35,6 +37,7 @@ timeout=600
 build=build/cuda
 tunings=()
 benches=""
+gpu_only=0
 usage() {
   sed -n '2,20p' "$0" >&2
   exit 2
@@ -49,10 +52,11 @@ while [ $# -gt 0 ]; do
     --timeout) timeout="$2"; shift 2 ;;
     --build) build="$2"; shift 2 ;;
     --benches) benches="$2"; shift 2 ;;
+    --gpu-only) gpu_only=1; shift ;;
     *) usage ;;
   esac
 done
-case "$mode" in check|bench|all|profile|sanitize) ;; *) usage ;; esac
+case "$mode" in build|check|bench|all|profile|sanitize) ;; *) usage ;; esac
 [ "$mode" = profile ] && [ -z "$profile_engine" ] && usage
 logdir="${OUT:-build/gpu}"
 mkdir -p "$logdir"
@@ -115,6 +119,7 @@ run_tests() {
   start=$(date +%s)
   ctest --test-dir "$build" -L opencl "${select[@]}" --output-on-failure >"$logdir/ctest-opencl.log" 2>&1 || failed=1
   note "OpenCL tests ($("$build/bin/molaccel" info 2>/dev/null | grep -i -m1 "opencl" | cut -c1-80)): $(grep -E 'tests passed|tests failed|No tests' "$logdir/ctest-opencl.log" | tail -1) ($(( $(date +%s) - start )) s)"
+  [ $gpu_only -eq 1 ] && return
   start=$(date +%s)
   ctest --test-dir "$build" -L cpu "${select[@]}" -j"$(nproc)" --output-on-failure >"$logdir/ctest-cpu.log" 2>&1 || failed=1
   note "CPU tests: $(grep -E 'tests passed|tests failed' "$logdir/ctest-cpu.log" | tail -1) ($(( $(date +%s) - start )) s)"
@@ -218,6 +223,7 @@ sanitize() {
 
 build_all
 case "$mode" in
+  build) ;;
   check) run_tests ;;
   bench) run_benchmarks ;;
   all) run_tests; run_benchmarks ;;
