@@ -73,8 +73,10 @@ TEST(LinalgProgramBlocksGpu, BlockTotalsAreTheSameInEveryThread) {
 TEST(LinalgProgramBlocksGpu, GridTotalsAreTheSameInEveryThread) {
   MOLACCEL_REQUIRE_GPU();
   cuda::DeviceBuffer<unsigned long long> counter(1);
-  counter.fill_zero();
   for (int blocks : {1, 7, 40, 300}) {
+    // The counter is a multiple of the grid's blocks between barriers only for one grid size: a
+    // solve zeroes it before its launch (program_gpu.cpp), and so does each size here.
+    counter.fill_zero();
     int per_sm = 0, sms = 0;
     MOLACCEL_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grid_totals, 256, 0));
     MOLACCEL_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -82,7 +84,7 @@ TEST(LinalgProgramBlocksGpu, GridTotalsAreTheSameInEveryThread) {
     cuda::DeviceBuffer<double> partials(std::size_t(blocks) * kSlots),
         out(std::size_t(blocks) * 256 * kSlots);
     double* p_partials = partials.data();
-    unsigned long long* p_counter = counter.data();  // not reset: the barrier's counter is monotonic
+    unsigned long long* p_counter = counter.data();
     double* p_out = out.data();
     void* args[] = {&p_partials, &p_counter, &p_out};
     MOLACCEL_CUDA_TRY(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(grid_totals),
