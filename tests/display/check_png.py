@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """An independent PNG reader (standard library: zlib, struct) and content checks of a rendered orbital.
 
-    check_png.py FILE WIDTH HEIGHT [--reference REF.png --tolerance T]
+    check_png.py FILE WIDTH HEIGHT [--density] [--reference REF.png --tolerance T]
 
 Checks the signature, chunk CRCs, IHDR (8-bit RGBA, not interlaced), decodes the IDAT stream with
 the five PNG filters, then the picture: the image size; both phase colours present (blue-dominant
-pixels of the +iso lobe, red-dominant of the -iso lobe, each at least 0.5% of the image); the
+pixels of the +iso lobe, red-dominant of the -iso lobe, each at least 0.5% of the image; with
+--density, a density's one surface colour, blue-dominant, and no red); the
 background (the corner pixel's colour) on at least 20% of the image and on all four corners.
 With --reference, the mean absolute difference per channel must stay below T (0..255) and fewer
 than 1% of pixels may differ by more than 64 in any channel.
@@ -84,6 +85,8 @@ def read_png(path):
 def main():
     args = sys.argv[1:]
     reference, tolerance = None, None
+    density = "--density" in args
+    args = [a for a in args if a != "--density"]
     if "--reference" in args:
         i = args.index("--reference")
         reference, tolerance = args[i + 1], float(args[i + 3])
@@ -108,7 +111,7 @@ def main():
             elif r > b + 40 and r > g + 40:
                 red += 1
     n = w * h
-    if blue < 0.005 * n or red < 0.005 * n:
+    if blue < 0.005 * n or (red < 0.005 * n if not density else red > 0):
         fail("phase colours: %d blue and %d red pixels of %d" % (blue, red, n))
     if back < 0.2 * n:
         fail("background on only %d of %d pixels" % (back, n))
