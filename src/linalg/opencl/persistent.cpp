@@ -127,13 +127,9 @@ SolverResult solve_persistent(rt::Device& device, const HostCsr<double>& a, std:
     throw InputError("--launch", 0,
                      "the persistent OpenCL solver has no preconditioner (use --precond none, or "
                      "--launch graph for the host loop)");
-  const std::size_t n = a.rows;
-  double bb = 0;
-  for (double v : b) bb += v * v;
-  if (bb == 0) return zero_rhs_result(n);
-
-  const ProgramResult run =
-      run_program(device, program_of(options), program_inputs(a, b, options, bb), groups);
+  const auto inputs = program_inputs(a, b, options);
+  if (!inputs) return zero_rhs_result(a.rows);
+  const ProgramResult run = run_program(device, program_of(options), *inputs, groups);
   const int barriers = run.barriers_per_iteration;
   SolverResult result = solver_result(run);
   result.kernels_per_iteration = 1;  // at most (as the CUDA resident path): one launch per solve

@@ -24,8 +24,11 @@ Program program_of(const SolverOptions& options) {
   throw Error("solve: unknown solver", __FILE__, __LINE__);
 }
 
-ProgramInputs program_inputs(const HostCsr<double>& a, std::span<const double> b,
-                             const SolverOptions& options, double bb) {
+std::optional<ProgramInputs> program_inputs(const HostCsr<double>& a, std::span<const double> b,
+                                            const SolverOptions& options) {
+  double bb = 0;
+  for (double v : b) bb += v * v;
+  if (bb == 0) return std::nullopt;
   ProgramInputs inputs;
   inputs.matrix = &a;
   inputs.vectors["b"].assign(b.begin(), b.end());
@@ -62,11 +65,10 @@ SolverResult solve_with_program(const Resources& resources, const HostCsr<double
                      fmt::format("{} runs as one generated kernel per solve; the launch modes are cg's and "
                                  "bicgstab's",
                                  to_string(options.solver)));
-  double bb = 0;
-  for (double v : b) bb += v * v;
-  if (bb == 0) return zero_rhs_result(b.size());
+  const auto inputs = program_inputs(a, b, options);
+  if (!inputs) return zero_rhs_result(b.size());
   const Program program = program_of(options);
-  const ProgramResult run = run_program(resources, program, program_inputs(a, b, options, bb));
+  const ProgramResult run = run_program(resources, program, *inputs);
   const bool gpu = run.blocks > 0;
   const std::string kernel = run.kernel,
                     backend_note = fmt::format("{} grid barriers per iteration", run.barriers_per_iteration);

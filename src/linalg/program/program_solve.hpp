@@ -2,6 +2,8 @@
 // methods (every device) share (program_solve.cpp).
 #pragma once
 
+#include <optional>
+
 #include "molaccel/linalg.hpp"
 #include "molaccel/linalg_program.hpp"
 
@@ -11,9 +13,10 @@ namespace molaccel::linalg {
 bool is_program_solver(Solver solver);
 // The program of any method (cg_program, bicgstab_program, ...), in the options' precision.
 Program program_of(const SolverOptions& options);
-// Its inputs: b, bound = (tolerance ||b||)^2 (bb = ||b||^2, not zero), the iteration cap.
-ProgramInputs program_inputs(const HostCsr<double>& a, std::span<const double> b,
-                             const SolverOptions& options, double bb);
+// Its inputs: b, bound = (tolerance ||b||)^2, the iteration cap; nullopt for b = 0, which the
+// caller answers with zero_rhs_result (x = 0 without an iteration).
+std::optional<ProgramInputs> program_inputs(const HostCsr<double>& a, std::span<const double> b,
+                                            const SolverOptions& options);
 // x, status, iterations, residual history and times of a run; backend, kernels per iteration
 // and host checks are the caller's.
 SolverResult solver_result(ProgramResult run);
