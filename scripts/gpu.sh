@@ -15,6 +15,9 @@
 #   --jobs N                 GPU tests run N at a time (default 1)
 #   --timeout S              per-test limit in seconds (default 600)
 #   --gpu-only               check: only the GPU and OpenCL tests (CI runs the CPU ones)
+#   --part K/N               check: every Nth test from the Kth (by ctest number): the GPU suite
+#                            takes about 10 minutes with --jobs 4 on an H100, more than one device
+#                            call; --part 1/2 and --part 2/2 in two calls on the same warm machine
 #   --build DIR              build folder (default build/cuda)
 #   --benches "display;python"  which benchmark groups `bench` runs (default: runtime and the
 #                            engines; also display, python, opencl, program)
@@ -38,6 +41,7 @@ build=build/cuda
 tunings=()
 benches=""
 gpu_only=0
+part=""
 usage() {
   sed -n '2,20p' "$0" >&2
   exit 2
@@ -53,6 +57,7 @@ while [ $# -gt 0 ]; do
     --build) build="$2"; shift 2 ;;
     --benches) benches="$2"; shift 2 ;;
     --gpu-only) gpu_only=1; shift ;;
+    --part) part="$2"; shift 2 ;;
     *) usage ;;
   esac
 done
@@ -111,6 +116,7 @@ build_all() {
 run_tests() {
   local start=$(date +%s) select=()
   [ -n "$filter" ] && select=(-R "$filter")
+  [ -n "$part" ] && select+=(-I "${part%/*},,${part#*/}")
   ctest --test-dir "$build" -L gpu "${select[@]}" --timeout "$timeout" --output-on-failure -j"$jobs" \
     >"$logdir/ctest-gpu.log" 2>&1 || failed=1
   note "GPU tests: $(grep -E 'tests passed|tests failed' "$logdir/ctest-gpu.log" | tail -1) ($(( $(date +%s) - start )) s)"
