@@ -265,12 +265,6 @@ SolverResult solve(int device, const HostCsr<double>& a, std::span<const double>
           "--solver", 0,
           fmt::format("{} is unpreconditioned and runs as one kernel (no --precond, no --launch)",
                       to_string(options.solver)));
-    // Pipelined BiCGStab's kernel gives wrong sums under PoCL (its first omega differs with the
-    // work-group method: NaN, or a wrong value), while every other program, pipelined CG among
-    // them, agrees with the CPU: refused until it is understood (docs/linalg.md).
-    if (options.solver == Solver::pipelined_bicgstab)
-      throw Error("solve: pipelined-bicgstab does not run on OpenCL yet (pipelined-cg, cg and bicgstab do)",
-                  __FILE__, __LINE__);
     const int groups = cl::persistent_groups(d.info, a.rows);
     return cl::solve_persistent(d, a, b, options,
                                 groups > 0 ? groups : cl::forced_persistent_groups(d.info, a.rows));

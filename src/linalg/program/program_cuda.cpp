@@ -495,9 +495,12 @@ class Emitter {
   }
 
   // OpenCL: the segment's reductions summed together (mp_block_sums: every value in local memory,
-  // sums of 16, two work-group barriers for all of them; mp_total adds the 16), the barrier, the
-  // totals the same way from the work-groups' partials. The totals are read into registers
-  // before local memory is written again: the next write is after a work-group barrier.
+  // sums of 16, two work-group barriers for all of them; mp_total adds the 16), the barrier, then
+  // every work-item adds the work-groups' partials itself, in group order (mp_partials_total: the
+  // same bits everywhere). Summing them through local memory again, as the first half does, gave
+  // wrong totals under PoCL for pipelined BiCGStab (five sums at one barrier; NaN or another
+  // wrong value depending on PoCL's work-group method, right with a printf added) while the same
+  // kernel with direct sums agrees with the host executor.
   std::string opencl_barrier(const Segment& seg, int id, const std::string& half) const {
     std::string out;
     const std::size_t k = seg.reductions.size(), kmax = max_segment_reductions();
@@ -512,13 +515,8 @@ class Emitter {
     if (k) out += "    }\n";
     out += "    mp_grid_barrier(counter);\n";
     for (std::size_t r = 0; r < k; ++r)
-      out += fmt::format(
-          "    scratch[{} * 256 + get_local_id(0)] = mp_partials_sum({} + {}L * get_num_groups(0));\n", r,
-          half, seg.reductions[r]);
-    if (k) out += fmt::format("    mp_block_sums(scratch, {}, {});\n", k, kmax);
-    for (std::size_t r = 0; r < k; ++r)
-      out += fmt::format("    const double tot{}_{} = mp_total(scratch, {}, {});\n", seg.reductions[r], id, r,
-                         kmax);
+      out += fmt::format("    const double tot{}_{} = mp_partials_total({} + {}L * get_num_groups(0));\n",
+                         seg.reductions[r], id, half, seg.reductions[r]);
     return out;
   }
 

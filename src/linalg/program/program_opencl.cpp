@@ -44,11 +44,10 @@ double mp_total(__local const double* scratch, int r, int kmax) {
   for (int i = 0; i < 16; ++i) s += scratch[256 * kmax + r * 16 + i];
   return s;
 }
-// This work-item's share of the sum of the work-groups' partials (read after the grid barrier).
-double mp_partials_sum(__global const double* partials) {
+// The sum of the work-groups' partials, in group order (read after the grid barrier).
+double mp_partials_total(__global const double* partials) {
   double s = 0.0;
-  for (int b = (int)get_local_id(0); b < (int)get_num_groups(0); b += (int)get_local_size(0))
-    s += mp_load_double(partials + b);
+  for (int b = 0; b < (int)get_num_groups(0); ++b) s += mp_load_double(partials + b);
   return s;
 }
 // The grid barrier: counter[0] counts arrivals, counter[1] is the generation.
