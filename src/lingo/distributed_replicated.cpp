@@ -23,6 +23,7 @@ using detail::iota_range;
 using detail::pairs_between;
 using detail::reported_before;
 using detail::sort_pairs;
+using detail::timed_butina;
 
 // The lists that every rank sent for this rank's queries [first, last) (each in query order, best
 // first per query) -> the best k of each query in the reported order, queries ascending, queries
@@ -180,10 +181,7 @@ Clustering cluster_across_ranks(Communicator& comm, const Resources& resources, 
                                 float threshold, const ComputeOptions& options, RunInfo* info) {
   const auto pairs = neighbors_across_ranks(comm, resources, db, threshold, options, info);
   if (!comm.is_root()) return {};
-  const double t0 = now_seconds();
-  Clustering c = butina_clusters(db.size(), pairs);
-  if (info) info->seconds += now_seconds() - t0;  // the whole call: the Butina pass too
-  return c;
+  return timed_butina(db.size(), pairs, info);
 }
 
 }  // namespace molaccel::lingo

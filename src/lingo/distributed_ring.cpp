@@ -28,6 +28,7 @@ using detail::pairs_between;
 using detail::put;
 using detail::reported_before;
 using detail::sort_pairs;
+using detail::timed_butina;
 using detail::unpack_into;
 using detail::Unpacker;
 
@@ -355,7 +356,7 @@ ClusterSlice cluster_slices_across_ranks(Communicator& comm, const Resources& re
     if (!comm.is_root()) return;
     std::vector<Hit> pairs;
     for (const auto& from_rank : gathered) pairs.insert(pairs.end(), from_rank.begin(), from_rank.end());
-    const Clustering c = butina_clusters(db.total, pairs);
+    const Clustering c = timed_butina(db.total, pairs, info);
     std::vector<std::uint8_t> is_centroid(db.total, 0);
     for (const auto m : c.centroids) is_centroid[m] = 1;
     for (std::size_t r = 0; r < counts.size(); ++r) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "lingo/distributed_util.hpp"
+#include "molaccel/runtime.hpp"
 
 namespace molaccel::lingo::detail {
 
@@ -21,6 +22,13 @@ std::vector<std::size_t> balanced_ranges(const std::vector<std::uint64_t>& weigh
     bounds[static_cast<std::size_t>(r)] =
         std::max(bounds[static_cast<std::size_t>(r)], bounds[static_cast<std::size_t>(r) - 1]);
   return bounds;
+}
+
+Clustering timed_butina(std::size_t molecules, const std::vector<Hit>& pairs, RunInfo* info) {
+  const double t0 = now_seconds();
+  Clustering c = butina_clusters(molecules, pairs);
+  if (info) info->seconds += now_seconds() - t0;
+  return c;
 }
 
 void check_threshold(float threshold) {

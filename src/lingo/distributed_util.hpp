@@ -44,6 +44,10 @@ inline void add_info(RunInfo* info, const RunInfo& local) {
 
 void check_threshold(float threshold);
 
+// butina_clusters, its time added to info->seconds (a cluster call's seconds are the whole call:
+// the neighbour search and the Butina pass). Every cluster path, one process or across ranks.
+Clustering timed_butina(std::size_t molecules, const std::vector<Hit>& pairs, RunInfo* info);
+
 void sort_pairs(std::vector<Hit>& pairs);
 
 // The pairs at or above `threshold` between `rows` (molecules row_first...) and `columns`

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <thread>
 
+#include "lingo/distributed_util.hpp"
 #include "lingo/reference/reference.hpp"
 #include "lingo/tiled_job.hpp"
 #include "molaccel/lingo.hpp"
@@ -203,11 +204,7 @@ std::vector<Hit> neighbors(const Resources& resources, const MoleculeSet& db, fl
 
 Clustering cluster(const Resources& resources, const MoleculeSet& db, float threshold,
                    const ComputeOptions& options, RunInfo* info) {
-  const auto pairs = neighbors(resources, db, threshold, options, info);
-  const double t0 = now_seconds();
-  Clustering c = butina_clusters(db.size(), pairs);
-  if (info) info->seconds += now_seconds() - t0;  // the whole call: the Butina pass too
-  return c;
+  return detail::timed_butina(db.size(), neighbors(resources, db, threshold, options, info), info);
 }
 
 Clustering butina_clusters(std::size_t n, const std::vector<Hit>& pairs) {
