@@ -260,11 +260,7 @@ SolverResult solve(int device, const HostCsr<double>& a, std::span<const double>
   // The persistent kernel: --launch resident asks for it; automatic takes it where
   // cl::persistent_groups says so and there is no preconditioner; graph and fused: the host loop.
   if (is_program_solver(options.solver)) {  // programs only: the persistent kernel, at any size
-    if (options.preconditioner != Preconditioner::none || options.launch != Launch::automatic)
-      throw InputError(
-          "--solver", 0,
-          fmt::format("{} is unpreconditioned and runs as one kernel (no --precond, no --launch)",
-                      to_string(options.solver)));
+    check_program_solver_options(options);
     const int groups = cl::persistent_groups(d.info, a.rows);
     return cl::solve_persistent(d, a, b, options,
                                 groups > 0 ? groups : cl::forced_persistent_groups(d.info, a.rows));

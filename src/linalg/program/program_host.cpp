@@ -19,30 +19,15 @@ class HostMachine {
  public:
   HostMachine(const Program& program, const ProgramInputs& inputs) : program_(program), a_(inputs.matrix) {
     const auto& symbols = program.symbols();
-    std::size_t n = a_ ? a_->rows : 0;
-    if (a_ && a_->rows != a_->cols) fail("the matrix is not square");
-    for (const auto& [name, values] : inputs.vectors) {
-      if (symbols[std::size_t(program.index_of(name))].kind != NodeKind::vector)
-        fail("'" + name + "' is not a vector");
-      if (n == 0) n = values.size();
-      if (values.size() != n) fail("vector '" + name + "' has the wrong length");
-    }
-    if (n == 0) fail("no rows (give the matrix or a vector)");
+    const std::size_t n = program::checked_rows(program, inputs);
     rows_ = n;
     front_.resize(symbols.size());
     back_.resize(symbols.size());
     scalars_.assign(symbols.size(), 0.0);
-    for (std::size_t i = 0; i < symbols.size(); ++i) {
+    for (std::size_t i = 0; i < symbols.size(); ++i)
       if (symbols[i].kind == NodeKind::vector) front_[i].assign(n, 0.0);
-      if (symbols[i].kind == NodeKind::csr_matrix && !a_)
-        fail("the matrix '" + symbols[i].name + "' is missing");
-    }
     for (const auto& [name, values] : inputs.vectors) front_[std::size_t(program.index_of(name))] = values;
-    for (const auto& [name, value] : inputs.scalars) {
-      const int i = program.index_of(name);
-      if (symbols[std::size_t(i)].kind != NodeKind::device_scalar) fail("'" + name + "' is not a scalar");
-      scalars_[std::size_t(i)] = value;
-    }
+    for (const auto& [name, value] : inputs.scalars) scalars_[std::size_t(program.index_of(name))] = value;
   }
 
   void run(const program::Phase& phase, const std::vector<std::vector<Statement>>& steps) {
@@ -203,6 +188,29 @@ class HostMachine {
 };
 
 }  // namespace
+
+std::size_t program::checked_rows(const Program& program, const ProgramInputs& inputs) {
+  auto fail = [&](const std::string& message) {
+    throw Error("linalg program " + program.name() + ": " + message, __FILE__, __LINE__);
+  };
+  const auto& symbols = program.symbols();
+  const HostCsr<double>* a = inputs.matrix;
+  std::size_t n = a ? a->rows : 0;
+  if (a && a->rows != a->cols) fail("the matrix is not square");
+  for (const auto& [name, values] : inputs.vectors) {
+    if (symbols[std::size_t(program.index_of(name))].kind != NodeKind::vector)
+      fail("'" + name + "' is not a vector");
+    if (n == 0) n = values.size();
+    if (values.size() != n) fail(fmt::format("vector '{}' has {} elements, not {}", name, values.size(), n));
+  }
+  if (n == 0) fail("no rows (give the matrix or a vector)");
+  for (const auto& [name, value] : inputs.scalars)
+    if (symbols[std::size_t(program.index_of(name))].kind != NodeKind::device_scalar)
+      fail("'" + name + "' is not a scalar");
+  for (const auto& s : symbols)
+    if (s.kind == NodeKind::csr_matrix && !a) fail("the matrix '" + s.name + "' is missing");
+  return n;
+}
 
 ProgramResult run_program_on_host(const Program& program, const ProgramInputs& inputs) {
   return program::run_planned_on_host(program, program::plan_program(program), inputs);

@@ -68,6 +68,10 @@ ProgramResult run_planned_on_host(const Program& program, const ProgramPlan& pla
                                   const ProgramInputs& inputs);
 
 // Helpers shared with the executors.
+// The rows of a run (the matrix's, else the vectors'), after checking the inputs against the
+// program's symbols (a square matrix where the program has one, vectors of one length, names of
+// the right kind); throws Error naming the program.
+std::size_t checked_rows(const Program& program, const ProgramInputs& inputs);
 bool is_reduction(const NodePtr& n);
 void visit(const NodePtr& n, const std::function<void(const NodePtr&)>& f);
 

@@ -18,37 +18,10 @@ namespace molaccel::linalg {
 
 namespace {
 
-[[noreturn]] void fail(const Program& p, const std::string& message) {
-  throw Error("linalg program " + p.name() + ": " + message, __FILE__, __LINE__);
-}
-
 bool holds_reduction(const NodePtr& n) {
   bool found = false;
   program::visit(n, [&](const NodePtr& m) { found = found || program::is_reduction(m); });
   return found;
-}
-
-// The rows of a run (the matrix's, else the vectors'), after checking the inputs against the
-// program's symbols: bad input is the caller's error, not a worker's failure.
-std::size_t checked_rows(const Program& program, const ProgramInputs& inputs) {
-  const auto& symbols = program.symbols();
-  const HostCsr<double>* a = inputs.matrix;
-  std::size_t n = a ? a->rows : 0;
-  if (a && a->rows != a->cols) fail(program, "the matrix is not square");
-  for (const auto& [name, values] : inputs.vectors) {
-    if (symbols[std::size_t(program.index_of(name))].kind != NodeKind::vector)
-      fail(program, "'" + name + "' is not a vector");
-    if (n == 0) n = values.size();
-    if (values.size() != n)
-      fail(program, fmt::format("vector '{}' has {} elements, not {}", name, values.size(), n));
-  }
-  if (n == 0) fail(program, "no rows (give the matrix or a vector)");
-  for (const auto& [name, value] : inputs.scalars)
-    if (symbols[std::size_t(program.index_of(name))].kind != NodeKind::device_scalar)
-      fail(program, "'" + name + "' is not a scalar");
-  for (const auto& s : symbols)
-    if (s.kind == NodeKind::csr_matrix && !a) fail(program, "the matrix '" + s.name + "' is missing");
-  return n;
 }
 
 template <class T>
@@ -249,7 +222,7 @@ ProgramResult run_on_cpu(const Program& program, const ProgramInputs& inputs, co
 }  // namespace
 
 ProgramResult run_program(const Resources& resources, const Program& program, const ProgramInputs& inputs) {
-  const std::size_t n = checked_rows(program, inputs);
+  const std::size_t n = program::checked_rows(program, inputs);  // bad input: the caller's error
   ProgramResult result;
   JobOptions job;
   job.name = "program " + program.name();

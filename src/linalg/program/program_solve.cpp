@@ -24,6 +24,18 @@ Program program_of(const SolverOptions& options) {
   throw Error("solve: unknown solver", __FILE__, __LINE__);
 }
 
+void check_program_solver_options(const SolverOptions& options) {
+  if (options.preconditioner != Preconditioner::none)
+    throw InputError(
+        "--precond", 0,
+        fmt::format("{} is unpreconditioned (Jacobi: cg or bicgstab)", to_string(options.solver)));
+  if (options.launch != Launch::automatic)
+    throw InputError("--launch", 0,
+                     fmt::format("{} runs as one generated kernel per solve; the launch modes are cg's and "
+                                 "bicgstab's",
+                                 to_string(options.solver)));
+}
+
 std::optional<ProgramInputs> program_inputs(const HostCsr<double>& a, std::span<const double> b,
                                             const SolverOptions& options) {
   double bb = 0;
@@ -56,15 +68,7 @@ SolverResult solver_result(ProgramResult run) {
 
 SolverResult solve_with_program(const Resources& resources, const HostCsr<double>& a,
                                 std::span<const double> b, const SolverOptions& options) {
-  if (options.preconditioner != Preconditioner::none)
-    throw InputError(
-        "--precond", 0,
-        fmt::format("{} is unpreconditioned (Jacobi: cg or bicgstab)", to_string(options.solver)));
-  if (options.launch != Launch::automatic)
-    throw InputError("--launch", 0,
-                     fmt::format("{} runs as one generated kernel per solve; the launch modes are cg's and "
-                                 "bicgstab's",
-                                 to_string(options.solver)));
+  check_program_solver_options(options);
   const auto inputs = program_inputs(a, b, options);
   if (!inputs) return zero_rhs_result(b.size());
   const Program program = program_of(options);

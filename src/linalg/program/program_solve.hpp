@@ -11,6 +11,9 @@ namespace molaccel::linalg {
 
 // The methods that exist only as programs: pipelined CG and pipelined BiCGStab.
 bool is_program_solver(Solver solver);
+// The methods that exist only as programs are unpreconditioned and run as one kernel per solve:
+// InputError for --precond or --launch.
+void check_program_solver_options(const SolverOptions& options);
 // The program of any method (cg_program, bicgstab_program, ...), in the options' precision.
 Program program_of(const SolverOptions& options);
 // Its inputs: b, bound = (tolerance ||b||)^2, the iteration cap; nullopt for b = 0, which the
