@@ -32,28 +32,35 @@ using detail::timed_butina;
 using detail::unpack_into;
 using detail::Unpacker;
 
-// `bytes` to rank r - 1 (cyclically), those of rank r + 1 returned: one step of the ring. Every
-// message travels in pieces of at most 256 MiB (MPI counts are int), all ranks taking part in
-// the same number of all-to-alls.
-std::vector<std::byte> shift_down(Communicator& comm, std::span<const std::byte> bytes, RunInfo& info) {
+// `bytes` to rank `to`; returns what the one rank sending to this one sent (every rank calls it
+// in the same step with a permutation of destinations, e.g. a ring shift). Every message travels
+// in pieces of at most 256 MiB (MPI counts are int), all ranks taking part in the same number of
+// all-to-alls.
+std::vector<std::byte> send_to(Communicator& comm, std::span<const std::byte> bytes, int to, RunInfo& info) {
   constexpr std::uint64_t kPiece = std::uint64_t{256} << 20;
   const std::uint64_t my_size = bytes.size();
   std::uint64_t rounds = 0;
   for (const auto& size : allgather_records<std::uint64_t>(comm, std::span<const std::uint64_t>(&my_size, 1)))
     rounds = std::max(rounds, (size.at(0) + kPiece - 1) / kPiece);
-  const auto to = static_cast<std::size_t>((comm.rank() + comm.size() - 1) % comm.size());
   std::vector<std::byte> out;
   for (std::uint64_t round = 0; round < rounds; ++round) {
     const std::uint64_t at = std::min(my_size, round * kPiece), n = std::min(kPiece, my_size - at);
     std::vector<std::size_t> counts(static_cast<std::size_t>(comm.size()), 0);
-    counts[to] = static_cast<std::size_t>(n);
+    counts[static_cast<std::size_t>(to)] = static_cast<std::size_t>(n);
     const auto got =
         comm.alltoall(bytes.subspan(static_cast<std::size_t>(at), static_cast<std::size_t>(n)), counts);
     out.insert(out.end(), got.begin(), got.end());
   }
-  info.merge_bytes_sent += my_size;
-  info.merge_bytes_received += out.size();
+  if (to != comm.rank()) {
+    info.merge_bytes_sent += my_size;
+    info.merge_bytes_received += out.size();
+  }
   return out;
+}
+
+// `bytes` to rank r - 1 (cyclically), those of rank r + 1 returned: one step of the ring.
+std::vector<std::byte> shift_down(Communicator& comm, std::span<const std::byte> bytes, RunInfo& info) {
+  return send_to(comm, bytes, (comm.rank() + comm.size() - 1) % comm.size(), info);
 }
 
 // One ring step of a slice of molecules: `*slice` (its first molecule has global index `first`)
@@ -180,30 +187,35 @@ HitBlock search_slices_across_ranks(Communicator& comm, const Resources& resourc
   double exchange_seconds = 0;
   const double t0 = now_seconds();
   const int ranks = comm.size();
-  // The ring: in step s rank r holds the block of queries that rank r + s read, with its best hits
-  // among the database slices it has met so far, searches it against its own slice, merges, and
-  // passes block and hits to rank r - 1; after the N-th pass every block is home with its hits
-  // against the whole database.
+  // The ring: in step s rank r holds the block of queries that rank r + s read and searches it
+  // against its own database slice. The best hits found go straight to the block's home rank, which
+  // merges them into its block's hits; then the block (queries only) passes to rank r - 1. After N
+  // steps every rank has met every block and every home rank has its block's hits against the whole
+  // database. Each hit crosses the network at most once, as 8 bytes (target, similarity: the query
+  // is the record's position), and the travelling blocks are only the queries' encodings.
+  const int rank = comm.rank();
   const MoleculeSet* block = &queries.set;
   MoleculeSet travelling;  // a block received from rank r + 1 (without names)
   std::uint64_t first = queries.first, per_query = 0;
-  std::vector<Hit> best;
+  std::vector<Hit> best;  // this rank's own block: hits per query, best first
+  struct Found {          // a hit on the wire, its query implied by its position
+    std::uint32_t target;
+    float similarity;
+  };
   for (int step = 0; step < ranks; ++step) {
+    std::vector<Hit> mine;
+    std::uint64_t per_mine = 0;
     run_step(comm, [&] {
       if (block->size() == 0 || db.set.size() == 0) return;
       RunInfo part;
-      std::vector<Hit> mine = search(resources, *block, db.set, k, options, &part);
+      mine = search(resources, *block, db.set, k, options, &part);
+      per_mine = std::min(k, db.set.size());
+      if (mine.size() != block->size() * per_mine)
+        throw Error("search across ranks: a slice returned too few hits", __FILE__, __LINE__);
       for (Hit& h : mine) {
         h.query += static_cast<std::uint32_t>(first);
         h.target += static_cast<std::uint32_t>(db.first);
       }
-      const std::size_t per_mine = std::min(k, db.set.size());
-      if (mine.size() != block->size() * per_mine)
-        throw Error("search across ranks: a slice returned too few hits", __FILE__, __LINE__);
-      const double merge_started = now_seconds();
-      best = merge_two(best, per_query, mine, per_mine, block->size(), k, resources.cpu_threads());
-      per_query = std::min<std::uint64_t>(k, per_query + per_mine);
-      exchange_seconds += now_seconds() - merge_started;
       local.pairs += part.pairs;
       local.pairs_skipped += part.pairs_skipped;
       local.prepare_seconds += part.prepare_seconds;
@@ -212,45 +224,40 @@ HitBlock search_slices_across_ranks(Communicator& comm, const Resources& resourc
       local.job.retries += part.job.retries;
       local.backend = part.backend;
     });
-    if (ranks == 1) break;
-    const double shift_started = now_seconds();
-    // Header (first query, queries, hits per query, packed block bytes), the block (not in the
-    // last pass: its home rank has it), the hits.
-    const bool last = step == ranks - 1;
-    std::vector<std::byte> message(4 * sizeof(std::uint64_t));
-    const std::vector<std::byte> packed = last ? std::vector<std::byte>() : pack(*block, false);
-    const std::uint64_t header[4] = {first, block->size(), per_query, packed.size()};
-    std::memcpy(message.data(), header, sizeof header);
-    message.insert(message.end(), packed.begin(), packed.end());
-    put(message, best.data(), best.size());
-    std::vector<Hit>().swap(best);
-    const auto received = shift_down(comm, message, local);
-    run_step(comm, [&] {
-      Unpacker in(received);
-      std::uint64_t h[4];
-      in.take(h, 4);
-      first = h[0];
-      per_query = h[2];
-      MOLACCEL_EXPECTS(received.size() >= 4 * sizeof(std::uint64_t) + h[3],
-                       "a block of queries arrived truncated");
-      if (last) {
-        block = &queries.set;
-        MOLACCEL_EXPECTS(first == queries.first && h[1] == queries.set.size(),
-                         "the ring returned another block");
-      } else {
-        travelling = MoleculeSet{};
-        travelling.q = queries.set.q;
-        travelling.preprocessing = queries.set.preprocessing;
-        unpack_into(travelling,
-                    std::span<const std::byte>(received).subspan(4 * sizeof(std::uint64_t), h[3]));
-        block = &travelling;
-        MOLACCEL_EXPECTS(travelling.size() == h[1], "a block of queries arrived truncated");
-      }
-      best.resize(static_cast<std::size_t>(h[1] * per_query));
-      Unpacker hits(std::span<const std::byte>(received).subspan(4 * sizeof(std::uint64_t) + h[3]));
-      hits.take(best.data(), best.size());
-    });
-    exchange_seconds += now_seconds() - shift_started;
+    const double exchange_started = now_seconds();
+    std::vector<Hit> theirs;  // hits of this rank's block found by another rank
+    std::uint64_t per_theirs = 0;
+    if (step == 0) {
+      theirs = std::move(mine);
+      per_theirs = per_mine;
+    } else {
+      // To the block's home, rank r + s; from rank r - s, the hits of this rank's block.
+      std::vector<std::byte> message;
+      put(message, &per_mine, 1);
+      std::vector<Found> found(mine.size());
+      for (std::size_t i = 0; i < mine.size(); ++i) found[i] = {mine[i].target, mine[i].similarity};
+      std::vector<Hit>().swap(mine);
+      put(message, found.data(), found.size());
+      std::vector<Found>().swap(found);
+      const auto received = send_to(comm, message, (rank + step) % ranks, local);
+      run_step(comm, [&] {
+        Unpacker in(received);
+        in.take(&per_theirs, 1);
+        const std::size_t n = queries.set.size() * static_cast<std::size_t>(per_theirs);
+        MOLACCEL_EXPECTS(received.size() == sizeof per_theirs + n * sizeof(Found),
+                         "a rank's hits arrived truncated");
+        std::vector<Found> got(n);
+        in.take(got.data(), n);
+        theirs.resize(n);
+        for (std::size_t i = 0; i < n; ++i)
+          theirs[i] = {static_cast<std::uint32_t>(queries.first + i / per_theirs), got[i].target,
+                       got[i].similarity};
+      });
+    }
+    best = merge_two(best, per_query, theirs, per_theirs, queries.set.size(), k, resources.cpu_threads());
+    per_query = std::min<std::uint64_t>(k, per_query + per_theirs);
+    if (step + 1 < ranks) shift_slice_down(comm, block, first, travelling, queries.set, local);
+    exchange_seconds += now_seconds() - exchange_started;
   }
   HitBlock out;
   out.first_query = queries.first;
