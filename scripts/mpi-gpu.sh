@@ -10,7 +10,8 @@
 #       against the makedb directory DBDIR (top 10) and lingo search SMILES against itself (top 100),
 #       each as 1 rank x 1 GPU, 2 ranks x 1 GPU (one GPU per rank, by local rank) and 1 rank x 2
 #       GPUs; a table of search phase and whole command (from --json), their ratios against the
-#       targets, the merge's ms and bytes per rank; outputs compared byte for byte. BUILD: the build
+#       targets, the merge's ms and bytes per rank; outputs compared byte for byte. First, the
+#       transport's bandwidth between two ranks (bench/runtime/bench_exchange). BUILD: the build
 #       directory; by default build/cuda, which it builds with MPI first as `check` does (a CPU
 #       build passed as BUILD runs the same table on the CPU).
 set -euo pipefail
@@ -79,6 +80,9 @@ case "$what" in
     [ "$(id -u)" -eq 0 ] && launcher+=(--allow-run-as-root)
     gpus=$(nvidia-smi -L 2>/dev/null | wc -l || true)
     echo "GPUs: ${gpus:-0}; $("${launcher[@]}" --version | head -1)"
+    # What the transport between two ranks gives (the merges' exchanges), beside a memcpy.
+    exchange=$(dirname "$(dirname "$bin")")/bench/runtime/bench_exchange
+    [ -x "$exchange" ] && "${launcher[@]}" -np 2 "$exchange" | sed -n '/ring shift\|to rank 0\|memcpy/p' | cut -c1-90
     device=()  # on GPUs, never a silent fallback to the CPU
     [ "${gpus:-0}" -gt 0 ] && device=(--device gpu)
     # name ranks devices molaccel-args...: one run under mpirun, its report in $out/NAME.json.
