@@ -103,26 +103,30 @@ std::vector<Hit> merge_two(const std::vector<Hit>& a, std::size_t per_a, const s
 }
 
 // The names of the targets of `block.hits`, asked of the ranks whose slices hold them: an
-// all-to-all of the wanted indices (each once, ascending, per rank), then one of the names.
+// all-to-all of the wanted indices (each once, ascending, per rank), then one of the names. Linear
+// in the hits and the database: one slot per database molecule (4 bytes each) marks the wanted
+// targets, then holds each one's place among the names received.
 void fetch_target_names(Communicator& comm, const MoleculeSlice& db, HitBlock& block, RunInfo& info) {
   const std::uint64_t my_first = db.first;
-  std::vector<std::uint64_t> firsts;
+  std::vector<std::uint64_t> firsts;  // rank r's slice: [firsts[r], firsts[r + 1])
   for (const auto& f : allgather_records<std::uint64_t>(comm, std::span<const std::uint64_t>(&my_first, 1)))
     firsts.push_back(f.at(0));
-  const std::size_t ranks = firsts.size(), rank = static_cast<std::size_t>(comm.rank());
-  auto owner = [&](std::uint32_t t) {
-    return static_cast<std::size_t>(std::upper_bound(firsts.begin(), firsts.end(), t) - firsts.begin()) - 1;
-  };
-  std::vector<std::vector<std::uint32_t>> wanted(ranks);
-  std::vector<std::uint32_t> requests;
+  firsts.push_back(db.total);
+  const std::size_t ranks = firsts.size() - 1, rank = static_cast<std::size_t>(comm.rank());
+  constexpr std::uint32_t kUnwanted = ~std::uint32_t{0}, kWanted = kUnwanted - 1;
+  std::vector<std::uint32_t> slot, requests;
   std::vector<std::size_t> request_counts(ranks);
   run_step(comm, [&] {
-    for (const Hit& h : block.hits) wanted[owner(h.target)].push_back(h.target);
+    slot.assign(db.total, kUnwanted);
+    for (const Hit& h : block.hits) {
+      MOLACCEL_EXPECTS(h.target < db.total, "a hit's target is outside the database");
+      slot[h.target] = kWanted;
+    }
     for (std::size_t r = 0; r < ranks; ++r) {
-      std::sort(wanted[r].begin(), wanted[r].end());
-      wanted[r].erase(std::unique(wanted[r].begin(), wanted[r].end()), wanted[r].end());
-      request_counts[r] = wanted[r].size() * sizeof(std::uint32_t);
-      requests.insert(requests.end(), wanted[r].begin(), wanted[r].end());
+      const std::size_t before = requests.size();
+      for (std::uint64_t t = firsts[r]; t < firsts[r + 1]; ++t)
+        if (slot[t] == kWanted) requests.push_back(static_cast<std::uint32_t>(t));
+      request_counts[r] = (requests.size() - before) * sizeof(std::uint32_t);
     }
   });
   std::vector<std::size_t> asked_counts;
@@ -151,26 +155,19 @@ void fetch_target_names(Communicator& comm, const MoleculeSlice& db, HitBlock& b
   std::vector<std::size_t> name_counts;
   const auto names = comm.alltoall(answer, answer_counts, &name_counts);
   run_step(comm, [&] {
+    // The names arrive in the order asked: rank by rank, ascending within each.
     Unpacker in(names);
-    std::vector<std::size_t> base(ranks);
-    for (std::size_t r = 0; r < ranks; ++r) {
-      base[r] = block.target_names.size();
-      for (std::size_t i = 0; i < wanted[r].size(); ++i) {
-        std::uint32_t length = 0;
-        in.take(&length, 1);
-        std::string name(length, '\0');
-        in.take(name.data(), name.size());
-        block.target_names.push_back(std::move(name));
-      }
+    block.target_names.reserve(block.target_names.size() + requests.size());
+    for (const std::uint32_t t : requests) {
+      std::uint32_t length = 0;
+      in.take(&length, 1);
+      std::string name(length, '\0');
+      in.take(name.data(), name.size());
+      slot[t] = static_cast<std::uint32_t>(block.target_names.size());
+      block.target_names.push_back(std::move(name));
     }
     block.target_name_of.resize(block.hits.size());
-    for (std::size_t i = 0; i < block.hits.size(); ++i) {
-      const std::uint32_t t = block.hits[i].target;
-      const std::size_t r = owner(t);
-      block.target_name_of[i] = static_cast<std::uint32_t>(
-          base[r] + static_cast<std::size_t>(std::lower_bound(wanted[r].begin(), wanted[r].end(), t) -
-                                             wanted[r].begin()));
-    }
+    for (std::size_t i = 0; i < block.hits.size(); ++i) block.target_name_of[i] = slot[block.hits[i].target];
   });
   info.merge_bytes_sent +=
       requests.size() * sizeof(std::uint32_t) - request_counts[rank] + answer.size() - answer_counts[rank];
