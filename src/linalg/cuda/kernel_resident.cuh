@@ -33,6 +33,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel(const kernel_p
                      tid >> 5,
                      (nthreads + 31) >> 5};
   const int base = int(blockIdx.x) << kp.rb_shift;
+  // No block of a cluster may touch another's shared memory before that block has started.
+  if constexpr (SYNC == sync_cluster) cluster_sync();
 
   owned_rows<T, RPT> m;
   T x[RPT], r[RPT], r0[RPT], p[RPT], dd[RPT];
