@@ -163,11 +163,21 @@ def test_results_alive_together_never_share_memory(device="cpu"):
         assert a.values.flags.c_contiguous and a.values.flags.writeable
         for b in grids[i + 1:]:
             assert not np.shares_memory(a.values, b.values)
-    assert all(np.array_equal(grids[0].values, g.values) for g in grids[1:3])
-    first = grids[0].values.copy()
+    def same(a, b):
+        # Bit for bit where the same kernels ran. On a GPU the generic kernel computes while a new
+        # basis set's JIT kernel compiles (docs/orbital.md), so calls may differ in kernel: then
+        # the documented fp32 tolerance, 2e-5 of the largest value.
+        if a.backend == b.backend:
+            return np.array_equal(a.values, b.values)
+        return np.allclose(a.values, b.values, rtol=0, atol=2e-5 * np.abs(b.values).max())
+
+    assert all(same(grids[0], g) for g in grids[1:3])
+    first = grids[0]
+    kept = first.values.copy()
     del grids
     again = orbital.grid(wfn, "homo", spacing=0.3, device=device)  # may reuse a freed block
-    assert np.array_equal(again.values, first)
+    assert np.array_equal(first.values, kept)  # the live array was not overwritten
+    assert same(again, first)
 
 
 def test_device_output_needs_a_gpu():
