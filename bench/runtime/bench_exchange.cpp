@@ -11,6 +11,7 @@
 //   allgather     every rank's message on every rank: bytes a rank receives / time
 // Without a launcher (one process) only the memcpy rows run.
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 

@@ -222,37 +222,39 @@ HitBlock search_slices_across_ranks(Communicator& comm, const Resources& resourc
       local.backend = part.backend;
     });
     const double exchange_started = now_seconds();
-    std::vector<Hit> theirs;  // hits of this rank's block found by another rank
-    std::uint64_t per_theirs = 0;
     if (step == 0) {
-      theirs = std::move(mine);
-      per_theirs = per_mine;
+      best = std::move(mine);  // this rank's own block: nothing to merge yet
+      per_query = per_mine;
     } else {
-      // To the block's home, rank r + s; from rank r - s, the hits of this rank's block.
-      std::vector<std::byte> message;
-      put(message, &per_mine, 1);
-      std::vector<Found> found(mine.size());
-      for (std::size_t i = 0; i < mine.size(); ++i) found[i] = {mine[i].target, mine[i].similarity};
+      // To the block's home, rank r + s; from rank r - s, the hits of this rank's block. The
+      // records are written into the message and read from the received bytes in place.
+      std::vector<std::byte> message(sizeof per_mine + mine.size() * sizeof(Found));
+      std::memcpy(message.data(), &per_mine, sizeof per_mine);
+      for (std::size_t i = 0; i < mine.size(); ++i) {
+        const Found f{mine[i].target, mine[i].similarity};
+        std::memcpy(message.data() + sizeof per_mine + i * sizeof(Found), &f, sizeof f);
+      }
       std::vector<Hit>().swap(mine);
-      put(message, found.data(), found.size());
-      std::vector<Found>().swap(found);
       const auto received = send_to(comm, message, (rank + step) % ranks, local);
+      std::vector<std::byte>().swap(message);
+      std::vector<Hit> theirs;  // hits of this rank's block found by rank r - s
+      std::uint64_t per_theirs = 0;
       run_step(comm, [&] {
-        Unpacker in(received);
-        in.take(&per_theirs, 1);
+        MOLACCEL_EXPECTS(received.size() >= sizeof per_theirs, "a rank's hits arrived truncated");
+        std::memcpy(&per_theirs, received.data(), sizeof per_theirs);
         const std::size_t n = queries.set.size() * static_cast<std::size_t>(per_theirs);
         MOLACCEL_EXPECTS(received.size() == sizeof per_theirs + n * sizeof(Found),
                          "a rank's hits arrived truncated");
-        std::vector<Found> got(n);
-        in.take(got.data(), n);
         theirs.resize(n);
-        for (std::size_t i = 0; i < n; ++i)
-          theirs[i] = {static_cast<std::uint32_t>(queries.first + i / per_theirs), got[i].target,
-                       got[i].similarity};
+        for (std::size_t i = 0; i < n; ++i) {
+          Found f;
+          std::memcpy(&f, received.data() + sizeof per_theirs + i * sizeof(Found), sizeof f);
+          theirs[i] = {static_cast<std::uint32_t>(queries.first + i / per_theirs), f.target, f.similarity};
+        }
       });
+      best = merge_two(best, per_query, theirs, per_theirs, queries.set.size(), k, resources.cpu_threads());
+      per_query = std::min<std::uint64_t>(k, per_query + per_theirs);
     }
-    best = merge_two(best, per_query, theirs, per_theirs, queries.set.size(), k, resources.cpu_threads());
-    per_query = std::min<std::uint64_t>(k, per_query + per_theirs);
     if (step + 1 < ranks) shift_slice_down(comm, block, first, travelling, queries.set, local);
     exchange_seconds += now_seconds() - exchange_started;
   }
