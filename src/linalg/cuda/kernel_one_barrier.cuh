@@ -123,6 +123,10 @@ __global__ void __launch_bounds__(kMaxThreads, 1) resident_kernel_1(const kernel
     halo_cell(q, ha, hb, v1, y, xx);
     tab1[q] = make_int4(y * v1 + xx, (y + ha) * v2 + xx + hb, grid_row(i0 - ha + y, j0 - hb + xx), 0);
   }
+  // Every thread reads cells of dw and the tables that others filled (the first pass's step 1
+  // reads dw at halo cells). A launch that starts from init meets a barrier in its first sum; one
+  // that continues a solve does not (racecheck on an H200: read before written, without it).
+  __syncthreads();
   // The row at cell `mi` of W1 times `vec` (pointing at the row's cell in a window of width vw),
   // by diagonals: the non-NaN values (ZERO: every value) in increasing offset order (the CSR
   // order, as dia_row_product). A neighbour outside the grid is a zero of the window.
