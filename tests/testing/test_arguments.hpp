@@ -5,6 +5,7 @@
 // built on gtest_main need no main of their own.
 #pragma once
 
+#include <cstddef>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -27,6 +28,15 @@ inline bool has_test_argument(const std::string& argument) {
 inline bool sanitizer_sizes() {
   static const bool on = has_test_argument("--sanitizer-sizes");
   return on;
+}
+
+// Under --sanitizer-sizes a sweep over many combinations runs every `every`-th case (true for the
+// cases that run; always true without the argument). Callers number their cases so that the
+// numbering rotates (a geometry's index plus a call count), so each geometry or form still runs,
+// in some of the combinations. The sanitizers check how a kernel synchronises and accesses memory,
+// which the values it computes on do not change.
+inline bool sanitizer_sample(std::size_t case_number, std::size_t every) {
+  return !sanitizer_sizes() || case_number % every == 0;
 }
 
 }  // namespace molaccel::testing
