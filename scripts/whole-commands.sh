@@ -2,10 +2,11 @@
 # Whole commands as a user types them, next to their compute phase (the --json report's stages),
 # on the GPU machine after `scripts/gpu.sh` built build/cuda (or --build DIR). Each command runs
 # twice (the first warms the JIT cache and the page cache); the second is reported.
-#   scripts/whole-commands.sh [--build DIR] [--startup]
+#   scripts/whole-commands.sh [--build DIR] [--startup] [--rows REGEX]
 # Rows: lingo search 367k x 367k top-100 into TSV, .npy and .tsv.gz; align search of the 20
 # queries against the synthetic 486k database with and without traceback; orbital grid of the C60
 # total density at 0.05 A into a cube file.
+# --rows REGEX: only the rows whose name matches (e.g. lingo, align-search, orbital-c60).
 # --startup: only the start-up rows: align search, scores only (whole command, compute, and the
 # difference: start-up, loading and output), and the first orbital grid of a basis set whose JIT
 # kernel is not cached (threonine HOMO with an empty JIT cache directory: when the cube file was
@@ -14,11 +15,13 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 build=build/cuda
 startup=0
+rows=.
 while [ $# -gt 0 ]; do
   case $1 in
     --build) build=$2; shift 2 ;;
     --startup) startup=1; shift ;;
-    *) echo "usage: $0 [--build DIR] [--startup]" >&2; exit 2 ;;
+    --rows) rows=$2; shift 2 ;;
+    *) echo "usage: $0 [--build DIR] [--startup] [--rows REGEX]" >&2; exit 2 ;;
   esac
 done
 bin=$build/bin/molaccel
@@ -78,18 +81,21 @@ PY
   rm -rf "$cache"
   exit 0
 fi
+want() { [[ $1 =~ $rows ]]; }
 smi=.deps/lingo/molecules_367k.smi.gz
-if [ -f "$smi" ]; then
+if [ -f "$smi" ] && want lingo-search-367k; then
   for o in tsv npy tsv.gz; do
     row "lingo-search-367k.$o" "$bin" -q lingo search "$smi" "$smi" -k 100 -o "$work/hits.$o"
     ls -la "$work/hits.$o" | awk '{ printf "%28s %.0f MB\n", "", $5 / 1e6 }'
   done
 fi
-synthdb
-row align-search-486k-scores "$bin" -q align search data/align/queries20.fasta "$work/synthdb" -k 10 --no-traceback -o "$work/a.tsv"
-row align-search-486k-traceback "$bin" -q align search data/align/queries20.fasta "$work/synthdb" -k 10 -o "$work/b.tsv"
+if want align-search-486k; then
+  synthdb
+  row align-search-486k-scores "$bin" -q align search data/align/queries20.fasta "$work/synthdb" -k 10 --no-traceback -o "$work/a.tsv"
+  row align-search-486k-traceback "$bin" -q align search data/align/queries20.fasta "$work/synthdb" -k 10 -o "$work/b.tsv"
+fi
 c60=.deps/orbital/c60_sto3g.molden.gz  # ../shared/data/orbital/c60_sto3g (scripts/fetch-gpu-deps.sh)
-if [ -f "$c60" ]; then
+if [ -f "$c60" ] && want orbital-c60; then
   row orbital-c60-density-0.05A "$bin" -q orbital grid "$c60" --density total --spacing 0.05 -o "$work/d.cube"
   ls -la "$work/d.cube" | awk '{ printf "%28s %.0f MB\n", "", $5 / 1e6 }'
 fi
