@@ -3,6 +3,8 @@
 // about y; the background fills the rest; zoom magnifies. The PNG is decoded by an independent
 // reader (check_png.py, Python standard library).
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 
 #include "display_test_util.hpp"
 
@@ -130,6 +132,46 @@ TEST(DisplayRender, PngDecodesWithAnIndependentReader) {
   const std::string command = std::string(MOLACCEL_PYTHON) + " '" + MOLACCEL_PNG_CHECKER + "' '" +
                               (dir / "lobes.png").string() + "' 96 64 > /dev/null";
   EXPECT_EQ(std::system(command.c_str()), 0);
+}
+
+// write_png is encode_png's bytes written; encoding several images at once (as the orbital render
+// and animate commands do, one batch on every core) gives each one's bytes as alone; a noisy image
+// (far less compressible than a rendering) still fits the encoder's reserved buffer.
+TEST(DisplayRender, PngEncodedInMemoryAndOnThreads) {
+  RenderOptions options;
+  options.width = 120;
+  options.height = 80;
+  std::vector<Image> images;
+  for (int f = 0; f < 6; ++f) {
+    options.view.rotate_y = 25.0 * f;
+    images.push_back(render_scene(lobe_pair(), options));
+  }
+  Image noise = images[0];
+  std::uint32_t state = 12345;
+  for (std::uint8_t& byte : noise.rgba) {
+    state = state * 1664525u + 1013904223u;
+    byte = static_cast<std::uint8_t>(state >> 24);
+  }
+  images.push_back(noise);
+  std::vector<std::vector<std::uint8_t>> alone;
+  try {
+    for (const Image& image : images) alone.push_back(encode_png(image));
+  } catch (const NotCompiled&) {
+    GTEST_SKIP() << "this build has no libpng";
+  }
+  EXPECT_GT(alone.back().size(), noise.rgba.size());  // stored, not compressed
+  molaccel::testing::TempDir dir;
+  write_png(dir / "a.png", images[0]);
+  std::ifstream in(dir / "a.png", std::ios::binary);
+  const std::vector<std::uint8_t> file((std::istreambuf_iterator<char>(in)),
+                                       std::istreambuf_iterator<char>());
+  EXPECT_EQ(file, alone[0]);
+  std::vector<std::vector<std::uint8_t>> together(images.size());
+  parallel_for(images.size(), 4, 1, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) together[i] = encode_png(images[i]);
+  });
+  EXPECT_EQ(together, alone);
+  EXPECT_THROW(encode_png(Image{}), Error);
 }
 
 // An MP4 of three turning frames read by an independent box parser (check_mp4.py); an odd size
