@@ -58,6 +58,18 @@ orbital::DisplayOptions display_options(double iso, bool atoms, const std::strin
   return options;
 }
 
+// The PNG files of a batch's images, encoded on every core at once: one takes about 0.1 s on one
+// core at 1920 x 1080, 20-40 times what a GPU takes to draw it. Results without an image (meshes)
+// get no bytes.
+std::vector<std::vector<std::uint8_t>> encode_pngs(const std::vector<DisplayResult>& results) {
+  std::vector<std::vector<std::uint8_t>> pngs(results.size());
+  parallel_for(results.size(), 0, 1, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i)
+      if (!results[i].image.rgba.empty()) pngs[i] = display::encode_png(results[i].image);
+  });
+  return pngs;
+}
+
 int run_display(RunContext& ctx, const SurfaceOptions& o, Output kind) {
   if (o.orbitals.empty() && o.density.empty())
     throw InputError("--orbital", 0, "give --orbital NAME|all|FROM:TO (repeatable) and/or --density KIND");
@@ -122,6 +134,7 @@ int run_display(RunContext& ctx, const SurfaceOptions& o, Output kind) {
     total.grid_backend = info.grid_backend;
     total.surface_backend = info.surface_backend;
     total.render_backend = info.render_backend;
+    const auto pngs = encode_pngs(results);
     for (std::size_t i = 0; i < results.size(); ++i) {
       DisplayResult& r = results[i];
       const DisplayItem& item = items[first + i];
@@ -138,7 +151,7 @@ int run_display(RunContext& ctx, const SurfaceOptions& o, Output kind) {
         for (const auto& p : r.scene.parts) count += p.mesh.triangle_count();
         display::write_scene(path, in_angstrom(std::move(r.scene)));
       } else {
-        display::write_png(path, r.image);
+        display::write_png_bytes(path, pngs[i]);
       }
       written.push_back(path.string());
       triangles.push_back(count);
@@ -325,31 +338,38 @@ int run_animate(RunContext& ctx, const AnimateOptions& o) {
   }
   surfaces_bar.finish();
 
-  // Pass 2: the images with the common framing, written in frame order.
+  // Pass 2: the images with the common framing, written in frame order, a batch at a time. PNG
+  // frames come in batches of at least 8 (their encoding, on every core at once, takes longer than
+  // drawing them on a GPU); video frames go to the encoder one by one.
   options.meshes = false;
+  const std::size_t image_batch = on_device && !video ? batch_size(resources, on_device) : batch;
   std::vector<std::string> written;
   ProgressBar images_bar(video ? "animate: video" : "animate: images", frames.size(), "frames");
-  auto for_each_image = [&](const std::function<void(std::size_t, const display::Image&)>& fn) {
-    for (std::size_t first = 0; first < items.size(); first += batch) {
+  auto for_each_batch = [&](const std::function<void(std::size_t, const std::vector<DisplayResult>&)>& fn) {
+    for (std::size_t first = 0; first < items.size(); first += image_batch) {
       if (keep) {
         display::RenderInfo info;
-        fn(first, display::render_scene(resources, scenes[first], render, &info));
+        std::vector<DisplayResult> one(1);
+        one[0].image = display::render_scene(resources, scenes[first], render, &info);
         total.render_seconds += info.seconds;
         total.render_backend = info.backend;
+        fn(first, one);
         continue;
       }
       DisplayInfo info;
       const std::vector<DisplayResult> results =
-          display_fields(resources, items_from(items, first, batch), grid, options, &info);
+          display_fields(resources, items_from(items, first, image_batch), grid, options, &info);
       add(info);
-      for (std::size_t t = 0; t < results.size(); ++t) fn(first + t, results[t].image);
+      fn(first, results);
     }
   };
   if (video) {
     display::VideoWriter writer(out_dir, render.width, render.height, o.fps);
-    for_each_image([&](std::size_t, const display::Image& image) {
-      writer.add_frame(image);
-      images_bar.advance();
+    for_each_batch([&](std::size_t, const std::vector<DisplayResult>& results) {
+      for (const DisplayResult& r : results) {
+        writer.add_frame(r.image);
+        images_bar.advance();
+      }
     });
     writer.finish();
     written.push_back(out_dir.string());
@@ -359,11 +379,14 @@ int run_animate(RunContext& ctx, const AnimateOptions& o) {
     const bool created = std::filesystem::create_directories(out_dir);
     try {
       OutputGroup group;
-      for_each_image([&](std::size_t f, const display::Image& image) {
-        const auto path = out_dir / fmt::format("frame_{:04d}.png", f + 1);
-        display::write_png(path, image);
-        written.push_back(path.string());
-        images_bar.advance();
+      for_each_batch([&](std::size_t first, const std::vector<DisplayResult>& results) {
+        const auto pngs = encode_pngs(results);
+        for (std::size_t t = 0; t < results.size(); ++t) {
+          const auto path = out_dir / fmt::format("frame_{:04d}.png", first + t + 1);
+          display::write_png_bytes(path, pngs[t]);
+          written.push_back(path.string());
+          images_bar.advance();
+        }
       });
       group.commit();
     } catch (...) {
