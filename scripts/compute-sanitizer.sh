@@ -142,8 +142,23 @@ cell_of() {
   done < "$out/tests.tsv"
 } > "$out/table.md"
 cat "$out/table.md"
+# Each cell that is not clean, in a few lines from its log (the kinds of hazard or error with the
+# kernel and source line, a test's failures), in one file: what to read first when the logs are
+# many or do not come back from the GPU machine.
 for file in "$out/cells/"*; do
-  case "$(cat "$file")" in 0|skip|"no GPU call"|"0 +"*" API") ;; *) bad=1 ;; esac
+  case "$(cat "$file")" in
+    0|skip|"no GPU call"|"0 +"*" API") ;;
+    *)
+      bad=1
+      log="$out/$(basename "$file").log"
+      {
+        echo "== $(basename "$file"): $(cat "$file")"
+        grep -E "(Error|Warning|Hazard).*detected|^=========  +(Write|Read|at) |Failure|FAILED|Which is|Expected|exception" "$log" 2>/dev/null |
+          sed -E 's/0x[0-9a-f]+/0x../g; s/\(([0-9]+,){2}[0-9]+\)/(..)/g' | sort | uniq -c | sort -rn | head -12
+      } >> "$out/findings.txt"
+      ;;
+  esac
 done
+[ -f "$out/findings.txt" ] && cat "$out/findings.txt"
 echo "logs: $out" >&2
 exit $bad
