@@ -22,7 +22,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -208,7 +207,7 @@ void write_png(const std::filesystem::path& path, const Image& image);
 // once; about 0.1 s for 1920 x 1080 on one core, much longer than a GPU takes to draw it), and
 // those bytes written atomically (inside an OutputGroup on the group's thread).
 std::vector<std::uint8_t> encode_png(const Image& image);
-void write_png_bytes(const std::filesystem::path& path, std::span<const std::uint8_t> png);
+void write_png_bytes(const std::filesystem::path& path, const std::vector<std::uint8_t>& png);
 
 // H.264 video in an MP4 file through FFmpeg's libraries (libavcodec, libavformat, libswscale;
 // optional at configure time). Frames are encoded as they come; the file appears, atomically, at

@@ -77,7 +77,7 @@ std::vector<std::uint8_t> encode_png(const Image& image) {
 #endif
 }
 
-void write_png_bytes(const std::filesystem::path& path, std::span<const std::uint8_t> png) {
+void write_png_bytes(const std::filesystem::path& path, const std::vector<std::uint8_t>& png) {
   write_file_atomically(path, [&](std::FILE* f) {
     errno = 0;
     if (std::fwrite(png.data(), 1, png.size(), f) != png.size())
