@@ -340,12 +340,13 @@ int run_animate(RunContext& ctx, const AnimateOptions& o) {
 
   // Pass 2: the images with the common framing, written in frame order, a batch at a time. PNG
   // frames come in batches of at least 8 (their encoding, on every core at once, takes longer than
-  // drawing them on a GPU); video frames go to the encoder one by one.
+  // drawing them on a GPU); video frames go to the writer, which encodes them on its own thread
+  // while the next batch is made.
   options.meshes = false;
   const std::size_t image_batch = on_device && !video ? batch_size(resources, on_device) : batch;
   std::vector<std::string> written;
   ProgressBar images_bar(video ? "animate: video" : "animate: images", frames.size(), "frames");
-  auto for_each_batch = [&](const std::function<void(std::size_t, const std::vector<DisplayResult>&)>& fn) {
+  auto for_each_batch = [&](const std::function<void(std::size_t, std::vector<DisplayResult>&)>& fn) {
     for (std::size_t first = 0; first < items.size(); first += image_batch) {
       if (keep) {
         display::RenderInfo info;
@@ -357,7 +358,7 @@ int run_animate(RunContext& ctx, const AnimateOptions& o) {
         continue;
       }
       DisplayInfo info;
-      const std::vector<DisplayResult> results =
+      std::vector<DisplayResult> results =
           display_fields(resources, items_from(items, first, image_batch), grid, options, &info);
       add(info);
       fn(first, results);
@@ -365,9 +366,9 @@ int run_animate(RunContext& ctx, const AnimateOptions& o) {
   };
   if (video) {
     display::VideoWriter writer(out_dir, render.width, render.height, o.fps);
-    for_each_batch([&](std::size_t, const std::vector<DisplayResult>& results) {
-      for (const DisplayResult& r : results) {
-        writer.add_frame(r.image);
+    for_each_batch([&](std::size_t, std::vector<DisplayResult>& results) {
+      for (DisplayResult& r : results) {
+        writer.add_frame(std::move(r.image));  // encoded on the writer's thread while the next batch is made
         images_bar.advance();
       }
     });
@@ -379,7 +380,7 @@ int run_animate(RunContext& ctx, const AnimateOptions& o) {
     const bool created = std::filesystem::create_directories(out_dir);
     try {
       OutputGroup group;
-      for_each_batch([&](std::size_t first, const std::vector<DisplayResult>& results) {
+      for_each_batch([&](std::size_t first, std::vector<DisplayResult>& results) {
         const auto pngs = encode_pngs(results);
         for (std::size_t t = 0; t < results.size(); ++t) {
           const auto path = out_dir / fmt::format("frame_{:04d}.png", first + t + 1);

@@ -10,7 +10,7 @@
 // With a GPU, rows: the time of each stage on the GPU (grid kernel into device memory, both
 // surfaces from it in one pass kept on the device, the CUDA image copied to the host; the host
 // waits after each stage), frames/s of the whole loop without video encoding (stages back to
-// back), frames/s into an MP4 (H.264 through FFmpeg, encoded on a second thread while the GPU
+// back), frames/s into an MP4 (H.264 through FFmpeg, encoded on the writer's thread while the GPU
 // makes the next frame); then the library call display_fields with the frames as scheduler tiles
 // on 1 GPU and on every GPU of the machine (frames/s of each and the ratio; with an MP4 too where
 // the build has FFmpeg), and the baseline in the same run: the CPU-image path (grid to the host,
@@ -21,14 +21,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <deque>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <thread>
 
 #include "c60_wavefunction.hpp"
@@ -50,53 +47,6 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
-
-// H.264 encoding on its own thread, at most two frames waiting (the next frame is made meanwhile).
-class BackgroundEncoder {
- public:
-  BackgroundEncoder(const std::filesystem::path& path, int w, int h)
-      : writer_(path, w, h, 30), thread_([this] { loop(); }) {}
-  ~BackgroundEncoder() {
-    if (thread_.joinable()) finish();
-  }
-  void add(display::Image image) {
-    std::unique_lock lock(mutex_);
-    room_.wait(lock, [&] { return queue_.size() < 2; });
-    queue_.push_back(std::move(image));
-    ready_.notify_one();
-  }
-  void finish() {
-    {
-      std::lock_guard lock(mutex_);
-      done_ = true;
-      ready_.notify_one();
-    }
-    thread_.join();
-    writer_.finish();
-  }
-
- private:
-  void loop() {
-    for (;;) {
-      display::Image image;
-      {
-        std::unique_lock lock(mutex_);
-        ready_.wait(lock, [&] { return done_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        image = std::move(queue_.front());
-        queue_.pop_front();
-        room_.notify_one();
-      }
-      writer_.add_frame(image);
-    }
-  }
-  display::VideoWriter writer_;
-  std::mutex mutex_;
-  std::condition_variable ready_, room_;
-  std::deque<display::Image> queue_;
-  bool done_ = false;
-  std::thread thread_;
-};
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -285,8 +235,8 @@ int main(int argc, char** argv) {
   if (display::video_available()) {
     for (int run = 0; run < runs; ++run) {
       const auto start = Clock::now();
-      BackgroundEncoder encoder(video_path, render.width, render.height);
-      for (int f = 0; f < frames; ++f) encoder.add(gpu.frame(job_for(f), levels, molecule, render));
+      display::VideoWriter encoder(video_path, render.width, render.height, 30);  // encodes on its own thread
+      for (int f = 0; f < frames; ++f) encoder.add_frame(gpu.frame(job_for(f), levels, molecule, render));
       encoder.finish();
       video_rates.push_back(frames / since(start));
     }
@@ -310,12 +260,12 @@ int main(int argc, char** argv) {
     for (int run = 0; run < runs; ++run) {
       const auto start = Clock::now();
       if (into_video) {
-        BackgroundEncoder encoder(video_path, render.width, render.height);
+        display::VideoWriter encoder(video_path, render.width, render.height, 30);
         const int batch = 2 * static_cast<int>(n);
         for (int f = 0; f < count; f += batch)
           for (orbital::DisplayResult& result :
                orbital::display_fields(r, items_of(f, std::min(batch, count - f)), spec, pipeline))
-            encoder.add(std::move(result.image));
+            encoder.add_frame(std::move(result.image));
         encoder.finish();
       } else {
         (void)orbital::display_fields(r, items_of(0, count), spec, pipeline);

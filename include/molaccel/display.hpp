@@ -210,8 +210,11 @@ std::vector<std::uint8_t> encode_png(const Image& image);
 void write_png_bytes(const std::filesystem::path& path, const std::vector<std::uint8_t>& png);
 
 // H.264 video in an MP4 file through FFmpeg's libraries (libavcodec, libavformat, libswscale;
-// optional at configure time). Frames are encoded as they come; the file appears, atomically, at
-// finish(). Odd image sizes lose their last column or row (4:2:0 needs even sizes).
+// optional at configure time). Frames are encoded in order on the writer's own thread while the
+// caller makes the next ones: add_frame() returns once the frame is queued (it waits while two are
+// queued), and an encoder error comes back from the next add_frame() or finish(). The file
+// appears, atomically, at finish(). Odd image sizes lose their last column or row (4:2:0 needs
+// even sizes).
 bool video_available();  // false when the build has no FFmpeg libraries
 class VideoWriter {
  public:
@@ -220,7 +223,8 @@ class VideoWriter {
   ~VideoWriter();
   VideoWriter(const VideoWriter&) = delete;
   VideoWriter& operator=(const VideoWriter&) = delete;
-  void add_frame(const Image& image);  // the image must have the writer's size
+  void add_frame(const Image& image);  // the image must have the writer's size (copied)
+  void add_frame(Image&& image);       // the same, without the copy
   void finish();                       // flushes the encoder and writes the file
   std::size_t frames() const;
 

@@ -211,5 +211,40 @@ TEST(DisplayVideo, Mp4PassesABoxReader) {
   EXPECT_FALSE(std::filesystem::exists(dir / "abandoned.mp4"));
 }
 
+// Frames queue for the writer's encoding thread (two wait at most): twelve frames given by copy and
+// twelve moved make the same file, which the box reader counts.
+TEST(DisplayVideo, QueuedFramesMakeTheSameFileCopiedOrMoved) {
+  if (!video_available()) GTEST_SKIP() << "this build has no FFmpeg libraries";
+  molaccel::testing::TempDir dir;
+  RenderOptions options;
+  options.width = 64;
+  options.height = 48;
+  std::vector<Image> frames;
+  for (int f = 0; f < 12; ++f) {
+    options.view.rotate_y = 15.0 * f;
+    frames.push_back(render_scene(lobe_pair(), options));
+  }
+  {
+    VideoWriter copied(dir / "copied.mp4", 64, 48, 12);
+    for (const Image& frame : frames) copied.add_frame(frame);
+    copied.finish();
+    VideoWriter moved(dir / "moved.mp4", 64, 48, 12);
+    for (Image& frame : frames) moved.add_frame(std::move(frame));
+    moved.finish();
+    EXPECT_EQ(moved.frames(), 12u);
+    EXPECT_THROW(moved.add_frame(Image{}), Error);  // after finish()
+  }
+  auto bytes = [](const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  EXPECT_FALSE(bytes(dir / "copied.mp4").empty());
+  EXPECT_EQ(bytes(dir / "copied.mp4"), bytes(dir / "moved.mp4"));
+  if (std::string(MOLACCEL_PYTHON).empty()) return;
+  const std::string command = std::string(MOLACCEL_PYTHON) + " '" + MOLACCEL_MP4_CHECKER + "' '" +
+                              (dir / "moved.mp4").string() + "' 12 64 48 > /dev/null";
+  EXPECT_EQ(std::system(command.c_str()), 0);
+}
+
 }  // namespace
 }  // namespace molaccel::display

@@ -1,8 +1,14 @@
 // MP4 (H.264) through FFmpeg's libraries. The muxer writes into memory through a custom I/O
 // context (MP4 needs to seek back to finish its boxes), and finish() hands the bytes to the
-// atomic writer, so a failed or abandoned video leaves no file.
+// atomic writer, so a failed or abandoned video leaves no file. Frames are converted and encoded
+// on the writer's own thread, in order, while the caller makes the next ones.
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
 
 #include "molaccel/display.hpp"
 
@@ -70,8 +76,18 @@ struct VideoWriter::State {
   AVFrame* frame = nullptr;
   AVPacket* packet = nullptr;
   SwsContext* scale = nullptr;
-  std::size_t frames = 0;
+  std::size_t frames = 0;   // accepted by add_frame
+  std::size_t encoded = 0;  // sent to the encoder (the worker's; its pts)
   bool finished = false;
+  // The worker and the frames waiting for it (at most kWaiting: the caller waits for room).
+  static constexpr std::size_t kWaiting = 2;
+  std::thread worker;
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<Image> waiting;
+  bool closing = false;  // no more frames: the worker ends when `waiting` is empty
+  bool abandon = false;  // the writer is destroyed unfinished: drop what waits
+  std::exception_ptr error;
 
   void fail(const std::string& what, int code) {
     throw InputError(path.string(), 0, fmt::format("video: {}: {}", what, av_message(code)));
@@ -88,7 +104,51 @@ struct VideoWriter::State {
     }
     if (rc != AVERROR(EAGAIN) && rc != AVERROR_EOF) fail("receiving a packet", rc);
   }
+  // The worker's loop: each waiting frame converted to YUV and encoded, in order. An error stops it
+  // and is rethrown by the next add_frame() or finish().
+  void work() {
+    for (;;) {
+      Image image;
+      {
+        std::unique_lock lock(mutex);
+        changed.wait(lock, [&] { return abandon || closing || !waiting.empty(); });
+        if (abandon || waiting.empty()) return;
+        image = std::move(waiting.front());
+        waiting.pop_front();
+      }
+      changed.notify_all();  // room for the caller's next frame
+      try {
+        convert_and_encode(image);
+      } catch (...) {
+        std::lock_guard lock(mutex);
+        error = std::current_exception();
+        waiting.clear();
+        changed.notify_all();
+        return;
+      }
+    }
+  }
+  void convert_and_encode(const Image& image) {
+    int rc = av_frame_make_writable(frame);
+    if (rc < 0) fail("frame buffer", rc);
+    const std::uint8_t* source[1] = {image.rgba.data()};
+    const int stride[1] = {4 * image.width};
+    sws_scale(scale, source, stride, 0, frame->height, frame->data, frame->linesize);
+    frame->pts = static_cast<std::int64_t>(encoded++);
+    encode(frame);
+  }
+  // Ends the worker: after the waiting frames (closing) or at once (abandon).
+  void stop(bool drop) {
+    {
+      std::lock_guard lock(mutex);
+      closing = true;
+      abandon = abandon || drop;
+    }
+    changed.notify_all();
+    if (worker.joinable()) worker.join();
+  }
   ~State() {
+    stop(true);
     sws_freeContext(scale);
     av_packet_free(&packet);
     av_frame_free(&frame);
@@ -155,28 +215,36 @@ VideoWriter::VideoWriter(const std::filesystem::path& path, int width, int heigh
   if (!s.scale) throw Error("video: no RGBA to YUV conversion");
   rc = avformat_write_header(s.format, nullptr);
   if (rc < 0) s.fail("writing the MP4 header", rc);
+  s.worker = std::thread([&s] { s.work(); });
 }
 
 VideoWriter::~VideoWriter() = default;
 
 void VideoWriter::add_frame(const Image& image) {
+  add_frame(Image(image));
+}
+
+void VideoWriter::add_frame(Image&& image) {
   State& s = *state_;
   if (s.finished) throw Error("video: frame after finish()");
-  if (image.width != s.width || image.height != s.height)
+  if (image.width != s.width || image.height != s.height ||
+      image.rgba.size() != static_cast<std::size_t>(image.width) * image.height * 4)
     throw Error(fmt::format("video: a {} x {} frame in a {} x {} video", image.width, image.height, s.width,
                             s.height));
-  int rc = av_frame_make_writable(s.frame);
-  if (rc < 0) s.fail("frame buffer", rc);
-  const std::uint8_t* source[1] = {image.rgba.data()};
-  const int stride[1] = {4 * image.width};
-  sws_scale(s.scale, source, stride, 0, s.frame->height, s.frame->data, s.frame->linesize);
-  s.frame->pts = static_cast<std::int64_t>(s.frames++);
-  s.encode(s.frame);
+  std::unique_lock lock(s.mutex);
+  s.changed.wait(lock, [&] { return s.error || s.waiting.size() < State::kWaiting; });
+  if (s.error) std::rethrow_exception(s.error);
+  s.waiting.push_back(std::move(image));
+  ++s.frames;
+  lock.unlock();
+  s.changed.notify_all();
 }
 
 void VideoWriter::finish() {
   State& s = *state_;
   if (s.finished) return;
+  s.stop(false);
+  if (s.error) std::rethrow_exception(s.error);
   s.encode(nullptr);
   const int rc = av_write_trailer(s.format);
   if (rc < 0) s.fail("writing the MP4 trailer", rc);
@@ -207,6 +275,7 @@ VideoWriter::VideoWriter(const std::filesystem::path&, int, int, int) {
 }
 VideoWriter::~VideoWriter() = default;
 void VideoWriter::add_frame(const Image&) {}
+void VideoWriter::add_frame(Image&&) {}
 void VideoWriter::finish() {}
 std::size_t VideoWriter::frames() const {
   return 0;
