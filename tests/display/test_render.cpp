@@ -134,18 +134,29 @@ TEST(DisplayRender, PngDecodesWithAnIndependentReader) {
   EXPECT_EQ(std::system(command.c_str()), 0);
 }
 
+// `count` pictures of the lobe pair turning about y, `step` degrees apart.
+std::vector<Image> turning_lobes(int count, int width, int height, double step) {
+  RenderOptions options;
+  options.width = width;
+  options.height = height;
+  std::vector<Image> images;
+  for (int f = 0; f < count; ++f) {
+    options.view.rotate_y = step * f;
+    images.push_back(render_scene(lobe_pair(), options));
+  }
+  return images;
+}
+
+std::string file_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 // write_png is encode_png's bytes written; encoding several images at once (as the orbital render
 // and animate commands do, one batch on every core) gives each one's bytes as alone; a noisy image
 // (far less compressible than a rendering) still fits the encoder's reserved buffer.
 TEST(DisplayRender, PngEncodedInMemoryAndOnThreads) {
-  RenderOptions options;
-  options.width = 120;
-  options.height = 80;
-  std::vector<Image> images;
-  for (int f = 0; f < 6; ++f) {
-    options.view.rotate_y = 25.0 * f;
-    images.push_back(render_scene(lobe_pair(), options));
-  }
+  std::vector<Image> images = turning_lobes(6, 120, 80, 25.0);
   Image noise = images[0];
   std::uint32_t state = 12345;
   for (std::uint8_t& byte : noise.rgba) {
@@ -162,10 +173,7 @@ TEST(DisplayRender, PngEncodedInMemoryAndOnThreads) {
   EXPECT_GT(alone.back().size(), noise.rgba.size());  // stored, not compressed
   molaccel::testing::TempDir dir;
   write_png(dir / "a.png", images[0]);
-  std::ifstream in(dir / "a.png", std::ios::binary);
-  const std::vector<std::uint8_t> file((std::istreambuf_iterator<char>(in)),
-                                       std::istreambuf_iterator<char>());
-  EXPECT_EQ(file, alone[0]);
+  EXPECT_EQ(file_bytes(dir / "a.png"), std::string(alone[0].begin(), alone[0].end()));
   std::vector<std::vector<std::uint8_t>> together(images.size());
   parallel_for(images.size(), 4, 1, [&](std::size_t begin, std::size_t end) {
     for (std::size_t i = begin; i < end; ++i) together[i] = encode_png(images[i]);
@@ -216,14 +224,7 @@ TEST(DisplayVideo, Mp4PassesABoxReader) {
 TEST(DisplayVideo, QueuedFramesMakeTheSameFileCopiedOrMoved) {
   if (!video_available()) GTEST_SKIP() << "this build has no FFmpeg libraries";
   molaccel::testing::TempDir dir;
-  RenderOptions options;
-  options.width = 64;
-  options.height = 48;
-  std::vector<Image> frames;
-  for (int f = 0; f < 12; ++f) {
-    options.view.rotate_y = 15.0 * f;
-    frames.push_back(render_scene(lobe_pair(), options));
-  }
+  std::vector<Image> frames = turning_lobes(12, 64, 48, 15.0);
   {
     VideoWriter copied(dir / "copied.mp4", 64, 48, 12);
     for (const Image& frame : frames) copied.add_frame(frame);
@@ -234,12 +235,8 @@ TEST(DisplayVideo, QueuedFramesMakeTheSameFileCopiedOrMoved) {
     EXPECT_EQ(moved.frames(), 12u);
     EXPECT_THROW(moved.add_frame(Image{}), Error);  // after finish()
   }
-  auto bytes = [](const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  };
-  EXPECT_FALSE(bytes(dir / "copied.mp4").empty());
-  EXPECT_EQ(bytes(dir / "copied.mp4"), bytes(dir / "moved.mp4"));
+  EXPECT_FALSE(file_bytes(dir / "copied.mp4").empty());
+  EXPECT_EQ(file_bytes(dir / "copied.mp4"), file_bytes(dir / "moved.mp4"));
   if (std::string(MOLACCEL_PYTHON).empty()) return;
   const std::string command = std::string(MOLACCEL_PYTHON) + " '" + MOLACCEL_MP4_CHECKER + "' '" +
                               (dir / "moved.mp4").string() + "' 12 64 48 > /dev/null";
