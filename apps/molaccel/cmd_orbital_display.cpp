@@ -59,13 +59,11 @@ orbital::DisplayOptions display_options(double iso, bool atoms, const std::strin
 }
 
 // The PNG files of a batch's images, encoded on every core at once: one takes about 0.1 s on one
-// core at 1920 x 1080, 20-40 times what a GPU takes to draw it. Results without an image (meshes)
-// get no bytes.
+// core at 1920 x 1080, 20-40 times what a GPU takes to draw it.
 std::vector<std::vector<std::uint8_t>> encode_pngs(const std::vector<DisplayResult>& results) {
   std::vector<std::vector<std::uint8_t>> pngs(results.size());
   parallel_for(results.size(), 0, 1, [&](std::size_t begin, std::size_t end) {
-    for (std::size_t i = begin; i < end; ++i)
-      if (!results[i].image.rgba.empty()) pngs[i] = display::encode_png(results[i].image);
+    for (std::size_t i = begin; i < end; ++i) pngs[i] = display::encode_png(results[i].image);
   });
   return pngs;
 }
@@ -134,7 +132,7 @@ int run_display(RunContext& ctx, const SurfaceOptions& o, Output kind) {
     total.grid_backend = info.grid_backend;
     total.surface_backend = info.surface_backend;
     total.render_backend = info.render_backend;
-    const auto pngs = encode_pngs(results);
+    const auto pngs = kind == Output::image ? encode_pngs(results) : std::vector<std::vector<std::uint8_t>>();
     for (std::size_t i = 0; i < results.size(); ++i) {
       DisplayResult& r = results[i];
       const DisplayItem& item = items[first + i];

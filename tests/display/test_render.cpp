@@ -3,8 +3,6 @@
 // about y; the background fills the rest; zoom magnifies. The PNG is decoded by an independent
 // reader (check_png.py, Python standard library).
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 
 #include "display_test_util.hpp"
 
@@ -147,11 +145,6 @@ std::vector<Image> turning_lobes(int count, int width, int height, double step) 
   return images;
 }
 
-std::string file_bytes(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 // write_png is encode_png's bytes written; encoding several images at once (as the orbital render
 // and animate commands do, one batch on every core) gives each one's bytes as alone; a noisy image
 // (far less compressible than a rendering) still fits the encoder's reserved buffer.
@@ -173,7 +166,7 @@ TEST(DisplayRender, PngEncodedInMemoryAndOnThreads) {
   EXPECT_GT(alone.back().size(), noise.rgba.size());  // stored, not compressed
   molaccel::testing::TempDir dir;
   write_png(dir / "a.png", images[0]);
-  EXPECT_EQ(file_bytes(dir / "a.png"), std::string(alone[0].begin(), alone[0].end()));
+  EXPECT_EQ(molaccel::testing::read_file(dir / "a.png"), std::string(alone[0].begin(), alone[0].end()));
   std::vector<std::vector<std::uint8_t>> together(images.size());
   parallel_for(images.size(), 4, 1, [&](std::size_t begin, std::size_t end) {
     for (std::size_t i = begin; i < end; ++i) together[i] = encode_png(images[i]);
@@ -235,8 +228,9 @@ TEST(DisplayVideo, QueuedFramesMakeTheSameFileCopiedOrMoved) {
     EXPECT_EQ(moved.frames(), 12u);
     EXPECT_THROW(moved.add_frame(Image{}), Error);  // after finish()
   }
-  EXPECT_FALSE(file_bytes(dir / "copied.mp4").empty());
-  EXPECT_EQ(file_bytes(dir / "copied.mp4"), file_bytes(dir / "moved.mp4"));
+  EXPECT_FALSE(molaccel::testing::read_file(dir / "copied.mp4").empty());
+  EXPECT_EQ(molaccel::testing::read_file(dir / "copied.mp4"),
+            molaccel::testing::read_file(dir / "moved.mp4"));
   if (std::string(MOLACCEL_PYTHON).empty()) return;
   const std::string command = std::string(MOLACCEL_PYTHON) + " '" + MOLACCEL_MP4_CHECKER + "' '" +
                               (dir / "moved.mp4").string() + "' 12 64 48 > /dev/null";
