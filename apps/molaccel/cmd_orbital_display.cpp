@@ -122,10 +122,10 @@ int run_display(RunContext& ctx, const SurfaceOptions& o, Output kind) {
   std::vector<std::size_t> triangles;
   nlohmann::json surfaces = nlohmann::json::array();
   OutputGroup group;
+  std::vector<DisplayResult> results;  // kept: each batch's images are drawn into the last one's memory
   for (std::size_t first = 0; first < items.size(); first += batch) {
     DisplayInfo info;
-    std::vector<DisplayResult> results =
-        display_fields(resources, items_from(items, first, batch), grid, options, &info);
+    display_fields(resources, items_from(items, first, batch), grid, options, results, &info);
     total.grid_seconds += info.grid_seconds;
     total.surface_seconds += info.surface_seconds;
     total.render_seconds += info.render_seconds;
@@ -344,6 +344,9 @@ int run_animate(RunContext& ctx, const AnimateOptions& o) {
   const std::size_t image_batch = on_device && !video ? batch_size(resources, on_device) : batch;
   std::vector<std::string> written;
   ProgressBar images_bar(video ? "animate: video" : "animate: images", frames.size(), "frames");
+  // One results vector for every batch: each frame is drawn into the memory of the one before it
+  // (or of a frame the video writer has encoded), not into fresh memory.
+  std::vector<DisplayResult> results;
   auto for_each_batch = [&](const std::function<void(std::size_t, std::vector<DisplayResult>&)>& fn) {
     for (std::size_t first = 0; first < items.size(); first += image_batch) {
       if (keep) {
@@ -356,17 +359,17 @@ int run_animate(RunContext& ctx, const AnimateOptions& o) {
         continue;
       }
       DisplayInfo info;
-      std::vector<DisplayResult> results =
-          display_fields(resources, items_from(items, first, image_batch), grid, options, &info);
+      display_fields(resources, items_from(items, first, image_batch), grid, options, results, &info);
       add(info);
       fn(first, results);
     }
   };
   if (video) {
     display::VideoWriter writer(out_dir, render.width, render.height, o.fps);
-    for_each_batch([&](std::size_t, std::vector<DisplayResult>& results) {
-      for (DisplayResult& r : results) {
+    for_each_batch([&](std::size_t, std::vector<DisplayResult>& batch_results) {
+      for (DisplayResult& r : batch_results) {
         writer.add_frame(std::move(r.image));  // encoded on the writer's thread while the next batch is made
+        r.image = writer.spent_frame();        // the next frame's memory
         images_bar.advance();
       }
     });
@@ -378,9 +381,9 @@ int run_animate(RunContext& ctx, const AnimateOptions& o) {
     const bool created = std::filesystem::create_directories(out_dir);
     try {
       OutputGroup group;
-      for_each_batch([&](std::size_t first, std::vector<DisplayResult>& results) {
-        const auto pngs = encode_pngs(results);
-        for (std::size_t t = 0; t < results.size(); ++t) {
+      for_each_batch([&](std::size_t first, std::vector<DisplayResult>& batch_results) {
+        const auto pngs = encode_pngs(batch_results);
+        for (std::size_t t = 0; t < batch_results.size(); ++t) {
           const auto path = out_dir / fmt::format("frame_{:04d}.png", first + t + 1);
           display::write_png_bytes(path, pngs[t]);
           written.push_back(path.string());

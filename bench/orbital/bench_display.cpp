@@ -12,8 +12,9 @@
 // waits after each stage), frames/s of the whole loop without video encoding (stages back to
 // back), frames/s into an MP4 (H.264 through FFmpeg, encoded on the writer's thread while the GPU
 // makes the next frame); then the library call display_fields with the frames as scheduler tiles
-// on 1 GPU and on every GPU of the machine (frames/s of each and the ratio; with an MP4 too where
-// the build has FFmpeg), and the baseline in the same run: the CPU-image path (grid to the host,
+// on 1 GPU and on every GPU of the machine (frames/s of each and the ratio, the results kept from
+// call to call, and again with fresh image memory in every call; with an MP4 too where the build
+// has FFmpeg), and the baseline in the same run: the CPU-image path (grid to the host,
 // surfaces from the host grid, CPU rasteriser). Medians of repeated runs after warm-up frames.
 // Frame 1 drawn both ways is compared (the fraction of pixels off by more than one level; the two
 // paths' grids come from different launches of the orbital kernels, so this is a check of sense,
@@ -250,44 +251,57 @@ int main(int argc, char** argv) {
 
   // The library call on 1 GPU and on every GPU: display_fields with `frames` frames per GPU as
   // scheduler tiles (each frame on one GPU: grid, surfaces and image in its memory), one call per
-  // run; with an MP4, the frames of each call encoded on a second thread while the next call runs.
+  // run, the results kept from call to call as a frame loop keeps them (each image drawn into the
+  // memory of the last call's: no page faults of fresh memory); with an MP4, calls of 2 frames per
+  // GPU, each call's frames encoded on a second thread while the next call runs, drawn into the
+  // memory of frames the writer has encoded. `fresh`: a new results vector for every call (fresh
+  // memory for every image), the way to see what the reuse saves on the host at hand.
   const std::size_t all_gpus = automatic.gpus().size();
-  auto scheduler_rate = [&](std::size_t n, bool into_video) {
+  auto scheduler_rate = [&](std::size_t n, bool into_video, bool fresh) {
     const Resources r = bench::first_gpus(n);
     const int count = frames * static_cast<int>(n);
-    (void)orbital::display_fields(r, items_of(0, static_cast<int>(4 * n)), spec, pipeline);  // warm-up
+    std::vector<orbital::DisplayResult> results;
+    orbital::display_fields(r, items_of(0, count), spec, pipeline, results);  // warm-up
     std::vector<double> per_run;
     for (int run = 0; run < runs; ++run) {
+      if (fresh) results = {};
       const auto start = Clock::now();
       if (into_video) {
         display::VideoWriter encoder(video_path, render.width, render.height, 30);
         const int batch = 2 * static_cast<int>(n);
-        for (int f = 0; f < count; f += batch)
-          for (orbital::DisplayResult& result :
-               orbital::display_fields(r, items_of(f, std::min(batch, count - f)), spec, pipeline))
+        for (int f = 0; f < count; f += batch) {
+          orbital::display_fields(r, items_of(f, std::min(batch, count - f)), spec, pipeline, results);
+          for (orbital::DisplayResult& result : results) {
             encoder.add_frame(std::move(result.image));
+            if (!fresh) result.image = encoder.spent_frame();
+          }
+        }
         encoder.finish();
       } else {
-        (void)orbital::display_fields(r, items_of(0, count), spec, pipeline);
+        orbital::display_fields(r, items_of(0, count), spec, pipeline, results);
       }
       per_run.push_back(count / since(start));
     }
     if (into_video) std::filesystem::remove(video_path);
     return median(per_run);
   };
-  const double one = scheduler_rate(1, false);
+  const double one = scheduler_rate(1, false, false);
   std::printf("display_fields on 1 GPU (%d frames per call, scheduler tiles): %.1f frames/s\n", frames, one);
+  std::printf("display_fields on 1 GPU, fresh image memory in every call: %.1f frames/s\n",
+              scheduler_rate(1, false, true));
   if (all_gpus > 1) {
-    const double spread = scheduler_rate(all_gpus, false);
+    const double spread = scheduler_rate(all_gpus, false, false);
     std::printf("display_fields on %zu GPUs (%zu frames per call): %.1f frames/s = %.2fx 1 GPU\n", all_gpus,
                 frames * all_gpus, spread, spread / one);
+    std::printf("display_fields on %zu GPUs, fresh image memory in every call: %.1f frames/s\n", all_gpus,
+                scheduler_rate(all_gpus, false, true));
   }
   if (display::video_available()) {
-    const double one_video = scheduler_rate(1, true);
+    const double one_video = scheduler_rate(1, true, false);
     std::printf("display_fields into an MP4 on 1 GPU (calls of 2 frames per GPU): %.1f frames/s\n",
                 one_video);
     if (all_gpus > 1) {
-      const double spread_video = scheduler_rate(all_gpus, true);
+      const double spread_video = scheduler_rate(all_gpus, true, false);
       std::printf("display_fields into an MP4 on %zu GPUs: %.1f frames/s = %.2fx 1 GPU\n", all_gpus,
                   spread_video, spread_video / one_video);
     }

@@ -225,7 +225,10 @@ class VideoWriter {
   VideoWriter& operator=(const VideoWriter&) = delete;
   void add_frame(const Image& image);  // the image must have the writer's size (copied)
   void add_frame(Image&& image);       // the same, without the copy
-  void finish();                       // flushes the encoder and writes the file
+  // A frame given with add_frame(Image&&) that is encoded already (its pixels stale), else an empty
+  // image: drawing the next frames into these reuses their memory (a few are kept).
+  Image spent_frame();
+  void finish();  // flushes the encoder and writes the file
   std::size_t frames() const;
 
  private:

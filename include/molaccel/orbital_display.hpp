@@ -85,4 +85,13 @@ std::vector<DisplayResult> display_fields(const Resources& resources, const std:
                                           const GridSpec& grid, const DisplayOptions& options,
                                           DisplayInfo* info = nullptr);
 
+// The same into `results` (resized to the items; after a throw its contents are unspecified). On
+// the GPU path each image is drawn into the memory of the image at its position from the caller's
+// last call where that has the same size: a frame loop that keeps `results` from call to call
+// touches no new host memory per frame (8 MB at 1920 x 1080; on some hosts the page faults of
+// fresh memory cost more than drawing the frame).
+void display_fields(const Resources& resources, const std::vector<DisplayItem>& items, const GridSpec& grid,
+                    const DisplayOptions& options, std::vector<DisplayResult>& results,
+                    DisplayInfo* info = nullptr);
+
 }  // namespace molaccel::orbital

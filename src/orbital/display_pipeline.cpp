@@ -108,11 +108,11 @@ display::Scene scene_of(display::Mesh positive, display::Mesh negative, bool den
 
 // The host path: a run of orbitals of one wavefunction is one grid request (up to kHostBatch);
 // then each item's surfaces, scene, framing and image in item order.
-std::vector<DisplayResult> on_host(const Resources& resources, const std::vector<DisplayItem>& items,
-                                   const GridSpec& grid, const DisplayOptions& options, DisplayInfo& info) {
+void on_host(const Resources& resources, const std::vector<DisplayItem>& items, const GridSpec& grid,
+             const DisplayOptions& options, std::vector<DisplayResult>& results, DisplayInfo& info) {
   const auto molecules = molecules_of(items, options.atoms);
   const std::size_t points = grid.point_count();
-  std::vector<DisplayResult> results(items.size());
+  results.assign(items.size(), DisplayResult{});
   for (std::size_t first = 0; first < items.size();) {
     const DisplayItem& head = items[first];
     std::size_t end = first + 1;
@@ -171,7 +171,6 @@ std::vector<DisplayResult> on_host(const Resources& resources, const std::vector
     }
     first = end;
   }
-  return results;
 }
 
 #if MOLACCEL_HAVE_CUDA
@@ -256,7 +255,7 @@ void item_on_device(WorkerContext& ctx, const DisplayItem& item, const GridSpec&
   if (r.negative_triangles) parts.push_back({surfaces.mesh[1], display::negative_phase_colour()});
   const auto t2 = Clock::now();
   if (options.framing) r.framing = display::cuda::framing_on_device(ctx, parts, molecule, stream);
-  if (options.image) r.image = display::cuda::render_on_device(ctx, parts, molecule, options.render, stream);
+  if (options.image) display::cuda::render_on_device(ctx, parts, molecule, options.render, r.image, stream);
   m.render_seconds = since(t2);
   if (options.meshes) {
     display::Mesh positive = display::cuda::download(surfaces.mesh[0], stream);
@@ -265,11 +264,11 @@ void item_on_device(WorkerContext& ctx, const DisplayItem& item, const GridSpec&
   }
 }
 
-std::vector<DisplayResult> on_device(const Resources& resources, const std::vector<DisplayItem>& items,
-                                     const GridSpec& grid, const DisplayOptions& options, DisplayInfo& info) {
+void on_device(const Resources& resources, const std::vector<DisplayItem>& items, const GridSpec& grid,
+               const DisplayOptions& options, std::vector<DisplayResult>& results, DisplayInfo& info) {
   if (options.image) display::detail::check_render_size(options.render);
   const auto molecules = molecules_of(items, options.atoms);
-  std::vector<DisplayResult> results(items.size());
+  results.resize(items.size());
   std::vector<Made> made(items.size());
   JobOptions job;
   job.name = "orbital display";
@@ -277,7 +276,10 @@ std::vector<DisplayResult> on_device(const Resources& resources, const std::vect
   run_tiles(
       resources, items.size(),
       [&](WorkerContext& ctx, std::size_t t) {
+        // Everything but the image's memory, which the new image is drawn into.
+        display::Image kept = options.image ? std::move(results[t].image) : display::Image{};
         results[t] = {};
+        results[t].image = std::move(kept);
         made[t] = {};
         item_on_device(ctx, items[t], grid, options, molecules.at(items[t].wavefunction), results[t],
                        made[t]);
@@ -293,7 +295,6 @@ std::vector<DisplayResult> on_device(const Resources& resources, const std::vect
       to_string(options.grid.backend == Backend::cuda_generic ? Backend::cuda_generic : Backend::cuda_jit);
   info.surface_backend = "cuda";
   if (options.image) info.render_backend = "cuda";
-  return results;
 }
 #endif
 
@@ -317,16 +318,29 @@ bool display_on_device(const Resources& resources, const DisplayOptions& options
 std::vector<DisplayResult> display_fields(const Resources& resources, const std::vector<DisplayItem>& items,
                                           const GridSpec& grid, const DisplayOptions& options,
                                           DisplayInfo* info) {
+  std::vector<DisplayResult> results;
+  display_fields(resources, items, grid, options, results, info);
+  return results;
+}
+
+void display_fields(const Resources& resources, const std::vector<DisplayItem>& items, const GridSpec& grid,
+                    const DisplayOptions& options, std::vector<DisplayResult>& results, DisplayInfo* info) {
   check_items(items, grid, options);
   DisplayInfo local;
   DisplayInfo& out = info ? *info : local;
   out = {};
-  if (items.empty()) return {};
+  if (items.empty()) {
+    results.clear();
+    return;
+  }
   out.on_device = display_on_device(resources, options);
 #if MOLACCEL_HAVE_CUDA
-  if (out.on_device) return on_device(resources, items, grid, options, out);
+  if (out.on_device) {
+    on_device(resources, items, grid, options, results, out);
+    return;
+  }
 #endif
-  return on_host(resources, items, grid, options, out);
+  on_host(resources, items, grid, options, results, out);
 }
 
 }  // namespace molaccel::orbital

@@ -95,6 +95,35 @@ TEST(DisplayPipeline, NegatedOrbitalSwapsTheLobesAndTheImageIsTheRenderersPictur
   EXPECT_EQ(bare[0].positive_triangles, results[0].positive_triangles);
 }
 
+// Into a kept results vector (resized to the items), the same results as returned ones.
+TEST(DisplayPipeline, IntoKeptResultsAsReturned) {
+  const Resources cpu = Resources::cpu(2);
+  const Wavefunction wfn = water();
+  const GridSpec grid = automatic_grid(wfn, 3.0, 0.3);
+  DisplayOptions options;
+  options.iso = 0.03;
+  options.image = true;
+  options.render.width = 48;
+  options.render.height = 32;
+  const std::vector<DisplayItem> items{{&wfn, orbital_field({Spin::alpha, 3})},
+                                       {&wfn, orbital_field({Spin::alpha, 4})}};
+  const auto returned = display_fields(cpu, items, grid, options);
+  std::vector<DisplayResult> kept(5);
+  kept[0].image.rgba.assign(7, 1);
+  for (int round = 0; round < 2; ++round) {
+    display_fields(cpu, items, grid, options, kept);
+    ASSERT_EQ(kept.size(), 2u);
+    for (std::size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(kept[i].image.rgba, returned[i].image.rgba);
+      EXPECT_EQ(kept[i].positive_triangles, returned[i].positive_triangles);
+      ASSERT_EQ(kept[i].scene.parts.size(), returned[i].scene.parts.size());
+      EXPECT_EQ(kept[i].scene.parts[0].mesh.indices, returned[i].scene.parts[0].mesh.indices);
+    }
+  }
+  display_fields(cpu, {}, grid, options, kept);
+  EXPECT_TRUE(kept.empty());
+}
+
 TEST(DisplayPipeline, DensityIsOneSurfaceAndBatchesKeepItemOrder) {
   const Resources cpu = Resources::cpu(2);
   const Wavefunction wfn = water();

@@ -115,5 +115,45 @@ TEST(DisplayPipelineCuda, EveryGpuGivesTheResultsOfOne) {
   }
 }
 
+// Results kept from call to call: each image is drawn into the memory of the last call's image at
+// its position (same pixels as a fresh call), a smaller batch shrinks the results, images dropped
+// when the options ask for none.
+TEST(DisplayPipelineCuda, KeptResultsDrawIntoTheirImages) {
+  MOLACCEL_REQUIRE_GPU();
+  const Resources gpu = gpus("gpu:0");
+  const Wavefunction wfn =
+      read_wavefunction(molaccel::testing::source_dir() / "data/orbital/h2o_631gs.molden");
+  const GridSpec grid = automatic_grid(wfn, 3.0, 0.15);
+  std::vector<DisplayItem> items;
+  for (std::size_t i = 0; i < 4; ++i) items.push_back({&wfn, orbital_field({Spin::alpha, i})});
+  DisplayOptions options;
+  options.iso = 0.03;
+  options.meshes = false;
+  options.image = true;
+  options.render.width = 64;
+  options.render.height = 48;
+  std::vector<DisplayResult> kept;
+  display_fields(gpu, items, grid, options, kept);
+  ASSERT_EQ(kept.size(), 4u);
+  std::vector<const std::uint8_t*> memory;
+  for (const DisplayResult& r : kept) memory.push_back(r.image.rgba.data());
+  const std::vector<DisplayItem> reversed(items.rbegin(), items.rend());
+  const auto fresh = display_fields(gpu, reversed, grid, options);
+  display_fields(gpu, reversed, grid, options, kept);
+  ASSERT_EQ(kept.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(kept[i].image.rgba.data(), memory[i]);
+    EXPECT_EQ(kept[i].image.rgba, fresh[i].image.rgba);
+    EXPECT_EQ(kept[i].positive_triangles, fresh[i].positive_triangles);
+  }
+  display_fields(gpu, {items[1]}, grid, options, kept);
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].image.rgba, fresh[2].image.rgba);
+  options.image = false;
+  display_fields(gpu, {items[1]}, grid, options, kept);
+  EXPECT_TRUE(kept[0].image.rgba.empty());
+}
+
 }  // namespace
 }  // namespace molaccel::orbital

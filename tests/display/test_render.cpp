@@ -213,7 +213,8 @@ TEST(DisplayVideo, Mp4PassesABoxReader) {
 }
 
 // Frames queue for the writer's encoding thread (two wait at most): twelve frames given by copy and
-// twelve moved make the same file, which the box reader counts.
+// twelve moved (partly in the memory of frames the writer has encoded) make the same file, which
+// the box reader counts.
 TEST(DisplayVideo, QueuedFramesMakeTheSameFileCopiedOrMoved) {
   if (!video_available()) GTEST_SKIP() << "this build has no FFmpeg libraries";
   molaccel::testing::TempDir dir;
@@ -222,9 +223,24 @@ TEST(DisplayVideo, QueuedFramesMakeTheSameFileCopiedOrMoved) {
     VideoWriter copied(dir / "copied.mp4", 64, 48, 12);
     for (const Image& frame : frames) copied.add_frame(frame);
     copied.finish();
+    // Moved in, and every frame after the first two drawn into the memory of an encoded one (the
+    // writer hands spent frames back; at most a few are kept).
     VideoWriter moved(dir / "moved.mp4", 64, 48, 12);
-    for (Image& frame : frames) moved.add_frame(std::move(frame));
+    std::size_t recycled = 0;
+    for (std::size_t f = 0; f < frames.size(); ++f) {
+      Image spent = moved.spent_frame();
+      if (!spent.rgba.empty()) {
+        ++recycled;
+        EXPECT_EQ(spent.width, 64);
+        spent.rgba = frames[f].rgba;  // the same size: into its memory
+        frames[f] = std::move(spent);
+      }
+      moved.add_frame(std::move(frames[f]));
+    }
     moved.finish();
+    EXPECT_LE(recycled, frames.size() - 1);   // how many depends on the encoder's pace
+    const Image spent = moved.spent_frame();  // after finish() every frame is encoded
+    EXPECT_EQ(spent.rgba.size(), 64u * 48 * 4);
     EXPECT_EQ(moved.frames(), 12u);
     EXPECT_THROW(moved.add_frame(Image{}), Error);  // after finish()
   }

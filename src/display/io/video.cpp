@@ -85,8 +85,9 @@ struct VideoWriter::State {
   std::mutex mutex;
   std::condition_variable changed;
   std::deque<Image> waiting;
-  bool closing = false;  // no more frames: the worker ends when `waiting` is empty
-  bool abandon = false;  // the writer is destroyed unfinished: drop what waits
+  std::vector<Image> spent;  // encoded frames for spent_frame() (at most kWaiting + 1)
+  bool closing = false;      // no more frames: the worker ends when `waiting` is empty
+  bool abandon = false;      // the writer is destroyed unfinished: drop what waits
   std::exception_ptr error;
 
   void fail(const std::string& what, int code) {
@@ -126,6 +127,8 @@ struct VideoWriter::State {
         changed.notify_all();
         return;
       }
+      std::lock_guard lock(mutex);
+      if (spent.size() <= kWaiting) spent.push_back(std::move(image));
     }
   }
   void convert_and_encode(const Image& image) {
@@ -240,6 +243,15 @@ void VideoWriter::add_frame(Image&& image) {
   s.changed.notify_all();
 }
 
+Image VideoWriter::spent_frame() {
+  State& s = *state_;
+  std::lock_guard lock(s.mutex);
+  if (s.spent.empty()) return {};
+  Image image = std::move(s.spent.back());
+  s.spent.pop_back();
+  return image;
+}
+
 void VideoWriter::finish() {
   State& s = *state_;
   if (s.finished) return;
@@ -276,6 +288,9 @@ VideoWriter::VideoWriter(const std::filesystem::path&, int, int, int) {
 VideoWriter::~VideoWriter() = default;
 void VideoWriter::add_frame(const Image&) {}
 void VideoWriter::add_frame(Image&&) {}
+Image VideoWriter::spent_frame() {
+  return {};
+}
 void VideoWriter::finish() {}
 std::size_t VideoWriter::frames() const {
   return 0;

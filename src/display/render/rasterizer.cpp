@@ -270,6 +270,10 @@ Image render_on_device(WorkerContext&, const std::vector<DevicePart>&, const Sce
                        void*) {
   MOLACCEL_THROW(NotCompiled, "the CUDA renderer (this build has no CUDA)");
 }
+void render_on_device(WorkerContext&, const std::vector<DevicePart>&, const Scene&, const RenderOptions&,
+                      Image&, void*) {
+  MOLACCEL_THROW(NotCompiled, "the CUDA renderer (this build has no CUDA)");
+}
 Framing framing_on_device(WorkerContext&, const std::vector<DevicePart>&, const Scene&, void*) {
   MOLACCEL_THROW(NotCompiled, "the CUDA renderer (this build has no CUDA)");
 }

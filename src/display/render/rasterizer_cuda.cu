@@ -308,6 +308,14 @@ Framing framing_on_device(WorkerContext& ctx, const std::vector<DevicePart>& dev
 
 Image render_on_device(WorkerContext& ctx, const std::vector<DevicePart>& device_parts,
                        const Scene& host_parts, const RenderOptions& options, void* stream_handle) {
+  Image image;
+  render_on_device(ctx, device_parts, host_parts, options, image, stream_handle);
+  return image;
+}
+
+void render_on_device(WorkerContext& ctx, const std::vector<DevicePart>& device_parts,
+                      const Scene& host_parts, const RenderOptions& options, Image& image,
+                      void* stream_handle) {
   molaccel::cuda::DeviceGuard guard(ctx.worker().device);
   const auto stream = static_cast<cudaStream_t>(stream_handle);
   RenderWorkspace& w = ctx.kept<RenderWorkspace>();
@@ -339,11 +347,10 @@ Image render_on_device(WorkerContext& ctx, const std::vector<DevicePart>& device
                                                                W, H, w.keys.data());
   MOLACCEL_CUDA_CHECK_LAUNCH("render rasterise");
 
-  Image image;
   image.width = options.width;
   image.height = options.height;
   const std::size_t pixels = static_cast<std::size_t>(image.width) * image.height;
-  image.rgba.resize(4 * pixels);
+  image.rgba.resize(4 * pixels);  // the same size: the memory of the caller's last frame
   w.image.resize(pixels);
   Palette palette{w.part_first_triangle.data(),
                   w.colours.data(),
@@ -355,7 +362,6 @@ Image render_on_device(WorkerContext& ctx, const std::vector<DevicePart>& device
   MOLACCEL_CUDA_TRY(
       cudaMemcpyAsync(image.rgba.data(), w.image.data(), 4 * pixels, cudaMemcpyDeviceToHost, stream));
   MOLACCEL_CUDA_TRY(cudaStreamSynchronize(stream));
-  return image;
 }
 
 }  // namespace molaccel::display::cuda
