@@ -226,7 +226,7 @@ class VideoWriter {
   void add_frame(const Image& image);  // the image must have the writer's size (copied)
   void add_frame(Image&& image);       // the same, without the copy
   // A frame given with add_frame(Image&&) that is encoded already (its pixels stale), else an empty
-  // image: drawing the next frames into these reuses their memory (a few are kept).
+  // image: drawing the next frames into these reuses their memory (up to eight are kept).
   Image spent_frame();
   void finish();  // flushes the encoder and writes the file
   std::size_t frames() const;

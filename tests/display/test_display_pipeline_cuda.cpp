@@ -19,6 +19,10 @@ Resources gpus(const std::string& spec) {
   return Resources::create(o);
 }
 
+Wavefunction water() {
+  return read_wavefunction(molaccel::testing::source_dir() / "data/orbital/h2o_631gs.molden");
+}
+
 std::vector<DisplayItem> items_of(const Wavefunction& wfn) {
   const OrbitalRef homo = parse_orbital("homo", wfn);
   return {{&wfn, orbital_field(homo)},
@@ -38,8 +42,7 @@ void expect_close(std::size_t a, std::size_t b) {
 TEST(DisplayPipelineCuda, DevicePathMatchesTheHostPath) {
   MOLACCEL_REQUIRE_GPU();
   const Resources gpu = gpus("gpu:0");
-  const Wavefunction wfn =
-      read_wavefunction(molaccel::testing::source_dir() / "data/orbital/h2o_631gs.molden");
+  const Wavefunction wfn = water();
   const GridSpec grid = automatic_grid(wfn, 3.0, 0.15);
   const std::vector<DisplayItem> items = items_of(wfn);
   DisplayOptions options;
@@ -93,8 +96,7 @@ TEST(DisplayPipelineCuda, EveryGpuGivesTheResultsOfOne) {
   const Resources all = gpus("gpu");
   if (all.gpus().size() < 2) GTEST_SKIP() << "one GPU";
   const Resources one = gpus("gpu:0");
-  const Wavefunction wfn =
-      read_wavefunction(molaccel::testing::source_dir() / "data/orbital/h2o_631gs.molden");
+  const Wavefunction wfn = water();
   const GridSpec grid = automatic_grid(wfn, 3.0, 0.15);
   std::vector<DisplayItem> items;
   for (std::size_t i = 0; i < 8; ++i) items.push_back({&wfn, orbital_field({Spin::alpha, i}, i % 2 == 1)});
@@ -121,8 +123,7 @@ TEST(DisplayPipelineCuda, EveryGpuGivesTheResultsOfOne) {
 TEST(DisplayPipelineCuda, KeptResultsDrawIntoTheirImages) {
   MOLACCEL_REQUIRE_GPU();
   const Resources gpu = gpus("gpu:0");
-  const Wavefunction wfn =
-      read_wavefunction(molaccel::testing::source_dir() / "data/orbital/h2o_631gs.molden");
+  const Wavefunction wfn = water();
   const GridSpec grid = automatic_grid(wfn, 3.0, 0.15);
   std::vector<DisplayItem> items;
   for (std::size_t i = 0; i < 4; ++i) items.push_back({&wfn, orbital_field({Spin::alpha, i})});

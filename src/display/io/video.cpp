@@ -85,9 +85,11 @@ struct VideoWriter::State {
   std::mutex mutex;
   std::condition_variable changed;
   std::deque<Image> waiting;
-  std::vector<Image> spent;  // encoded frames for spent_frame() (at most kWaiting + 1)
-  bool closing = false;      // no more frames: the worker ends when `waiting` is empty
-  bool abandon = false;      // the writer is destroyed unfinished: drop what waits
+  // Encoded frames for spent_frame(): up to kSpent (a batch of frames from 2 per GPU on 4 GPUs).
+  static constexpr std::size_t kSpent = 8;
+  std::vector<Image> spent;
+  bool closing = false;  // no more frames: the worker ends when `waiting` is empty
+  bool abandon = false;  // the writer is destroyed unfinished: drop what waits
   std::exception_ptr error;
 
   void fail(const std::string& what, int code) {
@@ -128,7 +130,7 @@ struct VideoWriter::State {
         return;
       }
       std::lock_guard lock(mutex);
-      if (spent.size() <= kWaiting) spent.push_back(std::move(image));
+      if (spent.size() < kSpent) spent.push_back(std::move(image));
     }
   }
   void convert_and_encode(const Image& image) {
