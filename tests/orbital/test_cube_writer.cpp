@@ -2,7 +2,9 @@
 // documentation gives it): the same bytes for random grids, every float bit pattern class included
 // (negative zero, denormals, NaN, infinities, decimal ties at the 6th digit), single and
 // multi-orbital cubes.
+#include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdio>
 #include <random>
 
@@ -154,6 +156,35 @@ TEST(CubeWriter, MultiOrbitalSameBytesAsSerialPrintf) {
               serial_multi_cube(dir / "serial.cube", wfn, grid, values, orbitals))
         << n_orb << " orbitals";
   }
+}
+
+// The number formatting on its own, against printf: every 13th float of several binades (values near
+// 1, the smallest and largest floats, tiny and large magnitudes) and the neighbours of rounding
+// boundaries (x.999995 and x.000005 times every power of ten, integers that are decimal ties).
+TEST(CubeWriter, EveryFloatOfSeveralBinadesAsPrintf) {
+  TempDir dir;
+  const Wavefunction wfn = two_atoms();
+  std::vector<float> values;
+  for (std::uint32_t exponent : {1u, 127u - 67u, 127u - 31u, 127u, 127u + 17u, 253u})
+    for (std::uint32_t mantissa = 0; mantissa < (1u << 23); mantissa += 13)
+      values.push_back(std::bit_cast<float>(exponent << 23 | mantissa));
+  for (int p = -45; p <= 38; ++p)
+    for (double lead : {1.0, 9.999995, 1.000005, 2.5, 1.234565}) {
+      float f = static_cast<float>(lead * std::pow(10.0, p));
+      for (int step = 0; step < 8; ++step) f = std::nextafter(f, 0.0f);
+      for (int step = 0; step < 16; ++step, f = std::nextafter(f, 1e38f)) {
+        values.push_back(f);
+        values.push_back(-f);
+      }
+    }
+  for (std::uint32_t i = 999000; i < 1001000; ++i) values.push_back(static_cast<float>(i) * 10.0f);
+  const GridSpec grid = grid_of(1, 1, values.size());
+  write_cube(dir / "fast.cube", wfn, grid, values.data(), "title", "description");
+  const std::string fast = read_file(dir / "fast.cube"),
+                    serial = serial_cube(dir / "serial.cube", wfn, grid, values);
+  ASSERT_EQ(fast.size(), serial.size());
+  EXPECT_TRUE(fast == serial) << "first difference at byte "
+                              << std::mismatch(fast.begin(), fast.end(), serial.begin()).first - fast.begin();
 }
 
 }  // namespace
