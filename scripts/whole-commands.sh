@@ -111,6 +111,6 @@ if want align-search-486k; then
 fi
 c60=.deps/orbital/c60_sto3g.molden.gz  # ../shared/data/orbital/c60_sto3g (scripts/fetch-gpu-deps.sh)
 if [ -f "$c60" ] && want orbital-c60; then
-  row orbital-c60-density-0.05A "$bin" -q orbital grid "$c60" --density total --spacing 0.05 -o "$work/d.cube"
+  fresh_row orbital-c60-density-0.05A "$work/d.cube" "$bin" -q orbital grid "$c60" --density total --spacing 0.05 -o "$work/d.cube"
   ls -la "$work/d.cube" | awk '{ printf "%28s %.0f MB\n", "", $5 / 1e6 }'
 fi
