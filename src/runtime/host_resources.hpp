@@ -1,6 +1,6 @@
 // What of the host a process uses: GPUs listed without creating their contexts, the free memory
-// of one GPU, the CPUs this process may use, and its share of the host's CPUs when several
-// processes of one launch (MPI ranks) run there.
+// of one GPU, the CPUs this process may use, its share of the host's CPUs when several processes
+// of one launch (MPI ranks) run there, and large fresh memory faulted in on several threads.
 #pragma once
 
 #include <cstddef>
@@ -27,5 +27,11 @@ int online_cpus();
 // the host (online / local_size), widens it to the share: CPUs [local_rank * share, +share).
 // Returns what it did, in words (empty when nothing was changed).
 std::string claim_cpu_share(int local_rank, int local_size);
+
+// Faults in the whole pages of fresh memory [data, data + bytes) on up to 8 threads (Linux's
+// MADV_POPULATE_WRITE: the kernel's zeroing of new pages, in parallel, where one thread writing
+// hundreds of MB of new memory spends most of its time in page faults). Does nothing below 64 MB
+// or where the kernel lacks it (before Linux 5.14); the memory's contents are not changed.
+void populate_pages(void* data, std::size_t bytes) noexcept;
 
 }  // namespace molaccel::detail

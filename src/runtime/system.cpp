@@ -1,12 +1,15 @@
 // Build and machine information, device selection and Resources.
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <sched.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "molaccel/runtime.hpp"
@@ -119,6 +122,34 @@ std::string claim_cpu_share(int local_rank, int local_size) {
       "process{} on this host)",
       usable, usable == 1 ? "" : "s", first, first + share - 1, online, local_size,
       local_size == 1 ? "" : "es");
+}
+
+void populate_pages(void* data, std::size_t bytes) noexcept {
+#ifdef MADV_POPULATE_WRITE
+  constexpr std::size_t kAtLeast = std::size_t{64} << 20;
+  const long page_size = sysconf(_SC_PAGESIZE);
+  if (!data || bytes < kAtLeast || page_size <= 0) return;
+  const auto page = static_cast<std::uintptr_t>(page_size);
+  const std::uintptr_t begin = (reinterpret_cast<std::uintptr_t>(data) + page - 1) / page * page;
+  const std::uintptr_t end = (reinterpret_cast<std::uintptr_t>(data) + bytes) / page * page;
+  const std::size_t pages = (end - begin) / page;
+  const std::size_t parts = static_cast<std::size_t>(std::clamp(usable_cpus(), 1, 8));
+  auto populate = [&](std::size_t part) {
+    const std::uintptr_t first = begin + pages * part / parts * page;
+    const std::uintptr_t last = begin + pages * (part + 1) / parts * page;
+    if (last > first) (void)madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE);
+  };
+  std::vector<std::thread> threads;
+  try {
+    for (std::size_t part = 1; part < parts; ++part) threads.emplace_back(populate, part);
+  } catch (...) {  // no more threads: the zeroing faults the rest in
+  }
+  populate(0);
+  for (auto& t : threads) t.join();
+#else
+  (void)data;
+  (void)bytes;
+#endif
 }
 
 }  // namespace detail
