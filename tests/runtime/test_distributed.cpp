@@ -3,8 +3,11 @@
 // (testing/thread_ranks.hpp); tests/mpi runs the same code under mpirun.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include <sched.h>
 
@@ -187,6 +190,24 @@ TEST(Distributed, AProcessBoundToOneCoreByItsLauncherTakesItsShareOfTheHost) {
   EXPECT_NE(said.find("bound this process to 1 CPU"), std::string::npos) << said;
   EXPECT_TRUE(detail::claim_cpu_share(0, 1).empty());  // wide enough already: left alone
   ASSERT_EQ(sched_setaffinity(0, sizeof saved, &saved), 0);
+}
+
+// Faulting in pages changes no byte, whether the memory was written already, is fresh, or does
+// not start on a page boundary.
+TEST(HostMemory, PopulatingPagesKeepsTheContents) {
+  const std::size_t bytes = (std::size_t{80} << 20) + 12345;
+  std::vector<std::uint8_t> written(bytes);
+  for (std::size_t i = 0; i < bytes; ++i) written[i] = static_cast<std::uint8_t>(i * 2654435761u >> 24);
+  const std::vector<std::uint8_t> copy = written;
+  detail::populate_pages(written.data() + 3, bytes - 3);
+  EXPECT_TRUE(written == copy);
+  std::vector<std::uint32_t> fresh;
+  fresh.reserve(bytes / 4);
+  detail::populate_pages(fresh.data(), bytes / 4 * 4);
+  fresh.resize(bytes / 4);
+  EXPECT_EQ(std::count(fresh.begin(), fresh.end(), 0u), static_cast<std::ptrdiff_t>(fresh.size()));
+  detail::populate_pages(nullptr, bytes);  // nothing to do
+  detail::populate_pages(written.data(), 100);
 }
 
 TEST(Distributed, OutsideALauncherThereIsOneProcess) {
