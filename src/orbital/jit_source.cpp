@@ -395,6 +395,19 @@ void BackgroundCompiles::wait_all() {
   for (auto& t : threads) t.join();
 }
 
+void BackgroundCompiles::hold() {
+  std::lock_guard lock(mutex_);
+  held_ = true;
+}
+
+void BackgroundCompiles::release() {
+  {
+    std::lock_guard lock(mutex_);
+    held_ = false;
+  }
+  released_.notify_all();
+}
+
 bool BackgroundCompiles::started(const std::string& key) const {
   std::lock_guard lock(mutex_);
   return entries_.count(key) > 0;
@@ -407,7 +420,13 @@ std::optional<JitProgram> BackgroundCompiles::get(const std::string& key, const 
     if (auto it = entries_.find(key); it != entries_.end()) {
       program = it->second.program;
     } else if (!wait) {
-      std::packaged_task<JitProgram()> task(compile);
+      std::packaged_task<JitProgram()> task([this, compile] {
+        {
+          std::unique_lock hold(mutex_);
+          released_.wait(hold, [this] { return !held_; });
+        }
+        return compile();
+      });
       std::shared_future<JitProgram> future = task.get_future().share();
       threads_.emplace_back(std::move(task));  // may throw: then nothing is recorded
       entries_[key].program = future;

@@ -6,6 +6,7 @@
 // with the generic kernel while a new basis set's JIT kernel compiles.
 #pragma once
 
+#include <condition_variable>
 #include <functional>
 #include <future>
 #include <map>
@@ -84,12 +85,19 @@ class BackgroundCompiles {
   std::optional<JitProgram> get(const std::string& key, const Compile& compile, bool wait);
   bool started(const std::string& key) const;  // a background compile of `key` was started
   void wait_all();                             // until every compile started has finished
+  // Tests: while held, a background compile waits on its thread before it begins (it counts as in
+  // flight), so "the generic kernel computes while the JIT kernel compiles" does not depend on
+  // how fast NVRTC is. Release before wait_all(), a waiting get() or the destructor.
+  void hold();
+  void release();
 
  private:
   struct Entry {
     std::shared_future<JitProgram> program;
     bool failure_logged = false;
   };
+  bool held_ = false;
+  std::condition_variable released_;
   mutable std::mutex mutex_;
   std::map<std::string, Entry> entries_;
   std::vector<std::thread> threads_;

@@ -74,6 +74,27 @@ TEST(OrbitalJitHandover, OneBackgroundCompilePerKeyAndItsProgramOnceReady) {
   EXPECT_FALSE(compiles.started("other"));
 }
 
+// Held compiles begin only once released, however long that takes.
+TEST(OrbitalJitHandover, AHeldCompileBeginsWhenReleased) {
+  detail::BackgroundCompiles compiles;
+  std::atomic<int> calls{0};
+  const auto compile = [&] {
+    ++calls;
+    return program_named("held");
+  };
+  compiles.hold();
+  EXPECT_FALSE(compiles.get("held", compile, false).has_value());  // started, and held
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(compiles.get("held", compile, false).has_value());
+  EXPECT_EQ(calls.load(), 0);
+  compiles.release();
+  compiles.wait_all();
+  const auto ready = compiles.get("held", compile, false);
+  ASSERT_TRUE(ready.has_value());
+  EXPECT_EQ(ready->key, "held");
+  EXPECT_EQ(calls.load(), 1);
+}
+
 TEST(OrbitalJitHandover, AFailedCompileLeavesTheGenericKernelOrIsReportedWhenWaitedFor) {
   detail::BackgroundCompiles compiles;
   const auto failing = []() -> JitProgram { throw Error("stand-in compile error"); };
@@ -144,10 +165,19 @@ TEST(OrbitalCudaJitHandover, GenericWhileTheJitKernelCompilesThenJitWithTheSameG
   const std::vector<OrbitalRef> homo{parse_orbital("homo", wfn)};
   EvaluateOptions automatic;  // --backend auto
   EvaluationInfo first_info;
-  const auto first = evaluate_orbitals(resources, wfn, grid, homo, automatic, &first_info);
-  // The compile (NVRTC, most of a second) outlasts this grid (milliseconds): the generic kernel
-  // computed at least its first chunks.
+  // The compile is held until the first grid is done (NVRTC takes most of a second and the grid
+  // milliseconds, but under the load of other GPU tests a GPU's worker may begin only after the
+  // compile ended): the generic kernel computes it.
+  std::vector<float> first;
+  {
+    struct Held {
+      Held() { detail::background_jit_compiles().hold(); }
+      ~Held() { detail::background_jit_compiles().release(); }
+    } held;
+    first = evaluate_orbitals(resources, wfn, grid, homo, automatic, &first_info);
+  }
   EXPECT_EQ(first_info.backend.rfind("cuda/generic", 0), 0u) << first_info.backend;
+  EXPECT_EQ(first_info.backend.find("jit"), std::string::npos) << first_info.backend;
   detail::background_jit_compiles().wait_all();
   std::size_t entries = 0;
   for (const auto& e : std::filesystem::recursive_directory_iterator(kFreshCache.path))
