@@ -34,27 +34,28 @@ mkdir -p "$work" "$out"
 stages() {  # the report's stages, else its *seconds keys
   python3 -c "import json,sys; r=json.load(open(sys.argv[1])); s=r.get('stages') or {k: v for k, v in r.items() if k.endswith('seconds') and isinstance(v, (int, float))}; print(' '.join('%s %.2f' % (k, v) for k, v in s.items()))" "$1" 2>/dev/null
 }
-row() {  # name command...: the second of two runs, whole seconds and the report's stages
-  local name=$1 t0 t
-  shift
-  "$@" --json "$out/$name.json" >/dev/null 2>"$out/$name.err" || { echo "$name: FAILED"; tail -3 "$out/$name.err"; return; }
+timed() {  # label json command...: one run, timed from the shell: its line (and JSON.whole); 1 if it failed
+  local label=$1 json=$2 t0 t
+  shift 2
   t0=$(date +%s.%N)
-  "$@" --json "$out/$name.json" >/dev/null 2>"$out/$name.err" || { echo "$name: FAILED"; return; }
+  "$@" --json "$json" >/dev/null 2>"${json%.json}.err" || { echo "$label: FAILED"; tail -3 "${json%.json}.err"; return 1; }
   t=$(awk "BEGIN { printf \"%.3f\", $(date +%s.%N) - $t0 }")
-  echo "$t" >"$out/$name.whole"
-  printf '%-26s %7s s   %s\n' "$name" "$t" "$(stages "$out/$name.json")"
+  echo "$t" >"${json%.json}.whole"
+  printf '%-26s %7s s   %s\n' "$label" "$t" "$(stages "$json")"
+}
+row() {  # name command...: the second of two runs, whole seconds and the report's stages
+  local name=$1
+  shift
+  "$@" --json "$out/$name.json" >/dev/null 2>"$out/$name.err" || { echo "$name: FAILED"; tail -3 "$out/$name.err"; return 1; }
+  timed "$name" "$out/$name.json" "$@"
 }
 fresh_row() {  # name output command...: row, then once more into a new file
-  local name=$1 output=$2 t0 t
+  local name=$1 output=$2
   shift 2
-  row "$name" "$@"
-  [ -f "$out/$name.whole" ] || return
+  row "$name" "$@" || return
   rm -f "$output"
   sync
-  t0=$(date +%s.%N)
-  "$@" --json "$out/$name.new.json" >/dev/null 2>"$out/$name.err" || { echo "$name (new file): FAILED"; return; }
-  t=$(awk "BEGIN { printf \"%.3f\", $(date +%s.%N) - $t0 }")
-  printf '%-26s %7s s   %s\n' "  into a new file" "$t" "$(stages "$out/$name.new.json")"
+  timed "  into a new file" "$out/$name.new.json" "$@"
 }
 echo "whole commands ($(date -u +%F), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
 synthdb() {

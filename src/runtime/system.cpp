@@ -134,18 +134,14 @@ void populate_pages(void* data, std::size_t bytes) noexcept {
   const std::uintptr_t end = (reinterpret_cast<std::uintptr_t>(data) + bytes) / page * page;
   const std::size_t pages = (end - begin) / page;
   const std::size_t parts = static_cast<std::size_t>(std::clamp(usable_cpus(), 1, 8));
-  auto populate = [&](std::size_t part) {
-    const std::uintptr_t first = begin + pages * part / parts * page;
-    const std::uintptr_t last = begin + pages * (part + 1) / parts * page;
-    if (last > first) (void)madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE);
-  };
-  std::vector<std::thread> threads;
   try {
-    for (std::size_t part = 1; part < parts; ++part) threads.emplace_back(populate, part);
-  } catch (...) {  // no more threads: the zeroing faults the rest in
+    parallel_for(parts, static_cast<int>(parts), 1, [&](std::size_t b, std::size_t e) {
+      const std::uintptr_t first = begin + pages * b / parts * page;
+      const std::uintptr_t last = begin + pages * e / parts * page;
+      if (last > first) (void)madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE);
+    });
+  } catch (...) {  // no threads to be had: the zeroing faults the pages in
   }
-  populate(0);
-  for (auto& t : threads) t.join();
 #else
   (void)data;
   (void)bytes;

@@ -212,7 +212,7 @@ void append_cube_number(std::string& text, double v) {
   if (v == 0 && !std::signbit(v)) {
     std::memcpy(out, "0.00000E+00", 11);
     length = 11;
-  } else if (std::isfinite(v) && v != 0 && six_digits(std::fabs(v), m, e)) {
+  } else if (six_digits(std::fabs(v), m, e)) {  // false for 0, NaN and infinities
     if (v < 0) out[length++] = '-';
     char d[6];
     for (int i = 5; i >= 0; --i, m /= 10) d[i] = static_cast<char>('0' + m % 10);
