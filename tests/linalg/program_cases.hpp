@@ -29,9 +29,18 @@ struct EmulatedShape {
   unsigned blocks = 1, threads = 32;
   const char* name = "";
 };
-inline constexpr std::array<EmulatedShape, 3> kEmulatedShapes{{{{false, 0}, 3, 8, "grid, streamed"},
-                                                               {{false, 5}, 3, 16, "grid, registers"},
-                                                               {{true, 5}, 1, 32, "one block, registers"}}};
+constexpr program::KernelShape with_shared_exchange(program::KernelShape s) {
+  s.shared_exchange = true;
+  return s;
+}
+constexpr program::KernelShape with_512_threads(program::KernelShape s) {
+  s.grid_threads = 512;
+  return s;
+}
+inline constexpr std::array<EmulatedShape, 3> kEmulatedShapes{
+    {{{false, 0}, 3, 8, "grid, streamed"},
+     {{false, 5}, 3, 16, "grid, registers"},
+     {with_shared_exchange({true, 5}), 1, 32, "one block, registers, operands in shared memory"}}};
 
 // The matrix by diagonals (KernelShape::diagonals): the emulated forms that read it (streamed
 // on a grid, registers in one block), with the offsets of the band below and of Poisson 12 x 12.

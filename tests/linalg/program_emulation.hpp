@@ -50,6 +50,10 @@ inline double* block_shared(const char* name, std::size_t count) {
   return a.data();
 }
 
+// The shared exchange (`extern __shared__ T mp_exchange[];`, KernelShape::shared_exchange) becomes
+// a per-block array of kExchangeValues (run_emulated checks exchange_buffers x n fits).
+inline constexpr std::size_t kExchangeValues = std::size_t(1) << 14;
+
 inline void __syncthreads() {
   block_barriers[blockIdx.x]->arrive_and_wait();
 }

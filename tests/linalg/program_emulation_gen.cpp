@@ -21,7 +21,9 @@ std::string for_emulation(const Program& p, program::KernelShape shape, const st
   s.erase(blocks, kernel - blocks);
   const std::size_t at = s.find(program::kernel_name(p));
   s.replace(at, program::kernel_name(p).size(), name);
-  static const std::regex shared(R"(__shared__ double (\w+)\[(\d+)\];)"), unroll(R"( *#pragma unroll\n)");
+  static const std::regex shared(R"(__shared__ double (\w+)\[(\d+)\];)"), unroll(R"( *#pragma unroll\n)"),
+      exchange(R"(extern __shared__ T (\w+)\[\];)");
+  s = std::regex_replace(s, exchange, R"(double* $1 = block_shared("$1", kExchangeValues);)");
   return std::regex_replace(std::regex_replace(s, shared, R"(double* $1 = block_shared("$1", $2);)"), unroll,
                             "");
 }

@@ -324,19 +324,23 @@ TEST(LinalgProgram, BreakdownStopsTheLoop) {
 // constant stencil.
 constexpr program::KernelShape kStencil32{
     false, 1, 5, {-32, -1, 0, 1, 32}, 32, 32, {-1, 0, 0, 0, 1}, {0, -1, 0, 1, 0}, {-1, -1, 4, -1, -1}};
-constexpr program::KernelShape kShapes[] = {{false, 0},
-                                            {false, 1},
-                                            {false, 2},
-                                            {false, 4},
-                                            {true, 1},
-                                            {true, 2},
-                                            {true, 4},
-                                            {false, 0, 5, {-32, -1, 0, 1, 32}},
-                                            {false, 4, 5, {-32, -1, 0, 1, 32}},
-                                            {true, 2, 5, {-32, -1, 0, 1, 32}},
-                                            kStencil32,
-                                            {true, 2, kStencil32.diagonals, kStencil32.offsets, 32, 32,
-                                             kStencil32.grid_a, kStencil32.grid_b, kStencil32.coef}};
+constexpr program::KernelShape kShapes[] = {
+    {false, 0},
+    {false, 1},
+    {false, 2},
+    {false, 4},
+    {true, 1},
+    {true, 2},
+    {true, 4},
+    {false, 0, 5, {-32, -1, 0, 1, 32}},
+    {false, 4, 5, {-32, -1, 0, 1, 32}},
+    {true, 2, 5, {-32, -1, 0, 1, 32}},
+    kStencil32,
+    {true, 2, kStencil32.diagonals, kStencil32.offsets, 32, 32, kStencil32.grid_a, kStencil32.grid_b,
+     kStencil32.coef},
+    testing::with_shared_exchange({true, 4}),
+    testing::with_shared_exchange({true, 2, kStencil32.diagonals, kStencil32.offsets, 32, 32,
+                                   kStencil32.grid_a, kStencil32.grid_b, kStencil32.coef})};
 
 void expect_compiles(const Program& p, program::KernelShape shape) {
   JitRequest request;
@@ -370,9 +374,10 @@ TEST(LinalgProgramCuda, NvrtcCompilesRandomPrograms) {
   for (std::uint64_t seed = 1; seed <= 6; ++seed) {
     int iterations = 0;
     const auto rp = testing::random_program(seed, iterations);
-    // The kinds of form (streamed, registers on a grid, one block; CSR, by diagonals): the
-    // methods above cover every rows-per-thread count.
-    for (const auto& shape : {kShapes[0], kShapes[2], kShapes[5], kShapes[7], kShapes[9], kShapes[11]})
+    // The kinds of form (streamed, registers on a grid, one block, the shared exchange, a grid of
+    // 512-thread blocks; CSR, by diagonals): the methods above cover every rows-per-thread count.
+    for (const auto& shape : {kShapes[0], kShapes[2], kShapes[5], kShapes[7], kShapes[9], kShapes[11],
+                              kShapes[12], testing::with_512_threads(kStencil32)})
       expect_compiles(rp->program, shape);
   }
 }
@@ -433,6 +438,18 @@ TEST(LinalgProgramCuda, EachFormHasItsBarrierAndRegisters) {
   const std::string stencil = program::generate_program_cuda(p, plan, kStencil32);
   EXPECT_EQ(stencil.find("values["), std::string::npos);
   EXPECT_NE(stencil.find("(double)(T)(4.0)"), std::string::npos);
+  // One block with the shared exchange: CG's product operands r and p in shared memory, p with
+  // two buffers (renamed: written by the step whose product reads it), r with one; the form
+  // without the exchange has none.
+  EXPECT_EQ(program::exchange_buffers(p, plan), 3u);
+  const std::string exchanged = program::generate_program_cuda(p, plan, kShapes[12]);
+  EXPECT_NE(exchanged.find("extern __shared__ T mp_exchange[];"), std::string::npos);
+  const std::string exchanged_loop = exchanged.substr(exchanged.find("for (;; ++it)"));
+  EXPECT_NE(exchanged_loop.find("T* v1_f = mp_exchange + "), std::string::npos);  // r
+  EXPECT_NE(exchanged_loop.find("T* v2_b = mp_exchange + "), std::string::npos);  // p's second buffer
+  EXPECT_EQ(exchanged_loop.find("v1_f = vectors"), std::string::npos);
+  EXPECT_EQ(block.find("mp_exchange"), std::string::npos);
+  EXPECT_THROW(program::generate_program_cuda(p, plan, testing::with_shared_exchange({false, 1})), Error);
 }
 
 TEST(LinalgProgramCuda, OneKernelWithOneBarrierPerSegment) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <stdexcept>
 
 #include "linalg/program/program_plan.hpp"
 #include "linalg/program_cases.hpp"
@@ -48,6 +49,8 @@ ProgramResult run_emulated(emulation::EmulatedKernel kernel, const Program& prog
       monitors((std::size_t(in.max_iterations) + 1) * m, 0.0);
   std::vector<long long> outcome(2 + vectors.size(), 0);
   unsigned long long counter = 0;
+  if (program::exchange_buffers(program, plan) * n > emulation::kExchangeValues)
+    throw std::invalid_argument("run_emulated: the shared exchange does not fit the emulation's array");
   emulation::emulate(blocks, threads, [&] {
     kernel(a.row_ptr.data(), a.col_idx.data(), values.data(), static_cast<long long>(n), vec.data(),
            scalars.data(), partials.data(), &counter, monitors.data(), outcome.data(), in.max_iterations);

@@ -24,9 +24,28 @@ constexpr program::KernelShape kStencil(bool block, int rows) {
   return s;
 }
 constexpr program::KernelShape kShapes[] = {
-    {false, 0},    {false, 1},   {false, 2},         {false, 4},         {true, 1},
-    {true, 2},     {true, 4},    {true, 4, 1},       {false, 0, 1},      {false, 1, 1},
-    {false, 4, 1}, {true, 2, 1}, kStencil(false, 0), kStencil(false, 1), kStencil(true, 4)};
+    {false, 0},
+    {false, 1},
+    {false, 2},
+    {false, 4},
+    {true, 1},
+    {true, 2},
+    {true, 4},
+    {true, 4, 1},
+    {false, 0, 1},
+    {false, 1, 1},
+    {false, 4, 1},
+    {true, 2, 1},
+    kStencil(false, 0),
+    kStencil(false, 1),
+    kStencil(true, 4),
+    // One block with the product operands in shared memory (the automatic choice where they fit).
+    testing::with_shared_exchange({true, 2}),
+    testing::with_shared_exchange({true, 4, 1}),
+    testing::with_shared_exchange(kStencil(true, 4)),
+    // A grid of 512-thread blocks.
+    testing::with_512_threads({false, 2}),
+    testing::with_512_threads(kStencil(false, 1))};
 
 bool is_constant_stencil(const HostCsr<double>& a) {
   const auto layout = diagonal_storage(a);

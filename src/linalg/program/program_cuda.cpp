@@ -14,6 +14,9 @@
 // Plain C++ (no CUDA headers): CI compiles the generated source with NVRTC without a GPU.
 #include <cctype>
 #include <cmath>
+#include <functional>
+#include <map>
+#include <set>
 
 #include "linalg/codegen/codegen.hpp"
 #include "linalg/expression_util.hpp"
@@ -34,6 +37,37 @@ constexpr const char* kProgramBlocks =
     ;
 #undef MOLACCEL_GRID_BLOCKS
 
+// The vectors some product reads (at other rows): the only ones the resident kind stores.
+std::set<int> product_operands(const Program& program) {
+  std::set<int> out;
+  std::function<void(const NodePtr&, bool)> walk = [&](const NodePtr& n, bool in_product) {
+    if (n->kind == NodeKind::vector && in_product) out.insert(n->index);
+    for (std::size_t c = 0; c < n->children.size(); ++c)
+      walk(n->children[c], in_product || (n->kind == NodeKind::matrix_product && c == 1));
+  };
+  for (const auto* steps : {&program.setup_steps(), &program.loop_steps()})
+    for (const auto& step : *steps)
+      for (const auto& st : step) walk(st.value(), false);
+  return out;
+}
+
+// Where each product operand's buffers start in the shared exchange (KernelShape::shared_exchange),
+// in buffers of n values: one per operand, two for one renamed in some segment.
+std::map<int, std::size_t> exchange_layout(const Program& program, const ProgramPlan& plan,
+                                           std::size_t* total = nullptr) {
+  std::map<int, std::size_t> base;
+  std::size_t next = 0;
+  for (int v : product_operands(program)) {
+    bool renamed = false;
+    for (const Phase* phase : {&plan.setup, &plan.iteration})
+      for (const auto& seg : phase->segments) renamed = renamed || seg.renamed.count(v) > 0;
+    base[v] = next;
+    next += renamed ? 2 : 1;
+  }
+  if (total) *total = next;
+  return base;
+}
+
 std::string literal(double v) {
   if (std::isinf(v)) return v > 0 ? "(1.0/0.0)" : "(-1.0/0.0)";
   std::string s = fmt::format("{:.17g}", v);
@@ -53,16 +87,13 @@ class Emitter {
                      "program emission: diagonals out of range");
     for (std::size_t i = 0; i < program.symbols().size(); ++i)
       if (program.symbols()[i].kind == NodeKind::vector) vector_ordinal_[int(i)] = vectors_++;
+    MOLACCEL_EXPECTS(shape.grid_threads == 256 || (!d_.opencl && shape.grid_threads == 512),
+                     "program emission: a grid's blocks have 256 or 512 threads (OpenCL: 256)");
+    MOLACCEL_EXPECTS(!shape.shared_exchange || (shape.block && shape.rows_per_thread > 0),
+                     "program emission: the shared exchange is for one block with its rows in registers");
     slots_ = std::max(plan.setup.reductions.size(), plan.iteration.reductions.size());
-    // The vectors some product reads (at other rows): the only ones the resident kind stores.
-    std::function<void(const NodePtr&, bool)> walk = [&](const NodePtr& n, bool in_product) {
-      if (n->kind == NodeKind::vector && in_product) published_.insert(n->index);
-      for (std::size_t c = 0; c < n->children.size(); ++c)
-        walk(n->children[c], in_product || (n->kind == NodeKind::matrix_product && c == 1));
-    };
-    for (const auto* steps : {&program.setup_steps(), &program.loop_steps()})
-      for (const auto& step : *steps)
-        for (const auto& st : step) walk(st.value(), false);
+    published_ = product_operands(program);
+    if (shape.shared_exchange) exchange_ = exchange_layout(program, plan);
   }
 
   std::string source() {
@@ -100,12 +131,20 @@ class Emitter {
       s += "  int epoch = 0;\n";
       s += fmt::format("  __shared__ double mp_part[{}];\n", 2 * 32 * max_segment_reductions());
       if (!shape_.block) s += fmt::format("  __shared__ double mp_tot[{}];\n", 2 * max_segment_reductions());
+      if (shape_.shared_exchange) s += "  extern __shared__ T mp_exchange[];  // exchange_buffers() x n\n";
     }
     for (std::size_t i = 0; i < program_.symbols().size(); ++i) {
       const auto kind = program_.symbols()[i].kind;
       if (kind == NodeKind::device_scalar) s += fmt::format("  double s{0} = scalars[{0}];\n", i);
     }
     if (resident()) s += resident_rows("load");
+    if (shape_.shared_exchange) {
+      // The product operands' first buffers in shared memory, from the registers.
+      std::string body;
+      for (const auto& [v, base] : exchange_)
+        body += fmt::format("      mp_exchange[{} * n + row] = rv{}[j];\n", base, v);
+      s += rows_loop(body, "  ") + "  __syncthreads();\n";
+    }
     s += "  // ---- setup ----\n";
     for (std::size_t k = 0; k < plan_.setup.segments.size(); ++k) {
       at_ = {false, k};
@@ -359,6 +398,12 @@ class Emitter {
     for (int v : used) {
       const int o = vector_ordinal_.at(v);
       const std::string par = parity(v);
+      if (auto e = exchange_.find(v); e != exchange_.end()) {  // in shared memory
+        head += fmt::format("    T* v{0}_f = mp_exchange + ({1} + {2}) * n;\n", v, e->second, par);
+        if (seg.renamed.count(v))
+          head += fmt::format("    T* v{0}_b = mp_exchange + ({1} + 1 - {2}) * n;\n", v, e->second, par);
+        continue;
+      }
       head += fmt::format("    {2}T* v{0}_f = vectors + (2{3} * {1} + {4}) * n;\n", v, o, d_.global,
                           d_.int64_suffix, par);
       if (seg.renamed.count(v))
@@ -536,6 +581,7 @@ class Emitter {
   std::string helpers_;
   KernelShape shape_;
   std::set<int> published_;
+  std::map<int, std::size_t> exchange_;  // shared exchange: operand -> first buffer
   std::map<int, int> vector_ordinal_;
   int vectors_ = 0;
   std::size_t slots_ = 0;
@@ -557,6 +603,12 @@ std::string kernel_name(const Program& program) {
 std::string generate_program(const Program& program, const ProgramPlan& plan, const Dialect& dialect,
                              std::string helpers, KernelShape shape) {
   return Emitter(program, plan, dialect, std::move(helpers), shape).source();
+}
+
+std::size_t exchange_buffers(const Program& program, const ProgramPlan& plan) {
+  std::size_t total = 0;
+  exchange_layout(program, plan, &total);
+  return total;
 }
 
 std::string program_cuda_blocks() {

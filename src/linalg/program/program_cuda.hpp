@@ -39,8 +39,18 @@ struct KernelShape {
   int grid_width = 0, grid_height = 0;
   std::array<int, 8> grid_a{}, grid_b{};
   std::array<double, 8> coef{};
-  int max_threads() const { return block ? 512 : 256; }
+  // One block (resident kind): the vectors some product reads are exchanged through shared
+  // memory (`extern __shared__ T mp_exchange[]`, exchange_buffers x n values, sized at launch)
+  // instead of global memory.
+  bool shared_exchange = false;
+  // A grid's threads per block (256 or 512; CUDA).
+  int grid_threads = 256;
+  int max_threads() const { return block ? 512 : grid_threads; }
 };
+
+// The buffers of n values a kernel with KernelShape::shared_exchange needs in shared memory:
+// one per vector some product reads, two for those renamed in some segment.
+std::size_t exchange_buffers(const Program& program, const ProgramPlan& plan);
 
 std::string kernel_name(const Program& program);
 // The kernel in `dialect`, after `helpers` (CUDA: grid_blocks.cuh and program_blocks.cuh;

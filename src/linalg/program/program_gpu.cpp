@@ -35,6 +35,7 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
     cuda::LoadedProgram program;
     cudaKernel_t kernel = nullptr;
     int blocks = 1, threads = 256;
+    std::size_t shared_bytes = 0;  // dynamic: the shared exchange
   };
   auto load = [&](program::KernelShape shape) {
     JitRequest request;
@@ -48,11 +49,11 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
     out->kernel = out->program.kernel(name);
     return out;
   };
-  // Resident blocks of 256 threads per multiprocessor for a grid kernel.
+  // Resident blocks per multiprocessor for a grid kernel.
   auto resident_blocks = [&](const Loaded& k) {
     int per_sm = 0;
     MOLACCEL_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, reinterpret_cast<const void*>(k.kernel), 256, 0));
+        &per_sm, reinterpret_cast<const void*>(k.kernel), k.shape.grid_threads, 0));
     if (per_sm < 1)
       throw Error("linalg program " + program.name() + ": the kernel cannot be resident", __FILE__, __LINE__);
     return std::size_t(per_sm) * std::size_t(prop.multiProcessorCount);
@@ -98,17 +99,41 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
   };
   std::unique_ptr<Loaded> k;
   if (forced ? forced->block : n <= kBlockRows) {
-    // As the hand-written one-block kernel: up to 512 threads, up to 4 rows each.
+    // As the hand-written one-block kernel: up to 512 threads, up to 4 rows each; the product
+    // operands exchanged through shared memory where they fit (a forced shape says whether).
     const int rows =
         forced ? std::max(1, forced->rows_per_thread) : int(std::max<std::size_t>(1, ceil_div(n, 512)));
     if (n > 512 * std::size_t(rows)) throw too_small();
-    k = load_matrix({true, rows});
+    program::KernelShape shape{true, rows};
+    const std::size_t exchange = program::exchange_buffers(program, plan) * n * sizeof(T);
+    shape.shared_exchange = forced ? forced->shared_exchange : exchange > 0;
+    k = load_matrix(shape);
+    if (shape.shared_exchange) {
+      cudaFuncAttributes attributes{};
+      MOLACCEL_CUDA_TRY(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(k->kernel)));
+      const bool fits = attributes.sharedSizeBytes + exchange <= prop.sharedMemPerBlockOptin;
+      if (!fits && forced)
+        throw Error(fmt::format("linalg program {}: {} bytes of shared exchange do not fit one block",
+                                program.name(), exchange),
+                    __FILE__, __LINE__);
+      if (fits) {
+        MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void*>(k->kernel),
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, int(exchange)));
+        k->shared_bytes = exchange;
+      } else {
+        shape.shared_exchange = false;
+        k = load_matrix(shape);
+      }
+    }
     k->threads = int(std::max<std::size_t>(32, ceil_div(ceil_div(n, std::size_t(rows)), 32) * 32));
   } else {
+    const int gt = forced ? forced->grid_threads : 256;
     for (int rows : {1, 2, 4}) {
       if (forced && forced->rows_per_thread != rows) continue;
-      auto candidate = load_matrix({false, rows});
-      const std::size_t wanted = ceil_div(n, 256 * std::size_t(rows));
+      program::KernelShape shape{false, rows};
+      shape.grid_threads = gt;
+      auto candidate = load_matrix(shape);
+      const std::size_t wanted = ceil_div(n, std::size_t(gt) * std::size_t(rows));
       if (wanted <= resident_blocks(*candidate)) {
         k = std::move(candidate);
         k->blocks = int(wanted);
@@ -118,9 +143,12 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
     }
     if (!k) {
       if (forced && forced->rows_per_thread != 0) throw too_small();
-      k = load_matrix({false, 0});
-      k->blocks = int(std::min(ceil_div(n, 256), resident_blocks(*k)));
+      program::KernelShape shape{false, 0};
+      shape.grid_threads = gt;
+      k = load_matrix(shape);
+      k->blocks = int(std::min(ceil_div(n, std::size_t(gt)), resident_blocks(*k)));
     }
+    k->threads = gt;
   }
   const int blocks = k->blocks, threads = k->threads;
   const cudaKernel_t kernel = k->kernel;
@@ -175,7 +203,7 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
   start.record();
   if (k->shape.block)
     MOLACCEL_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(1),
-                                       dim3(unsigned(threads)), args, 0, nullptr));
+                                       dim3(unsigned(threads)), args, k->shared_bytes, nullptr));
   else
     MOLACCEL_CUDA_TRY(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel),
                                                   dim3(unsigned(blocks)), dim3(unsigned(threads)), args, 0,
@@ -192,9 +220,10 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
       program::unpack_result(program, plan, vector_symbols, n, outcome, got_vectors, got_scalars,
                              got_monitors, blocks, double(stop.elapsed_ms_since(start)) * 1e-3);
   result.kernel = fmt::format(
-      "{}, {} of {} threads, {}, {}", k->shape.block ? "one block" : "grid", blocks, threads,
+      "{}, {} of {} threads, {}, {}, {}", k->shape.block ? "one block" : "grid", blocks, threads,
       k->shape.rows_per_thread > 0 ? fmt::format("{} rows per thread in registers", k->shape.rows_per_thread)
                                    : std::string("rows streamed"),
+      k->shape.shared_exchange ? "operands in shared memory" : "operands in global memory",
       k->shape.grid_width > 0  ? fmt::format("constant {}-point stencil", k->shape.diagonals)
       : k->shape.diagonals > 0 ? fmt::format("{} diagonals", k->shape.diagonals)
                                : std::string("CSR"));
