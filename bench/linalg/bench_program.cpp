@@ -79,36 +79,18 @@ constexpr program::KernelShape shared(program::KernelShape s) {
   s.shared_exchange = true;
   return s;
 }
-constexpr program::KernelShape wide(program::KernelShape s) {
-  s.grid_threads = 512;
-  return s;
-}
-constexpr program::KernelShape kShapes[] = {wide(kStencil(false, 1)),
-                                            wide(kStencil(false, 2)),
-                                            wide({false, 1, 1}),
-                                            wide({false, 2}),
-                                            {true, 0},
-                                            {true, 0, 1},
-                                            kStencil(true, 0),
-                                            shared({true, 0}),
-                                            shared({true, 0, 1}),
-                                            shared(kStencil(true, 0)),
-                                            {false, 1},
-                                            {false, 1, 1},
-                                            kStencil(false, 1),
-                                            {false, 2},
-                                            kStencil(false, 2),
-                                            kStencil(false, 4),
-                                            {false, 0},
-                                            {false, 0, 1},
-                                            kStencil(false, 0)};
+constexpr program::KernelShape kShapes[] = {
+    {true, 0},         {true, 0, 1},         kStencil(true, 0),
+    shared({true, 0}), shared({true, 0, 1}), shared(kStencil(true, 0)),
+    {false, 1},        {false, 1, 1},        kStencil(false, 1),
+    {false, 2},        kStencil(false, 2),   kStencil(false, 4),
+    {false, 0},        {false, 0, 1},        kStencil(false, 0)};
 
 std::string shape_name(program::KernelShape s) {
   return fmt::format("{}, {}, {}", s.block ? "block" : "grid",
-                     s.block ? std::string(s.shared_exchange ? "registers, shared" : "registers")
-                     : s.rows_per_thread
-                         ? fmt::format("{} x {} rows/thread", s.grid_threads, s.rows_per_thread)
-                         : std::string("streamed"),
+                     s.block             ? std::string(s.shared_exchange ? "registers, shared" : "registers")
+                     : s.rows_per_thread ? fmt::format("{} rows/thread", s.rows_per_thread)
+                                         : std::string("streamed"),
                      s.grid_width  ? "constant stencil"
                      : s.diagonals ? "diagonals"
                                    : "CSR");

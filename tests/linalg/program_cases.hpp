@@ -33,10 +33,6 @@ constexpr program::KernelShape with_shared_exchange(program::KernelShape s) {
   s.shared_exchange = true;
   return s;
 }
-constexpr program::KernelShape with_512_threads(program::KernelShape s) {
-  s.grid_threads = 512;
-  return s;
-}
 inline constexpr std::array<EmulatedShape, 3> kEmulatedShapes{
     {{{false, 0}, 3, 8, "grid, streamed"},
      {{false, 5}, 3, 16, "grid, registers"},

@@ -42,10 +42,7 @@ constexpr program::KernelShape kShapes[] = {
     // One block with the product operands in shared memory (the automatic choice where they fit).
     testing::with_shared_exchange({true, 2}),
     testing::with_shared_exchange({true, 4, 1}),
-    testing::with_shared_exchange(kStencil(true, 4)),
-    // A grid of 512-thread blocks.
-    testing::with_512_threads({false, 2}),
-    testing::with_512_threads(kStencil(false, 1))};
+    testing::with_shared_exchange(kStencil(true, 4))};
 
 bool is_constant_stencil(const HostCsr<double>& a) {
   const auto layout = diagonal_storage(a);

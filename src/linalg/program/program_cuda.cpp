@@ -87,8 +87,6 @@ class Emitter {
                      "program emission: diagonals out of range");
     for (std::size_t i = 0; i < program.symbols().size(); ++i)
       if (program.symbols()[i].kind == NodeKind::vector) vector_ordinal_[int(i)] = vectors_++;
-    MOLACCEL_EXPECTS(shape.grid_threads == 256 || (!d_.opencl && shape.grid_threads == 512),
-                     "program emission: a grid's blocks have 256 or 512 threads (OpenCL: 256)");
     MOLACCEL_EXPECTS(!shape.shared_exchange || (shape.block && shape.rows_per_thread > 0),
                      "program emission: the shared exchange is for one block with its rows in registers");
     slots_ = std::max(plan.setup.reductions.size(), plan.iteration.reductions.size());

@@ -43,9 +43,7 @@ struct KernelShape {
   // memory (`extern __shared__ T mp_exchange[]`, exchange_buffers x n values, sized at launch)
   // instead of global memory.
   bool shared_exchange = false;
-  // A grid's threads per block (256 or 512; CUDA).
-  int grid_threads = 256;
-  int max_threads() const { return block ? 512 : grid_threads; }
+  int max_threads() const { return block ? 512 : 256; }
 };
 
 // The buffers of n values a kernel with KernelShape::shared_exchange needs in shared memory:

@@ -53,7 +53,7 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
   auto resident_blocks = [&](const Loaded& k) {
     int per_sm = 0;
     MOLACCEL_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, reinterpret_cast<const void*>(k.kernel), k.shape.grid_threads, 0));
+        &per_sm, reinterpret_cast<const void*>(k.kernel), 256, 0));
     if (per_sm < 1)
       throw Error("linalg program " + program.name() + ": the kernel cannot be resident", __FILE__, __LINE__);
     return std::size_t(per_sm) * std::size_t(prop.multiProcessorCount);
@@ -127,28 +127,33 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
     }
     k->threads = int(std::max<std::size_t>(32, ceil_div(ceil_div(n, std::size_t(rows)), 32) * 32));
   } else {
-    const int gt = forced ? forced->grid_threads : 256;
+    // The most rows per thread (1, 2, 4) that still give every multiprocessor a block (fewer
+    // blocks: fewer arrivals at each barrier), all resident; else rows streamed.
     for (int rows : {1, 2, 4}) {
+      if (k) break;
       if (forced && forced->rows_per_thread != rows) continue;
-      program::KernelShape shape{false, rows};
-      shape.grid_threads = gt;
-      auto candidate = load_matrix(shape);
-      const std::size_t wanted = ceil_div(n, std::size_t(gt) * std::size_t(rows));
-      if (wanted <= resident_blocks(*candidate)) {
-        k = std::move(candidate);
-        k->blocks = int(wanted);
-        break;
+      auto candidate = load_matrix({false, rows});
+      const std::size_t wanted = ceil_div(n, 256 * std::size_t(rows));
+      if (wanted > resident_blocks(*candidate)) {
+        if (forced) throw too_small();
+        continue;
       }
-      if (forced) throw too_small();
+      candidate->blocks = int(wanted);
+      k = std::move(candidate);
+      for (int more = rows * 2; !forced && more <= 4; more *= 2) {
+        const std::size_t fewer = ceil_div(n, 256 * std::size_t(more));
+        if (fewer < std::size_t(prop.multiProcessorCount)) break;
+        candidate = load_matrix({false, more});
+        if (fewer > resident_blocks(*candidate)) break;
+        candidate->blocks = int(fewer);
+        k = std::move(candidate);
+      }
     }
     if (!k) {
       if (forced && forced->rows_per_thread != 0) throw too_small();
-      program::KernelShape shape{false, 0};
-      shape.grid_threads = gt;
-      k = load_matrix(shape);
-      k->blocks = int(std::min(ceil_div(n, std::size_t(gt)), resident_blocks(*k)));
+      k = load_matrix({false, 0});
+      k->blocks = int(std::min(ceil_div(n, 256), resident_blocks(*k)));
     }
-    k->threads = gt;
   }
   const int blocks = k->blocks, threads = k->threads;
   const cudaKernel_t kernel = k->kernel;
