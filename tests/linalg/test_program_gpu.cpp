@@ -17,32 +17,22 @@ namespace molaccel::linalg {
 namespace {
 
 // Every form of the emitter (program_cuda.hpp), where it holds the rows; diagonals = 1 asks for
-// the matrix by diagonals (where it qualifies), grid_width = 1 besides for its constant stencil.
+// the matrix by diagonals (where it qualifies), grid_width = 1 besides for its constant stencil;
+// the last three exchange the product operands in one block's shared memory (the automatic
+// choice where they fit).
 constexpr program::KernelShape kStencil(bool block, int rows) {
   program::KernelShape s{block, rows, 1};
   s.grid_width = 1;
   return s;
 }
+// clang-format off
 constexpr program::KernelShape kShapes[] = {
-    {false, 0},
-    {false, 1},
-    {false, 2},
-    {false, 4},
-    {true, 1},
-    {true, 2},
-    {true, 4},
-    {true, 4, 1},
-    {false, 0, 1},
-    {false, 1, 1},
-    {false, 4, 1},
-    {true, 2, 1},
-    kStencil(false, 0),
-    kStencil(false, 1),
-    kStencil(true, 4),
-    // One block with the product operands in shared memory (the automatic choice where they fit).
-    testing::with_shared_exchange({true, 2}),
-    testing::with_shared_exchange({true, 4, 1}),
+    {false, 0},    {false, 1},    {false, 2},   {false, 4},         {true, 1},
+    {true, 2},     {true, 4},     {true, 4, 1}, {false, 0, 1},      {false, 1, 1},
+    {false, 4, 1}, {true, 2, 1},  kStencil(false, 0), kStencil(false, 1), kStencil(true, 4),
+    testing::with_shared_exchange({true, 2}), testing::with_shared_exchange({true, 4, 1}),
     testing::with_shared_exchange(kStencil(true, 4))};
+// clang-format on
 
 bool is_constant_stencil(const HostCsr<double>& a) {
   const auto layout = diagonal_storage(a);

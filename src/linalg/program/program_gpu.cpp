@@ -49,7 +49,7 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
     out->kernel = out->program.kernel(name);
     return out;
   };
-  // Resident blocks per multiprocessor for a grid kernel.
+  // Resident blocks of 256 threads per multiprocessor for a grid kernel.
   auto resident_blocks = [&](const Loaded& k) {
     int per_sm = 0;
     MOLACCEL_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
