@@ -5,6 +5,10 @@
 
 #include "runtime/host_resources.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,7 +17,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <stdexcept>
+#include <string>
 
 namespace molaccel {
 
@@ -180,49 +186,148 @@ std::vector<std::vector<std::string>> gather_strings(Communicator& comm, const s
   return out;
 }
 
+namespace {
+
+// What rank 0 tells the others about its temporary output file once its own part is in it: the
+// file's path, inode and size then (so a rank opens that file and no other of the same name), and
+// where the parts start (after the header). `direct` is false where the output is not a regular
+// file (standard output, a pipe, a device) or its path is unknown: every part then travels to rank 0.
+struct DirectTarget {
+  bool direct = false;
+  std::uint64_t base = 0, size = 0, inode = 0;
+  std::string path;
+};
+
+std::vector<std::byte> pack(const DirectTarget& t) {
+  std::vector<std::byte> out(1 + 3 * sizeof(std::uint64_t) + t.path.size());
+  out[0] = static_cast<std::byte>(t.direct ? 1 : 0);
+  std::memcpy(out.data() + 1, &t.base, sizeof t.base);
+  std::memcpy(out.data() + 1 + 8, &t.size, sizeof t.size);
+  std::memcpy(out.data() + 1 + 16, &t.inode, sizeof t.inode);
+  std::memcpy(out.data() + 1 + 24, t.path.data(), t.path.size());
+  return out;
+}
+
+DirectTarget unpack(const std::vector<std::byte>& in) {
+  DirectTarget t;
+  MOLACCEL_EXPECTS(in.size() >= 1 + 3 * sizeof(std::uint64_t), "write_in_rank_order: truncated message");
+  t.direct = in[0] == std::byte{1};
+  std::memcpy(&t.base, in.data() + 1, sizeof t.base);
+  std::memcpy(&t.size, in.data() + 1 + 8, sizeof t.size);
+  std::memcpy(&t.inode, in.data() + 1 + 16, sizeof t.inode);
+  t.path.assign(reinterpret_cast<const char*>(in.data()) + 1 + 24, in.size() - 1 - 24);
+  return t;
+}
+
+// Rank 0's temporary file, flushed, as a target the others may write into.
+DirectTarget direct_target(std::FILE* f, std::uint64_t base) {
+  DirectTarget t;
+  t.base = base;
+  if (!f || std::fflush(f) != 0) return t;
+  const int fd = ::fileno(f);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return t;
+  std::error_code ec;
+  const auto path = std::filesystem::read_symlink("/proc/self/fd/" + std::to_string(fd), ec);
+  if (ec || !path.is_absolute()) return t;
+  t.direct = true;
+  t.size = static_cast<std::uint64_t>(st.st_size);
+  t.inode = static_cast<std::uint64_t>(st.st_ino);
+  t.path = path.string();
+  return t;
+}
+
+// Writes all of `bytes` at `offset` of `fd`.
+bool write_at(int fd, std::span<const std::byte> bytes, std::uint64_t offset) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    bytes = bytes.subspan(static_cast<std::size_t>(n));
+    offset += static_cast<std::uint64_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
 std::uint64_t write_in_rank_order(Communicator& comm, const std::filesystem::path& path,
                                   std::string_view header, std::span<const std::byte> mine) {
   const std::uint64_t my_size = mine.size();
   const auto sizes = allgather_records<std::uint64_t>(comm, std::span<const std::uint64_t>(&my_size, 1));
   constexpr std::uint64_t kPiece = std::uint64_t{256} << 20;
   std::uint64_t received = 0;
-  // Every rank knows every part's size, so all take part in the same sequence of gathers; after a
-  // failed write rank 0 keeps receiving (and drops the bytes), so no rank is left waiting.
-  auto exchange = [&](std::FILE* f) {
-    bool written = true;
-    for (int r = 1; r < comm.size(); ++r) {
-      const std::uint64_t total = sizes[static_cast<std::size_t>(r)].at(0);
-      for (std::uint64_t at = 0; at < total; at += kPiece) {
-        std::span<const std::byte> piece;
-        if (comm.rank() == r)
-          piece = mine.subspan(static_cast<std::size_t>(at),
-                               static_cast<std::size_t>(std::min(kPiece, total - at)));
-        const auto bytes = comm.gather(piece, 0);
-        received += bytes.size();
-        if (f && written && !bytes.empty())
-          written = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  // Every rank takes part in the same sequence of collectives whatever happens: rank 0 broadcasts
+  // its temporary file (or that there is none to write into), every rank says whether it opened
+  // it, those that did write their part at its offset themselves, the others' parts go to rank 0
+  // piece by piece; then every rank says whether its part was written. `f` is rank 0's file (null
+  // where it could not be created: rank 0 then drops what it receives).
+  auto distribute = [&](std::FILE* f, std::uint64_t base) {
+    std::vector<std::byte> message;
+    if (comm.is_root()) message = pack(direct_target(f, base));
+    comm.broadcast(message, 0);
+    const DirectTarget target = unpack(message);
+    int fd = -1;
+    if (!comm.is_root() && target.direct && my_size > 0) {
+      fd = ::open(target.path.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+      struct stat st {};
+      if (fd >= 0 && (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+                      static_cast<std::uint64_t>(st.st_ino) != target.inode ||
+                      static_cast<std::uint64_t>(st.st_size) < target.size)) {
+        ::close(fd);
+        fd = -1;
       }
     }
-    return written;
+    const std::uint8_t opened = comm.is_root() || my_size == 0 || fd >= 0 ? 1 : 0;
+    const auto direct = allgather_records<std::uint8_t>(comm, std::span<const std::uint8_t>(&opened, 1));
+    std::uint64_t offset = target.base;
+    bool written = true;
+    for (int r = 0; r < comm.size(); ++r) {
+      const std::uint64_t total = sizes[static_cast<std::size_t>(r)].at(0);
+      if (r == comm.rank() && fd >= 0) written = write_at(fd, mine, offset);
+      if (r > 0 && direct[static_cast<std::size_t>(r)].at(0) == 0) {
+        for (std::uint64_t at = 0; at < total; at += kPiece) {
+          std::span<const std::byte> piece;
+          if (comm.rank() == r)
+            piece = mine.subspan(static_cast<std::size_t>(at),
+                                 static_cast<std::size_t>(std::min(kPiece, total - at)));
+          const auto bytes = comm.gather(piece, 0);
+          received += bytes.size();
+          // Into a regular file at the part's offset (some parts may be written by their ranks);
+          // else every part comes here, in order.
+          if (f && written && !bytes.empty())
+            written = target.direct ? write_at(::fileno(f), bytes, offset + at)
+                                    : std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+        }
+      }
+      offset += total;
+    }
+    if (fd >= 0 && ::close(fd) != 0) written = false;
+    const std::uint8_t ok = written ? 1 : 0;
+    bool all = true;
+    for (const auto& w : allgather_records<std::uint8_t>(comm, std::span<const std::uint8_t>(&ok, 1)))
+      all = all && w.at(0) == 1;
+    return all;
   };
   auto write_failed = [&] { return Error(fmt::format("{}: write failed (disk full?)", path.string())); };
   std::exception_ptr failure;
   if (comm.is_root()) {
-    bool exchanged = false;
+    bool distributed = false;
     try {
       write_file_atomically(path, [&](std::FILE* f) {
         const bool own =
             (header.empty() || std::fwrite(header.data(), 1, header.size(), f) == header.size()) &&
             (mine.empty() || std::fwrite(mine.data(), 1, mine.size(), f) == mine.size());
-        exchanged = true;
-        if (!exchange(own ? f : nullptr) || !own) throw write_failed();
+        distributed = true;
+        if (comm.size() > 1 && !distribute(own ? f : nullptr, header.size())) throw write_failed();
+        if (!own) throw write_failed();
       });
     } catch (...) {
       failure = std::current_exception();
     }
-    if (!exchanged) exchange(nullptr);  // the temporary file could not be created
+    if (!distributed && comm.size() > 1) distribute(nullptr, 0);  // the temporary file could not be created
   } else {
-    exchange(nullptr);
+    distribute(nullptr, 0);
   }
   run_step(comm, [&] {
     if (failure) std::rethrow_exception(failure);

@@ -6,10 +6,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <sched.h>
+#include <sys/stat.h>
 
 #include "molaccel/distributed.hpp"
 #include "runtime/host_resources.hpp"
@@ -91,8 +94,9 @@ TEST(Distributed, AllToAllDeliversEachRanksPartInRankOrder) {
   }
 }
 
-// Rank 0 writes the header and every rank's part in rank order (empty parts included); a file it
-// cannot write makes every rank fail, and leaves nothing.
+// Rank 0 writes the header and every rank's part in rank order (empty parts included); into a
+// regular file the other ranks write their parts themselves (nothing received), into a pipe they
+// send them to rank 0; a file it cannot write makes every rank fail, and leaves nothing.
 TEST(Distributed, WriteInRankOrder) {
   testing::TempDir dir;
   for (int ranks : {1, 3, 4}) {
@@ -103,12 +107,33 @@ TEST(Distributed, WriteInRankOrder) {
                                                               'a' + static_cast<char>(comm.rank()));
       const auto received = write_in_rank_order(comm, path, comm.is_root() ? "head:" : "",
                                                 std::as_bytes(std::span<const char>(mine)));
-      if (comm.is_root()) {
-        EXPECT_EQ(received, ranks == 1 ? 0u : ranks == 3 ? 3u : 7u);
-      }
+      EXPECT_EQ(received, 0u);
     });
     EXPECT_EQ(testing::read_file(path), ranks == 1 ? "head:a" : ranks == 3 ? "head:accc" : "head:acccdddd");
   }
+  // A FIFO: written through, not a file the others can write into.
+  const auto fifo = dir.path() / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string piped;
+  std::thread reader([&] {
+    std::FILE* f = std::fopen(fifo.c_str(), "rb");
+    for (int c; f && (c = std::fgetc(f)) != EOF;) piped += static_cast<char>(c);
+    if (f) std::fclose(f);
+  });
+  try {
+    testing::run_ranks(4, [&](Communicator& comm) {
+      const std::string mine(static_cast<std::size_t>(comm.rank()) + 1, 'a' + static_cast<char>(comm.rank()));
+      const auto received = write_in_rank_order(comm, fifo, comm.is_root() ? "head:" : "",
+                                                std::as_bytes(std::span<const char>(mine)));
+      if (comm.is_root()) {
+        EXPECT_EQ(received, 9u);
+      }
+    });
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what();
+  }
+  reader.join();
+  EXPECT_EQ(piped, "head:abbcccdddd");
   testing::run_ranks(3, [&](Communicator& comm) {
     const std::string mine = "xyz";
     EXPECT_THROW(write_in_rank_order(comm, dir.path() / "missing" / "out", "",
