@@ -11,6 +11,7 @@
 
 #include "lingo/tiled_job.hpp"
 #include "molaccel/lingo.hpp"
+#include "runtime/host_resources.hpp"
 
 namespace molaccel::lingo {
 
@@ -65,15 +66,8 @@ std::string npy_header(std::size_t rows, std::size_t cols, OutputType type) {
 
 // Positioned write on the file descriptor: thread-safe, so tiles are written as they arrive.
 void write_at(int fd, std::uint64_t offset, const void* data, std::size_t bytes) {
-  const auto* p = static_cast<const char*>(data);
-  while (bytes > 0) {
-    const ssize_t n = ::pwrite(fd, p, bytes, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw Error("cannot write the matrix file (disk full?)", __FILE__, __LINE__);
-    p += n;
-    offset += static_cast<std::uint64_t>(n);
-    bytes -= static_cast<std::size_t>(n);
-  }
+  if (!molaccel::detail::write_all_at(fd, offset, data, bytes))
+    throw Error("cannot write the matrix file (disk full?)", __FILE__, __LINE__);
 }
 
 }  // namespace

@@ -188,34 +188,29 @@ std::vector<std::vector<std::string>> gather_strings(Communicator& comm, const s
 
 namespace {
 
-// What rank 0 tells the others about its temporary output file once its own part is in it: the
-// file's path, inode and size then (so a rank opens that file and no other of the same name), and
-// where the parts start (after the header). `direct` is false where the output is not a regular
-// file (standard output, a pipe, a device) or its path is unknown: every part then travels to rank 0.
+// What rank 0 tells the others about its temporary output file once the header and its own part
+// are in it: where the parts start (after the header), the file's inode and its path (so a rank
+// opens that file and no other of the same name). No path where the output is not a regular file
+// (standard output, a pipe, a device) or its path is unknown: every part then travels to rank 0.
 struct DirectTarget {
-  bool direct = false;
-  std::uint64_t base = 0, size = 0, inode = 0;
+  std::uint64_t base = 0, inode = 0;
   std::string path;
 };
 
 std::vector<std::byte> pack(const DirectTarget& t) {
-  std::vector<std::byte> out(1 + 3 * sizeof(std::uint64_t) + t.path.size());
-  out[0] = static_cast<std::byte>(t.direct ? 1 : 0);
-  std::memcpy(out.data() + 1, &t.base, sizeof t.base);
-  std::memcpy(out.data() + 1 + 8, &t.size, sizeof t.size);
-  std::memcpy(out.data() + 1 + 16, &t.inode, sizeof t.inode);
-  std::memcpy(out.data() + 1 + 24, t.path.data(), t.path.size());
+  std::vector<std::byte> out(2 * sizeof(std::uint64_t) + t.path.size());
+  std::memcpy(out.data(), &t.base, sizeof t.base);
+  std::memcpy(out.data() + 8, &t.inode, sizeof t.inode);
+  std::memcpy(out.data() + 16, t.path.data(), t.path.size());
   return out;
 }
 
 DirectTarget unpack(const std::vector<std::byte>& in) {
   DirectTarget t;
-  MOLACCEL_EXPECTS(in.size() >= 1 + 3 * sizeof(std::uint64_t), "write_in_rank_order: truncated message");
-  t.direct = in[0] == std::byte{1};
-  std::memcpy(&t.base, in.data() + 1, sizeof t.base);
-  std::memcpy(&t.size, in.data() + 1 + 8, sizeof t.size);
-  std::memcpy(&t.inode, in.data() + 1 + 16, sizeof t.inode);
-  t.path.assign(reinterpret_cast<const char*>(in.data()) + 1 + 24, in.size() - 1 - 24);
+  MOLACCEL_EXPECTS(in.size() >= 2 * sizeof(std::uint64_t), "write_in_rank_order: truncated message");
+  std::memcpy(&t.base, in.data(), sizeof t.base);
+  std::memcpy(&t.inode, in.data() + 8, sizeof t.inode);
+  t.path.assign(reinterpret_cast<const char*>(in.data()) + 16, in.size() - 16);
   return t;
 }
 
@@ -230,23 +225,9 @@ DirectTarget direct_target(std::FILE* f, std::uint64_t base) {
   std::error_code ec;
   const auto path = std::filesystem::read_symlink("/proc/self/fd/" + std::to_string(fd), ec);
   if (ec || !path.is_absolute()) return t;
-  t.direct = true;
-  t.size = static_cast<std::uint64_t>(st.st_size);
   t.inode = static_cast<std::uint64_t>(st.st_ino);
   t.path = path.string();
   return t;
-}
-
-// Writes all of `bytes` at `offset` of `fd`.
-bool write_at(int fd, std::span<const std::byte> bytes, std::uint64_t offset) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    bytes = bytes.subspan(static_cast<std::size_t>(n));
-    offset += static_cast<std::uint64_t>(n);
-  }
-  return true;
 }
 
 }  // namespace
@@ -268,12 +249,13 @@ std::uint64_t write_in_rank_order(Communicator& comm, const std::filesystem::pat
     comm.broadcast(message, 0);
     const DirectTarget target = unpack(message);
     int fd = -1;
-    if (!comm.is_root() && target.direct && my_size > 0) {
+    const bool into_file = !target.path.empty();
+    if (!comm.is_root() && into_file && my_size > 0) {
       fd = ::open(target.path.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
       struct stat st {};
       if (fd >= 0 && (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
                       static_cast<std::uint64_t>(st.st_ino) != target.inode ||
-                      static_cast<std::uint64_t>(st.st_size) < target.size)) {
+                      static_cast<std::uint64_t>(st.st_size) < target.base + sizes[0].at(0))) {
         ::close(fd);
         fd = -1;
       }
@@ -284,7 +266,7 @@ std::uint64_t write_in_rank_order(Communicator& comm, const std::filesystem::pat
     bool written = true;
     for (int r = 0; r < comm.size(); ++r) {
       const std::uint64_t total = sizes[static_cast<std::size_t>(r)].at(0);
-      if (r == comm.rank() && fd >= 0) written = write_at(fd, mine, offset);
+      if (r == comm.rank() && fd >= 0) written = detail::write_all_at(fd, offset, mine.data(), mine.size());
       if (r > 0 && direct[static_cast<std::size_t>(r)].at(0) == 0) {
         for (std::uint64_t at = 0; at < total; at += kPiece) {
           std::span<const std::byte> piece;
@@ -296,8 +278,8 @@ std::uint64_t write_in_rank_order(Communicator& comm, const std::filesystem::pat
           // Into a regular file at the part's offset (some parts may be written by their ranks);
           // else every part comes here, in order.
           if (f && written && !bytes.empty())
-            written = target.direct ? write_at(::fileno(f), bytes, offset + at)
-                                    : std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+            written = into_file ? detail::write_all_at(::fileno(f), offset + at, bytes.data(), bytes.size())
+                                : std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
         }
       }
       offset += total;

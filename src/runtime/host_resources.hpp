@@ -1,9 +1,11 @@
 // What of the host a process uses: GPUs listed without creating their contexts, the free memory
 // of one GPU, the CPUs this process may use, its share of the host's CPUs when several processes
-// of one launch (MPI ranks) run there, and large fresh memory faulted in on several threads.
+// of one launch (MPI ranks) run there, large fresh memory faulted in on several threads, and
+// positioned writes of whole buffers.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -33,5 +35,9 @@ std::string claim_cpu_share(int local_rank, int local_size);
 // hundreds of MB of new memory spends most of its time in page faults). Does nothing below 64 MB
 // or where the kernel lacks it (before Linux 5.14); the memory's contents are not changed.
 void populate_pages(void* data, std::size_t bytes) noexcept;
+
+// Writes all of [data, data + bytes) at `offset` of the file `fd` (pwrite, continued after a short
+// write or EINTR; thread-safe). False on an error (errno says which).
+bool write_all_at(int fd, std::uint64_t offset, const void* data, std::size_t bytes) noexcept;
 
 }  // namespace molaccel::detail

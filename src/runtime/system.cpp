@@ -1,5 +1,6 @@
 // Build and machine information, device selection and Resources.
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cstdint>
 #include <fstream>
@@ -122,6 +123,19 @@ std::string claim_cpu_share(int local_rank, int local_size) {
       "process{} on this host)",
       usable, usable == 1 ? "" : "s", first, first + share - 1, online, local_size,
       local_size == 1 ? "" : "es");
+}
+
+bool write_all_at(int fd, std::uint64_t offset, const void* data, std::size_t bytes) noexcept {
+  const auto* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::pwrite(fd, p, bytes, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    offset += static_cast<std::uint64_t>(n);
+    bytes -= static_cast<std::size_t>(n);
+  }
+  return true;
 }
 
 void populate_pages(void* data, std::size_t bytes) noexcept {

@@ -106,7 +106,9 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
     if (n > 512 * std::size_t(rows)) throw too_small();
     program::KernelShape shape{true, rows};
     const std::size_t exchange = program::exchange_buffers(program, plan) * n * sizeof(T);
-    shape.shared_exchange = forced ? forced->shared_exchange : exchange > 0;
+    // (Not even tried where the exchange alone exceeds the block's shared memory: one compile.)
+    shape.shared_exchange =
+        forced ? forced->shared_exchange : exchange > 0 && exchange <= prop.sharedMemPerBlockOptin;
     k = load_matrix(shape);
     if (shape.shared_exchange) {
       cudaFuncAttributes attributes{};
@@ -130,24 +132,17 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
     // The most rows per thread (1, 2, 4) that still give every multiprocessor a block (fewer
     // blocks: fewer arrivals at each barrier), all resident; else rows streamed.
     for (int rows : {1, 2, 4}) {
-      if (k) break;
       if (forced && forced->rows_per_thread != rows) continue;
-      auto candidate = load_matrix({false, rows});
       const std::size_t wanted = ceil_div(n, 256 * std::size_t(rows));
+      if (k && wanted < std::size_t(prop.multiProcessorCount)) break;
+      auto candidate = load_matrix({false, rows});
       if (wanted > resident_blocks(*candidate)) {
         if (forced) throw too_small();
+        if (k) break;
         continue;
       }
       candidate->blocks = int(wanted);
       k = std::move(candidate);
-      for (int more = rows * 2; !forced && more <= 4; more *= 2) {
-        const std::size_t fewer = ceil_div(n, 256 * std::size_t(more));
-        if (fewer < std::size_t(prop.multiProcessorCount)) break;
-        candidate = load_matrix({false, more});
-        if (fewer > resident_blocks(*candidate)) break;
-        candidate->blocks = int(fewer);
-        k = std::move(candidate);
-      }
     }
     if (!k) {
       if (forced && forced->rows_per_thread != 0) throw too_small();
