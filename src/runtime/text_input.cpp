@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <unistd.h>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -16,30 +17,31 @@ struct LineReader::Impl {
   std::string buffer;
   std::size_t pos = 0;
   bool eof = false;
+  bool past_start = false;  // next_lines: the byte order mark was looked for
 
   ~Impl() {
     if (gz) gzclose(gz);
   }
 
-  // Appends more data to buffer; false at end of input. `line` is the number of the line being
+  // Up to `n` bytes of the input into `dst`; 0 at its end. `line` is the number of the line being
   // read, for the error of a gzip stream cut short.
-  bool fill(const std::string& name, std::size_t line) {
-    if (eof) return false;
+  std::size_t read(char* dst, std::size_t n, const std::string& name, std::size_t line) {
+    if (eof) return 0;
     if (from_memory) {
-      buffer.append(memory.substr(memory_pos));
-      memory_pos = memory.size();
-      eof = true;
-      return true;
+      const std::size_t take = std::min(n, memory.size() - memory_pos);
+      std::memcpy(dst, memory.data() + memory_pos, take);
+      memory_pos += take;
+      eof = memory_pos == memory.size();
+      return take;
     }
-    char chunk[1 << 16];
-    const int n = gzread(gz, chunk, sizeof chunk);
-    if (n < 0) {
+    const int got = gzread(gz, dst, static_cast<unsigned>(std::min<std::size_t>(n, 1u << 30)));
+    if (got < 0) {
       int err = 0;
       const char* msg = gzerror(gz, &err);
       throw InputError(name, 0, fmt::format("read error: {}", err == Z_ERRNO ? std::strerror(errno) : msg),
                        __FILE__, __LINE__);
     }
-    if (n == 0) {
+    if (got == 0) {
       // zlib returns what it could decompress from a gzip stream cut short and only records
       // Z_BUF_ERROR ("unexpected end of file"): a stream without its end (deflate end block and
       // trailer) is an input error, never a silent short read.
@@ -48,10 +50,23 @@ struct LineReader::Impl {
       if (err == Z_BUF_ERROR)
         throw InputError(name, line, "gzip stream ends early (the file is truncated)", __FILE__, __LINE__);
       eof = true;
-      return false;
     }
-    buffer.append(chunk, static_cast<std::size_t>(n));
-    return true;
+    return static_cast<std::size_t>(got);
+  }
+
+  // Appends more data to buffer; false at end of input.
+  bool fill(const std::string& name, std::size_t line) {
+    if (from_memory) {  // all of it at once
+      if (eof) return false;
+      buffer.append(memory.substr(memory_pos));
+      memory_pos = memory.size();
+      eof = true;
+      return true;
+    }
+    char chunk[1 << 16];
+    const std::size_t n = read(chunk, sizeof chunk, name, line);
+    buffer.append(chunk, n);
+    return n > 0;
   }
 };
 
@@ -106,6 +121,40 @@ bool LineReader::next(std::string_view& line) {
   if (line_no_ == 0 && line_.starts_with("\xEF\xBB\xBF")) line_.erase(0, 3);
   ++line_no_;
   line = line_;
+  return true;
+}
+
+bool LineReader::next_lines(std::string& lines, std::size_t bytes) {
+  auto& im = *impl_;
+  // The block starts with what followed the last line end of the previous one.
+  lines.assign(im.buffer, im.pos);
+  im.buffer.clear();
+  im.pos = 0;
+  const std::size_t line_before = line_no_;
+  bool has_line_end = lines.find('\n') != std::string::npos;
+  while (lines.size() < std::max<std::size_t>(bytes, 3) || !has_line_end) {
+    const std::size_t old = lines.size();
+    const std::size_t want = std::max<std::size_t>(bytes > old ? bytes - old : 0, std::size_t{1} << 16);
+    lines.resize(old + want);
+    const std::size_t got = im.read(
+        lines.data() + old, want, name_,
+        line_before + 1 + static_cast<std::size_t>(std::count(lines.begin(), lines.begin() + old, '\n')));
+    lines.resize(old + got);
+    if (got == 0) break;
+    has_line_end = has_line_end || std::memchr(lines.data() + old, '\n', got) != nullptr;
+  }
+  // A UTF-8 byte order mark (written by some Windows editors and tools) is not part of the text.
+  if (line_no_ == 0 && !im.past_start) {
+    im.past_start = true;
+    if (lines.starts_with("\xEF\xBB\xBF")) lines.erase(0, 3);
+  }
+  if (lines.empty()) return false;
+  if (!im.eof) {  // what follows the last line end waits for the next block
+    const std::size_t cut = lines.rfind('\n') + 1;
+    im.buffer.assign(lines, cut);
+    lines.resize(cut);
+  }
+  line_no_ += static_cast<std::size_t>(std::count(lines.begin(), lines.end(), '\n')) + (lines.back() != '\n');
   return true;
 }
 

@@ -28,6 +28,14 @@ class LineReader {
   // ends early (no end block or trailer: a truncated file) throws InputError naming the file and
   // the line that was being read.
   bool next(std::string_view& line);
+  // The next whole lines into `lines` (replaced): the input is read until `bytes` of text (at
+  // least 64 KiB) and a line end are in, and the block ends after the last line end (the rest
+  // starts the next block); the text as it is ('\r' kept; the last line of the input without
+  // its '\n' where it has none; a byte order mark at the start skipped). False at end of input;
+  // line_number() is then the number of the last line given. For parsers that hand blocks of lines
+  // to other threads: the reading thread only decompresses and finds one line end per block.
+  // Not to be mixed with next() on one reader.
+  bool next_lines(std::string& lines, std::size_t bytes);
   std::size_t line_number() const noexcept { return line_no_; }  // of the last line returned
   const std::string& name() const noexcept { return name_; }
   // Throws InputError naming this input and the current line.

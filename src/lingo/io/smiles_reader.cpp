@@ -1,5 +1,6 @@
 // Readers for .smi/.smi.gz and CSV molecule files.
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <condition_variable>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <thread>
 
 #include "molaccel/lingo.hpp"
+#include "runtime/host_resources.hpp"
 #include "runtime/text_input.hpp"
 
 namespace molaccel::lingo {
@@ -100,10 +102,10 @@ void append(MoleculeSet& set, std::vector<MoleculeSet>& parts, int threads) {
   }
   set.offsets.resize(molecules.back() + 1);
   if (set.wide_keys())
-    set.keys64.resize(entries.back());
+    molaccel::detail::resize_populated(set.keys64, entries.back());
   else
-    set.keys32.resize(entries.back());
-  set.counts.resize(entries.back());
+    molaccel::detail::resize_populated(set.keys32, entries.back());
+  molaccel::detail::resize_populated(set.counts, entries.back());
   set.magnitudes.resize(molecules.back());
   set.names.resize(molecules.back());
   parallel_for(parts.size(), threads, 1, [&](std::size_t b, std::size_t e) {
@@ -154,8 +156,19 @@ MoleculeSet read_from(io::LineReader& reader, const LingoOptions& lingo, const R
         MoleculeSet& part = parts[p];
         part.q = lingo.q;
         part.preprocessing = lingo.preprocessing;
-        part.offsets.reserve(kSlice + 1);
-        for (std::size_t m = p * kSlice; m < std::min(pending.size(), (p + 1) * kSlice); ++m) {
+        const std::size_t m0 = p * kSlice, m1 = std::min(pending.size(), (p + 1) * kSlice);
+        // At most one entry per character: no reallocation while the slice is counted.
+        std::size_t characters = 0;
+        for (std::size_t m = m0; m < m1; ++m) characters += pending[m].smiles.size();
+        part.offsets.reserve(m1 - m0 + 1);
+        part.magnitudes.reserve(m1 - m0);
+        part.names.reserve(m1 - m0);
+        if (part.wide_keys())
+          part.keys64.reserve(characters);
+        else
+          part.keys32.reserve(characters);
+        part.counts.reserve(characters);
+        for (std::size_t m = m0; m < m1; ++m) {
           auto& molecule = pending[m];
           if (auto problem = smiles_problem(molecule.smiles); !problem.empty()) {
             if (skipped[p]++ == 0) problems[p] = {molecule.line, std::move(problem)};
@@ -267,7 +280,10 @@ MoleculeSet read_from(io::LineReader& reader, const LingoOptions& lingo, const R
   return set;
 }
 
-constexpr std::size_t kBlockBytes = std::size_t{1} << 20;  // text per parsed block
+// Text per parsed block: small enough that the last block, parsed after the input has been read,
+// adds little (a 256 KiB block of SMILES is about 5,000 molecules).
+constexpr std::size_t kBlockBytes = std::size_t{1} << 18;
+constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
 
 // A .smi text parsed in blocks of whole lines as they arrive, each block by read_from on one
 // thread (every core but the reading one, which joins in at the end); finish() joins the blocks in
@@ -275,13 +291,14 @@ constexpr std::size_t kBlockBytes = std::size_t{1} << 20;  // text per parsed bl
 // of the whole text.
 class BlockParser {
  public:
+  // `expected_bytes`: the text's size, for the progress bar (an estimate is enough).
   BlockParser(std::string name, const LingoOptions& lingo, const ReadOptions& read,
-              std::size_t expected_blocks)
+              std::uint64_t expected_bytes)
       : name_(std::move(name)),
         lingo_(lingo),
         read_(read),
         bar_("read " + std::filesystem::path(name_).filename().string(),
-             std::max<std::size_t>(1, expected_blocks), "MiB") {}
+             std::max<std::size_t>(1, static_cast<std::size_t>((expected_bytes + kMiB - 1) / kMiB)), "MiB") {}
   ~BlockParser() { stop(); }
   BlockParser(const BlockParser&) = delete;
   BlockParser& operator=(const BlockParser&) = delete;
@@ -368,8 +385,9 @@ class BlockParser {
     } catch (...) {
       block.error = std::current_exception();
     }
+    const std::uint64_t parsed = parsed_bytes_.fetch_add(block.text.size()) + block.text.size();
     std::string().swap(block.text);
-    bar_.advance();
+    bar_.set(static_cast<std::size_t>(parsed / kMiB));
   }
   void work() {
     for (;;) {
@@ -403,6 +421,7 @@ class BlockParser {
   std::vector<std::unique_ptr<Block>> blocks_;
   std::deque<Block*> queue_;
   bool stopping_ = false;
+  std::atomic<std::uint64_t> parsed_bytes_{0};
   std::vector<std::thread> threads_;
 };
 
@@ -421,9 +440,9 @@ std::size_t add_blocks(BlockParser& parser, std::string_view content, std::size_
   return lines;
 }
 
-// Blocks of about kBlockBytes expected from the file at `path` (for the progress bar): its size, or
-// for gzip the uncompressed size its trailer states (modulo 2^32; a larger file counts 4 x its size).
-std::size_t expected_blocks(const std::filesystem::path& path) {
+// The text expected from the file at `path` (for the progress bar): its size, or for gzip the
+// uncompressed size its trailer states (modulo 2^32; a larger file counts 4 x its size).
+std::uint64_t expected_bytes(const std::filesystem::path& path) {
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
   if (ec) return 1;
@@ -439,7 +458,7 @@ std::size_t expected_blocks(const std::filesystem::path& path) {
     }
     std::fclose(f);
   }
-  return static_cast<std::size_t>((text + kBlockBytes - 1) / kBlockBytes);
+  return text;
 }
 
 }  // namespace
@@ -451,27 +470,21 @@ MoleculeSet read_molecules(const std::filesystem::path& path, const LingoOptions
   if (lingo.q < kMinQ || lingo.q > kMaxQ)
     throw InputError("--q", 0, fmt::format("q must be between {} and {}, got {}", kMinQ, kMaxQ, lingo.q));
   // Lines are read (and decompressed) here, in blocks that the other cores parse meanwhile.
-  BlockParser parser(reader.name(), lingo, read, path == "-" ? 1 : expected_blocks(path));
+  BlockParser parser(reader.name(), lingo, read, path == "-" ? 1 : expected_bytes(path));
   std::string block;
   std::size_t block_first = 0;
-  std::string_view line;
-  while (reader.next(line)) {
-    block.append(line);
-    block += '\n';
-    if (block.size() >= kBlockBytes) {
-      parser.add(std::move(block), block_first);
-      block = std::string();
-      block_first = reader.line_number();
-    }
+  while (reader.next_lines(block, kBlockBytes)) {
+    parser.add(std::move(block), block_first);
+    block = std::string();
+    block_first = reader.line_number();
   }
-  if (!block.empty()) parser.add(std::move(block), block_first);
   return parser.finish(reader.line_number(), stats);
 }
 
 MoleculeSet parse_molecules(std::string_view name, std::string_view content, const LingoOptions& lingo,
                             const ReadOptions& read, ReadStats* stats) {
   if (read.smiles_column.empty() && lingo.q >= kMinQ && lingo.q <= kMaxQ) {
-    BlockParser parser(std::string(name), lingo, read, (content.size() + kBlockBytes - 1) / kBlockBytes);
+    BlockParser parser(std::string(name), lingo, read, content.size());
     const std::size_t last_line = add_blocks(parser, content, read.slice ? read.lines_before : 0);
     return parser.finish(last_line, stats);
   }
