@@ -1,6 +1,9 @@
 #include "lingo/encoding.hpp"
 
 #include <algorithm>
+#include <iterator>
+
+#include "runtime/host_resources.hpp"
 
 namespace molaccel::lingo::detail {
 namespace {
@@ -53,11 +56,24 @@ std::vector<std::uint64_t> sorted_vocabulary(const MoleculeSet& db, int threads)
       std::sort(keys.begin(), keys.end());
     }
   });
-  std::vector<std::uint64_t> keys;
-  for (auto& part : parts) keys.insert(keys.end(), part.begin(), part.end());
-  std::sort(keys.begin(), keys.end());
-  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-  return keys;
+  // The slices' vocabularies overlap almost entirely: merged pairwise (sorted unions) in rounds,
+  // each round's merges on every core, rather than concatenated and sorted whole.
+  for (std::size_t step = 1; step < parts.size(); step *= 2) {
+    const std::size_t pairs = (parts.size() + 2 * step - 1) / (2 * step);
+    parallel_for(pairs, threads, 1, [&](std::size_t b, std::size_t e) {
+      for (std::size_t p = b; p < e; ++p) {
+        const std::size_t left = 2 * step * p, right = left + step;
+        if (right >= parts.size()) continue;
+        std::vector<std::uint64_t> merged;
+        merged.reserve(std::max(parts[left].size(), parts[right].size()));
+        std::set_union(parts[left].begin(), parts[left].end(), parts[right].begin(), parts[right].end(),
+                       std::back_inserter(merged));
+        parts[left] = std::move(merged);
+        std::vector<std::uint64_t>().swap(parts[right]);
+      }
+    });
+  }
+  return std::move(parts[0]);
 }
 
 // Key -> vocabulary id, open addressing with linear probing at load <= 1/2: vocabularies are small
@@ -97,16 +113,20 @@ class VocabularyIndex {
 };
 
 // Encodes the database against its own vocabulary: every key is known, so the entries keep their
-// places (offsets and counts as they are) and only the ids are looked up, on every core.
+// places (offsets and counts as they are) and only the ids are looked up. The large arrays (ids and
+// counts, an entry per distinct Lingo of each molecule) are faulted in ahead and filled on every core.
 EncodedSet encode_database(const MoleculeSet& set, const VocabularyIndex& index, int threads) {
   EncodedSet out;
   const std::size_t n = set.size();
   out.offsets = set.offsets;
-  out.counts = set.counts;
   out.magnitudes = set.magnitudes;
-  out.ids.resize(set.total_entries());
+  molaccel::detail::resize_populated(out.ids, set.total_entries());
+  molaccel::detail::resize_populated(out.counts, set.total_entries());
   out.distinct.resize(n);
   parallel_for(n, threads, 4096, [&](std::size_t begin, std::size_t end) {
+    const auto first = static_cast<std::ptrdiff_t>(set.offsets[begin]),
+               last = static_cast<std::ptrdiff_t>(set.offsets[end]);
+    std::copy(set.counts.begin() + first, set.counts.begin() + last, out.counts.begin() + first);
     for (std::size_t i = begin; i < end; ++i) {
       for (std::uint64_t e = set.offsets[i]; e < set.offsets[i + 1]; ++e) out.ids[e] = index.find(set.key(e));
       out.distinct[i] = static_cast<std::uint32_t>(set.distinct(i));
@@ -120,7 +140,8 @@ EncodedSet encode_database(const MoleculeSet& set, const VocabularyIndex& index,
 EncodedSet encode_set(const MoleculeSet& set, const VocabularyIndex& index, int threads) {
   EncodedSet out;
   const std::size_t n = set.size();
-  std::vector<std::uint32_t> ids(set.total_entries());
+  std::vector<std::uint32_t> ids;
+  molaccel::detail::resize_populated(ids, set.total_entries());
   out.offsets.assign(n + 1, 0);
   out.distinct.resize(n);
   parallel_for(n, threads, 4096, [&](std::size_t begin, std::size_t end) {
@@ -221,7 +242,7 @@ FeatureSet expand_features(const EncodedSet& set, const std::vector<std::uint32_
     }
   });
   for (std::size_t i = 0; i < n; ++i) out.offsets[i + 1] += out.offsets[i];
-  out.features.resize(out.offsets[n]);
+  molaccel::detail::resize_populated(out.features, out.offsets[n]);
   parallel_for(n, 0, 4096, [&](std::size_t begin, std::size_t end) {
     for (std::size_t i = begin; i < end; ++i) {
       std::uint64_t o = out.offsets[i];

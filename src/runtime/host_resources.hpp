@@ -32,9 +32,33 @@ std::string claim_cpu_share(int local_rank, int local_size);
 
 // Faults in the whole pages of fresh memory [data, data + bytes) on up to 8 threads (Linux's
 // MADV_POPULATE_WRITE: the kernel's zeroing of new pages, in parallel, where one thread writing
-// hundreds of MB of new memory spends most of its time in page faults). Does nothing below 64 MB
+// hundreds of MB of new memory spends most of its time in page faults). Does nothing below 8 MB
 // or where the kernel lacks it (before Linux 5.14); the memory's contents are not changed.
 void populate_pages(void* data, std::size_t bytes) noexcept;
+
+// Gives the whole pages of [data, data + bytes) back to the kernel on up to 8 threads (MADV_DONTNEED:
+// their contents become zeros), so that freeing a large array afterwards, or the process's exit,
+// does not return them one at a time on one thread. Does nothing below 8 MB. For memory about to be
+// freed; the pages around an allocation's ends (which hold the allocator's records) are kept.
+void release_pages(void* data, std::size_t bytes) noexcept;
+
+// Frees `v`'s storage, its pages given back by release_pages first.
+template <class T>
+void free_in_parallel(std::vector<T>& v) noexcept {
+  release_pages(v.data(), v.capacity() * sizeof(T));
+  std::vector<T>().swap(v);
+}
+
+// v.resize(n), the new elements' pages faulted in by populate_pages first: the value-initialisation
+// (one thread) then runs at memory speed. For large arrays that the caller fills on every core.
+template <class T>
+void resize_populated(std::vector<T>& v, std::size_t n) {
+  if (n > v.size()) {
+    v.reserve(n);
+    populate_pages(v.data() + v.size(), (n - v.size()) * sizeof(T));
+  }
+  v.resize(n);
+}
 
 // Writes all of [data, data + bytes) at `offset` of the file `fd` (pwrite, continued after a short
 // write or EINTR; thread-safe). False on an error (errno says which).

@@ -138,28 +138,42 @@ bool write_all_at(int fd, std::uint64_t offset, const void* data, std::size_t by
   return true;
 }
 
-void populate_pages(void* data, std::size_t bytes) noexcept {
-#ifdef MADV_POPULATE_WRITE
-  constexpr std::size_t kAtLeast = std::size_t{64} << 20;
+namespace {
+// madvise(`advice`) over the whole pages inside [data, data + bytes), in parts on up to 8 threads;
+// nothing below 8 MB. A failure (an old kernel, no threads to be had) changes nothing the caller
+// relies on: the pages are then faulted in or freed as they would have been anyway.
+void advise_in_parallel(void* data, std::size_t bytes, int advice) noexcept {
+  constexpr std::size_t kAtLeast = std::size_t{8} << 20;
   const long page_size = sysconf(_SC_PAGESIZE);
   if (!data || bytes < kAtLeast || page_size <= 0) return;
   const auto page = static_cast<std::uintptr_t>(page_size);
   const std::uintptr_t begin = (reinterpret_cast<std::uintptr_t>(data) + page - 1) / page * page;
   const std::uintptr_t end = (reinterpret_cast<std::uintptr_t>(data) + bytes) / page * page;
+  if (end <= begin) return;
   const std::size_t pages = (end - begin) / page;
   const std::size_t parts = static_cast<std::size_t>(std::clamp(usable_cpus(), 1, 8));
   try {
     parallel_for(parts, static_cast<int>(parts), 1, [&](std::size_t b, std::size_t e) {
       const std::uintptr_t first = begin + pages * b / parts * page;
       const std::uintptr_t last = begin + pages * e / parts * page;
-      if (last > first) (void)madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE);
+      if (last > first) (void)madvise(reinterpret_cast<void*>(first), last - first, advice);
     });
-  } catch (...) {  // no threads to be had: the zeroing faults the pages in
+  } catch (...) {
   }
+}
+}  // namespace
+
+void populate_pages(void* data, std::size_t bytes) noexcept {
+#ifdef MADV_POPULATE_WRITE
+  advise_in_parallel(data, bytes, MADV_POPULATE_WRITE);
 #else
   (void)data;
   (void)bytes;
 #endif
+}
+
+void release_pages(void* data, std::size_t bytes) noexcept {
+  advise_in_parallel(data, bytes, MADV_DONTNEED);
 }
 
 }  // namespace detail
