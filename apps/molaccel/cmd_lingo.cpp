@@ -517,6 +517,13 @@ int run_search(RunContext& ctx, const SearchOptions& o) {
   if (!ctx.common.quiet)
     std::printf("top-%zu of %zu queries against %zu molecules -> %s (%s, %.2f s)\n", o.k, queries.size(),
                 db.size(), o.output.c_str(), info.backend.c_str(), info.seconds);
+  // The largest arrays go back on several threads (freed at the return, or at exit, on one).
+  molaccel::detail::free_in_parallel(hits);
+  for (lg::MoleculeSet* set : {&queries, &db_storage}) {
+    molaccel::detail::free_in_parallel(set->keys32);
+    molaccel::detail::free_in_parallel(set->keys64);
+    molaccel::detail::free_in_parallel(set->counts);
+  }
   return 0;
 }
 

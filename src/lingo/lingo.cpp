@@ -3,6 +3,7 @@
 // neighbour pairs. Matrices are in matrix.cpp.
 #include <algorithm>
 #include <mutex>
+#include <new>
 #include <numeric>
 #include <thread>
 
@@ -28,8 +29,8 @@ using detail::Grid;
 using detail::Job;
 using detail::Rect;
 
-// `count` hits, allocated (and zeroed) on a thread of its own while the caller prepares the job: a
-// top-100 of 367k queries is 441 MB. One thread faulting in and zeroing that many fresh pages takes
+// `count` hits, allocated (and zeroed) on a thread of its own while the caller prepares the job and
+// runs its first tiles: a top-100 of 367k queries is 441 MB. One thread faulting in and zeroing that many fresh pages takes
 // longer (0.2 s) than preparing the job, so the pages are faulted in first by several threads at
 // once (Linux's MADV_POPULATE_WRITE; where it is missing, the zeroing faults them in as before).
 class HitsAllocation {
@@ -70,13 +71,25 @@ std::vector<Hit> search(const Resources& resources, const MoleculeSet& queries, 
   const double t0 = now_seconds();
   const std::size_t nq = queries.size(), nd = db.size();
   const std::size_t take = std::min(k, nd);
-  HitsAllocation allocation(nq * take);  // while the job is prepared
+  HitsAllocation allocation(nq * take);  // while the job is prepared and its first tiles run
   Job job(resources, queries, &db, options, false);
   Grid grid = job.gpu() ? dense_grid(job, options, false)
                         : Grid(nq, nd, options.tile_rows ? options.tile_rows : 64,
                                job.default_tile_cols(std::max<std::size_t>(nd, 1)), false);
   std::vector<std::vector<Hit>> per_tile(grid.tiles.size());
-  std::vector<Hit> result = allocation.take();
+  std::vector<Hit> result;
+  // The result is taken from its allocation when the first tile's hits are placed (or after the
+  // run), so that the devices start on the tiles while its pages are still being faulted in.
+  std::mutex result_mutex;
+  bool result_taken = false;
+  const auto take_result = [&] {
+    std::lock_guard lock(result_mutex);
+    if (!result_taken) {
+      result_taken = true;
+      result = allocation.take();  // rethrows a failed allocation to every later caller as well
+    }
+    if (result.size() != nq * take) throw std::bad_alloc();
+  };
   // One column block: a tile's hits are final, sorted and placed by the worker that made them.
   const bool single_block = grid.tile_cols >= nd;
   std::size_t pairs = 0;
@@ -87,6 +100,7 @@ std::vector<Hit> search(const Resources& resources, const MoleculeSet& queries, 
                           rect.col_begin / grid.tile_cols;
     auto hits = job.top_k(ctx, rect, k);
     if (single_block) {
+      take_result();
       // Every backend returns each row's hits as one block of `take`, best first: place the
       // blocks by their query (no sort).
       if (hits.size() != rect.rows() * take)
@@ -104,6 +118,7 @@ std::vector<Hit> search(const Resources& resources, const MoleculeSet& queries, 
     per_tile[t] = std::move(hits);
     pairs += rect.rows() * rect.cols();
   });
+  take_result();  // (no tiles: the empty result)
   if (single_block) {
     if (info) info->pairs = pairs;
     job.fill_info(info, stats, t0);
