@@ -10,9 +10,9 @@
 # queries against the synthetic 486k database with and without traceback; orbital grid of the C60
 # total density at 0.05 A into a cube file.
 # --rows REGEX: only the rows whose name matches (e.g. lingo, align-search, orbital-c60).
-# --startup: only the start-up rows: align search, scores only (whole command, compute, and the
-# difference: start-up, loading and output), and the first orbital grid of a basis set whose JIT
-# kernel is not cached (threonine HOMO with an empty JIT cache directory: when the cube file was
+# --startup: only the start-up rows: the CUDA driver alone (initialisation, a context, exit), align
+# search, scores only (whole command, compute, and the difference: start-up, loading and output),
+# and the first orbital grid of a basis set whose JIT kernel is not cached (threonine HOMO with an empty JIT cache directory: when the cube file was
 # written and when the process ended), then the same with the cache filled.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -63,6 +63,29 @@ synthdb() {
     "$bin" -q align makedb "$work/synth.fasta" -o "$work/synthdb" >/dev/null; }
 }
 if [ "$startup" = 1 ]; then
+  # The CUDA driver alone, in a process that does nothing else (Python, ctypes): cuInit, the first
+  # GPU's primary context, and the exit that tears it down. No CUDA command can start and end in
+  # less; three runs.
+  for run in 1 2 3; do
+    python3 - <<'PY'
+import ctypes, subprocess, sys, time
+code = '''
+import ctypes, time
+t0 = time.time(); cu = ctypes.CDLL("libcuda.so.1"); t1 = time.time()
+assert cu.cuInit(0) == 0; t2 = time.time()
+dev = ctypes.c_int(); ctx = ctypes.c_void_p()
+assert cu.cuDeviceGet(ctypes.byref(dev), 0) == 0 and cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0
+print(t2 - t1, time.time() - t2, time.time())
+'''
+def wall(args):
+    t = time.time(); out = subprocess.run(args, capture_output=True, text=True).stdout; return time.time() - t, out
+base, _ = wall([sys.executable, "-c", "pass"])
+t, out = wall([sys.executable, "-c", code])
+init, context, at = map(float, out.split())
+print("%-26s cuInit %.3f s, context %.3f s, exit %.3f s (an empty Python process: %.3f s)"
+      % ("cuda-driver-alone", init, context, time.time() - at, base))
+PY
+  done
   synthdb
   row align-search-486k-scores "$bin" -q align search data/align/queries20.fasta "$work/synthdb" -k 10 --no-traceback -o "$work/a.tsv"
   python3 - "$out/align-search-486k-scores.json" "$out/align-search-486k-scores.whole" <<'PY'
