@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <mutex>
 #include <numeric>
+#include <utility>
 
 namespace molaccel::lingo::cpu {
 
@@ -53,13 +54,18 @@ CpuDatabase build_database(const detail::EncodedSet& db, Metric metric, bool sor
     });
   const std::size_t n_chunks = (n + chunk_size - 1) / chunk_size;
   out.chunks.resize(n_chunks);
+  // Radix digits of the ids: as many 16-bit digits as the largest id needs (one below 65,536).
+  std::uint32_t max_id = 0;
+  for (const std::uint32_t id : db.ids) max_id = std::max(max_id, id);
+  const int digits = max_id < (1u << 16) ? 1 : 2;
   parallel_for(n_chunks, threads, 1, [&](std::size_t cb, std::size_t ce) {
     struct Posting {
       std::uint32_t id;
       std::uint16_t member;
       std::uint32_t count;
     };
-    std::vector<Posting> postings;
+    std::vector<Posting> postings, sorted;
+    std::vector<std::uint32_t> starts(std::size_t{1} << 16);
     for (std::size_t c = cb; c < ce; ++c) {
       Chunk& chunk = out.chunks[c];
       chunk.begin = static_cast<std::uint32_t>(c * chunk_size);
@@ -77,9 +83,18 @@ CpuDatabase build_database(const detail::EncodedSet& db, Metric metric, bool sor
         for (std::uint64_t e = db.offsets[m]; e < db.offsets[m + 1]; ++e)
           postings.push_back({db.ids[e], static_cast<std::uint16_t>(p - chunk.begin), db.counts[e]});
       }
-      // Members ascend within a key (stable sort on id), so accumulation walks memory forward.
-      std::stable_sort(postings.begin(), postings.end(),
-                       [](const Posting& a, const Posting& b) { return a.id < b.id; });
+      // Members ascend within a key (a stable sort on id: least significant digit first, each pass
+      // a counting sort that keeps the order it finds), so accumulation walks memory forward.
+      sorted.resize(postings.size());
+      for (int d = 0; d < digits; ++d) {
+        const int shift = 16 * d;
+        std::fill(starts.begin(), starts.end(), 0u);
+        for (const Posting& p : postings) ++starts[(p.id >> shift) & 0xffff];
+        std::uint32_t at = 0;
+        for (std::uint32_t& start : starts) at += std::exchange(start, at);
+        for (const Posting& p : postings) sorted[starts[(p.id >> shift) & 0xffff]++] = p;
+        postings.swap(sorted);
+      }
       chunk.members.reserve(postings.size());
       chunk.member_counts.reserve(postings.size());
       for (std::size_t i = 0; i < postings.size(); ++i) {
