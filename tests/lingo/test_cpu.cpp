@@ -5,6 +5,7 @@
 #include <random>
 
 #include "backend_checks.hpp"
+#include "lingo/encoding.hpp"
 #include "testing/thread_ranks.hpp"
 
 namespace molaccel::lingo {
@@ -48,6 +49,22 @@ TEST(LingoCpu, EdgeCasesShortAndLong) {
     expect_bit_identical(expected, actual, set.size(), std::string(to_string(metric)));
     EXPECT_EQ(actual[0], 0.0f);  // "C": no Lingo, not even similar to itself
   }
+}
+
+// More than 65,536 distinct Lingos: the CPU engine's postings are sorted on two 16-bit digits.
+TEST(LingoCpu, VocabularyBeyondSixteenBitIds) {
+  LingoOptions options;
+  options.q = 8;
+  const auto smiles = random_smiles_set(41, 1500, 40, 80, 24);
+  const auto db = make_molecules(smiles, options);
+  ASSERT_GT(detail::encode(db, nullptr).vocabulary_size, 65536u);
+  std::vector<std::string> query_smiles(smiles.begin(), smiles.begin() + 30);
+  for (const auto& extra : random_smiles_set(42, 10, 40, 80, 24)) query_smiles.push_back(extra);
+  const auto queries = make_molecules(query_smiles, options);
+  for (auto metric : {Metric::tanimoto, Metric::vidal, Metric::set})
+    expect_bit_identical(reference_matrix(queries, &db, metric),
+                         similarity_matrix(Resources::cpu(2), queries, &db, with(Backend::cpu, metric)),
+                         db.size(), std::string(to_string(metric)));
 }
 
 TEST(LingoCpu, QueryLingosUnknownToTheDatabaseStillCountInTheUnion) {
