@@ -166,8 +166,28 @@ void on_root(RunContext& ctx, const std::function<void()>& write) {
 
 // Starts the devices of a run: alone, looked up on DeviceStartup's thread while the caller reads;
 // under MPI, looked up on every rank first (a collective), then their contexts on the thread.
-std::unique_ptr<DeviceStartup> start_devices(RunContext& ctx, const LingoInputOptions& o) {
-  if (!ctx.distributed()) return std::make_unique<DeviceStartup>([&ctx] { return ctx.resources(); }, o);
+// For --device auto, before the inputs are read: a CPU run's seconds for `pairs` similarities, at
+// 5e7 pairs a second a core (in a 20 x 367k search the H200 host's cores reach 7.5e7 and the
+// development machine's AVX-512 Xeon 1.2e8), taken lower so that a job on the edge keeps the GPU.
+double cpu_seconds_for_pairs(const RunContext& ctx, double pairs) {
+  return pairs / (5e7 * ctx.common.cpu_threads());
+}
+// The molecules of a SMILES file, from its text's size at 40 bytes a line (SMILES of drug-like
+// molecules with their names take 50-70): the estimate errs towards more work. Standard input: not
+// known, so many.
+double molecules_estimate(const std::string& path) {
+  if (path == "-") return 1e12;
+  return static_cast<double>(lg::text_size_estimate(path)) / 40.0;
+}
+
+// `cpu_seconds`: the job's estimate on the CPU (ctx.small_job decides, on this thread).
+std::unique_ptr<DeviceStartup> start_devices(RunContext& ctx, const LingoInputOptions& o,
+                                             double cpu_seconds) {
+  if (!ctx.distributed()) {
+    if (ctx.small_job(cpu_seconds))
+      return std::make_unique<DeviceStartup>([&ctx] { return ctx.cpu_resources(); }, o);
+    return std::make_unique<DeviceStartup>([&ctx] { return ctx.resources(); }, o);
+  }
   Resources resources;
   on_every_rank(ctx, [&] { resources = ctx.resources(); });
   return std::make_unique<DeviceStartup>([resources] { return resources; }, o);
@@ -268,7 +288,9 @@ int run_matrix(RunContext& ctx, const MatrixOptions& o) {
   lg::MoleculeSet queries;
   std::optional<lg::MoleculeSet> db;
   const double read_seconds = timed([&] {
-    resources = ctx.resources();
+    const double rows = molecules_estimate(o.queries);
+    resources = ctx.resources_for(
+        cpu_seconds_for_pairs(ctx, o.db.empty() ? rows * rows / 2 : rows * molecules_estimate(o.db)));
     queries = load(ctx, o.queries, o.input, "queries");
     if (!o.db.empty()) db = load(ctx, o.db, o.input, "database");
     on_every_rank(ctx, [&] {
@@ -460,7 +482,8 @@ int run_search(RunContext& ctx, const SearchOptions& o) {
   const bool same_file = std::filesystem::equivalent(o.queries, o.db, ec);
   std::unique_ptr<DeviceStartup> devices;
   const double read_seconds = timed([&] {
-    devices = start_devices(ctx, o.input);
+    devices = start_devices(
+        ctx, o.input, cpu_seconds_for_pairs(ctx, molecules_estimate(o.queries) * molecules_estimate(o.db)));
     queries = load(ctx, o.queries, o.input, "queries");
     if (!same_file) db_storage = load(ctx, o.db, o.input, "database");
     on_every_rank(ctx, [&] {
@@ -598,7 +621,8 @@ int run_neighbors(RunContext& ctx, const NeighborOptions& o) {
   lg::MoleculeSet db;
   std::unique_ptr<DeviceStartup> devices;
   const double read_seconds = timed([&] {
-    devices = start_devices(ctx, o.input);
+    const double n = molecules_estimate(o.db);
+    devices = start_devices(ctx, o.input, cpu_seconds_for_pairs(ctx, n * n / 2));
     db = load(ctx, o.db, o.input, "database");
     on_every_rank(ctx, [&] { require_all_pairs_memory(db.size(), o.threshold, "neighbors"); });
   });
@@ -688,7 +712,8 @@ int run_cluster(RunContext& ctx, const NeighborOptions& o) {
   if (ctx.distributed()) return run_cluster_slices(ctx, o);
   Resources resources;
   lg::MoleculeSet db;
-  on_every_rank(ctx, [&] { resources = ctx.resources(); });
+  const double n = molecules_estimate(o.db);
+  on_every_rank(ctx, [&] { resources = ctx.resources_for(cpu_seconds_for_pairs(ctx, n * n / 2)); });
   db = load(ctx, o.db, o.input, "database");
   on_every_rank(ctx, [&] { require_all_pairs_memory(db.size(), o.threshold, "cluster"); });
   lg::RunInfo info;

@@ -44,7 +44,8 @@ const std::vector<DemoStep>& demo_steps() {
 
 void CommonOptions::add_device_options(CLI::App& app) {
   app.add_option("--device", device,
-                 "Where to run: auto (GPU if present, else CPU), cpu, gpu (all GPUs) or gpu:0,2")
+                 "Where to run: auto (a GPU if present and the job is large enough to gain from it, else the "
+                 "CPU), cpu, gpu (all GPUs) or gpu:0,2")
       ->default_val("auto")
       ->check([](const std::string& v) -> std::string {
         try {
@@ -65,6 +66,33 @@ Resources CommonOptions::make_resources() const {
   o.cpu_threads = threads;
   o.show_progress = !quiet;
   return Resources::create(options_for_rank(o, local_rank, local_size));
+}
+
+int CommonOptions::cpu_threads() const {
+  return threads > 0 ? threads : cpu_info().logical_cores;
+}
+
+bool RunContext::small_job(double cpu_seconds) const {
+  const bool automatic = DeviceSpec::parse(common.device).kind == DeviceSpec::Kind::automatic;
+  if (!automatic || distributed()) return false;
+  report["cpu_seconds_estimate"] = cpu_seconds;
+  if (!(cpu_seconds < kGpuStartAndExitSeconds)) return false;
+  log_info("--device auto: the CPU (this job's estimate there, {:.3f} s, is less than starting a GPU)",
+           cpu_seconds);
+  report["device_choice"] = "cpu: a small job (--device gpu runs it on a GPU)";
+  return true;
+}
+
+Resources RunContext::cpu_resources() const {
+  Resources::Options o;
+  o.device = DeviceSpec::parse("cpu");
+  o.cpu_threads = common.threads;
+  o.show_progress = !common.quiet;
+  return Resources::create(o);
+}
+
+Resources RunContext::resources_for(double cpu_seconds) const {
+  return small_job(cpu_seconds) ? cpu_resources() : resources();
 }
 
 std::filesystem::path find_data_dir() {

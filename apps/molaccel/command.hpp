@@ -45,7 +45,15 @@ struct CommonOptions {
   // Resolves --device/--threads into Resources (errors for unavailable devices). Under MPI, `auto`
   // and `gpu` give this rank its share of the host's GPUs and cores (options_for_rank).
   Resources make_resources() const;
+  // The CPU threads a CPU run of this command gets (--threads, else the usable cores).
+  int cpu_threads() const;
 };
+
+// Starting the CUDA driver and a GPU context takes about 0.2 s and tearing them down at exit about
+// 0.1 s, whatever the job (measured on an H200 host with persistence mode on: docs/PERFORMANCE.md).
+// `--device auto` runs a job that the CPU would finish in less on the CPU, without touching the
+// driver: every engine's backends give the same results (to the engine's stated tolerance).
+constexpr double kGpuStartAndExitSeconds = 0.3;
 
 // What an action gets when it runs.
 struct RunContext {
@@ -55,6 +63,14 @@ struct RunContext {
   // Launched as several MPI ranks: a command that supports it splits its work (Command::distributed).
   bool distributed() const { return comm && comm->size() > 1; }
   Resources resources() const { return common.make_resources(); }
+  // Whether a job whose CPU run is estimated at `cpu_seconds` runs on the CPU alone: with `--device
+  // auto` in one process, under kGpuStartAndExitSeconds. Puts the estimate and the choice into the
+  // report (call it on the command's thread).
+  bool small_job(double cpu_seconds) const;
+  // --threads on the CPU alone.
+  Resources cpu_resources() const;
+  // small_job(cpu_seconds) ? cpu_resources() : resources().
+  Resources resources_for(double cpu_seconds) const;
   // Where a command's human-readable summary goes: nowhere with -q, standard error when the
   // result itself goes to standard output (`output` is "-" or /dev/stdout), else standard output.
   std::FILE* summary(const std::string& output = {}) const {

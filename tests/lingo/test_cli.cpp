@@ -30,6 +30,24 @@ TEST(LingoCli, SearchWritesRankedHits) {
   EXPECT_NE(hits.find("butanol\te\t1\t1\n"), std::string::npos) << hits;
 }
 
+// --device auto: a search this small runs on the CPU (the estimate, from the files' sizes, and the
+// choice in the report), with the hits of --device cpu.
+TEST(LingoCli, AutoRunsASmallSearchOnTheCpu) {
+  TempDir dir;
+  write_file(dir / "q.smi", "c1ccccc1O phenol\nCCCCO butanol\n");
+  write_file(dir / "db.smi", "CCCCO e\nc1ccccc1O p\nCCCO pr\nc1ccccc1N an\n");
+  for (const char* device : {"auto", "cpu"})
+    ASSERT_EQ(run_cli(fmt::format("lingo search {} {} -k 2 --device {} -o {} --json {}", (dir / "q.smi").string(),
+                                  (dir / "db.smi").string(), device, (dir / (std::string(device) + ".tsv")).string(),
+                                  (dir / (std::string(device) + ".json")).string())),
+              0);
+  const std::string report = read_file(dir / "auto.json");
+  EXPECT_NE(report.find("\"cpu_seconds_estimate\""), std::string::npos) << report;
+  EXPECT_NE(report.find("small job"), std::string::npos) << report;
+  EXPECT_EQ(read_file(dir / "cpu.json").find("device_choice"), std::string::npos);
+  EXPECT_EQ(read_file(dir / "auto.tsv"), read_file(dir / "cpu.tsv"));
+}
+
 TEST(LingoCli, InvalidInputFailsWithoutOutput) {
   TempDir dir;
   write_file(dir / "bad.smi", "CCO\nCC(C\n");

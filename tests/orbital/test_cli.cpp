@@ -35,6 +35,26 @@ TEST(OrbitalCli, GridWritesCubesAndJson) {
   EXPECT_NEAR(report["density_integral"].get<double>(), 10.0, 1.0);
 }
 
+// --device auto gives a job that the CPU finishes sooner than a GPU would start the CPU alone, and
+// says so in the report; an explicit --device is left as it is.
+TEST(OrbitalCli, AutoRunsASmallGridOnTheCpu) {
+  molaccel::testing::TempDir dir;
+  const auto input = test::bundled("h2o_631gs.molden");
+  ASSERT_EQ(run_cli("orbital grid " + quoted(input) + " --orbital homo --spacing 0.3 -o " + quoted(dir / "a.cube") +
+                    " --json " + quoted(dir / "a.json")),
+            0);
+  const auto report = nlohmann::json::parse(molaccel::testing::read_file(dir / "a.json"));
+  EXPECT_LT(report["cpu_seconds_estimate"].get<double>(), 0.3);
+  EXPECT_NE(report["device_choice"].get<std::string>().find("small job"), std::string::npos);
+  EXPECT_EQ(report["backend"].get<std::string>().rfind("cpu", 0), 0u);
+  ASSERT_EQ(run_cli("orbital grid " + quoted(input) + " --orbital homo --spacing 0.3 --device cpu -o " +
+                    quoted(dir / "c.cube") + " --json " + quoted(dir / "c.json")),
+            0);
+  const auto explicit_cpu = nlohmann::json::parse(molaccel::testing::read_file(dir / "c.json"));
+  EXPECT_FALSE(explicit_cpu.contains("device_choice"));
+  EXPECT_EQ(molaccel::testing::read_file(dir / "a.cube"), molaccel::testing::read_file(dir / "c.cube"));
+}
+
 TEST(OrbitalCli, BadInputFailsAndWritesNothing) {
   molaccel::testing::TempDir dir;
   const std::string text = molaccel::testing::read_file(test::bundled("h2o_631gs.molden"));

@@ -440,9 +440,10 @@ std::size_t add_blocks(BlockParser& parser, std::string_view content, std::size_
   return lines;
 }
 
-// The text expected from the file at `path` (for the progress bar): its size, or for gzip the
-// uncompressed size its trailer states (modulo 2^32; a larger file counts 4 x its size).
-std::uint64_t expected_bytes(const std::filesystem::path& path) {
+
+}  // namespace
+
+std::uint64_t text_size_estimate(const std::filesystem::path& path) {
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
   if (ec) return 1;
@@ -461,8 +462,6 @@ std::uint64_t expected_bytes(const std::filesystem::path& path) {
   return text;
 }
 
-}  // namespace
-
 MoleculeSet read_molecules(const std::filesystem::path& path, const LingoOptions& lingo,
                            const ReadOptions& read, ReadStats* stats) {
   io::LineReader reader(path);
@@ -470,7 +469,7 @@ MoleculeSet read_molecules(const std::filesystem::path& path, const LingoOptions
   if (lingo.q < kMinQ || lingo.q > kMaxQ)
     throw InputError("--q", 0, fmt::format("q must be between {} and {}, got {}", kMinQ, kMaxQ, lingo.q));
   // Lines are read (and decompressed) here, in blocks that the other cores parse meanwhile.
-  BlockParser parser(reader.name(), lingo, read, path == "-" ? 1 : expected_bytes(path));
+  BlockParser parser(reader.name(), lingo, read, path == "-" ? 1 : text_size_estimate(path));
   std::string block;
   std::size_t block_first = 0;
   while (reader.next_lines(block, kBlockBytes)) {
