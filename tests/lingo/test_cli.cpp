@@ -37,8 +37,9 @@ TEST(LingoCli, AutoRunsASmallSearchOnTheCpu) {
   write_file(dir / "q.smi", "c1ccccc1O phenol\nCCCCO butanol\n");
   write_file(dir / "db.smi", "CCCCO e\nc1ccccc1O p\nCCCO pr\nc1ccccc1N an\n");
   for (const char* device : {"auto", "cpu"})
-    ASSERT_EQ(run_cli(fmt::format("lingo search {} {} -k 2 --device {} -o {} --json {}", (dir / "q.smi").string(),
-                                  (dir / "db.smi").string(), device, (dir / (std::string(device) + ".tsv")).string(),
+    ASSERT_EQ(run_cli(fmt::format("lingo search {} {} -k 2 --device {} -o {} --json {}",
+                                  (dir / "q.smi").string(), (dir / "db.smi").string(), device,
+                                  (dir / (std::string(device) + ".tsv")).string(),
                                   (dir / (std::string(device) + ".json")).string())),
               0);
   const std::string report = read_file(dir / "auto.json");

@@ -40,8 +40,8 @@ TEST(OrbitalCli, GridWritesCubesAndJson) {
 TEST(OrbitalCli, AutoRunsASmallGridOnTheCpu) {
   molaccel::testing::TempDir dir;
   const auto input = test::bundled("h2o_631gs.molden");
-  ASSERT_EQ(run_cli("orbital grid " + quoted(input) + " --orbital homo --spacing 0.3 -o " + quoted(dir / "a.cube") +
-                    " --json " + quoted(dir / "a.json")),
+  ASSERT_EQ(run_cli("orbital grid " + quoted(input) + " --orbital homo --spacing 0.3 -o " +
+                    quoted(dir / "a.cube") + " --json " + quoted(dir / "a.json")),
             0);
   const auto report = nlohmann::json::parse(molaccel::testing::read_file(dir / "a.json"));
   EXPECT_LT(report["cpu_seconds_estimate"].get<double>(), 0.3);

@@ -107,15 +107,16 @@ TEST(LineReader, Utf8ByteOrderMarkAtTheStartIsSkipped) {
 TEST(LineReader, NextLinesGivesBlocksOfWholeLines) {
   testing::TempDir dir;
   std::string text;
-  for (int i = 0; i < 30000; ++i) text += "C" + std::string(static_cast<std::size_t>(i % 97), 'O') + (i % 5 ? "\n" : "\r\n");
+  for (int i = 0; i < 30000; ++i)
+    text += "C" + std::string(static_cast<std::size_t>(i % 97), 'O') + (i % 5 ? "\n" : "\r\n");
   text += "last-without-newline";
   const auto gz = dir / "a.smi.gz";
   gzFile f = gzopen(gz.c_str(), "wb");
   gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
   gzclose(f);
   testing::write_file(dir / "a.smi", "\xEF\xBB\xBF" + text);
-  for (const std::size_t bytes : {std::size_t{1}, std::size_t{1000}, std::size_t{1} << 16, std::size_t{1} << 18,
-                                  std::size_t{1} << 24}) {
+  for (const std::size_t bytes : {std::size_t{1}, std::size_t{1000}, std::size_t{1} << 16,
+                                  std::size_t{1} << 18, std::size_t{1} << 24}) {
     for (const auto& path : {gz, dir / "a.smi"}) {
       SCOPED_TRACE(path.string() + " " + std::to_string(bytes));
       io::LineReader r(path);
@@ -131,7 +132,8 @@ TEST(LineReader, NextLinesGivesBlocksOfWholeLines) {
         if (joined.size() + 2 * block.size() + 200 < text.size()) {
           EXPECT_GE(block.size() + 100, std::max<std::size_t>(bytes, 1 << 16));
         }
-        lines += static_cast<std::size_t>(std::count(block.begin(), block.end(), '\n')) + (block.back() != '\n');
+        lines +=
+            static_cast<std::size_t>(std::count(block.begin(), block.end(), '\n')) + (block.back() != '\n');
         EXPECT_EQ(r.line_number(), lines);
         joined += block;
       }

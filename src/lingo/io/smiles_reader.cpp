@@ -440,7 +440,6 @@ std::size_t add_blocks(BlockParser& parser, std::string_view content, std::size_
   return lines;
 }
 
-
 }  // namespace
 
 std::uint64_t text_size_estimate(const std::filesystem::path& path) {
