@@ -29,10 +29,11 @@ using detail::Grid;
 using detail::Job;
 using detail::Rect;
 
-// `count` hits, allocated (and zeroed) on a thread of its own while the caller prepares the job and
-// runs its first tiles: a top-100 of 367k queries is 441 MB. One thread faulting in and zeroing that many
-// fresh pages takes longer (0.2 s) than preparing the job, so the pages are faulted in first by several
-// threads at once (Linux's MADV_POPULATE_WRITE; where it is missing, the zeroing faults them in as before).
+// `count` hits, allocated (and zeroed) on a thread of its own while the caller prepares the job
+// and runs its first tiles: a top-100 of 367k queries is 441 MB. One thread faulting in and
+// zeroing that many fresh pages takes longer (0.2 s) than preparing the job, so the pages are
+// faulted in first by several threads at once (Linux's MADV_POPULATE_WRITE; where it is missing,
+// the zeroing faults them in as before).
 class HitsAllocation {
  public:
   explicit HitsAllocation(std::size_t count)
