@@ -15,6 +15,16 @@ std::vector<std::string> all_lines(io::LineReader& r) {
   return out;
 }
 
+// 20,000 lines "CCO<i> mol<i>" gzip-compressed into `path`; returns the file's bytes.
+std::string gzip_of_numbered_lines(const std::filesystem::path& path) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  std::string text;
+  for (int i = 0; i < 20000; ++i) text += "CCO" + std::to_string(i) + " mol" + std::to_string(i) + "\n";
+  gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(f);
+  return testing::read_file(path);
+}
+
 TEST(LineReader, PlainFileWithCrLfAndNoFinalNewline) {
   testing::TempDir dir;
   testing::write_file(dir / "a.txt", "one\r\ntwo\n\nfour");
@@ -57,12 +67,7 @@ TEST(LineReader, ErrorsNameFileAndLine) {
 TEST(LineReader, TruncatedGzipIsAnInputErrorNamingTheFile) {
   testing::TempDir dir;
   const auto whole = dir / "whole.smi.gz";
-  gzFile f = gzopen(whole.c_str(), "wb");
-  std::string text;
-  for (int i = 0; i < 20000; ++i) text += "CCO" + std::to_string(i) + " mol" + std::to_string(i) + "\n";
-  gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
-  gzclose(f);
-  const std::string bytes = testing::read_file(whole);
+  const std::string bytes = gzip_of_numbered_lines(whole);
   {
     io::LineReader r(whole);  // the whole file reads
     EXPECT_EQ(all_lines(r).size(), 20000u);
@@ -158,12 +163,7 @@ TEST(LineReader, NextLinesGivesBlocksOfWholeLines) {
 TEST(LineReader, NextLinesReportsATruncatedGzipAtItsLine) {
   testing::TempDir dir;
   const auto whole = dir / "whole.smi.gz";
-  gzFile f = gzopen(whole.c_str(), "wb");
-  std::string text;
-  for (int i = 0; i < 20000; ++i) text += "CCO" + std::to_string(i) + " mol" + std::to_string(i) + "\n";
-  gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
-  gzclose(f);
-  const std::string bytes = testing::read_file(whole);
+  const std::string bytes = gzip_of_numbered_lines(whole);
   const auto cut = dir / "cut.smi.gz";
   testing::write_file(cut, bytes.substr(0, bytes.size() - 4));  // inside the trailer: every line decompresses
   io::LineReader r(cut);
