@@ -6,6 +6,7 @@
 #include <fstream>
 #include <functional>
 #include <future>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -169,7 +170,9 @@ void on_root(RunContext& ctx, const std::function<void()>& write) {
 // For --device auto, before the inputs are read: a CPU run's seconds for `pairs` similarities, at
 // 5e7 pairs a second a core (in a 20 x 367k search the H200 host's cores reach 7.5e7 and the
 // development machine's AVX-512 Xeon 1.2e8), taken lower so that a job on the edge keeps the GPU.
-double cpu_seconds_for_pairs(const RunContext& ctx, double pairs) {
+// With --backend other than auto: infinite (the backend asked for decides).
+double cpu_seconds_for_pairs(const RunContext& ctx, const LingoInputOptions& o, double pairs) {
+  if (o.backend != "auto") return std::numeric_limits<double>::infinity();
   return pairs / (5e7 * ctx.common.cpu_threads());
 }
 // The molecules of a SMILES file, from its text's size at 40 bytes a line (SMILES of drug-like
@@ -289,8 +292,8 @@ int run_matrix(RunContext& ctx, const MatrixOptions& o) {
   std::optional<lg::MoleculeSet> db;
   const double read_seconds = timed([&] {
     const double rows = molecules_estimate(o.queries);
-    resources = ctx.resources_for(
-        cpu_seconds_for_pairs(ctx, o.db.empty() ? rows * rows / 2 : rows * molecules_estimate(o.db)));
+    resources = ctx.resources_for(cpu_seconds_for_pairs(
+        ctx, o.input, o.db.empty() ? rows * rows / 2 : rows * molecules_estimate(o.db)));
     queries = load(ctx, o.queries, o.input, "queries");
     if (!o.db.empty()) db = load(ctx, o.db, o.input, "database");
     on_every_rank(ctx, [&] {
@@ -483,7 +486,8 @@ int run_search(RunContext& ctx, const SearchOptions& o) {
   std::unique_ptr<DeviceStartup> devices;
   const double read_seconds = timed([&] {
     devices = start_devices(
-        ctx, o.input, cpu_seconds_for_pairs(ctx, molecules_estimate(o.queries) * molecules_estimate(o.db)));
+        ctx, o.input,
+        cpu_seconds_for_pairs(ctx, o.input, molecules_estimate(o.queries) * molecules_estimate(o.db)));
     queries = load(ctx, o.queries, o.input, "queries");
     if (!same_file) db_storage = load(ctx, o.db, o.input, "database");
     on_every_rank(ctx, [&] {
@@ -622,7 +626,7 @@ int run_neighbors(RunContext& ctx, const NeighborOptions& o) {
   std::unique_ptr<DeviceStartup> devices;
   const double read_seconds = timed([&] {
     const double n = molecules_estimate(o.db);
-    devices = start_devices(ctx, o.input, cpu_seconds_for_pairs(ctx, n * n / 2));
+    devices = start_devices(ctx, o.input, cpu_seconds_for_pairs(ctx, o.input, n * n / 2));
     db = load(ctx, o.db, o.input, "database");
     on_every_rank(ctx, [&] { require_all_pairs_memory(db.size(), o.threshold, "neighbors"); });
   });
@@ -713,7 +717,7 @@ int run_cluster(RunContext& ctx, const NeighborOptions& o) {
   Resources resources;
   lg::MoleculeSet db;
   const double n = molecules_estimate(o.db);
-  on_every_rank(ctx, [&] { resources = ctx.resources_for(cpu_seconds_for_pairs(ctx, n * n / 2)); });
+  on_every_rank(ctx, [&] { resources = ctx.resources_for(cpu_seconds_for_pairs(ctx, o.input, n * n / 2)); });
   db = load(ctx, o.db, o.input, "database");
   on_every_rank(ctx, [&] { require_all_pairs_memory(db.size(), o.threshold, "cluster"); });
   lg::RunInfo info;

@@ -1,6 +1,7 @@
 // `molaccel orbital info|grid`: molecular orbitals and densities on grids, and the demo step.
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <memory>
 
@@ -162,10 +163,12 @@ int run_grid(RunContext& ctx, const GridOptions& o) {
   const std::optional<int> opencl_device = parse_opencl_device(ctx.common.device);
   if (opencl_device && !o.density.empty())
     throw InputError("--density", 0, "densities have no OpenCL path (--device opencl computes orbitals)");
-  const Resources resources =
-      opencl_device ? Resources()
-                    : ctx.resources_for(cpu_seconds_estimate(wfn, grid, o.orbitals.size(), !o.density.empty(),
-                                                             ctx.common.cpu_threads()));
+  // With --backend auto, a grid this small for the GPU runs on the CPU (RunContext::small_job).
+  const double cpu_seconds =
+      o.backend == "auto"
+          ? cpu_seconds_estimate(wfn, grid, o.orbitals.size(), !o.density.empty(), ctx.common.cpu_threads())
+          : std::numeric_limits<double>::infinity();
+  const Resources resources = opencl_device ? Resources() : ctx.resources_for(cpu_seconds);
   EvaluateOptions options;
   options.backend = parse_backend(o.backend);
   if (!(o.screening >= 0) || !std::isfinite(o.screening))

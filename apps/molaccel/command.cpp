@@ -1,6 +1,7 @@
 #include "command.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 namespace molaccel::cli {
@@ -74,7 +75,7 @@ int CommonOptions::cpu_threads() const {
 
 bool RunContext::small_job(double cpu_seconds) const {
   const bool automatic = DeviceSpec::parse(common.device).kind == DeviceSpec::Kind::automatic;
-  if (!automatic || distributed()) return false;
+  if (!automatic || distributed() || !std::isfinite(cpu_seconds)) return false;
   report["cpu_seconds_estimate"] = cpu_seconds;
   if (!(cpu_seconds < kGpuStartAndExitSeconds)) return false;
   log_info("--device auto: the CPU (this job's estimate there, {:.3f} s, is less than starting a GPU)",

@@ -47,6 +47,12 @@ TEST(LingoCli, AutoRunsASmallSearchOnTheCpu) {
   EXPECT_NE(report.find("small job"), std::string::npos) << report;
   EXPECT_EQ(read_file(dir / "cpu.json").find("device_choice"), std::string::npos);
   EXPECT_EQ(read_file(dir / "auto.tsv"), read_file(dir / "cpu.tsv"));
+  // A backend asked for is left to decide (no estimate, no choice).
+  ASSERT_EQ(
+      run_cli(fmt::format("lingo search {} {} -k 2 --backend cpu -o {} --json {}", (dir / "q.smi").string(),
+                          (dir / "db.smi").string(), (dir / "b.tsv").string(), (dir / "b.json").string())),
+      0);
+  EXPECT_EQ(read_file(dir / "b.json").find("cpu_seconds_estimate"), std::string::npos);
 }
 
 TEST(LingoCli, InvalidInputFailsWithoutOutput) {
