@@ -41,4 +41,24 @@ TEST(AlignReport, StagesInJson) {
   }
 }
 
+// --device auto: the demo queries against the demo database are a job for the CPU (the estimate
+// from the inputs' sizes and the choice in the report), with the hits of --device cpu.
+TEST(AlignReport, AutoRunsASmallSearchOnTheCpu) {
+  TempDir dir;
+  const auto queries = data_dir() / "align" / "demo_queries.fasta",
+             db = data_dir() / "align" / "demo_db.fasta";
+  for (const char* device : {"auto", "cpu"}) {
+    const std::string command =
+        fmt::format("{} --json {} align search {} {} -k 3 --device {} -o {} > /dev/null 2>&1",
+                    MOLACCEL_CLI_PATH, (dir / (std::string(device) + ".json")).string(), queries.string(),
+                    db.string(), device, (dir / (std::string(device) + ".tsv")).string());
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  }
+  const auto json = nlohmann::json::parse(read_file(dir / "auto.json"));
+  EXPECT_LT(json.at("cpu_seconds_estimate").get<double>(), 0.3);
+  EXPECT_NE(json.at("device_choice").get<std::string>().find("small job"), std::string::npos);
+  EXPECT_FALSE(nlohmann::json::parse(read_file(dir / "cpu.json")).contains("device_choice"));
+  EXPECT_EQ(read_file(dir / "auto.tsv"), read_file(dir / "cpu.tsv"));
+}
+
 }  // namespace
