@@ -118,12 +118,13 @@ double input_bytes(const std::string& path) {
 
 // For --device auto with --backend auto, before the inputs are read: a CPU run's seconds for the
 // query residues x the database's, each taken as the input's bytes (headers and a makedb
-// directory's index count as residues: the estimate errs towards more work), at 3 GCUPS a core
-// (the development machine's AVX-512 Xeon scores 5.5 a core with the 20 standard queries against
-// the demo database).
+// directory's index count as residues: the estimate errs towards more work), at 0.8 GCUPS a core:
+// what the H200 host's 16 cores reach together (13 GCUPS) with the 20 standard queries against the
+// 400-sequence demo database, a job too small to keep them busy (the development machine's AVX-512
+// cores score 5.5 each on 2 threads).
 double cpu_seconds_estimate(const RunContext& ctx, const SearchCommand& o) {
   if (o.scoring.backend != "auto") return std::numeric_limits<double>::infinity();
-  return input_bytes(o.queries) * input_bytes(o.db) / (3e9 * ctx.common.cpu_threads());
+  return input_bytes(o.queries) * input_bytes(o.db) / (0.8e9 * ctx.common.cpu_threads());
 }
 
 int run_search(RunContext& ctx, const SearchCommand& o) {

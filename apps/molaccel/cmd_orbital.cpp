@@ -141,12 +141,13 @@ std::filesystem::path numbered_output(const std::filesystem::path& output, const
 
 // Seconds the CPU engine takes for `orbitals` orbitals and, with `density`, a density on `grid`
 // with `threads` threads: points x (primitives + basis functions) x (orbitals + 5 for a density),
-// at 4e9 of these a second a core. Fitted on the development machine's AVX-512 Xeon (2026-11, two
+// at 3e9 of these a second a core. Fitted on the development machine's AVX-512 Xeon (2026-11, two
 // threads): threonine 6-31G* HOMO 6.8e9, C60 STO-3G HOMO 1.8e10, and its total density as about 5
-// orbitals at 7e9; taken lower so that a job on the edge keeps the GPU.
+// orbitals at 7e9; the H200 host's 16 cores reach 3e9 each on the threonine HOMO (0.007 s). Taken
+// at the lower end so that a job on the edge keeps the GPU.
 double cpu_seconds_estimate(const Wavefunction& wfn, const GridSpec& grid, std::size_t orbitals, bool density,
                             int threads) {
-  constexpr double kUnitsPerCoreSecond = 4e9;
+  constexpr double kUnitsPerCoreSecond = 3e9;
   double primitives = 0;
   for (const Shell& shell : wfn.shells) primitives += static_cast<double>(shell.exponents.size());
   const double fields = static_cast<double>(orbitals) + (density ? 5.0 : 0.0);
