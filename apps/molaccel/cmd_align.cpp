@@ -13,6 +13,7 @@
 
 #include "command.hpp"
 #include "molaccel/align.hpp"
+#include "runtime/text_input.hpp"
 
 namespace molaccel::cli {
 namespace {
@@ -102,18 +103,15 @@ std::future<Resources> start_devices(RunContext& ctx, const SearchCommand& o, do
   });
 }
 
-// Bytes of an input (a file, or every file of a makedb directory; gzip counted as 4 x its size).
+// Bytes of an input's text (io::text_size_estimate), or of every file of a makedb directory.
 double input_bytes(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    double bytes = 0;
-    for (const auto& entry : fs::directory_iterator(path, ec))
-      if (entry.is_regular_file(ec)) bytes += static_cast<double>(entry.file_size(ec));
-    return bytes;
-  }
-  const double size = static_cast<double>(fs::file_size(path, ec));
-  return ec ? 0 : (path.ends_with(".gz") ? 4 * size : size);
+  if (!fs::is_directory(path, ec)) return static_cast<double>(io::text_size_estimate(path));
+  double bytes = 0;
+  for (const auto& entry : fs::directory_iterator(path, ec))
+    if (entry.is_regular_file(ec)) bytes += static_cast<double>(entry.file_size(ec));
+  return bytes;
 }
 
 // For --device auto with --backend auto, before the inputs are read: a CPU run's seconds for the

@@ -85,11 +85,9 @@ bool RunContext::small_job(double cpu_seconds) const {
 }
 
 Resources RunContext::cpu_resources() const {
-  Resources::Options o;
-  o.device = DeviceSpec::parse("cpu");
-  o.cpu_threads = common.threads;
-  o.show_progress = !common.quiet;
-  return Resources::create(o);
+  CommonOptions cpu = common;
+  cpu.device = "cpu";
+  return cpu.make_resources();
 }
 
 Resources RunContext::resources_for(double cpu_seconds) const {

@@ -117,10 +117,6 @@ MoleculeSet read_molecules(const std::filesystem::path& path, const LingoOptions
                            const ReadOptions& read = {}, ReadStats* stats = nullptr);
 MoleculeSet parse_molecules(std::string_view name, std::string_view content, const LingoOptions& lingo,
                             const ReadOptions& read = {}, ReadStats* stats = nullptr);
-// The bytes of text in a molecule file without reading it: its size, or for gzip the uncompressed
-// size its trailer states (modulo 2^32; one smaller than the file counts 4 x the file). For
-// estimates: progress bars, and the size of a job before its inputs are read.
-std::uint64_t text_size_estimate(const std::filesystem::path& path);
 
 // ---- similarity -------------------------------------------------------------------------------
 using Backend = ComputeBackend;  // runtime: to_string, parse_compute_backend

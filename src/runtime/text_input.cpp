@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace molaccel::io {
@@ -160,6 +161,25 @@ bool LineReader::next_lines(std::string& lines, std::size_t bytes) {
 
 void LineReader::fail(const std::string& message) const {
   throw InputError(name_, line_no_, message, __FILE__, __LINE__);
+}
+
+std::uint64_t text_size_estimate(const std::filesystem::path& path) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) return 1;
+  std::uint64_t text = size;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f) {
+    unsigned char magic[2] = {0, 0}, trailer[4] = {0, 0, 0, 0};
+    if (std::fread(magic, 1, 2, f) == 2 && magic[0] == 0x1f && magic[1] == 0x8b && size >= 18 &&
+        std::fseek(f, -4, SEEK_END) == 0 && std::fread(trailer, 1, 4, f) == 4) {
+      const std::uint64_t stated =
+          trailer[0] | (trailer[1] << 8) | (trailer[2] << 16) | (std::uint64_t{trailer[3]} << 24);
+      text = stated >= size ? stated : 4 * size;
+    }
+    std::fclose(f);
+  }
+  return text;
 }
 
 std::string read_all(const std::filesystem::path& path) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -48,6 +49,11 @@ class LineReader {
   std::string line_;
   std::size_t line_no_ = 0;
 };
+
+// The bytes of text in a file without reading it: its size, or for gzip the uncompressed size its
+// trailer states (modulo 2^32; one smaller than the file counts 4 x the file); 1 when it cannot be
+// looked at. For estimates: progress bars, and a job's size before its inputs are read.
+std::uint64_t text_size_estimate(const std::filesystem::path& path);
 
 // Whole file into memory (plain or gzip). Throws InputError when it cannot be read.
 std::string read_all(const std::filesystem::path& path);

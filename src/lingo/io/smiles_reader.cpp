@@ -425,52 +425,10 @@ class BlockParser {
   std::vector<std::thread> threads_;
 };
 
-// Blocks of `content` (whole lines) to `parser`; returns the number of the last line.
-std::size_t add_blocks(BlockParser& parser, std::string_view content, std::size_t first_line) {
-  std::size_t start = 0, lines = first_line;
-  while (start < content.size()) {
-    const std::size_t end = start + kBlockBytes;
-    const std::size_t newline = end < content.size() ? content.find('\n', end) : std::string_view::npos;
-    const std::size_t stop = newline == std::string_view::npos ? content.size() : newline + 1;
-    const auto block = content.substr(start, stop - start);
-    parser.add(std::string(block), lines);
-    lines += static_cast<std::size_t>(std::count(block.begin(), block.end(), '\n')) + (block.back() != '\n');
-    start = stop;
-  }
-  return lines;
-}
-
-}  // namespace
-
-std::uint64_t text_size_estimate(const std::filesystem::path& path) {
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec) return 1;
-  std::uint64_t text = size;
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f) {
-    unsigned char magic[2] = {0, 0}, trailer[4] = {0, 0, 0, 0};
-    if (std::fread(magic, 1, 2, f) == 2 && magic[0] == 0x1f && magic[1] == 0x8b && size >= 18 &&
-        std::fseek(f, -4, SEEK_END) == 0 && std::fread(trailer, 1, 4, f) == 4) {
-      const std::uint64_t stated =
-          trailer[0] | (trailer[1] << 8) | (trailer[2] << 16) | (std::uint64_t{trailer[3]} << 24);
-      text = stated >= size ? stated : 4 * size;
-    }
-    std::fclose(f);
-  }
-  return text;
-}
-
-MoleculeSet read_molecules(const std::filesystem::path& path, const LingoOptions& lingo,
-                           const ReadOptions& read, ReadStats* stats) {
-  io::LineReader reader(path);
-  if (!read.smiles_column.empty()) return read_from(reader, lingo, read, stats);  // CSV: in order
-  if (lingo.q < kMinQ || lingo.q > kMaxQ)
-    throw InputError("--q", 0, fmt::format("q must be between {} and {}, got {}", kMinQ, kMaxQ, lingo.q));
-  // Lines are read (and decompressed) here, in blocks that the other cores parse meanwhile.
-  BlockParser parser(reader.name(), lingo, read, path == "-" ? 1 : text_size_estimate(path));
+// The text of `reader` in blocks of whole lines to `parser`, then the parsed set.
+MoleculeSet parse_in_blocks(io::LineReader& reader, BlockParser& parser, ReadStats* stats) {
   std::string block;
-  std::size_t block_first = 0;
+  std::size_t block_first = reader.line_number();
   while (reader.next_lines(block, kBlockBytes)) {
     parser.add(std::move(block), block_first);
     block = std::string();
@@ -479,12 +437,25 @@ MoleculeSet read_molecules(const std::filesystem::path& path, const LingoOptions
   return parser.finish(reader.line_number(), stats);
 }
 
+}  // namespace
+
+MoleculeSet read_molecules(const std::filesystem::path& path, const LingoOptions& lingo,
+                           const ReadOptions& read, ReadStats* stats) {
+  io::LineReader reader(path);
+  if (!read.smiles_column.empty()) return read_from(reader, lingo, read, stats);  // CSV: in order
+  if (lingo.q < kMinQ || lingo.q > kMaxQ)
+    throw InputError("--q", 0, fmt::format("q must be between {} and {}, got {}", kMinQ, kMaxQ, lingo.q));
+  // Lines are read (and decompressed) here, in blocks that the other cores parse meanwhile.
+  BlockParser parser(reader.name(), lingo, read, path == "-" ? 1 : io::text_size_estimate(path));
+  return parse_in_blocks(reader, parser, stats);
+}
+
 MoleculeSet parse_molecules(std::string_view name, std::string_view content, const LingoOptions& lingo,
                             const ReadOptions& read, ReadStats* stats) {
   if (read.smiles_column.empty() && lingo.q >= kMinQ && lingo.q <= kMaxQ) {
     BlockParser parser(std::string(name), lingo, read, content.size());
-    const std::size_t last_line = add_blocks(parser, content, read.slice ? read.lines_before : 0);
-    return parser.finish(last_line, stats);
+    io::LineReader reader(name, content, read.slice ? read.lines_before : 0);
+    return parse_in_blocks(reader, parser, stats);
   }
   io::LineReader reader(name, content, read.slice ? read.lines_before : 0);
   return read_from(reader, lingo, read, stats);
