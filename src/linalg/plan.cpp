@@ -268,13 +268,25 @@ OperationPlan make_plan(std::vector<Statement> statements) {
     st.consumed.assign(consumed.begin(), consumed.end());
     plan.stages.push_back(std::move(st));
   }
-  if (!plan.temporaries.empty()) {
+  // A temporary whose operand takes a product of another temporary (prod(A, f(prod(A, x))) with
+  // x written: T1 = x, T0 = f(prod(A, T1))) reads that one at other rows: it is materialised in a
+  // later stage, after the whole of the other (created first: detach works bottom-up).
+  std::vector<int> depth(plan.temporaries.size(), 1);
+  int depths = 0;
+  for (std::size_t t = 0; t < plan.temporaries.size(); ++t) {
+    visit_all(plan.temporaries[t].operand, [&](const NodePtr& m) {
+      if (m->kind == NodeKind::temporary) depth[t] = std::max(depth[t], depth[std::size_t(m->index)] + 1);
+    });
+    depths = std::max(depths, depth[t]);
+  }
+  for (int d = 1; d <= depths; ++d) {
     PlanStage st;
     st.what = PlanStage::Kind::temporaries;
-    st.level = max_level + 1;
-    st.kernel_name = plan.name + "_materialize";
+    st.level = max_level + d;
+    st.kernel_name = plan.name + (d == 1 ? std::string("_materialize") : fmt::format("_materialize{}", d));
     std::set<int> consumed;
     for (int t = 0; t < static_cast<int>(plan.temporaries.size()); ++t) {
+      if (depth[std::size_t(t)] != d) continue;
       st.temporaries.push_back(t);
       consumed_by(plan.temporaries[t].operand, st.level, consumed);
       collect_products(plan.temporaries[t].operand, st.has_dense_product, st.has_csr_product);
@@ -284,7 +296,7 @@ OperationPlan make_plan(std::vector<Statement> statements) {
   }
   PlanStage final_stage;
   final_stage.what = PlanStage::Kind::final;
-  final_stage.level = max_level + 2;
+  final_stage.level = max_level + depths + 1;
   final_stage.kernel_name = plan.name;
   std::set<int> consumed;
   for (auto& a : vector_assignments) {

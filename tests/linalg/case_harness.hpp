@@ -85,6 +85,8 @@ std::vector<TestCase> expression_cases() {
   {  // a product that reads the vector it writes needs a temporary
     SymbolicCsrMatrix<T, 1> a;
     c.push_back({"product_of_target_csr", {x = prod(a, x) + 0.5 * x}, {K::vec, K::csr}});
+    // ... and a product of a product of it: two temporaries, the outer one's a stage later
+    c.push_back({"nested_product_of_target_csr", {x = prod(a, prod(a, x) - 0.5 * x)}, {K::vec, K::csr}});
     SymbolicMatrix<T, 1> d;
     c.push_back({"product_of_target_dense", {x = prod(d, element_prod(x, x))}, {K::vec, K::dense}});
   }

@@ -89,6 +89,10 @@ TEST(LinalgExpression, TemporaryOnlyWhenAProductReadsAWrittenVector) {
   CustomOperation self(x = prod(a, x));
   EXPECT_EQ(self.plan().temporaries.size(), 1u);
   EXPECT_EQ(self.kernels_per_run(), 2);
+  // The outer product's operand reads the inner temporary at other rows: a stage after it.
+  CustomOperation nested(x = prod(a, prod(a, x) - 0.5 * x));
+  EXPECT_EQ(nested.plan().temporaries.size(), 2u);
+  EXPECT_EQ(nested.kernels_per_run(), 3);
 }
 
 TEST(LinalgExpression, ModifierParser) {
