@@ -8,6 +8,7 @@
 // generated time over the faster hand-written one (the target: at most 1.10).
 //
 //   bench_program [--grids=32,100,316,1000,3163] [--iterations=N] [--repeats=5] [--matrix=FILE] [--forms]
+//                 [--tiles]   (--tiles: the tile forms only, beside the automatic one)
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +33,7 @@ struct Options {
   int iterations = 0;  // 0: 400 up to n = 1e5, 100 above
   int repeats = 5;
   bool forms = false;
+  bool tiles = false;  // --tiles: the tile forms only, beside the automatic one
   std::string matrix = std::string(MOLACCEL_SOURCE_DIR) + "/data/linalg/1138_bus.mtx";
 };
 
@@ -79,15 +81,31 @@ constexpr program::KernelShape shared(program::KernelShape s) {
   s.shared_exchange = true;
   return s;
 }
-constexpr program::KernelShape kShapes[] = {
-    {true, 0},         {true, 0, 1},         kStencil(true, 0),
-    shared({true, 0}), shared({true, 0, 1}), shared(kStencil(true, 0)),
-    {false, 1},        {false, 1, 1},        kStencil(false, 1),
-    {false, 2},        kStencil(false, 2),   kStencil(false, 4),
-    {false, 0},        {false, 0, 1},        kStencil(false, 0)};
+// The tile form, its tiles as run_program_on_gpu picks them (tile_w = 0).
+constexpr program::KernelShape tiled(program::KernelShape s) {
+  s.tile_h = 1;
+  return s;
+}
+constexpr program::KernelShape kShapes[] = {tiled(kStencil(true, 0)),
+                                            tiled(kStencil(false, 1)),
+                                            {true, 0},
+                                            {true, 0, 1},
+                                            kStencil(true, 0),
+                                            shared({true, 0}),
+                                            shared({true, 0, 1}),
+                                            shared(kStencil(true, 0)),
+                                            {false, 1},
+                                            {false, 1, 1},
+                                            kStencil(false, 1),
+                                            {false, 2},
+                                            kStencil(false, 2),
+                                            kStencil(false, 4),
+                                            {false, 0},
+                                            {false, 0, 1},
+                                            kStencil(false, 0)};
 
 std::string shape_name(program::KernelShape s) {
-  return fmt::format("{}, {}, {}", s.block ? "block" : "grid",
+  return fmt::format("{}{}, {}, {}", s.block ? "block" : "grid", s.tile_h ? " of tiles" : "",
                      s.block             ? std::string(s.shared_exchange ? "registers, shared" : "registers")
                      : s.rows_per_thread ? fmt::format("{} rows/thread", s.rows_per_thread)
                                          : std::string("streamed"),
@@ -97,7 +115,7 @@ std::string shape_name(program::KernelShape s) {
 }
 
 void bench_problem(const std::string& problem, const HostCsr<double>& a, const Resources& gpu, int iterations,
-                   int repeats, bool forms) {
+                   int repeats, bool forms, bool tiles) {
   const std::vector<double> b = multiply(a, std::vector<double>(a.rows, 1.0));
   const struct {
     const char* name;
@@ -105,7 +123,8 @@ void bench_problem(const std::string& problem, const HostCsr<double>& a, const R
   } generated[] = {{"cg", cg_program()},
                    {"bicgstab", bicgstab_program()},
                    {"pipelined_cg", pipelined_cg_program()},
-                   {"pipelined_bicgstab", pipelined_bicgstab_program()}};
+                   {"pipelined_bicgstab", pipelined_bicgstab_program()},
+                   {"one_barrier_bicgstab", one_barrier_bicgstab_program()}};
   std::map<std::string, double> automatic, hand_best;
   const auto layout = diagonal_storage(a);
   const auto grid = layout ? diagonal_grid_of(*layout, a.rows) : std::nullopt;
@@ -125,8 +144,9 @@ void bench_problem(const std::string& problem, const HostCsr<double>& a, const R
     automatic[g.name] =
         row(problem, a.rows, std::string("generated ") + g.name, repeats,
             [&](int& its, std::string& note) { return timed(run_program_on_gpu(g.program, in), its, note); });
-    if (!forms || g.name == std::string("pipelined_cg")) continue;
+    if (!(forms || tiles) || g.name == std::string("pipelined_cg")) continue;
     for (const auto& shape : kShapes) {
+      if (tiles && shape.tile_h == 0) continue;
       if (shape.block && a.rows > 2048) continue;
       if ((shape.diagonals && !by_diagonals) || (shape.grid_width && !stencil)) continue;
       row(problem, a.rows, fmt::format("  {} ({})", g.name, shape_name(shape)), repeats,
@@ -156,10 +176,11 @@ void bench_problem(const std::string& problem, const HostCsr<double>& a, const R
       if (t > 0 && (best == 0 || t < best)) best = t;
     }
   // The measure: the automatic generated kernel over the faster hand-written launch
-  // (pipelined BiCGStab against hand-written BiCGStab too).
+  // (pipelined and one-barrier BiCGStab against hand-written BiCGStab too).
   for (const auto& [m, hand] : {std::pair<std::string, std::string>{"cg", "cg"},
                                 {"bicgstab", "bicgstab"},
-                                {"pipelined_bicgstab", "bicgstab"}})
+                                {"pipelined_bicgstab", "bicgstab"},
+                                {"one_barrier_bicgstab", "bicgstab"}})
     if (automatic[m] > 0 && hand_best[hand] > 0)
       std::printf("%-14s %10zu  %-34s  %10.2f x (generated %.2f us, hand-written %.2f us)\n", problem.c_str(),
                   a.rows, fmt::format("ratio {} / {}", m, hand).c_str(), automatic[m] / hand_best[hand],
@@ -194,10 +215,12 @@ int main(int argc, char** argv) {
       opt.matrix = v;
     } else if (arg == "--forms") {
       opt.forms = true;
+    } else if (arg == "--tiles") {
+      opt.tiles = true;
     } else {
       std::fprintf(stderr,
                    "usage: bench_program [--grids=S,...] [--iterations=N] [--repeats=R] [--matrix=FILE.mtx] "
-                   "[--forms]\n");
+                   "[--forms] [--tiles]\n");
       return 1;
     }
   }
@@ -215,9 +238,10 @@ int main(int argc, char** argv) {
   for (std::size_t grid : opt.grids) {
     const std::size_t n = grid * grid;
     const int its = opt.iterations > 0 ? opt.iterations : n <= 100000 ? 400 : 100;
-    bench_problem(fmt::format("poisson {}^2", grid), poisson_2d(grid), *gpu, its, opt.repeats, opt.forms);
+    bench_problem(fmt::format("poisson {}^2", grid), poisson_2d(grid), *gpu, its, opt.repeats, opt.forms,
+                  opt.tiles);
   }
   if (!opt.matrix.empty())
-    bench_problem("1138_bus", read_matrix_market(opt.matrix), *gpu, 400, opt.repeats, opt.forms);
+    bench_problem("1138_bus", read_matrix_market(opt.matrix), *gpu, 400, opt.repeats, opt.forms, opt.tiles);
   return 0;
 }

@@ -42,8 +42,11 @@ class Program {
   Expression matrix(const std::string& name);  // one square CSR matrix per program
 
   // Steps before the loop and the loop body. A scalar statement may hold inner products and
-  // norms of vector expressions; a vector statement may hold prod(A, v) (not nested) but no
-  // reductions (assign them to a scalar first).
+  // norms of vector expressions; a vector statement may hold prod(A, e) but no reductions
+  // (assign them to a scalar first). A product's operand e may hold products itself, one level
+  // deep (prod(A, r - alpha * prod(A, p))): read at other rows it recomputes the inner product
+  // there, two hops of the matrix from the row, instead of waiting at a barrier for a vector
+  // (in vector statements: an inner product or norm takes products of products not nested).
   Program& setup(Statement s) { return setup(std::vector<Statement>{std::move(s)}); }
   Program& setup(std::vector<Statement> simultaneous);
   Program& step(Statement s) { return step(std::vector<Statement>{std::move(s)}); }
@@ -53,6 +56,16 @@ class Program {
   Program& stop_when(Expression condition, std::string status);
   // A scalar expression recorded before every iteration (e.g. the relative residual).
   Program& monitor(Expression value);
+  // Before the setup: target = A^T source, of source's input value (a vector symbol; zero where
+  // the inputs do not give it). Every executor computes it on the host when it packs the inputs
+  // (once per run, one pass over the matrix), unless the inputs give target themselves: a
+  // product with the transpose is a scatter, which the row-wise steps cannot say. One-barrier
+  // BiCGStab reads (A^T r0, p) = (r0, A p) to sum the next alpha's denominator early.
+  Program& transposed_product(const Assignable& target, const Assignable& source);
+  struct TransposedProduct {
+    int target = -1, source = -1;  // vector symbols
+  };
+  const std::vector<TransposedProduct>& transposed_products() const { return transposed_; }
 
   const std::string& name() const { return name_; }
   ValueType type() const { return type_; }
@@ -73,6 +86,7 @@ class Program {
   std::vector<std::vector<Statement>> setup_, loop_;
   std::vector<StopTest> stops_;
   std::vector<Expression> monitors_;
+  std::vector<TransposedProduct> transposed_;
 };
 
 // Host data of one run: the matrix, the input vectors and scalars by name (the other vectors
@@ -123,12 +137,16 @@ ProgramResult run_program(const Resources& resources, const Program& program, co
 // "bound" = (tolerance * ||b||)^2; result "x"; monitor 0 is sqrt(rr / (b, b)).
 //   cg: 2 barriers per iteration (the search direction's product recomputes p at other rows);
 //   bicgstab: 3 (the same for v = A p); pipelined_cg (Ghysels & Vanroose 2014): 1;
-//   pipelined_bicgstab: 2 (BiCGStab with A r and A v carried by recurrences: a third product).
+//   pipelined_bicgstab: 2 (BiCGStab with A r and A v carried by recurrences: a third product);
+//   one_barrier_bicgstab: 1 (BiCGStab's iterates; s, p and the products recomputed two hops
+//   deep at other rows, the next alpha from h = A^T r0; its stop test reads the residual of
+//   the iteration before, so it runs one iteration more than bicgstab).
 // Stop statuses: "converged", "breakdown (rho = 0)", "breakdown (omega = 0)",
 // "breakdown ((p, Ap) = 0)" as for solve().
 Program cg_program(ValueType type = ValueType::f64);
 Program bicgstab_program(ValueType type = ValueType::f64);
 Program pipelined_cg_program(ValueType type = ValueType::f64);
 Program pipelined_bicgstab_program(ValueType type = ValueType::f64);
+Program one_barrier_bicgstab_program(ValueType type = ValueType::f64);
 
 }  // namespace molaccel::linalg

@@ -159,6 +159,16 @@ class Program:
         self._p.stop_when(self._tree(condition), status)
         return self
 
+    def transposed_product(self, target: Symbol, source: Symbol) -> "Program":
+        """Before the setup, ``target = A^T source`` of ``source``'s input value (vectors of this
+        program), computed when the inputs are packed: a product with the transpose is a scatter,
+        which the row-wise steps cannot say. One-barrier BiCGStab reads (A^T r0, p) = (r0, A p)."""
+        for s in (target, source):
+            if not isinstance(s, Symbol) or s.program is not self or s.kind != "vector":
+                raise ValueError("linalg program: a transposed product reads and writes vectors of this program")
+        self._p.transposed_product(target.index, source.index)
+        return self
+
     def monitor(self, value: Any) -> "Program":
         """Record the scalar expression ``value`` at every stop test (``monitor_history``)."""
         self._p.monitor(self._tree(value))
@@ -257,7 +267,8 @@ class Program:
 
 def method_program(name: str, *, dtype: Any = np.float64) -> Program:
     """A method written as a program: ``"cg"``, ``"bicgstab"``, ``"pipelined_cg"`` (Ghysels &
-    Vanroose: one grid-wide barrier per iteration) or ``"pipelined_bicgstab"`` (two).
+    Vanroose: one grid-wide barrier per iteration), ``"pipelined_bicgstab"`` (two) or
+    ``"one_barrier_bicgstab"`` (one: products nested one level, A^T b from transposed_product).
     Unpreconditioned, x0 = 0; inputs: vector ``"b"``, scalar ``"bound"`` = (tol * ||b||)^2;
     result ``vectors["x"]``; monitor 0 is ||r|| / ||b||.
 

@@ -154,6 +154,18 @@ void bind_linalg_programs(nb::module_& m) {
            })
       .def("monitor",
            [](PyProgram& p, nb::handle tree) { p.program.monitor(program_expression(p.program, tree)); })
+      // target = A^T source before the setup (Program::transposed_product); symbol indices.
+      .def("transposed_product",
+           [](PyProgram& p, int target, int source) {
+             const auto& symbols = p.program.symbols();
+             for (int i : {target, source})
+               if (i < 0 || i >= int(symbols.size()) || symbols[std::size_t(i)].kind != la::NodeKind::vector)
+                 throw nb::value_error(
+                     "linalg program: a transposed product reads and writes vectors of the program");
+             p.program.transposed_product(
+                 la::Assignable(la::detail::leaf(la::NodeKind::vector, p.program.type(), target)),
+                 la::Assignable(la::detail::leaf(la::NodeKind::vector, p.program.type(), source)));
+           })
       .def_prop_ro(
           "barriers_per_iteration",
           [](const PyProgram& p) { return la::program::plan_program(p.program).barriers_per_iteration(); })
@@ -166,16 +178,19 @@ void bind_linalg_programs(nb::module_& m) {
            nb::arg("rows"), nb::arg("cols"), nb::arg("vectors"), nb::arg("scalars"),
            nb::arg("max_iterations"), nb::arg("device"), nb::arg("threads"));
 
-  // The methods written as programs (cg, bicgstab, pipelined_cg, pipelined_bicgstab).
+  // The methods written as programs (cg, bicgstab, pipelined_cg, pipelined_bicgstab,
+  // one_barrier_bicgstab).
   m.def("method_program", [](const std::string& name, const std::string& dtype) {
     const la::ValueType type = program_dtype(dtype);
     if (name == "cg") return PyProgram{la::cg_program(type)};
     if (name == "bicgstab") return PyProgram{la::bicgstab_program(type)};
     if (name == "pipelined_cg") return PyProgram{la::pipelined_cg_program(type)};
     if (name == "pipelined_bicgstab") return PyProgram{la::pipelined_bicgstab_program(type)};
-    throw InputError(
-        "method", 0,
-        fmt::format("unknown method '{}' (cg, bicgstab, pipelined_cg or pipelined_bicgstab)", name));
+    if (name == "one_barrier_bicgstab") return PyProgram{la::one_barrier_bicgstab_program(type)};
+    throw InputError("method", 0,
+                     fmt::format("unknown method '{}' (cg, bicgstab, pipelined_cg, pipelined_bicgstab or "
+                                 "one_barrier_bicgstab)",
+                                 name));
   });
 }
 

@@ -117,7 +117,7 @@ def test_stop_tests_and_monitors_run_after_every_iteration():
 def test_methods_and_pipelined_solvers():
     a = linalg.read_matrix_market(DATA / "linalg" / "1138_bus.mtx")
     poisson = linalg.poisson_2d(24)
-    barriers = {"cg": 2, "bicgstab": 3, "pipelined_cg": 1, "pipelined_bicgstab": 2}
+    barriers = {"cg": 2, "bicgstab": 3, "pipelined_cg": 1, "pipelined_bicgstab": 2, "one_barrier_bicgstab": 1}
     for name, count in barriers.items():
         assert linalg.method_program(name).barriers_per_iteration == count
     for solver in ("pipelined_cg", "pipelined_bicgstab"):
@@ -183,3 +183,33 @@ def test_program_errors():
     with pytest.raises(molaccel.InputError, match="unpreconditioned"):
         linalg.solve(linalg.poisson_2d(4), solver="pipelined_cg", preconditioner="jacobi", device="cpu")
     assert "__global__" in linalg.method_program("pipelined_cg").cuda_source()
+
+
+def test_nested_products_and_the_transposed_product():
+    # w = A (u - 0.5 A u) recomputes A u at other rows (no barrier); h = A^T u before the setup.
+    a = linalg.read_matrix_market(DATA / "linalg" / "1138_bus.mtx")
+    data = a.data.copy()
+    rows = np.repeat(np.arange(a.shape[0]), np.diff(a.indptr))
+    k = int(np.nonzero(a.indices != rows)[0][0])  # an entry off the diagonal
+    data[k] += 0.25  # not symmetric: A^T differs from A
+    a = linalg.CSR(data, a.indices, a.indptr, a.shape)
+    m = dense(a)
+    p = linalg.Program("nested")
+    u, w, h = (p.vector(n) for n in ("u", "w", "h"))
+    A = p.matrix("A")
+    p.transposed_product(h, u)
+    p.step(w.set(A @ (u - 0.5 * (A @ u))))
+    assert p.barriers_per_iteration == 1
+    rng = np.random.default_rng(5)
+    uv = rng.uniform(-1, 1, m.shape[0])
+    r = p.run(a, vectors={"u": uv}, max_iterations=1, device="cpu", threads=THREADS)
+    assert np.allclose(r.vectors["w"], m @ (uv - 0.5 * (m @ uv)), atol=1e-9)
+    assert np.allclose(r.vectors["h"], m.T @ uv, atol=1e-12)
+    with pytest.raises(ValueError):
+        p.transposed_product(h, p.scalar("s"))
+    b = m @ np.ones(m.shape[0])
+    one = linalg.method_program("one_barrier_bicgstab").run(
+        a, vectors={"b": b}, scalars={"bound": 1e-16 * (b @ b)}, max_iterations=6000, device="cpu", threads=THREADS
+    )
+    assert one.status == "converged"
+    assert np.linalg.norm(b - m @ one.vectors["x"]) <= 1e-7 * np.linalg.norm(b)

@@ -18,8 +18,9 @@
 
 namespace molaccel::linalg::testing {
 
-// Random programs whose generated kernels test_program_emulated.cpp runs on the CPU.
-inline constexpr int kEmulatedRandomPrograms = 20;
+// Random programs whose generated kernels test_program_emulated.cpp runs on the CPU: seeds 1-20
+// of random_program, then seeds 1-10 with nested products (emulated_random_program).
+inline constexpr int kEmulatedRandomPrograms = 30;
 
 // The kernel forms the emulation runs, with its launch (at most 32 threads per block): every
 // form of the emitter (streamed rows on a grid, rows in registers on a grid and in one block);
@@ -68,6 +69,19 @@ inline EmulatedShape as_constant_stencil(EmulatedShape s, const HostCsr<double>&
   return s;
 }
 
+// The tile form (KernelShape::tile_h) on the constant stencils of the emulation (Poisson 12 x 12,
+// and 10 x 10 for random programs): 6 x 6 tiles on a grid of 4 blocks (3 rows per thread of 32,
+// program::tile_threads), and one block whose 12 x 12 tile is the whole grid (5 rows per thread
+// of 32).
+constexpr EmulatedShape tiled(EmulatedShape s, int h, int w) {
+  s.shape.tile_h = h;
+  s.shape.tile_w = w;
+  return s;
+}
+inline constexpr std::array<EmulatedShape, 2> kEmulatedTileShapes{
+    {tiled({{false, 3}, 4, 32, "grid, 6 x 6 tiles"}, 6, 6),
+     tiled({{true, 5}, 1, 32, "one block, one tile"}, 12, 12)}};
+
 // The constant stencil the random programs run on: 2-D Poisson 10 x 10 over 8 (|row sum| <= 1).
 inline HostCsr<double> stencil_matrix() {
   auto a = poisson_2d(10);
@@ -86,7 +100,10 @@ class Generator {
  public:
   const ElementwiseModifier damp{"damp", "X / (1 + X * X)"};
 
-  Generator(RandomProgram& rp, std::uint64_t seed) : rp_(rp), rng_(seed) {}
+  // `products`: the levels of products an expression may hold (2: a product inside a product's
+  // operand, as Program allows).
+  Generator(RandomProgram& rp, std::uint64_t seed, int products = 1)
+      : rp_(rp), rng_(seed), products_(products) {}
 
   int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
   double coefficient() { return std::uniform_real_distribution<double>(-0.9, 0.9)(rng_); }
@@ -105,9 +122,10 @@ class Generator {
     }
   }
 
-  Expression vector_expression(int depth, bool products) {
+  Expression vector_expression(int depth, int products) {
     if (depth == 0 || pick(4) == 0) return rp_.vectors[std::size_t(pick(int(rp_.vectors.size())))];
-    switch (pick(products ? 8 : 7)) {
+    // Nested programs (products_ > 1) draw products three times as often, so that most hold one.
+    switch (pick(products == 0 ? 7 : products_ > 1 ? 10 : 8)) {
       case 0:
         return vector_expression(depth - 1, products) + vector_expression(depth - 1, products);
       case 1:
@@ -127,7 +145,7 @@ class Generator {
             exp(-abs(vector_expression(depth - 1, products))),
             greater(vector_expression(depth - 1, products), vector_expression(depth - 1, products)));
       default:
-        return prod(*rp_.matrix, vector_expression(depth - 1, false));
+        return prod(*rp_.matrix, vector_expression(depth - 1, products - 1));
     }
   }
 
@@ -135,18 +153,19 @@ class Generator {
   Statement statement(int target_kind, int target) {
     if (target_kind == 0) {
       const Assignable t(rp_.vector_targets[std::size_t(target)]);
-      return pick(3) == 0 ? (t += 0.25 * tanh(vector_expression(3, true)))
-                          : (t = tanh(vector_expression(3, true)));
+      return pick(3) == 0 ? (t += 0.25 * tanh(vector_expression(3, products_)))
+                          : (t = tanh(vector_expression(3, products_)));
     }
     const Assignable t(rp_.scalar_targets[std::size_t(target)]);
+    const int products_ = 1;  // reductions take no nested products (Program rejects them)
     switch (pick(3)) {
       case 0: {  // a cosine in [-1, 1]
-        auto e = vector_expression(2, true), f = vector_expression(2, true);
+        auto e = vector_expression(2, products_), f = vector_expression(2, products_);
         return t = safe_div(inner_prod(e, f), norm_2(e) * norm_2(f) + 1.0) + 0.5 * scalar_expression(1) -
                    0.5 * scalar_expression(1);
       }
       case 1:
-        return t = tanh(inner_prod(vector_expression(2, true), vector_expression(2, true)) * 0.01);
+        return t = tanh(inner_prod(vector_expression(2, products_), vector_expression(2, products_)) * 0.01);
       default:
         return t = tanh(scalar_expression(2));
     }
@@ -167,6 +186,7 @@ class Generator {
  private:
   RandomProgram& rp_;
   std::mt19937_64 rng_;
+  int products_ = 1;
 };
 
 inline HostCsr<double> random_matrix(std::size_t n, std::mt19937_64& rng) {
@@ -223,8 +243,8 @@ std::vector<double> diagonal_values(const HostCsr<double>& a, const std::array<i
 }
 
 // A random program over 4 vectors, 3 scalars and A: 1-3 setup steps, 2-9 loop steps, run for
-// `iterations` (1-3) iterations.
-inline std::unique_ptr<RandomProgram> random_program(std::uint64_t seed, int& iterations) {
+// `iterations` (1-3) iterations; `products` levels of products (2: nested).
+inline std::unique_ptr<RandomProgram> random_program(std::uint64_t seed, int& iterations, int products = 1) {
   auto rp = std::make_unique<RandomProgram>();
   for (int i = 0; i < 4; ++i) {
     rp->vector_targets.push_back(rp->program.vector("v" + std::to_string(i)).node());
@@ -235,12 +255,24 @@ inline std::unique_ptr<RandomProgram> random_program(std::uint64_t seed, int& it
     rp->scalars.emplace_back(rp->scalar_targets.back());
   }
   rp->matrix = std::make_unique<Expression>(rp->program.matrix("A"));
-  Generator gen(*rp, seed);
+  Generator gen(*rp, seed, products);
   const int setup_steps = 1 + gen.pick(3), loop_steps = 2 + gen.pick(8);
   iterations = 1 + gen.pick(3);
   for (int i = 0; i < setup_steps; ++i) rp->program.setup(gen.step());
   for (int i = 0; i < loop_steps; ++i) rp->program.step(gen.step());
   return rp;
+}
+
+// Emulated program `seed` (1 .. kEmulatedRandomPrograms).
+inline std::unique_ptr<RandomProgram> emulated_random_program(int seed, int& iterations) {
+  return seed > 20 ? random_program(std::uint64_t(seed - 20), iterations, 2)
+                   : random_program(std::uint64_t(seed), iterations);
+}
+
+// The library's methods, in the order of the emulated kernels' tables.
+inline std::vector<Program> emulated_methods() {
+  return {cg_program(), bicgstab_program(), pipelined_cg_program(), pipelined_bicgstab_program(),
+          one_barrier_bicgstab_program()};
 }
 
 // Inputs of the methods (CG, BiCGStab and their pipelined forms): A, b, the stop bound

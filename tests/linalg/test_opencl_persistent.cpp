@@ -94,6 +94,15 @@ TEST(LinalgOpenClPersistent, RandomProgramsOneWorkGroup) {
   check_random_programs(0, 1, 8, 3000);
 }
 
+// Products nested in products are not emitted in OpenCL C (program_opencl.cpp says why): a
+// clear error, not a kernel.
+TEST(LinalgOpenClPersistent, NestedProductsAreRefused) {
+  MOLACCEL_NEED_OPENCL_FP64();
+  const auto a = poisson_2d(8);
+  const ProgramInputs in = method_inputs(a, multiply(a, std::vector<double>(a.rows, 1.0)), 1e-8, 10);
+  EXPECT_THROW(cl::run_program(rt::device(0), one_barrier_bicgstab_program(), in, 1), Error);
+}
+
 TEST(LinalgOpenClPersistent, GpuRandomProgramsEveryComputeUnit) {
   const int device = first_gpu();
   if (device < 0) GTEST_SKIP() << "no OpenCL GPU with fp64";

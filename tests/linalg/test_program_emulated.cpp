@@ -8,6 +8,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "linalg/program/program_buffers.hpp"
 #include "linalg/program/program_plan.hpp"
 #include "linalg/program_cases.hpp"
 #include "linalg/program_emulation.hpp"
@@ -32,16 +33,9 @@ ProgramResult run_emulated(emulation::EmulatedKernel kernel, const Program& prog
   const auto& symbols = program.symbols();
   const HostCsr<double>& a = *in.matrix;
   const std::size_t n = a.rows;
-  std::vector<int> vectors;
-  for (std::size_t i = 0; i < symbols.size(); ++i)
-    if (symbols[i].kind == NodeKind::vector) vectors.push_back(int(i));
-  std::vector<double> vec(2 * vectors.size() * n, 0.0), scalars(symbols.size(), 0.0);
-  for (const auto& [name, v] : in.vectors) {
-    const auto o =
-        std::size_t(std::find(vectors.begin(), vectors.end(), program.index_of(name)) - vectors.begin());
-    std::copy(v.begin(), v.end(), vec.begin() + std::ptrdiff_t(2 * o * n));
-  }
-  for (const auto& [name, v] : in.scalars) scalars[std::size_t(program.index_of(name))] = v;
+  auto packed = program::pack_inputs<double>(program, in, n);  // with the transposed products
+  const std::vector<int>& vectors = packed.vector_symbols;
+  std::vector<double>&vec = packed.vectors, &scalars = packed.scalars;
   const std::size_t slots =
       std::max<std::size_t>(1, std::max(plan.setup.reductions.size(), plan.iteration.reductions.size()));
   const std::size_t m = program.monitors().size();
@@ -90,7 +84,7 @@ TEST(LinalgProgramEmulated, RandomProgramsMatchTheHostExecutor) {
     std::mt19937_64 rng(std::uint64_t(seed) + 1000);
     const std::size_t n = 1 + rng() % 120;
     int iterations = 0;
-    const auto rp = testing::random_program(std::uint64_t(seed), iterations);
+    const auto rp = testing::emulated_random_program(seed, iterations);
     const HostCsr<double> a = testing::random_matrix(n, rng);
     const ProgramInputs in = testing::random_inputs(rp->program, a, iterations, rng);
     const auto host = run_program_on_host(rp->program, in);
@@ -110,7 +104,7 @@ TEST(LinalgProgramEmulated, RandomProgramsByDiagonalsMatchTheHostExecutor) {
     std::mt19937_64 rng(std::uint64_t(seed) + 2000);
     const std::size_t n = 1 + rng() % 120;
     int iterations = 0;
-    const auto rp = testing::random_program(std::uint64_t(seed), iterations);
+    const auto rp = testing::emulated_random_program(seed, iterations);
     const HostCsr<double> a = testing::banded_matrix(n, rng);
     const ProgramInputs in = testing::random_inputs(rp->program, a, iterations, rng);
     const auto host = run_program_on_host(rp->program, in);
@@ -144,13 +138,20 @@ TEST(LinalgProgramEmulated, RandomProgramsOnAConstantStencilMatchTheHostExecutor
   for (int seed = 1; seed <= testing::kEmulatedRandomPrograms; ++seed) {
     std::mt19937_64 rng(std::uint64_t(seed) + 3000);
     int iterations = 0;
-    const auto rp = testing::random_program(std::uint64_t(seed), iterations);
+    const auto rp = testing::emulated_random_program(seed, iterations);
     const ProgramInputs in = testing::random_inputs(rp->program, a, iterations, rng);
     const auto host = run_program_on_host(rp->program, in);
     for (std::size_t f = 0; f < testing::kEmulatedDiagonalShapes.size(); ++f) {
       const auto& form = testing::kEmulatedDiagonalShapes[f];
       SCOPED_TRACE(fmt::format("seed {} {}, constant stencil", seed, form.name));
       expect_same(run_emulated(emulation::k_random_const[seed - 1][f], rp->program, in, form.blocks,
+                               form.threads, values),
+                  host, 1e-12);
+    }
+    for (std::size_t f = 0; f < testing::kEmulatedTileShapes.size(); ++f) {
+      const auto& form = testing::kEmulatedTileShapes[f];
+      SCOPED_TRACE(fmt::format("seed {} {}, constant stencil", seed, form.name));
+      expect_same(run_emulated(emulation::k_random_tile[seed - 1][f], rp->program, in, form.blocks,
                                form.threads, values),
                   host, 1e-12);
     }
@@ -161,9 +162,8 @@ TEST(LinalgProgramEmulated, MethodsMatchTheHostExecutor) {
   const auto a = poisson_2d(12);
   const std::vector<double> b = multiply(a, std::vector<double>(a.rows, 1.0));
   const ProgramInputs in = testing::method_inputs(a, b, 1e-8, 500);
-  const Program methods[] = {cg_program(), bicgstab_program(), pipelined_cg_program(),
-                             pipelined_bicgstab_program()};
-  for (std::size_t m = 0; m < 4; ++m) {
+  const auto methods = testing::emulated_methods();
+  for (std::size_t m = 0; m < methods.size(); ++m) {
     const auto host = run_program_on_host(methods[m], in);
     for (std::size_t f = 0; f < testing::kEmulatedShapes.size(); ++f) {
       const auto& form = testing::kEmulatedShapes[f];
@@ -182,6 +182,13 @@ TEST(LinalgProgramEmulated, MethodsMatchTheHostExecutor) {
       SCOPED_TRACE("constant stencil");
       expect_converged_alike(
           run_emulated(emulation::k_methods_const[f][m], methods[m], in, form.blocks, form.threads, values),
+          host);
+    }
+    for (std::size_t f = 0; f < testing::kEmulatedTileShapes.size(); ++f) {
+      const auto& form = testing::kEmulatedTileShapes[f];
+      SCOPED_TRACE(methods[m].name() + ", " + form.name + ", constant stencil");
+      expect_converged_alike(
+          run_emulated(emulation::k_methods_tile[f][m], methods[m], in, form.blocks, form.threads, values),
           host);
     }
   }

@@ -16,7 +16,8 @@
 namespace molaccel::linalg {
 namespace {
 
-// Every form of the emitter (program_cuda.hpp), where it holds the rows; diagonals = 1 asks for
+// Every form of the emitter (program_cuda.hpp), where it holds the rows (the tile form first);
+// diagonals = 1 asks for
 // the matrix by diagonals (where it qualifies), grid_width = 1 besides for its constant stencil;
 // the last three exchange the product operands in one block's shared memory (the automatic
 // choice where they fit).
@@ -25,8 +26,15 @@ constexpr program::KernelShape kStencil(bool block, int rows) {
   s.grid_width = 1;
   return s;
 }
+// The tile form: 8 x 8 tiles on a grid, or one block whose tile is the whole grid (up to 64 x 64).
+constexpr program::KernelShape kTiled(bool block, int size) {
+  program::KernelShape s = kStencil(block, 1);
+  s.tile_h = s.tile_w = size;
+  return s;
+}
 // clang-format off
 constexpr program::KernelShape kShapes[] = {
+    kTiled(false, 8), kTiled(true, 64),
     {false, 0},    {false, 1},    {false, 2},   {false, 4},         {true, 1},
     {true, 2},     {true, 4},     {true, 4, 1}, {false, 0, 1},      {false, 1, 1},
     {false, 4, 1}, {true, 2, 1},  kStencil(false, 0), kStencil(false, 1), kStencil(true, 4),
@@ -41,6 +49,8 @@ bool is_constant_stencil(const HostCsr<double>& a) {
 }
 
 bool holds(program::KernelShape shape, const HostCsr<double>& a) {
+  if (shape.tile_h > 0)  // one tile of at most 2,048 cells in a block; at most 625 tiles on a grid
+    return is_constant_stencil(a) && a.rows <= (shape.block ? 2048 : 40000);
   return (!shape.block || a.rows <= 512 * std::size_t(shape.rows_per_thread)) &&
          (shape.diagonals == 0 || diagonal_storage(a)) && (shape.grid_width == 0 || is_constant_stencil(a));
 }
@@ -50,7 +60,8 @@ TEST(LinalgProgramGpu, RandomProgramsMatchTheHostExecutor) {
   // 20 seeds: a kernel is compiled per program and form (about 1 s of NVRTC each, 150 s for 30
   // seeds on an H100), and with four forms per seed in rotation each of the 15 forms still runs
   // on about five programs.
-  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+  // Then 8 with products nested one level (seeds 21-28: nested seeds 1-8).
+  for (std::uint64_t seed = 1; seed <= 28; ++seed) {
     std::mt19937_64 rng(seed);
     // One block's rows (some above 1,024: two to four rows per thread), and for some seeds many
     // blocks.
@@ -58,7 +69,8 @@ TEST(LinalgProgramGpu, RandomProgramsMatchTheHostExecutor) {
                           : seed % 5 == 1 ? 1025 + rng() % 1023
                                           : 1 + rng() % 700;
     int iterations = 0;
-    const auto rp = testing::random_program(seed, iterations);
+    const auto rp = seed > 20 ? testing::random_program(seed - 20, iterations, 2)
+                              : testing::random_program(seed, iterations);
     // Every third a band (by diagonals, with holes), every seventh a constant stencil.
     const HostCsr<double> a = seed % 7 == 0   ? testing::stencil_matrix()
                               : seed % 3 == 0 ? testing::banded_matrix(n, rng)
@@ -92,15 +104,12 @@ void check_method(const HostCsr<double>& a, int method, double iteration_slack, 
                   std::size_t same_history) {
   const double tol = 1e-8;
   const std::vector<double> b = multiply(a, std::vector<double>(a.rows, 1.0));
-  const Program p = method == 0   ? cg_program()
-                    : method == 1 ? bicgstab_program()
-                    : method == 2 ? pipelined_cg_program()
-                                  : pipelined_bicgstab_program();
+  const Program p = testing::emulated_methods()[std::size_t(method)];
   const ProgramInputs in = testing::method_inputs(a, b, tol, 20000);
   const auto gpu = run_program_on_gpu(p, in);
   const auto host = run_program_on_host(p, in);
   SolverOptions o;
-  o.solver = method == 1 || method == 3 ? Solver::bicgstab : Solver::cg;
+  o.solver = method == 1 || method >= 3 ? Solver::bicgstab : Solver::cg;
   o.tolerance = tol;
   o.max_iterations = 20000;
   const auto hand = solve(Resources::create({}), a, b, o);
@@ -119,7 +128,7 @@ void check_method(const HostCsr<double>& a, int method, double iteration_slack, 
 TEST(LinalgProgramGpu, MethodsSolvePoisson) {
   MOLACCEL_REQUIRE_GPU();
   for (std::size_t grid : {24, 200})
-    for (int m = 0; m < 4; ++m) check_method(poisson_2d(grid), m, 0.05, 1.0, 10);
+    for (int m = 0; m < 5; ++m) check_method(poisson_2d(grid), m, 0.05, 1.0, 10);
 }
 
 // Every form on one problem (40 x 40 = 1,600 rows: four rows per thread in one block; CSR and by
@@ -130,8 +139,7 @@ TEST(LinalgProgramGpu, MethodsInEveryForm) {
   const auto a = poisson_2d(40);
   const std::vector<double> b = multiply(a, std::vector<double>(a.rows, 1.0));
   const ProgramInputs in = testing::method_inputs(a, b, 1e-8, 2000);
-  for (const Program& p :
-       {cg_program(), bicgstab_program(), pipelined_cg_program(), pipelined_bicgstab_program()}) {
+  for (const Program& p : testing::emulated_methods()) {
     const auto host = run_program_on_host(p, in);
     for (const auto& shape : kShapes) {
       if (!holds(shape, a)) continue;
@@ -157,6 +165,7 @@ TEST(LinalgProgramGpu, MethodsSolve1138Bus) {
   // Pipelined BiCGStab's count moves with the order of every sum (measured on an H100: 2,178 on
   // the GPU, 2,487 on the host executor, 2,976 for the hand-written GPU BiCGStab): 35 %.
   check_method(a, 3, 0.35, 10.0, 5);
+  check_method(a, 4, 0.35, 10.0, 5);  // one-barrier BiCGStab: BiCGStab's recurrences, sums reordered
 }
 
 }  // namespace

@@ -15,12 +15,13 @@
 namespace molaccel::linalg {
 namespace {
 
-TEST(LinalgProgramRun, RandomProgramsOnTheCpuMatchTheHostExecutor) {
-  for (std::uint64_t seed = 1; seed <= 60; ++seed) {
+// `products`: levels of products (2: nested).
+void check_random_programs_on_cpu(int products, std::uint64_t seeds) {
+  for (std::uint64_t seed = 1; seed <= seeds; ++seed) {
     std::mt19937_64 rng(seed);
     const std::size_t n = 1 + rng() % 3000;  // over the CPU loops' 256-row batches and 8,192-row chunks
     int iterations = 0;
-    const auto rp = testing::random_program(seed, iterations);
+    const auto rp = testing::random_program(seed, iterations, products);
     const HostCsr<double> a = testing::random_matrix(n, rng);
     const ProgramInputs in = testing::random_inputs(rp->program, a, iterations, rng);
     SCOPED_TRACE(fmt::format("seed {} n {}\n{}", seed, n,
@@ -37,6 +38,13 @@ TEST(LinalgProgramRun, RandomProgramsOnTheCpuMatchTheHostExecutor) {
         ASSERT_NEAR(got.vectors.at(name)[r], v[r], 1e-10) << name << "[" << r << "]";
     for (const auto& [name, v] : want.scalars) ASSERT_NEAR(got.scalars.at(name), v, 1e-10) << name;
   }
+}
+
+TEST(LinalgProgramRun, RandomProgramsOnTheCpuMatchTheHostExecutor) {
+  check_random_programs_on_cpu(1, 60);
+}
+TEST(LinalgProgramRun, RandomNestedProgramsOnTheCpuMatchTheHostExecutor) {
+  check_random_programs_on_cpu(2, 30);
 }
 
 TEST(LinalgProgramRun, StopTestsMonitorsAndProgramsWithoutAMatrix) {

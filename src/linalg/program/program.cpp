@@ -78,12 +78,26 @@ void Program::check_step(const std::vector<Statement>& step) const {
         for (const auto& c : n->children)
           program::visit(c, [&](const NodePtr& m) {
             if (program::is_reduction(m)) fail(name_, "nested reductions: " + text);
+            if (m->kind == NodeKind::matrix_product)
+              program::visit(m->children[1], [&](const NodePtr& k) {
+                if (k->kind == NodeKind::matrix_product)
+                  fail(name_,
+                       "nested products in an inner product or norm (assign the outer product to a vector "
+                       "first): " +
+                           text);
+              });
           });
       }
+      // One level of nesting: the operand of an inner product of the matrix holds none.
       if (n->kind == NodeKind::matrix_product)
         program::visit(n->children[1], [&](const NodePtr& m) {
           if (m->kind == NodeKind::matrix_product)
-            fail(name_, "nested products (assign the inner one to a vector first): " + text);
+            program::visit(m->children[1], [&](const NodePtr& k) {
+              if (k->kind == NodeKind::matrix_product)
+                fail(name_,
+                     "products nested more than one level deep (assign the inner one to a vector first): " +
+                         text);
+            });
         });
     });
   }
@@ -107,6 +121,17 @@ Program& Program::stop_when(Expression condition, std::string status) {
       fail(name_, "a stop test reads scalars only: " + condition.to_string());
   });
   stops_.push_back({std::move(condition), std::move(status)});
+  return *this;
+}
+
+Program& Program::transposed_product(const Assignable& target, const Assignable& source) {
+  for (const NodePtr& n : {target.node(), source.node()}) {
+    const bool known = n->kind == NodeKind::vector && n->index >= 0 &&
+                       n->index < static_cast<int>(symbols_.size()) &&
+                       symbols_[std::size_t(n->index)].kind == NodeKind::vector;
+    if (!known) fail(name_, "a transposed product reads and writes vectors of this program");
+  }
+  transposed_.push_back({target.node()->index, source.node()->index});
   return *this;
 }
 
@@ -210,6 +235,56 @@ Program pipelined_bicgstab_program(ValueType type) {
   p.step(beta = safe_div(rho_new, rho) * safe_div(alpha, omega));
   p.step(rho = rho_new);
   p.step(alpha = safe_div(rho, r0w + beta * r0v - beta * omega * r0z));
+  p.monitor(sqrt(safe_div(rr, bb)));
+  p.stop_when(at_most(rr, bound), "converged");
+  p.stop_when(1.0 - nonzero(rho), "breakdown (rho = 0)");
+  p.stop_when(1.0 - nonzero(omega), "breakdown (omega = 0)");
+  p.stop_when(1.0 - nonzero(alpha), "breakdown (rho = 0)");
+  return p;
+}
+
+// BiCGStab with one barrier per iteration. The barrier's nine sums give this iteration's omega,
+// the next rho and beta and, through h = A^T r0 ((r0, A p') = (h, p') with p' = r' + beta (p -
+// omega v) and r' = s - omega t expanded), the next alpha:
+//   omega = (t, s) / (t, t), rho' = (r0, s) - omega (r0, t), beta = rho' / rho * alpha / omega,
+//   alpha' = rho' / ((h, s) - omega (h, t) + beta ((h, p) - omega (h, v))).
+// After it, one step updates x, r and p from the last s, t, p and v, and takes the products of
+// the new p and of the new s at once: read at other rows, p' and r' are recomputed there from the
+// old vectors (one hop for v' = A p', two for t' = A (r' - alpha' A p')), which every row can do
+// without waiting for another. The sum of (r, r) reads the r of the step, so a stop test sees
+// the residual of the iteration before: one iteration more than bicgstab, x and r consistent.
+Program one_barrier_bicgstab_program(ValueType type) {
+  Program p("one_barrier_bicgstab", type);
+  auto x = p.vector("x"), r = p.vector("r"), r0 = p.vector("r0"), h = p.vector("h"), pv = p.vector("p"),
+       v = p.vector("v"), s = p.vector("s"), t = p.vector("t"), b = p.vector("b");
+  auto a = p.matrix("A");
+  auto rho = p.scalar("rho"), rr = p.scalar("rr"), bb = p.scalar("bb"), alpha = p.scalar("alpha"),
+       omega = p.scalar("omega"), beta = p.scalar("beta"), rho_new = p.scalar("rho_new"),
+       alpha_x = p.scalar("alpha_x"), omega_x = p.scalar("omega_x"), ts = p.scalar("ts"), tt = p.scalar("tt"),
+       r0t = p.scalar("r0t"), r0s = p.scalar("r0s"), hs = p.scalar("hs"), ht = p.scalar("ht"),
+       hp = p.scalar("hp"), hv = p.scalar("hv"), bound = p.scalar("bound");
+  p.transposed_product(h, b);  // r0 = b
+  // s = b and t = v = 0, alpha_x = omega_x = beta = 0: the first iteration's step gives x = 0,
+  // r = p = b. omega = 1 keeps the breakdown test quiet before it.
+  p.setup({r0 = b, s = b})
+      .setup({rho = inner_prod(b, b), rr = inner_prod(b, b), hp = inner_prod(h, b)})
+      .setup(bb = rr)
+      .setup(omega = constant(1.0, type))
+      .setup(alpha = safe_div(rho, hp));
+  const Expression r_new = s - omega * t, p_new = r_new + beta * (pv - omega * v);
+  p.step({x = x + alpha_x * pv + omega_x * s, r = r_new, pv = p_new, v = prod(a, p_new),
+          t = prod(a, r_new - alpha * prod(a, p_new))});
+  p.step(s = r - alpha * v);
+  p.step(alpha_x = alpha);
+  p.step({ts = inner_prod(t, s), tt = inner_prod(t, t), r0t = inner_prod(r0, t), r0s = inner_prod(r0, s),
+          hs = inner_prod(h, s), ht = inner_prod(h, t), hp = inner_prod(h, pv), hv = inner_prod(h, v),
+          rr = inner_prod(r, r)});
+  p.step(omega = safe_div(ts, tt));
+  p.step(rho_new = r0s - omega * r0t);
+  p.step(beta = safe_div(rho_new, rho) * safe_div(alpha, omega));
+  p.step(rho = rho_new);
+  p.step(alpha = safe_div(rho, hs - omega * ht + beta * (hp - omega * hv)));
+  p.step(omega_x = omega);
   p.monitor(sqrt(safe_div(rr, bb)));
   p.stop_when(at_most(rr, bound), "converged");
   p.stop_when(1.0 - nonzero(rho), "breakdown (rho = 0)");

@@ -23,7 +23,9 @@ struct PackedInputs {
 };
 
 template <class T>
-PackedInputs<T> pack_inputs(const Program& program, const ProgramInputs& inputs, std::size_t n) {
+PackedInputs<T> pack_inputs(const Program& program, const ProgramInputs& given, std::size_t n) {
+  ProgramInputs storage;
+  const ProgramInputs& inputs = with_transposed_products(program, given, storage);
   const auto& symbols = program.symbols();
   PackedInputs<T> out;
   for (std::size_t i = 0; i < symbols.size(); ++i)

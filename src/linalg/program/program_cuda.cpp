@@ -14,6 +14,7 @@
 // Plain C++ (no CUDA headers): CI compiles the generated source with NVRTC without a GPU.
 #include <cctype>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <set>
@@ -21,6 +22,7 @@
 #include "linalg/codegen/codegen.hpp"
 #include "linalg/expression_util.hpp"
 #include "linalg/program/program_cuda.hpp"
+#include "linalg/program/program_windows.hpp"
 
 namespace molaccel::linalg::program {
 
@@ -79,7 +81,12 @@ class Emitter {
  public:
   Emitter(const Program& program, const ProgramPlan& plan, const Dialect& dialect, std::string helpers,
           KernelShape shape)
-      : program_(program), plan_(plan), d_(dialect), helpers_(std::move(helpers)), shape_(shape) {
+      : program_(program),
+        plan_(plan),
+        d_(dialect),
+        helpers_(std::move(helpers)),
+        shape_(shape),
+        windows_(shape) {
     MOLACCEL_EXPECTS(!d_.opencl || (!shape.block && shape.rows_per_thread == 0),
                      "program emission: OpenCL takes the grid, streaming kernel only");
     MOLACCEL_EXPECTS(shape.rows_per_thread >= 0, "program emission: negative rows per thread");
@@ -89,8 +96,12 @@ class Emitter {
       if (program.symbols()[i].kind == NodeKind::vector) vector_ordinal_[int(i)] = vectors_++;
     MOLACCEL_EXPECTS(!shape.shared_exchange || (shape.block && shape.rows_per_thread > 0),
                      "program emission: the shared exchange is for one block with its rows in registers");
+    MOLACCEL_EXPECTS(!tiled() || (shape.grid_width > 0 && shape.rows_per_thread > 0 &&
+                                  !shape.shared_exchange && !d_.opencl && shape.tile_w > 0),
+                     "program emission: the tile form takes a constant stencil, rows in registers");
     slots_ = std::max(plan.setup.reductions.size(), plan.iteration.reductions.size());
     published_ = product_operands(program);
+    nested_ = nests_products(program);
     if (shape.shared_exchange) exchange_ = exchange_layout(program, plan);
   }
 
@@ -123,6 +134,24 @@ class Emitter {
                      d_.thread);
     s += fmt::format("  const {0} row_stride = ({0}){1} * {2};\n", i64, d_.blocks, d_.block_size);
     s += fmt::format("  const bool leader = {} == 0 && {} == 0;\n", d_.block, d_.thread);
+    if (tiled()) {
+      // The block's tile (rows mp_i0.., columns mp_j0..; the last ones smaller) and its thread's cells.
+      const int tiles_j = (shape_.grid_width + shape_.tile_w - 1) / shape_.tile_w;
+      s += fmt::format(
+          "  const int mp_i0 = (int)(blockIdx.x / {0}) * {1}, mp_j0 = (int)(blockIdx.x % {0}) * {2};\n"
+          "  const int mp_ti = {3} - mp_i0 < {1} ? {3} - mp_i0 : {1}, mp_tj = {4} - mp_j0 < {2} ? {4} - "
+          "mp_j0 : "
+          "{2};\n"
+          "  long long mp_row[{5}];\n"
+          "  for (int j = 0; j < {5}; ++j) {{\n"
+          "    const int o = j * (int)blockDim.x + (int)threadIdx.x;\n"
+          "    mp_row[j] = o < mp_ti * mp_tj ? (long long)(mp_i0 + o / mp_tj) * {4} + mp_j0 + o % mp_tj : "
+          "-1;\n"
+          "  }}\n",
+          tiles_j, shape_.tile_h, shape_.tile_w, shape_.grid_height, shape_.grid_width,
+          shape_.rows_per_thread);
+      s += "  // windows\n";
+    }
     s += fmt::format("  const {} slots = {};\n", i64, std::max<std::size_t>(1, slots_));
     if (!d_.opencl) {
       // Staged warp sums and (grid) the totals, two halves alternating per barrier.
@@ -174,14 +203,22 @@ class Emitter {
         s += fmt::format("    outcome[2 + {}] = {};\n", vector_ordinal_.at(int(i)), parity(int(i)));
     }
     s += "  }\n}\n";
+    if (tiled()) s.replace(s.find("  // windows\n"), std::strlen("  // windows\n"), windows_.declarations());
     return s;
   }
 
  private:
   bool resident() const { return shape_.rows_per_thread > 0; }
+  bool tiled() const { return shape_.tile_h > 0; }
 
   // The resident kind's loop over a thread's rows (unrolled: the arrays stay in registers).
   std::string rows_loop(const std::string& body, const std::string& indent) const {
+    if (tiled())
+      return fmt::format(
+          "{0}#pragma unroll\n{0}for (int j = 0; j < {1}; ++j) {{\n{0}  const long long row = "
+          "mp_row[j];\n{0}  if "
+          "(row >= 0) {{\n{2}{0}  }}\n{0}}}\n",
+          indent, shape_.rows_per_thread, body);
     return fmt::format(
         "{0}#pragma unroll\n{0}for (int j = 0; j < {1}; ++j) {{\n{0}  const {2} row = first_row + j * "
         "row_stride;\n{0}  if (row < n) {{\n{3}{0}  }}\n{0}}}\n",
@@ -219,6 +256,12 @@ class Emitter {
     bool row_wise = false;
     bool other_row = false;  // inside a product: at `col`, front buffers
     std::string col;
+    // By diagonals: `col` is row + `shift` (the offsets along the path of products to it), on a
+    // stencil's grid (i + da, j + db) from the row's cell (i, j) = (mp_i, mp_j).
+    long long shift = 0, da = 0, db = 0;
+    int window = 0;                // tile form: > 0 while evaluating a cell of the window that many hops out
+    std::string* hoist = nullptr;  // the row's loads at other rows (diagonals)
+    std::map<std::string, std::string>* far = nullptr;  // buffer@shift -> its hoisted value
     const std::set<int>* written_renamed = nullptr;
     const std::set<int>* renamed = nullptr;
     const std::map<int, std::string>* scalar_names = nullptr;
@@ -236,9 +279,23 @@ class Emitter {
   // barrier); at this row a register, loaded once per row or kept from this thread's store.
   std::string vector_ref(int v, const Context& c, std::string& pre) {
     const std::string buffer = buffer_of(v, c);
-    if (c.other_row)
-      return shape_.block ? fmt::format("(double){}[{}]", buffer, c.col)
-                          : fmt::format("(double){}({} + {})", load(), buffer, c.col);
+    auto at = [&](const std::string& col) {
+      return shape_.block ? fmt::format("(double){}[{}]", buffer, col)
+                          : fmt::format("(double){}({} + {})", load(), buffer, col);
+    };
+    if (c.other_row && shape_.diagonals > 0 && c.hoist && nested_) {
+      // Products nested, by diagonals: every other row is row + a constant, and each buffer's
+      // value there is loaded once per row, ahead of the arithmetic (a product nested in a
+      // product reaches a cell along several paths), guarded by the cell's own bounds (a path
+      // that reaches it checks its hops).
+      const std::string key = fmt::format("{}@{}", buffer, c.shift);
+      if (auto it = c.far->find(key); it != c.far->end()) return it->second;
+      const std::string name = fmt::format("f{}", temp_++);
+      *c.hoist += fmt::format("      const double {} = {} ? {} : 0.0;\n", name, cell_inside(c), at(c.col));
+      (*c.far)[key] = name;
+      return name;
+    }
+    if (c.other_row) return at(c.col);
     if (resident()) return fmt::format("(double)rv{}[j]", v);
     MOLACCEL_EXPECTS(c.row_values != nullptr, "program emission: a vector in a scalar expression");
     if (auto it = c.row_values->find(buffer); it != c.row_values->end()) return it->second;
@@ -293,56 +350,74 @@ class Emitter {
         return expr(n->children[1], inner, pre);
       }
       case NodeKind::matrix_product: {
-        const std::string name = fmt::format("pr{}", temp_++);
+        // At this row, or (nested) at another row `c.col` where an outer product reads the operand.
+        const std::string name = fmt::format("pr{}", temp_++), at = c.other_row ? c.col : std::string("row");
         Context other = c;
         other.other_row = true;
-        other.col = name + "_c";
-        std::string inner_pre;
-        const std::string operand = expr(n->children[1], other, inner_pre);
         if (shape_.diagonals == 0) {
+          other.col = name + "_c";
+          std::string inner_pre;
+          const std::string operand = expr(n->children[1], other, inner_pre);
           pre += fmt::format(
-              "      double {0} = 0.0;\n      for (int {0}_k = row_ptr[row]; {0}_k < row_ptr[row + 1]; "
+              "      double {0} = 0.0;\n      for (int {0}_k = row_ptr[{3}]; {0}_k < row_ptr[{3} + 1]; "
               "++{0}_k) {{\n"
               "        const int {0}_c = col_idx[{0}_k];\n{1}        {0} += (double)values[{0}_k] * {2};\n   "
               "  "
               " }}\n",
-              name, inner_pre, operand);
+              name, inner_pre, operand, at);
           return name;
         }
         // By diagonals: the entries in offset order, the NaN padding skipped; a constant stencil:
         // the coefficients, the cells outside the grid skipped.
         pre += fmt::format("      double {} = 0.0;\n", name);
-        if (shape_.grid_width > 0) {
-          pre += fmt::format("      const {0} {1}_i = row / {2}, {1}_j = row - {1}_i * {2};\n", d_.int64,
-                             name, shape_.grid_width);
+        if (tiled()) {  // the operand from its window in shared memory
+          const int depth = c.window + 1;
+          const int w = window_of(n->children[1], depth, c);
           for (int k = 0; k < shape_.diagonals; ++k) {
             const auto kk = std::size_t(k);
-            std::string inside;
-            auto bound = [&](const std::string& at, int by, int size) {
-              if (by == 0) return;
-              inside += fmt::format("{}{} + ({}) {} {}", inside.empty() ? "" : " && ", at, by,
-                                    by < 0 ? ">=" : "<", by < 0 ? 0 : size);
-            };
-            bound(name + "_i", shape_.grid_a[kk], shape_.grid_height);
-            bound(name + "_j", shape_.grid_b[kk], shape_.grid_width);
-            pre += fmt::format(
-                "      if ({0}) {{\n        const {1} {2}_c = row + ({3});\n{4}        {2} += (double)(T){5} "
-                "* {6};\n      "
-                "}}\n",
-                inside.empty() ? "true" : inside, d_.int64, name, shape_.offsets[kk], inner_pre,
-                literal(shape_.coef[kk]), operand);
+            const int a = shape_.grid_a[kk], b = shape_.grid_b[kk];
+            Context at_k = c;
+            at_k.da = a;
+            at_k.db = b;
+            // The operand's cell (row, column) in window `depth`: this cell's, one hop (up, left)
+            // further in.
+            const int up = windows_.up(), left = windows_.left();
+            const std::string cell =
+                c.window > 0 ? TileWindows::read(w, fmt::format("mp_y + {}", up + a),
+                                                 fmt::format("mp_x + {}", left + b))
+                             : TileWindows::read(w, fmt::format("(int)(mp_i - mp_i0) + {}", up + a),
+                                                 fmt::format("(int)(mp_j - mp_j0) + {}", left + b));
+            pre += fmt::format("      if ({}) {} += (double)(T){} * {};\n",
+                               c.window > 0 ? cell_inside(at_k, "mp_gi", "mp_gj") : cell_inside(at_k), name,
+                               literal(shape_.coef[kk]), cell);
           }
           return name;
         }
-        for (int k = 0; k < shape_.diagonals; ++k)
+        for (int k = 0; k < shape_.diagonals; ++k) {
+          const auto kk = std::size_t(k);
+          other.shift = c.shift + shape_.offsets[kk];
+          other.col = fmt::format("({} + ({}))", at, shape_.offsets[kk]);
+          if (shape_.grid_width > 0) {
+            other.da = c.da + shape_.grid_a[kk];
+            other.db = c.db + shape_.grid_b[kk];
+            other.col = fmt::format("(row + ({}))", other.shift);
+            std::string inner_pre;
+            const std::string operand = expr(n->children[1], other, inner_pre);
+            pre += fmt::format("      if ({}) {{\n{}        {} += (double)(T){} * {};\n      }}\n",
+                               cell_inside(other), inner_pre, name, literal(shape_.coef[kk]), operand);
+            continue;
+          }
+          if (c.hoist) other.col = fmt::format("(row + ({}))", other.shift);
+          std::string inner_pre;
+          const std::string operand = expr(n->children[1], other, inner_pre);
+          const std::string value = resident() && !c.other_row
+                                        ? fmt::format("av{}[j]", k)
+                                        : fmt::format("values[{}{} * n + {}]", k, d_.int64_suffix, at);
           pre += fmt::format(
-              "      {{\n        const T {0}_a = {1};\n        if ({0}_a == {0}_a) {{\n          const {2} "
-              "{0}_c = "
-              "row + ({3});\n{4}          {0} += (double){0}_a * {5};\n        }}\n      }}\n",
-              name,
-              resident() ? fmt::format("av{}[j]", k)
-                         : fmt::format("values[{}{} * n + row]", k, d_.int64_suffix),
-              d_.int64, shape_.offsets[std::size_t(k)], inner_pre, operand);
+              "      {{\n        const T {0}_a = {1};\n        if ({0}_a == {0}_a) {{\n{2}          {0} += "
+              "(double){0}_a * {3};\n        }}\n      }}\n",
+              name, value, inner_pre, operand);
+        }
         return name;
       }
       case NodeKind::inner_product:
@@ -355,6 +430,43 @@ class Emitter {
       default:
         throw Error("program emission: unsupported node " + infix(n), __FILE__, __LINE__);
     }
+  }
+
+  // Tile form: the window `depth` hops around the tile holding `operand` (read at other rows, the
+  // scalars as `c` names them), filled before the segment's rows (program_windows.hpp).
+  int window_of(const NodePtr& operand, int depth, const Context& c) {
+    MOLACCEL_EXPECTS(depth <= 2, "program emission: products nested more than once");
+    Context w = c;
+    w.other_row = true;
+    w.col = "mp_r";
+    w.hoist = nullptr;
+    w.far = nullptr;
+    w.row_values = nullptr;
+    w.window = depth;
+    w.da = w.db = 0;
+    std::string pre;
+    const std::string value = expr(operand, w, pre);
+    return windows_.add(depth, pre, value);
+  }
+
+  // By diagonals: whether the cell `c` reaches (row + c.shift) is a row of the matrix. On a
+  // stencil's grid (i + da, j + db) inside the grid (only the bounds a shift can cross are tested;
+  // the row's own cell is inside); else 0 <= row + shift < n.
+  std::string cell_inside(const Context& c, const char* gi = "mp_i", const char* gj = "mp_j") {
+    std::string out;
+    auto bound = [&](const char* at, long long by, int size) {
+      if (by == 0) return;
+      out += fmt::format("{}{} + ({}) {} {}", out.empty() ? "" : " && ", at, by, by < 0 ? ">=" : "<",
+                         by < 0 ? 0 : size);
+    };
+    if (shape_.grid_width > 0) {
+      grid_index_ = grid_index_ || std::string(gi) == "mp_i";
+      bound(gi, c.da, shape_.grid_height);
+      bound(gj, c.db, shape_.grid_width);
+    } else if (c.shift != 0) {
+      out = fmt::format("row + ({0}) >= 0 && row + ({0}) < n", c.shift);
+    }
+    return out.empty() ? "true" : "(" + out + ")";
   }
 
   // Which of a vector's two buffers is its front at the current segment's start (`at_`): the
@@ -411,8 +523,10 @@ class Emitter {
     for (int slot : seg.reductions) head += fmt::format("    double acc{} = 0.0;\n", slot);
     std::map<int, std::string> names;  // scalar -> its current in-place value
     std::set<int> written;
-    std::map<std::string, std::string> row_values;
-    std::string row_code;
+    std::map<std::string, std::string> row_values, far;
+    std::string row_code, hoisted;
+    grid_index_ = false;
+    windows_.clear();  // tile form
     for (const auto& item : seg.body) {
       const auto& step = steps[std::size_t(item.step)];
       Context c;
@@ -421,6 +535,8 @@ class Emitter {
       c.renamed = &seg.renamed;
       c.written_renamed = &written;
       c.scalar_names = &names;
+      c.hoist = &hoisted;
+      c.far = &far;
       std::string pre, stores;
       std::vector<std::pair<int, std::string>> new_scalars;
       std::vector<std::pair<std::string, std::string>> stored;  // buffer, value as stored
@@ -469,6 +585,13 @@ class Emitter {
       for (auto& [t, name] : new_scalars) names[t] = name;
       for (auto& [buffer, value] : stored) row_values[buffer] = value;
     }
+    if (grid_index_)
+      hoisted = fmt::format("      const {0} mp_i = row / {1}, mp_j = row - mp_i * {1};\n", d_.int64,
+                            shape_.grid_width) +
+                hoisted;
+    row_code = hoisted + row_code;
+    if (!windows_.empty())  // after every thread has read the last segment's windows
+      loop += "    __syncthreads();\n" + windows_.resolve(row_code);
     if (resident())
       loop += rows_loop(row_code, "    ");
     else
@@ -584,6 +707,9 @@ class Emitter {
   int vectors_ = 0;
   std::size_t slots_ = 0;
   int temp_ = 0, segment_id_ = 0;
+  bool grid_index_ = false;  // the segment's rows use their grid cell (mp_i, mp_j)
+  bool nested_ = false;      // the program nests products
+  TileWindows windows_;      // tile form: the segment's windows in shared memory
   struct {
     bool loop = false;
     std::size_t segment = 0;

@@ -43,8 +43,24 @@ struct KernelShape {
   // memory (`extern __shared__ T mp_exchange[]`, exchange_buffers x n values, sized at launch)
   // instead of global memory.
   bool shared_exchange = false;
-  int max_threads() const { return block ? 512 : 256; }
+  // > 0 (a constant stencil, rows in registers): the tile form. Block b owns the tile_h x tile_w
+  // tile (b / tiles_j, b % tiles_j) of the grid (tiles_j = ceil(grid_width / tile_w); one block:
+  // the whole grid), its thread t the tile's cells j * threads + t. Before a segment's rows the
+  // block evaluates every product's operand over the tile and the cells one hop of the stencil
+  // around it into shared memory, and the operand of a product inside that operand over two
+  // hops, from the vectors of the last barrier: the products then read shared memory, and a
+  // nested product costs one more pass over its window instead of a barrier.
+  int tile_h = 0, tile_w = 0;
+  int threads = 0;  // the tile form's threads per block (0: program::tile_threads derives them)
+  int max_threads() const { return block || tile_h > 0 ? 512 : 256; }
 };
+
+// The tile form's threads per block: KernelShape::threads, else the tile's cells over its
+// rows per thread in whole warps.
+constexpr int tile_threads(const KernelShape& s) {
+  const int cells = s.tile_h * s.tile_w, rows = s.rows_per_thread > 0 ? s.rows_per_thread : 1;
+  return s.threads > 0 ? s.threads : ((cells + rows - 1) / rows + 31) / 32 * 32;
+}
 
 // The buffers of n values a kernel with KernelShape::shared_exchange needs in shared memory:
 // one per vector some product reads, two for those renamed in some segment.
@@ -61,6 +77,8 @@ std::string generate_program_cuda(const Program& program, const ProgramPlan& pla
 // diagonals (the offsets are the matrix's), and grid_width > 0 besides for a constant stencil
 // (the grid and coefficients are the matrix's). Throws where the form cannot hold the rows or
 // the matrix does not qualify.
+// The tile form where tile_h > 0: tiles of tile_h x tile_w (at most the grid), or with tile_w = 0
+// the tiles run_program_on_gpu would pick.
 ProgramResult run_shaped_on_gpu(const Program& program, const ProgramInputs& inputs, KernelShape shape,
                                 int device = 0);
 // The CUDA building blocks the generated kernels call (grid_blocks.cuh, program_blocks.cuh), as

@@ -13,6 +13,19 @@ void visit(const NodePtr& n, const std::function<void(const NodePtr&)>& f) {
   for (const auto& c : n->children) visit(c, f);
 }
 
+bool nests_products(const Program& program) {
+  bool nested = false;
+  for (const auto* steps : {&program.setup_steps(), &program.loop_steps()})
+    for (const auto& step : *steps)
+      for (const auto& st : step)
+        visit(st.value(), [&](const NodePtr& n) {
+          if (n->kind == NodeKind::matrix_product)
+            visit(n->children[1],
+                  [&](const NodePtr& m) { nested = nested || m->kind == NodeKind::matrix_product; });
+        });
+  return nested;
+}
+
 namespace {
 
 // What a step reads, split by how: scalars (anywhere), vectors at other rows (through a

@@ -72,7 +72,13 @@ ProgramResult run_planned_on_host(const Program& program, const ProgramPlan& pla
 // program's symbols (a square matrix where the program has one, vectors of one length, names of
 // the right kind); throws Error naming the program.
 std::size_t checked_rows(const Program& program, const ProgramInputs& inputs);
+// The inputs with the program's transposed products (Program::transposed_product) that they do
+// not give computed on the host into `storage`; `inputs` itself where there are none to add.
+const ProgramInputs& with_transposed_products(const Program& program, const ProgramInputs& inputs,
+                                              ProgramInputs& storage);
 bool is_reduction(const NodePtr& n);
+// Whether some product's operand holds a product (Program allows one level).
+bool nests_products(const Program& program);
 void visit(const NodePtr& n, const std::function<void(const NodePtr&)>& f);
 
 }  // namespace molaccel::linalg::program
