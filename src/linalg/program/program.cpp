@@ -24,6 +24,16 @@ Expression constant(double value, ValueType type) {
   n->type = type;
   return Expression(n);
 }
+// The BiCGStab family's monitor (the relative residual) and stop tests, as solve() names them.
+void bicgstab_monitor_and_stops(Program& p, const Expression& rr, const Expression& bb,
+                                const Expression& bound, const Expression& rho, const Expression& omega,
+                                const Expression& alpha) {
+  p.monitor(sqrt(safe_div(rr, bb)));
+  p.stop_when(at_most(rr, bound), "converged");
+  p.stop_when(1.0 - nonzero(rho), "breakdown (rho = 0)");
+  p.stop_when(1.0 - nonzero(omega), "breakdown (omega = 0)");
+  p.stop_when(1.0 - nonzero(alpha), "breakdown (rho = 0)");  // (r0, A p) = 0: solve()'s name
+}
 }  // namespace
 
 Program::Program(std::string name, ValueType type) : name_(std::move(name)), type_(type) {}
@@ -194,11 +204,7 @@ Program bicgstab_program(ValueType type) {
   // The next iteration's v = A p, with p recomputed at other rows (p and v are renamed).
   p.step({pv = r + beta * (pv - omega * v), v = prod(a, r + beta * (pv - omega * v))});
   p.step(alpha = safe_div(rho, inner_prod(r0, v)));
-  p.monitor(sqrt(safe_div(rr, bb)));
-  p.stop_when(at_most(rr, bound), "converged");
-  p.stop_when(1.0 - nonzero(rho), "breakdown (rho = 0)");
-  p.stop_when(1.0 - nonzero(omega), "breakdown (omega = 0)");
-  p.stop_when(1.0 - nonzero(alpha), "breakdown (rho = 0)");  // (r0, A p) = 0: solve()'s name
+  bicgstab_monitor_and_stops(p, rr, bb, bound, rho, omega, alpha);
   return p;
 }
 
@@ -235,11 +241,7 @@ Program pipelined_bicgstab_program(ValueType type) {
   p.step(beta = safe_div(rho_new, rho) * safe_div(alpha, omega));
   p.step(rho = rho_new);
   p.step(alpha = safe_div(rho, r0w + beta * r0v - beta * omega * r0z));
-  p.monitor(sqrt(safe_div(rr, bb)));
-  p.stop_when(at_most(rr, bound), "converged");
-  p.stop_when(1.0 - nonzero(rho), "breakdown (rho = 0)");
-  p.stop_when(1.0 - nonzero(omega), "breakdown (omega = 0)");
-  p.stop_when(1.0 - nonzero(alpha), "breakdown (rho = 0)");
+  bicgstab_monitor_and_stops(p, rr, bb, bound, rho, omega, alpha);
   return p;
 }
 
@@ -285,11 +287,7 @@ Program one_barrier_bicgstab_program(ValueType type) {
   p.step(rho = rho_new);
   p.step(alpha = safe_div(rho, hs - omega * ht + beta * (hp - omega * hv)));
   p.step(omega_x = omega);
-  p.monitor(sqrt(safe_div(rr, bb)));
-  p.stop_when(at_most(rr, bound), "converged");
-  p.stop_when(1.0 - nonzero(rho), "breakdown (rho = 0)");
-  p.stop_when(1.0 - nonzero(omega), "breakdown (omega = 0)");
-  p.stop_when(1.0 - nonzero(alpha), "breakdown (rho = 0)");
+  bicgstab_monitor_and_stops(p, rr, bb, bound, rho, omega, alpha);
   return p;
 }
 
