@@ -122,8 +122,10 @@ std::string program_cuda_source(const Program& program);
 // Runs the program's generated kernel on GPU `device`, one launch: up to 2,048 rows one thread
 // block (up to 512 threads, 1 to 4 rows each) with the rows in registers; above, a cooperative grid (256
 // threads per block, every block resident) with each thread's rows (1, 2 or 4) in registers where they fit
-// the resident threads, else streamed. Computes in T = the program's type, scalars and sums in double. Throws
-// where the build has no CUDA.
+// the resident threads, else streamed. A program with nested products on a constant stencil takes the tile
+// form instead (a block per tile of the grid, or one block for the whole grid up to 2,048 rows; the operands
+// over one and two hops around the tile in shared memory: docs/linalg.md). Computes in T = the program's
+// type, scalars and sums in double. Throws where the build has no CUDA.
 ProgramResult run_program_on_gpu(const Program& program, const ProgramInputs& inputs, int device = 0);
 
 // Runs the program on the resources' first worker, as one tile of the scheduler (a GPU that
