@@ -156,12 +156,7 @@ void bind_linalg_programs(nb::module_& m) {
            [](PyProgram& p, nb::handle tree) { p.program.monitor(program_expression(p.program, tree)); })
       // target = A^T source before the setup (Program::transposed_product); symbol indices.
       .def("transposed_product",
-           [](PyProgram& p, int target, int source) {
-             const auto& symbols = p.program.symbols();
-             for (int i : {target, source})
-               if (i < 0 || i >= int(symbols.size()) || symbols[std::size_t(i)].kind != la::NodeKind::vector)
-                 throw nb::value_error(
-                     "linalg program: a transposed product reads and writes vectors of the program");
+           [](PyProgram& p, int target, int source) {  // Program checks both are its vectors
              p.program.transposed_product(
                  la::Assignable(la::detail::leaf(la::NodeKind::vector, p.program.type(), target)),
                  la::Assignable(la::detail::leaf(la::NodeKind::vector, p.program.type(), source)));

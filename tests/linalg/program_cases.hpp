@@ -73,9 +73,13 @@ inline EmulatedShape as_constant_stencil(EmulatedShape s, const HostCsr<double>&
 // and 10 x 10 for random programs): 6 x 6 tiles on a grid of 4 blocks (3 rows per thread of 32,
 // program::tile_threads), and one block whose 12 x 12 tile is the whole grid (5 rows per thread
 // of 32).
+constexpr program::KernelShape with_tiles(program::KernelShape s, int h, int w) {
+  s.tile_h = h;
+  s.tile_w = w;
+  return s;
+}
 constexpr EmulatedShape tiled(EmulatedShape s, int h, int w) {
-  s.shape.tile_h = h;
-  s.shape.tile_w = w;
+  s.shape = with_tiles(s.shape, h, w);
   return s;
 }
 inline constexpr std::array<EmulatedShape, 2> kEmulatedTileShapes{
@@ -157,15 +161,15 @@ class Generator {
                           : (t = tanh(vector_expression(3, products_)));
     }
     const Assignable t(rp_.scalar_targets[std::size_t(target)]);
-    const int products_ = 1;  // reductions take no nested products (Program rejects them)
+    const int reduced = 1;  // products in reductions are not nested (Program rejects them)
     switch (pick(3)) {
       case 0: {  // a cosine in [-1, 1]
-        auto e = vector_expression(2, products_), f = vector_expression(2, products_);
+        auto e = vector_expression(2, reduced), f = vector_expression(2, reduced);
         return t = safe_div(inner_prod(e, f), norm_2(e) * norm_2(f) + 1.0) + 0.5 * scalar_expression(1) -
                    0.5 * scalar_expression(1);
       }
       case 1:
-        return t = tanh(inner_prod(vector_expression(2, products_), vector_expression(2, products_)) * 0.01);
+        return t = tanh(inner_prod(vector_expression(2, reduced), vector_expression(2, reduced)) * 0.01);
       default:
         return t = tanh(scalar_expression(2));
     }

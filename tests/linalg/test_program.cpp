@@ -394,9 +394,7 @@ constexpr program::KernelShape kStencil32{
 constexpr program::KernelShape tiles(program::KernelShape s, bool block, int rows, int h, int w) {
   s.block = block;
   s.rows_per_thread = rows;
-  s.tile_h = h;
-  s.tile_w = w;
-  return s;
+  return testing::with_tiles(s, h, w);
 }
 constexpr program::KernelShape kShapes[] = {
     {false, 0},

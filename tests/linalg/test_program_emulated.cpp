@@ -79,6 +79,18 @@ void expect_same(const ProgramResult& got, const ProgramResult& host, double tol
     ASSERT_NEAR(got.scalars.at(name), v, tolerance * (1 + std::fabs(v))) << name;
 }
 
+// A random program's kernels in `forms` (row[f] the kernel of forms[f]) against the host executor.
+template <std::size_t F>
+void expect_forms_match(const std::array<testing::EmulatedShape, F>& forms,
+                        const emulation::EmulatedKernel* row, const Program& program, const ProgramInputs& in,
+                        const std::vector<double>& values, const ProgramResult& host,
+                        const std::string& what) {
+  for (std::size_t f = 0; f < F; ++f) {
+    SCOPED_TRACE(what + ", " + forms[f].name);
+    expect_same(run_emulated(row[f], program, in, forms[f].blocks, forms[f].threads, values), host, 1e-12);
+  }
+}
+
 TEST(LinalgProgramEmulated, RandomProgramsMatchTheHostExecutor) {
   for (int seed = 1; seed <= testing::kEmulatedRandomPrograms; ++seed) {
     std::mt19937_64 rng(std::uint64_t(seed) + 1000);
@@ -88,13 +100,8 @@ TEST(LinalgProgramEmulated, RandomProgramsMatchTheHostExecutor) {
     const HostCsr<double> a = testing::random_matrix(n, rng);
     const ProgramInputs in = testing::random_inputs(rp->program, a, iterations, rng);
     const auto host = run_program_on_host(rp->program, in);
-    for (std::size_t f = 0; f < testing::kEmulatedShapes.size(); ++f) {
-      const auto& form = testing::kEmulatedShapes[f];
-      SCOPED_TRACE(fmt::format("seed {} n {} {}", seed, n, form.name));
-      expect_same(run_emulated(emulation::k_random[seed - 1][f], rp->program, in, form.blocks, form.threads,
-                               a.values),
-                  host, 1e-12);
-    }
+    expect_forms_match(testing::kEmulatedShapes, emulation::k_random[seed - 1], rp->program, in, a.values,
+                       host, fmt::format("seed {} n {}", seed, n));
   }
 }
 
@@ -109,14 +116,9 @@ TEST(LinalgProgramEmulated, RandomProgramsByDiagonalsMatchTheHostExecutor) {
     const ProgramInputs in = testing::random_inputs(rp->program, a, iterations, rng);
     const auto host = run_program_on_host(rp->program, in);
     const auto values = testing::diagonal_values(a, testing::kBandOffsets);
-    for (std::size_t f = 0; f < testing::kEmulatedDiagonalShapes.size(); ++f) {
-      const auto& form = testing::kEmulatedDiagonalShapes[f];
-      SCOPED_TRACE(fmt::format("seed {} n {} {}, by diagonals", seed, n, form.name));
-      // The same sums as CSR in the same order: only the blocks' order of the reductions differs.
-      expect_same(run_emulated(emulation::k_random_dia[seed - 1][f], rp->program, in, form.blocks,
-                               form.threads, values),
-                  host, 1e-12);
-    }
+    // The same sums as CSR in the same order: only the blocks' order of the reductions differs.
+    expect_forms_match(testing::kEmulatedDiagonalShapes, emulation::k_random_dia[seed - 1], rp->program, in,
+                       values, host, fmt::format("seed {} n {}, by diagonals", seed, n));
   }
 }
 
@@ -141,20 +143,11 @@ TEST(LinalgProgramEmulated, RandomProgramsOnAConstantStencilMatchTheHostExecutor
     const auto rp = testing::emulated_random_program(seed, iterations);
     const ProgramInputs in = testing::random_inputs(rp->program, a, iterations, rng);
     const auto host = run_program_on_host(rp->program, in);
-    for (std::size_t f = 0; f < testing::kEmulatedDiagonalShapes.size(); ++f) {
-      const auto& form = testing::kEmulatedDiagonalShapes[f];
-      SCOPED_TRACE(fmt::format("seed {} {}, constant stencil", seed, form.name));
-      expect_same(run_emulated(emulation::k_random_const[seed - 1][f], rp->program, in, form.blocks,
-                               form.threads, values),
-                  host, 1e-12);
-    }
-    for (std::size_t f = 0; f < testing::kEmulatedTileShapes.size(); ++f) {
-      const auto& form = testing::kEmulatedTileShapes[f];
-      SCOPED_TRACE(fmt::format("seed {} {}, constant stencil", seed, form.name));
-      expect_same(run_emulated(emulation::k_random_tile[seed - 1][f], rp->program, in, form.blocks,
-                               form.threads, values),
-                  host, 1e-12);
-    }
+    const std::string what = fmt::format("seed {}, constant stencil", seed);
+    expect_forms_match(testing::kEmulatedDiagonalShapes, emulation::k_random_const[seed - 1], rp->program, in,
+                       values, host, what);
+    expect_forms_match(testing::kEmulatedTileShapes, emulation::k_random_tile[seed - 1], rp->program, in,
+                       values, host, what);
   }
 }
 

@@ -28,9 +28,7 @@ constexpr program::KernelShape kStencil(bool block, int rows) {
 }
 // The tile form: 8 x 8 tiles on a grid, or one block whose tile is the whole grid (up to 64 x 64).
 constexpr program::KernelShape kTiled(bool block, int size) {
-  program::KernelShape s = kStencil(block, 1);
-  s.tile_h = s.tile_w = size;
-  return s;
+  return testing::with_tiles(kStencil(block, 1), size, size);
 }
 // clang-format off
 constexpr program::KernelShape kShapes[] = {

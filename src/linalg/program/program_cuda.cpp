@@ -14,7 +14,6 @@
 // Plain C++ (no CUDA headers): CI compiles the generated source with NVRTC without a GPU.
 #include <cctype>
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <map>
 #include <set>
@@ -150,8 +149,8 @@ class Emitter {
           "  }}\n",
           tiles_j, shape_.tile_h, shape_.tile_w, shape_.grid_height, shape_.grid_width,
           shape_.rows_per_thread);
-      s += "  // windows\n";
     }
+    const std::size_t windows_at = s.size();  // tile form: the windows' arrays, known after the segments
     s += fmt::format("  const {} slots = {};\n", i64, std::max<std::size_t>(1, slots_));
     if (!d_.opencl) {
       // Staged warp sums and (grid) the totals, two halves alternating per barrier.
@@ -203,7 +202,7 @@ class Emitter {
         s += fmt::format("    outcome[2 + {}] = {};\n", vector_ordinal_.at(int(i)), parity(int(i)));
     }
     s += "  }\n}\n";
-    if (tiled()) s.replace(s.find("  // windows\n"), std::strlen("  // windows\n"), windows_.declarations());
+    if (tiled()) s.insert(windows_at, windows_.declarations());
     return s;
   }
 
@@ -387,27 +386,24 @@ class Emitter {
                                                  fmt::format("mp_x + {}", left + b))
                              : TileWindows::read(w, fmt::format("(int)(mp_i - mp_i0) + {}", up + a),
                                                  fmt::format("(int)(mp_j - mp_j0) + {}", left + b));
-            pre += fmt::format("      if ({}) {} += (double)(T){} * {};\n",
-                               c.window > 0 ? cell_inside(at_k, "mp_gi", "mp_gj") : cell_inside(at_k), name,
-                               literal(shape_.coef[kk]), cell);
+            pre += fmt::format("      if ({}) {} += (double)(T){} * {};\n", cell_inside(at_k, c.window > 0),
+                               name, literal(shape_.coef[kk]), cell);
           }
           return name;
         }
         for (int k = 0; k < shape_.diagonals; ++k) {
           const auto kk = std::size_t(k);
           other.shift = c.shift + shape_.offsets[kk];
-          other.col = fmt::format("({} + ({}))", at, shape_.offsets[kk]);
+          other.col = fmt::format("(row + ({}))", other.shift);  // at any depth, from this row
           if (shape_.grid_width > 0) {
             other.da = c.da + shape_.grid_a[kk];
             other.db = c.db + shape_.grid_b[kk];
-            other.col = fmt::format("(row + ({}))", other.shift);
             std::string inner_pre;
             const std::string operand = expr(n->children[1], other, inner_pre);
             pre += fmt::format("      if ({}) {{\n{}        {} += (double)(T){} * {};\n      }}\n",
                                cell_inside(other), inner_pre, name, literal(shape_.coef[kk]), operand);
             continue;
           }
-          if (c.hoist) other.col = fmt::format("(row + ({}))", other.shift);
           std::string inner_pre;
           const std::string operand = expr(n->children[1], other, inner_pre);
           const std::string value = resident() && !c.other_row
@@ -451,8 +447,9 @@ class Emitter {
 
   // By diagonals: whether the cell `c` reaches (row + c.shift) is a row of the matrix. On a
   // stencil's grid (i + da, j + db) inside the grid (only the bounds a shift can cross are tested;
-  // the row's own cell is inside); else 0 <= row + shift < n.
-  std::string cell_inside(const Context& c, const char* gi = "mp_i", const char* gj = "mp_j") {
+  // the row's own cell is inside), from the row's cell (mp_i, mp_j) or, `window_cell`, from the
+  // window cell being filled (mp_gi, mp_gj); else 0 <= row + shift < n.
+  std::string cell_inside(const Context& c, bool window_cell = false) {
     std::string out;
     auto bound = [&](const char* at, long long by, int size) {
       if (by == 0) return;
@@ -460,9 +457,9 @@ class Emitter {
                          by < 0 ? 0 : size);
     };
     if (shape_.grid_width > 0) {
-      grid_index_ = grid_index_ || std::string(gi) == "mp_i";
-      bound(gi, c.da, shape_.grid_height);
-      bound(gj, c.db, shape_.grid_width);
+      grid_index_ = grid_index_ || !window_cell;
+      bound(window_cell ? "mp_gi" : "mp_i", c.da, shape_.grid_height);
+      bound(window_cell ? "mp_gj" : "mp_j", c.db, shape_.grid_width);
     } else if (c.shift != 0) {
       out = fmt::format("row + ({0}) >= 0 && row + ({0}) < n", c.shift);
     }

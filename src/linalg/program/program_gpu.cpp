@@ -144,9 +144,7 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
       }
     }
   }
-  if (k) {
-    // loaded above
-  } else if (forced ? forced->block : n <= kBlockRows) {
+  if (!k && (forced ? forced->block : n <= kBlockRows)) {
     // As the hand-written one-block kernel: up to 512 threads, up to 4 rows each; the product
     // operands exchanged through shared memory where they fit (a forced shape says whether).
     const int rows =
@@ -176,7 +174,7 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
       }
     }
     k->threads = int(std::max<std::size_t>(32, ceil_div(ceil_div(n, std::size_t(rows)), 32) * 32));
-  } else {
+  } else if (!k) {
     // The most rows per thread (1, 2, 4) that still give every multiprocessor a block (fewer
     // blocks: fewer arrivals at each barrier), all resident; else rows streamed.
     for (int rows : {1, 2, 4}) {
