@@ -8,7 +8,8 @@
 // generated time over the faster hand-written one (the target: at most 1.10).
 //
 //   bench_program [--grids=32,100,316,1000,3163] [--iterations=N] [--repeats=5] [--matrix=FILE] [--forms]
-//                 [--tiles]   (--tiles: the tile forms only, beside the automatic one)
+//                 [--tiles] [--clusters]   (the tile forms only, or the cluster forms and the grids
+//                 of rows in registers only, beside the automatic one)
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -33,7 +34,8 @@ struct Options {
   int iterations = 0;  // 0: 400 up to n = 1e5, 100 above
   int repeats = 5;
   bool forms = false;
-  bool tiles = false;  // --tiles: the tile forms only, beside the automatic one
+  bool tiles = false;     // --tiles: the tile forms only, beside the automatic one
+  bool clusters = false;  // --clusters: the cluster forms and the grids of rows in registers only
   std::string matrix = std::string(MOLACCEL_SOURCE_DIR) + "/data/linalg/1138_bus.mtx";
 };
 
@@ -86,7 +88,18 @@ constexpr program::KernelShape tiled(program::KernelShape s) {
   s.tile_h = 1;
   return s;
 }
+// The cluster form, its blocks as the rows need.
+constexpr program::KernelShape clustered(program::KernelShape s) {
+  s.cluster_blocks = 1;
+  return s;
+}
 constexpr program::KernelShape kShapes[] = {tiled(kStencil(true, 0)),
+                                            clustered({false, 1}),
+                                            clustered({false, 2}),
+                                            clustered({false, 2, 1}),
+                                            clustered(kStencil(false, 1)),
+                                            clustered(kStencil(false, 2)),
+                                            clustered(kStencil(false, 4)),
                                             tiled(kStencil(false, 1)),
                                             {true, 0},
                                             {true, 0, 1},
@@ -105,7 +118,11 @@ constexpr program::KernelShape kShapes[] = {tiled(kStencil(true, 0)),
                                             kStencil(false, 0)};
 
 std::string shape_name(program::KernelShape s) {
-  return fmt::format("{}{}, {}, {}", s.block ? "block" : "grid", s.tile_h ? " of tiles" : "",
+  return fmt::format("{}{}, {}, {}",
+                     s.block            ? "block"
+                     : s.cluster_blocks ? "cluster"
+                                        : "grid",
+                     s.tile_h ? " of tiles" : "",
                      s.block             ? std::string(s.shared_exchange ? "registers, shared" : "registers")
                      : s.rows_per_thread ? fmt::format("{} rows/thread", s.rows_per_thread)
                                          : std::string("streamed"),
@@ -115,7 +132,8 @@ std::string shape_name(program::KernelShape s) {
 }
 
 void bench_problem(const std::string& problem, const HostCsr<double>& a, const Resources& gpu, int iterations,
-                   int repeats, bool forms, bool tiles) {
+                   int repeats, const Options& options) {
+  const bool forms = options.forms, tiles = options.tiles, clusters = options.clusters;
   const std::vector<double> b = multiply(a, std::vector<double>(a.rows, 1.0));
   const struct {
     const char* name;
@@ -144,10 +162,12 @@ void bench_problem(const std::string& problem, const HostCsr<double>& a, const R
     automatic[g.name] =
         row(problem, a.rows, std::string("generated ") + g.name, repeats,
             [&](int& its, std::string& note) { return timed(run_program_on_gpu(g.program, in), its, note); });
-    if (!(forms || tiles) || g.name == std::string("pipelined_cg")) continue;
+    if (!(forms || tiles || clusters) || g.name == std::string("pipelined_cg")) continue;
     for (const auto& shape : kShapes) {
       if (tiles && shape.tile_h == 0) continue;
+      if (clusters && (shape.block || shape.tile_h > 0 || shape.rows_per_thread == 0)) continue;
       if (shape.block && a.rows > 2048) continue;
+      if (shape.cluster_blocks && a.rows > 16 * 512 * std::size_t(shape.rows_per_thread)) continue;
       if ((shape.diagonals && !by_diagonals) || (shape.grid_width && !stencil)) continue;
       row(problem, a.rows, fmt::format("  {} ({})", g.name, shape_name(shape)), repeats,
           [&](int& its, std::string& note) {
@@ -217,10 +237,12 @@ int main(int argc, char** argv) {
       opt.forms = true;
     } else if (arg == "--tiles") {
       opt.tiles = true;
+    } else if (arg == "--clusters") {
+      opt.clusters = true;
     } else {
       std::fprintf(stderr,
                    "usage: bench_program [--grids=S,...] [--iterations=N] [--repeats=R] [--matrix=FILE.mtx] "
-                   "[--forms] [--tiles]\n");
+                   "[--forms] [--tiles] [--clusters]\n");
       return 1;
     }
   }
@@ -238,10 +260,9 @@ int main(int argc, char** argv) {
   for (std::size_t grid : opt.grids) {
     const std::size_t n = grid * grid;
     const int its = opt.iterations > 0 ? opt.iterations : n <= 100000 ? 400 : 100;
-    bench_problem(fmt::format("poisson {}^2", grid), poisson_2d(grid), *gpu, its, opt.repeats, opt.forms,
-                  opt.tiles);
+    bench_problem(fmt::format("poisson {}^2", grid), poisson_2d(grid), *gpu, its, opt.repeats, opt);
   }
   if (!opt.matrix.empty())
-    bench_problem("1138_bus", read_matrix_market(opt.matrix), *gpu, 400, opt.repeats, opt.forms, opt.tiles);
+    bench_problem("1138_bus", read_matrix_market(opt.matrix), *gpu, 400, opt.repeats, opt);
   return 0;
 }

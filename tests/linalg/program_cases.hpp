@@ -23,8 +23,9 @@ namespace molaccel::linalg::testing {
 inline constexpr int kEmulatedRandomPrograms = 30;
 
 // The kernel forms the emulation runs, with its launch (at most 32 threads per block): every
-// form of the emitter (streamed rows on a grid, rows in registers on a grid and in one block);
-// 5 rows per thread hold 240 and 160 rows, above the emulated problems' 144.
+// form of the emitter (streamed rows on a grid, rows in registers on a grid, in one block and in
+// one cluster); 5 rows per thread hold 240 and 160 rows, and the cluster's 4 blocks of 16 threads
+// with 3 rows 192, above the emulated problems' 144.
 struct EmulatedShape {
   program::KernelShape shape;
   unsigned blocks = 1, threads = 32;
@@ -34,10 +35,18 @@ constexpr program::KernelShape with_shared_exchange(program::KernelShape s) {
   s.shared_exchange = true;
   return s;
 }
-inline constexpr std::array<EmulatedShape, 3> kEmulatedShapes{
+// The cluster form: `blocks` (0: as many as the rows need, run_shaped_on_gpu) of `threads`.
+constexpr program::KernelShape with_cluster(program::KernelShape s, int blocks = 16, int threads = 512) {
+  s.cluster_blocks = blocks;
+  s.threads = threads;
+  return s;
+}
+inline constexpr std::array<EmulatedShape, 4> kEmulatedShapes{
     {{{false, 0}, 3, 8, "grid, streamed"},
      {{false, 5}, 3, 16, "grid, registers"},
-     {with_shared_exchange({true, 5}), 1, 32, "one block, registers, operands in shared memory"}}};
+     {with_shared_exchange({true, 5}), 1, 32, "one block, registers, operands in shared memory"},
+     {with_cluster({false, 3}, 4, 16), 4, 16,
+      "one cluster, registers, operands in distributed shared memory"}}};
 
 // The matrix by diagonals (KernelShape::diagonals): the emulated forms that read it (streamed
 // on a grid, registers in one block), with the offsets of the band below and of Poisson 12 x 12.
@@ -49,7 +58,8 @@ constexpr EmulatedShape by_diagonals(EmulatedShape s, const std::array<int, D>& 
   for (std::size_t k = 0; k < D; ++k) s.shape.offsets[k] = offsets[k];
   return s;
 }
-inline constexpr std::array<EmulatedShape, 2> kEmulatedDiagonalShapes{kEmulatedShapes[0], kEmulatedShapes[2]};
+inline constexpr std::array<EmulatedShape, 3> kEmulatedDiagonalShapes{kEmulatedShapes[0], kEmulatedShapes[2],
+                                                                      kEmulatedShapes[3]};
 
 // `s` reading `a` as a constant stencil (which it must be: linalg/diagonal.hpp).
 inline EmulatedShape as_constant_stencil(EmulatedShape s, const HostCsr<double>& a) {

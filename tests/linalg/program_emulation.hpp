@@ -89,6 +89,32 @@ P __ldcg(const P* p) {
   return *p;
 }
 
+// The cluster form (cluster_blocks.cuh): the emulated launch is the cluster, blockIdx.x its rank.
+// mp_map finds the shared array `p` points into and gives the same place in block `rank`'s.
+inline double* mp_map(double* p, unsigned rank) {
+  std::lock_guard<std::mutex> lock(shared_mutex);
+  for (auto& [name, a] : shared_arrays[blockIdx.x])
+    if (p >= a.data() && p < a.data() + a.size()) {
+      auto& other = shared_arrays[rank][name];
+      if (other.empty()) other.assign(a.size(), 0.0);  // before that block declared it
+      return other.data() + (p - a.data());
+    }
+  throw std::logic_error("mp_map: not a shared array");
+}
+inline void mp_cluster_barrier() {
+  grid_barrier->arrive_and_wait();
+}
+inline void mp_push_block_sums(const double* part, int slots, double* pushed) {
+  for (int s = int(threadIdx.x); s < slots; s += int(blockDim.x))
+    for (unsigned b = 0; b < gridDim.x; ++b)
+      mp_map(pushed, b)[s * 16 + int(blockIdx.x)] = mp_block_total(part, s);
+}
+inline double mp_cluster_total(const double* pushed, int slot) {
+  double v = 0;
+  for (unsigned b = 0; b < gridDim.x; ++b) v += pushed[slot * 16 + int(b)];
+  return v;
+}
+
 using T = double;
 using EmulatedKernel = void (*)(const int*, const int*, const T*, long long, T*, double*, double*,
                                 unsigned long long*, double*, long long*, int);

@@ -52,9 +52,12 @@ int main(int argc, char** argv) {
   std::string methods_csr = "const EmulatedKernel k_methods[][" + m + "] = {",
               methods_dia = "const EmulatedKernel k_methods_dia[][" + m + "] = {",
               methods_const = "const EmulatedKernel k_methods_const[][" + m + "] = {",
-              random = "const EmulatedKernel k_random[][3] = {",
-              random_dia = "const EmulatedKernel k_random_dia[][2] = {",
-              random_const = "const EmulatedKernel k_random_const[][2] = {",
+              random = "const EmulatedKernel k_random[][" + std::to_string(testing::kEmulatedShapes.size()) +
+                       "] = {",
+              random_dia = "const EmulatedKernel k_random_dia[][" +
+                           std::to_string(testing::kEmulatedDiagonalShapes.size()) + "] = {",
+              random_const = "const EmulatedKernel k_random_const[][" +
+                             std::to_string(testing::kEmulatedDiagonalShapes.size()) + "] = {",
               methods_tile = "const EmulatedKernel k_methods_tile[][" + m + "] = {",
               random_tile = "const EmulatedKernel k_random_tile[][2] = {";
   for (std::size_t f = 0; f < testing::kEmulatedShapes.size(); ++f)

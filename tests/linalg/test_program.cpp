@@ -396,6 +396,10 @@ constexpr program::KernelShape tiles(program::KernelShape s, bool block, int row
   s.rows_per_thread = rows;
   return testing::with_tiles(s, h, w);
 }
+constexpr program::KernelShape clustered(program::KernelShape s, int rows, int blocks) {
+  s.rows_per_thread = rows;
+  return testing::with_cluster(s, blocks);
+}
 constexpr program::KernelShape kShapes[] = {
     {false, 0},
     {false, 1},
@@ -414,7 +418,9 @@ constexpr program::KernelShape kShapes[] = {
     testing::with_shared_exchange({true, 2, kStencil32.diagonals, kStencil32.offsets, 32, 32,
                                    kStencil32.grid_a, kStencil32.grid_b, kStencil32.coef}),
     tiles(kStencil32, false, 4, 8, 8),
-    tiles(kStencil32, true, 2, 32, 32)};
+    tiles(kStencil32, true, 2, 32, 32),
+    clustered({false, 0}, 2, 10),
+    clustered(kStencil32, 4, 16)};
 
 void expect_compiles(const Program& p, program::KernelShape shape) {
   JitRequest request;
@@ -451,7 +457,7 @@ TEST(LinalgProgramCuda, NvrtcCompilesRandomPrograms) {
     // The kinds of form (streamed, registers on a grid, one block, the shared exchange; CSR, by
     // diagonals): the methods above cover every rows-per-thread count.
     for (const auto& shape :
-         {kShapes[0], kShapes[2], kShapes[5], kShapes[7], kShapes[9], kShapes[11], kShapes[12]})
+         {kShapes[0], kShapes[2], kShapes[5], kShapes[7], kShapes[9], kShapes[11], kShapes[12], kShapes[16]})
       expect_compiles(rp->program, shape);
   }
 }
@@ -524,6 +530,24 @@ TEST(LinalgProgramCuda, EachFormHasItsBarrierAndRegisters) {
   EXPECT_EQ(exchanged_loop.find("v1_f = vectors"), std::string::npos);
   EXPECT_EQ(block.find("mp_exchange"), std::string::npos);
   EXPECT_THROW(program::generate_program_cuda(p, plan, testing::with_shared_exchange({false, 1})), Error);
+  // One cluster (10 blocks of 512 threads, 2 rows each): the operands in each block's shared
+  // memory (RB = 1,024 rows), read at other rows from the block that owns them, the cluster
+  // barrier, no grid barrier and no partials.
+  const std::string cluster = program::generate_program_cuda(p, plan, kShapes[16]);
+  const std::string cluster_loop = cluster.substr(cluster.find("for (;; ++it)"));
+  EXPECT_NE(cluster.find("extern __shared__ T mp_exchange[];  // exchange_buffers() x 1024"),
+            std::string::npos);
+  EXPECT_NE(cluster_loop.find("mp_map(v1_f + ("), std::string::npos);
+  EXPECT_NE(cluster_loop.find("% 1024, (unsigned)(("), std::string::npos);
+  EXPECT_NE(cluster_loop.find("v1_f[(row - mp_first)] ="), std::string::npos);
+  EXPECT_NE(cluster_loop.find("mp_push_block_sums("), std::string::npos);
+  EXPECT_NE(cluster_loop.find("mp_cluster_barrier();"), std::string::npos);
+  EXPECT_EQ(cluster.find("molaccel_grid_barrier(counter)"), std::string::npos);
+  EXPECT_EQ(cluster_loop.find("partials"), std::string::npos);
+  EXPECT_NE(cluster.find("const long long row_stride = 512;"), std::string::npos);
+  EXPECT_THROW(program::generate_program_cuda(p, plan, testing::with_cluster({true, 1}, 2)), Error);
+  EXPECT_THROW(program::generate_program_cuda(p, plan, testing::with_cluster({false, 0}, 2)), Error);
+  EXPECT_THROW(program::generate_program_cuda(p, plan, testing::with_cluster({false, 1}, 17)), Error);
 }
 
 TEST(LinalgProgramCuda, OneKernelWithOneBarrierPerSegment) {

@@ -19,8 +19,9 @@ namespace {
 // Every form of the emitter (program_cuda.hpp), where it holds the rows (the tile form first);
 // diagonals = 1 asks for
 // the matrix by diagonals (where it qualifies), grid_width = 1 besides for its constant stencil;
-// the last three exchange the product operands in one block's shared memory (the automatic
-// choice where they fit).
+// the next three exchange the product operands in one block's shared memory (the automatic
+// choice where they fit), the last three in one cluster's distributed shared memory (blocks as
+// the rows need).
 constexpr program::KernelShape kStencil(bool block, int rows) {
   program::KernelShape s{block, rows, 1};
   s.grid_width = 1;
@@ -37,7 +38,9 @@ constexpr program::KernelShape kShapes[] = {
     {true, 2},     {true, 4},     {true, 4, 1}, {false, 0, 1},      {false, 1, 1},
     {false, 4, 1}, {true, 2, 1},  kStencil(false, 0), kStencil(false, 1), kStencil(true, 4),
     testing::with_shared_exchange({true, 2}), testing::with_shared_exchange({true, 4, 1}),
-    testing::with_shared_exchange(kStencil(true, 4))};
+    testing::with_shared_exchange(kStencil(true, 4)),
+    testing::with_cluster({false, 1}, 1), testing::with_cluster({false, 2, 1}, 1),
+    testing::with_cluster(kStencil(false, 4), 1)};
 // clang-format on
 
 bool is_constant_stencil(const HostCsr<double>& a) {
@@ -49,6 +52,7 @@ bool is_constant_stencil(const HostCsr<double>& a) {
 bool holds(program::KernelShape shape, const HostCsr<double>& a) {
   if (shape.tile_h > 0)  // one tile of at most 2,048 cells in a block; at most 625 tiles on a grid
     return is_constant_stencil(a) && a.rows <= (shape.block ? 2048 : 40000);
+  if (shape.cluster_blocks > 0 && a.rows > 16 * 512 * std::size_t(shape.rows_per_thread)) return false;
   return (!shape.block || a.rows <= 512 * std::size_t(shape.rows_per_thread)) &&
          (shape.diagonals == 0 || diagonal_storage(a)) && (shape.grid_width == 0 || is_constant_stencil(a));
 }
@@ -56,8 +60,8 @@ bool holds(program::KernelShape shape, const HostCsr<double>& a) {
 TEST(LinalgProgramGpu, RandomProgramsMatchTheHostExecutor) {
   MOLACCEL_REQUIRE_GPU();
   // 20 seeds: a kernel is compiled per program and form (about 1 s of NVRTC each, 150 s for 30
-  // seeds on an H100), and with four forms per seed in rotation each of the 15 forms still runs
-  // on about five programs.
+  // seeds on an H100), and with four forms per seed in rotation each form still runs
+  // on a few programs.
   // Then 8 with products nested one level (seeds 21-28: nested seeds 1-8).
   for (std::uint64_t seed = 1; seed <= 28; ++seed) {
     std::mt19937_64 rng(seed);

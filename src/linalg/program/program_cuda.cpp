@@ -20,6 +20,7 @@
 
 #include "linalg/codegen/codegen.hpp"
 #include "linalg/expression_util.hpp"
+#include "linalg/program/program_barriers.hpp"
 #include "linalg/program/program_cuda.hpp"
 #include "linalg/program/program_windows.hpp"
 
@@ -35,6 +36,9 @@ constexpr const char* kSharedBlocks =
     ;
 constexpr const char* kProgramBlocks =
 #include "linalg/cuda/program_blocks.cuh"
+    ;
+constexpr const char* kClusterBlocks =
+#include "linalg/cuda/cluster_blocks.cuh"
     ;
 #undef MOLACCEL_GRID_BLOCKS
 
@@ -98,22 +102,32 @@ class Emitter {
     MOLACCEL_EXPECTS(!tiled() || (shape.grid_width > 0 && shape.rows_per_thread > 0 &&
                                   !shape.shared_exchange && !d_.opencl && shape.tile_w > 0),
                      "program emission: the tile form takes a constant stencil, rows in registers");
+    MOLACCEL_EXPECTS(
+        shape.grid_width == 0 || (long long)shape.grid_width * (long long)shape.grid_height < (1LL << 31),
+        "program emission: a constant stencil's grid of 2^31 cells or more");
+    MOLACCEL_EXPECTS(!clustered() || (shape.rows_per_thread > 0 && !shape.block && !tiled() &&
+                                      !shape.shared_exchange && !d_.opencl && shape.cluster_blocks <= 16 &&
+                                      shape.threads > 0 && shape.threads <= 512),
+                     "program emission: the cluster form takes rows in registers, at most 16 blocks of a "
+                     "literal number of threads");
     slots_ = std::max(plan.setup.reductions.size(), plan.iteration.reductions.size());
     published_ = product_operands(program);
     nested_ = nests_products(program);
-    if (shape.shared_exchange) exchange_ = exchange_layout(program, plan);
+    if (shape.shared_exchange || clustered()) exchange_ = exchange_layout(program, plan);
   }
 
   std::string source() {
     const std::string t = program_.type() == ValueType::f32 ? "float" : "double";
-    std::string s = "// molaccel linalg program " + program_.name() + ": one persistent " +
-                    (d_.opencl      ? std::string("kernel (OpenCL C).\n")
-                     : shape_.block ? std::string("kernel in one thread block")
-                                    : std::string("cooperative kernel")) +
-                    (d_.opencl ? ""
-                     : shape_.rows_per_thread > 0
-                         ? fmt::format(", {} rows per thread in registers.\n", shape_.rows_per_thread)
-                         : ", rows streamed.\n");
+    std::string s =
+        "// molaccel linalg program " + program_.name() + ": one persistent " +
+        (d_.opencl      ? std::string("kernel (OpenCL C).\n")
+         : shape_.block ? std::string("kernel in one thread block")
+         : clustered()  ? fmt::format("kernel in one cluster of {} thread blocks", shape_.cluster_blocks)
+                        : std::string("cooperative kernel")) +
+        (d_.opencl ? ""
+         : shape_.rows_per_thread > 0
+             ? fmt::format(", {} rows per thread in registers.\n", shape_.rows_per_thread)
+             : ", rows streamed.\n");
     if (d_.opencl) s += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
     s += "typedef " + t + " T;\n";
     s += helpers_;
@@ -129,9 +143,15 @@ class Emitter {
     if (d_.opencl)
       s += fmt::format("  __local double scratch[{}];  // block sums (mp_block_sums)\n",
                        272 * max_segment_reductions());
-    s += fmt::format("  const {0} first_row = ({0}){1} * {2} + {3};\n", i64, d_.block, d_.block_size,
-                     d_.thread);
-    s += fmt::format("  const {0} row_stride = ({0}){1} * {2};\n", i64, d_.blocks, d_.block_size);
+    if (clustered()) {  // the block's rows mp_first .. mp_first + RB, strided by the block
+      s += fmt::format("  const long long mp_first = (long long)blockIdx.x * {};\n", shape_.cluster_rows());
+      s += "  const long long first_row = mp_first + threadIdx.x;\n";
+      s += fmt::format("  const long long row_stride = {};\n", shape_.threads);
+    } else {
+      s += fmt::format("  const {0} first_row = ({0}){1} * {2} + {3};\n", i64, d_.block, d_.block_size,
+                       d_.thread);
+      s += fmt::format("  const {0} row_stride = ({0}){1} * {2};\n", i64, d_.blocks, d_.block_size);
+    }
     s += fmt::format("  const bool leader = {} == 0 && {} == 0;\n", d_.block, d_.thread);
     if (tiled()) {
       // The block's tile (rows mp_i0.., columns mp_j0..; the last ones smaller) and its thread's cells.
@@ -156,20 +176,29 @@ class Emitter {
       // Staged warp sums and (grid) the totals, two halves alternating per barrier.
       s += "  int epoch = 0;\n";
       s += fmt::format("  __shared__ double mp_part[{}];\n", 2 * 32 * max_segment_reductions());
-      if (!shape_.block) s += fmt::format("  __shared__ double mp_tot[{}];\n", 2 * max_segment_reductions());
-      if (shape_.shared_exchange) s += "  extern __shared__ T mp_exchange[];  // exchange_buffers() x n\n";
+      if (clustered())
+        s += fmt::format("  __shared__ double mp_pushed[{}];  // [half][slot][block]\n",
+                         2 * 16 * max_segment_reductions());
+      else if (!shape_.block)
+        s += fmt::format("  __shared__ double mp_tot[{}];\n", 2 * max_segment_reductions());
+      if (exchanged())
+        s += fmt::format("  extern __shared__ T mp_exchange[];  // exchange_buffers() x {}\n",
+                         exchange_stride());
     }
     for (std::size_t i = 0; i < program_.symbols().size(); ++i) {
       const auto kind = program_.symbols()[i].kind;
       if (kind == NodeKind::device_scalar) s += fmt::format("  double s{0} = scalars[{0}];\n", i);
     }
     if (resident()) s += resident_rows("load");
-    if (shape_.shared_exchange) {
-      // The product operands' first buffers in shared memory, from the registers.
+    if (exchanged()) {
+      // The product operands' first buffers in shared memory, from the registers. In a cluster
+      // the barrier also makes sure every block has started before any reads another's memory.
       std::string body;
       for (const auto& [v, base] : exchange_)
-        body += fmt::format("      mp_exchange[{} * n + row] = rv{}[j];\n", base, v);
-      s += rows_loop(body, "  ") + "  __syncthreads();\n";
+        body += fmt::format("      mp_exchange[{} * {} + {}] = rv{}[j];\n", base, exchange_stride(),
+                            local_row(), v);
+      s += (body.empty() ? std::string() : rows_loop(body, "  ")) +
+           (clustered() ? "  mp_cluster_barrier();\n" : "  __syncthreads();\n");
     }
     s += "  // ---- setup ----\n";
     for (std::size_t k = 0; k < plan_.setup.segments.size(); ++k) {
@@ -201,7 +230,10 @@ class Emitter {
       if (kind == NodeKind::vector)
         s += fmt::format("    outcome[2 + {}] = {};\n", vector_ordinal_.at(int(i)), parity(int(i)));
     }
-    s += "  }\n}\n";
+    s += "  }\n";
+    // No block of a cluster leaves while another may still read its shared memory.
+    if (clustered()) s += "  mp_cluster_barrier();\n";
+    s += "}\n";
     if (tiled()) s.insert(windows_at, windows_.declarations());
     return s;
   }
@@ -209,6 +241,13 @@ class Emitter {
  private:
   bool resident() const { return shape_.rows_per_thread > 0; }
   bool tiled() const { return shape_.tile_h > 0; }
+  bool clustered() const { return shape_.cluster_blocks > 0; }
+  // The product operands in shared memory: one block's n rows, or a cluster block's RB rows.
+  bool exchanged() const { return shape_.shared_exchange || clustered(); }
+  std::string exchange_stride() const {
+    return clustered() ? std::to_string(shape_.cluster_rows()) : std::string("n");
+  }
+  std::string local_row() const { return clustered() ? "(row - mp_first)" : "row"; }
 
   // The resident kind's loop over a thread's rows (unrolled: the arrays stay in registers).
   std::string rows_loop(const std::string& body, const std::string& indent) const {
@@ -279,6 +318,9 @@ class Emitter {
   std::string vector_ref(int v, const Context& c, std::string& pre) {
     const std::string buffer = buffer_of(v, c);
     auto at = [&](const std::string& col) {
+      if (clustered())  // the block that owns the row, through distributed shared memory
+        return fmt::format("(double)*mp_map({0} + ({1}) % {2}, (unsigned)(({1}) / {2}))", buffer, col,
+                           shape_.cluster_rows());
       return shape_.block ? fmt::format("(double){}[{}]", buffer, col)
                           : fmt::format("(double){}({} + {})", load(), buffer, col);
     };
@@ -506,9 +548,11 @@ class Emitter {
       const int o = vector_ordinal_.at(v);
       const std::string par = parity(v);
       if (auto e = exchange_.find(v); e != exchange_.end()) {  // in shared memory
-        head += fmt::format("    T* v{0}_f = mp_exchange + ({1} + {2}) * n;\n", v, e->second, par);
+        head += fmt::format("    T* v{0}_f = mp_exchange + ({1} + {2}) * {3};\n", v, e->second, par,
+                            exchange_stride());
         if (seg.renamed.count(v))
-          head += fmt::format("    T* v{0}_b = mp_exchange + ({1} + 1 - {2}) * n;\n", v, e->second, par);
+          head += fmt::format("    T* v{0}_b = mp_exchange + ({1} + 1 - {2}) * {3};\n", v, e->second, par,
+                              exchange_stride());
         continue;
       }
       head += fmt::format("    {2}T* v{0}_f = vectors + (2{3} * {1} + {4}) * n;\n", v, o, d_.global,
@@ -553,7 +597,8 @@ class Emitter {
           stores += fmt::format("      const T {} = (T)({});\n", kept, combined);
           if (resident()) stores += fmt::format("      rv{}[j] = {};\n", t, kept);
           if (!resident() || published_.count(t))
-            stores += fmt::format("      {}[row] = {};\n", buffer, kept);
+            stores +=
+                fmt::format("      {}[{}] = {};\n", buffer, exchange_.count(t) ? local_row() : "row", kept);
           stored.push_back({buffer, "(double)" + kept});
         } else if (item.scalars_in_place) {
           std::string scalar_pre;
@@ -582,8 +627,8 @@ class Emitter {
       for (auto& [t, name] : new_scalars) names[t] = name;
       for (auto& [buffer, value] : stored) row_values[buffer] = value;
     }
-    if (grid_index_)
-      hoisted = fmt::format("      const {0} mp_i = row / {1}, mp_j = row - mp_i * {1};\n", d_.int64,
+    if (grid_index_)  // 32-bit: the grid's cells number under 2^31 (the constructor checks)
+      hoisted = fmt::format("      const int mp_i = (int)row / {0}, mp_j = (int)row - mp_i * {0};\n",
                             shape_.grid_width) +
                 hoisted;
     row_code = hoisted + row_code;
@@ -603,10 +648,8 @@ class Emitter {
     const std::string half =
         d_.opencl ? fmt::format("partials + (long)({} & 1) * slots * get_num_groups(0)", barrier)
                   : "partials + (long long)(epoch & 1) * slots * gridDim.x";
-    if (d_.opencl)
-      tail += opencl_barrier(seg, id, half);
-    else
-      tail += cuda_barrier(seg, id, half);
+    tail += d_.opencl ? opencl_barrier(seg, id, max_segment_reductions(), half)
+                      : cuda_barrier(seg, id, max_segment_reductions(), shape_, half);
     std::map<const ExpressionNode*, std::string> totals;
     if (!d_.opencl) tail += "    ++epoch;\n";
     for (const auto& item : seg.body) {
@@ -629,58 +672,6 @@ class Emitter {
       for (auto& [t, name] : values) tail += fmt::format("    s{} = {};\n", t, name);
     }
     return head + loop + tail + "  }\n";
-  }
-
-  // CUDA (program_blocks.cuh): the segment's reductions staged together, one __syncthreads; in
-  // a block that is the barrier and the staged sums are the totals; on a grid the block sums go
-  // to the partials, the grid barrier, the totals gathered into shared memory, a __syncthreads.
-  std::string cuda_barrier(const Segment& seg, int id, const std::string& half) const {
-    const std::size_t k = seg.reductions.size(), kmax = max_segment_reductions();
-    if (k == 0) return shape_.block ? "    __syncthreads();\n" : "    molaccel_grid_barrier(counter);\n";
-    std::string out = fmt::format("    double* part{} = mp_part + (epoch & 1) * {};\n", id, 32 * kmax);
-    for (std::size_t r = 0; r < k; ++r)
-      out += fmt::format("    mp_stage(acc{}, part{}, {});\n", seg.reductions[r], id, r);
-    out += "    __syncthreads();\n";
-    if (shape_.block) {
-      for (std::size_t r = 0; r < k; ++r)
-        out += fmt::format("    const double tot{}_{} = mp_block_total(part{}, {});\n", seg.reductions[r], id,
-                           id, r);
-      return out;
-    }
-    out += fmt::format("    mp_publish_block_sums(part{}, {}, {});\n", id, k, half);
-    out += "    molaccel_grid_barrier(counter);\n";
-    out += fmt::format("    mp_gather_totals({}, {}, mp_tot + (epoch & 1) * {});\n    __syncthreads();\n",
-                       half, k, kmax);
-    for (std::size_t r = 0; r < k; ++r)
-      out += fmt::format("    const double tot{}_{} = mp_tot[(epoch & 1) * {} + {}];\n", seg.reductions[r],
-                         id, kmax, r);
-    return out;
-  }
-
-  // OpenCL: the segment's reductions summed together (mp_block_sums: every value in local memory,
-  // sums of 16, two work-group barriers for all of them; mp_total adds the 16), the barrier, then
-  // every work-item adds the work-groups' partials itself, in group order (mp_partials_total: the
-  // same bits everywhere). Summing them through local memory again, as the first half does, gave
-  // wrong totals under PoCL for pipelined BiCGStab (five sums at one barrier; NaN or another
-  // wrong value depending on PoCL's work-group method, right with a printf added) while the same
-  // kernel with direct sums agrees with the host executor.
-  std::string opencl_barrier(const Segment& seg, int id, const std::string& half) const {
-    std::string out;
-    const std::size_t k = seg.reductions.size(), kmax = max_segment_reductions();
-    for (std::size_t r = 0; r < k; ++r)
-      out += fmt::format("    scratch[{} * 256 + get_local_id(0)] = acc{};\n", r, seg.reductions[r]);
-    if (k)
-      out += fmt::format("    mp_block_sums(scratch, {}, {});\n    if (get_local_id(0) == 0) {{\n", k, kmax);
-    for (std::size_t r = 0; r < k; ++r)
-      out +=
-          fmt::format("      ({})[{}L * get_num_groups(0) + get_group_id(0)] = mp_total(scratch, {}, {});\n",
-                      half, seg.reductions[r], r, kmax);
-    if (k) out += "    }\n";
-    out += "    mp_grid_barrier(counter);\n";
-    for (std::size_t r = 0; r < k; ++r)
-      out += fmt::format("    const double tot{}_{} = mp_partials_total({} + {}L * get_num_groups(0));\n",
-                         seg.reductions[r], id, half, seg.reductions[r]);
-    return out;
   }
 
   std::size_t max_segment_reductions() const {
@@ -738,7 +729,10 @@ std::string program_cuda_blocks() {
 }
 
 std::string generate_program_cuda(const Program& program, const ProgramPlan& plan, KernelShape shape) {
-  return generate_program(program, plan, cuda_dialect, program_cuda_blocks(), shape);
+  std::string blocks = program_cuda_blocks();
+  if (shape.cluster_blocks > 0)
+    blocks += std::string("// linalg/cuda/cluster_blocks.cuh\n") + kClusterBlocks + "\n";
+  return generate_program(program, plan, cuda_dialect, std::move(blocks), shape);
 }
 
 }  // namespace molaccel::linalg::program

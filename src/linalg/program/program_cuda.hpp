@@ -52,7 +52,16 @@ struct KernelShape {
   // nested product costs one more pass over its window instead of a barrier.
   int tile_h = 0, tile_w = 0;
   int threads = 0;  // the tile form's threads per block (0: program::tile_threads derives them)
-  int max_threads() const { return block || tile_h > 0 ? 512 : 256; }
+  // > 0 (rows in registers, sm_90 and later): the cluster form. The launch is one thread-block
+  // cluster of that many blocks (at most 16) of `threads` threads; block b owns the rows b x RB
+  // up to (b + 1) x RB (RB = rows_per_thread x threads, a literal in the kernel), its thread t
+  // the rows b x RB + j x threads + t. The product operands live in each block's shared memory
+  // (`extern __shared__ T mp_exchange[]`, exchange_buffers x RB values, sized at launch) and are
+  // read at other rows through distributed shared memory; the block sums are pushed into every
+  // block's shared memory before the cluster's hardware barrier (cuda/cluster_blocks.cuh).
+  int cluster_blocks = 0;
+  int max_threads() const { return block || tile_h > 0 || cluster_blocks > 0 ? 512 : 256; }
+  int cluster_rows() const { return rows_per_thread * threads; }  // the cluster form's RB
 };
 
 // The tile form's threads per block: KernelShape::threads, else the tile's cells over its
@@ -62,8 +71,9 @@ constexpr int tile_threads(const KernelShape& s) {
   return s.threads > 0 ? s.threads : ((cells + rows - 1) / rows + 31) / 32 * 32;
 }
 
-// The buffers of n values a kernel with KernelShape::shared_exchange needs in shared memory:
-// one per vector some product reads, two for those renamed in some segment.
+// The buffers a kernel with KernelShape::shared_exchange (of n values) or cluster_blocks (of
+// cluster_rows() values per block) needs in shared memory: one per vector some product reads, two
+// for those renamed in some segment.
 std::size_t exchange_buffers(const Program& program, const ProgramPlan& plan);
 
 std::string kernel_name(const Program& program);

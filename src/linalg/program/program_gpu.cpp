@@ -174,7 +174,71 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
       }
     }
     k->threads = int(std::max<std::size_t>(32, ceil_div(ceil_div(n, std::size_t(rows)), 32) * 32));
-  } else if (!k) {
+  }
+  // One cluster of up to 16 blocks of 512 threads (sm_90 on), 1, 2 or 4 rows per thread, the
+  // operands in shared memory: up to kClusterRows rows (a forced shape says whether). Where it
+  // does not fit (shared memory, a cluster of that size), the grid.
+  constexpr std::size_t kClusterRows = 16 * 2 * 512;
+  if (!k && (forced ? forced->cluster_blocks > 0 : n <= kClusterRows && prop.major >= 9)) {
+    program::KernelShape shape{false, 0};
+    shape.threads = forced && forced->threads > 0 ? forced->threads : 512;
+    if (shape.threads % 32 != 0 || shape.threads > 512)
+      throw Error(fmt::format("linalg program {}: a cluster's blocks take whole warps, at most 512 threads "
+                              "({} given)",
+                              program.name(), shape.threads),
+                  __FILE__, __LINE__);
+    for (int rows : {1, 2, 4})
+      if (forced ? forced->rows_per_thread == rows
+                 : ceil_div(n, std::size_t(rows) * std::size_t(shape.threads)) <= 16) {
+        shape.rows_per_thread = rows;
+        break;
+      }
+    const std::size_t rb = std::size_t(shape.rows_per_thread) * std::size_t(shape.threads);
+    const std::size_t blocks = rb > 0 ? ceil_div(n, rb) : 0;
+    if (rb == 0 || blocks > 16 || prop.major < 9) {
+      if (forced) throw too_small();
+    } else {
+      shape.cluster_blocks = int(blocks);
+      auto candidate = load_matrix(shape);
+      const void* f = reinterpret_cast<const void*>(candidate->kernel);
+      const std::size_t exchange = program::exchange_buffers(program, plan) * rb * sizeof(T);
+      cudaFuncAttributes attributes{};
+      MOLACCEL_CUDA_TRY(cudaFuncGetAttributes(&attributes, f));
+      int clusters = 0;
+      if (attributes.sharedSizeBytes + exchange <= prop.sharedMemPerBlockOptin) {
+        MOLACCEL_CUDA_TRY(
+            cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int(exchange)));
+        if (blocks > 8)
+          MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(f, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+        cudaLaunchConfig_t config{};
+        cudaLaunchAttribute attr{};
+        config.gridDim = dim3(unsigned(blocks));
+        config.blockDim = dim3(unsigned(shape.threads));
+        config.dynamicSmemBytes = exchange;
+        attr.id = cudaLaunchAttributeClusterDimension;
+        attr.val.clusterDim.x = unsigned(blocks);
+        attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+        config.attrs = &attr;
+        config.numAttrs = 1;
+        if (cudaOccupancyMaxActiveClusters(&clusters, f, &config) != cudaSuccess) {
+          (void)cudaGetLastError();
+          clusters = 0;
+        }
+      }
+      if (clusters >= 1) {
+        candidate->blocks = int(blocks);
+        candidate->threads = shape.threads;
+        candidate->shared_bytes = exchange;
+        k = std::move(candidate);
+      } else if (forced) {
+        throw Error(fmt::format("linalg program {}: a cluster of {} blocks of {} threads ({} bytes of shared "
+                                "exchange each) cannot run on this GPU",
+                                program.name(), blocks, shape.threads, exchange),
+                    __FILE__, __LINE__);
+      }
+    }
+  }
+  if (!k) {
     // The most rows per thread (1, 2, 4) that still give every multiprocessor a block (fewer
     // blocks: fewer arrivals at each barrier), all resident; else rows streamed.
     for (int rows : {1, 2, 4}) {
@@ -247,13 +311,26 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
                   &p_partials, &p_counter, &p_monitors, &p_outcome, &p_max};
   cuda::Event start, stop;
   start.record();
-  if (k->shape.block)
+  if (k->shape.block) {
     MOLACCEL_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(1),
                                        dim3(unsigned(threads)), args, k->shared_bytes, nullptr));
-  else
+  } else if (k->shape.cluster_blocks > 0) {
+    cudaLaunchConfig_t config{};
+    cudaLaunchAttribute attr{};
+    config.gridDim = dim3(unsigned(blocks));
+    config.blockDim = dim3(unsigned(threads));
+    config.dynamicSmemBytes = k->shared_bytes;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = unsigned(blocks);
+    attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    MOLACCEL_CUDA_TRY(cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(kernel), args));
+  } else {
     MOLACCEL_CUDA_TRY(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel),
                                                   dim3(unsigned(blocks)), dim3(unsigned(threads)), args, 0,
                                                   nullptr));
+  }
   cuda::check_launch(name.c_str(), __FILE__, __LINE__);
   stop.record();
   stop.synchronize();
@@ -266,15 +343,19 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
       program::unpack_result(program, plan, vector_symbols, n, outcome, got_vectors, got_scalars,
                              got_monitors, blocks, double(stop.elapsed_ms_since(start)) * 1e-3);
   result.kernel = fmt::format(
-      "{}{}, {} of {} threads, {}, {}, {}", k->shape.block ? "one block" : "grid",
+      "{}{}, {} of {} threads, {}, {}, {}",
+      k->shape.block                ? "one block"
+      : k->shape.cluster_blocks > 0 ? "one cluster"
+                                    : "grid",
       k->shape.tile_h > 0 ? fmt::format(" of {} x {} tiles", k->shape.tile_h, k->shape.tile_w)
                           : std::string(),
       blocks, threads,
       k->shape.rows_per_thread > 0 ? fmt::format("{} rows per thread in registers", k->shape.rows_per_thread)
                                    : std::string("rows streamed"),
-      k->shape.shared_exchange ? "operands in shared memory"
-      : k->shape.tile_h > 0    ? "operands and their neighbours' in shared memory"
-                               : "operands in global memory",
+      k->shape.shared_exchange      ? "operands in shared memory"
+      : k->shape.cluster_blocks > 0 ? "operands in distributed shared memory"
+      : k->shape.tile_h > 0         ? "operands and their neighbours' in shared memory"
+                                    : "operands in global memory",
       k->shape.grid_width > 0  ? fmt::format("constant {}-point stencil", k->shape.diagonals)
       : k->shape.diagonals > 0 ? fmt::format("{} diagonals", k->shape.diagonals)
                                : std::string("CSR"));
