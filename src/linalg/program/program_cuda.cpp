@@ -324,6 +324,12 @@ class Emitter {
       return shape_.block ? fmt::format("(double){}[{}]", buffer, col)
                           : fmt::format("(double){}({} + {})", load(), buffer, col);
     };
+    // By diagonals, rows in registers: a product's operand at its own row (shift 0, any depth) is
+    // the register, which holds the value of the last barrier unless an earlier step of the
+    // segment wrote the (renamed) vector; no load from shared or global memory.
+    if (c.other_row && resident() && shape_.diagonals > 0 && c.shift == 0 && c.window == 0 &&
+        !(c.written_renamed && c.written_renamed->count(v)))
+      return fmt::format("(double)rv{}[j]", v);
     if (c.other_row && shape_.diagonals > 0 && c.hoist && nested_) {
       // Products nested, by diagonals: every other row is row + a constant, and each buffer's
       // value there is loaded once per row, ahead of the arithmetic (a product nested in a
