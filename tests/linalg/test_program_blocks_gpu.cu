@@ -1,7 +1,8 @@
-// The building blocks of the generated program kernels on their own (linalg/cuda/grid_blocks.cuh
-// and program_blocks.cuh, compiled here by nvcc from the same text NVRTC gets): a block's staged
-// sums and a cooperative grid's partials, barrier and gathered totals, checked against host sums
-// and for the same bits in every thread.
+// The building blocks of the generated program kernels on their own (linalg/cuda/grid_blocks.cuh,
+// program_blocks.cuh and cluster_blocks.cuh, compiled here by nvcc from the same text NVRTC
+// gets): a block's staged sums, a cooperative grid's partials, barrier and gathered totals, and a
+// cluster's pushed sums, barrier and distributed shared memory, checked against host sums and for
+// the same bits in every thread.
 #include <cmath>
 #include <vector>
 
@@ -14,6 +15,11 @@ namespace {
 #define MOLACCEL_GRID_BLOCKS(...) __VA_ARGS__
 #include "linalg/cuda/grid_blocks.cuh"
 #include "linalg/cuda/program_blocks.cuh"
+// Thread-block clusters from sm_90 on (the host pass compiles no device code).
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#define MOLACCEL_TEST_CLUSTERS 1
+#include "linalg/cuda/cluster_blocks.cuh"
+#endif
 #undef MOLACCEL_GRID_BLOCKS
 
 constexpr int kSlots = 3;
@@ -44,6 +50,32 @@ __global__ void grid_totals(double* partials, unsigned long long* counter, doubl
   mp_gather_totals(partials, kSlots, totals);
   __syncthreads();
   for (int s = 0; s < kSlots; ++s) out[t * kSlots + s] = totals[s] + mp_safe_div(1.0, 0.0);
+}
+
+// One cluster (gridDim.x blocks): both halves of the pushed sums, as the kernels alternate them,
+// and each block's rank read by the next block through distributed shared memory.
+__global__ void cluster_totals(double* out, int* neighbour) {
+#ifdef MOLACCEL_TEST_CLUSTERS
+  __shared__ double part[2 * 32 * kSlots], pushed[2 * 16 * kSlots];
+  __shared__ int rank;
+  if (threadIdx.x == 0) rank = int(blockIdx.x);
+  mp_cluster_barrier();  // every block started before any touches another's memory
+  const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  for (int round = 0; round < 2; ++round) {
+    double* half = part + round * 32 * kSlots;
+    double* to = pushed + round * 16 * kSlots;
+    for (int s = 0; s < kSlots; ++s) mp_stage(value(t, s) * (round + 1), half, s);
+    __syncthreads();
+    mp_push_block_sums(half, kSlots, to);
+    mp_cluster_barrier();
+    for (int s = 0; s < kSlots; ++s)
+      out[((long long)round * gridDim.x * blockDim.x + t) * kSlots + s] = mp_cluster_total(to, s);
+  }
+  if (threadIdx.x == 0) neighbour[blockIdx.x] = *mp_map(&rank, (blockIdx.x + 1) % gridDim.x);
+  mp_cluster_barrier();  // no block leaves while another may read its memory
+#else
+  __trap();
+#endif
 }
 
 double host_sum(long long threads, int s) {
@@ -97,6 +129,43 @@ TEST(LinalgProgramBlocksGpu, GridTotalsAreTheSameInEveryThread) {
         ASSERT_EQ(v, got[std::size_t(s)]) << blocks << " " << t;
         ASSERT_NEAR(v, host_sum(blocks * 256LL, s), 1e-12 * std::fabs(v)) << blocks;
       }
+  }
+}
+
+// Clusters of 1 to 16 blocks (above 8: the non-portable size, as program_gpu.cpp allows).
+TEST(LinalgProgramBlocksGpu, ClusterTotalsAreTheSameInEveryThread) {
+  MOLACCEL_REQUIRE_GPU();
+  int major = 0;
+  MOLACCEL_CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+  if (major < 9) GTEST_SKIP() << "thread-block clusters need compute capability 9.0";
+  MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(cluster_totals, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  for (unsigned blocks : {1u, 2u, 5u, 8u, 16u}) {
+    const unsigned threads = 256;
+    cuda::DeviceBuffer<double> out(2 * std::size_t(blocks) * threads * kSlots);
+    cuda::DeviceBuffer<int> neighbour(blocks);
+    cudaLaunchConfig_t config{};
+    cudaLaunchAttribute attr{};
+    config.gridDim = dim3(blocks);
+    config.blockDim = dim3(threads);
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = blocks;
+    attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    MOLACCEL_CUDA_TRY(cudaLaunchKernelEx(&config, cluster_totals, out.data(), neighbour.data()));
+    MOLACCEL_CUDA_CHECK_LAUNCH("cluster_totals");
+    const auto got = out.download();
+    const auto ranks = neighbour.download();
+    const std::size_t all = std::size_t(blocks) * threads;
+    for (int round = 0; round < 2; ++round)
+      for (std::size_t t = 0; t < all; ++t)
+        for (int s = 0; s < kSlots; ++s) {
+          const double v = got[(round * all + t) * kSlots + s];
+          ASSERT_EQ(v, got[round * all * kSlots + std::size_t(s)]) << blocks << " " << t;
+          ASSERT_NEAR(v, (round + 1) * host_sum(blocks * (long long)threads, s), 1e-12 * std::fabs(v))
+              << blocks;
+        }
+    for (unsigned b = 0; b < blocks; ++b) EXPECT_EQ(ranks[b], int((b + 1) % blocks)) << blocks;
   }
 }
 
