@@ -17,6 +17,24 @@ namespace molaccel::linalg {
 
 namespace {
 
+// A launch of `blocks` blocks of `threads` as one thread-block cluster (the cluster form).
+struct ClusterLaunch {
+  cudaLaunchAttribute attr{};
+  cudaLaunchConfig_t config{};
+  ClusterLaunch(unsigned blocks, unsigned threads, std::size_t shared_bytes) {
+    config.gridDim = dim3(blocks);
+    config.blockDim = dim3(threads);
+    config.dynamicSmemBytes = shared_bytes;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = blocks;
+    attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+    config.attrs = &attr;  // this object's own: neither copied nor moved
+    config.numAttrs = 1;
+  }
+  ClusterLaunch(const ClusterLaunch&) = delete;
+  ClusterLaunch& operator=(const ClusterLaunch&) = delete;
+};
+
 template <class T>
 ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan, const ProgramInputs& inputs,
                         int device, const program::KernelShape* forced) {
@@ -210,17 +228,8 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
             cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int(exchange)));
         if (blocks > 8)
           MOLACCEL_CUDA_TRY(cudaFuncSetAttribute(f, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-        cudaLaunchConfig_t config{};
-        cudaLaunchAttribute attr{};
-        config.gridDim = dim3(unsigned(blocks));
-        config.blockDim = dim3(unsigned(shape.threads));
-        config.dynamicSmemBytes = exchange;
-        attr.id = cudaLaunchAttributeClusterDimension;
-        attr.val.clusterDim.x = unsigned(blocks);
-        attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
-        config.attrs = &attr;
-        config.numAttrs = 1;
-        if (cudaOccupancyMaxActiveClusters(&clusters, f, &config) != cudaSuccess) {
+        const ClusterLaunch launch(unsigned(blocks), unsigned(shape.threads), exchange);
+        if (cudaOccupancyMaxActiveClusters(&clusters, f, &launch.config) != cudaSuccess) {
           (void)cudaGetLastError();
           clusters = 0;
         }
@@ -315,17 +324,8 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
     MOLACCEL_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(1),
                                        dim3(unsigned(threads)), args, k->shared_bytes, nullptr));
   } else if (k->shape.cluster_blocks > 0) {
-    cudaLaunchConfig_t config{};
-    cudaLaunchAttribute attr{};
-    config.gridDim = dim3(unsigned(blocks));
-    config.blockDim = dim3(unsigned(threads));
-    config.dynamicSmemBytes = k->shared_bytes;
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = unsigned(blocks);
-    attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
-    config.attrs = &attr;
-    config.numAttrs = 1;
-    MOLACCEL_CUDA_TRY(cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(kernel), args));
+    const ClusterLaunch launch(unsigned(blocks), unsigned(threads), k->shared_bytes);
+    MOLACCEL_CUDA_TRY(cudaLaunchKernelExC(&launch.config, reinterpret_cast<const void*>(kernel), args));
   } else {
     MOLACCEL_CUDA_TRY(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel),
                                                   dim3(unsigned(blocks)), dim3(unsigned(threads)), args, 0,
