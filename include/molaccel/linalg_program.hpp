@@ -66,6 +66,11 @@ class Program {
     int target = -1, source = -1;  // vector symbols
   };
   const std::vector<TransposedProduct>& transposed_products() const { return transposed_; }
+  // Before the setup: target = diag(A)^-1, 1 where a row has no diagonal entry or a zero one
+  // (solve()'s Jacobi preconditioner M), computed on the host like a transposed product, unless
+  // the inputs give target themselves.
+  Program& inverse_diagonal(const Assignable& target);
+  const std::vector<int>& inverse_diagonals() const { return inverse_diagonals_; }  // vector symbols
 
   const std::string& name() const { return name_; }
   ValueType type() const { return type_; }
@@ -87,6 +92,7 @@ class Program {
   std::vector<StopTest> stops_;
   std::vector<Expression> monitors_;
   std::vector<TransposedProduct> transposed_;
+  std::vector<int> inverse_diagonals_;
 };
 
 // Host data of one run: the matrix, the input vectors and scalars by name (the other vectors
@@ -135,8 +141,12 @@ ProgramResult run_program_on_gpu(const Program& program, const ProgramInputs& in
 // the program's type; results as run_program_on_host's (to rounding: sums run in another order).
 ProgramResult run_program(const Resources& resources, const Program& program, const ProgramInputs& inputs);
 
-// The methods written as programs (unpreconditioned, x0 = 0). Inputs: vector "b", scalar
-// "bound" = (tolerance * ||b||)^2; result "x"; monitor 0 is sqrt(rr / (b, b)).
+// The methods written as programs (x0 = 0). Inputs: vector "b", scalar "bound" = (tolerance *
+// ||b||)^2; result "x"; monitor 0 is sqrt(rr / (b, b)) with r the true recurrence residual.
+// Preconditioner::jacobi (cg, bicgstab, one_barrier_bicgstab): M = diag(A)^-1 in the vector "d"
+// (Program::inverse_diagonal), as solve() applies it: preconditioned CG (z = M r), BiCGStab
+// preconditioned on the right (v = A M p, t = A M s, x += alpha M p + omega M s); the names
+// gain a "jacobi_" prefix.
 //   cg: 2 barriers per iteration (the search direction's product recomputes p at other rows);
 //   bicgstab: 3 (the same for v = A p); pipelined_cg (Ghysels & Vanroose 2014): 1;
 //   pipelined_bicgstab: 2 (BiCGStab with A r and A v carried by recurrences: a third product);
@@ -145,10 +155,11 @@ ProgramResult run_program(const Resources& resources, const Program& program, co
 //   the iteration before, so it runs one iteration more than bicgstab).
 // Stop statuses: "converged", "breakdown (rho = 0)", "breakdown (omega = 0)",
 // "breakdown ((p, Ap) = 0)" as for solve().
-Program cg_program(ValueType type = ValueType::f64);
-Program bicgstab_program(ValueType type = ValueType::f64);
+Program cg_program(ValueType type = ValueType::f64, Preconditioner preconditioner = Preconditioner::none);
+Program bicgstab_program(ValueType type = ValueType::f64, Preconditioner preconditioner = Preconditioner::none);
 Program pipelined_cg_program(ValueType type = ValueType::f64);
 Program pipelined_bicgstab_program(ValueType type = ValueType::f64);
-Program one_barrier_bicgstab_program(ValueType type = ValueType::f64);
+Program one_barrier_bicgstab_program(ValueType type = ValueType::f64,
+                                     Preconditioner preconditioner = Preconditioner::none);
 
 }  // namespace molaccel::linalg

@@ -169,6 +169,15 @@ class Program:
         self._p.transposed_product(target.index, source.index)
         return self
 
+    def inverse_diagonal(self, target: Symbol) -> "Program":
+        """Before the setup, ``target = 1 / diag(A)`` (1 where a row has no diagonal entry or a
+        zero one: solve()'s Jacobi preconditioner), computed when the inputs are packed unless
+        they give ``target``."""
+        if not isinstance(target, Symbol) or target.program is not self or target.kind != "vector":
+            raise ValueError("linalg program: an inverse diagonal is a vector of this program")
+        self._p.inverse_diagonal(target.index)
+        return self
+
     def monitor(self, value: Any) -> "Program":
         """Record the scalar expression ``value`` at every stop test (``monitor_history``)."""
         self._p.monitor(self._tree(value))
@@ -265,12 +274,14 @@ class Program:
         return f"<molaccel.linalg.Program {self.name}: {len(self._symbols)} symbols>"
 
 
-def method_program(name: str, *, dtype: Any = np.float64) -> Program:
+def method_program(name: str, *, dtype: Any = np.float64, preconditioner: str = "none") -> Program:
     """A method written as a program: ``"cg"``, ``"bicgstab"``, ``"pipelined_cg"`` (Ghysels &
     Vanroose: one grid-wide barrier per iteration), ``"pipelined_bicgstab"`` (two) or
     ``"one_barrier_bicgstab"`` (one: products nested one level, A^T b from transposed_product).
-    Unpreconditioned, x0 = 0; inputs: vector ``"b"``, scalar ``"bound"`` = (tol * ||b||)^2;
-    result ``vectors["x"]``; monitor 0 is ||r|| / ||b||.
+    x0 = 0; inputs: vector ``"b"``, scalar ``"bound"`` = (tol * ||b||)^2; result
+    ``vectors["x"]``; monitor 0 is ||r|| / ||b||. ``preconditioner="jacobi"`` (cg, bicgstab,
+    one_barrier_bicgstab) applies M = diag(A)^-1 as :func:`solve` does (the vector ``"d"``, from
+    :meth:`Program.inverse_diagonal`); the others are unpreconditioned.
 
     Example::
 
@@ -282,4 +293,6 @@ def method_program(name: str, *, dtype: Any = np.float64) -> Program:
         >>> r.status, p.barriers_per_iteration
         ('converged', 1)
     """
-    return Program(name, dtype=dtype, _core_program=_linalg.method_program(name, np.dtype(dtype).name))
+    return Program(
+        name, dtype=dtype, _core_program=_linalg.method_program(name, np.dtype(dtype).name, preconditioner)
+    )

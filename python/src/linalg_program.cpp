@@ -161,6 +161,12 @@ void bind_linalg_programs(nb::module_& m) {
                  la::Assignable(la::detail::leaf(la::NodeKind::vector, p.program.type(), target)),
                  la::Assignable(la::detail::leaf(la::NodeKind::vector, p.program.type(), source)));
            })
+      // target = diag(A)^-1 before the setup (Program::inverse_diagonal); a symbol index.
+      .def("inverse_diagonal",
+           [](PyProgram& p, int target) {  // Program checks it is its vector
+             p.program.inverse_diagonal(
+                 la::Assignable(la::detail::leaf(la::NodeKind::vector, p.program.type(), target)));
+           })
       .def_prop_ro(
           "barriers_per_iteration",
           [](const PyProgram& p) { return la::program::plan_program(p.program).barriers_per_iteration(); })
@@ -175,13 +181,22 @@ void bind_linalg_programs(nb::module_& m) {
 
   // The methods written as programs (cg, bicgstab, pipelined_cg, pipelined_bicgstab,
   // one_barrier_bicgstab).
-  m.def("method_program", [](const std::string& name, const std::string& dtype) {
+  // "jacobi" preconditions cg, bicgstab and one_barrier_bicgstab as solve() does.
+  m.def("method_program", [](const std::string& name, const std::string& dtype, const std::string& pre) {
     const la::ValueType type = program_dtype(dtype);
-    if (name == "cg") return PyProgram{la::cg_program(type)};
-    if (name == "bicgstab") return PyProgram{la::bicgstab_program(type)};
+    if (pre != "none" && pre != "jacobi")
+      throw InputError("preconditioner", 0, fmt::format("unknown preconditioner '{}' (none or jacobi)", pre));
+    const auto preconditioner = pre == "jacobi" ? la::Preconditioner::jacobi : la::Preconditioner::none;
+    if (name == "cg") return PyProgram{la::cg_program(type, preconditioner)};
+    if (name == "bicgstab") return PyProgram{la::bicgstab_program(type, preconditioner)};
+    if (name == "one_barrier_bicgstab")
+      return PyProgram{la::one_barrier_bicgstab_program(type, preconditioner)};
+    if (preconditioner != la::Preconditioner::none)
+      throw InputError(
+          "preconditioner", 0,
+          fmt::format("{} is written unpreconditioned (jacobi: cg, bicgstab, one_barrier_bicgstab)", name));
     if (name == "pipelined_cg") return PyProgram{la::pipelined_cg_program(type)};
     if (name == "pipelined_bicgstab") return PyProgram{la::pipelined_bicgstab_program(type)};
-    if (name == "one_barrier_bicgstab") return PyProgram{la::one_barrier_bicgstab_program(type)};
     throw InputError("method", 0,
                      fmt::format("unknown method '{}' (cg, bicgstab, pipelined_cg, pipelined_bicgstab or "
                                  "one_barrier_bicgstab)",

@@ -213,3 +213,32 @@ def test_nested_products_and_the_transposed_product():
     )
     assert one.status == "converged"
     assert np.linalg.norm(b - m @ one.vectors["x"]) <= 1e-7 * np.linalg.norm(b)
+
+
+def test_jacobi_methods_and_the_inverse_diagonal():
+    # d = 1 / diag(A) from the matrix (1 where the diagonal is missing); Jacobi CG as solve().
+    p = linalg.Program("inverse")
+    d, w = p.vector("d"), p.vector("w")
+    p.matrix("A")
+    p.inverse_diagonal(d)
+    p.step(w.set(2.0 * d))
+    a = linalg.CSR(np.array([2.0, 1.0, 3.0, 1.0, -4.0]), np.array([0, 1, 2, 0, 2]), np.array([0, 2, 3, 5]), (3, 3))
+    r = p.run(a, max_iterations=1, device="cpu", threads=THREADS)
+    assert np.array_equal(r.vectors["w"], [1.0, 2.0, -0.5])
+    with pytest.raises(ValueError):
+        p.inverse_diagonal(p.scalar("s"))
+    bus = linalg.read_matrix_market(DATA / "linalg" / "1138_bus.mtx")
+    m = dense(bus)
+    b = m @ np.ones(m.shape[0])
+    cg = linalg.method_program("cg", preconditioner="jacobi")
+    assert cg.name == "jacobi_cg" and cg.barriers_per_iteration == 2
+    got = cg.run(bus, vectors={"b": b}, scalars={"bound": 1e-16 * (b @ b)}, max_iterations=5000, device="cpu",
+                 threads=THREADS)
+    assert got.status == "converged"
+    assert np.linalg.norm(b - m @ got.vectors["x"]) <= 1e-7 * np.linalg.norm(b)
+    hand = linalg.solve(bus, b, solver="cg", preconditioner="jacobi", tol=1e-8, max_iterations=5000, device="cpu")
+    assert abs(got.iterations - hand.iterations) <= 0.05 * hand.iterations
+    with pytest.raises(molaccel.InputError, match="unpreconditioned"):
+        linalg.method_program("pipelined_cg", preconditioner="jacobi")
+    with pytest.raises(molaccel.InputError):
+        linalg.method_program("cg", preconditioner="ilu")

@@ -284,9 +284,27 @@ inline std::unique_ptr<RandomProgram> emulated_random_program(int seed, int& ite
 }
 
 // The library's methods, in the order of the emulated kernels' tables.
+// The methods, then CG, BiCGStab and one-barrier BiCGStab with Jacobi preconditioning.
 inline std::vector<Program> emulated_methods() {
-  return {cg_program(), bicgstab_program(), pipelined_cg_program(), pipelined_bicgstab_program(),
-          one_barrier_bicgstab_program()};
+  const auto f64 = ValueType::f64;
+  const auto jacobi = Preconditioner::jacobi;
+  return {cg_program(),
+          bicgstab_program(),
+          pipelined_cg_program(),
+          pipelined_bicgstab_program(),
+          one_barrier_bicgstab_program(),
+          cg_program(f64, jacobi),
+          bicgstab_program(f64, jacobi),
+          one_barrier_bicgstab_program(f64, jacobi)};
+}
+
+// `a` with its diagonal varying from row to row (4 to 6 on Poisson): Jacobi then scales the rows
+// unevenly. The same pattern, so kernels by diagonals read it; not a constant stencil.
+inline HostCsr<double> uneven_diagonal(HostCsr<double> a) {
+  for (std::size_t r = 0; r < a.rows; ++r)
+    for (auto k = a.row_ptr[r]; k < a.row_ptr[r + 1]; ++k)
+      if (std::size_t(a.col_idx[std::size_t(k)]) == r) a.values[std::size_t(k)] = 4.0 + 0.5 * double(r % 5);
+  return a;
 }
 
 // Inputs of the methods (CG, BiCGStab and their pipelined forms): A, b, the stop bound

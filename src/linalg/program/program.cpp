@@ -1,6 +1,7 @@
 // Program: symbols, steps and stop tests; CG, BiCGStab and pipelined CG written with it.
 #include "molaccel/linalg_program.hpp"
 
+#include <optional>
 #include <set>
 
 #include "linalg/expression_util.hpp"
@@ -145,6 +146,15 @@ Program& Program::transposed_product(const Assignable& target, const Assignable&
   return *this;
 }
 
+Program& Program::inverse_diagonal(const Assignable& target) {
+  const NodePtr& n = target.node();
+  const bool known = n->kind == NodeKind::vector && n->index >= 0 && n->index < static_cast<int>(symbols_.size()) &&
+                     symbols_[std::size_t(n->index)].kind == NodeKind::vector;
+  if (!known) fail(name_, "an inverse diagonal is a vector of this program");
+  inverse_diagonals_.push_back(n->index);
+  return *this;
+}
+
 Program& Program::monitor(Expression value) {
   program::visit(value.node(), [&](const NodePtr& n) {
     if (n->shape != Shape::scalar || program::is_reduction(n))
@@ -158,51 +168,86 @@ Program& Program::monitor(Expression value) {
 // The methods. Every division that can meet a zero is safe_div (0 instead of inf/NaN): the
 // breakdown tests then stop the loop before the next iteration, with x left finite.
 // ---------------------------------------------------------------------------------------------
-Program cg_program(ValueType type) {
-  Program p("cg", type);
+namespace {
+
+// Jacobi preconditioning: the vector "d" = diag(A)^-1, computed from the matrix (declared after
+// the method's other symbols, so the unpreconditioned programs stay as they were).
+struct Jacobi {
+  std::optional<Assignable> d;
+  Jacobi(Program& p, Preconditioner preconditioner) {
+    if (preconditioner != Preconditioner::jacobi) return;
+    d.emplace(p.vector("d"));
+    p.inverse_diagonal(*d);
+  }
+  Expression operator()(const Expression& e) const { return d ? element_prod(*d, e) : e; }  // M e
+};
+
+std::string method_name(const char* name, Preconditioner preconditioner) {
+  return (preconditioner == Preconditioner::jacobi ? "jacobi_" : "") + std::string(name);
+}
+
+}  // namespace
+
+// Preconditioned CG (z = M r): rho = (r, z) drives alpha and beta, rr = (r, r) the monitor and
+// the stop test (summed at one barrier); unpreconditioned, rho is rr.
+Program cg_program(ValueType type, Preconditioner preconditioner) {
+  Program p(method_name("cg", preconditioner), type);
   auto x = p.vector("x"), r = p.vector("r"), pv = p.vector("p"), q = p.vector("q"), b = p.vector("b");
   auto a = p.matrix("A");
   auto rr = p.scalar("rr"), bb = p.scalar("bb"), alpha = p.scalar("alpha"), beta = p.scalar("beta"),
-       rr_new = p.scalar("rr_new"), bound = p.scalar("bound");
-  p.setup(r = b).setup(rr = inner_prod(b, b)).setup(bb = rr).setup(alpha = constant(1.0, type));
-  // p = r + beta p and q = A p in one step: the product reads r and the old p at other rows
+       rho_new = p.scalar(preconditioner == Preconditioner::jacobi ? "rz_new" : "rr_new"),
+       bound = p.scalar("bound");
+  const Jacobi m(p, preconditioner);
+  const Assignable rho = m.d ? p.scalar("rz") : rr;
+  p.setup(r = b);
+  if (m.d)
+    p.setup({rr = inner_prod(b, b), rho = inner_prod(b, m(b))});
+  else
+    p.setup(rr = inner_prod(b, b));
+  p.setup(bb = rr).setup(alpha = constant(1.0, type));
+  // p = z + beta p and q = A p in one step: the product reads r and the old p at other rows
   // (both known since the last barrier) instead of the new p, which would need a barrier.
-  p.step({pv = r + beta * pv, q = prod(a, r + beta * pv)});
-  p.step(alpha = safe_div(rr, inner_prod(pv, q)));
+  p.step({pv = m(r) + beta * pv, q = prod(a, m(r) + beta * pv)});
+  p.step(alpha = safe_div(rho, inner_prod(pv, q)));
   p.step(x = x + alpha * pv);
   p.step(r = r - alpha * q);
-  p.step(rr_new = inner_prod(r, r));
-  p.step(beta = safe_div(rr_new, rr));
-  p.step(rr = rr_new);
+  if (m.d)
+    p.step({rho_new = inner_prod(r, m(r)), rr = inner_prod(r, r)});
+  else
+    p.step(rho_new = inner_prod(r, r));
+  p.step(beta = safe_div(rho_new, rho));
+  p.step(rho = rho_new);
   p.monitor(sqrt(safe_div(rr, bb)));
   p.stop_when(at_most(rr, bound), "converged");
   p.stop_when(1.0 - nonzero(alpha), "breakdown ((p, Ap) = 0)");
   return p;
 }
 
-Program bicgstab_program(ValueType type) {
-  Program p("bicgstab", type);
+// Preconditioned on the right, as solve(): v = A M p, t = A M s, x += alpha M p + omega M s.
+Program bicgstab_program(ValueType type, Preconditioner preconditioner) {
+  Program p(method_name("bicgstab", preconditioner), type);
   auto x = p.vector("x"), r = p.vector("r"), r0 = p.vector("r0"), pv = p.vector("p"), v = p.vector("v"),
        s = p.vector("s"), t = p.vector("t"), b = p.vector("b");
   auto a = p.matrix("A");
   auto rho = p.scalar("rho"), rr = p.scalar("rr"), bb = p.scalar("bb"), alpha = p.scalar("alpha"),
        omega = p.scalar("omega"), beta = p.scalar("beta"), rho_new = p.scalar("rho_new"),
        bound = p.scalar("bound");
+  const Jacobi m(p, preconditioner);
   p.setup({r = b, r0 = b, pv = b})
       .setup({rho = inner_prod(b, b), rr = inner_prod(b, b)})
       .setup(bb = rr)
       .setup(omega = constant(1.0, type))
-      .setup(v = prod(a, pv))
+      .setup(v = prod(a, m(pv)))
       .setup(alpha = safe_div(rho, inner_prod(r0, v)));
   // s = r - alpha v, and t = A s with s recomputed at other rows from r and v.
-  p.step({s = r - alpha * v, t = prod(a, r - alpha * v)});
+  p.step({s = r - alpha * v, t = prod(a, m(r - alpha * v))});
   p.step(omega = safe_div(inner_prod(t, s), inner_prod(t, t)));
-  p.step({x = x + alpha * pv + omega * s, r = s - omega * t});
+  p.step({x = x + alpha * m(pv) + omega * m(s), r = s - omega * t});
   p.step({rho_new = inner_prod(r0, r), rr = inner_prod(r, r)});
   p.step(beta = safe_div(rho_new, rho) * safe_div(alpha, omega));
   p.step(rho = rho_new);
   // The next iteration's v = A p, with p recomputed at other rows (p and v are renamed).
-  p.step({pv = r + beta * (pv - omega * v), v = prod(a, r + beta * (pv - omega * v))});
+  p.step({pv = r + beta * (pv - omega * v), v = prod(a, m(r + beta * (pv - omega * v)))});
   p.step(alpha = safe_div(rho, inner_prod(r0, v)));
   bicgstab_monitor_and_stops(p, rr, bb, bound, rho, omega, alpha);
   return p;
@@ -255,8 +300,9 @@ Program pipelined_bicgstab_program(ValueType type) {
 // old vectors (one hop for v' = A p', two for t' = A (r' - alpha' A p')), which every row can do
 // without waiting for another. The sum of (r, r) reads the r of the step, so a stop test sees
 // the residual of the iteration before: one iteration more than bicgstab, x and r consistent.
-Program one_barrier_bicgstab_program(ValueType type) {
-  Program p("one_barrier_bicgstab", type);
+// Jacobi: on the right as bicgstab_program, h = (A M)^T r0 = M A^T r0.
+Program one_barrier_bicgstab_program(ValueType type, Preconditioner preconditioner) {
+  Program p(method_name("one_barrier_bicgstab", preconditioner), type);
   auto x = p.vector("x"), r = p.vector("r"), r0 = p.vector("r0"), h = p.vector("h"), pv = p.vector("p"),
        v = p.vector("v"), s = p.vector("s"), t = p.vector("t"), b = p.vector("b");
   auto a = p.matrix("A");
@@ -265,7 +311,9 @@ Program one_barrier_bicgstab_program(ValueType type) {
        alpha_x = p.scalar("alpha_x"), omega_x = p.scalar("omega_x"), ts = p.scalar("ts"), tt = p.scalar("tt"),
        r0t = p.scalar("r0t"), r0s = p.scalar("r0s"), hs = p.scalar("hs"), ht = p.scalar("ht"),
        hp = p.scalar("hp"), hv = p.scalar("hv"), bound = p.scalar("bound");
+  const Jacobi m(p, preconditioner);
   p.transposed_product(h, b);  // r0 = b
+  if (m.d) p.setup(h = m(h));
   // s = b and t = v = 0, alpha_x = omega_x = beta = 0: the first iteration's step gives x = 0,
   // r = p = b. omega = 1 keeps the breakdown test quiet before it.
   p.setup({r0 = b, s = b})
@@ -274,8 +322,8 @@ Program one_barrier_bicgstab_program(ValueType type) {
       .setup(omega = constant(1.0, type))
       .setup(alpha = safe_div(rho, hp));
   const Expression r_new = s - omega * t, p_new = r_new + beta * (pv - omega * v);
-  p.step({x = x + alpha_x * pv + omega_x * s, r = r_new, pv = p_new, v = prod(a, p_new),
-          t = prod(a, r_new - alpha * prod(a, p_new))});
+  p.step({x = x + alpha_x * m(pv) + omega_x * m(s), r = r_new, pv = p_new, v = prod(a, m(p_new)),
+          t = prod(a, m(r_new - alpha * prod(a, m(p_new))))});
   p.step(s = r - alpha * v);
   p.step(alpha_x = alpha);
   p.step({ts = inner_prod(t, s), tt = inner_prod(t, t), r0t = inner_prod(r0, t), r0s = inner_prod(r0, s),

@@ -25,7 +25,7 @@ struct PackedInputs {
 template <class T>
 PackedInputs<T> pack_inputs(const Program& program, const ProgramInputs& given, std::size_t n) {
   ProgramInputs storage;
-  const ProgramInputs& inputs = with_transposed_products(program, given, storage);
+  const ProgramInputs& inputs = with_derived_inputs(program, given, storage);
   const auto& symbols = program.symbols();
   PackedInputs<T> out;
   for (std::size_t i = 0; i < symbols.size(); ++i)

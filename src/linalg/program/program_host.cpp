@@ -212,28 +212,37 @@ std::size_t program::checked_rows(const Program& program, const ProgramInputs& i
   return n;
 }
 
-const ProgramInputs& program::with_transposed_products(const Program& program, const ProgramInputs& inputs,
-                                                       ProgramInputs& storage) {
+const ProgramInputs& program::with_derived_inputs(const Program& program, const ProgramInputs& inputs,
+                                                   ProgramInputs& storage) {
   const auto& symbols = program.symbols();
+  auto given = [&](int symbol) { return inputs.vectors.count(symbols[std::size_t(symbol)].name) > 0; };
   bool missing = false;
-  for (const auto& tp : program.transposed_products())
-    missing = missing || !inputs.vectors.count(symbols[std::size_t(tp.target)].name);
+  for (const auto& tp : program.transposed_products()) missing = missing || !given(tp.target);
+  for (int d : program.inverse_diagonals()) missing = missing || !given(d);
   if (!missing) return inputs;
   const std::size_t n = checked_rows(program, inputs);
   if (!inputs.matrix)
-    throw Error("linalg program " + program.name() + ": a transposed product without the matrix", __FILE__,
-                __LINE__);
+    throw Error("linalg program " + program.name() + ": a vector derived from the matrix without the matrix",
+                __FILE__, __LINE__);
   const HostCsr<double>& a = *inputs.matrix;
   storage = inputs;
   for (const auto& tp : program.transposed_products()) {
-    const std::string& target = symbols[std::size_t(tp.target)].name;
-    if (inputs.vectors.count(target)) continue;
+    if (given(tp.target)) continue;
     std::vector<double> out(n, 0.0);
     if (auto it = inputs.vectors.find(symbols[std::size_t(tp.source)].name); it != inputs.vectors.end())
       for (std::size_t r = 0; r < n; ++r)  // (A^T v)[c] += A[r][c] v[r]: a scatter over the rows
         for (auto k = a.row_ptr[r]; k < a.row_ptr[r + 1]; ++k)
           out[std::size_t(a.col_idx[std::size_t(k)])] += a.values[std::size_t(k)] * it->second[r];
-    storage.vectors[target] = std::move(out);
+    storage.vectors[symbols[std::size_t(tp.target)].name] = std::move(out);
+  }
+  for (int d : program.inverse_diagonals()) {
+    if (given(d)) continue;
+    std::vector<double> out(n, 1.0);  // 1 where the row has no diagonal entry or a zero one
+    for (std::size_t r = 0; r < n; ++r)
+      for (auto k = a.row_ptr[r]; k < a.row_ptr[r + 1]; ++k)
+        if (std::size_t(a.col_idx[std::size_t(k)]) == r && a.values[std::size_t(k)] != 0)
+          out[r] = 1.0 / a.values[std::size_t(k)];
+    storage.vectors[symbols[std::size_t(d)].name] = std::move(out);
   }
   return storage;
 }
@@ -245,7 +254,7 @@ ProgramResult run_program_on_host(const Program& program, const ProgramInputs& i
 ProgramResult program::run_planned_on_host(const Program& program, const program::ProgramPlan& plan,
                                            const ProgramInputs& given) {
   ProgramInputs storage;
-  const ProgramInputs& inputs = program::with_transposed_products(program, given, storage);
+  const ProgramInputs& inputs = program::with_derived_inputs(program, given, storage);
   HostMachine machine(program, inputs);
   ProgramResult result;
   result.barriers_per_iteration = plan.barriers_per_iteration();

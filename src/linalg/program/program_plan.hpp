@@ -72,9 +72,10 @@ ProgramResult run_planned_on_host(const Program& program, const ProgramPlan& pla
 // program's symbols (a square matrix where the program has one, vectors of one length, names of
 // the right kind); throws Error naming the program.
 std::size_t checked_rows(const Program& program, const ProgramInputs& inputs);
-// The inputs with the program's transposed products (Program::transposed_product) that they do
-// not give computed on the host into `storage`; `inputs` itself where there are none to add.
-const ProgramInputs& with_transposed_products(const Program& program, const ProgramInputs& inputs,
+// The inputs with the vectors the program derives from the matrix (Program::transposed_product,
+// Program::inverse_diagonal) that they do not give computed on the host into `storage`; `inputs`
+// itself where there are none to add.
+const ProgramInputs& with_derived_inputs(const Program& program, const ProgramInputs& inputs,
                                               ProgramInputs& storage);
 bool is_reduction(const NodePtr& n);
 // Whether some product's operand holds a product (Program allows one level).

@@ -224,7 +224,7 @@ ProgramResult run_on_cpu(const Program& program, const ProgramInputs& inputs, co
 ProgramResult run_program(const Resources& resources, const Program& program, const ProgramInputs& given) {
   const std::size_t n = program::checked_rows(program, given);  // bad input: the caller's error
   ProgramInputs storage;
-  const ProgramInputs& inputs = program::with_transposed_products(program, given, storage);
+  const ProgramInputs& inputs = program::with_derived_inputs(program, given, storage);
   ProgramResult result;
   JobOptions job;
   job.name = "program " + program.name();
