@@ -47,10 +47,11 @@ la::SolverOptions to_solver_options(const SolveOptions& o) {
                                                 : la::Solver::bicgstab;
   s.preconditioner = o.precond == "jacobi" ? la::Preconditioner::jacobi : la::Preconditioner::none;
   s.precision = o.precision == "fp32" ? la::Precision::fp32 : la::Precision::fp64;
-  s.launch = o.launch == "graph"      ? la::Launch::graph
-             : o.launch == "resident" ? la::Launch::resident
-             : o.launch == "fused"    ? la::Launch::fused
-                                      : la::Launch::automatic;
+  s.launch = o.launch == "graph"       ? la::Launch::graph
+             : o.launch == "resident"  ? la::Launch::resident
+             : o.launch == "fused"     ? la::Launch::fused
+             : o.launch == "generated" ? la::Launch::generated
+                                       : la::Launch::automatic;
   s.tolerance = o.tol;
   s.max_iterations = o.max_iter;
   s.batch = o.batch;
@@ -179,8 +180,10 @@ Action setup_solve(CLI::App& app, CommonOptions& common) {
   app.add_option("--max-iter", o->max_iter, "Iteration cap")
       ->check(CLI::Range(0, 100000000))
       ->default_val(1000);
-  app.add_option("--launch", o->launch, "GPU launch mode: auto, graph, resident or fused")
-      ->check(CLI::IsMember({"auto", "graph", "resident", "fused"}))
+  app.add_option("--launch", o->launch,
+                 "GPU launch mode: auto, graph, resident, fused or generated (cg and bicgstab as their "
+                 "generated programs, one kernel per solve)")
+      ->check(CLI::IsMember({"auto", "graph", "resident", "fused", "generated"}))
       ->default_val("auto");
   app.add_option("--batch", o->batch, "Iterations per host check (0 = automatic)")
       ->check(CLI::Range(0, 4096));

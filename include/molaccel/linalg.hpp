@@ -526,8 +526,11 @@ enum class Precision { fp32, fp64 };         // of the matrix values, vectors an
 //   resident: one cooperative kernel keeps every thread's rows in registers for the whole solve
 //     (systems up to a few hundred thousand rows).
 //   fused: one cooperative kernel streams the vectors through global memory (any size).
+//   generated: CG and BiCGStab (Jacobi too) as their programs (linalg_program.hpp): one
+//     generated kernel per solve in the form run_program_on_gpu picks; a CPU worker runs the
+//     program's steps (run_program), an OpenCL device its persistent kernel.
 // docs/linalg.md describes each.
-enum class Launch { automatic, graph, resident, fused };
+enum class Launch { automatic, graph, resident, fused, generated };
 
 struct SolverOptions {
   Solver solver = Solver::bicgstab;

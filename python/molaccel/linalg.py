@@ -12,7 +12,9 @@ recurrence) or after ``max_iterations``. GPU launch modes: ``"graph"`` replays `
 iterations as one CUDA graph per host check; ``"resident"`` runs the whole solve in one kernel
 that keeps each thread's rows in registers (up to a few hundred thousand rows); ``"fused"`` runs
 it as one streaming cooperative kernel; ``"auto"``: resident up to 200,000 rows, else fused for
-BiCGStab and graph for CG. On the CPU the same expression trees run as fused, threaded loops.
+BiCGStab and graph for CG. ``"generated"`` runs CG and BiCGStab as their programs
+(:func:`method_program`, Jacobi too): one generated kernel per solve on a GPU, the program's
+steps on the CPU. Otherwise on the CPU the same expression trees run as fused, threaded loops.
 """
 
 from __future__ import annotations
@@ -148,7 +150,7 @@ def solve(
         precision: ``"fp64"`` or ``"fp32"`` (matrix values, vectors and GPU iterations).
         tol: stop when ||r|| / ||b|| <= tol.
         max_iterations: iteration limit.
-        launch: ``"auto"``, ``"graph"``, ``"resident"`` or ``"fused"`` (GPU only).
+        launch: ``"auto"``, ``"graph"``, ``"resident"``, ``"fused"`` (GPU only) or ``"generated"``.
         batch: iterations per host check (0 = automatic).
         device, threads, progress: where it runs.
 

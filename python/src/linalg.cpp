@@ -88,9 +88,11 @@ la::SolverOptions solver_options(const std::string& solver, const std::string& p
     o.launch = la::Launch::resident;
   else if (launch == "fused")
     o.launch = la::Launch::fused;
+  else if (launch == "generated")
+    o.launch = la::Launch::generated;
   else
     throw InputError("launch", 0,
-                     fmt::format("unknown launch '{}' (auto, graph, resident or fused)", launch));
+                     fmt::format("unknown launch '{}' (auto, graph, resident, fused or generated)", launch));
   if (!(tolerance > 0)) throw InputError("tol", 0, "must be positive");
   if (max_iterations < 1) throw InputError("max_iterations", 0, "must be at least 1");
   if (batch < 0) throw InputError("batch", 0, "must be >= 0 (0 = automatic)");

@@ -242,3 +242,18 @@ def test_jacobi_methods_and_the_inverse_diagonal():
         linalg.method_program("pipelined_cg", preconditioner="jacobi")
     with pytest.raises(molaccel.InputError):
         linalg.method_program("cg", preconditioner="ilu")
+
+
+def test_generated_launch_through_solve():
+    # CG and BiCGStab (Jacobi too) as their programs: the same iterations as solve()'s own.
+    a = linalg.poisson_2d(20)
+    for solver in ("cg", "bicgstab"):
+        for pre in ("none", "jacobi"):
+            plain = linalg.solve(a, solver=solver, preconditioner=pre, device="cpu", threads=THREADS)
+            got = linalg.solve(a, solver=solver, preconditioner=pre, launch="generated", device="cpu",
+                               threads=THREADS)
+            assert got.converged and np.allclose(got.x, 1.0, atol=1e-6)
+            assert abs(got.iterations - plain.iterations) <= max(2, 0.05 * plain.iterations)
+            assert ("jacobi_" in got.backend) == (pre == "jacobi")
+    with pytest.raises(molaccel.InputError):
+        linalg.solve(a, launch="programs", device="cpu")

@@ -61,6 +61,8 @@ std::string_view to_string(Launch l) {
       return "resident";
     case Launch::fused:
       return "fused";
+    case Launch::generated:
+      return "generated";
   }
   return "?";
 }
@@ -530,7 +532,8 @@ SolverResult solve_with(const Resources& resources, const HostCsr<double>& a, st
         __FILE__, __LINE__);
   MOLACCEL_EXPECTS(options.tolerance >= 0 && options.max_iterations >= 0,
                    "solve: bad tolerance or iteration cap");
-  if (is_program_solver(options.solver)) return solve_with_program(resources, a, b, options);
+  if (is_program_solver(options.solver) || options.launch == Launch::generated)
+    return solve_with_program(resources, a, b, options);
   SolverResult result;
   JobOptions job;
   job.name = "solve";

@@ -265,7 +265,7 @@ SolverResult solve(int device, const HostCsr<double>& a, std::span<const double>
     return cl::solve_persistent(d, a, b, options,
                                 groups > 0 ? groups : cl::forced_persistent_groups(d.info, a.rows));
   }
-  if (options.launch == Launch::resident)
+  if (options.launch == Launch::resident || options.launch == Launch::generated)
     return cl::solve_persistent(d, a, b, options, cl::forced_persistent_groups(d.info, a.rows));
   if (options.launch == Launch::automatic && options.preconditioner == Preconditioner::none)
     if (const int groups = cl::persistent_groups(d.info, a.rows); groups > 0)

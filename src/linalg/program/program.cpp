@@ -176,7 +176,7 @@ struct Jacobi {
   std::optional<Assignable> d;
   Jacobi(Program& p, Preconditioner preconditioner) {
     if (preconditioner != Preconditioner::jacobi) return;
-    d.emplace(p.vector("d"));
+    d.emplace(p.vector("d").node());
     p.inverse_diagonal(*d);
   }
   Expression operator()(const Expression& e) const { return d ? element_prod(*d, e) : e; }  // M e
@@ -198,7 +198,7 @@ Program cg_program(ValueType type, Preconditioner preconditioner) {
        rho_new = p.scalar(preconditioner == Preconditioner::jacobi ? "rz_new" : "rr_new"),
        bound = p.scalar("bound");
   const Jacobi m(p, preconditioner);
-  const Assignable rho = m.d ? p.scalar("rz") : rr;
+  const Assignable rho(m.d ? p.scalar("rz").node() : rr.node());
   p.setup(r = b);
   if (m.d)
     p.setup({rr = inner_prod(b, b), rho = inner_prod(b, m(b))});

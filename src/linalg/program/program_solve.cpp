@@ -13,9 +13,9 @@ Program program_of(const SolverOptions& options) {
   const ValueType type = options.precision == Precision::fp32 ? ValueType::f32 : ValueType::f64;
   switch (options.solver) {
     case Solver::cg:
-      return cg_program(type);
+      return cg_program(type, options.preconditioner);
     case Solver::bicgstab:
-      return bicgstab_program(type);
+      return bicgstab_program(type, options.preconditioner);
     case Solver::pipelined_cg:
       return pipelined_cg_program(type);
     case Solver::pipelined_bicgstab:
@@ -25,14 +25,15 @@ Program program_of(const SolverOptions& options) {
 }
 
 void check_program_solver_options(const SolverOptions& options) {
+  if (!is_program_solver(options.solver)) return;  // cg, bicgstab (Launch::generated): Jacobi too
   if (options.preconditioner != Preconditioner::none)
     throw InputError(
         "--precond", 0,
         fmt::format("{} is unpreconditioned (Jacobi: cg or bicgstab)", to_string(options.solver)));
-  if (options.launch != Launch::automatic)
+  if (options.launch != Launch::automatic && options.launch != Launch::generated)
     throw InputError("--launch", 0,
-                     fmt::format("{} runs as one generated kernel per solve; the launch modes are cg's and "
-                                 "bicgstab's",
+                     fmt::format("{} runs as one generated kernel per solve (auto or generated); the other "
+                                 "launch modes are cg's and bicgstab's",
                                  to_string(options.solver)));
 }
 
@@ -79,8 +80,8 @@ SolverResult solve_with_program(const Resources& resources, const HostCsr<double
   SolverResult result = solver_result(run);
   result.kernels_per_iteration = gpu ? 1 : 0;  // at most (as the resident path): one launch per solve
   result.host_checks = gpu ? 1 : result.iterations + 1;
-  result.backend =
-      gpu ? fmt::format("gpu: generated {} ({}; {})", program.name(), kernel, backend_note) : kernel;
+  result.backend = gpu ? fmt::format("gpu: generated {} ({}; {})", program.name(), kernel, backend_note)
+                       : fmt::format("{} of {}", kernel, program.name());
   return result;
 }
 
