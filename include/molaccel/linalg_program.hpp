@@ -156,7 +156,8 @@ ProgramResult run_program(const Resources& resources, const Program& program, co
 // Stop statuses: "converged", "breakdown (rho = 0)", "breakdown (omega = 0)",
 // "breakdown ((p, Ap) = 0)" as for solve().
 Program cg_program(ValueType type = ValueType::f64, Preconditioner preconditioner = Preconditioner::none);
-Program bicgstab_program(ValueType type = ValueType::f64, Preconditioner preconditioner = Preconditioner::none);
+Program bicgstab_program(ValueType type = ValueType::f64,
+                         Preconditioner preconditioner = Preconditioner::none);
 Program pipelined_cg_program(ValueType type = ValueType::f64);
 Program pipelined_bicgstab_program(ValueType type = ValueType::f64);
 Program one_barrier_bicgstab_program(ValueType type = ValueType::f64,

@@ -148,7 +148,8 @@ Program& Program::transposed_product(const Assignable& target, const Assignable&
 
 Program& Program::inverse_diagonal(const Assignable& target) {
   const NodePtr& n = target.node();
-  const bool known = n->kind == NodeKind::vector && n->index >= 0 && n->index < static_cast<int>(symbols_.size()) &&
+  const bool known = n->kind == NodeKind::vector && n->index >= 0 &&
+                     n->index < static_cast<int>(symbols_.size()) &&
                      symbols_[std::size_t(n->index)].kind == NodeKind::vector;
   if (!known) fail(name_, "an inverse diagonal is a vector of this program");
   inverse_diagonals_.push_back(n->index);

@@ -213,7 +213,7 @@ std::size_t program::checked_rows(const Program& program, const ProgramInputs& i
 }
 
 const ProgramInputs& program::with_derived_inputs(const Program& program, const ProgramInputs& inputs,
-                                                   ProgramInputs& storage) {
+                                                  ProgramInputs& storage) {
   const auto& symbols = program.symbols();
   auto given = [&](int symbol) { return inputs.vectors.count(symbols[std::size_t(symbol)].name) > 0; };
   bool missing = false;

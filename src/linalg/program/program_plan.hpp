@@ -76,7 +76,7 @@ std::size_t checked_rows(const Program& program, const ProgramInputs& inputs);
 // Program::inverse_diagonal) that they do not give computed on the host into `storage`; `inputs`
 // itself where there are none to add.
 const ProgramInputs& with_derived_inputs(const Program& program, const ProgramInputs& inputs,
-                                              ProgramInputs& storage);
+                                         ProgramInputs& storage);
 bool is_reduction(const NodePtr& n);
 // Whether some product's operand holds a product (Program allows one level).
 bool nests_products(const Program& program);
