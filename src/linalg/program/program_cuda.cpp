@@ -1,13 +1,15 @@
 // Emission of a planned program: one persistent kernel per solve, in the generator's two
 // dialects (codegen/codegen.hpp: CUDA for NVRTC, OpenCL C for program_opencl.cpp), in the form a
-// KernelShape names (program_cuda.hpp): one block or a grid; each thread's rows in registers for
+// KernelShape names (program_cuda.hpp): one block, one thread-block cluster, the tiles of a
+// stencil's grid or a grid; each thread's rows in registers for
 // the whole solve (the resident kind: an unrolled loop over rows first_row + j * stride, only
 // the vectors a product reads stored) or streamed (grid-stride, every vector in memory). A
 // segment ends with the sums of its reductions staged together, the barrier (__syncthreads in a
 // block; on a grid the block sums to the partials, the arrival counter, the totals gathered by
-// every block in the same order), so every thread holds the same bits; the deferred scalar
+// every block in the same order; in a cluster the block sums pushed to every block, the cluster
+// barrier: program_barriers.cpp), so every thread holds the same bits; the deferred scalar
 // statements, the stop tests and the monitors then run in every thread alike. The dialects
-// differ in the helper blocks (CUDA: grid_blocks.cuh and program_blocks.cuh; OpenCL's in
+// differ in the helper blocks (CUDA: grid_blocks.cuh, program_blocks.cuh, cluster_blocks.cuh; OpenCL's in
 // program_opencl.cpp, the streamed grid form only), the load of a value written by another
 // block, and the spellings of the Dialect table.
 //

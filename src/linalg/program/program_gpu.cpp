@@ -1,6 +1,7 @@
 // Runs a program's generated kernel (program_cuda.cpp) on a GPU: NVRTC through the runtime's
 // JIT cache, one launch for the whole solve (setup and every iteration): an ordinary launch of
-// one block for small systems, else a cooperative one.
+// one block for small systems, one thread-block cluster up to 16,384 rows (sm_90 on), else a
+// cooperative grid.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
