@@ -84,6 +84,8 @@ class Program {
  private:
   NodePtr declare(const std::string& name, NodeKind kind);
   void check_step(const std::vector<Statement>& step) const;
+  // The vector symbol `n` names in this program; throws `message` where it is none.
+  int vector_symbol(const NodePtr& n, const char* message) const;
 
   std::string name_;
   ValueType type_;

@@ -43,6 +43,12 @@ la::HostCsr<double> to_csr(Array1<std::int32_t> indptr, Array1<std::int32_t> ind
   return a;
 }
 
+la::Preconditioner preconditioner_of(const std::string& name) {
+  if (name == "none") return la::Preconditioner::none;
+  if (name == "jacobi") return la::Preconditioner::jacobi;
+  throw InputError("preconditioner", 0, fmt::format("unknown preconditioner '{}' (none or jacobi)", name));
+}
+
 namespace {
 
 nb::tuple csr_arrays(la::HostCsr<double>&& a) {
@@ -67,13 +73,7 @@ la::SolverOptions solver_options(const std::string& solver, const std::string& p
     throw InputError(
         "solver", 0,
         fmt::format("unknown solver '{}' (cg, bicgstab, pipelined_cg or pipelined_bicgstab)", solver));
-  if (preconditioner == "none")
-    o.preconditioner = la::Preconditioner::none;
-  else if (preconditioner == "jacobi")
-    o.preconditioner = la::Preconditioner::jacobi;
-  else
-    throw InputError("preconditioner", 0,
-                     fmt::format("unknown preconditioner '{}' (none or jacobi)", preconditioner));
+  o.preconditioner = preconditioner_of(preconditioner);
   if (precision == "fp64")
     o.precision = la::Precision::fp64;
   else if (precision == "fp32")

@@ -28,6 +28,9 @@ la::HostCsr<double> to_csr(Array1<std::int32_t> indptr, Array1<std::int32_t> ind
 using LeafMaker = std::function<la::Expression(const std::string& head, nb::tuple leaf)>;
 la::Expression build_expression(nb::handle tree, const LeafMaker& leaf);
 
+// "none" or "jacobi" (linalg.cpp); InputError otherwise.
+la::Preconditioner preconditioner_of(const std::string& name);
+
 void bind_linalg_programs(nb::module_& m);
 
 }  // namespace molaccel::python

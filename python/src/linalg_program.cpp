@@ -21,6 +21,11 @@ struct PyProgram {
   la::Program program;
 };
 
+// The program's vector `index` as an assignment target (the Program call checks it is one).
+la::Assignable vector_leaf(const PyProgram& p, int index) {
+  return la::Assignable(la::detail::leaf(la::NodeKind::vector, p.program.type(), index));
+}
+
 la::ValueType program_dtype(const std::string& dtype) {
   if (dtype == "float64") return la::ValueType::f64;
   if (dtype == "float32") return la::ValueType::f32;
@@ -157,15 +162,12 @@ void bind_linalg_programs(nb::module_& m) {
       // target = A^T source before the setup (Program::transposed_product); symbol indices.
       .def("transposed_product",
            [](PyProgram& p, int target, int source) {  // Program checks both are its vectors
-             p.program.transposed_product(
-                 la::Assignable(la::detail::leaf(la::NodeKind::vector, p.program.type(), target)),
-                 la::Assignable(la::detail::leaf(la::NodeKind::vector, p.program.type(), source)));
+             p.program.transposed_product(vector_leaf(p, target), vector_leaf(p, source));
            })
       // target = diag(A)^-1 before the setup (Program::inverse_diagonal); a symbol index.
       .def("inverse_diagonal",
            [](PyProgram& p, int target) {  // Program checks it is its vector
-             p.program.inverse_diagonal(
-                 la::Assignable(la::detail::leaf(la::NodeKind::vector, p.program.type(), target)));
+             p.program.inverse_diagonal(vector_leaf(p, target));
            })
       .def_prop_ro(
           "barriers_per_iteration",
@@ -184,9 +186,7 @@ void bind_linalg_programs(nb::module_& m) {
   // "jacobi" preconditions cg, bicgstab and one_barrier_bicgstab as solve() does.
   m.def("method_program", [](const std::string& name, const std::string& dtype, const std::string& pre) {
     const la::ValueType type = program_dtype(dtype);
-    if (pre != "none" && pre != "jacobi")
-      throw InputError("preconditioner", 0, fmt::format("unknown preconditioner '{}' (none or jacobi)", pre));
-    const auto preconditioner = pre == "jacobi" ? la::Preconditioner::jacobi : la::Preconditioner::none;
+    const la::Preconditioner preconditioner = preconditioner_of(pre);
     if (name == "cg") return PyProgram{la::cg_program(type, preconditioner)};
     if (name == "bicgstab") return PyProgram{la::bicgstab_program(type, preconditioner)};
     if (name == "one_barrier_bicgstab")

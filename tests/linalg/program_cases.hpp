@@ -35,8 +35,9 @@ constexpr program::KernelShape with_shared_exchange(program::KernelShape s) {
   s.shared_exchange = true;
   return s;
 }
-// The cluster form: `blocks` (0: as many as the rows need, run_shaped_on_gpu) of `threads`.
-constexpr program::KernelShape with_cluster(program::KernelShape s, int blocks = 16, int threads = 512) {
+// The cluster form: `blocks` of `threads` (run_shaped_on_gpu takes any count > 0 as the request
+// and launches as many blocks as the rows need).
+constexpr program::KernelShape with_cluster(program::KernelShape s, int blocks, int threads = 512) {
   s.cluster_blocks = blocks;
   s.threads = threads;
   return s;
@@ -49,7 +50,8 @@ inline constexpr std::array<EmulatedShape, 4> kEmulatedShapes{
       "one cluster, registers, operands in distributed shared memory"}}};
 
 // The matrix by diagonals (KernelShape::diagonals): the emulated forms that read it (streamed
-// on a grid, registers in one block), with the offsets of the band below and of Poisson 12 x 12.
+// on a grid, registers in one block and in the cluster), with the offsets of the band below and of Poisson 12
+// x 12.
 inline constexpr std::array<int, 4> kBandOffsets{-3, -1, 0, 2};
 inline constexpr std::array<int, 5> kPoisson12Offsets{-12, -1, 0, 1, 12};
 template <std::size_t D>
@@ -283,8 +285,8 @@ inline std::unique_ptr<RandomProgram> emulated_random_program(int seed, int& ite
                    : random_program(std::uint64_t(seed), iterations);
 }
 
-// The library's methods, in the order of the emulated kernels' tables.
-// The methods, then CG, BiCGStab and one-barrier BiCGStab with Jacobi preconditioning.
+// The library's methods, in the order of the emulated kernels' tables: the five, then CG,
+// BiCGStab and one-barrier BiCGStab with Jacobi preconditioning.
 inline std::vector<Program> emulated_methods() {
   const auto f64 = ValueType::f64;
   const auto jacobi = Preconditioner::jacobi;

@@ -59,7 +59,8 @@ int main(int argc, char** argv) {
               random_const = "const EmulatedKernel k_random_const[][" +
                              std::to_string(testing::kEmulatedDiagonalShapes.size()) + "] = {",
               methods_tile = "const EmulatedKernel k_methods_tile[][" + m + "] = {",
-              random_tile = "const EmulatedKernel k_random_tile[][2] = {";
+              random_tile = "const EmulatedKernel k_random_tile[][" +
+                            std::to_string(testing::kEmulatedTileShapes.size()) + "] = {";
   for (std::size_t f = 0; f < testing::kEmulatedShapes.size(); ++f)
     methods_csr += method_row(testing::kEmulatedShapes[f].shape, "_" + std::to_string(f));
   const auto poisson12 = poisson_2d(12), stencil = testing::stencil_matrix();

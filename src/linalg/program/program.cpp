@@ -135,24 +135,23 @@ Program& Program::stop_when(Expression condition, std::string status) {
   return *this;
 }
 
+int Program::vector_symbol(const NodePtr& n, const char* message) const {
+  const bool known = n->kind == NodeKind::vector && n->index >= 0 &&
+                     n->index < static_cast<int>(symbols_.size()) &&
+                     symbols_[std::size_t(n->index)].kind == NodeKind::vector;
+  if (!known) fail(name_, message);
+  return n->index;
+}
+
 Program& Program::transposed_product(const Assignable& target, const Assignable& source) {
-  for (const NodePtr& n : {target.node(), source.node()}) {
-    const bool known = n->kind == NodeKind::vector && n->index >= 0 &&
-                       n->index < static_cast<int>(symbols_.size()) &&
-                       symbols_[std::size_t(n->index)].kind == NodeKind::vector;
-    if (!known) fail(name_, "a transposed product reads and writes vectors of this program");
-  }
-  transposed_.push_back({target.node()->index, source.node()->index});
+  const char* message = "a transposed product reads and writes vectors of this program";
+  transposed_.push_back({vector_symbol(target.node(), message), vector_symbol(source.node(), message)});
   return *this;
 }
 
 Program& Program::inverse_diagonal(const Assignable& target) {
-  const NodePtr& n = target.node();
-  const bool known = n->kind == NodeKind::vector && n->index >= 0 &&
-                     n->index < static_cast<int>(symbols_.size()) &&
-                     symbols_[std::size_t(n->index)].kind == NodeKind::vector;
-  if (!known) fail(name_, "an inverse diagonal is a vector of this program");
-  inverse_diagonals_.push_back(n->index);
+  inverse_diagonals_.push_back(
+      vector_symbol(target.node(), "an inverse diagonal is a vector of this program"));
   return *this;
 }
 

@@ -6,6 +6,7 @@
 // statement-by-statement reference.
 #include <cmath>
 
+#include "linalg/backend.hpp"
 #include "linalg/expression_util.hpp"
 #include "linalg/program/program_cuda.hpp"
 #include "linalg/program/program_plan.hpp"
@@ -235,15 +236,8 @@ const ProgramInputs& program::with_derived_inputs(const Program& program, const 
           out[std::size_t(a.col_idx[std::size_t(k)])] += a.values[std::size_t(k)] * it->second[r];
     storage.vectors[symbols[std::size_t(tp.target)].name] = std::move(out);
   }
-  for (int d : program.inverse_diagonals()) {
-    if (given(d)) continue;
-    std::vector<double> out(n, 1.0);  // 1 where the row has no diagonal entry or a zero one
-    for (std::size_t r = 0; r < n; ++r)
-      for (auto k = a.row_ptr[r]; k < a.row_ptr[r + 1]; ++k)
-        if (std::size_t(a.col_idx[std::size_t(k)]) == r && a.values[std::size_t(k)] != 0)
-          out[r] = 1.0 / a.values[std::size_t(k)];
-    storage.vectors[symbols[std::size_t(d)].name] = std::move(out);
-  }
+  for (int d : program.inverse_diagonals())  // solve()'s Jacobi preconditioner
+    if (!given(d)) storage.vectors[symbols[std::size_t(d)].name] = inverse_diagonal(a);
   return storage;
 }
 
