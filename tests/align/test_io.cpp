@@ -195,6 +195,36 @@ TEST(AlignDatabase, ShardsBalanceResiduesAndLengthMix) {
   }
 }
 
+// The long tail (subjects above 2,048 residues, slower per residue on a GPU) is dealt one subject at
+// a time: every rank holds the same number of long subjects, give or take one, and their residues
+// differ by at most two longest subjects between ranks (the serpentine's full rounds by at most the
+// spread of the tail's lengths, its last partial round by one subject). Here 37 long subjects sit
+// among 3,000 short ones, so one residue block would have held them all.
+TEST(AlignDatabase, ShardsDealTheLongTailOneByOne) {
+  std::mt19937 rng(31);
+  std::vector<std::string> seqs;
+  for (int i = 0; i < 3000; ++i) seqs.push_back(testing::random_protein(rng, 50 + rng() % 400));
+  for (int i = 0; i < 37; ++i) seqs.push_back(testing::random_protein(rng, 2049 + rng() % 30000));
+  std::shuffle(seqs.begin(), seqs.end(), rng);
+  const auto db = Database::from_sequences(testing::make_set(seqs));
+  const auto longest = static_cast<double>(db.max_length());
+  for (int ranks : {2, 3, 5, 8, 64}) {
+    std::vector<std::uint64_t> count(ranks), residues(ranks);
+    for (int r = 0; r < ranks; ++r) {
+      const auto shard = db.shard(r, ranks);
+      for (std::size_t i = 0; i < shard.size(); ++i)
+        if (shard.length(i) > 2048) {
+          ++count[r];
+          residues[r] += shard.length(i);
+        }
+    }
+    const auto [fewest, most] = std::minmax_element(count.begin(), count.end());
+    EXPECT_LE(*most - *fewest, 1u) << ranks << " ranks";
+    const auto [least, largest] = std::minmax_element(residues.begin(), residues.end());
+    EXPECT_LE(static_cast<double>(*largest - *least), 2 * longest) << ranks << " ranks";
+  }
+}
+
 // A rank reads its shard of a DBDIR alone: the same view as the whole directory's shard, with the
 // whole database's statistics and the shard's own ids, with and without ids.index.bin.
 TEST(AlignDatabase, OpenShardEqualsShardOfTheWholeDirectory) {

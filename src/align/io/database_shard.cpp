@@ -1,15 +1,17 @@
-// One rank's shard of a database. The length-sorted order is cut into ranks x kBlocksPerRank
-// blocks of about equal residue counts, dealt to the ranks in serpentine order (round t gives
-// block t*N + i to rank i when t is even, to rank N-1-i when odd), so every rank holds the same
-// mix of lengths (the long subjects, which score more slowly per residue, are spread over all
-// ranks) and about 1/N of the residues. A rank's blocks, concatenated in sorted order, are still
-// length-sorted; subjects keep their FASTA positions, so merged results do not depend on N.
+// One rank's shard of a database. The length-sorted order is cut in two at kDealtSingly residues.
+// The shorter part is cut into ranks x kBlocksPerRank blocks of about equal residue counts, dealt to
+// the ranks in serpentine order (round t gives block t*N + i to rank i when t is even, to rank
+// N-1-i when odd), so every rank holds the same mix of lengths and about 1/N of the residues. The
+// long tail is dealt one subject at a time in the same serpentine order, so every rank holds the
+// same number of long subjects, of about the same lengths. A rank's ranges, concatenated in sorted
+// order, are still length-sorted; subjects keep their FASTA positions, so merged results do not
+// depend on N.
 //
-// open_shard reads a DBDIR's shard without reading the rest: the block boundaries are found by
-// binary search with single reads of offsets.bin, then only the shard's offsets, order entries,
-// residues and ids (through ids.index.bin) are read. Every file's size and build id are checked
-// first, as open() does. The result equals Database::open(dbdir).shard(rank, ranks), whole-database
-// statistics included.
+// open_shard reads a DBDIR's shard without reading the rest: the tail's start and the block
+// boundaries are found by binary search with single reads of offsets.bin, then only the shard's
+// offsets, order entries, residues and ids (through ids.index.bin) are read. Every file's size and
+// build id are checked first, as open() does. The result equals Database::open(dbdir).shard(rank,
+// ranks), whole-database statistics included.
 #include <algorithm>
 #include <functional>
 
@@ -79,42 +81,73 @@ class FileReader {
 // a rank's boundary searches (2 x 16 binary searches of offsets.bin) stay negligible.
 constexpr std::uint64_t kBlocksPerRank = 16;
 
-// The sorted ranges [begin, end) of shard `rank` of `ranks` of `n` sequences holding `residues`
-// residues, `start(i)` being sequence i's start offset: blocks j = 0 .. ranks x kBlocksPerRank,
-// block j starting at the first sequence whose start reaches residues x j / blocks (lower_bound),
-// adjacent ranges joined. A block deviates from its share by less than one sequence at each end.
+// Subjects longer than this are dealt one by one. They score more slowly per residue (on a GPU,
+// subjects above 3,000 residues go to the intra-task kernel), and in residue blocks the longest
+// block held them all: the real 486k database's 702 subjects above 3,000 residues (1.7% of its
+// residues) all went to rank 0 of 2, whose scoring took 0.784 s against rank 1's 0.702 s (2 x H200).
+// The real database has about 2,000 subjects above this length, so a rank reads at most that many
+// extra ranges.
+constexpr std::uint64_t kDealtSingly = 2048;
+
+// The rank that round t of a serpentine deal over `ranks` ranks gives its i-th item (i < ranks).
+std::uint64_t serpentine(std::uint64_t t, std::uint64_t i, std::uint64_t ranks) {
+  return t % 2 == 0 ? i : ranks - 1 - i;
+}
+
+// The first index in [0, n) for which `past` holds, `past` being false then true along the sorted
+// order (n when it never holds).
+std::size_t first_where(std::size_t n, const std::function<bool(std::size_t)>& past) {
+  std::size_t lo = 0, count = n;
+  while (count > 0) {
+    const std::size_t step = count / 2, mid = lo + step;
+    if (!past(mid)) {
+      lo = mid + 1;
+      count -= step + 1;
+    } else {
+      count = step;
+    }
+  }
+  return lo;
+}
+
+// The sorted ranges [begin, end) of shard `rank` of `ranks` of `n` sequences, `start(i)` being
+// sequence i's start offset (start(n): the residue count). The head, the subjects up to
+// kDealtSingly residues: blocks j = 0 .. ranks x kBlocksPerRank, block j starting at the first
+// sequence whose start reaches head_residues x j / blocks (a block deviates from its share by less
+// than one sequence at each end). The tail: subject k of it to rank serpentine(k / ranks, k % ranks).
+// Adjacent ranges are joined.
 std::vector<std::pair<std::size_t, std::size_t>> shard_ranges(
-    std::size_t n, std::uint64_t residues, const std::function<std::uint64_t(std::size_t)>& start, int rank,
-    int ranks) {
+    std::size_t n, const std::function<std::uint64_t(std::size_t)>& start, int rank, int ranks) {
   MOLACCEL_EXPECTS(ranks >= 1 && rank >= 0 && rank < ranks, "bad shard rank");
+  const std::size_t tail =
+      first_where(n, [&](std::size_t i) { return start(i + 1) - start(i) > kDealtSingly; });
+  const std::uint64_t head_residues = start(tail);
   const auto blocks = static_cast<std::uint64_t>(ranks) * kBlocksPerRank;
   auto boundary = [&](std::uint64_t j) -> std::size_t {
     if (j == 0) return 0;
-    if (j == blocks) return n;
+    if (j == blocks) return tail;
     // In 128 bits: residues x j must not wrap for any database size and rank count.
-    const auto target = static_cast<std::uint64_t>(static_cast<unsigned __int128>(residues) * j / blocks);
-    std::size_t lo = 0, count = n;
-    while (count > 0) {
-      const std::size_t step = count / 2, mid = lo + step;
-      if (start(mid) < target) {
-        lo = mid + 1;
-        count -= step + 1;
-      } else {
-        count = step;
-      }
-    }
-    return lo;
+    const auto target =
+        static_cast<std::uint64_t>(static_cast<unsigned __int128>(head_residues) * j / blocks);
+    return first_where(tail, [&](std::size_t i) { return start(i) >= target; });
   };
   std::vector<std::pair<std::size_t, std::size_t>> ranges;
-  const auto r = static_cast<std::uint64_t>(rank), size = static_cast<std::uint64_t>(ranks);
-  for (std::uint64_t t = 0; t < kBlocksPerRank; ++t) {
-    const std::uint64_t j = t * size + (t % 2 == 0 ? r : size - 1 - r);
-    const std::size_t begin = boundary(j), end = boundary(j + 1);
-    if (begin == end) continue;
+  auto add = [&](std::size_t begin, std::size_t end) {
+    if (begin == end) return;
     if (!ranges.empty() && ranges.back().second == begin)
       ranges.back().second = end;
     else
       ranges.emplace_back(begin, end);
+  };
+  const auto r = static_cast<std::uint64_t>(rank), size = static_cast<std::uint64_t>(ranks);
+  for (std::uint64_t t = 0; t < kBlocksPerRank; ++t) {
+    const std::uint64_t j = t * size + serpentine(t, r, size);
+    add(boundary(j), boundary(j + 1));
+  }
+  for (std::uint64_t t = 0;; ++t) {
+    const std::uint64_t k = t * size + serpentine(t, r, size);
+    if (k >= n - tail) break;
+    add(tail + k, tail + k + 1);
   }
   return ranges;
 }
@@ -124,7 +157,7 @@ std::vector<std::pair<std::size_t, std::size_t>> shard_ranges(
 Database Database::shard(int rank, int ranks) const {
   const auto* off = offsets();
   const auto ranges = shard_ranges(
-      size(), residues(), [&](std::size_t i) { return off[i] - off[0]; }, rank, ranks);
+      size(), [&](std::size_t i) { return off[i] - off[0]; }, rank, ranks);
   auto storage = std::make_shared<Storage>();
   storage->total_residues = total_residues();
   storage->total_sequences = total_sequences();
@@ -166,7 +199,7 @@ Database Database::open_shard(const std::filesystem::path& dbdir, int rank, int 
   if (offsets_file.at<std::uint64_t>(0) != 0 || offsets_file.at<std::uint64_t>(n) != residues)
     throw InputError(offsets_path, 0, "offsets do not span the residues");
   const auto ranges = shard_ranges(
-      n, residues, [&](std::size_t i) { return offsets_file.at<std::uint64_t>(i); }, rank, ranks);
+      n, [&](std::size_t i) { return offsets_file.at<std::uint64_t>(i); }, rank, ranks);
 
   auto storage = std::make_shared<Storage>();
   storage->total_residues = residues;
