@@ -253,9 +253,9 @@ struct HitBlock {
   const std::string& target_name(std::size_t hit) const { return target_names[target_name_of[hit]]; }
 };
 // search with no rank holding either input whole: each rank holds its slice of the queries and of
-// the database (read_molecule_slice_across_ranks); the blocks of queries travel a ring of the ranks
-// with their best hits so far, each rank searching every block against its database slice, so
-// after N steps every block is back on its rank with its top-k against the whole database.
+// the database (read_molecule_slice_across_ranks); the database slices travel a ring of the ranks,
+// each rank searching its queries against every slice and merging the hits as they come, so after
+// N steps every rank has its queries' top-k against the whole database.
 // Returns this rank's own block of queries; target_names: with the names of its hits' targets,
 // fetched from the ranks holding them. `info`: this rank's part (merge_*: the ring and the names).
 HitBlock search_block_across_ranks(Communicator& comm, const Resources& resources, const MoleculeSet& queries,

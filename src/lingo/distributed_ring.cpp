@@ -1,13 +1,12 @@
 // LINGO across MPI ranks, the slices forms. Each rank holds only its slice of every input (read by
-// read_molecule_slice_across_ranks, distributed_read.cpp). search: the blocks of queries travel a
-// ring with their best hits so far, each rank searching every block against its database slice;
-// back home, a block's rank fetches its targets' names from the ranks holding them and formats its
-// lines. neighbors: the slices travel the ring for N / 2 steps, each block of pairs computed by
-// one of its two ranks, the pairs routed to the rank holding their query. cluster: those pairs,
-// the Butina pass on rank 0. matrix: each rank's rows against the slices travelling the ring.
-// Outputs go to rank 0 in rank order, which is the output order. Similarities are bit-identical
-// on every backend and every merge keeps the one reported order, so the results are the
-// single-process ones for any number of ranks.
+// read_molecule_slice_across_ranks, distributed_read.cpp). search: the database slices travel a
+// ring, each rank searching its own queries against every slice and merging the hits as they come;
+// then it fetches its hits' targets' names from the ranks holding them and formats its lines. neighbors: the
+// slices travel the ring for N / 2 steps, each block of pairs computed by one of its two ranks, the pairs
+// routed to the rank holding their query. cluster: those pairs, the Butina pass on rank 0. matrix: each
+// rank's rows against the slices travelling the ring. Outputs go to rank 0 in rank order, which is the output
+// order. Similarities are bit-identical on every backend and every merge keeps the one reported order, so the
+// results are the single-process ones for any number of ranks.
 
 #include <algorithm>
 #include <cstring>
@@ -190,28 +189,33 @@ HitBlock search_slices_across_ranks(Communicator& comm, const Resources& resourc
   // steps every rank has met every block and every home rank has its block's hits against the whole
   // database. Each hit crosses the network at most once, as 8 bytes (target, similarity: the query
   // is the record's position), and the travelling blocks are only the queries' encodings.
-  const int rank = comm.rank();
-  const MoleculeSet* block = &queries.set;
-  MoleculeSet travelling;  // a block received from rank r + 1 (without names)
-  std::uint64_t first = queries.first, per_query = 0;
-  std::vector<Hit> best;  // this rank's own block: hits per query, best first
-  struct Found {          // a hit on the wire, its query implied by its position
-    std::uint32_t target;
-    float similarity;
-  };
+  // The ring: the database slices travel, the queries stay home. In step s rank r holds the slice
+  // that rank r + s read and searches its own queries against it, merging the hits into its
+  // queries' best k; then the slice (encodings only, no names) passes to rank r - 1. After N steps
+  // every rank has its queries' top k against the whole database. No hit crosses the network: the
+  // slices' encodings are all that travels.
+  const MoleculeSet* visiting = &db.set;
+  MoleculeSet travelling;  // a slice received from rank r + 1 (without names)
+  std::uint64_t visiting_first = db.first, per_query = 0;
+  std::vector<Hit> best;  // this rank's queries: hits per query, best first
   for (int step = 0; step < ranks; ++step) {
+    if (step > 0) {
+      const double shift_started = now_seconds();
+      shift_slice_down(comm, visiting, visiting_first, travelling, db.set, local);
+      exchange_seconds += now_seconds() - shift_started;
+    }
     std::vector<Hit> mine;
     std::uint64_t per_mine = 0;
     run_step(comm, [&] {
-      if (block->size() == 0 || db.set.size() == 0) return;
+      if (queries.set.size() == 0 || visiting->size() == 0) return;
       RunInfo part;
-      mine = search(resources, *block, db.set, k, options, &part);
-      per_mine = std::min(k, db.set.size());
-      if (mine.size() != block->size() * per_mine)
+      mine = search(resources, queries.set, *visiting, k, options, &part);
+      per_mine = std::min(k, visiting->size());
+      if (mine.size() != queries.set.size() * per_mine)
         throw Error("search across ranks: a slice returned too few hits", __FILE__, __LINE__);
       for (Hit& h : mine) {
-        h.query += static_cast<std::uint32_t>(first);
-        h.target += static_cast<std::uint32_t>(db.first);
+        h.query += static_cast<std::uint32_t>(queries.first);
+        h.target += static_cast<std::uint32_t>(visiting_first);
       }
       local.pairs += part.pairs;
       local.pairs_skipped += part.pairs_skipped;
@@ -221,42 +225,14 @@ HitBlock search_slices_across_ranks(Communicator& comm, const Resources& resourc
       local.job.retries += part.job.retries;
       local.backend = part.backend;
     });
-    const double exchange_started = now_seconds();
-    if (step == 0) {
-      best = std::move(mine);  // this rank's own block: nothing to merge yet
-      per_query = per_mine;
-    } else {
-      // To the block's home, rank r + s; from rank r - s, the hits of this rank's block. The
-      // records are written into the message and read from the received bytes in place.
-      std::vector<std::byte> message(sizeof per_mine + mine.size() * sizeof(Found));
-      std::memcpy(message.data(), &per_mine, sizeof per_mine);
-      for (std::size_t i = 0; i < mine.size(); ++i) {
-        const Found f{mine[i].target, mine[i].similarity};
-        std::memcpy(message.data() + sizeof per_mine + i * sizeof(Found), &f, sizeof f);
-      }
-      std::vector<Hit>().swap(mine);
-      const auto received = send_to(comm, message, (rank + step) % ranks, local);
-      std::vector<std::byte>().swap(message);
-      std::vector<Hit> theirs;  // hits of this rank's block found by rank r - s
-      std::uint64_t per_theirs = 0;
-      run_step(comm, [&] {
-        MOLACCEL_EXPECTS(received.size() >= sizeof per_theirs, "a rank's hits arrived truncated");
-        std::memcpy(&per_theirs, received.data(), sizeof per_theirs);
-        const std::size_t n = queries.set.size() * static_cast<std::size_t>(per_theirs);
-        MOLACCEL_EXPECTS(received.size() == sizeof per_theirs + n * sizeof(Found),
-                         "a rank's hits arrived truncated");
-        theirs.resize(n);
-        for (std::size_t i = 0; i < n; ++i) {
-          Found f;
-          std::memcpy(&f, received.data() + sizeof per_theirs + i * sizeof(Found), sizeof f);
-          theirs[i] = {static_cast<std::uint32_t>(queries.first + i / per_theirs), f.target, f.similarity};
-        }
-      });
-      best = merge_two(best, per_query, theirs, per_theirs, queries.set.size(), k, resources.cpu_threads());
-      per_query = std::min<std::uint64_t>(k, per_query + per_theirs);
+    const double merge_started = now_seconds();
+    if (per_query == 0) {
+      best = std::move(mine);  // nothing to merge yet
+    } else if (per_mine > 0) {
+      best = merge_two(best, per_query, mine, per_mine, queries.set.size(), k, resources.cpu_threads());
     }
-    if (step + 1 < ranks) shift_slice_down(comm, block, first, travelling, queries.set, local);
-    exchange_seconds += now_seconds() - exchange_started;
+    per_query = std::min<std::uint64_t>(k, per_query + per_mine);
+    exchange_seconds += now_seconds() - merge_started;
   }
   HitBlock out;
   out.first_query = queries.first;
