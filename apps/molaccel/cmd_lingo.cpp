@@ -153,27 +153,29 @@ using lg::detail::write_hits;
 
 // Across ranks (.npy or TSV): every rank formats its block of queries' hits (its slice of the
 // queries, the targets' names fetched with the hits) on its own cores, and rank 0 writes the parts
-// in rank order (query order), the same bytes as write_hits. Returns the bytes rank 0 received.
+// in rank order (query order), the same bytes as write_hits. Returns the bytes rank 0 received;
+// `format_seconds`: this rank's formatting, the rest of the stage being the writing.
 std::uint64_t write_hits_across_ranks(Communicator& comm, const std::string& path,
                                       const lg::MoleculeSlice& queries, const lg::HitBlock& block,
-                                      std::size_t per_query, int threads) {
-  std::string header, text;
+                                      std::size_t per_query, int threads, double& format_seconds) {
+  std::string header;
+  std::vector<std::string> parts;  // formatted blocks of lines, written one after the other
+  std::span<const std::byte> records;
   const std::uint64_t mine = block.hits.size();
   std::uint64_t total = 0;
   for (const auto& n : allgather_records<std::uint64_t>(comm, std::span<const std::uint64_t>(&mine, 1)))
     total += n.at(0);
+  const double format_started = now_seconds();
   run_step(comm, [&] {
     const std::size_t first = block.first_query * per_query;
     if (path.ends_with(".npy")) {
       if (comm.is_root()) header = hits_npy_header(total);
-      const auto bytes = std::as_bytes(std::span<const lg::Hit>(block.hits));
-      text.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+      records = std::as_bytes(std::span<const lg::Hit>(block.hits));
       return;
     }
     if (comm.is_root()) header = kHitsHeader;
-    const std::size_t n_blocks = (block.hits.size() + kHitsPerBlock - 1) / kHitsPerBlock;
-    std::vector<std::string> parts(n_blocks);
-    parallel_for(n_blocks, threads, 1, [&](std::size_t b, std::size_t e) {
+    parts.resize((block.hits.size() + kHitsPerBlock - 1) / kHitsPerBlock);
+    parallel_for(parts.size(), threads, 1, [&](std::size_t b, std::size_t e) {
       for (std::size_t p = b; p < e; ++p)
         format_hits(
             parts[p], block.hits, first, p * kHitsPerBlock,
@@ -183,15 +185,12 @@ std::uint64_t write_hits_across_ranks(Communicator& comm, const std::string& pat
             },
             [&](std::size_t i) -> const std::string& { return block.target_name(i); });
     });
-    std::size_t size = 0;
-    for (const auto& part : parts) size += part.size();
-    text.reserve(size);
-    for (auto& part : parts) {
-      text += part;
-      std::string().swap(part);
-    }
   });
-  return write_in_rank_order(comm, path, header, std::as_bytes(std::span<const char>(text)));
+  format_seconds = now_seconds() - format_started;
+  std::vector<std::span<const std::byte>> pieces;
+  if (!records.empty()) pieces.push_back(records);
+  for (const auto& part : parts) pieces.push_back(std::as_bytes(std::span<const char>(part)));
+  return write_in_rank_order(comm, path, header, pieces);
 }
 
 // Rank 0's part of the merge across ranks, and every rank's.
@@ -240,12 +239,14 @@ int run_search_slices(RunContext& ctx, const SearchOptions& o) {
   const auto block = lg::search_slices_across_ranks(comm, resources, queries, db, o.k, o.input.compute(),
                                                     !o.output.ends_with(".npy"), &info);
   std::uint64_t output_received = 0;
+  double format_seconds = 0;
   const double write_seconds = timed([&] {
-    output_received =
-        write_hits_across_ranks(comm, o.output, queries, block, per_query, resources.cpu_threads());
+    output_received = write_hits_across_ranks(comm, o.output, queries, block, per_query,
+                                              resources.cpu_threads(), format_seconds);
   });
   report_run(ctx.report, info);
   report_stages(ctx.report, read_seconds, info, write_seconds);
+  ctx.report["stages"]["format"] = format_seconds;
   report_merge(ctx, info, output_received);
   ctx.report["k"] = o.k;
   ctx.report["hits"] = queries.total * per_query;
@@ -382,11 +383,14 @@ int run_neighbors_slices(RunContext& ctx, const NeighborOptions& o) {
   const auto block = lg::neighbors_slices_across_ranks(comm, resources, db, o.threshold, o.input.compute(),
                                                        !o.output.ends_with(".npy"), &info);
   std::uint64_t output_received = 0;
+  double format_seconds = 0;
   const double write_seconds = timed([&] {
-    output_received = write_hits_across_ranks(comm, o.output, db, block, 0, resources.cpu_threads());
+    output_received =
+        write_hits_across_ranks(comm, o.output, db, block, 0, resources.cpu_threads(), format_seconds);
   });
   report_run(ctx.report, info);
   report_stages(ctx.report, read_seconds, info, write_seconds);
+  ctx.report["stages"]["format"] = format_seconds;
   report_merge(ctx, info, output_received);
   const std::uint64_t mine = block.hits.size();
   std::uint64_t pairs = 0;

@@ -141,16 +141,19 @@ std::vector<std::byte> reduce_to_root(Communicator& comm, std::vector<std::byte>
                                       const Combine& combine);
 
 // `path` written atomically (write_file_atomically) by rank 0: `header`, then every rank's `mine`
-// in rank order. Rank 0 writes the header and its part into its temporary file; a rank that can
-// open that same file (same host, or a filesystem shared with rank 0's: the path, inode and size
-// agree) writes its own part at its offset, in parallel with the others; the parts of the ranks
-// that cannot (or all, where the output is not a regular file: standard output, a pipe) travel to
-// rank 0 one rank and one piece (at most 256 MiB) at a time, so rank 0 holds its own part and one
-// piece. Only then is the file renamed into place. If any part cannot be written, every rank
-// throws RankFailure after the exchange and no file is left. Returns the bytes rank 0 received
-// (0 on the other ranks, and where every rank wrote its own part). A collective: every rank calls it.
+// in rank order. Rank 0 writes the header into its temporary file and gives the file its final
+// size; every rank that can open that same file (same host, or a filesystem shared with rank 0's:
+// the path, inode and size agree) writes its own part at its offset, all at once, rank 0 too; the
+// parts of the ranks that cannot (or all, where the output is not a regular file: standard output,
+// a pipe) travel to rank 0 one rank and one piece (at most 256 MiB) at a time, so rank 0 holds its
+// own part and one piece. Only then is the file renamed into place. If any part cannot be written,
+// every rank throws RankFailure after the exchange and no file is left. Returns the bytes rank 0
+// received (0 on the other ranks, and where every rank wrote its own part). A collective: every
+// rank calls it. A rank's part may come in pieces (written one after the other, never joined).
 std::uint64_t write_in_rank_order(Communicator& comm, const std::filesystem::path& path,
                                   std::string_view header, std::span<const std::byte> mine);
+std::uint64_t write_in_rank_order(Communicator& comm, const std::filesystem::path& path,
+                                  std::string_view header, std::span<const std::span<const std::byte>> mine);
 
 // ---- agreeing on failure ------------------------------------------------------------------------
 // Runs `step` on this rank, then every rank learns whether any rank's step threw. If one did, every

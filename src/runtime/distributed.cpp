@@ -188,10 +188,11 @@ std::vector<std::vector<std::string>> gather_strings(Communicator& comm, const s
 
 namespace {
 
-// What rank 0 tells the others about its temporary output file once the header and its own part
-// are in it: where the parts start (after the header), the file's inode and its path (so a rank
-// opens that file and no other of the same name). No path where the output is not a regular file
-// (standard output, a pipe, a device) or its path is unknown: every part then travels to rank 0.
+// What rank 0 tells the others about its temporary output file once the header is in it and the
+// file has its final size: where the parts start (after the header), the file's inode and its path
+// (so a rank opens that file and no other of the same name). No path where the output is not a
+// regular file (standard output, a pipe, a device), its path is unknown or it could not be sized:
+// every part then travels to rank 0.
 struct DirectTarget {
   std::uint64_t base = 0, inode = 0;
   std::string path;
@@ -214,14 +215,16 @@ DirectTarget unpack(const std::vector<std::byte>& in) {
   return t;
 }
 
-// Rank 0's temporary file, flushed, as a target the others may write into.
-DirectTarget direct_target(std::FILE* f, std::uint64_t base) {
+// Rank 0's temporary file, flushed and extended to `size` bytes, as a target every rank writes
+// into at once.
+DirectTarget direct_target(std::FILE* f, std::uint64_t base, std::uint64_t size) {
   DirectTarget t;
   t.base = base;
   if (!f || std::fflush(f) != 0) return t;
   const int fd = ::fileno(f);
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return t;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || ::ftruncate(fd, static_cast<off_t>(size)) != 0)
+    return t;
   std::error_code ec;
   const auto path = std::filesystem::read_symlink("/proc/self/fd/" + std::to_string(fd), ec);
   if (ec || !path.is_absolute()) return t;
@@ -230,32 +233,76 @@ DirectTarget direct_target(std::FILE* f, std::uint64_t base) {
   return t;
 }
 
+// Bytes [at, at + n) of the pieces taken as one run, into `out`.
+void copy_range(std::span<const std::span<const std::byte>> pieces, std::uint64_t at, std::uint64_t n,
+                std::vector<std::byte>& out) {
+  out.clear();
+  for (const auto& piece : pieces) {
+    if (n == 0) break;
+    if (at >= piece.size()) {
+      at -= piece.size();
+      continue;
+    }
+    const auto take = std::min<std::uint64_t>(n, piece.size() - at);
+    out.insert(out.end(), piece.begin() + static_cast<std::ptrdiff_t>(at),
+               piece.begin() + static_cast<std::ptrdiff_t>(at + take));
+    n -= take;
+    at = 0;
+  }
+}
+
 }  // namespace
 
 std::uint64_t write_in_rank_order(Communicator& comm, const std::filesystem::path& path,
                                   std::string_view header, std::span<const std::byte> mine) {
-  const std::uint64_t my_size = mine.size();
+  const std::span<const std::byte> one[1] = {mine};
+  return write_in_rank_order(comm, path, header, std::span<const std::span<const std::byte>>(one));
+}
+
+std::uint64_t write_in_rank_order(Communicator& comm, const std::filesystem::path& path,
+                                  std::string_view header, std::span<const std::span<const std::byte>> mine) {
+  std::uint64_t my_size = 0;
+  for (const auto& piece : mine) my_size += piece.size();
   const auto sizes = allgather_records<std::uint64_t>(comm, std::span<const std::uint64_t>(&my_size, 1));
+  std::uint64_t parts_size = 0;
+  for (const auto& s : sizes) parts_size += s.at(0);
   constexpr std::uint64_t kPiece = std::uint64_t{256} << 20;
   std::uint64_t received = 0;
-  // Every rank takes part in the same sequence of collectives whatever happens: rank 0 broadcasts
-  // its temporary file (or that there is none to write into), every rank says whether it opened
-  // it, those that did write their part at its offset themselves, the others' parts go to rank 0
-  // piece by piece; then every rank says whether its part was written. `f` is rank 0's file (null
-  // where it could not be created: rank 0 then drops what it receives).
+  // This rank's pieces at `offset` of `fd`, or in order through `f`.
+  auto write_mine_at = [&](int fd, std::uint64_t offset) {
+    bool ok = true;
+    for (const auto& piece : mine) {
+      ok = ok && detail::write_all_at(fd, offset, piece.data(), piece.size());
+      offset += piece.size();
+    }
+    return ok;
+  };
+  auto write_mine_to = [&](std::FILE* f) {
+    bool ok = true;
+    for (const auto& piece : mine) ok = ok && std::fwrite(piece.data(), 1, piece.size(), f) == piece.size();
+    return ok;
+  };
+  // Every rank takes part in the same sequence of collectives whatever happens: rank 0 sizes its
+  // temporary file and broadcasts it (or that there is none to write into), every rank says
+  // whether it opened it, those that did (rank 0 too) write their parts at their offsets at once,
+  // the others' parts go to rank 0 piece by piece; then every rank says whether its part was
+  // written. `f` is rank 0's file (null where it could not be created: rank 0 then drops what it
+  // receives).
   auto distribute = [&](std::FILE* f, std::uint64_t base) {
     std::vector<std::byte> message;
-    if (comm.is_root()) message = pack(direct_target(f, base));
+    if (comm.is_root()) message = pack(direct_target(f, base, base + parts_size));
     comm.broadcast(message, 0);
     const DirectTarget target = unpack(message);
     int fd = -1;
     const bool into_file = !target.path.empty();
-    if (!comm.is_root() && into_file && my_size > 0) {
+    if (comm.is_root() && into_file) {
+      fd = ::fileno(f);
+    } else if (into_file && my_size > 0) {
       fd = ::open(target.path.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
       struct stat st {};
       if (fd >= 0 && (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
                       static_cast<std::uint64_t>(st.st_ino) != target.inode ||
-                      static_cast<std::uint64_t>(st.st_size) < target.base + sizes[0].at(0))) {
+                      static_cast<std::uint64_t>(st.st_size) != target.base + parts_size)) {
         ::close(fd);
         fd = -1;
       }
@@ -264,18 +311,18 @@ std::uint64_t write_in_rank_order(Communicator& comm, const std::filesystem::pat
     const auto direct = allgather_records<std::uint8_t>(comm, std::span<const std::uint8_t>(&opened, 1));
     std::uint64_t offset = target.base;
     bool written = true;
+    std::vector<std::byte> staged;
     for (int r = 0; r < comm.size(); ++r) {
       const std::uint64_t total = sizes[static_cast<std::size_t>(r)].at(0);
-      if (r == comm.rank() && fd >= 0) written = detail::write_all_at(fd, offset, mine.data(), mine.size());
+      if (r == comm.rank() && fd >= 0) written = write_mine_at(fd, offset);
+      if (r == 0 && comm.is_root() && f && !into_file) written = write_mine_to(f);
       if (r > 0 && direct[static_cast<std::size_t>(r)].at(0) == 0) {
         for (std::uint64_t at = 0; at < total; at += kPiece) {
-          std::span<const std::byte> piece;
-          if (comm.rank() == r)
-            piece = mine.subspan(static_cast<std::size_t>(at),
-                                 static_cast<std::size_t>(std::min(kPiece, total - at)));
-          const auto bytes = comm.gather(piece, 0);
+          if (comm.rank() == r) copy_range(mine, at, std::min(kPiece, total - at), staged);
+          const auto bytes = comm.gather(
+              comm.rank() == r ? std::span<const std::byte>(staged) : std::span<const std::byte>(), 0);
           received += bytes.size();
-          // Into a regular file at the part's offset (some parts may be written by their ranks);
+          // Into a regular file at the part's offset (some parts are written by their ranks);
           // else every part comes here, in order.
           if (f && written && !bytes.empty())
             written = into_file ? detail::write_all_at(::fileno(f), offset + at, bytes.data(), bytes.size())
@@ -284,7 +331,7 @@ std::uint64_t write_in_rank_order(Communicator& comm, const std::filesystem::pat
       }
       offset += total;
     }
-    if (fd >= 0 && ::close(fd) != 0) written = false;
+    if (fd >= 0 && !comm.is_root() && ::close(fd) != 0) written = false;
     const std::uint8_t ok = written ? 1 : 0;
     bool all = true;
     for (const auto& w : allgather_records<std::uint8_t>(comm, std::span<const std::uint8_t>(&ok, 1)))
@@ -297,12 +344,13 @@ std::uint64_t write_in_rank_order(Communicator& comm, const std::filesystem::pat
     bool distributed = false;
     try {
       write_file_atomically(path, [&](std::FILE* f) {
-        const bool own =
-            (header.empty() || std::fwrite(header.data(), 1, header.size(), f) == header.size()) &&
-            (mine.empty() || std::fwrite(mine.data(), 1, mine.size(), f) == mine.size());
+        const bool own = header.empty() || std::fwrite(header.data(), 1, header.size(), f) == header.size();
         distributed = true;
-        if (comm.size() > 1 && !distribute(own ? f : nullptr, header.size())) throw write_failed();
-        if (!own) throw write_failed();
+        if (comm.size() == 1) {
+          if (!own || !write_mine_to(f)) throw write_failed();
+          return;
+        }
+        if (!distribute(own ? f : nullptr, header.size()) || !own) throw write_failed();
       });
     } catch (...) {
       failure = std::current_exception();

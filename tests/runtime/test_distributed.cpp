@@ -143,6 +143,42 @@ TEST(Distributed, WriteInRankOrder) {
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "missing"));
 }
 
+// A rank's part in pieces (empty ones among them) lands as if joined: into a regular file (every
+// rank writing its pieces at its offset) and through a FIFO (the pieces gathered on rank 0).
+TEST(Distributed, WriteInRankOrderInPieces) {
+  testing::TempDir dir;
+  auto write = [](Communicator& comm, const std::filesystem::path& path) {
+    const std::string r(1, static_cast<char>('a' + comm.rank()));
+    const std::vector<std::string> texts = {r, "", r + r + "-", comm.rank() == 2 ? "" : "|"};
+    std::vector<std::span<const std::byte>> pieces;
+    for (const auto& t : texts) pieces.push_back(std::as_bytes(std::span<const char>(t)));
+    return write_in_rank_order(comm, path, comm.is_root() ? "head:" : "", pieces);
+  };
+  const auto path = dir.path() / "out";
+  testing::run_ranks(3, [&](Communicator& comm) { EXPECT_EQ(write(comm, path), 0u); });
+  EXPECT_EQ(testing::read_file(path), "head:aaa-|bbb-|ccc-");
+  const auto fifo = dir.path() / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string piped;
+  std::thread reader([&] {
+    std::FILE* f = std::fopen(fifo.c_str(), "rb");
+    for (int c; f && (c = std::fgetc(f)) != EOF;) piped += static_cast<char>(c);
+    if (f) std::fclose(f);
+  });
+  try {
+    testing::run_ranks(3, [&](Communicator& comm) {
+      const auto received = write(comm, fifo);
+      if (comm.is_root()) {
+        EXPECT_EQ(received, 9u);
+      }
+    });
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what();
+  }
+  reader.join();
+  EXPECT_EQ(piped, "head:aaa-|bbb-|ccc-");
+}
+
 TEST(Distributed, ReduceToRootCombinesEveryRankInRankOrder) {
   for (int ranks : {1, 2, 3, 5, 8}) {
     testing::run_ranks(ranks, [&](Communicator& comm) {
