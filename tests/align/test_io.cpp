@@ -261,11 +261,24 @@ TEST(AlignDatabase, OpenShardEqualsShardOfTheWholeDirectory) {
   int damaged = 1;
   for (std::size_t i = 0; i < shard0.size(); ++i)
     if (shard0.original_index(i) == longest) damaged = 0;
-  auto residues = molaccel::testing::read_file(dir / "db" / "residues.bin");
-  residues.back() = 40;
-  molaccel::testing::write_file(dir / "db" / "residues.bin", residues);
-  EXPECT_NO_THROW(Database::open_shard(dir / "db", 1 - damaged, 2));
-  EXPECT_THROW(Database::open_shard(dir / "db", damaged, 2), InputError);
+  const auto intact = molaccel::testing::read_file(dir / "db" / "residues.bin");
+  // Bytes at every place of an eight-byte word and in the last partial word, just outside the
+  // alphabet and far outside it; the message names the first bad residue.
+  for (std::size_t from_end : {1, 2, 5, 8, 9, 13, 2500})
+    for (int value : {26, 40, 127, 128, 255}) {
+      auto residues = intact;
+      residues[residues.size() - from_end] = static_cast<char>(value);
+      molaccel::testing::write_file(dir / "db" / "residues.bin", residues);
+      EXPECT_NO_THROW(Database::open_shard(dir / "db", 1 - damaged, 2));
+      std::string error;
+      try {
+        (void)Database::open_shard(dir / "db", damaged, 2);
+      } catch (const InputError& e) {
+        error = e.what();
+      }
+      EXPECT_NE(error.find(fmt::format("(byte {})", whole.total_residues() - from_end)), std::string::npos)
+          << from_end << " " << value << ": " << error;
+    }
 }
 
 }  // namespace

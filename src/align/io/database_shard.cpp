@@ -13,6 +13,7 @@
 // build id are checked first, as open() does. The result equals Database::open(dbdir).shard(rank,
 // ranks), whole-database statistics included.
 #include <algorithm>
+#include <cstring>
 #include <functional>
 
 #include "align/io/database_storage.hpp"
@@ -52,7 +53,13 @@ class FileReader {
   template <class T>
   std::vector<T> read(std::uint64_t first, std::size_t count, std::uint64_t base = kFileHeaderBytes) const {
     std::vector<T> values(count);
-    auto* out = reinterpret_cast<char*>(values.data());
+    read_into(first, count, values.data(), base);
+    return values;
+  }
+  template <class T>
+  void read_into(std::uint64_t first, std::size_t count, T* values,
+                 std::uint64_t base = kFileHeaderBytes) const {
+    auto* out = reinterpret_cast<char*>(values);
     std::size_t want = count * sizeof(T), done = 0;
     const auto offset = base + first * sizeof(T);
     while (done < want) {
@@ -64,7 +71,6 @@ class FileReader {
             fmt::format("cannot read {} bytes at offset {} (database damaged or truncated)", want, offset));
       done += static_cast<std::size_t>(got);
     }
-    return values;
   }
   template <class T>
   T at(std::uint64_t index) const {
@@ -76,6 +82,23 @@ class FileReader {
   int fd_ = -1;
   std::uint64_t size_ = 0;
 };
+
+// Whether any of `n` bytes is kAlphabetSize or more, eight at a time: a byte's low seven bits plus
+// 128 - kAlphabetSize reach bit 7 exactly when they are kAlphabetSize or more (no carry leaves the
+// byte: at most 127 + 102), and a byte of 128 or more has bit 7 itself.
+bool has_code_outside_alphabet(const std::uint8_t* codes, std::uint64_t n) {
+  static_assert(kAlphabetSize > 0 && kAlphabetSize < 128);
+  constexpr std::uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x80 * kOnes, kLow = 0x7f * kOnes;
+  constexpr std::uint64_t kAdd = (128 - kAlphabetSize) * kOnes;
+  std::uint64_t i = 0, bits = 0;
+  for (; i + 8 <= n; i += 8) {
+    std::uint64_t x;
+    std::memcpy(&x, codes + i, sizeof x);
+    bits |= (((x & kLow) + kAdd) | x) & kHigh;
+  }
+  for (; i < n; ++i) bits |= codes[i] >= kAlphabetSize ? kHigh : 0;
+  return bits != 0;
+}
 
 // Blocks per rank: enough that every rank samples the whole length distribution, few enough that
 // a rank's boundary searches (2 x 16 binary searches of offsets.bin) stay negligible.
@@ -228,12 +251,17 @@ Database Database::open_shard(const std::filesystem::path& dbdir, int rank, int 
       storage->offsets.push_back(at + raw[i] - first);
     const auto order = order_file.read<std::uint32_t>(begin, end - begin);
     storage->order.insert(storage->order.end(), order.begin(), order.end());
-    const auto codes = residues_file.read<std::uint8_t>(first, static_cast<std::size_t>(range_residues));
-    for (std::uint64_t i = 0; i < codes.size(); ++i)
-      if (codes[i] >= kAlphabetSize)
-        throw InputError(residues_path.string(), 0,
-                         fmt::format("contains codes outside the alphabet (byte {})", first + i));
-    storage->owned_residues.insert(storage->owned_residues.end(), codes.begin(), codes.end());
+    // Straight into place, then checked eight bytes at a time (the first bad byte is looked for
+    // only when there is one).
+    storage->owned_residues.resize(at + range_residues);
+    std::uint8_t* codes = storage->owned_residues.data() + at;
+    residues_file.read_into(first, static_cast<std::size_t>(range_residues), codes);
+    if (has_code_outside_alphabet(codes, range_residues)) {
+      const auto bad =
+          std::find_if(codes, codes + range_residues, [](std::uint8_t c) { return c >= kAlphabetSize; });
+      throw InputError(residues_path.string(), 0,
+                       fmt::format("contains codes outside the alphabet (byte {})", first + (bad - codes)));
+    }
   }
   storage->residues = storage->owned_residues.data();
   std::vector<std::uint32_t> originals = storage->order;
@@ -252,11 +280,14 @@ Database Database::open_shard(const std::filesystem::path& dbdir, int rank, int 
   storage->id_originals = originals;
   storage->ids.reserve(originals.size());
   if (has_index) {
-    const FileReader index(dbdir / "ids.index.bin", meta.build_id);
+    const FileReader index(dbdir / "ids.index.bin", meta.build_id);  // its header and size checked
     if (index.at<std::uint64_t>(n) != ids.size())
       throw InputError(index.path().string(), 0, "does not match ids.txt (database damaged)");
+    // Mapped: one read per subject would be a system call each (254k for half the real database).
+    const MappedFile entries(index.path());
     for (auto original : originals) {
-      const auto span = index.read<std::uint64_t>(original, 2);
+      std::uint64_t span[2];
+      std::memcpy(span, entries.data() + kFileHeaderBytes + original * sizeof(std::uint64_t), sizeof span);
       if (span[0] < ids_start || span[1] <= span[0] || span[1] > ids.size() || text[span[1] - 1] != '\n')
         throw InputError(index.path().string(), 0, fmt::format("bad entry {} (database damaged)", original));
       storage->ids.emplace_back(text + span[0], span[1] - 1 - span[0]);
