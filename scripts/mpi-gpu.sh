@@ -3,6 +3,8 @@
 #   scripts/mpi-gpu.sh fetch                  here: Open MPI's Debian packages into .deps/mpi (~14 MB)
 #   scripts/mpi-gpu.sh check                  there: install them, build the cuda preset with MPI,
 #                                             run the tests under mpirun (ctest -L mpi)
+#   scripts/mpi-gpu.sh build                  there: only the build (TARGETS="molaccel_cli bench_exchange"
+#                                             builds those alone: enough for `bench` and the mpi tests)
 #   scripts/mpi-gpu.sh align QUERIES DBDIR    there: 1 rank x 1 GPU, 2 ranks x 1 GPU, 1 rank x 2 GPUs;
 #   scripts/mpi-gpu.sh lingo QUERIES DB.smi   outputs compared byte for byte, times from --json
 #   scripts/mpi-gpu.sh bench DBDIR SMILES [BUILD]
@@ -31,7 +33,10 @@ build_with_mpi() {
   export PATH="/usr/local/cuda/bin:$PATH"
   cmake --preset cuda -DMOLACCEL_MPI=ON -DMOLACCEL_BUILD_FUZZ=OFF >"$out/configure.log" 2>&1 ||
     { tail -20 "$out/configure.log"; exit 1; }
-  cmake --build --preset cuda -j"$(nproc)" >"$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" | head; exit 1; }
+  local targets=()
+  [ -n "${TARGETS:-}" ] && read -r -a targets <<<"--target $TARGETS"
+  cmake --build --preset cuda -j"$(nproc)" "${targets[@]}" >"$out/build.log" 2>&1 ||
+    { grep -E "error" "$out/build.log" | head; exit 1; }
 }
 case "$what" in
   fetch)
@@ -44,6 +49,7 @@ case "$what" in
       libevent-dev libmunge2 libxnvctrl0 ocl-icd-libopencl1 libnuma-dev libltdl7 libltdl-dev)
     du -sh .deps/mpi
     ;;
+  build) build_with_mpi ;;
   check)
     build_with_mpi
     ctest --test-dir "$build" -L mpi --output-on-failure
