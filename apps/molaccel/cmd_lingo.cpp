@@ -175,21 +175,15 @@ std::uint64_t write_hits_across_ranks(Communicator& comm, const std::string& pat
     }
     if (comm.is_root()) header = kHitsHeader;
     parts.resize((block.hits.size() + kHitsPerBlock - 1) / kHitsPerBlock);
-    auto query_name = [&](std::size_t i) -> const std::string& {
-      return queries.set.names[block.hits[i].query - queries.first];
-    };
-    auto target_name = [&](std::size_t i) -> const std::string& { return block.target_name(i); };
     parallel_for(parts.size(), threads, 1, [&](std::size_t b, std::size_t e) {
-      for (std::size_t p = b; p < e; ++p) {
-        const std::size_t begin = p * kHitsPerBlock, end = std::min(block.hits.size(), begin + kHitsPerBlock);
-        // Room for the whole block first: a string that grows by doubling reallocates, and many
-        // threads reallocating large blocks at once serialise on the process's address space.
-        // A line is its two names, four separators, a float (at most 15 characters) and a rank.
-        std::size_t bound = 0;
-        for (std::size_t i = begin; i < end; ++i) bound += query_name(i).size() + target_name(i).size() + 44;
-        parts[p].reserve(bound);
-        format_hits(parts[p], block.hits, first, begin, end, per_query, query_name, target_name);
-      }
+      for (std::size_t p = b; p < e; ++p)
+        format_hits(
+            parts[p], block.hits, first, p * kHitsPerBlock,
+            std::min(block.hits.size(), (p + 1) * kHitsPerBlock), per_query,
+            [&](std::size_t i) -> const std::string& {
+              return queries.set.names[block.hits[i].query - queries.first];
+            },
+            [&](std::size_t i) -> const std::string& { return block.target_name(i); });
     });
   });
   format_seconds = now_seconds() - format_started;
