@@ -9,6 +9,7 @@
 // results are the single-process ones for any number of ranks.
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "lingo/distributed_util.hpp"
@@ -105,7 +106,8 @@ std::vector<Hit> merge_two(const std::vector<Hit>& a, std::size_t per_a, const s
 // all-to-all of the wanted indices (each once, ascending, per rank), then one of the names. Linear
 // in the hits and the database: one slot per database molecule (4 bytes each) marks the wanted
 // targets, then holds each one's place among the names received.
-void fetch_target_names(Communicator& comm, const MoleculeSlice& db, HitBlock& block, RunInfo& info) {
+void fetch_target_names(Communicator& comm, const MoleculeSlice& db, HitBlock& block, int threads,
+                        RunInfo& info) {
   const std::uint64_t my_first = db.first;
   std::vector<std::uint64_t> firsts;  // rank r's slice: [firsts[r], firsts[r + 1])
   for (const auto& f : allgather_records<std::uint64_t>(comm, std::span<const std::uint64_t>(&my_first, 1)))
@@ -117,10 +119,18 @@ void fetch_target_names(Communicator& comm, const MoleculeSlice& db, HitBlock& b
   std::vector<std::size_t> request_counts(ranks);
   run_step(comm, [&] {
     slot.assign(db.total, kUnwanted);
-    for (const Hit& h : block.hits) {
-      MOLACCEL_EXPECTS(h.target < db.total, "a hit's target is outside the database");
-      slot[h.target] = kWanted;
-    }
+    // Every thread marks its hits' targets (the same value from any thread: relaxed atomic stores).
+    std::atomic<bool> outside{false};
+    parallel_for(block.hits.size(), threads, 1 << 16, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) {
+        const std::uint32_t t = block.hits[i].target;
+        if (t >= db.total)
+          outside.store(true, std::memory_order_relaxed);
+        else
+          std::atomic_ref<std::uint32_t>(slot[t]).store(kWanted, std::memory_order_relaxed);
+      }
+    });
+    MOLACCEL_EXPECTS(!outside.load(), "a hit's target is outside the database");
     for (std::size_t r = 0; r < ranks; ++r) {
       const std::size_t before = requests.size();
       for (std::uint64_t t = firsts[r]; t < firsts[r + 1]; ++t)
@@ -166,7 +176,9 @@ void fetch_target_names(Communicator& comm, const MoleculeSlice& db, HitBlock& b
       block.target_names.push_back(std::move(name));
     }
     block.target_name_of.resize(block.hits.size());
-    for (std::size_t i = 0; i < block.hits.size(); ++i) block.target_name_of[i] = slot[block.hits[i].target];
+    parallel_for(block.hits.size(), threads, 1 << 16, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) block.target_name_of[i] = slot[block.hits[i].target];
+    });
   });
   info.merge_bytes_sent +=
       requests.size() * sizeof(std::uint32_t) - request_counts[rank] + answer.size() - answer_counts[rank];
@@ -244,7 +256,7 @@ HitBlock search_slices_across_ranks(Communicator& comm, const Resources& resourc
   out.hits = std::move(best);
   if (target_names) {
     const double names_started = now_seconds();
-    fetch_target_names(comm, db, out, local);
+    fetch_target_names(comm, db, out, resources.cpu_threads(), local);
     exchange_seconds += now_seconds() - names_started;
   }
   local.merge_seconds = exchange_seconds;
@@ -314,7 +326,7 @@ HitBlock neighbors_slices_across_ranks(Communicator& comm, const Resources& reso
     out.hits = from_bytes(received);
     sort_pairs(out.hits);
   });
-  if (target_names) fetch_target_names(comm, db, out, local);
+  if (target_names) fetch_target_names(comm, db, out, resources.cpu_threads(), local);
   exchange_seconds += now_seconds() - route_started;
   local.merge_seconds = exchange_seconds;
   local.seconds = now_seconds() - t0;
