@@ -233,10 +233,11 @@ DirectTarget direct_target(std::FILE* f, std::uint64_t base, std::uint64_t size)
   return t;
 }
 
-// Bytes [at, at + n) of the pieces taken as one run, into `out`.
-void copy_range(std::span<const std::span<const std::byte>> pieces, std::uint64_t at, std::uint64_t n,
-                std::vector<std::byte>& out) {
-  out.clear();
+// Bytes [at, at + n) of the pieces taken as one run: a view where they lie in one piece, else
+// copied into `staged`.
+std::span<const std::byte> range_of(std::span<const std::span<const std::byte>> pieces, std::uint64_t at,
+                                    std::uint64_t n, std::vector<std::byte>& staged) {
+  staged.clear();
   for (const auto& piece : pieces) {
     if (n == 0) break;
     if (at >= piece.size()) {
@@ -244,11 +245,14 @@ void copy_range(std::span<const std::span<const std::byte>> pieces, std::uint64_
       continue;
     }
     const auto take = std::min<std::uint64_t>(n, piece.size() - at);
-    out.insert(out.end(), piece.begin() + static_cast<std::ptrdiff_t>(at),
-               piece.begin() + static_cast<std::ptrdiff_t>(at + take));
+    if (staged.empty() && take == n)
+      return piece.subspan(static_cast<std::size_t>(at), static_cast<std::size_t>(n));
+    staged.insert(staged.end(), piece.begin() + static_cast<std::ptrdiff_t>(at),
+                  piece.begin() + static_cast<std::ptrdiff_t>(at + take));
     n -= take;
     at = 0;
   }
+  return staged;
 }
 
 }  // namespace
@@ -318,9 +322,10 @@ std::uint64_t write_in_rank_order(Communicator& comm, const std::filesystem::pat
       if (r == 0 && comm.is_root() && f && !into_file) written = write_mine_to(f);
       if (r > 0 && direct[static_cast<std::size_t>(r)].at(0) == 0) {
         for (std::uint64_t at = 0; at < total; at += kPiece) {
-          if (comm.rank() == r) copy_range(mine, at, std::min(kPiece, total - at), staged);
-          const auto bytes = comm.gather(
-              comm.rank() == r ? std::span<const std::byte>(staged) : std::span<const std::byte>(), 0);
+          const auto bytes =
+              comm.gather(comm.rank() == r ? range_of(mine, at, std::min(kPiece, total - at), staged)
+                                           : std::span<const std::byte>(),
+                          0);
           received += bytes.size();
           // Into a regular file at the part's offset (some parts are written by their ranks);
           // else every part comes here, in order.

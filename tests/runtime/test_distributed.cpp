@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -94,6 +95,34 @@ TEST(Distributed, AllToAllDeliversEachRanksPartInRankOrder) {
   }
 }
 
+// What `ranks` ranks write with `write` through a FIFO made at `fifo` (read by a thread meanwhile);
+// `received`: rank 0's count of bytes received from the others.
+std::string through_fifo(
+    const std::filesystem::path& fifo, int ranks,
+    const std::function<std::uint64_t(Communicator&, const std::filesystem::path&)>& write,
+    std::uint64_t& received) {
+  if (::mkfifo(fifo.c_str(), 0600) != 0) {
+    ADD_FAILURE() << "mkfifo " << fifo;
+    return {};
+  }
+  std::string piped;
+  std::thread reader([&] {
+    std::FILE* f = std::fopen(fifo.c_str(), "rb");
+    for (int c; f && (c = std::fgetc(f)) != EOF;) piped += static_cast<char>(c);
+    if (f) std::fclose(f);
+  });
+  try {
+    testing::run_ranks(ranks, [&](Communicator& comm) {
+      const auto got = write(comm, fifo);
+      if (comm.is_root()) received = got;
+    });
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what();
+  }
+  reader.join();
+  return piped;
+}
+
 // Rank 0 writes the header and every rank's part in rank order (empty parts included); into a
 // regular file the other ranks write their parts themselves (nothing received), into a pipe they
 // send them to rank 0; a file it cannot write makes every rank fail, and leaves nothing.
@@ -112,28 +141,18 @@ TEST(Distributed, WriteInRankOrder) {
     EXPECT_EQ(testing::read_file(path), ranks == 1 ? "head:a" : ranks == 3 ? "head:accc" : "head:acccdddd");
   }
   // A FIFO: written through, not a file the others can write into.
-  const auto fifo = dir.path() / "fifo";
-  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  std::string piped;
-  std::thread reader([&] {
-    std::FILE* f = std::fopen(fifo.c_str(), "rb");
-    for (int c; f && (c = std::fgetc(f)) != EOF;) piped += static_cast<char>(c);
-    if (f) std::fclose(f);
-  });
-  try {
-    testing::run_ranks(4, [&](Communicator& comm) {
-      const std::string mine(static_cast<std::size_t>(comm.rank()) + 1, 'a' + static_cast<char>(comm.rank()));
-      const auto received = write_in_rank_order(comm, fifo, comm.is_root() ? "head:" : "",
-                                                std::as_bytes(std::span<const char>(mine)));
-      if (comm.is_root()) {
-        EXPECT_EQ(received, 9u);
-      }
-    });
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << e.what();
-  }
-  reader.join();
-  EXPECT_EQ(piped, "head:abbcccdddd");
+  std::uint64_t received = 0;
+  EXPECT_EQ(through_fifo(
+                dir.path() / "fifo", 4,
+                [](Communicator& comm, const std::filesystem::path& fifo) {
+                  const std::string mine(static_cast<std::size_t>(comm.rank()) + 1,
+                                         'a' + static_cast<char>(comm.rank()));
+                  return write_in_rank_order(comm, fifo, comm.is_root() ? "head:" : "",
+                                             std::as_bytes(std::span<const char>(mine)));
+                },
+                received),
+            "head:abbcccdddd");
+  EXPECT_EQ(received, 9u);
   testing::run_ranks(3, [&](Communicator& comm) {
     const std::string mine = "xyz";
     EXPECT_THROW(write_in_rank_order(comm, dir.path() / "missing" / "out", "",
@@ -157,26 +176,9 @@ TEST(Distributed, WriteInRankOrderInPieces) {
   const auto path = dir.path() / "out";
   testing::run_ranks(3, [&](Communicator& comm) { EXPECT_EQ(write(comm, path), 0u); });
   EXPECT_EQ(testing::read_file(path), "head:aaa-|bbb-|ccc-");
-  const auto fifo = dir.path() / "fifo";
-  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  std::string piped;
-  std::thread reader([&] {
-    std::FILE* f = std::fopen(fifo.c_str(), "rb");
-    for (int c; f && (c = std::fgetc(f)) != EOF;) piped += static_cast<char>(c);
-    if (f) std::fclose(f);
-  });
-  try {
-    testing::run_ranks(3, [&](Communicator& comm) {
-      const auto received = write(comm, fifo);
-      if (comm.is_root()) {
-        EXPECT_EQ(received, 9u);
-      }
-    });
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << e.what();
-  }
-  reader.join();
-  EXPECT_EQ(piped, "head:aaa-|bbb-|ccc-");
+  std::uint64_t received = 0;
+  EXPECT_EQ(through_fifo(dir.path() / "fifo", 3, write, received), "head:aaa-|bbb-|ccc-");
+  EXPECT_EQ(received, 9u);
 }
 
 TEST(Distributed, ReduceToRootCombinesEveryRankInRankOrder) {
