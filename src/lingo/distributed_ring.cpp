@@ -1,12 +1,13 @@
 // LINGO across MPI ranks, the slices forms. Each rank holds only its slice of every input (read by
 // read_molecule_slice_across_ranks, distributed_read.cpp). search: the database slices travel a
 // ring, each rank searching its own queries against every slice and merging the hits as they come;
-// then it fetches its hits' targets' names from the ranks holding them and formats its lines. neighbors: the
-// slices travel the ring for N / 2 steps, each block of pairs computed by one of its two ranks, the pairs
-// routed to the rank holding their query. cluster: those pairs, the Butina pass on rank 0. matrix: each
-// rank's rows against the slices travelling the ring. Outputs go to rank 0 in rank order, which is the output
-// order. Similarities are bit-identical on every backend and every merge keeps the one reported order, so the
-// results are the single-process ones for any number of ranks.
+// then it fetches its hits' targets' names from the ranks holding them and formats its lines.
+// neighbors: the slices travel the ring for N / 2 steps, each block of pairs computed by one of its
+// two ranks, the pairs routed to the rank holding their query. cluster: those pairs, the Butina
+// pass on rank 0. matrix: each rank's rows against the slices travelling the ring. Outputs land in
+// rank order (write_in_rank_order), which is the output order. Similarities are bit-identical on
+// every backend and every merge keeps the one reported order, so the results are the
+// single-process ones for any number of ranks.
 
 #include <algorithm>
 #include <atomic>
@@ -32,12 +33,12 @@ using detail::timed_butina;
 using detail::unpack_into;
 using detail::Unpacker;
 
-// `bytes` to rank `to`; returns what the one rank sending to this one sent (every rank calls it
-// in the same step with a permutation of destinations, e.g. a ring shift). Every message travels
-// in pieces of at most 256 MiB (MPI counts are int), all ranks taking part in the same number of
-// all-to-alls.
-std::vector<std::byte> send_to(Communicator& comm, std::span<const std::byte> bytes, int to, RunInfo& info) {
+// `bytes` to rank r - 1 (cyclically), those of rank r + 1 returned: one step of the ring. Every
+// message travels in pieces of at most 256 MiB (MPI counts are int), all ranks taking part in the
+// same number of all-to-alls.
+std::vector<std::byte> shift_down(Communicator& comm, std::span<const std::byte> bytes, RunInfo& info) {
   constexpr std::uint64_t kPiece = std::uint64_t{256} << 20;
+  const int to = (comm.rank() + comm.size() - 1) % comm.size();
   const std::uint64_t my_size = bytes.size();
   std::uint64_t rounds = 0;
   for (const auto& size : allgather_records<std::uint64_t>(comm, std::span<const std::uint64_t>(&my_size, 1)))
@@ -56,11 +57,6 @@ std::vector<std::byte> send_to(Communicator& comm, std::span<const std::byte> by
     info.merge_bytes_received += out.size();
   }
   return out;
-}
-
-// `bytes` to rank r - 1 (cyclically), those of rank r + 1 returned: one step of the ring.
-std::vector<std::byte> shift_down(Communicator& comm, std::span<const std::byte> bytes, RunInfo& info) {
-  return send_to(comm, bytes, (comm.rank() + comm.size() - 1) % comm.size(), info);
 }
 
 // One ring step of a slice of molecules: `*slice` (its first molecule has global index `first`)
@@ -195,12 +191,6 @@ HitBlock search_slices_across_ranks(Communicator& comm, const Resources& resourc
   double exchange_seconds = 0;
   const double t0 = now_seconds();
   const int ranks = comm.size();
-  // The ring: in step s rank r holds the block of queries that rank r + s read and searches it
-  // against its own database slice. The best hits found go straight to the block's home rank, which
-  // merges them into its block's hits; then the block (queries only) passes to rank r - 1. After N
-  // steps every rank has met every block and every home rank has its block's hits against the whole
-  // database. Each hit crosses the network at most once, as 8 bytes (target, similarity: the query
-  // is the record's position), and the travelling blocks are only the queries' encodings.
   // The ring: the database slices travel, the queries stay home. In step s rank r holds the slice
   // that rank r + s read and searches its own queries against it, merging the hits into its
   // queries' best k; then the slice (encodings only, no names) passes to rank r - 1. After N steps

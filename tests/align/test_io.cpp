@@ -263,13 +263,20 @@ TEST(AlignDatabase, OpenShardEqualsShardOfTheWholeDirectory) {
     if (shard0.original_index(i) == longest) damaged = 0;
   const auto intact = molaccel::testing::read_file(dir / "db" / "residues.bin");
   // Bytes at every place of an eight-byte word and in the last partial word, just outside the
-  // alphabet and far outside it; the message names the first bad residue.
+  // alphabet and far outside it: open() refuses the directory, and open_shard the shard holding
+  // the byte, naming the first bad residue.
   for (std::size_t from_end : {1, 2, 5, 8, 9, 13, 2500})
     for (int value : {26, 40, 127, 128, 255}) {
       auto residues = intact;
       residues[residues.size() - from_end] = static_cast<char>(value);
       molaccel::testing::write_file(dir / "db" / "residues.bin", residues);
       EXPECT_NO_THROW(Database::open_shard(dir / "db", 1 - damaged, 2));
+      try {  // the whole directory's check too (the same test of the codes)
+        (void)Database::open(dir / "db");
+        ADD_FAILURE() << "open() took a code outside the alphabet: " << from_end << " " << value;
+      } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("outside the alphabet"), std::string::npos) << e.what();
+      }
       std::string error;
       try {
         (void)Database::open_shard(dir / "db", damaged, 2);

@@ -50,8 +50,8 @@ inline constexpr std::array<EmulatedShape, 4> kEmulatedShapes{
       "one cluster, registers, operands in distributed shared memory"}}};
 
 // The matrix by diagonals (KernelShape::diagonals): the emulated forms that read it (streamed
-// on a grid, registers in one block and in the cluster), with the offsets of the band below and of Poisson 12
-// x 12.
+// on a grid, registers in one block and in the cluster), with the offsets of the band below and of
+// Poisson 12 x 12.
 inline constexpr std::array<int, 4> kBandOffsets{-3, -1, 0, 2};
 inline constexpr std::array<int, 5> kPoisson12Offsets{-12, -1, 0, 1, 12};
 template <std::size_t D>

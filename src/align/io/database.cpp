@@ -83,6 +83,23 @@ std::string ids_file_header(const std::string& build_id) {
   return fmt::format("{} {}\n", kDatabaseFormatName, build_id);
 }
 
+// Eight bytes at a time: a byte's low seven bits plus 128 - kAlphabetSize reach bit 7 exactly when
+// they are kAlphabetSize or more (no carry leaves the byte: at most 127 + 102), and a byte of 128
+// or more has bit 7 itself.
+bool has_code_outside_alphabet(const std::uint8_t* codes, std::uint64_t n) {
+  static_assert(kAlphabetSize > 0 && kAlphabetSize < 128);
+  constexpr std::uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x80 * kOnes, kLow = 0x7f * kOnes;
+  constexpr std::uint64_t kAdd = (128 - kAlphabetSize) * kOnes;
+  std::uint64_t i = 0, bits = 0;
+  for (; i + 8 <= n; i += 8) {
+    std::uint64_t x;
+    std::memcpy(&x, codes + i, sizeof x);
+    bits |= (((x & kLow) + kAdd) | x) & kHigh;
+  }
+  for (; i < n; ++i) bits |= codes[i] >= kAlphabetSize ? kHigh : 0;
+  return bits != 0;
+}
+
 void check_binary_header(const std::filesystem::path& path, std::string_view header,
                          const std::string& build_id) {
   if (header.size() < kFileHeaderBytes || header.substr(0, kFileMagic.size()) != kFileMagic)
@@ -282,10 +299,7 @@ Database Database::open(const std::filesystem::path& dbdir) {
     std::atomic<bool> bad{false};
     parallel_for(static_cast<std::size_t>(residues), 0, std::size_t{8} << 20,
                  [&](std::size_t b, std::size_t e) {
-                   std::uint8_t any = 0;
-                   for (std::size_t i = b; i < e; ++i)
-                     any |= static_cast<std::uint8_t>(r[i] >= kAlphabetSize);
-                   if (any) bad = true;
+                   if (has_code_outside_alphabet(r + b, e - b)) bad = true;
                  });
     if (bad) throw InputError((dbdir / "residues.bin").string(), 0, "contains codes outside the alphabet");
   }

@@ -83,23 +83,6 @@ class FileReader {
   std::uint64_t size_ = 0;
 };
 
-// Whether any of `n` bytes is kAlphabetSize or more, eight at a time: a byte's low seven bits plus
-// 128 - kAlphabetSize reach bit 7 exactly when they are kAlphabetSize or more (no carry leaves the
-// byte: at most 127 + 102), and a byte of 128 or more has bit 7 itself.
-bool has_code_outside_alphabet(const std::uint8_t* codes, std::uint64_t n) {
-  static_assert(kAlphabetSize > 0 && kAlphabetSize < 128);
-  constexpr std::uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x80 * kOnes, kLow = 0x7f * kOnes;
-  constexpr std::uint64_t kAdd = (128 - kAlphabetSize) * kOnes;
-  std::uint64_t i = 0, bits = 0;
-  for (; i + 8 <= n; i += 8) {
-    std::uint64_t x;
-    std::memcpy(&x, codes + i, sizeof x);
-    bits |= (((x & kLow) + kAdd) | x) & kHigh;
-  }
-  for (; i < n; ++i) bits |= codes[i] >= kAlphabetSize ? kHigh : 0;
-  return bits != 0;
-}
-
 // Blocks per rank: enough that every rank samples the whole length distribution, few enough that
 // a rank's boundary searches (2 x 16 binary searches of offsets.bin) stay negligible.
 constexpr std::uint64_t kBlocksPerRank = 16;

@@ -36,6 +36,8 @@ std::string ids_file_header(const std::string& build_id);
 void check_binary_header(const std::filesystem::path& path, std::string_view header,
                          const std::string& build_id);
 void check_ids_header(const std::filesystem::path& path, std::string_view text, const std::string& build_id);
+// Whether any of `n` residue codes is kAlphabetSize or more (a damaged residues.bin).
+bool has_code_outside_alphabet(const std::uint8_t* codes, std::uint64_t n);
 
 // A read-only memory mapping that lives as long as the database storage.
 class MappedFile {
