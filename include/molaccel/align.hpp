@@ -109,9 +109,10 @@ SequenceSet encode_sequences(const std::vector<std::pair<std::string, std::strin
 
 // A searchable database: sequences sorted by length (ties by input order), each remembering its
 // position in the input FASTA. Backed by memory (from FASTA) or a memory-mapped DBDIR. A shard is
-// a copy of 16 blocks of the sorted order (balanced residues and length mix, still sorted) that
-// keeps the whole database's statistics, so MPI ranks can each search one shard and
-// merge_top_hits() gives the single-process result.
+// a copy of parts of the sorted order (16 blocks of the subjects up to 2,048 residues, the longer
+// ones dealt one by one: balanced residues and length mix, still sorted) that keeps the whole
+// database's statistics, so MPI ranks can each search one shard and merge_top_hits() gives the
+// single-process result.
 class Database {
  public:
   Database() = default;
