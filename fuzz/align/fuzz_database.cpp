@@ -40,8 +40,8 @@ struct Directory {
   fs::path dir;
   std::vector<std::string> pristine;
   Directory() {
-    char name[] = "/tmp/molaccel-fuzz-db-XXXXXX";
-    if (!::mkdtemp(name)) std::abort();
+    std::string name = (fs::temp_directory_path() / "molaccel-fuzz-db-XXXXXX").string();
+    if (!::mkdtemp(name.data())) std::abort();
     dir = name;
     std::string fasta;
     const std::string letters = "ACDEFGHIKLMNPQRSTVWY";
