@@ -520,8 +520,8 @@ enum class Solver { cg, bicgstab, pipelined_cg, pipelined_bicgstab };
 enum class Preconditioner { none, jacobi };  // jacobi: M = diag(A)^-1
 enum class Precision { fp32, fp64 };         // of the matrix values, vectors and GPU iterations
 // How a GPU runs the iterations (a CPU worker always runs the fused CPU loops):
-//   automatic: resident up to 200,000 rows, then fused (BiCGStab) or graph (CG); a system the
-//     resident or fused kernel cannot take goes to the graph path.
+//   automatic: on a GPU, generated (BiCGStab as one-barrier BiCGStab where the matrix is a
+//     constant stencil whose tiles fit the GPU); on a CPU, the fused CPU loops.
 //   graph: the generated kernels of a batch of iterations replayed as one CUDA graph.
 //   resident: one cooperative kernel keeps every thread's rows in registers for the whole solve
 //     (systems up to a few hundred thousand rows).

@@ -532,8 +532,7 @@ SolverResult solve_with(const Resources& resources, const HostCsr<double>& a, st
         __FILE__, __LINE__);
   MOLACCEL_EXPECTS(options.tolerance >= 0 && options.max_iterations >= 0,
                    "solve: bad tolerance or iteration cap");
-  if (is_program_solver(options.solver) || options.launch == Launch::generated)
-    return solve_with_program(resources, a, b, options);
+  check_program_solver_options(options);
   SolverResult result;
   JobOptions job;
   job.name = "solve";
@@ -541,6 +540,15 @@ SolverResult solve_with(const Resources& resources, const HostCsr<double>& a, st
   run_tiles(
       resources, 1,
       [&](WorkerContext& ctx, std::size_t) {
+        // Programs: the pipelined methods everywhere, CG and BiCGStab on a GPU (Launch::graph
+        // aside) and with Launch::generated on a CPU.
+        const bool on_gpu = ctx.worker().kind == WorkerInfo::Kind::gpu;
+        if (tuning == nullptr &&
+            (is_program_solver(options.solver) || options.launch == Launch::generated ||
+             (on_gpu && options.launch == Launch::automatic))) {
+          result = solve_program_on(ctx.worker(), a, b, options);
+          return;
+        }
         Placement where;
         if (ctx.worker().kind == WorkerInfo::Kind::gpu) where.device = ctx.worker().device;
         where.cpu_threads = ctx.worker().kind == WorkerInfo::Kind::cpu ? ctx.worker().cpu_threads : 0;

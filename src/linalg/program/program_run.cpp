@@ -221,26 +221,27 @@ ProgramResult run_on_cpu(const Program& program, const ProgramInputs& inputs, co
 
 }  // namespace
 
-ProgramResult run_program(const Resources& resources, const Program& program, const ProgramInputs& given) {
+ProgramResult run_program_on_worker(const WorkerInfo& worker, const Program& program,
+                                    const ProgramInputs& given) {
   const std::size_t n = program::checked_rows(program, given);  // bad input: the caller's error
   ProgramInputs storage;
   const ProgramInputs& inputs = program::with_derived_inputs(program, given, storage);
+  if (worker.kind == WorkerInfo::Kind::gpu) return run_program_on_gpu(program, inputs, worker.device);
+  Placement where;
+  where.cpu_threads = worker.cpu_threads;
+  return program.type() == ValueType::f32 ? run_on_cpu<float>(program, inputs, where, n)
+                                          : run_on_cpu<double>(program, inputs, where, n);
+}
+
+ProgramResult run_program(const Resources& resources, const Program& program, const ProgramInputs& inputs) {
+  (void)program::checked_rows(program, inputs);  // bad input: the caller's error, before the tile
   ProgramResult result;
   JobOptions job;
   job.name = "program " + program.name();
   job.progress_bar = false;
   run_tiles(
       resources, 1,
-      [&](WorkerContext& ctx, std::size_t) {
-        if (ctx.worker().kind == WorkerInfo::Kind::gpu) {
-          result = run_program_on_gpu(program, inputs, ctx.worker().device);
-          return;
-        }
-        Placement where;
-        where.cpu_threads = ctx.worker().cpu_threads;
-        result = program.type() == ValueType::f32 ? run_on_cpu<float>(program, inputs, where, n)
-                                                  : run_on_cpu<double>(program, inputs, where, n);
-      },
+      [&](WorkerContext& ctx, std::size_t) { result = run_program_on_worker(ctx.worker(), program, inputs); },
       job);
   return result;
 }

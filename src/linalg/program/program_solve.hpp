@@ -1,5 +1,5 @@
-// solve() through the methods' programs: what the OpenCL persistent solver and the pipelined
-// methods (every device) share (program_solve.cpp).
+// solve() through the methods' programs (program_solve.cpp): CG and BiCGStab on a GPU, the
+// pipelined methods everywhere, and what the OpenCL persistent solver shares with them.
 #pragma once
 
 #include <optional>
@@ -25,9 +25,19 @@ std::optional<ProgramInputs> program_inputs(const HostCsr<double>& a, std::span<
 // and host checks are the caller's.
 SolverResult solver_result(ProgramResult run);
 
-// solve() for a program solver, or CG and BiCGStab with Launch::generated: run_program on the
-// resources.
-SolverResult solve_with_program(const Resources& resources, const HostCsr<double>& a,
-                                std::span<const double> b, const SolverOptions& options);
+// The program solve() runs on `worker`: program_of's, except BiCGStab on a GPU where the matrix
+// is a constant stencil on a 2-D grid too large for one block whose tiles (about 1,024 cells) all
+// fit the GPU at once: one-barrier BiCGStab, which runs there in the tile form (docs/linalg.md).
+Program program_for(const WorkerInfo& worker, const HostCsr<double>& a, const SolverOptions& options);
+
+// solve() as one tile on `worker` through program_for's program (b nonzero, options checked):
+// the generated kernel of the whole solve on a GPU, the program's fused steps on a CPU.
+SolverResult solve_program_on(const WorkerInfo& worker, const HostCsr<double>& a, std::span<const double> b,
+                              const SolverOptions& options);
+
+// A program on one worker (run_program's tile: program_run.cpp): checks the inputs, derives the
+// program's own (the inverse diagonal), then runs the generated kernel or the CPU steps.
+ProgramResult run_program_on_worker(const WorkerInfo& worker, const Program& program,
+                                    const ProgramInputs& inputs);
 
 }  // namespace molaccel::linalg
