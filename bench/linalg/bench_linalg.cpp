@@ -180,6 +180,7 @@ struct BicgstabSelection {
   int iterations = 0;  // per solve (--iterations=); 0: 400 up to n = 1e5, 100 above
   // Launch modes compared side by side (--modes=auto,graph,resident,fused).
   std::vector<Launch> modes{Launch::automatic, Launch::graph};
+  std::vector<Solver> solvers{Solver::bicgstab, Solver::cg};  // --solvers=bicgstab,cg
   // --tuning k=v (repeatable): SolverTuning fields for the resident and fused runs.
   std::vector<std::pair<std::string, std::string>> tuning;
 };
@@ -215,10 +216,6 @@ bool apply_tuning(SolverTuning& t, const std::string& key, const std::string& va
 
 void bench_bicgstab(const Resources& resources, const std::string& device, double copy_bw, bool quick,
                     const BicgstabSelection& sel) {
-  // Minimal traffic of one iteration per row: two CSR products (5 values, 5 column indices,
-  // a row pointer, the input and output vector: 80 B) and 20 vector reads/writes of the
-  // fused vector updates and inner products (160 B).
-  const double bytes_per_row = 2 * 80.0 + 160.0;
   std::string tuning_label;
   for (const auto& [k, v] : sel.tuning)
     tuning_label += fmt::format("{}{}={}", tuning_label.empty() ? "" : ",", k, v);
@@ -229,51 +226,59 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
     if (!resources.uses_gpu() && n > 200000) break;
     const auto a = poisson_2d(grid);
     const auto b = multiply(a, std::vector<double>(n, 1.0));
-    for (const Launch mode : sel.modes) {
-      if (!resources.uses_gpu() && mode != Launch::automatic) continue;
-      if (mode == Launch::resident && n > 300000) {
-        std::printf("linalg/bicgstab-poisson n=%zu: resident: not run (rows do not fit the GPU's threads)\n",
-                    n);
-        continue;
-      }
-      SolverOptions o;
-      o.solver = Solver::bicgstab;
-      o.tolerance = 0;  // fixed iteration count: the iteration stops only on the cap or a breakdown
-      o.max_iterations = sel.iterations > 0 ? sel.iterations : n <= 100000 ? 400 : 100;
-      o.launch = mode;
-      // The tuning of this mode (automatic: the path tuning_for picks) with the --tuning settings.
-      SolverTuning tuning = tuning_for(std::max(0, placement_of(resources).device), problem_of(a, o));
-      for (const auto& [k, v] : sel.tuning) apply_tuning(tuning, k, v);
-      std::vector<double> per_iteration;
-      SolverResult last;
-      try {
-        for (int rep = 0; rep < 3; ++rep) {
-          last = sel.tuning.empty() ? solve(resources, a, b, o) : solve_tuned(resources, a, b, o, tuning);
-          per_iteration.push_back(last.seconds_per_iteration);
+    for (const Solver solver : sel.solvers)
+      for (const Launch mode : sel.modes) {
+        // Minimal traffic of one iteration per row: a CSR product (5 values, 5 column indices, a
+        // row pointer, the input and output vector: 80 B) per product, and the vector reads and
+        // writes of the fused updates and inner products: BiCGStab two products and 20 vectors
+        // (320 B), CG one product and 10 vectors (160 B).
+        const bool cg = solver == Solver::cg;
+        const double bytes_per_row = cg ? 80.0 + 80.0 : 2 * 80.0 + 160.0;
+        if (!resources.uses_gpu() && mode != Launch::automatic) continue;
+        if (mode == Launch::resident && n > 300000) {
+          std::printf("linalg/%s-poisson n=%zu: resident: not run (rows do not fit the GPU's threads)\n",
+                      std::string(to_string(solver)).c_str(), n);
+          continue;
         }
-      } catch (const std::exception& e) {
-        std::printf("linalg/bicgstab-poisson n=%zu: launch %s failed: %s\n", n,
-                    std::string(to_string(mode)).c_str(), e.what());
-        continue;
+        SolverOptions o;
+        o.solver = solver;
+        o.tolerance = 0;  // fixed iteration count: the iteration stops only on the cap or a breakdown
+        o.max_iterations = sel.iterations > 0 ? sel.iterations : n <= 100000 ? 400 : 100;
+        o.launch = mode;
+        // The tuning of this mode (automatic: the path tuning_for picks) with the --tuning settings.
+        SolverTuning tuning = tuning_for(std::max(0, placement_of(resources).device), problem_of(a, o));
+        for (const auto& [k, v] : sel.tuning) apply_tuning(tuning, k, v);
+        std::vector<double> per_iteration;
+        SolverResult last;
+        try {
+          for (int rep = 0; rep < 3; ++rep) {
+            last = sel.tuning.empty() ? solve(resources, a, b, o) : solve_tuned(resources, a, b, o, tuning);
+            per_iteration.push_back(last.seconds_per_iteration);
+          }
+        } catch (const std::exception& e) {
+          std::printf("linalg/%s-poisson n=%zu: launch %s failed: %s\n",
+                      std::string(to_string(solver)).c_str(), n, std::string(to_string(mode)).c_str(),
+                      e.what());
+          continue;
+        }
+        const molaccel::bench::Timing t = molaccel::bench::summarise(per_iteration);
+        const double floor_s = bytes_per_row * double(n) / copy_bw;
+        const std::string label = resources.uses_gpu() ? std::string(to_string(mode)) : std::string("cpu");
+        print_row(
+            {.benchmark = fmt::format("linalg/{}-poisson/fp64/{}{}", to_string(solver), label,
+                                      tuning_label.empty() ? "" : "[" + tuning_label + "]"),
+             .device = device,
+             .size = fmt::format("n={}", n),
+             .timing = t,
+             .work = bytes_per_row * double(n),
+             .work_unit = "B",
+             .bytes = bytes_per_row * double(n),
+             .limit = copy_bw,
+             .limit_name = "measured copy bandwidth",
+             .note = fmt::format("{:.2f} us/iter, floor {:.2f} us ({:.2f}x), {} iters, {} kernels/iter, {}",
+                                 t.median_s * 1e6, floor_s * 1e6, t.median_s / floor_s, last.iterations,
+                                 last.kernels_per_iteration, last.backend)});
       }
-      const molaccel::bench::Timing t = molaccel::bench::summarise(per_iteration);
-      const double floor_s = bytes_per_row * double(n) / copy_bw;
-      const std::string label = resources.uses_gpu() ? std::string(to_string(mode)) : std::string("cpu");
-      print_row(
-          {.benchmark = fmt::format("linalg/bicgstab-poisson/fp64/{}{}", label,
-                                    tuning_label.empty() ? "" : "[" + tuning_label + "]"),
-           .device = device,
-           .size = fmt::format("n={}", n),
-           .timing = t,
-           .work = bytes_per_row * double(n),
-           .work_unit = "B",
-           .bytes = bytes_per_row * double(n),
-           .limit = copy_bw,
-           .limit_name = "measured copy bandwidth",
-           .note = fmt::format("{:.2f} us/iter, floor {:.2f} us ({:.2f}x), {} iters, {} kernels/iter, {}",
-                               t.median_s * 1e6, floor_s * 1e6, t.median_s / floor_s, last.iterations,
-                               last.kernels_per_iteration, last.backend)});
-    }
   }
 }
 
@@ -321,6 +326,10 @@ int main(int argc, char** argv) {
                             : m == "fused"    ? Launch::fused
                                               : Launch::automatic);
       });
+    } else if (auto v = value("--solvers=")) {  // e.g. cg or bicgstab,cg
+      sel.solvers.clear();
+      for_each_item(
+          v, [&](const std::string& m) { sel.solvers.push_back(m == "cg" ? Solver::cg : Solver::bicgstab); });
     } else if (arg == "--tuning" && i + 1 < argc) {  // --tuning k=v, repeatable
       const std::string kv = argv[++i];
       const std::size_t eq = kv.find('=');
@@ -337,7 +346,8 @@ int main(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: bench_linalg [--quick] [--cpu] [--bicgstab-only] [--min-n=N] [--max-n=N] [--grids=S,...] "
-          "[--iterations=N] [--modes=auto,graph,resident,fused] [--tuning KEY=VALUE]...\n");
+          "[--iterations=N] [--solvers=bicgstab,cg] [--modes=auto,graph,resident,fused] [--tuning "
+          "KEY=VALUE]...\n");
       return 1;
     }
   }
