@@ -47,11 +47,7 @@ la::SolverOptions to_solver_options(const SolveOptions& o) {
                                                 : la::Solver::bicgstab;
   s.preconditioner = o.precond == "jacobi" ? la::Preconditioner::jacobi : la::Preconditioner::none;
   s.precision = o.precision == "fp32" ? la::Precision::fp32 : la::Precision::fp64;
-  s.launch = o.launch == "graph"       ? la::Launch::graph
-             : o.launch == "resident"  ? la::Launch::resident
-             : o.launch == "fused"     ? la::Launch::fused
-             : o.launch == "generated" ? la::Launch::generated
-                                       : la::Launch::automatic;
+  s.launch = la::launch_from_string(o.launch).value_or(la::Launch::automatic);  // checked by CLI11
   s.tolerance = o.tol;
   s.max_iterations = o.max_iter;
   s.batch = o.batch;
@@ -181,11 +177,12 @@ Action setup_solve(CLI::App& app, CommonOptions& common) {
       ->check(CLI::Range(0, 100000000))
       ->default_val(1000);
   app.add_option("--launch", o->launch,
-                 "GPU launch mode: auto, graph, resident, fused or generated (cg and bicgstab as their "
-                 "generated programs, one kernel per solve)")
-      ->check(CLI::IsMember({"auto", "graph", "resident", "fused", "generated"}))
+                 "auto (a GPU: one generated kernel per solve; the CPU: fused loops), generated (the "
+                 "method's program on any device) or graph (cg, bicgstab: the generator's kernels of a "
+                 "batch of iterations as one CUDA graph)")
+      ->check(CLI::IsMember({"auto", "graph", "generated"}))
       ->default_val("auto");
-  app.add_option("--batch", o->batch, "Iterations per host check (0 = automatic)")
+  app.add_option("--batch", o->batch, "--launch graph: iterations per host check (0 = automatic)")
       ->check(CLI::Range(0, 4096));
   app.add_option("-o,--output", o->output, "Write x here (Matrix Market array)");
   common.add_device_options(app);

@@ -1,14 +1,10 @@
 // linalg benchmarks: the paper's BLAS-1 example as one generated kernel vs four separate
-// kernels, the paper's BLAS-2 example vs cuBLAS separate calls, and fp64 BiCGStab on 2-D
+// kernels, the paper's BLAS-2 example vs cuBLAS separate calls, and fp64 BiCGStab and CG on 2-D
 // Poisson (time per iteration per launch mode) against the memory-bandwidth floor. ViennaCL's
 // BiCGStab runs in bench_linalg_viennacl (same table format) when it is installed.
 //
-//   bench_linalg [--quick] [--cpu] [--bicgstab-only] [--grids=32,100,316] [--modes=auto,graph]
-//                [--tuning form=2 --tuning scope=grid ...]
-// --tuning sets a field of the solvers' internal tuning (src/linalg/tuning.hpp) for a side-by-side
-// comparison: blocks, threads, scope (block, cluster, grid), form (resident BiCGStab barriers per
-// iteration: 1, 2, 3), rows_per_thread, diagonals (0: CSR), tiles (IxJ), loads (fused: l1, l2),
-// batch.
+//   bench_linalg [--quick] [--cpu] [--bicgstab-only] [--grids=32,100,316] [--solvers=bicgstab,cg]
+//                [--modes=auto,graph,generated]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -19,7 +15,6 @@
 
 #include "common/harness.hpp"
 #include "linalg/backend.hpp"
-#include "linalg/solve_tuned.hpp"
 #include "molaccel/linalg.hpp"
 
 namespace molaccel::bench {
@@ -175,50 +170,16 @@ void bench_blas2(const Placement& where, const std::string& device, bool quick) 
 struct BicgstabSelection {
   std::size_t min_n = 0, max_n = 0;  // 0: no bound
   // Poisson grid sides (n = side^2); 316: n = 99,856, the largest square grid within n <= 1e5;
-  // 447: n = 2e5, the resident path's range. --grids= replaces them.
+  // 447: n = 2e5, above the one-barrier tiles' range. --grids= replaces them.
   std::vector<std::size_t> grids{32, 100, 316, 447, 1000, 3163};
   int iterations = 0;  // per solve (--iterations=); 0: 400 up to n = 1e5, 100 above
-  // Launch modes compared side by side (--modes=auto,graph,resident,fused).
+  // Launch modes compared side by side (--modes=auto,graph,generated).
   std::vector<Launch> modes{Launch::automatic, Launch::graph};
   std::vector<Solver> solvers{Solver::bicgstab, Solver::cg};  // --solvers=bicgstab,cg
-  // --tuning k=v (repeatable): SolverTuning fields for the resident and fused runs.
-  std::vector<std::pair<std::string, std::string>> tuning;
 };
-
-// Applies one --tuning k=v to `t`; false for an unknown key.
-bool apply_tuning(SolverTuning& t, const std::string& key, const std::string& value) {
-  const int v = std::atoi(value.c_str());
-  if (key == "blocks")
-    t.blocks = v;
-  else if (key == "threads")
-    t.threads = v;
-  else if (key == "scope")  // block, cluster, grid
-    t.scope = value == "block" ? 1 : value == "cluster" ? 2 : value == "grid" ? 3 : v;
-  else if (key == "form")  // resident BiCGStab barriers per iteration: 1 (one barrier), 2 or 3
-    t.form = v == 1 ? 4 : v;
-  else if (key == "rows_per_thread")
-    t.rows_per_thread = v;
-  else if (key == "diagonals")
-    t.diagonals = value != "0" && value != "no";
-  else if (key == "tiles") {  // IxJ
-    const std::size_t x = value.find('x');
-    if (x == std::string::npos) return false;
-    t.tiles_i = std::atoi(value.substr(0, x).c_str());
-    t.tiles_j = std::atoi(value.c_str() + x + 1);
-  } else if (key == "loads")  // fused: l1 or l2
-    t.fused_loads = value == "l1" ? 2 : value == "l2" ? 1 : v;
-  else if (key == "batch")
-    t.batch = v;
-  else
-    return false;
-  return true;
-}
 
 void bench_bicgstab(const Resources& resources, const std::string& device, double copy_bw, bool quick,
                     const BicgstabSelection& sel) {
-  std::string tuning_label;
-  for (const auto& [k, v] : sel.tuning)
-    tuning_label += fmt::format("{}{}={}", tuning_label.empty() ? "" : ",", k, v);
   for (std::size_t grid : sel.grids) {
     const std::size_t n = grid * grid;
     if (sel.max_n ? n > sel.max_n : quick && n > 2000000) break;
@@ -235,24 +196,16 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
         const bool cg = solver == Solver::cg;
         const double bytes_per_row = cg ? 80.0 + 80.0 : 2 * 80.0 + 160.0;
         if (!resources.uses_gpu() && mode != Launch::automatic) continue;
-        if (mode == Launch::resident && n > 300000) {
-          std::printf("linalg/%s-poisson n=%zu: resident: not run (rows do not fit the GPU's threads)\n",
-                      std::string(to_string(solver)).c_str(), n);
-          continue;
-        }
         SolverOptions o;
         o.solver = solver;
         o.tolerance = 0;  // fixed iteration count: the iteration stops only on the cap or a breakdown
         o.max_iterations = sel.iterations > 0 ? sel.iterations : n <= 100000 ? 400 : 100;
         o.launch = mode;
-        // The tuning of this mode (automatic: the path tuning_for picks) with the --tuning settings.
-        SolverTuning tuning = tuning_for(std::max(0, placement_of(resources).device), problem_of(a, o));
-        for (const auto& [k, v] : sel.tuning) apply_tuning(tuning, k, v);
         std::vector<double> per_iteration;
         SolverResult last;
         try {
           for (int rep = 0; rep < 3; ++rep) {
-            last = sel.tuning.empty() ? solve(resources, a, b, o) : solve_tuned(resources, a, b, o, tuning);
+            last = solve(resources, a, b, o);
             per_iteration.push_back(last.seconds_per_iteration);
           }
         } catch (const std::exception& e) {
@@ -265,8 +218,7 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
         const double floor_s = bytes_per_row * double(n) / copy_bw;
         const std::string label = resources.uses_gpu() ? std::string(to_string(mode)) : std::string("cpu");
         print_row(
-            {.benchmark = fmt::format("linalg/{}-poisson/fp64/{}{}", to_string(solver), label,
-                                      tuning_label.empty() ? "" : "[" + tuning_label + "]"),
+            {.benchmark = fmt::format("linalg/{}-poisson/fp64/{}", to_string(solver), label),
              .device = device,
              .size = fmt::format("n={}", n),
              .timing = t,
@@ -318,36 +270,27 @@ int main(int argc, char** argv) {
       sel.max_n = std::size_t(std::atof(v));
     } else if (auto v = value("--iterations=")) {
       sel.iterations = std::atoi(v);
-    } else if (auto v = value("--modes=")) {  // e.g. auto,graph,resident,fused
+    } else if (auto v = value("--modes=")) {  // e.g. auto,graph,generated
       sel.modes.clear();
+      bool known = true;
       for_each_item(v, [&](const std::string& m) {
-        sel.modes.push_back(m == "graph"      ? Launch::graph
-                            : m == "resident" ? Launch::resident
-                            : m == "fused"    ? Launch::fused
-                                              : Launch::automatic);
+        const auto launch = launch_from_string(m);
+        known = known && launch.has_value();
+        if (launch) sel.modes.push_back(*launch);
       });
+      if (!known) {
+        std::fprintf(stderr, "bench_linalg: --modes=%s: auto, graph or generated\n", v);
+        return 1;
+      }
     } else if (auto v = value("--solvers=")) {  // e.g. cg or bicgstab,cg
       sel.solvers.clear();
       for_each_item(
           v, [&](const std::string& m) { sel.solvers.push_back(m == "cg" ? Solver::cg : Solver::bicgstab); });
-    } else if (arg == "--tuning" && i + 1 < argc) {  // --tuning k=v, repeatable
-      const std::string kv = argv[++i];
-      const std::size_t eq = kv.find('=');
-      SolverTuning probe;
-      if (eq == std::string::npos || !apply_tuning(probe, kv.substr(0, eq), kv.substr(eq + 1))) {
-        std::fprintf(stderr,
-                     "bench_linalg: --tuning %s: expected KEY=VALUE with KEY one of blocks, threads, "
-                     "scope, form, rows_per_thread, diagonals, tiles, loads, batch\n",
-                     kv.c_str());
-        return 1;
-      }
-      sel.tuning.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
     } else {
       std::fprintf(
           stderr,
           "usage: bench_linalg [--quick] [--cpu] [--bicgstab-only] [--min-n=N] [--max-n=N] [--grids=S,...] "
-          "[--iterations=N] [--solvers=bicgstab,cg] [--modes=auto,graph,resident,fused] [--tuning "
-          "KEY=VALUE]...\n");
+          "[--iterations=N] [--solvers=bicgstab,cg] [--modes=auto,graph,generated]\n");
       return 1;
     }
   }

@@ -122,8 +122,8 @@ void bench_bicgstab(int device, rt::Device& d, double copy_bw, bool quick) {
 #endif
     // The host loop at every size; the persistent kernel where the problem fits the resident
     // work-groups' rule size (n <= 1e5 here).
-    for (const Launch launch : {Launch::graph, Launch::resident}) {
-      if (launch == Launch::resident && n > 100000) continue;
+    for (const Launch launch : {Launch::graph, Launch::generated}) {
+      if (launch == Launch::generated && n > 100000) continue;
       SolverOptions o;
       o.solver = Solver::bicgstab;
       o.tolerance = 0;  // fixed iteration count
@@ -139,8 +139,8 @@ void bench_bicgstab(int device, rt::Device& d, double copy_bw, bool quick) {
       const std::string versus =
           viennacl_s > 0 ? fmt::format(", speed-up over ViennaCL {:.2f}x", viennacl_s / t.median_s) : "";
       bench::print_row(
-          {.benchmark = launch == Launch::resident ? "linalg/opencl/bicgstab-poisson/fp64/persistent"
-                                                   : "linalg/opencl/bicgstab-poisson/fp64/host-loop",
+          {.benchmark = launch == Launch::generated ? "linalg/opencl/bicgstab-poisson/fp64/persistent"
+                                                    : "linalg/opencl/bicgstab-poisson/fp64/host-loop",
            .device = d.info.name,
            .size = fmt::format("n={}", n),
            .timing = t,

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -513,24 +514,25 @@ std::vector<double> multiply(const HostCsr<double>& a, std::span<const double> x
 // ---------------------------------------------------------------------------------------------
 // Krylov solvers.
 // ---------------------------------------------------------------------------------------------
-// cg and bicgstab: hand-tuned kernels on a GPU (and Jacobi preconditioning); pipelined_cg
-// (Ghysels & Vanroose: one grid-wide barrier per iteration) and pipelined_bicgstab (two): the
-// generated programs of linalg_program.hpp, unpreconditioned, on a GPU one kernel per solve.
+// cg and bicgstab (Jacobi preconditioning too) and pipelined_cg (Ghysels & Vanroose: one
+// grid-wide barrier per iteration) and pipelined_bicgstab (two): on a GPU the generated programs of
+// linalg_program.hpp, one kernel per solve; the pipelined methods are unpreconditioned.
 enum class Solver { cg, bicgstab, pipelined_cg, pipelined_bicgstab };
 enum class Preconditioner { none, jacobi };  // jacobi: M = diag(A)^-1
 enum class Precision { fp32, fp64 };         // of the matrix values, vectors and GPU iterations
-// How a GPU runs the iterations (a CPU worker always runs the fused CPU loops):
-//   automatic: on a GPU, generated (BiCGStab as one-barrier BiCGStab where the matrix is a
-//     constant stencil whose tiles fit the GPU); on a CPU, the fused CPU loops.
-//   graph: the generated kernels of a batch of iterations replayed as one CUDA graph.
-//   resident: one cooperative kernel keeps every thread's rows in registers for the whole solve
-//     (systems up to a few hundred thousand rows).
-//   fused: one cooperative kernel streams the vectors through global memory (any size).
-//   generated: CG and BiCGStab (Jacobi too) as their programs (linalg_program.hpp): one
-//     generated kernel per solve in the form run_program_on_gpu picks; a CPU worker runs the
-//     program's steps (run_program), an OpenCL device its persistent kernel.
+// How the iterations run:
+//   automatic: on a GPU, generated; on a CPU, one fused, vectorised, threaded loop per step of the
+//     method (the expression generator's CPU backend).
+//   generated: the method's program (linalg_program.hpp): on a GPU one generated kernel per solve
+//     in the form run_program_on_gpu picks (BiCGStab: one-barrier BiCGStab in the tile form where
+//     the matrix is a constant stencil whose tiles fit the GPU, else the 3-barrier program); on a
+//     CPU the program's steps (run_program); on an OpenCL device its persistent kernel.
+//   graph (cg, bicgstab): the generator's kernels of a batch of iterations replayed as one CUDA
+//     graph per host check (GPU); the fused CPU loops (CPU).
 // docs/linalg.md describes each.
-enum class Launch { automatic, graph, resident, fused, generated };
+enum class Launch { automatic, graph, generated };
+// "auto", "graph", "generated" (the CLI's --launch and Python's launch=); nullopt for another.
+std::optional<Launch> launch_from_string(std::string_view name);
 
 struct SolverOptions {
   Solver solver = Solver::bicgstab;
@@ -539,8 +541,9 @@ struct SolverOptions {
   double tolerance = 1e-8;  // stop when ||r|| / ||b|| <= tolerance
   int max_iterations = 1000;
   Launch launch = Launch::automatic;
-  // Iterations per host check (the solve stops at the first check after convergence; iterations
-  // after it are masked no-ops); 0 = automatic (graph: 8; resident and fused: the whole solve).
+  // Launch::graph: iterations per host check (the solve stops at the first check after
+  // convergence; iterations after it are masked no-ops); 0 = 8 on a GPU, 1 on a CPU. A generated
+  // kernel runs the whole solve.
   int batch = 0;
 };
 
@@ -564,7 +567,7 @@ struct SolverResult {
   std::vector<double> residual_history;  // ||r_k|| / ||b||, k = 0 .. iterations
   double seconds = 0;                    // iteration loop only (no set-up, no compilation)
   double seconds_per_iteration = 0;
-  int kernels_per_iteration = 0;  // GPU launches per iteration (0 on the CPU)
+  int kernels_per_iteration = 0;  // GPU launches per iteration (0 on the CPU; 1: one per solve)
   int host_checks = 0;            // host synchronisations in the loop
   std::string backend;            // e.g. "gpu:0 graph x8" or "cpu/avx2 (16 threads)"
 };

@@ -8,13 +8,12 @@ Matrices are compressed sparse rows: a SciPy sparse matrix (any format with ``to
 
 Conventions (as the CLI's ``--help``): x starts at 0; without ``b``, b = A * ones, so the exact
 solution is all ones. The iteration stops when ||r|| / ||b|| <= ``tol`` (r from the solver's
-recurrence) or after ``max_iterations``. GPU launch modes: ``"graph"`` replays ``batch``
-iterations as one CUDA graph per host check; ``"resident"`` runs the whole solve in one kernel
-that keeps each thread's rows in registers (up to a few hundred thousand rows); ``"fused"`` runs
-it as one streaming cooperative kernel; ``"auto"``: resident up to 200,000 rows, else fused for
-BiCGStab and graph for CG. ``"generated"`` runs CG and BiCGStab as their programs
-(:func:`method_program`, Jacobi too): one generated kernel per solve on a GPU, the program's
-steps on the CPU. Otherwise on the CPU the same expression trees run as fused, threaded loops.
+recurrence) or after ``max_iterations``. Launch modes: ``"auto"`` runs the method on a GPU as
+its generated program (:func:`method_program`, Jacobi too), one kernel for the whole solve
+(BiCGStab on a constant stencil as one-barrier BiCGStab), and on the CPU as fused, threaded
+loops; ``"generated"`` runs the program everywhere (on the CPU its steps); ``"graph"`` (cg and
+bicgstab) replays ``batch`` iterations of the generator's kernels as one CUDA graph per host
+check.
 """
 
 from __future__ import annotations
@@ -150,8 +149,8 @@ def solve(
         precision: ``"fp64"`` or ``"fp32"`` (matrix values, vectors and GPU iterations).
         tol: stop when ||r|| / ||b|| <= tol.
         max_iterations: iteration limit.
-        launch: ``"auto"``, ``"graph"``, ``"resident"``, ``"fused"`` (GPU only) or ``"generated"``.
-        batch: iterations per host check (0 = automatic).
+        launch: ``"auto"``, ``"generated"`` or ``"graph"``.
+        batch: ``launch="graph"``: iterations per host check (0 = automatic).
         device, threads, progress: where it runs.
 
     Returns:

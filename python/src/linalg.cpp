@@ -80,19 +80,10 @@ la::SolverOptions solver_options(const std::string& solver, const std::string& p
     o.precision = la::Precision::fp32;
   else
     throw InputError("precision", 0, fmt::format("unknown precision '{}' (fp64 or fp32)", precision));
-  if (launch == "auto")
-    o.launch = la::Launch::automatic;
-  else if (launch == "graph")
-    o.launch = la::Launch::graph;
-  else if (launch == "resident")
-    o.launch = la::Launch::resident;
-  else if (launch == "fused")
-    o.launch = la::Launch::fused;
-  else if (launch == "generated")
-    o.launch = la::Launch::generated;
+  if (const auto l = la::launch_from_string(launch))
+    o.launch = *l;
   else
-    throw InputError("launch", 0,
-                     fmt::format("unknown launch '{}' (auto, graph, resident, fused or generated)", launch));
+    throw InputError("launch", 0, fmt::format("unknown launch '{}' (auto, graph or generated)", launch));
   if (!(tolerance > 0)) throw InputError("tol", 0, "must be positive");
   if (max_iterations < 1) throw InputError("max_iterations", 0, "must be at least 1");
   if (batch < 0) throw InputError("batch", 0, "must be >= 0 (0 = automatic)");

@@ -102,7 +102,7 @@ def test_linalg_containers_hand_memory_to_cupy_and_torch():
 def test_linalg_solves_converge_in_every_launch_mode():
     linalg = _engine("linalg")
     a = linalg.poisson_2d(64)
-    for launch in ("auto", "graph", "resident", "fused", "generated"):
+    for launch in ("auto", "graph", "generated"):
         r = linalg.solve(a, launch=launch, device="gpu")
         assert r.converged and r.backend.startswith("gpu"), launch
         assert np.allclose(r.x, 1.0, atol=1e-6)

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "linalg/plan.hpp"
-#include "linalg/resident.hpp"
 #include "molaccel/linalg.hpp"
 
 namespace molaccel::linalg {
@@ -33,8 +32,7 @@ std::vector<double> inverse_diagonal(const HostCsr<double>& a);
 // The solvers' history array (solver_plans' device scalars): field * slots + slot.
 enum HistoryField { f_rho = 0, f_alpha = 1, f_omega = 2, f_rr = 3, f_active = 4, n_fields = 5 };
 // Accounts one iteration's record (its slot's fields) in `result`; returns whether the iteration
-// goes on. Shared by every solve path: history arrays (CUDA graph, CPU, OpenCL) and the resident
-// kernel's records.
+// goes on. Shared by the solve paths over history arrays (CUDA graph, CPU, OpenCL).
 bool account_iteration(SolverResult& result, bool cg, double bb, double threshold, double rr_raw,
                        double alpha, double omega, bool still_active);
 

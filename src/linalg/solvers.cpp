@@ -1,5 +1,8 @@
-// CG and BiCGStab written once over the generator: the same operations run on a GPU (fused
-// kernels, optionally replayed as a CUDA graph) or on the CPU backend.
+// solve(): on a GPU CG and BiCGStab run as their programs, one generated kernel per solve
+// (program/program_solve.cpp), as the pipelined methods do everywhere. Here: CG and BiCGStab
+// written once over the expression generator, one CustomOperation per step, which run on the CPU
+// backend (fused, vectorised, threaded loops) and on a GPU with Launch::graph (the steps'
+// kernels replayed as a CUDA graph per batch of iterations).
 //
 // Every scalar of an iteration lives in device memory, in a small history array with one slot
 // per iteration of a batch (iteration j reads slot j, writes slot j+1), so a batch of
@@ -9,12 +12,9 @@
 // a batch change nothing and no division by zero ever produces NaN (safe_div gives 0).
 #include <algorithm>
 #include <cmath>
-#include <optional>
 
 #include "linalg/backend.hpp"
-#include "linalg/diagonal.hpp"
 #include "linalg/program/program_solve.hpp"
-#include "linalg/solve_tuned.hpp"
 #include "molaccel/linalg.hpp"
 
 namespace molaccel::linalg {
@@ -57,37 +57,17 @@ std::string_view to_string(Launch l) {
       return "automatic";
     case Launch::graph:
       return "graph";
-    case Launch::resident:
-      return "resident";
-    case Launch::fused:
-      return "fused";
     case Launch::generated:
       return "generated";
   }
   return "?";
 }
 
-SolverTuning tuning_for(int /*device*/, const SolveProblem& problem) {
-  SolverTuning t;
-  t.path = problem.requested;
-  t.fall_back_to_graph = problem.requested == GpuPath::automatic;
-  if (t.path == GpuPath::automatic)
-    t.path = problem.rows <= resident_automatic_rows ? GpuPath::resident
-             : problem.cg                            ? GpuPath::graph
-                          : GpuPath::fused;  // measured faster than graph at 1e6 and 1e7
-  if (t.path == GpuPath::fused && !problem.cg) t.fused_loads = problem.rows <= fused_l1_max_rows ? 2 : 1;
-  return t;
-}
-
-SolveProblem problem_of(const HostCsr<double>& a, const SolverOptions& options) {
-  SolveProblem p;
-  p.rows = a.rows;
-  p.cg = options.solver == Solver::cg;
-  p.requested = options.launch == Launch::graph      ? GpuPath::graph
-                : options.launch == Launch::resident ? GpuPath::resident
-                : options.launch == Launch::fused    ? GpuPath::fused
-                                                     : GpuPath::automatic;
-  return p;
+std::optional<Launch> launch_from_string(std::string_view name) {
+  if (name == "auto") return Launch::automatic;
+  if (name == "graph") return Launch::graph;
+  if (name == "generated") return Launch::generated;
+  return std::nullopt;
 }
 
 SolverResult zero_rhs_result(std::size_t n) {
@@ -278,7 +258,7 @@ void finish_result(SolverResult& result, const Vector<T>& x, double start) {
 
 template <class T>
 SolverResult solve_on(const Placement& where, const HostCsr<double>& host_a, std::span<const double> host_b,
-                      const SolverOptions& options, const SolverTuning& tuning, bool show_progress) {
+                      const SolverOptions& options, bool show_progress) {
   const bool jacobi = options.preconditioner == Preconditioner::jacobi;
   const bool cg = options.solver == Solver::cg;
   const auto& ops = operations_for<T>(jacobi);
@@ -300,103 +280,7 @@ SolverResult solve_on(const Placement& where, const HostCsr<double>& host_a, std
   d.copy_from_host(d_t);
 
   const bool gpu = where.on_gpu();
-#ifdef MOLACCEL_HAVE_CUDA
-  const bool fused = gpu && tuning.path == GpuPath::fused;
-  const bool want_resident = gpu && (tuning.path == GpuPath::resident || fused);
-  if (want_resident) {
-    gpu::ResidentSetup rs;
-    rs.fp64 = std::is_same_v<T, double>;
-    rs.cg = cg;
-    rs.n = n;
-    rs.row_ptr = a.row_ptr().data();
-    rs.col_idx = a.col_idx().data();
-    rs.values = a.values().data();
-    rs.b = b.raw().data();
-    rs.d = jacobi ? d.raw().data() : nullptr;
-    rs.x = x.raw().data();
-    rs.r = r.raw().data();
-    rs.p = p.raw().data();
-    rs.threshold = double(T(threshold));
-    rs.streaming = fused;
-    rs.tuning = tuning;
-    // Resident BiCGStab: M A^T r0 (r0 = b) for the three-barrier form, in double, then rounded once.
-    std::optional<Vector<T>> r0hat;
-    if (!fused && !cg) {
-      std::vector<double> at(n, 0.0);
-      for (std::size_t i = 0; i < n; ++i)
-        for (auto k = host_a.row_ptr[i]; k < host_a.row_ptr[i + 1]; ++k)
-          at[std::size_t(host_a.col_idx[k])] += host_a.values[k] * double(b_t[i]);
-      std::vector<T> rh(n);
-      for (std::size_t j = 0; j < n; ++j) rh[j] = T(jacobi ? double(d_t[j]) * at[j] : at[j]);
-      r0hat.emplace(where, n);
-      r0hat->copy_from_host(rh);
-      rs.r0hat = r0hat->raw().data();
-    }
-    // BiCGStab: the matrix by diagonals where it qualifies (linalg/diagonal.hpp); the kernels'
-    // sums are the CSR ones bit for bit, with fewer bytes per row (fused: 40 instead of 64 B for
-    // fp64 Poisson, measured faster at 1e6 and 1e7; resident: values in registers, no column
-    // indices, faster at every size measured: docs/linalg.md).
-    std::optional<Vector<T>> dia;
-    if (!cg && tuning.diagonals)
-      if (const auto layout = diagonal_storage(host_a)) {
-        dia.emplace(where, layout->values.size());
-        dia->copy_from_host(std::vector<T>(layout->values.begin(), layout->values.end()));
-        rs.dia_values = dia->raw().data();
-        rs.dia_count = int(layout->offsets.size());
-        std::copy(layout->offsets.begin(), layout->offsets.end(), rs.dia_offsets);
-        // The grid and its constant stencil serve the resident one-barrier form only (the fused
-        // kernel reads neither): not searched for there (n up to 1e7).
-        if (const auto grid = fused ? std::nullopt : diagonal_grid_of(*layout, n)) {
-          rs.grid_width = grid->width;
-          rs.grid_height = grid->height;
-          std::copy(grid->a.begin(), grid->a.end(), rs.dia_a);
-          std::copy(grid->b.begin(), grid->b.end(), rs.dia_b);
-          if (const auto coef = diagonal_constant_of(*layout, *grid, n)) {
-            rs.dia_constant = true;
-            std::copy(coef->begin(), coef->end(), rs.dia_coef);
-          }
-        }
-      }
-    std::unique_ptr<gpu::ResidentSolver> resident;
-    try {
-      resident = std::make_unique<gpu::ResidentSolver>(where.device, rs);
-    } catch (const Error&) {
-      if (!tuning.fall_back_to_graph) throw;  // automatic: the graph path below
-    }
-    if (resident) {
-      const auto [rr0, active0] = resident->initialise();
-      result.residual_history.push_back(std::sqrt(std::max(0.0, rr0) / bb));
-      bool active = active0;
-      result.status = active ? SolverStatus::max_iterations : SolverStatus::converged;
-      // Default: the whole solve in one launch (the kernel stops itself when done).
-      const int batch =
-          std::max(1, tuning.batch > 0 ? tuning.batch : std::min(options.max_iterations, 100000));
-      std::unique_ptr<ProgressBar> progress;
-      if (show_progress)
-        progress = std::make_unique<ProgressBar>("solve", std::size_t(options.max_iterations), "iterations");
-      const double start = now_seconds();
-      while (active && result.iterations < options.max_iterations) {
-        const int todo = std::min(batch, options.max_iterations - result.iterations);
-        const std::vector<double> records = resident->run(todo);
-        ++result.host_checks;
-        const std::size_t done = records.size() / 5;
-        for (std::size_t j = 0; j < done && active; ++j)
-          active = account_iteration(result, cg, bb, rs.threshold, records[5 * j + 3], records[5 * j + 1],
-                                     records[5 * j + 2], records[5 * j + 4] != 0.0);
-        if (done < std::size_t(todo) && active)
-          throw Error("linalg: the resident kernel stopped early while active", __FILE__, __LINE__);
-        if (progress) progress->set(std::size_t(result.iterations));
-      }
-      if (progress) progress->finish();
-      finish_result(result, x, start);
-      result.kernels_per_iteration = 1;  // at most: one launch per batch of iterations
-      result.backend =
-          fmt::format("{} {} ({})", where.describe(), fused ? "fused" : "resident", resident->describe());
-      return result;
-    }
-  }
-#endif
-  const int batch = std::max(1, tuning.batch > 0 ? tuning.batch : gpu ? 8 : 1);
+  const int batch = std::max(1, options.batch > 0 ? options.batch : gpu ? 8 : 1);
   const std::size_t slots = std::size_t(batch) + 1;
   Vector<T> history(where, n_fields * slots);
   const SlotView<T> sv{history, slots};
@@ -519,11 +403,8 @@ std::vector<const OperationPlan*> solver_plans(ValueType type, bool jacobi) {
   return out;
 }
 
-namespace {
-
-// The public and the tuned entry: `tuning` null takes tuning_for's on each GPU worker.
-SolverResult solve_with(const Resources& resources, const HostCsr<double>& a, std::span<const double> b,
-                        const SolverOptions& options, const SolverTuning* tuning) {
+SolverResult solve(const Resources& resources, const HostCsr<double>& a, std::span<const double> b,
+                   const SolverOptions& options) {
   if (a.rows != a.cols)
     throw Error(fmt::format("solve: the matrix is {} x {}, not square", a.rows, a.cols), __FILE__, __LINE__);
   if (b.size() != a.rows)
@@ -543,47 +424,20 @@ SolverResult solve_with(const Resources& resources, const HostCsr<double>& a, st
         // Programs: the pipelined methods everywhere, CG and BiCGStab on a GPU (Launch::graph
         // aside) and with Launch::generated on a CPU.
         const bool on_gpu = ctx.worker().kind == WorkerInfo::Kind::gpu;
-        if (tuning == nullptr &&
-            (is_program_solver(options.solver) || options.launch == Launch::generated ||
-             (on_gpu && options.launch == Launch::automatic))) {
+        if (is_program_solver(options.solver) || options.launch == Launch::generated ||
+            (on_gpu && options.launch == Launch::automatic)) {
           result = solve_program_on(ctx.worker(), a, b, options);
           return;
         }
         Placement where;
-        if (ctx.worker().kind == WorkerInfo::Kind::gpu) where.device = ctx.worker().device;
-        where.cpu_threads = ctx.worker().kind == WorkerInfo::Kind::cpu ? ctx.worker().cpu_threads : 0;
+        if (on_gpu) where.device = ctx.worker().device;
+        where.cpu_threads = on_gpu ? 0 : ctx.worker().cpu_threads;
         const bool progress = resources.show_progress();
-        SolverTuning tune;
-        if (tuning != nullptr) {
-          tune = *tuning;
-          if (tune.path == GpuPath::automatic) {
-            SolveProblem problem = problem_of(a, options);
-            problem.requested = GpuPath::automatic;
-            tune.path = tuning_for(std::max(0, where.device), problem).path;
-            tune.fall_back_to_graph = true;
-          }
-        } else {
-          tune = tuning_for(std::max(0, where.device), problem_of(a, options));
-          tune.batch = options.batch;
-        }
-        result = options.precision == Precision::fp32
-                     ? solve_on<float>(where, a, b, options, tune, progress)
-                     : solve_on<double>(where, a, b, options, tune, progress);
+        result = options.precision == Precision::fp32 ? solve_on<float>(where, a, b, options, progress)
+                                                      : solve_on<double>(where, a, b, options, progress);
       },
       job);
   return result;
-}
-
-}  // namespace
-
-SolverResult solve(const Resources& resources, const HostCsr<double>& a, std::span<const double> b,
-                   const SolverOptions& options) {
-  return solve_with(resources, a, b, options, nullptr);
-}
-
-SolverResult solve_tuned(const Resources& resources, const HostCsr<double>& a, std::span<const double> b,
-                         const SolverOptions& options, const SolverTuning& tuning) {
-  return solve_with(resources, a, b, options, &tuning);
 }
 
 }  // namespace molaccel::linalg

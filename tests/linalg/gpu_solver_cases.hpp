@@ -1,6 +1,5 @@
-// Shared pieces of the GPU solver tests (test_linalg_gpu.cpp, test_linalg_gpu_resident.cpp): the
-// first GPU, banded test systems, solves with an explicit tuning and the checks every solve must
-// pass.
+// Shared pieces of the GPU solver tests (test_linalg_gpu.cpp): the first GPU, banded test
+// systems and the checks every solve must pass.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,7 +10,6 @@
 #include <vector>
 
 #include "linalg/diagonal.hpp"
-#include "linalg/solve_tuned.hpp"
 #include "molaccel/linalg.hpp"
 #include "residual.hpp"
 #include "testing/test_arguments.hpp"
@@ -70,20 +68,6 @@ inline HostCsr<double> skew_2x2() {
   return skew;
 }
 
-// The tuning tuning_for picks for `path` (not falling back to the graph path), changed by `adjust`.
-template <class Adjust>
-SolverTuning tuning_of(const HostCsr<double>& a, const SolverOptions& o, GpuPath path, Adjust adjust) {
-  SolveProblem problem = problem_of(a, o);
-  problem.requested = path;
-  SolverTuning t = tuning_for(0, problem);
-  t.batch = o.batch;
-  adjust(t);
-  return t;
-}
-inline SolverTuning tuning_of(const HostCsr<double>& a, const SolverOptions& o, GpuPath path) {
-  return tuning_of(a, o, path, [](SolverTuning&) {});
-}
-
 // What every solve must give: one residual per iteration plus the initial one; when converged,
 // its own residual and the one recomputed in double on the host within tol (fp32: 10 tol, the
 // recurrence drifts from the true residual by n * eps * cond, as in the CPU test); no NaN or
@@ -107,12 +91,12 @@ inline void expect_bitwise_same(const SolverResult& got, const SolverResult& wan
   EXPECT_EQ(got.x, want.x);
 }
 
-// The systems the resident and fused kernels are compared with the graph path on: n = 1, 2, 7,
+// The systems solve()'s generated kernels are compared with the graph path on: n = 1, 2, 7,
 // 1000, 10007 (banded) and 100,489 (the 317 x 317 Poisson system), fp64 and fp32 (fp32 only up to
 // 20,000 rows: it stalls near 1e-4 on large Poisson), no preconditioner and Jacobi; CG and
 // BiCGStab on the symmetric matrix, BiCGStab on the nonsymmetric one. check(a, b, options, what).
 // Under compute-sanitizer (--sanitizer-sizes) 3,001 rows stand for 10,007 (still above one block,
-// so the grid and cluster scopes run) and the 100,489-row system is left out.
+// so the cluster form runs) and the 100,489-row system is left out.
 template <class Check>
 void for_each_graph_comparison(Check check) {
   const bool small = ::molaccel::testing::sanitizer_sizes();
@@ -141,8 +125,9 @@ void for_each_graph_comparison(Check check) {
 }
 
 // Against the graph path: the same status; the iteration count within +-1 in fp64 on small
-// systems (only the summation order and rho' = (r0, s) - omega (r0, t) differ), 10% on
-// BiCGStab above 20,000 rows (erratic enough that the order moves the count) and in fp32.
+// systems (only the summation order differs; one-barrier BiCGStab tests the residual of the
+// iteration before, one more), 10% on BiCGStab above 20,000 rows (erratic enough that the order
+// moves the count) and in fp32.
 inline void expect_close_to_graph(const SolverResult& r, const SolverResult& ref, const HostCsr<double>& a,
                                   const SolverOptions& o) {
   EXPECT_EQ(r.status, ref.status) << to_string(r.status) << " vs " << to_string(ref.status);

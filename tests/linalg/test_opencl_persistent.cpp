@@ -125,7 +125,7 @@ void check_against_host_loop(int device, std::size_t grid, Solver solver, Precis
   o.precision = precision;
   o.tolerance = precision == Precision::fp64 ? 1e-10 : 1e-5;
   o.max_iterations = 10000;
-  o.launch = Launch::resident;
+  o.launch = Launch::generated;
   const SolverResult got = opencl::solve(device, a, b, o);
   o.launch = Launch::graph;
   const SolverResult loop = opencl::solve(device, a, b, o);
@@ -201,7 +201,7 @@ TEST(LinalgOpenClPersistent, BreakdownAndZeroRightHandSide) {
   skew.col_idx = {1, 0};
   skew.values = {1.0, -1.0};
   SolverOptions o;
-  o.launch = Launch::resident;
+  o.launch = Launch::generated;
   const std::vector<double> b{1.0, 0.0};
   const SolverResult got = opencl::solve(0, skew, b, o);
   EXPECT_EQ(got.status, SolverStatus::breakdown_rho);

@@ -7,7 +7,6 @@
 #include <mutex>
 
 #include "linalg/backend.hpp"
-#include "linalg/cuda/stream.hpp"
 #include "runtime/cuda/cuda_support.hpp"
 
 namespace molaccel::linalg::gpu {
@@ -70,10 +69,6 @@ struct operation_state {
   cuda::DeviceBuffer<char> partials;
   std::vector<cuda::DeviceBuffer<char>> temporaries;
 };
-
-cudaStream_t linalg_stream(int device) {
-  return engine_stream(device);
-}
 
 PrepareOnlyScope::PrepareOnlyScope() {
   ++prepare_only_depth;

@@ -1,7 +1,8 @@
-// Building blocks written once for two compilers: the hand-written resident kernels (nvcc,
-// through resident_block.cuh) and the generated program kernels (NVRTC: program_cuda.cpp
-// embeds this code as text). The includer defines MOLACCEL_GRID_BLOCKS(...) as __VA_ARGS__ (the
-// code) or #__VA_ARGS__ (a string literal), so the code below takes no preprocessor directives.
+// Building blocks written once for two compilers: the generated program kernels (NVRTC:
+// program_cuda.cpp embeds this code as text) and their tests on their own (nvcc:
+// tests/linalg/test_program_blocks_gpu.cu). The includer defines MOLACCEL_GRID_BLOCKS(...) as
+// __VA_ARGS__ (the code) or #__VA_ARGS__ (a string literal), so the code below takes no
+// preprocessor directives.
 //
 //   molaccel_wait_for_count: polls a word with acquire loads until it reaches a target.
 //   molaccel_grid_barrier: the barrier over a cooperative grid, a monotonic 64-bit arrival

@@ -257,15 +257,15 @@ SolverResult solve(int device, const HostCsr<double>& a, std::span<const double>
   rt::Device& d = rt::device(device);
   if (options.precision == Precision::fp64)
     rt::require_fp64(d.info, "a double-precision solve (--precision fp64)");
-  // The persistent kernel: --launch resident asks for it; automatic takes it where
-  // cl::persistent_groups says so and there is no preconditioner; graph and fused: the host loop.
+  // The persistent kernel: --launch generated asks for it; automatic takes it where
+  // cl::persistent_groups says so and there is no preconditioner; graph: the host loop.
   if (is_program_solver(options.solver)) {  // programs only: the persistent kernel, at any size
     check_program_solver_options(options);
     const int groups = cl::persistent_groups(d.info, a.rows);
     return cl::solve_persistent(d, a, b, options,
                                 groups > 0 ? groups : cl::forced_persistent_groups(d.info, a.rows));
   }
-  if (options.launch == Launch::resident || options.launch == Launch::generated)
+  if (options.launch == Launch::generated)
     return cl::solve_persistent(d, a, b, options, cl::forced_persistent_groups(d.info, a.rows));
   if (options.launch == Launch::automatic && options.preconditioner == Preconditioner::none)
     if (const int groups = cl::persistent_groups(d.info, a.rows); groups > 0)

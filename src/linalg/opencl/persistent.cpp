@@ -132,7 +132,7 @@ SolverResult solve_persistent(rt::Device& device, const HostCsr<double>& a, std:
   const ProgramResult run = run_program(device, program_of(options), *inputs, groups);
   const int barriers = run.barriers_per_iteration;
   SolverResult result = solver_result(run);
-  result.kernels_per_iteration = 1;  // at most (as the CUDA resident path): one launch per solve
+  result.kernels_per_iteration = 1;  // at most (as a CUDA generated kernel): one launch per solve
   result.host_checks = 1;
   result.backend =
       fmt::format("opencl:{} ({}) persistent ({} work-groups of {}, {} grid barriers per iteration)",

@@ -17,7 +17,7 @@ namespace molaccel::linalg::cl {
 // work-items per compute unit hide too little memory latency, and the host loop's ~8 us per
 // launch no longer dominates; 135,168 rows on an H100's 132 compute units).
 int persistent_groups(const OpenClDeviceInfo& info, std::size_t n);
-// Work-groups of a persistent launch requested explicitly (--launch resident): on a GPU one per
+// Work-groups of a persistent launch requested explicitly (--launch generated): on a GPU one per
 // compute unit, at most one per 256 rows; on any other device 1 (the barrier then never waits).
 int forced_persistent_groups(const OpenClDeviceInfo& info, std::size_t n);
 

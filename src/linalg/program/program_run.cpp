@@ -10,7 +10,9 @@
 #include <chrono>
 #include <optional>
 
+#include "linalg/program/program_cuda.hpp"
 #include "linalg/program/program_plan.hpp"
+#include "linalg/program/program_solve.hpp"
 #include "linalg/scalar_math.hpp"
 #include "molaccel/linalg_program.hpp"
 
@@ -222,11 +224,13 @@ ProgramResult run_on_cpu(const Program& program, const ProgramInputs& inputs, co
 }  // namespace
 
 ProgramResult run_program_on_worker(const WorkerInfo& worker, const Program& program,
-                                    const ProgramInputs& given) {
+                                    const ProgramInputs& given, const program::KernelShape* shape) {
   const std::size_t n = program::checked_rows(program, given);  // bad input: the caller's error
   ProgramInputs storage;
   const ProgramInputs& inputs = program::with_derived_inputs(program, given, storage);
-  if (worker.kind == WorkerInfo::Kind::gpu) return run_program_on_gpu(program, inputs, worker.device);
+  if (worker.kind == WorkerInfo::Kind::gpu)
+    return shape ? program::run_shaped_on_gpu(program, inputs, *shape, worker.device)
+                 : run_program_on_gpu(program, inputs, worker.device);
   Placement where;
   where.cpu_threads = worker.cpu_threads;
   return program.type() == ValueType::f32 ? run_on_cpu<float>(program, inputs, where, n)

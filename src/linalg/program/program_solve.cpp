@@ -1,8 +1,6 @@
 // solve() through the methods' programs (program_solve.hpp).
 #include "linalg/program/program_solve.hpp"
 
-#include <algorithm>
-
 #include "linalg/backend.hpp"
 #include "linalg/diagonal.hpp"
 
@@ -70,38 +68,57 @@ SolverResult solver_result(ProgramResult run) {
   return result;
 }
 
-Program program_for(const WorkerInfo& worker, const HostCsr<double>& a, const SolverOptions& options) {
-  if (options.solver != Solver::bicgstab || worker.kind != WorkerInfo::Kind::gpu) return program_of(options);
-  // One block holds up to 2,048 rows (there the 3-barrier program's barriers are a block's
-  // __syncthreads, cheaper than recomputing two hops: 2.42 against 4.63 us at 1,024 rows); the
-  // tile form wants about one tile of at most 1,024 cells per multiprocessor, else its rows are
-  // streamed (101.5 against 53.8 us at 1e6). One H200, 2026-11-29: 4.92 / 6.13 us at 1e4 / 1e5
-  // against the 3-barrier program's 5.48 / 11.5 us.
-  constexpr std::size_t kBlockRows = 2048, kTileCells = 1024;
-  const auto gpus = gpu_list();
-  const auto gpu = std::find_if(gpus.begin(), gpus.end(), [&](const GpuInfo& g) { return g.index == worker.device; });
-  const std::size_t n = a.rows;
-  const ValueType type = options.precision == Precision::fp32 ? ValueType::f32 : ValueType::f64;
-  if (gpu != gpus.end() && n > kBlockRows && n <= std::size_t(gpu->sm_count) * kTileCells)
-    if (const auto layout = diagonal_storage(a))
-      if (const auto grid = diagonal_grid_of(*layout, n); grid && diagonal_constant_of(*layout, *grid, n))
-        return one_barrier_bicgstab_program(type, options.preconditioner);
-  return program_of(options);
+namespace {
+
+// One-barrier BiCGStab's tile form on a GPU: a constant stencil on a 2-D grid above one block's
+// 2,048 rows (in one block the 3-barrier program's barriers are __syncthreads, cheaper than
+// recomputing two hops: 2.42 against 4.63 us per iteration at 1,024 rows on an H200).
+bool wants_tiles(const WorkerInfo& worker, const HostCsr<double>& a, const SolverOptions& options) {
+  constexpr std::size_t kBlockRows = 2048;
+  if (options.solver != Solver::bicgstab || worker.kind != WorkerInfo::Kind::gpu || a.rows <= kBlockRows)
+    return false;
+  const auto layout = diagonal_storage(a);
+  if (!layout) return false;
+  const auto grid = diagonal_grid_of(*layout, a.rows);
+  return grid && diagonal_constant_of(*layout, *grid, a.rows);
 }
+
+}  // namespace
 
 SolverResult solve_program_on(const WorkerInfo& worker, const HostCsr<double>& a, std::span<const double> b,
                               const SolverOptions& options) {
   const auto inputs = program_inputs(a, b, options);
   if (!inputs) return zero_rhs_result(b.size());
-  const Program program = program_for(worker, a, options);
-  const ProgramResult run = run_program_on_worker(worker, program, *inputs);
+  std::optional<Program> program;
+  ProgramResult run;
+  if (wants_tiles(worker, a, options)) {
+    // The tile form only (automatic tiles): where they do not all fit the GPU at once the form
+    // refuses, and the 3-barrier program runs instead (one-barrier BiCGStab with its rows
+    // streamed: 101.5 against 53.8 us per iteration at 1e6 on an H200).
+    program::KernelShape tiles{false, 0};
+    tiles.diagonals = 1;
+    tiles.grid_width = 1;
+    tiles.tile_h = 1;
+    tiles.tile_w = 0;
+    const Program one_barrier = one_barrier_bicgstab_program(
+        options.precision == Precision::fp32 ? ValueType::f32 : ValueType::f64, options.preconditioner);
+    try {
+      run = run_program_on_worker(worker, one_barrier, *inputs, &tiles);
+      program = one_barrier;
+    } catch (const Error&) {
+    }
+  }
+  if (!program) {
+    program = program_of(options);
+    run = run_program_on_worker(worker, *program, *inputs);
+  }
   const bool gpu = worker.kind == WorkerInfo::Kind::gpu;
   SolverResult result = solver_result(run);
   result.kernels_per_iteration = gpu ? 1 : 0;  // at most: one launch per solve
   result.host_checks = gpu ? 1 : result.iterations + 1;
   result.backend = gpu ? fmt::format("{} generated {} ({}; {} grid barriers per iteration)", worker.name(),
-                                     program.name(), run.kernel, run.barriers_per_iteration)
-                       : fmt::format("{} of {}", run.kernel, program.name());
+                                     program->name(), run.kernel, run.barriers_per_iteration)
+                       : fmt::format("{} of {}", run.kernel, program->name());
   return result;
 }
 

@@ -4,6 +4,7 @@
 
 #include <optional>
 
+#include "linalg/program/program_cuda.hpp"
 #include "molaccel/linalg.hpp"
 #include "molaccel/linalg_program.hpp"
 
@@ -25,19 +26,18 @@ std::optional<ProgramInputs> program_inputs(const HostCsr<double>& a, std::span<
 // and host checks are the caller's.
 SolverResult solver_result(ProgramResult run);
 
-// The program solve() runs on `worker`: program_of's, except BiCGStab on a GPU where the matrix
-// is a constant stencil on a 2-D grid too large for one block whose tiles (about 1,024 cells) all
-// fit the GPU at once: one-barrier BiCGStab, which runs there in the tile form (docs/linalg.md).
-Program program_for(const WorkerInfo& worker, const HostCsr<double>& a, const SolverOptions& options);
-
-// solve() as one tile on `worker` through program_for's program (b nonzero, options checked):
-// the generated kernel of the whole solve on a GPU, the program's fused steps on a CPU.
+// solve() as one tile on `worker` through the method's program (b nonzero, options checked): the
+// generated kernel of the whole solve on a GPU, the program's fused steps on a CPU. BiCGStab on a
+// GPU runs as one-barrier BiCGStab in the tile form where the matrix is a constant stencil on a
+// 2-D grid larger than one block's 2,048 rows and the tiles all fit the GPU at once, else as
+// the three-barrier program (docs/linalg.md).
 SolverResult solve_program_on(const WorkerInfo& worker, const HostCsr<double>& a, std::span<const double> b,
                               const SolverOptions& options);
 
 // A program on one worker (run_program's tile: program_run.cpp): checks the inputs, derives the
-// program's own (the inverse diagonal), then runs the generated kernel or the CPU steps.
+// program's own (the inverse diagonal), then runs the generated kernel (in `shape` where given:
+// program::run_shaped_on_gpu) or the CPU steps.
 ProgramResult run_program_on_worker(const WorkerInfo& worker, const Program& program,
-                                    const ProgramInputs& inputs);
+                                    const ProgramInputs& inputs, const program::KernelShape* shape = nullptr);
 
 }  // namespace molaccel::linalg
