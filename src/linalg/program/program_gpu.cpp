@@ -130,16 +130,17 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
       shape.tile_h = int(h);
       shape.tile_w = int(w);
     } else {
-      // About one tile per multiprocessor, as square as the grid allows, at most 1,024 cells
-      // (2 rows per thread of 512); more tiles where they would be larger.
-      for (std::size_t target = std::size_t(prop.multiProcessorCount);; target *= 2) {
+      // About one tile per multiprocessor, as square as the grid allows, at most 2,048 cells
+      // (4 rows per thread of 512); else more tiles, at most 1,024 cells each (2 rows per thread).
+      const std::size_t sms = std::size_t(prop.multiProcessorCount);
+      for (std::size_t target = sms;; target *= 2) {
         const std::size_t ti = std::max<std::size_t>(
                               1,
                               std::size_t(std::llround(std::sqrt(double(target) * double(h) / double(w))))),
                           tj = std::max<std::size_t>(1, target / ti);
         shape.tile_h = int(ceil_div(h, std::min(ti, h)));
         shape.tile_w = int(ceil_div(w, std::min(tj, w)));
-        if (std::size_t(shape.tile_h) * std::size_t(shape.tile_w) <= 1024) break;
+        if (std::size_t(shape.tile_h) * std::size_t(shape.tile_w) <= (target == sms ? 2048 : 1024)) break;
       }
     }
     const std::size_t cells = std::size_t(shape.tile_h) * std::size_t(shape.tile_w),
