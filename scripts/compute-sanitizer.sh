@@ -8,7 +8,7 @@
 # Each test runs as ctest would run it (its command and working directory, from
 # `ctest --show-only=json-v1`) under `compute-sanitizer --tool T`, with the test argument
 # --sanitizer-sizes appended: the tests that take minutes under the sanitizer (align's long
-# sequences, linalg's resident solver sweeps) then run smaller inputs through the same kernels
+# sequences, linalg's solver sweeps) then run smaller inputs through the same kernels
 # (tests/testing/test_arguments.hpp). A cell is the tool's error count (racecheck: hazards
 # reported as errors), "skip" for a test that skipped, "FAIL(rc)" for a test that failed on its
 # own, "timeout" past --timeout (default 900 s). --jobs N runs N sanitizer processes at once (they

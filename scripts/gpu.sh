@@ -158,7 +158,7 @@ bench_python() {  # the Python call against the library call (demo workloads, 36
   PYTHONPATH="$build/python" python3 bench/python/bench_lingo_search.py --data .deps/lingo --device gpu
   PYTHONPATH="$build/python" python3 bench/python/bench_orbital_grid.py --device gpu
 }
-bench_program() {  # generated linalg programs in every kernel form against the hand-written solvers, 1e3-1e7 rows
+bench_program() {  # generated linalg programs in every kernel form, and solve() against its graph path, 1e3-1e7 rows
   "$build/bench/linalg/bench_program" --forms
 }
 bench_opencl() {  # BiCGStab per iteration through OpenCL (host loop, persistent kernel) against ViennaCL

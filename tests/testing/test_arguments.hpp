@@ -1,6 +1,6 @@
 // Arguments of a test process that are not Google Test's. `--sanitizer-sizes` (passed by
 // scripts/compute-sanitizer.sh after a GPU test's own arguments): the GPU tests that take minutes
-// under compute-sanitizer (align's long sequences, linalg's resident solver sweeps) run smaller
+// under compute-sanitizer (align's long sequences, linalg's solver sweeps) run smaller
 // inputs, covering the same kernels and code paths. Read from /proc/self/cmdline, so that tests
 // built on gtest_main need no main of their own.
 #pragma once
