@@ -170,7 +170,7 @@ void bench_blas2(const Placement& where, const std::string& device, bool quick) 
 struct BicgstabSelection {
   std::size_t min_n = 0, max_n = 0;  // 0: no bound
   // Poisson grid sides (n = side^2); 316: n = 99,856, the largest square grid within n <= 1e5;
-  // 447: n = 2e5, above the one-barrier tiles' range. --grids= replaces them.
+  // 447: n = 2e5, one-barrier BiCGStab's largest tiles. --grids= replaces them.
   std::vector<std::size_t> grids{32, 100, 316, 447, 1000, 3163};
   int iterations = 0;  // per solve (--iterations=); 0: 400 up to n = 1e5, 100 above
   // Launch modes compared side by side (--modes=auto,graph,generated).

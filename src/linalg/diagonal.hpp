@@ -1,7 +1,7 @@
 // Diagonal storage of a sparse matrix whose nonzeros lie on a few constant diagonals (every
 // stencil and structured-grid matrix, the 2-D Poisson one included): per diagonal offset j - i,
 // one value per row, so a product reads no column indices and no row pointers (fp64, 5
-// diagonals: 40 B per row instead of 64 B). Used by the resident and fused BiCGStab kernels
+// diagonals: 40 B per row instead of 64 B). Used by the generated program kernels
 // (docs/linalg.md).
 #pragma once
 
@@ -37,7 +37,7 @@ std::optional<DiagonalLayout> diagonal_storage(const HostCsr<double>& a, double 
 // edge of a grid row (no entry of row (i, j) at offset (a, b) with j + b outside [0, width)).
 // Then each entry of row (i, j) is the grid cell (i + a, j + b), so a partition of the grid into
 // 2-D tiles has a halo of a few cells around each tile instead of whole grid rows (the
-// one-barrier resident kernel, docs/linalg.md). The 2-D Poisson matrix is one (width N).
+// tile form of the generated kernels, docs/linalg.md). The 2-D Poisson matrix is one (width N).
 inline constexpr int diagonal_grid_max_reach = 3;
 struct DiagonalGrid {
   int width = 0, height = 0;
@@ -54,7 +54,7 @@ std::optional<DiagonalGrid> diagonal_grid_of(const DiagonalLayout& d, std::size_
 // inside the grid, an infinite value). The 2-D Poisson matrix is one ({-1, -1, 4, -1, -1}). Then
 // row (i, j) times x is sum_k c[k] x(i + a[k], j + b[k]) with x = 0 outside the grid: the same
 // terms in the same order as the layout's product, plus +-0 for the missing entries (which
-// never changes a sum that starts at +0), so the one-barrier kernel reads no matrix values.
+// never changes a sum that starts at +0), so the tile form reads no matrix values.
 std::optional<std::vector<double>> diagonal_constant_of(const DiagonalLayout& d, const DiagonalGrid& g,
                                                         std::size_t n);
 

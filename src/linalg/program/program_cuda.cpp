@@ -30,8 +30,8 @@ namespace molaccel::linalg::program {
 
 namespace {
 
-// The building blocks (linalg/cuda/grid_blocks.cuh, shared with the hand-written kernels, and
-// linalg/cuda/program_blocks.cuh), as text: NVRTC compiles the source alone, without includes.
+// The building blocks (linalg/cuda/grid_blocks.cuh and linalg/cuda/program_blocks.cuh), as text:
+// NVRTC compiles the source alone, without includes.
 #define MOLACCEL_GRID_BLOCKS(...) #__VA_ARGS__
 constexpr const char* kSharedBlocks =
 #include "linalg/cuda/grid_blocks.cuh"

@@ -165,8 +165,8 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
     }
   }
   if (!k && (forced ? forced->block : n <= kBlockRows)) {
-    // As the hand-written one-block kernel: up to 512 threads, up to 4 rows each; the product
-    // operands exchanged through shared memory where they fit (a forced shape says whether).
+    // One block: up to 512 threads, up to 4 rows each; the product operands exchanged through
+    // shared memory where they fit (a forced shape says whether).
     const int rows =
         forced ? std::max(1, forced->rows_per_thread) : int(std::max<std::size_t>(1, ceil_div(n, 512)));
     if (n > 512 * std::size_t(rows)) throw too_small();

@@ -9,8 +9,8 @@
 //     step (per-block partial sums); its total is known only after the next barrier. A scalar
 //     statement holding a reduction, reading a scalar not yet known, or writing or reading a
 //     scalar that such a deferred statement reads or writes, is deferred: evaluated after the
-//     barrier that closes its segment (every block sums the partials, as resident_block.cuh
-//     does). Other scalar statements run in place (every thread computes the same value).
+//     barrier that closes its segment (every block sums the partials: cuda/program_blocks.cuh). Other scalar
+//     statements run in place (every thread computes the same value).
 //   * A barrier closes the segment before a step that reads a deferred scalar in a row-wise
 //     expression, or reads through a product a vector written earlier in the segment.
 //   * A vector read through a product and written later in the same segment (or by the same
