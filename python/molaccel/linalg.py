@@ -144,7 +144,7 @@ def solve(
         solver: ``"bicgstab"``, ``"cg"`` (symmetric positive definite A), or their pipelined
             forms ``"pipelined_cg"`` and ``"pipelined_bicgstab"`` (the generated programs of
             :func:`method_program`: fewer grid-wide barriers per iteration; unpreconditioned,
-            ``launch="auto"`` only).
+            ``launch="auto"`` or ``"generated"``).
         preconditioner: ``"none"`` or ``"jacobi"`` (M = diag(A)^-1).
         precision: ``"fp64"`` or ``"fp32"`` (matrix values, vectors and GPU iterations).
         tol: stop when ||r|| / ||b|| <= tol.

@@ -88,7 +88,11 @@ std::string generate_program_cuda(const Program& program, const ProgramPlan& pla
 // (the grid and coefficients are the matrix's). Throws where the form cannot hold the rows or
 // the matrix does not qualify.
 // The tile form where tile_h > 0: tiles of tile_h x tile_w (at most the grid), or with tile_w = 0
-// the tiles run_program_on_gpu would pick.
+// the tiles run_program_on_gpu would pick. A form that cannot hold the rows (on this GPU: its
+// blocks not all resident at once) throws FormRefused.
+struct FormRefused : Error {
+  using Error::Error;
+};
 ProgramResult run_shaped_on_gpu(const Program& program, const ProgramInputs& inputs, KernelShape shape,
                                 int device = 0);
 // The CUDA building blocks the generated kernels call (grid_blocks.cuh, program_blocks.cuh), as

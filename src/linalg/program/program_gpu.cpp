@@ -75,7 +75,8 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
     MOLACCEL_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
         &per_sm, reinterpret_cast<const void*>(k.kernel), 256, 0));
     if (per_sm < 1)
-      throw Error("linalg program " + program.name() + ": the kernel cannot be resident", __FILE__, __LINE__);
+      throw program::FormRefused("linalg program " + program.name() + ": the kernel cannot be resident",
+                                 __FILE__, __LINE__);
     return std::size_t(per_sm) * std::size_t(prop.multiProcessorCount);
   };
   // The form (docs/linalg.md): one block up to kBlockRows rows; else the resident kind on a grid
@@ -113,7 +114,7 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
   constexpr std::size_t kBlockRows = 2048;
   auto ceil_div = [](std::size_t a, std::size_t b) { return (a + b - 1) / b; };
   auto too_small = [&] {
-    return Error(
+    return program::FormRefused(
         "linalg program " + program.name() + ": the kernel form cannot hold " + std::to_string(n) + " rows",
         __FILE__, __LINE__);
   };

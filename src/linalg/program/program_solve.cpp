@@ -105,7 +105,7 @@ SolverResult solve_program_on(const WorkerInfo& worker, const HostCsr<double>& a
     try {
       run = run_program_on_worker(worker, one_barrier, *inputs, &tiles);
       program = one_barrier;
-    } catch (const Error&) {
+    } catch (const program::FormRefused&) {  // the tiles do not fit: the 3-barrier program
     }
   }
   if (!program) {

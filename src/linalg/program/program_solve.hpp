@@ -26,11 +26,11 @@ std::optional<ProgramInputs> program_inputs(const HostCsr<double>& a, std::span<
 // and host checks are the caller's.
 SolverResult solver_result(ProgramResult run);
 
-// solve() as one tile on `worker` through the method's program (b nonzero, options checked): the
-// generated kernel of the whole solve on a GPU, the program's fused steps on a CPU. BiCGStab on a
-// GPU runs as one-barrier BiCGStab in the tile form where the matrix is a constant stencil on a
-// 2-D grid larger than one block's 2,048 rows and the tiles all fit the GPU at once, else as
-// the three-barrier program (docs/linalg.md).
+// solve() as one tile on `worker` through the method's program (options checked; b = 0 gives
+// zero_rhs_result): the generated kernel of the whole solve on a GPU, the program's fused steps
+// on a CPU. BiCGStab on a GPU runs as one-barrier BiCGStab in the tile form where the matrix is a
+// constant stencil on a 2-D grid larger than one block's 2,048 rows and the tiles all fit the GPU
+// at once, else as the three-barrier program (docs/linalg.md).
 SolverResult solve_program_on(const WorkerInfo& worker, const HostCsr<double>& a, std::span<const double> b,
                               const SolverOptions& options);
 
