@@ -3,6 +3,7 @@
 
 #include "linalg/backend.hpp"
 #include "linalg/diagonal.hpp"
+#include "linalg/program/program_cuda.hpp"
 
 namespace molaccel::linalg {
 
@@ -77,6 +78,13 @@ bool wants_tiles(const WorkerInfo& worker, const HostCsr<double>& a, const Solve
   constexpr std::size_t kBlockRows = 2048;
   if (options.solver != Solver::bicgstab || worker.kind != WorkerInfo::Kind::gpu || a.rows <= kBlockRows)
     return false;
+  // A multiprocessor holds at most 2,048 threads, i.e. 4 blocks of 512, each a tile of at most
+  // 1,024 cells where there is more than one tile per multiprocessor: above 4,096 rows per
+  // multiprocessor the tiles never fit, and the matrix is not scanned for its stencil (one pass
+  // over the matrix that the kernel's own set-up repeats).
+  const auto gpus = gpu_list();
+  for (const GpuInfo& g : gpus)
+    if (g.index == worker.device && a.rows > std::size_t(g.sm_count) * 4096) return false;
   const auto layout = diagonal_storage(a);
   if (!layout) return false;
   const auto grid = diagonal_grid_of(*layout, a.rows);

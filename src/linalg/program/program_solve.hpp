@@ -4,11 +4,14 @@
 
 #include <optional>
 
-#include "linalg/program/program_cuda.hpp"
 #include "molaccel/linalg.hpp"
 #include "molaccel/linalg_program.hpp"
 
 namespace molaccel::linalg {
+
+namespace program {
+struct KernelShape;  // linalg/program/program_cuda.hpp
+}  // namespace program
 
 // The methods that exist only as programs: pipelined CG and pipelined BiCGStab.
 bool is_program_solver(Solver solver);
