@@ -426,7 +426,8 @@ SolverResult solve(const Resources& resources, const HostCsr<double>& a, std::sp
         const bool on_gpu = ctx.worker().kind == WorkerInfo::Kind::gpu;
         if (is_program_solver(options.solver) || options.launch == Launch::generated ||
             (on_gpu && options.launch == Launch::automatic)) {
-          result = solve_program_on(ctx.worker(), a, b, options);
+          const IterationProgress progress(resources, "solve", options.max_iterations);
+          result = solve_program_on(ctx.worker(), a, b, options, progress.callback());
           return;
         }
         Placement where;

@@ -8,6 +8,7 @@
 
 #include "linalg/program/program_cuda.hpp"
 #include "linalg/program/program_plan.hpp"
+#include "linalg/program/program_solve.hpp"
 #include "linalg/program_cases.hpp"
 #include "molaccel/linalg.hpp"
 #include "molaccel/linalg_program.hpp"
@@ -383,6 +384,27 @@ TEST(LinalgProgram, JacobiMethodsSolveAsSolveDoes) {
   EXPECT_EQ(plan_program(cg_program(ValueType::f64, jacobi)).barriers_per_iteration(), 2);
   EXPECT_EQ(plan_program(bicgstab_program(ValueType::f64, jacobi)).barriers_per_iteration(), 3);
   EXPECT_EQ(plan_program(one_barrier_bicgstab_program(ValueType::f64, jacobi)).barriers_per_iteration(), 1);
+}
+
+// A CPU worker tells the progress callback each iteration as it ends: 1, 2, ... up to the count
+// the result reports (the iteration cap here, and a converged solve's own count).
+TEST(LinalgProgram, ProgressAfterEachIterationOnTheCpu) {
+  const auto a = poisson_2d(20);
+  const std::vector<double> b = multiply(a, std::vector<double>(a.rows, 1.0));
+  WorkerInfo cpu;
+  cpu.cpu_threads = 2;
+  for (const double tolerance : {0.0, 1e-6}) {
+    SolverOptions o;
+    o.tolerance = tolerance;
+    o.max_iterations = 50;
+    std::vector<int> heard;
+    const auto run = run_program_on_worker(cpu, program_of(o), *program_inputs(a, b, o), nullptr,
+                                           [&](int done) { heard.push_back(done); });
+    SCOPED_TRACE(tolerance);
+    EXPECT_EQ(run.status, tolerance == 0 ? "iteration limit" : "converged");
+    ASSERT_EQ(heard.size(), std::size_t(run.iterations));
+    for (std::size_t i = 0; i < heard.size(); ++i) EXPECT_EQ(heard[i], int(i) + 1);
+  }
 }
 
 // The inverse diagonal comes from the matrix unless the inputs give it.

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <string>
 
 #include "linalg/codegen/codegen.hpp"
@@ -95,6 +96,10 @@ struct FormRefused : Error {
 };
 ProgramResult run_shaped_on_gpu(const Program& program, const ProgramInputs& inputs, KernelShape shape,
                                 int device = 0);
+// run_program_on_gpu (shape: nullptr) or run_shaped_on_gpu, telling `progress` (where given) the
+// iterations done about every 0.1 s while the kernel runs, read from the monitors it writes.
+ProgramResult run_on_gpu(const Program& program, const ProgramInputs& inputs, int device,
+                         const KernelShape* shape, const std::function<void(int)>& progress);
 // The CUDA building blocks the generated kernels call (grid_blocks.cuh, program_blocks.cuh), as
 // source text: tests compile them on their own.
 std::string program_cuda_blocks();

@@ -6,8 +6,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <thread>
+#include <vector>
 
 #include "linalg/diagonal.hpp"
 #include "linalg/program/program_buffers.hpp"
@@ -36,9 +39,42 @@ struct ClusterLaunch {
   ClusterLaunch& operator=(const ClusterLaunch&) = delete;
 };
 
+// Waits for the whole-solve kernel that ends at `stop`, telling `progress` the iterations done
+// every 0.1 s (the end itself is seen within 2 ms). The kernel's leader writes the monitors' row
+// `it` as iteration `it` begins (zero until then; row 0 after the set-up), so the last row whose
+// first monitor is non-zero is the iterations done. Rows are read from the last one known, on a
+// stream of its own beside the running kernel, in a window that doubles while it comes back full
+// (a fast solve moves many rows between two polls). A monitor that is exactly zero (a residual
+// of 0: the solve ends) only makes the count late.
+void wait_reporting_iterations(const cuda::Event& stop, const double* monitors, std::size_t columns,
+                               std::size_t rows, const std::function<void(int)>& progress) {
+  using clock = std::chrono::steady_clock;
+  const cuda::Stream side;
+  std::vector<double> window;
+  std::size_t done = 0, width = 1024;
+  auto next = clock::now() + std::chrono::milliseconds(100);
+  while (cudaEventQuery(stop.get()) == cudaErrorNotReady) {  // else: ended, or failed (stop.synchronize())
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (clock::now() < next) continue;
+    next += std::chrono::milliseconds(100);
+    const std::size_t count = std::min(width, rows - done);
+    window.resize(count * columns);
+    MOLACCEL_CUDA_TRY(cudaMemcpyAsync(window.data(), monitors + done * columns,
+                                      window.size() * sizeof(double), cudaMemcpyDeviceToHost, side));
+    side.synchronize();
+    std::size_t last = count;
+    while (last > 0 && window[(last - 1) * columns] == 0) --last;
+    if (last == 0) continue;
+    if (last == count) width *= 2;
+    done += last - 1;
+    progress(static_cast<int>(done));
+  }
+}
+
 template <class T>
 ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan, const ProgramInputs& inputs,
-                        int device, const program::KernelShape* forced) {
+                        int device, const program::KernelShape* forced,
+                        const std::function<void(int)>& progress) {
   if (!inputs.matrix)
     throw Error("linalg program " + program.name() + ": the GPU run needs the matrix", __FILE__, __LINE__);
   const HostCsr<double>& a = *inputs.matrix;
@@ -336,6 +372,7 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
   }
   cuda::check_launch(name.c_str(), __FILE__, __LINE__);
   stop.record();
+  if (progress && monitors > 0) wait_reporting_iterations(stop, p_monitors, monitors, max_it + 1, progress);
   stop.synchronize();
 
   const auto outcome = d_outcome.download();
@@ -368,9 +405,7 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
 }  // namespace
 
 ProgramResult run_program_on_gpu(const Program& program, const ProgramInputs& inputs, int device) {
-  const auto plan = program::plan_program(program);
-  return program.type() == ValueType::f32 ? run_typed<float>(program, plan, inputs, device, nullptr)
-                                          : run_typed<double>(program, plan, inputs, device, nullptr);
+  return program::run_on_gpu(program, inputs, device, nullptr, {});
 }
 
 }  // namespace molaccel::linalg
@@ -378,8 +413,13 @@ ProgramResult run_program_on_gpu(const Program& program, const ProgramInputs& in
 namespace molaccel::linalg::program {
 ProgramResult run_shaped_on_gpu(const Program& program, const ProgramInputs& inputs, KernelShape shape,
                                 int device) {
+  return run_on_gpu(program, inputs, device, &shape, {});
+}
+
+ProgramResult run_on_gpu(const Program& program, const ProgramInputs& inputs, int device,
+                         const KernelShape* shape, const std::function<void(int)>& progress) {
   const auto plan = plan_program(program);
-  return program.type() == ValueType::f32 ? run_typed<float>(program, plan, inputs, device, &shape)
-                                          : run_typed<double>(program, plan, inputs, device, &shape);
+  return program.type() == ValueType::f32 ? run_typed<float>(program, plan, inputs, device, shape, progress)
+                                          : run_typed<double>(program, plan, inputs, device, shape, progress);
 }
 }  // namespace molaccel::linalg::program

@@ -272,5 +272,9 @@ namespace molaccel::linalg::program {
 ProgramResult run_shaped_on_gpu(const Program& program, const ProgramInputs&, KernelShape, int) {
   throw Error("linalg program " + program.name() + ": this build has no CUDA", __FILE__, __LINE__);
 }
+ProgramResult run_on_gpu(const Program& program, const ProgramInputs&, int, const KernelShape*,
+                         const std::function<void(int)>&) {
+  throw Error("linalg program " + program.name() + ": this build has no CUDA", __FILE__, __LINE__);
+}
 }  // namespace molaccel::linalg::program
 #endif

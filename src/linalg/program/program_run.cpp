@@ -205,7 +205,7 @@ class CpuRunner {
 
 template <class T>
 ProgramResult run_on_cpu(const Program& program, const ProgramInputs& inputs, const Placement& where,
-                         std::size_t n) {
+                         std::size_t n, const std::function<void(int)>& progress) {
   CpuRunner<T> machine(program, inputs, where, n);
   ProgramResult result;
   result.barriers_per_iteration = program::plan_program(program).barriers_per_iteration();
@@ -213,7 +213,10 @@ ProgramResult run_on_cpu(const Program& program, const ProgramInputs& inputs, co
   machine.run_setup();
   program::run_iterations(
       program, inputs.max_iterations, result, [&](const NodePtr& n) { return machine.scalar_value(n); },
-      [&] { machine.run_iteration(); });
+      [&, done = 0]() mutable {
+        machine.run_iteration();
+        if (progress) progress(++done);
+      });
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.kernel = fmt::format("cpu/{} ({} threads): {} fused loops per iteration", machine.cpu_variant(),
                               where.cpu_threads, machine.loops_per_iteration());
@@ -224,17 +227,17 @@ ProgramResult run_on_cpu(const Program& program, const ProgramInputs& inputs, co
 }  // namespace
 
 ProgramResult run_program_on_worker(const WorkerInfo& worker, const Program& program,
-                                    const ProgramInputs& given, const program::KernelShape* shape) {
+                                    const ProgramInputs& given, const program::KernelShape* shape,
+                                    const std::function<void(int)>& progress) {
   const std::size_t n = program::checked_rows(program, given);  // bad input: the caller's error
   ProgramInputs storage;
   const ProgramInputs& inputs = program::with_derived_inputs(program, given, storage);
   if (worker.kind == WorkerInfo::Kind::gpu)
-    return shape ? program::run_shaped_on_gpu(program, inputs, *shape, worker.device)
-                 : run_program_on_gpu(program, inputs, worker.device);
+    return program::run_on_gpu(program, inputs, worker.device, shape, progress);
   Placement where;
   where.cpu_threads = worker.cpu_threads;
-  return program.type() == ValueType::f32 ? run_on_cpu<float>(program, inputs, where, n)
-                                          : run_on_cpu<double>(program, inputs, where, n);
+  return program.type() == ValueType::f32 ? run_on_cpu<float>(program, inputs, where, n, progress)
+                                          : run_on_cpu<double>(program, inputs, where, n, progress);
 }
 
 ProgramResult run_program(const Resources& resources, const Program& program, const ProgramInputs& inputs) {
@@ -245,7 +248,10 @@ ProgramResult run_program(const Resources& resources, const Program& program, co
   job.progress_bar = false;
   run_tiles(
       resources, 1,
-      [&](WorkerContext& ctx, std::size_t) { result = run_program_on_worker(ctx.worker(), program, inputs); },
+      [&](WorkerContext& ctx, std::size_t) {
+        IterationProgress progress(resources, job.name, inputs.max_iterations);
+        result = run_program_on_worker(ctx.worker(), program, inputs, nullptr, progress.callback());
+      },
       job);
   return result;
 }

@@ -94,7 +94,7 @@ bool wants_tiles(const WorkerInfo& worker, const HostCsr<double>& a, const Solve
 }  // namespace
 
 SolverResult solve_program_on(const WorkerInfo& worker, const HostCsr<double>& a, std::span<const double> b,
-                              const SolverOptions& options) {
+                              const SolverOptions& options, const std::function<void(int)>& progress) {
   const auto inputs = program_inputs(a, b, options);
   if (!inputs) return zero_rhs_result(b.size());
   std::optional<Program> program;
@@ -111,14 +111,14 @@ SolverResult solve_program_on(const WorkerInfo& worker, const HostCsr<double>& a
     const Program one_barrier = one_barrier_bicgstab_program(
         options.precision == Precision::fp32 ? ValueType::f32 : ValueType::f64, options.preconditioner);
     try {
-      run = run_program_on_worker(worker, one_barrier, *inputs, &tiles);
+      run = run_program_on_worker(worker, one_barrier, *inputs, &tiles, progress);
       program = one_barrier;
     } catch (const program::FormRefused&) {  // the tiles do not fit: the 3-barrier program
     }
   }
   if (!program) {
     program = program_of(options);
-    run = run_program_on_worker(worker, *program, *inputs);
+    run = run_program_on_worker(worker, *program, *inputs, nullptr, progress);
   }
   const bool gpu = worker.kind == WorkerInfo::Kind::gpu;
   SolverResult result = solver_result(run);
