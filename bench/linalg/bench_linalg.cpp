@@ -15,6 +15,7 @@
 
 #include "common/harness.hpp"
 #include "linalg/backend.hpp"
+#include "linalg/solver_row.hpp"
 #include "molaccel/linalg.hpp"
 
 namespace molaccel::bench {
@@ -214,22 +215,10 @@ void bench_bicgstab(const Resources& resources, const std::string& device, doubl
                       e.what());
           continue;
         }
-        const molaccel::bench::Timing t = molaccel::bench::summarise(per_iteration);
-        const double floor_s = bytes_per_row * double(n) / copy_bw;
         const std::string label = resources.uses_gpu() ? std::string(to_string(mode)) : std::string("cpu");
-        print_row(
-            {.benchmark = fmt::format("linalg/{}-poisson/fp64/{}", to_string(solver), label),
-             .device = device,
-             .size = fmt::format("n={}", n),
-             .timing = t,
-             .work = bytes_per_row * double(n),
-             .work_unit = "B",
-             .bytes = bytes_per_row * double(n),
-             .limit = copy_bw,
-             .limit_name = "measured copy bandwidth",
-             .note = fmt::format("{:.2f} us/iter, floor {:.2f} us ({:.2f}x), {} iters, {} kernels/iter, {}",
-                                 t.median_s * 1e6, floor_s * 1e6, t.median_s / floor_s, last.iterations,
-                                 last.kernels_per_iteration, last.backend)});
+        molaccel::bench::print_solver_row(fmt::format("linalg/{}-poisson/fp64/{}", to_string(solver), label),
+                                          device, n, molaccel::bench::summarise(per_iteration), bytes_per_row,
+                                          copy_bw, "measured copy bandwidth", last);
       }
   }
 }

@@ -14,6 +14,7 @@
 
 #include "common/harness.hpp"
 #include "linalg/opencl/executor.hpp"
+#include "linalg/solver_row.hpp"
 #include "molaccel/opencl.hpp"
 
 using namespace molaccel;
@@ -106,10 +107,10 @@ void bench_bicgstab(int device, rt::Device& d, double copy_bw, bool quick) {
     const auto a = poisson_2d(grid);
     const auto b = multiply(a, std::vector<double>(n, 1.0));
     const int iterations = n <= 100000 ? 400 : 100;
-    const double floor_s = bytes_per_row * double(n) / copy_bw;
     double viennacl_s = 0;
 #ifdef MOLACCEL_BENCH_VIENNACL_OPENCL
     if (!viennacl_device.empty()) {
+      const double floor_s = bytes_per_row * double(n) / copy_bw;
       const bench::Timing t = bench::viennacl_opencl_bicgstab(grid, std::size_t(iterations));
       viennacl_s = t.median_s;
       bench::print_row({.benchmark = "linalg/opencl/bicgstab-poisson/fp64/viennacl-1.7.1",
@@ -138,20 +139,10 @@ void bench_bicgstab(int device, rt::Device& d, double copy_bw, bool quick) {
       const bench::Timing t = bench::summarise(per_iteration);
       const std::string versus =
           viennacl_s > 0 ? fmt::format(", speed-up over ViennaCL {:.2f}x", viennacl_s / t.median_s) : "";
-      bench::print_row(
-          {.benchmark = launch == Launch::generated ? "linalg/opencl/bicgstab-poisson/fp64/persistent"
-                                                    : "linalg/opencl/bicgstab-poisson/fp64/host-loop",
-           .device = d.info.name,
-           .size = fmt::format("n={}", n),
-           .timing = t,
-           .work = bytes_per_row * double(n),
-           .work_unit = "B",
-           .bytes = bytes_per_row * double(n),
-           .limit = copy_bw,
-           .limit_name = "clEnqueueCopyBuffer bandwidth",
-           .note = fmt::format("{:.2f} us/iter, floor {:.2f} us ({:.2f}x){}, {} iters, {} kernels/iter, {}",
-                               t.median_s * 1e6, floor_s * 1e6, t.median_s / floor_s, versus, last.iterations,
-                               last.kernels_per_iteration, last.backend)});
+      bench::print_solver_row(launch == Launch::generated ? "linalg/opencl/bicgstab-poisson/fp64/persistent"
+                                                          : "linalg/opencl/bicgstab-poisson/fp64/host-loop",
+                              d.info.name, n, t, bytes_per_row, copy_bw, "clEnqueueCopyBuffer bandwidth",
+                              last, versus);
     }
   }
 }
