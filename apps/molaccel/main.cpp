@@ -168,6 +168,11 @@ int main(int argc, char** argv) {
   using namespace molaccel::cli;
   // Ctrl-C, kill or a closed terminal during a long write: no hidden temporary file is left.
   molaccel::remove_temporaries_on_signals();
+  // On every return: a kernel still compiling in the background (orbital's JIT kernel, bound for
+  // the disk cache) finishes before exit() destroys the compiler's statics under it.
+  struct FinishBackgroundWork {
+    ~FinishBackgroundWork() { molaccel::finish_background_work(); }
+  } finish_background_work;
   CLI::App app{
       "molaccel: GPU toolkit for molecular computing (LINGO similarity, Smith-Waterman search, "
       "molecular orbitals, fused linear algebra)",

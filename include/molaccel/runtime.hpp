@@ -438,6 +438,16 @@ class JitCache {
 
 JitCache& default_jit_cache();  // process-wide, created on first use (thread-safe)
 
+// Waits for the work the library left running in the background after a call returned: the
+// orbital JIT kernel's compile, started while the generic kernel computes a new basis set's first
+// grid, which fills the disk cache for later runs. Call it before the process ends (the CLI, the
+// Python module and the tests do): exit() destroys the compiler's own statics, and a compile still
+// running then crashes or hangs the process, whatever joins it from a static destructor.
+void finish_background_work();
+// Registers `wait` with finish_background_work, for the life of the process (the engines' own
+// background work).
+void on_finish_background_work(std::function<void()> wait);
+
 // Directory where generated kernels are dumped (MOLACCEL_DUMP_KERNELS), if set.
 std::optional<std::filesystem::path> kernel_dump_dir();
 // Writes `source` as `file_name` in the dump directory when MOLACCEL_DUMP_KERNELS is set: created

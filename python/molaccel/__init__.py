@@ -52,7 +52,8 @@ __all__ = [
     "set_log_level",
 ]
 
-# Worker pools (and their GPU state) stop at interpreter exit, while the CUDA runtime is still up.
+# At interpreter exit a kernel compiling in the background finishes, and the worker pools (and
+# their GPU state) stop while the CUDA runtime is still up.
 atexit.register(_core.release_resources)
 
 # Version and engines from the build alone: importing queries no GPU (info() does).

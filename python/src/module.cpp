@@ -83,10 +83,12 @@ ResultMemory result_memory(const Resources& resources, std::size_t bytes) {
   return out;
 }
 
-// Called from Python's atexit: the worker pools stop (and free their GPU state) while the CUDA
-// runtime is still up, not in a static destructor after it has been torn down.
+// Called from Python's atexit: a kernel compiling in the background finishes (finish_background_work:
+// before exit() destroys the compiler's statics), and the worker pools stop (and free their GPU
+// state) while the CUDA runtime is still up, not in a static destructor after it has been torn down.
 void release_resources() {
   nb::gil_scoped_release release;
+  molaccel::finish_background_work();
   release_kept_gpu_workers();
   std::map<std::tuple<std::string, int, bool>, Resources> handles, by_request;
   {

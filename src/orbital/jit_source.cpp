@@ -453,6 +453,13 @@ BackgroundCompiles& background_jit_compiles() {
   // them, so it must be destroyed after this one.
   (void)default_jit_cache();
   static BackgroundCompiles compiles;
+  // Its compiles are waited for before the process ends (finish_background_work), not by its
+  // destructor alone: by then exit() has destroyed NVRTC's statics under a running compile.
+  static const bool waited = [] {
+    on_finish_background_work([] { compiles.wait_all(); });
+    return true;
+  }();
+  (void)waited;
   return compiles;
 }
 

@@ -71,9 +71,11 @@ JitSource generate_opencl_jit_source(const PackedBasis& basis, bool fp64_coordin
 // it needs the program (an in-flight compile is waited for, else the program is compiled on the
 // calling thread). A compile that failed: wait = true rethrows its error; wait = false logs it
 // once as a warning and returns nullopt from then on (the generic kernel computes the same values).
-// The process-wide instance's destructor, at exit, waits for the compiles in flight: a compile
-// that started always finishes and lands in the JIT cache (whose entries are written to a
-// temporary file and renamed, never seen half written).
+// The process-wide instance's compiles are waited for by finish_background_work() (runtime.hpp),
+// which the CLI, the Python module and the tests call before the process ends: a compile that
+// started finishes and lands in the JIT cache (whose entries are written to a temporary file and
+// renamed, never seen half written). Its destructor joins what is left, the last resort of a
+// program that did not call it (a compile still running in exit() can crash there).
 class BackgroundCompiles {
  public:
   using Compile = std::function<JitProgram()>;

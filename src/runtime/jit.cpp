@@ -9,10 +9,12 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <sstream>
 #include <unordered_map>
+#include <vector>
 
 #include "molaccel/runtime.hpp"
 #include "runtime/host_resources.hpp"
@@ -478,6 +480,33 @@ JitProgram JitCache::compile(const JitRequest& request) {
 JitCache& default_jit_cache() {
   static JitCache cache;
   return cache;
+}
+
+namespace {
+struct BackgroundWaits {
+  std::mutex mutex;
+  std::vector<std::function<void()>> waits;
+};
+BackgroundWaits& background_waits() {
+  static BackgroundWaits w;
+  return w;
+}
+}  // namespace
+
+void on_finish_background_work(std::function<void()> wait) {
+  BackgroundWaits& w = background_waits();
+  std::lock_guard lock(w.mutex);
+  w.waits.push_back(std::move(wait));
+}
+
+void finish_background_work() {
+  std::vector<std::function<void()>> waits;
+  {
+    BackgroundWaits& w = background_waits();
+    std::lock_guard lock(w.mutex);
+    waits = w.waits;
+  }
+  for (const auto& wait : waits) wait();
 }
 
 std::optional<std::filesystem::path> kernel_dump_dir() {

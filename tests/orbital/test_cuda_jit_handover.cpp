@@ -148,6 +148,35 @@ TEST(OrbitalJitHandover, ABackgroundNvrtcCompileLandsInTheDiskCache) {
   EXPECT_TRUE(std::filesystem::exists(cache.entry_path(key)));
 }
 
+// A process that ends while a background NVRTC compile is in flight: finish_background_work (as
+// the CLI's main, the Python module's atexit and the test programs call it) lets it end cleanly.
+// Joined only from the destructor, in exit(), the compile ran on with NVRTC's statics destroyed:
+// a segmentation fault, or a process that never ended (measured: the CLI's first orbital grid of
+// a new basis set, on an H200).
+TEST(OrbitalJitHandover, AProcessEndingMidCompileFinishesItFirst) {
+  MOLACCEL_REQUIRE_NVRTC();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto end_mid_compile = [] {
+    // A source no other test compiles (its own basis set), so the compile is not cached.
+    const auto wfn = test::random_wavefunction(4242, 4, 2);
+    const auto source =
+        detail::generate_jit_source(detail::pack_basis(wfn, 1e-9), detail::parse_cull_layout("8x8x8/4"));
+    JitRequest request;
+    request.source = source.source;
+    request.program_name = "orbital_jit_exit_test.cu";
+    request.kernel_names = {source.kernel_name};
+    request.arch = "sm_90";
+    JitCache& cache = default_jit_cache();
+    (void)detail::background_jit_compiles().get(
+        cache.key_for(request), [&cache, request] { return cache.compile(request); }, false);
+    // The command's own work (a first grid) while NVRTC has begun, and made its statics.
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    finish_background_work();
+    std::exit(0);
+  };
+  EXPECT_EXIT(end_mid_compile(), ::testing::ExitedWithCode(0), "");
+}
+
 // fp32 tolerance of the GPU kernels against the reference (test_cuda.cpp: 2e-5 of the largest
 // value); a grid of the generic kernel and one of the JIT kernel, each within it of the
 // reference, are within twice it of each other.

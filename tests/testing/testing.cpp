@@ -6,6 +6,17 @@
 
 namespace molaccel::testing {
 
+namespace {
+// Every test program that links this file waits for the library's background work (a JIT kernel
+// compiling for the disk cache) before main returns: finish_background_work (runtime.hpp).
+class FinishBackgroundWork : public ::testing::Environment {
+ public:
+  void TearDown() override { finish_background_work(); }
+};
+[[maybe_unused]] const ::testing::Environment* const finish_background_work_at_end =
+    ::testing::AddGlobalTestEnvironment(new FinishBackgroundWork);
+}  // namespace
+
 bool gpu_available() {
   static const bool available = build_info().cuda && !gpu_list().empty();
   return available;
