@@ -10,11 +10,12 @@
 # queries against the synthetic 486k database with and without traceback; orbital grid of the C60
 # total density at 0.05 A into a cube file.
 # --rows REGEX: only the rows whose name matches (e.g. lingo, align-search, orbital-c60).
-# --startup: only the start-up rows: the CUDA driver alone (initialisation, a context, exit), align
-# search, scores only (whole command, compute, and the difference: start-up, loading and output),
-# and the first orbital grid of a basis set whose JIT kernel is not cached, on the GPU (threonine
-# HOMO with an empty JIT cache directory: when the cube file was written and when the process
-# ended), then the same with the cache filled, then with --device auto (the CPU for this grid).
+# --startup: only the start-up rows: the CUDA driver alone (initialisation, a context, exit; then
+# holding memory, and with the context reset before the exit), align search, scores only (whole
+# command, compute, and the difference: start-up, loading and output), and the first orbital grid
+# of a basis set whose JIT kernel is not cached, on the GPU (threonine HOMO with an empty JIT cache
+# directory: when the cube file was written and when the process ended), then the same with the
+# cache filled, then with --device auto (the CPU for this grid).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=build/cuda
@@ -66,26 +67,39 @@ synthdb() {
 if [ "$startup" = 1 ]; then
   # The CUDA driver alone, in a process that does nothing else (Python, ctypes): cuInit, the first
   # GPU's primary context, and the exit that tears it down. No CUDA command can start and end in
-  # less; three runs.
-  for run in 1 2 3; do
-    python3 - <<'PY'
+  # less; three runs. Then with 2 GiB of device memory and 256 MiB page-locked, as a command holds
+  # them, ended by the exit alone and with the context reset first (cuDevicePrimaryCtxReset: what
+  # releasing the GPU before the host's last work would move earlier).
+  for mode in bare alloc alloc+reset; do
+    for run in 1 2 3; do
+      python3 - "$mode" <<'PY'
 import ctypes, subprocess, sys, time
 code = '''
-import ctypes, time
-t0 = time.time(); cu = ctypes.CDLL("libcuda.so.1"); t1 = time.time()
+import ctypes, sys, time
+cu = ctypes.CDLL("libcuda.so.1")
+t1 = time.time()
 assert cu.cuInit(0) == 0; t2 = time.time()
 dev = ctypes.c_int(); ctx = ctypes.c_void_p()
 assert cu.cuDeviceGet(ctypes.byref(dev), 0) == 0 and cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0
-print(t2 - t1, time.time() - t2, time.time())
+t3 = time.time()
+if sys.argv[1] != "bare":
+    d = ctypes.c_uint64(); h = ctypes.c_void_p()
+    assert cu.cuCtxSetCurrent(ctx) == 0 and cu.cuMemAlloc_v2(ctypes.byref(d), ctypes.c_size_t(2 << 30)) == 0
+    assert cu.cuMemHostAlloc(ctypes.byref(h), ctypes.c_size_t(256 << 20), 0) == 0
+reset = time.time()
+if sys.argv[1] == "alloc+reset":
+    assert cu.cuDevicePrimaryCtxReset_v2(dev) == 0
+print(t2 - t1, t3 - t2, time.time() - reset, time.time())
 '''
 def wall(args):
     t = time.time(); out = subprocess.run(args, capture_output=True, text=True).stdout; return time.time() - t, out
 base, _ = wall([sys.executable, "-c", "pass"])
-t, out = wall([sys.executable, "-c", code])
-init, context, at = map(float, out.split())
-print("%-26s cuInit %.3f s, context %.3f s, exit %.3f s (an empty Python process: %.3f s)"
-      % ("cuda-driver-alone", init, context, time.time() - at, base))
+t, out = wall([sys.executable, "-c", code, sys.argv[1]])
+init, context, reset, at = map(float, out.split())
+print("%-26s cuInit %.3f s, context %.3f s, reset %.3f s, exit %.3f s (an empty Python process: %.3f s)"
+      % ("cuda-driver-" + sys.argv[1], init, context, reset, time.time() - at, base))
 PY
+    done
   done
   synthdb
   row align-search-486k-scores "$bin" -q align search data/align/queries20.fasta "$work/synthdb" -k 10 --no-traceback -o "$work/a.tsv"
