@@ -121,12 +121,8 @@ TEST(OrbitalJitHandover, TheDestructorWaitsForCompilesInFlight) {
   EXPECT_TRUE(finished.load());
 }
 
-// A real compile (NVRTC, no GPU needed) through the process-wide instance: started in the
-// background, then its program, and the entry in this process's fresh disk cache.
-TEST(OrbitalJitHandover, ABackgroundNvrtcCompileLandsInTheDiskCache) {
-  MOLACCEL_REQUIRE_NVRTC();
-  ASSERT_FALSE(kFreshCache.path.empty());
-  const auto wfn = test::random_wavefunction(21, 3, 1);
+// The JIT kernel of a basis set, for sm_90 (NVRTC compiles it without a GPU).
+JitRequest jit_request_for(const Wavefunction& wfn) {
   const auto source =
       detail::generate_jit_source(detail::pack_basis(wfn, 1e-9), detail::parse_cull_layout("8x8x8/4"));
   JitRequest request;
@@ -134,6 +130,15 @@ TEST(OrbitalJitHandover, ABackgroundNvrtcCompileLandsInTheDiskCache) {
   request.program_name = "orbital_jit_handover_test.cu";
   request.kernel_names = {source.kernel_name};
   request.arch = "sm_90";
+  return request;
+}
+
+// A real compile (NVRTC, no GPU needed) through the process-wide instance: started in the
+// background, then its program, and the entry in this process's fresh disk cache.
+TEST(OrbitalJitHandover, ABackgroundNvrtcCompileLandsInTheDiskCache) {
+  MOLACCEL_REQUIRE_NVRTC();
+  ASSERT_FALSE(kFreshCache.path.empty());
+  const JitRequest request = jit_request_for(test::random_wavefunction(21, 3, 1));
   JitCache& cache = default_jit_cache();
   ASSERT_EQ(cache.directory(), kFreshCache.path);
   const std::string key = cache.key_for(request);
@@ -158,14 +163,7 @@ TEST(OrbitalJitHandover, AProcessEndingMidCompileFinishesItFirst) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const auto end_mid_compile = [] {
     // A source no other test compiles (its own basis set), so the compile is not cached.
-    const auto wfn = test::random_wavefunction(4242, 4, 2);
-    const auto source =
-        detail::generate_jit_source(detail::pack_basis(wfn, 1e-9), detail::parse_cull_layout("8x8x8/4"));
-    JitRequest request;
-    request.source = source.source;
-    request.program_name = "orbital_jit_exit_test.cu";
-    request.kernel_names = {source.kernel_name};
-    request.arch = "sm_90";
+    const JitRequest request = jit_request_for(test::random_wavefunction(4242, 4, 2));
     JitCache& cache = default_jit_cache();
     (void)detail::background_jit_compiles().get(
         cache.key_for(request), [&cache, request] { return cache.compile(request); }, false);

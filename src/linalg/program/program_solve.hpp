@@ -2,6 +2,7 @@
 // pipelined methods everywhere, and what the OpenCL persistent solver shares with them.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <optional>
