@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "command.hpp"
 #include "molaccel/linalg.hpp"
@@ -68,6 +69,7 @@ nlohmann::json describe(const la::SolverResult& r, double true_residual) {
 }
 
 int run_solve(RunContext& ctx, const SolveOptions& o) {
+  const double started = now_seconds();
   if (o.matrix.empty() == (o.poisson == 0))
     throw InputError("solve", 0, "give either a matrix file (A.mtx) or --poisson N");
   if (!o.rhs.empty() && o.poisson)
@@ -97,11 +99,17 @@ int run_solve(RunContext& ctx, const SolveOptions& o) {
     b = la::multiply(a, std::vector<double>(a.rows, 1.0));  // exact solution: all ones
   }
   const auto options = to_solver_options(o);
+  const double read = now_seconds();
   // `--device opencl[:N]`: the generated kernels in OpenCL C on that device (never chosen by auto).
   const std::optional<int> opencl_device = parse_opencl_device(ctx.common.device);
-  const auto result = opencl_device ? la::opencl::solve(*opencl_device, a, b, options)
-                                    : la::solve(ctx.resources(), a, b, options);
+  std::optional<Resources> resources;
+  if (!opencl_device) resources = ctx.resources();  // the devices start: the "start" stage
+  const double ready = now_seconds();
+  const auto result =
+      opencl_device ? la::opencl::solve(*opencl_device, a, b, options) : la::solve(*resources, a, b, options);
+  const double solved = now_seconds();
   const double true_residual = true_relative_residual(a, b, result.x);
+  const double checked = now_seconds();
   std::FILE* out = ctx.summary(o.output);
   if (out) {
     std::fprintf(out, "system:     %s (n = %zu, %zu nonzeros)\n", system.c_str(), a.rows, a.nnz());
@@ -126,8 +134,17 @@ int run_solve(RunContext& ctx, const SolveOptions& o) {
                     la::to_string(options.solver), result.iterations, true_residual));
     if (out) std::fprintf(out, "solution:   %s\n", o.output.c_str());
   }
+  const double written = now_seconds();
   ctx.report["system"] = {{"name", system}, {"n", a.rows}, {"nnz", a.nnz()}};
   ctx.report["solve"] = describe(result, true_residual);
+  // "compute": the solve, its kernels' compile or load from the cache and the uploads included
+  // (solve.seconds: the iterations alone); "check": the recomputed residual.
+  ctx.report["total_seconds"] = written - started;
+  ctx.report["stages"] = {{"read", read - started},
+                          {"start", ready - read},
+                          {"compute", solved - ready},
+                          {"check", checked - solved},
+                          {"write", written - checked}};
   // 5, not 2: 2 is every command's usage error (README, exit codes).
   constexpr int kNotConverged = 5;
   return result.status == la::SolverStatus::converged || result.status == la::SolverStatus::zero_rhs
@@ -185,7 +202,8 @@ Action setup_solve(CLI::App& app, CommonOptions& common) {
       ->default_val("auto");
   app.add_option("--batch", o->batch, "--launch graph: iterations per host check (0 = automatic)")
       ->check(CLI::Range(0, 4096));
-  app.add_option("-o,--output", o->output, "Write x here (Matrix Market array)");
+  app.add_option("-o,--output", o->output,
+                 "Write x here (Matrix Market array; gzip or Zstandard when the name ends in .gz or .zst)");
   common.add_device_options(app);
   allow_opencl_device(app);
   return [o](RunContext& ctx) { return run_solve(ctx, *o); };

@@ -1,4 +1,10 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <random>
 
 #include "molaccel/linalg.hpp"
 #include "testing/testing.hpp"
@@ -74,6 +80,34 @@ TEST(LinalgMatrixMarket, VectorRoundTripIsAtomic) {
   // A failing write leaves no file behind.
   EXPECT_ANY_THROW(write_matrix_market_vector(dir / "missing" / "y.mtx", x));
   EXPECT_FALSE(std::filesystem::exists(dir / "missing" / "y.mtx"));
+}
+
+// Large vectors are formatted in blocks on every core: the same text as one loop over the values
+// (blocks of 65,536 lines; 200,003 values make four, the last one short), and the same values back
+// from a plain, a gzip and (where the build has libzstd) a Zstandard file.
+TEST(LinalgMatrixMarket, LargeVectorInBlocksAndCompressed) {
+  molaccel::testing::TempDir dir;
+  std::mt19937_64 rng(17);
+  std::normal_distribution<double> normal;
+  std::vector<double> x(200003);
+  for (double& v : x) v = normal(rng) * std::pow(10.0, double(rng() % 40) - 20.0);
+  x[65535] = 0.0;
+  x[65536] = -1e-310;  // subnormal, either side of a block's edge
+  write_matrix_market_vector(dir / "x.mtx", x, "blocks");
+  std::string expected = fmt::format("%%MatrixMarket matrix array real general\n% blocks\n{} 1\n", x.size());
+  for (double v : x) expected += fmt::format("{:.17g}\n", v);
+  std::ifstream in(dir / "x.mtx", std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, expected);
+  EXPECT_EQ(read_matrix_market_vector(dir / "x.mtx"), x);
+  write_matrix_market_vector(dir / "x.mtx.gz", x);
+  EXPECT_EQ(read_matrix_market_vector(dir / "x.mtx.gz"), x);
+  try {
+    write_matrix_market_vector(dir / "x.mtx.zst", x);
+  } catch (const NotCompiled&) {
+    GTEST_SKIP() << "no libzstd in this build";
+  }
+  EXPECT_GT(std::filesystem::file_size(dir / "x.mtx.zst"), 0u);
 }
 
 TEST(LinalgMatrixMarket, BundledMatrices) {
