@@ -41,6 +41,24 @@ TEST(AlignReport, StagesInJson) {
   }
 }
 
+// `align makedb --json`: read, sort and write, adding up to the command's time.
+TEST(AlignReport, MakedbStagesInJson) {
+  TempDir dir;
+  const std::string command = fmt::format(
+      "{} -q --json {} align makedb {} -o {} > /dev/null 2>&1", MOLACCEL_CLI_PATH, (dir / "m.json").string(),
+      (data_dir() / "align" / "demo_db.fasta").string(), (dir / "db").string());
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  const auto json = nlohmann::json::parse(read_file(dir / "m.json"));
+  double sum = 0;
+  for (const char* stage : {"read", "sort", "write"}) {
+    ASSERT_TRUE(json.at("stages").contains(stage)) << stage;
+    EXPECT_GE(json.at("stages").at(stage).get<double>(), 0.0) << stage;
+    sum += json.at("stages").at(stage).get<double>();
+  }
+  EXPECT_NEAR(sum, json.at("total_seconds").get<double>(), 1e-6);
+  EXPECT_EQ(json.at("sequences").get<std::size_t>(), 400u);
+}
+
 // --device auto: the demo queries against the demo database are a job for the CPU (the estimate
 // from the inputs' sizes and the choice in the report), with the hits of --device cpu.
 TEST(AlignReport, AutoRunsASmallSearchOnTheCpu) {

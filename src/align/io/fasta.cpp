@@ -1,4 +1,5 @@
 // FASTA reader: plain or gzip, ids = first word after '>', residues encoded on the fly.
+#include <algorithm>
 #include <cctype>
 
 #include "molaccel/align.hpp"
@@ -14,9 +15,12 @@ void SequenceSet::add(std::string id, std::span<const std::uint8_t> codes) {
 
 namespace {
 
-SequenceSet parse(io::LineReader& reader) {
+// `bar` (where given) counts MiB of text, moved every 4,096 lines.
+SequenceSet parse(io::LineReader& reader, ProgressBar* bar = nullptr) {
+  constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
   SequenceSet set;
   std::string_view line;
+  std::uint64_t bytes = 0, lines = 0;
   bool in_record = false;
   std::size_t record_line = 0;
   auto close_record = [&]() {
@@ -27,6 +31,8 @@ SequenceSet parse(io::LineReader& reader) {
     set.offsets.push_back(set.residues.size());
   };
   while (reader.next(line)) {
+    bytes += line.size() + 1;
+    if (bar && (++lines & 4095) == 0) bar->set(static_cast<std::size_t>(bytes / kMiB));
     if (!line.empty() && line[0] == '>') {
       close_record();
       std::size_t begin = 1;
@@ -66,7 +72,12 @@ SequenceSet parse(io::LineReader& reader) {
 
 SequenceSet read_fasta(const std::filesystem::path& path) {
   io::LineReader reader(path);
-  return parse(reader);
+  // A bar on a terminal for a read of more than half a second (a database as FASTA).
+  const std::uint64_t mib = std::max<std::uint64_t>(1, (io::text_size_estimate(path) + (1 << 20) - 1) >> 20);
+  ProgressBar bar("read " + path.filename().string(), static_cast<std::size_t>(mib), "MiB");
+  SequenceSet set = parse(reader, &bar);
+  bar.set(static_cast<std::size_t>(mib));
+  return set;
 }
 
 SequenceSet parse_fasta(std::string_view source_name, std::string_view text) {
