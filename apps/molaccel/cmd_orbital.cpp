@@ -158,8 +158,10 @@ double cpu_seconds_estimate(const Wavefunction& wfn, const GridSpec& grid, std::
 int run_grid(RunContext& ctx, const GridOptions& o) {
   if (o.orbitals.empty() && o.density.empty())
     throw InputError("--orbital", 0, "give --orbital NAME (repeatable) and/or --density KIND");
+  const double started = now_seconds();
   const Wavefunction wfn = read_wavefunction(o.input);
   const GridSpec grid = make_grid(o, wfn);
+  const double read = now_seconds();
   // `--device opencl[:N]`: orbitals through the OpenCL kernels (no Resources are made for it).
   const std::optional<int> opencl_device = parse_opencl_device(ctx.common.device);
   if (opencl_device && !o.density.empty())
@@ -170,6 +172,7 @@ int run_grid(RunContext& ctx, const GridOptions& o) {
           ? cpu_seconds_estimate(wfn, grid, o.orbitals.size(), !o.density.empty(), ctx.common.cpu_threads())
           : std::numeric_limits<double>::infinity();
   const Resources resources = opencl_device ? Resources() : ctx.resources_for(cpu_seconds);
+  const double ready = now_seconds();
   EvaluateOptions options;
   options.backend = parse_backend(o.backend);
   if (!(o.screening >= 0) || !std::isfinite(o.screening))
@@ -217,6 +220,7 @@ int run_grid(RunContext& ctx, const GridOptions& o) {
   std::vector<float> density_values;
   if (!o.density.empty())
     density_values = evaluate_density(resources, wfn, grid, density_kind, options, &density_info);
+  const double computed = now_seconds();
 
   const std::filesystem::path output = o.output;
   std::vector<std::string> written;
@@ -243,6 +247,7 @@ int run_grid(RunContext& ctx, const GridOptions& o) {
     written.push_back(path.string());
   }
   cubes.commit();
+  const double written_at = now_seconds();
   const EvaluationInfo& info = refs.empty() ? density_info : orbital_info;
   std::FILE* out = ctx.summary(output.string());
   if (out)
@@ -264,6 +269,13 @@ int run_grid(RunContext& ctx, const GridOptions& o) {
   ctx.report["exp_per_point"] = info.exp_per_point;
   ctx.report["outputs"] = written;
   ctx.report["normalisation_fix"] = wfn.normalisation.fix;
+  // "start": the resources (the devices start); "compute": the grids, the first JIT kernel's
+  // compile or load included ("seconds": the evaluations' own time).
+  ctx.report["total_seconds"] = written_at - started;
+  ctx.report["stages"] = {{"read", read - started},
+                          {"start", ready - read},
+                          {"compute", computed - ready},
+                          {"write", written_at - computed}};
   return 0;
 }
 

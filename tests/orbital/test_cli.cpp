@@ -33,6 +33,13 @@ TEST(OrbitalCli, GridWritesCubesAndJson) {
   // A coarse 0.3 A grid under-resolves the oxygen 1s cusp (~7% low); the fine-grid integral is
   // tested in test_cpu. Here only that the report carries a sensible number.
   EXPECT_NEAR(report["density_integral"].get<double>(), 10.0, 1.0);
+  // The stages (read, start, compute, write) add up to the command's time.
+  double sum = 0;
+  for (const char* stage : {"read", "start", "compute", "write"}) {
+    ASSERT_TRUE(report["stages"].contains(stage)) << stage;
+    sum += report["stages"][stage].get<double>();
+  }
+  EXPECT_NEAR(sum, report["total_seconds"].get<double>(), 1e-6);
 }
 
 // --device auto gives a job that the CPU finishes sooner than a GPU would start the CPU alone, and
