@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "linalg/diagonal.hpp"
@@ -311,11 +312,13 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
   const int blocks = k->blocks, threads = k->threads;
   const cudaKernel_t kernel = k->kernel;
 
-  // Vectors: two buffers each; scalars; partial sums; counter; monitors; outcome.
-  const auto packed = program::pack_inputs<T>(program, inputs, n);
-  const std::vector<int>& vector_symbols = packed.vector_symbols;
-  const std::vector<T>& host_vectors = packed.vectors;
-  const std::vector<double>& host_scalars = packed.scalars;
+  // Vectors: two buffers each, zeroed on the device, the inputs copied into their first buffers
+  // (no host image of all the buffers: at 1e7 rows CG's would be 800 MB to fill and copy); scalars;
+  // partial sums; counter; monitors; outcome.
+  ProgramInputs derived;
+  const ProgramInputs& given = program::with_derived_inputs(program, inputs, derived);
+  const std::vector<int> vector_symbols = program::vector_symbols_of(program);
+  const std::vector<double> host_scalars = program::pack_scalars(program, given);
   const std::size_t slots =
       std::max<std::size_t>(1, std::max(plan.setup.reductions.size(), plan.iteration.reductions.size()));
   const std::size_t monitors = program.monitors().size();
@@ -332,7 +335,18 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
   row_ptr.upload(a.row_ptr);
   col_idx.upload(a.col_idx);
   d_values.upload(values);
-  d_vectors.upload(host_vectors);
+  d_vectors.resize(std::max<std::size_t>(1, 2 * vector_symbols.size() * n));
+  d_vectors.fill_zero();
+  program::for_each_input_vector(
+      program, given, vector_symbols, n, [&](std::size_t o, const std::vector<double>& v) {
+        T* first = d_vectors.data() + 2 * o * n;
+        if constexpr (std::is_same_v<T, double>) {
+          MOLACCEL_CUDA_TRY(cudaMemcpy(first, v.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+        } else {
+          const std::vector<T> converted(v.begin(), v.end());
+          MOLACCEL_CUDA_TRY(cudaMemcpy(first, converted.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+        }
+      });
   d_scalars.upload(host_scalars);
   d_partials.resize(2 * slots * std::size_t(blocks));
   d_partials.fill_zero();
@@ -376,12 +390,25 @@ ProgramResult run_typed(const Program& program, const program::ProgramPlan& plan
   stop.synchronize();
 
   const auto outcome = d_outcome.download();
-  const auto got_vectors = d_vectors.download();
   const auto got_scalars = d_scalars.download();
   const auto got_monitors = d_monitors.download();
+  // Each vector's current buffer alone, straight into the result (converted from fp32).
+  std::vector<T> staging;
+  const auto read_buffer = [&](std::size_t buffer, std::vector<double>& out) {
+    out.resize(n);
+    if constexpr (std::is_same_v<T, double>) {
+      MOLACCEL_CUDA_TRY(
+          cudaMemcpy(out.data(), d_vectors.data() + buffer * n, n * sizeof(T), cudaMemcpyDeviceToHost));
+    } else {
+      staging.resize(n);
+      MOLACCEL_CUDA_TRY(
+          cudaMemcpy(staging.data(), d_vectors.data() + buffer * n, n * sizeof(T), cudaMemcpyDeviceToHost));
+      std::copy(staging.begin(), staging.end(), out.begin());
+    }
+  };
   ProgramResult result =
-      program::unpack_result(program, plan, vector_symbols, n, outcome, got_vectors, got_scalars,
-                             got_monitors, blocks, double(stop.elapsed_ms_since(start)) * 1e-3);
+      program::unpack_result(program, plan, vector_symbols, outcome, read_buffer, got_scalars, got_monitors,
+                             blocks, double(stop.elapsed_ms_since(start)) * 1e-3);
   result.kernel = fmt::format(
       "{}{}, {} of {} threads, {}, {}, {}",
       k->shape.block                ? "one block"
