@@ -297,9 +297,12 @@ const bool makedb_registered = register_command({
       app.footer(kConventions);
       return [o](RunContext& ctx) {
         const double started = now_seconds();
-        const auto sequences = al::read_fasta(o->fasta);
-        const double read = now_seconds();
-        const auto db = al::Database::from_sequences(sequences);
+        double read = 0;
+        const auto db = [&] {  // the sequences as read are gone before the database is written
+          const auto sequences = al::read_fasta(o->fasta);
+          read = now_seconds();
+          return al::Database::from_sequences(sequences);
+        }();
         const double sorted = now_seconds();
         db.write(o->output);
         const double written = now_seconds();

@@ -258,7 +258,7 @@ void finish_result(SolverResult& result, const Vector<T>& x, double start) {
 
 template <class T>
 SolverResult solve_on(const Placement& where, const HostCsr<double>& host_a, std::span<const double> host_b,
-                      const SolverOptions& options, bool show_progress) {
+                      const SolverOptions& options, const std::function<void(int)>& progress) {
   const bool jacobi = options.preconditioner == Preconditioner::jacobi;
   const bool cg = options.solver == Solver::cg;
   const auto& ops = operations_for<T>(jacobi);
@@ -349,9 +349,6 @@ SolverResult solve_on(const Placement& where, const HostCsr<double>& host_a, std
   }
 #endif
 
-  std::unique_ptr<ProgressBar> progress;
-  if (show_progress)
-    progress = std::make_unique<ProgressBar>("solve", std::size_t(options.max_iterations), "iterations");
   const double start = now_seconds();
   while (active && result.iterations < options.max_iterations) {
     const int todo = std::min(batch, options.max_iterations - result.iterations);
@@ -369,9 +366,8 @@ SolverResult solve_on(const Placement& where, const HostCsr<double>& host_a, std
       active = account_iteration(result, cg, bb, threshold, double(h[f_rr * slots + j + 1]),
                                  double(h[f_alpha * slots + j + 1]), double(h[f_omega * slots + j + 1]),
                                  h[f_active * slots + j + 1] != T(0));
-    if (progress) progress->set(std::size_t(result.iterations));
+    if (progress) progress(result.iterations);
   }
-  if (progress) progress->finish();
   finish_result(result, x, start);
   if (gpu) {
     result.kernels_per_iteration =
@@ -424,18 +420,18 @@ SolverResult solve(const Resources& resources, const HostCsr<double>& a, std::sp
         // Programs: the pipelined methods everywhere, CG and BiCGStab on a GPU (Launch::graph
         // aside) and with Launch::generated on a CPU.
         const bool on_gpu = ctx.worker().kind == WorkerInfo::Kind::gpu;
+        const IterationProgress progress(resources, "solve", options.max_iterations);
         if (is_program_solver(options.solver) || options.launch == Launch::generated ||
             (on_gpu && options.launch == Launch::automatic)) {
-          const IterationProgress progress(resources, "solve", options.max_iterations);
           result = solve_program_on(ctx.worker(), a, b, options, progress.callback());
           return;
         }
         Placement where;
         if (on_gpu) where.device = ctx.worker().device;
         where.cpu_threads = on_gpu ? 0 : ctx.worker().cpu_threads;
-        const bool progress = resources.show_progress();
-        result = options.precision == Precision::fp32 ? solve_on<float>(where, a, b, options, progress)
-                                                      : solve_on<double>(where, a, b, options, progress);
+        result = options.precision == Precision::fp32
+                     ? solve_on<float>(where, a, b, options, progress.callback())
+                     : solve_on<double>(where, a, b, options, progress.callback());
       },
       job);
   return result;
